@@ -1,0 +1,25 @@
+# The two commands of the README: `make run` (the app with demo data) and `make test` (the whole suite).
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN = $(VENV)/bin
+CHROMIUM ?= /usr/bin/chromium
+
+.PHONY: install run test lint
+
+$(VENV)/.installed: requirements.txt requirements-gpu.txt requirements-dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(BIN)/python -m subtlebench.devserver
+
+test: install
+	@test -x "$(CHROMIUM)" || { echo "make test: Chromium is missing at $(CHROMIUM); the browser tests need it. Install it with: apt-get install -y chromium"; exit 1; }
+	$(BIN)/python -m subtlebench.localservices -- $(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .

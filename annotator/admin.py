@@ -1,0 +1,53 @@
+from django.contrib import admin
+
+from annotator.models import Caption, Frame, Image, Job, Pair, Review, Video
+
+
+@admin.register(Video)
+class VideoAdmin(admin.ModelAdmin):
+    list_display = ("yt8m_id", "title", "status", "domain", "duration", "frame_count", "created")
+    list_filter = ("status", "domain")
+    search_fields = ("yt8m_id", "title", "labels")
+
+
+@admin.register(Image)
+class ImageAdmin(admin.ModelAdmin):
+    list_display = ("id", "source", "original_name", "width", "height", "created")
+    list_filter = ("source",)
+    search_fields = ("original_name", "sha256")
+
+
+@admin.register(Frame)
+class FrameAdmin(admin.ModelAdmin):
+    list_display = ("video", "index", "timestamp")
+    list_select_related = ("video",)
+    raw_id_fields = ("video", "image")
+    search_fields = ("video__yt8m_id",)
+
+
+@admin.register(Pair)
+class PairAdmin(admin.ModelAdmin):
+    list_display = ("id", "category", "domain", "source", "source_id", "status", "similarity", "author", "created")
+    list_filter = ("status", "category", "domain", "source")
+    search_fields = ("source_id", "question", "answer")
+    raw_id_fields = ("image_1", "image_2", "video", "author")
+
+
+@admin.register(Review)
+class ReviewAdmin(admin.ModelAdmin):
+    list_display = ("pair", "reviewer", "decision", "created")
+    list_filter = ("decision",)
+    raw_id_fields = ("pair",)
+
+
+@admin.register(Caption)
+class CaptionAdmin(admin.ModelAdmin):
+    list_display = ("pair", "author", "status", "created")
+    list_filter = ("status",)
+    raw_id_fields = ("pair",)
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ("title", "kind", "status", "done", "total", "created", "finished")
+    list_filter = ("kind", "status")

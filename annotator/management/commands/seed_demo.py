@@ -1,0 +1,28 @@
+"""Demo data for `make run`: users with the three roles (password 'demo'). Safe to re-run."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import Group, User
+from django.core.management.base import BaseCommand
+
+DEMO_USERS = {
+    "coordinator": ("coordinator", "reviewer"),
+    "annotator1": ("annotator",),
+    "annotator2": ("annotator",),
+    "reviewer": ("reviewer", "annotator"),
+}
+
+
+class Command(BaseCommand):
+    help = "Create demo users, videos, frames, pairs, captions and a study (demo only; safe to re-run)."
+
+    def handle(self, *args, **options):
+        for username, roles in DEMO_USERS.items():
+            user, created = User.objects.get_or_create(username=username)
+            if created:
+                user.set_password("demo")
+                user.is_staff = username == "coordinator"
+                user.is_superuser = username == "coordinator"
+                user.save()
+            user.groups.add(*Group.objects.filter(name__in=roles))
+        self.stdout.write(f"Demo users: {', '.join(DEMO_USERS)} (password 'demo').")

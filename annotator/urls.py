@@ -1,0 +1,8 @@
+urlpatterns = [
+    # Videos and import
+    # Jobs
+    # Similarity
+    # Pair picking and review
+    # Captions
+    # Exports
+]

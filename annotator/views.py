@@ -1,0 +1,3 @@
+"""HTML views of the annotator app."""
+
+from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Human-baseline studies: samples, participants, responses."""

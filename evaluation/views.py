@@ -1,0 +1,3 @@
+"""HTML views of human-baseline studies."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+from subtlebench.celery import app as celery_app
+
+__all__ = ["celery_app"]

@@ -1,0 +1,61 @@
+"""The three roles (Django groups) and the checks every view and API endpoint makes with them."""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from rest_framework.permissions import BasePermission
+
+ANNOTATOR = "annotator"
+REVIEWER = "reviewer"
+COORDINATOR = "coordinator"
+ROLES = (ANNOTATOR, REVIEWER, COORDINATOR)
+
+
+def roles_of(user) -> set[str]:
+    if not user.is_authenticated:
+        return set()
+    if not hasattr(user, "_roles"):
+        user._roles = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+        if user.is_superuser:
+            user._roles = set(ROLES)
+    return user._roles
+
+
+def has_role(user, *roles: str) -> bool:
+    """True when the user holds any of the roles. Coordinators may do what reviewers do."""
+    held = roles_of(user)
+    if COORDINATOR in held and REVIEWER in roles:
+        return True
+    return bool(held.intersection(roles))
+
+
+def role_required(*roles: str):
+    """View decorator: logged in (else redirect to login) and holding one of the roles (else 403)."""
+
+    def decorator(view):
+        @wraps(view)
+        @login_required
+        def wrapped(request, *args, **kwargs):
+            if not has_role(request.user, *roles):
+                raise PermissionDenied(f"This page needs the role: {' or '.join(roles)}.")
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator
+
+
+class HasRole(BasePermission):
+    """DRF permission: `permission_classes = [HasRole.of(COORDINATOR)]`."""
+
+    roles: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, *roles: str):
+        return type(f"HasRole_{'_'.join(roles)}", (cls,), {"roles": roles})
+
+    def has_permission(self, request, view):
+        return request.user.is_authenticated and has_role(request.user, *self.roles)

@@ -1,0 +1,220 @@
+"""Settings for SubtleBench Studio, read from environment variables with defaults that run locally."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def envbool(name: str, default: str) -> bool:
+    return os.getenv(name, default).strip().lower() in ("1", "true", "yes", "on")
+
+
+def envint(name: str, default: str) -> int:
+    return int(os.getenv(name, default))
+
+
+def envfloat(name: str, default: str) -> float:
+    return float(os.getenv(name, default))
+
+
+def envlist(name: str, default: str) -> list[str]:
+    return [item for item in os.getenv(name, default).split(os.pathsep) if item]
+
+
+def database_from_url(url: str) -> dict:
+    """Turn postgresql://user:password@host:port/name?host=/socket/dir into a DATABASES entry."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("postgres", "postgresql"):
+        raise ImproperlyConfigured(f"DATABASE_URL must be a postgresql:// URL, got {parsed.scheme!r}")
+    query = parse_qs(parsed.query)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
+        "USER": unquote(parsed.username or "postgres"),
+        "PASSWORD": unquote(parsed.password or ""),
+        "HOST": query.get("host", [parsed.hostname or ""])[0],
+        "PORT": str(parsed.port or ""),
+        "CONN_MAX_AGE": envint("DB_CONN_MAX_AGE", "0"),
+    }
+
+
+DEBUG = envbool("DEBUG", "True")
+SECRET_KEY = os.getenv("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. With DEBUG off it is required: set SECRET_KEY to a long random string."
+        )
+    SECRET_KEY = "insecure-local-development-key-do-not-use-in-production"
+
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "*" if DEBUG else "localhost")
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+PORT = envint("PORT", "8000")
+SITE_URL = os.getenv("SITE_URL", f"http://localhost:{PORT}")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "subtlebench",
+    "annotator",
+    "evaluation",
+    "api",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "subtlebench.urls"
+WSGI_APPLICATION = "subtlebench.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "subtlebench.context_processors.site",
+            ],
+        },
+    },
+]
+
+VAR_DIR = Path(os.getenv("VAR_DIR", BASE_DIR / "var"))
+DATABASE_URL = os.getenv("DATABASE_URL", "postgresql://postgres@127.0.0.1:54329/subtlebench")
+DATABASES = {"default": database_from_url(DATABASE_URL)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(os.getenv("STATIC_ROOT", BASE_DIR / "staticfiles"))
+MEDIA_URL = "media/"
+MEDIA_ROOT = Path(os.getenv("MEDIA_ROOT", VAR_DIR / "media"))
+
+# Storage: a local folder by default; an S3 bucket (or any S3-protocol server) when S3_BUCKET is set.
+S3_BUCKET = os.getenv("S3_BUCKET", "")
+S3_ENDPOINT_URL = os.getenv("S3_ENDPOINT_URL", "")
+S3_REGION = os.getenv("S3_REGION", "us-east-1")
+S3_ACCESS_KEY_ID = os.getenv("S3_ACCESS_KEY_ID", "")
+S3_SECRET_ACCESS_KEY = os.getenv("S3_SECRET_ACCESS_KEY", "")
+S3_PREFIX = os.getenv("S3_PREFIX", "media")
+S3_URL_EXPIRY = envint("S3_URL_EXPIRY", "3600")
+if S3_BUCKET:
+    default_storage = {"BACKEND": "subtlebench.storage.S3Storage"}
+else:
+    default_storage = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+STORAGES = {
+    "default": default_storage,
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+
+# Uploads: videos can be large, but not unbounded.
+MAX_UPLOAD_BYTES = envint("MAX_UPLOAD_BYTES", str(2 * 1024**3))
+FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024**2
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024**2
+
+# Folders that imports (videos, manifests, pair datasets) may read from.
+IMPORT_ROOTS = [Path(p).resolve() for p in envlist("IMPORT_ROOTS", str(VAR_DIR / "imports"))]
+
+# Frame sampling.
+FRAME_MAX_SIDE = envint("FRAME_MAX_SIDE", "1280")
+THUMBNAIL_MAX_SIDE = envint("THUMBNAIL_MAX_SIDE", "240")
+FRAME_JPEG_QUALITY = envint("FRAME_JPEG_QUALITY", "92")
+DEFAULT_SAMPLE_EVERY_SECONDS = envfloat("DEFAULT_SAMPLE_EVERY_SECONDS", "1.0")
+
+# Similarity (DINOv3).
+DINOV3_MODEL_DIR = os.getenv("DINOV3_MODEL_DIR", "")
+DINOV3_IMAGE_SIZE = envint("DINOV3_IMAGE_SIZE", "224")
+DINOV3_BATCH_SIZE = envint("DINOV3_BATCH_SIZE", "64")
+SIMILARITY_THRESHOLD = envfloat("SIMILARITY_THRESHOLD", "0.8")
+NEAR_DUPLICATE_CEILING = envfloat("NEAR_DUPLICATE_CEILING", "0.995")
+SUGGESTION_MAX_GAP_SECONDS = envfloat("SUGGESTION_MAX_GAP_SECONDS", "10")
+
+# Work queues.
+LEASE_MINUTES = envint("LEASE_MINUTES", "15")
+
+# Celery: Redis as broker; the state of long jobs lives in the Job table, not in a result backend.
+CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL", "redis://127.0.0.1:63799/0")
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {"annotator.tasks.embed_*": {"queue": "similarity"}}
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", "3600")}
+CELERY_BEAT_SCHEDULE: dict = {}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 100,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "SubtleBench Studio API",
+    "DESCRIPTION": "Videos, frames, pairs, captions, studies and jobs of a subtle-difference benchmark.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+if not DEBUG:
+    SESSION_COOKIE_SECURE = envbool("SECURE_COOKIES", "True")
+    CSRF_COOKIE_SECURE = envbool("SECURE_COOKIES", "True")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

@@ -1,0 +1,17 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path, re_path
+
+from subtlebench import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("healthz", views.healthz, name="healthz"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    re_path(r"^media/(?P<name>.+)$", views.media, name="media"),
+    path("admin/", admin.site.urls),
+    path("api/", include("api.urls")),
+    path("", include("annotator.urls")),
+    path("", include("evaluation.urls")),
+]

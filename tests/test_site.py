@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from subtlebench.settings import database_from_url
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_redirects_anonymous_users_to_login(client):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_it_serves_the_login_page(client):
+    response = client.get("/accounts/login/")
+    assert response.status_code == 200
+    assert b'name="password"' in response.content
+
+
+def test_it_shows_coordinator_tiles_to_coordinators_only(client_for, coordinator, annotator):
+    assert b"Human baseline" in client_for(coordinator).get("/").content
+    assert b"Human baseline" not in client_for(annotator).get("/").content
+
+
+def test_it_creates_the_three_role_groups():
+    from django.contrib.auth.models import Group
+
+    assert set(Group.objects.values_list("name", flat=True)) >= {"annotator", "reviewer", "coordinator"}
+
+
+def test_healthz_answers_ok(client):
+    assert client.get("/healthz").content == b"ok"
+
+
+def test_media_needs_login_and_refuses_parent_paths(client, client_for, annotator, settings):
+    (settings.MEDIA_ROOT / "frames").mkdir(parents=True)
+    (settings.MEDIA_ROOT / "frames" / "a.jpg").write_bytes(b"jpeg")
+    assert client.get("/media/frames/a.jpg").status_code == 302
+    client = client_for(annotator)
+    assert b"".join(client.get("/media/frames/a.jpg").streaming_content) == b"jpeg"
+    assert client.get("/media/../settings.py").status_code == 404
+
+
+def test_it_parses_database_urls_with_a_socket_host():
+    db = database_from_url("postgresql://u:p%40ss@/bench?host=/run/pg")
+    assert (db["USER"], db["PASSWORD"], db["HOST"], db["NAME"]) == ("u", "p@ss", "/run/pg", "bench")
+
+
+def test_it_rejects_a_non_postgres_database_url():
+    with pytest.raises(ImproperlyConfigured, match="postgresql://"):
+        database_from_url("mysql://x@y/z")
