@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
 import pytest
 from django.contrib.auth.models import Group, User
+from django.db import connection
+
+from subtlebench.localservices import BASE_DIR
 
 
 @pytest.fixture(autouse=True)
@@ -21,7 +31,7 @@ def fast_settings(settings, tmp_path):
 def make_user(username: str, *roles: str) -> User:
     user = User.objects.create_user(username, password="password")
     for role in roles:
-        user.groups.add(Group.objects.get(name=role))
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
     return user
 
 
@@ -60,3 +70,178 @@ def client_for(client):
         return client
 
     return login
+
+
+# --- Real services the end-to-end tests talk to -------------------------------------------------------------
+
+# Playwright's sync API runs an event loop in the test thread; the ORM calls in browser tests are still sync.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto in server mode on loopback: a real S3 protocol endpoint that boto3 talks HTTP to."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server, settings):
+    """A fresh bucket on the moto server, with the S3 settings pointing at it (storage stays local)."""
+    bucket = f"test-{uuid.uuid4().hex[:12]}"
+    settings.S3_ENDPOINT_URL = s3_server
+    settings.S3_ACCESS_KEY_ID = "testing"
+    settings.S3_SECRET_ACCESS_KEY = "testing"
+    settings.S3_REGION = "us-east-1"
+    from subtlebench.storage import s3_client
+
+    s3_client().create_bucket(Bucket=bucket)
+    return bucket
+
+
+@pytest.fixture
+def s3_storage(s3_bucket, settings):
+    """Media storage switched to the S3 bucket on the moto server."""
+    settings.S3_BUCKET = s3_bucket
+    settings.STORAGES = {**settings.STORAGES, "default": {"BACKEND": "subtlebench.storage.S3Storage"}}
+    return s3_bucket
+
+
+def database_url() -> str:
+    db = connection.settings_dict
+    host = db["HOST"] or "127.0.0.1"
+    port = f":{db['PORT']}" if db["PORT"] else ""
+    return f"postgresql://{db['USER']}:{db['PASSWORD']}@{host}{port}/{db['NAME']}"
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db, settings):
+    """A real `celery worker` process on the test database and the real Redis broker.
+
+    Yields a function that starts it with extra environment variables (e.g. DINOV3_MODEL_DIR).
+    """
+    processes = []
+
+    def start(queues: str = "default", **extra_env: str) -> subprocess.Popen:
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "MEDIA_ROOT": str(settings.MEDIA_ROOT),
+            "IMPORT_ROOTS": os.pathsep.join(str(p) for p in settings.IMPORT_ROOTS),
+            **extra_env,
+        }
+        from subtlebench.celery import app
+
+        app.control.purge()
+        log = open(settings.MEDIA_ROOT.parent / f"worker-{len(processes)}.log", "w+")
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "subtlebench",
+                "worker",
+                "-Q",
+                queues,
+                "--pool",
+                "solo",
+                "--loglevel",
+                "INFO",
+                "--without-mingle",
+                "--without-gossip",
+                "--hostname",
+                f"test{uuid.uuid4().hex[:8]}@%h",
+            ],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        processes.append((process, log))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            log.seek(0)
+            if " ready." in log.read():
+                return process
+            if process.poll() is not None:
+                break
+            time.sleep(0.2)
+        log.seek(0)
+        raise RuntimeError(f"celery worker did not start:\n{log.read()[-3000:]}")
+
+    settings.MEDIA_ROOT.mkdir(parents=True, exist_ok=True)
+    yield start
+    for process, log in processes:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+def wait_until(predicate, seconds: float = 60, message: str = "condition"):
+    """Poll until predicate() is truthy (for end-to-end tests against real processes)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {seconds}s waiting for {message}")
+
+
+CHROMIUM = os.getenv("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """A real headless Chromium driven by Playwright."""
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"Chromium is missing at {CHROMIUM}: install it with apt-get install -y chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, live_server):
+    """A fresh browser context and page; `page.base_url` is the live server's address."""
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900})
+    context.set_default_timeout(15000)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def browser_login(page, username: str, password: str = "password") -> None:
+    page.goto("/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button.primary")
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)

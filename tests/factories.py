@@ -1,0 +1,100 @@
+"""Small builders for test data: real JPEG files in storage, videos with frames, pairs in any state."""
+
+from __future__ import annotations
+
+import io
+import itertools
+
+from django.core.files.base import ContentFile
+from django.utils import timezone
+from PIL import Image as PILImage
+from PIL import ImageDraw
+
+from annotator.models import Category, Domain, Frame, Image, Pair, Video
+
+_counter = itertools.count(1)
+
+
+def jpeg_bytes(shift: int = 0, size: tuple[int, int] = (160, 120), color=(200, 80, 40)) -> bytes:
+    """A textured JPEG; a small `shift` moves a square a little (a subtle difference)."""
+    picture = PILImage.new("RGB", size, (235, 235, 225))
+    draw = ImageDraw.Draw(picture)
+    for x in range(0, size[0], 16):
+        draw.line([(x, 0), (x, size[1])], fill=(180, 190, 200))
+    draw.rectangle([20 + shift, 30, 60 + shift, 70], fill=color)
+    buffer = io.BytesIO()
+    picture.save(buffer, "JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def make_image(shift: int = 0, source: str = "yt8m", name: str | None = None, **jpeg_options) -> Image:
+    number = next(_counter)
+    name = name or f"images/test/{number:06d}.jpg"
+    data = jpeg_bytes(shift, **jpeg_options)
+    width, height = jpeg_options.get("size", (160, 120))
+    image = Image(width=width, height=height, source=source, original_name=name.rsplit("/", 1)[-1])
+    image.file.save(name, ContentFile(data), save=False)
+    image.thumbnail.save(name.replace(".jpg", "_thumb.jpg"), ContentFile(data), save=False)
+    image.save()
+    return image
+
+
+def make_video(frames: int = 5, yt8m_id: str | None = None, fps: float = 25.0, every: float = 1.0, **fields) -> Video:
+    number = next(_counter)
+    video = Video.objects.create(
+        yt8m_id=yt8m_id or f"vid{number:05d}",
+        title=f"Test video {number}",
+        source=f"/videos/vid{number:05d}.mp4",
+        duration=frames * every,
+        fps=fps,
+        width=160,
+        height=120,
+        status=Video.Status.SAMPLED,
+        sample_every=every,
+        frame_count=frames,
+        **fields,
+    )
+    for index in range(frames):
+        image = make_image(shift=index, name=f"frames/{video.yt8m_id}/{index:06d}.jpg")
+        Frame.objects.create(
+            video=video, index=index, timestamp=index * every, pts=int(index * every * 1000), image=image
+        )
+    return video
+
+
+def make_pair(
+    status: str = Pair.Status.ACCEPTED,
+    category: str = Category.TEMPORAL,
+    domain: str = Domain.NATURAL,
+    author=None,
+    video: Video | None = None,
+    similarity: float | None = 0.93,
+    **fields,
+) -> Pair:
+    number = next(_counter)
+    if video is None:
+        video = make_video(frames=2)
+    first, second = [frame.image for frame in video.frames.order_by("index")[:2]]
+    defaults = {
+        "question": "Which image was taken later?",
+        "answer": "second image",
+        "distractors": ["first image"],
+        "source": "yt8m",
+        "source_id": f"{video.yt8m_id}_{number}",
+        "similarity_model": "test-model",
+    }
+    defaults.update(fields)
+    now = timezone.now()
+    return Pair.objects.create(
+        image_1=first,
+        image_2=second,
+        video=video,
+        category=category,
+        domain=domain,
+        status=status,
+        author=author,
+        similarity=similarity,
+        submitted_at=now if status != Pair.Status.DRAFT else None,
+        decided_at=now if status in (Pair.Status.ACCEPTED, Pair.Status.REJECTED) else None,
+        **defaults,
+    )
