@@ -116,6 +116,15 @@ class PairQuerySet(models.QuerySet):
     def accepted(self):
         return self.filter(status=Pair.Status.ACCEPTED)
 
+    def passing_similarity(self):
+        """Pairs whose similarity is known and meets the threshold, or whose failure a coordinator overrode."""
+        meets = models.Q(similarity__gte=settings.SIMILARITY_THRESHOLD)
+        overridden = ~models.Q(similarity_override_reason="")
+        return self.filter(similarity__isnull=False).filter(meets | overridden)
+
+    def exportable(self):
+        return self.accepted().passing_similarity()
+
 
 class Pair(models.Model):
     class Status(models.TextChoices):
@@ -136,6 +145,11 @@ class Pair(models.Model):
     distractors = models.JSONField(default=list, blank=True)
     similarity = models.FloatField(null=True, blank=True)
     similarity_model = models.CharField(max_length=200, blank=True, help_text="Fingerprint of the model.")
+    similarity_override_reason = models.TextField(blank=True)
+    similarity_override_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    similarity_override_at = models.DateTimeField(null=True, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT, db_index=True)
     author = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, null=True, blank=True, related_name="pairs")
     client_key = models.CharField(max_length=64, null=True, blank=True, unique=True)
@@ -163,6 +177,27 @@ class Pair(models.Model):
     @property
     def options(self) -> list[str]:
         return [self.answer, *self.distractors]
+
+    @property
+    def similarity_status(self) -> str:
+        """'pending' (not computed), 'pass', 'fail' (below the threshold) or 'override' (failed, overridden)."""
+        if self.similarity is None:
+            return "pending"
+        if self.similarity >= settings.SIMILARITY_THRESHOLD:
+            return "pass"
+        return "override" if self.similarity_override_reason else "fail"
+
+    def similarity_problem(self) -> str | None:
+        """Why the subtlety rule keeps this pair from being accepted or exported, or None."""
+        status = self.similarity_status
+        if status == "pending":
+            return "The DINOv3 similarity of this pair is not computed yet."
+        if status == "fail":
+            return (
+                f"Similarity {self.similarity:.3f} is below the threshold {settings.SIMILARITY_THRESHOLD}: "
+                "only a coordinator can override this, with a written reason."
+            )
+        return None
 
 
 class Review(models.Model):
@@ -197,12 +232,18 @@ class Caption(models.Model):
     text = models.TextField(blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT, db_index=True)
     client_key = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    chosen = models.BooleanField(default=False, help_text="The accepted caption the export uses for its pair.")
     created = models.DateTimeField(default=timezone.now)
     updated = models.DateTimeField(auto_now=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pair"], condition=models.Q(chosen=True), name="caption_one_chosen_per_pair"
+            )
+        ]
 
     def __str__(self):
         return f"caption {self.pk} of pair {self.pair_id}"
