@@ -1,0 +1,12 @@
+# One image for web, worker and beat; the gpu-worker builds it with REQUIREMENTS=requirements-gpu.txt.
+FROM python:3.11-slim
+ARG REQUIREMENTS=requirements.txt
+ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+WORKDIR /app
+COPY requirements.txt requirements-gpu.txt ./
+RUN pip install --no-cache-dir -r ${REQUIREMENTS}
+COPY . .
+RUN DEBUG=false SECRET_KEY=collectstatic-only python manage.py collectstatic --no-input
+RUN useradd --create-home app && mkdir -p /data/media && chown app /data/media
+USER app
+EXPOSE 8000

@@ -1,0 +1,34 @@
+"""The jobs page: every long job (import, similarity, export) with a live progress bar."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET
+
+from annotator.models import Job
+from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, role_required
+
+JOBS_PER_PAGE = 50
+
+
+@role_required(ANNOTATOR, REVIEWER, COORDINATOR)
+@require_GET
+def job_list(request):
+    jobs = Job.objects.select_related("created_by")
+    kind = request.GET.get("kind", "")
+    if kind in Job.Kind.values:
+        jobs = jobs.filter(kind=kind)
+    jobs = list(jobs[:JOBS_PER_PAGE])
+    context = {"jobs": jobs, "kind": kind, "kinds": Job.Kind.choices, "any_active": any(j.is_active for j in jobs)}
+    if request.htmx:
+        return render(request, "jobs/list.html#job-rows", context)
+    return render(request, "jobs/list.html", context)
+
+
+@role_required(ANNOTATOR, REVIEWER, COORDINATOR)
+@require_GET
+def job_detail(request, job_id):
+    job = get_object_or_404(Job.objects.select_related("created_by"), pk=job_id)
+    if request.htmx:
+        return render(request, "jobs/detail.html#job-status", {"job": job})
+    return render(request, "jobs/detail.html", {"job": job})

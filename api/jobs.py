@@ -1,0 +1,58 @@
+"""API for long jobs (imports, similarity runs, exports): their progress, errors and results."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.response import Response
+
+from annotator.models import Job
+from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
+
+
+class JobOutputSerializer(serializers.ModelSerializer):
+    percent = serializers.IntegerField(read_only=True)
+    created_by = serializers.CharField(source="created_by.username", default=None, read_only=True)
+
+    class Meta:
+        model = Job
+        fields = [
+            "id",
+            "kind",
+            "title",
+            "status",
+            "total",
+            "done",
+            "percent",
+            "errors",
+            "result",
+            "created_by",
+            "created",
+            "started",
+            "finished",
+        ]
+
+
+@extend_schema(responses=JobOutputSerializer(many=True))
+@api_view(["GET"])
+@permission_classes([HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)])
+def job_list(request):
+    """Jobs, newest first; filter with `?kind=import|similarity|export` and `?status=...`."""
+    jobs = Job.objects.select_related("created_by")
+    for field in ("kind", "status"):
+        if request.query_params.get(field):
+            jobs = jobs.filter(**{field: request.query_params[field]})
+    paginator = LimitOffsetPagination()
+    page = paginator.paginate_queryset(jobs, request)
+    return paginator.get_paginated_response(JobOutputSerializer(page, many=True).data)
+
+
+@extend_schema(responses=JobOutputSerializer)
+@api_view(["GET"])
+@permission_classes([HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)])
+def job_detail(request, job_id):
+    job = get_object_or_404(Job.objects.select_related("created_by"), pk=job_id)
+    return Response(JobOutputSerializer(job).data)

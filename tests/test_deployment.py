@@ -1,0 +1,114 @@
+"""docker-compose.yml is written for real deployments (no Docker engine here): check what can be checked."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from django.core.management import get_commands
+
+ROOT = Path(__file__).resolve().parent.parent
+APP_SERVICES = ("web", "worker", "gpu-worker", "beat")
+ENV_READERS = {"getenv", "envbool", "envint", "envfloat", "envlist"}
+
+
+@pytest.fixture(scope="module")
+def compose():
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def variables_settings_read() -> set[str]:
+    tree = ast.parse((ROOT / "subtlebench" / "settings.py").read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            function = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if function in ENV_READERS:
+                names.add(node.args[0].value)
+    return names
+
+
+def commands_of(service: dict) -> list[list[str]]:
+    """The command lines a service runs, with `sh -c "a && b"` split into its parts."""
+    command = service["command"]
+    words = command if isinstance(command, list) else shlex.split(command)
+    if words[:2] == ["sh", "-c"]:
+        return [shlex.split(part) for part in re.split(r"&&", words[2])]
+    return [words]
+
+
+def test_it_has_every_service_a_deployment_needs(compose):
+    assert set(compose["services"]) >= {"postgres", "redis", *APP_SERVICES}
+
+
+@pytest.mark.parametrize("name", APP_SERVICES)
+def test_every_command_names_a_real_module(compose, name):
+    for words in commands_of(compose["services"][name]):
+        program = words[0]
+        if program == "gunicorn":
+            module, _, attribute = words[1].partition(":")
+            assert hasattr(importlib.import_module(module), attribute or "application")
+        elif program == "celery":
+            app_module = words[words.index("-A") + 1]
+            assert importlib.import_module(app_module).celery_app.main == "subtlebench"
+            if "worker" in words:
+                from django.conf import settings
+
+                routed = {"default"} | {route["queue"] for route in settings.CELERY_TASK_ROUTES.values()}
+                queues = set(words[words.index("-Q") + 1].split(","))
+                assert queues <= routed, f"{name} consumes queues no task is routed to: {queues - routed}"
+        elif program == "python":
+            assert words[1] == "manage.py"
+            assert words[2] in get_commands(), f"{name}: no management command {words[2]!r}"
+        else:
+            pytest.fail(f"{name}: unknown program {program!r}")
+
+
+@pytest.mark.parametrize("name", APP_SERVICES)
+def test_every_environment_variable_is_one_the_settings_read(compose, name):
+    known = variables_settings_read() | {"DJANGO_SETTINGS_MODULE"}
+    unknown = set(compose["services"][name]["environment"]) - known
+    assert not unknown, f"{name} sets variables the settings never read: {sorted(unknown)}"
+
+
+def test_both_queues_have_a_consumer(compose):
+    consumed = set()
+    for name in ("worker", "gpu-worker"):
+        words = commands_of(compose["services"][name])[0]
+        consumed |= set(words[words.index("-Q") + 1].split(","))
+    assert consumed == {"default", "similarity"}
+
+
+def test_the_gpu_worker_reserves_one_gpu_and_mounts_the_weights(compose):
+    service = compose["services"]["gpu-worker"]
+    (device,) = service["deploy"]["resources"]["reservations"]["devices"]
+    assert (device["driver"], device["count"], device["capabilities"]) == ("nvidia", 1, ["gpu"])
+    model_dir = service["environment"]["DINOV3_MODEL_DIR"]
+    assert any(volume.endswith((f":{model_dir}", f":{model_dir}:ro")) for volume in service["volumes"])
+    assert service["build"]["args"]["REQUIREMENTS"] == "requirements-gpu.txt"
+    assert (ROOT / "requirements-gpu.txt").exists()
+
+
+def test_production_services_run_with_debug_off_and_a_required_secret(compose):
+    for name in APP_SERVICES:
+        environment = compose["services"][name]["environment"]
+        assert environment["DEBUG"] == "false"
+        assert ":?" in environment["SECRET_KEY"], "SECRET_KEY must be required, not defaulted"
+
+
+def test_settings_refuse_to_start_with_debug_off_and_no_secret_key():
+    env = {key: value for key, value in os.environ.items() if key != "SECRET_KEY"}
+    env.update(DEBUG="false", DJANGO_SETTINGS_MODULE="subtlebench.settings")
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.returncode != 0
+    assert "SECRET_KEY is not set" in result.stderr
