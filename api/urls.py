@@ -1,11 +1,20 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from api import views
+from api import evaluation, views
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("token/", views.token_obtain, name="api-token"),
+    # Human-baseline studies (evaluation)
+    path("studies/", evaluation.study_list, name="api-study-list"),
+    path("studies/create/", evaluation.study_create, name="api-study-create"),
+    path("studies/<int:pk>/invites/", evaluation.invite_list, name="api-study-invites"),
+    path("studies/<int:pk>/invites/create/", evaluation.invite_create, name="api-study-invite-create"),
+    path("studies/<int:pk>/progress/", evaluation.study_progress, name="api-study-progress"),
+    path("studies/<int:pk>/results/", evaluation.study_results, name="api-study-results"),
+    path("p/<str:token>/item/", evaluation.participant_item, name="api-participant-item"),
+    path("p/<str:token>/item/<str:item_token>/answer/", evaluation.participant_answer, name="api-participant-answer"),
 ]
