@@ -30,7 +30,7 @@ class StudyForm(forms.Form):
     items_per_participant = forms.IntegerField(initial=0, min_value=0, label="Items per participant (0: all left)")
     invites = forms.IntegerField(initial=5, min_value=0, max_value=10000, label="Invite links")
     open_cap = forms.IntegerField(initial=0, min_value=0, label="Open-link cap (0: no open link)")
-    redirect_url = forms.URLField(required=False, label="Redirect when done (e.g. Prolific)")
+    redirect_url = forms.URLField(required=False, assume_scheme="https", label="Redirect when done (e.g. Prolific)")
 
 
 class InviteForm(forms.Form):
