@@ -307,7 +307,11 @@ def test_a_participant_sees_no_category_domain_source_file_name_answer_position_
     assert len(images) == 2 and all(r.status_code == 200 and r["Content-Type"] == "image/jpeg" for r in images)
     assert all("Content-Disposition" not in r for r in images)
     correct_position = assignment.permutation.index(0) + 1
-    text = page.content.decode() + api_item.content.decode() + " ".join(image_urls)
+    start = client.get(f"/p/{other.token}/")
+    answered = client.post(f"/p/{participant.token}/items/{assignment.token}/", {"option": 1}, follow=True)
+    assert b"completion code" in answered.content
+    pages = [page, start, answered, api_item]
+    text = "".join(r.content.decode() for r in pages) + " ".join(image_urls)
     forbidden = [
         "existence",
         "aerial",
@@ -322,7 +326,6 @@ def test_a_participant_sees_no_category_domain_source_file_name_answer_position_
         str(secret.video.yt8m_id),
         str(assignment.item_id),
         str(assignment.pk),
-        other.token,
         "data-correct",
         "permutation",
     ]
