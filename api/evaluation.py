@@ -147,6 +147,7 @@ def study_results(request, pk):
 
 class ParticipantItemSerializer(serializers.Serializer):
     done = serializers.BooleanField()
+    wait = serializers.BooleanField(required=False, help_text="Every free item is taken for now: ask again later.")
     item = serializers.CharField(required=False)
     sequence = serializers.IntegerField(required=False)
     planned = serializers.IntegerField(required=False)
@@ -177,6 +178,9 @@ def participant_item(request, token):
         return Response({"detail": "Agree to the study and finish the practice on its pages first."}, status=409)
     assignment = services.participant_next_item(participant=participant)
     if assignment is None:
+        participant.refresh_from_db(fields=["finished_at"])
+        if participant.finished_at is None:
+            return Response({"done": False, "wait": True})
         return Response({"done": True, "completion_code": participant.study.completion_code})
     return Response(
         {

@@ -136,6 +136,9 @@ def item(request, token):
         return redirect(stage_url(participant))
     assignment = services.participant_next_item(participant=participant)
     if assignment is None:
+        participant.refresh_from_db(fields=["finished_at"])
+        if participant.finished_at is None:
+            return render(request, "evaluation/participant/wait.html", {"participant": participant})
         return redirect("participant-done", token)
     context = item_context(assignment) | {
         "practice": False,

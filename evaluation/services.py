@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import CharField, Count, IntegerField, OuterRef, Subquery, Value
+from django.db.models import CharField, Count, IntegerField, OuterRef, Q, Subquery, Value
 from django.db.models.functions import MD5, Cast, Coalesce, Concat
 from django.utils import timezone
 
@@ -251,8 +251,22 @@ def participant_next_item(*, participant: Participant, now=None) -> Assignment |
     check = checks_left.first()
     if check:
         return _new_assignment(participant, check, sequence, now)
+    if not quota_reached and _places_may_open(participant, study):
+        return None  # every free place is leased to someone else for now: the participant waits, not done
     participant.finish(now)
     return None
+
+
+def _places_may_open(participant: Participant, study: Study) -> bool:
+    """True when some item this participant has not seen lacks answers and is only held by leases."""
+    answered = Count("assignments", filter=Q(assignments__answered_at__isnull=False))
+    return (
+        study.items.scored()
+        .exclude(assignments__participant=participant)
+        .annotate(answered=answered)
+        .filter(answered__lt=study.raters_per_item)
+        .exists()
+    )
 
 
 def _holding_count(item_id: int, now, excluding: Assignment | None = None) -> int:

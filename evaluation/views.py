@@ -38,7 +38,10 @@ class InviteForm(forms.Form):
 
 
 class AttentionForm(forms.Form):
-    pair_ids = forms.CharField(label="Pair ids, separated by spaces or commas")
+    pair_ids = forms.CharField(
+        label="Pair ids, separated by spaces or commas",
+        widget=forms.TextInput(attrs={"placeholder": "Accepted pair ids outside the sample, e.g. 12 40"}),
+    )
 
     def clean_pair_ids(self):
         raw = self.cleaned_data["pair_ids"].replace(",", " ").split()
@@ -48,7 +51,9 @@ class AttentionForm(forms.Form):
 
 
 class ModelRunForm(forms.Form):
-    name = forms.CharField(max_length=200, label="Model name")
+    name = forms.CharField(
+        max_length=200, label="Model name", widget=forms.TextInput(attrs={"placeholder": "Model name"})
+    )
     file = forms.FileField(label="mc_evaluation_results.json")
 
 

@@ -182,10 +182,9 @@ def test_it_gives_an_item_to_no_more_participants_than_its_raters_and_frees_expi
     assert services.participant_next_item(participant=a, now=now) is not None
     answer_correctly(b, services.participant_next_item(participant=b, now=now), now=now)
     assert services.participant_next_item(participant=c, now=now) is None  # both places taken
+    c.refresh_from_db()
+    assert c.finished_at is None  # a's place may still open: c waits
     later = now + timedelta(minutes=30)  # a's lease has run out, unanswered
-    c = Participant.objects.get(pk=c.pk)
-    c.finished_at = None
-    c.save()
     taken = services.participant_next_item(participant=c, now=later)
     assert taken is not None
     # a comes back too late: the place went to c, so a's answer is refused and a is done.
@@ -637,3 +636,15 @@ def test_the_demo_creates_one_study_with_finished_participants_and_is_safe_to_re
     assert study.participants.filter(finished_at__isnull=False).count() == 4
     assert Assignment.objects.filter(item__study=study, item__kind=StudyItem.Kind.SCORED).answered().count() == 12
     assert seed_demo_study() == study and Study.objects.count() == 1
+
+
+def test_a_participant_waits_while_the_last_places_are_leased_to_others(client):
+    make_pool(3, categories=[Category.TEMPORAL], domains=[Domain.NATURAL])
+    study = services.study_create(name="S", fraction=1 / 3, practice_count=0)
+    holder, waiting = ready_participant(study), ready_participant(study)
+    assert services.participant_next_item(participant=holder) is not None
+    response = client.get(f"/p/{waiting.token}/items/")
+    assert b"Please wait" in response.content
+    assert client.get(f"/api/p/{waiting.token}/item/").json() == {"done": False, "wait": True}
+    waiting.refresh_from_db()
+    assert waiting.finished_at is None
