@@ -20,6 +20,9 @@ def seed_demo_study(stdout=None) -> Study | None:
         if stdout:
             stdout.write("Demo study skipped: no accepted pairs yet.")
         return None
+    # Four participants share the rater places evenly, so each has answers to show.
+    study.items_per_participant = -(-study.items.scored().count() * study.raters_per_item // 4)
+    study.save(update_fields=["items_per_participant"])
     for number, accuracy in enumerate((0.95, 0.9, 0.85, 1.0), start=1):
         participant = services.participant_create(study=study)
         participant.record_url_parameters(

@@ -80,6 +80,16 @@ def fleiss_kappa(units: Iterable[Sequence[Hashable]]) -> float | None:
     return (p_bar - p_e) / (1 - p_e)
 
 
+def percent_agreement(units: Iterable[Sequence[Hashable]]) -> float | None:
+    """Mean share of agreeing rater pairs per unit (Fleiss' P-bar), for units with two or more ratings."""
+    shares = []
+    for labels in units:
+        m = len(labels)
+        if m >= 2:
+            shares.append(sum(c * (c - 1) for c in Counter(labels).values()) / (m * (m - 1)))
+    return sum(shares) / len(shares) if shares else None
+
+
 def krippendorff_alpha_nominal(units: Iterable[Sequence[Hashable]]) -> float | None:
     """Krippendorff's alpha for nominal data, from the coincidence matrix; units with one value are not pairable."""
     coincidences: Counter = Counter()

@@ -86,6 +86,7 @@ def study_results(study: Study, now=None) -> dict:
     multi = [labels for labels in chosen_by_item.values() if len(labels) >= 2]
     agreement = {
         "items": len(multi),
+        "percent_agreement": metrics.percent_agreement(multi),
         "fleiss_kappa": metrics.fleiss_kappa(multi),
         "krippendorff_alpha": metrics.krippendorff_alpha_nominal(multi),
     }
@@ -205,7 +206,12 @@ def _models(study: Study, scored: list[dict], human_categories: dict) -> list[di
                 continue
             model = metrics.proportion(*model_counts[c])
             human = metrics.proportion(*human_counts[c])
-            categories[c] = {"model": model, "human": human, "difference": human["accuracy"] - model["accuracy"]}
+            categories[c] = {
+                "abbr": CATEGORY_ABBREVIATIONS[c],
+                "model": model,
+                "human": human,
+                "difference": human["accuracy"] - model["accuracy"],
+            }
         model_avg = metrics.macro([tuple(v) for v in model_counts.values()])
         human_avg = metrics.macro([tuple(v) for v in human_counts.values()])
         out.append(

@@ -27,10 +27,10 @@ class StudyForm(forms.Form):
     )
     domains = forms.MultipleChoiceField(choices=Domain.choices, required=False, widget=forms.CheckboxSelectMultiple)
     practice_count = forms.IntegerField(initial=3, min_value=0, max_value=20, label="Practice items")
-    items_per_participant = forms.IntegerField(initial=0, min_value=0, label="Items per participant (0: all left)")
+    items_per_participant = forms.IntegerField(initial=0, min_value=0, label="Items each (0: all)")
     invites = forms.IntegerField(initial=5, min_value=0, max_value=10000, label="Invite links")
-    open_cap = forms.IntegerField(initial=0, min_value=0, label="Open-link cap (0: no open link)")
-    redirect_url = forms.URLField(required=False, assume_scheme="https", label="Redirect when done (e.g. Prolific)")
+    open_cap = forms.IntegerField(initial=0, min_value=0, label="Open-link cap (0: none)")
+    redirect_url = forms.URLField(required=False, assume_scheme="https", label="Redirect URL when done")
 
 
 class InviteForm(forms.Form):

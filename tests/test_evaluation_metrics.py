@@ -43,6 +43,7 @@ def test_it_computes_fleiss_kappa_worked_out_by_hand():
     # kappa = (2/3 - 26/36) / (10/36) = (24/36 - 26/36) / (10/36) = -0.2.
     assert metrics.fleiss_kappa([["A", "A", "A"], ["A", "A", "B"]]) == pytest.approx(-0.2)
     assert metrics.fleiss_kappa([["A"], ["B"]]) is None
+    assert metrics.percent_agreement([["A", "A"], ["A", "B"], ["B", "B"]]) == pytest.approx(2 / 3)
 
 
 def test_it_computes_krippendorffs_alpha_worked_out_by_hand():
