@@ -91,6 +91,8 @@ def practice(request, token):
     if participant.stage == "invited":
         return redirect(stage_url(participant))
     assignment = services.participant_next_practice(participant=participant)
+    if assignment is None and not participant.study.practice_count:
+        return redirect("participant-item", token)  # no practice block: straight to the items
     if assignment is None:
         return render(request, "evaluation/participant/practice_done.html", {"participant": participant})
     context = item_context(assignment) | {

@@ -225,7 +225,7 @@ def participant_next_item(*, participant: Participant, now=None) -> Assignment |
     """
     now = now or timezone.now()
     # Locking the participant serialises two tabs of one participant; other participants run in parallel.
-    participant = Participant.objects.select_for_update().select_related("study").get(pk=participant.pk)
+    participant = Participant.objects.select_for_update(of=("self",)).select_related("study").get(pk=participant.pk)
     if participant.finished_at:
         return None
     study = participant.study

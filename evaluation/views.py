@@ -156,7 +156,10 @@ def attention_add(request, pk):
     except services.StudyError as error:
         messages.error(request, str(error))
     else:
-        messages.success(request, f"{len(added)} attention checks added; participants invited from now on get them.")
+        messages.success(
+            request,
+            f"{len(added)} attention checks added: every participant gets them (those already started, at the end).",
+        )
     return redirect("study-detail", study.pk)
 
 

@@ -467,6 +467,11 @@ PARTICIPANT_PAGES = [
     ("get", "/p/{token}/items/"),
     ("post", "/p/{token}/items/x/"),
     ("get", "/p/{token}/done/"),
+    ("post", "/p/{token}/practice/x/"),
+    ("get", "/p/{token}/image/x/"),
+    ("get", "/p/open/{token}/"),
+    ("get", "/api/p/{token}/item/"),
+    ("post", "/api/p/{token}/item/x/answer/"),
 ]
 
 
@@ -475,7 +480,8 @@ def test_participant_pages_need_a_valid_token_and_the_right_method(client, metho
     make_pool(3)
     study = services.study_create(name="S", fraction=1)
     participant = services.participant_create(study=study)
-    assert getattr(client, method)(url.format(token="not-a-token")).status_code == 404
+    kwargs = {"content_type": "application/json"} if method == "post" else {}
+    assert getattr(client, method)(url.format(token="not-a-token"), **kwargs).status_code == 404
     wrong = "post" if method == "get" else "get"
     assert getattr(client, wrong)(url.format(token=participant.token)).status_code == 405
 
