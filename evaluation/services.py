@@ -370,7 +370,7 @@ def shown_options(assignment: Assignment) -> list[str]:
 # --- Model results -----------------------------------------------------------------------------------------
 
 
-def _entries(data) -> list:
+def _entries(data, label: str) -> list:
     if isinstance(data, list):
         return data
     if isinstance(data, dict):
@@ -379,7 +379,9 @@ def _entries(data) -> list:
                 return data[key]
         if data and all(isinstance(v, dict) for v in data.values()):
             return [{"question_id": k, **v} for k, v in data.items()]
-    raise StudyError("file: expected a JSON list of per-question results (or an object holding one under 'results').")
+    raise StudyError(
+        f"{label}: expected a JSON list of per-question results (or an object holding one under 'results')."
+    )
 
 
 @transaction.atomic
@@ -392,7 +394,7 @@ def model_run_import(*, study: Study, name: str, content: bytes, file_name: str 
         data = json.loads(content)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise StudyError(f"{label}: not valid JSON ({error}).")
-    entries = _entries(data)
+    entries = _entries(data, label)
     by_question = {item.question_id: item for item in study.items.scored().select_related("pair")}
     answers: dict[int, ModelAnswer] = {}
     run = ModelRun(study=study, name=name.strip(), file_name=file_name, entries=len(entries))

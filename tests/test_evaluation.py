@@ -410,7 +410,7 @@ def test_it_imports_model_results_matched_by_question_id_and_sets_them_beside_hu
         ),
         (b'[{"question_id": "a", "is_correct": "yes"}]', "mc.json, entry 0: is_correct must be true or false"),
         (b'[{"question_id": "a", "is_correct": true}]', "none of its 1 question ids"),
-        (b'"text"', "expected a JSON list"),
+        (b'"text"', "mc.json: expected a JSON list"),
     ],
 )
 def test_it_rejects_bad_results_files_with_the_entry_index(content, message):
