@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from api import jobs, views
+from api import evaluation, jobs, views
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
@@ -16,5 +16,13 @@ urlpatterns = [
     # Picking and review
     # Captions
     # Exports
-    # Studies
+    # Human-baseline studies (evaluation)
+    path("studies/", evaluation.study_list, name="api-study-list"),
+    path("studies/create/", evaluation.study_create, name="api-study-create"),
+    path("studies/<int:pk>/invites/", evaluation.invite_list, name="api-study-invites"),
+    path("studies/<int:pk>/invites/create/", evaluation.invite_create, name="api-study-invite-create"),
+    path("studies/<int:pk>/progress/", evaluation.study_progress, name="api-study-progress"),
+    path("studies/<int:pk>/results/", evaluation.study_results, name="api-study-results"),
+    path("p/<str:token>/item/", evaluation.participant_item, name="api-participant-item"),
+    path("p/<str:token>/item/<str:item_token>/answer/", evaluation.participant_answer, name="api-participant-answer"),
 ]

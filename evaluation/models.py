@@ -1,1 +1,253 @@
-"""Human-baseline studies: samples, participants, responses."""
+"""Human-baseline studies: a frozen stratified sample, participants without accounts, their answers, model results."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.utils import timezone
+
+from annotator.models import Category, Domain, Pair
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def new_item_token() -> str:
+    return secrets.token_urlsafe(16)
+
+
+def new_completion_code() -> str:
+    return secrets.token_hex(4).upper()
+
+
+class Study(models.Model):
+    name = models.CharField(max_length=200)
+    fraction = models.FloatField(default=0.1, help_text="Share of the pool to sample, in (0, 1].")
+    seed = models.IntegerField(default=0)
+    raters_per_item = models.PositiveSmallIntegerField(default=1)
+    categories = ArrayField(models.CharField(max_length=20, choices=Category.choices), default=list, blank=True)
+    domains = ArrayField(models.CharField(max_length=20, choices=Domain.choices), default=list, blank=True)
+    practice_count = models.PositiveSmallIntegerField(default=3)
+    items_per_participant = models.PositiveIntegerField(default=0, help_text="0: as many as are left.")
+    pool_size = models.PositiveIntegerField(
+        default=0, help_text="Accepted pairs in the pool when the sample was drawn."
+    )
+    open_token = models.CharField(max_length=64, unique=True, default=new_token)
+    open_cap = models.PositiveIntegerField(default=0, help_text="Participants the open link admits; 0: no open link.")
+    completion_code = models.CharField(max_length=40, default=new_completion_code)
+    redirect_url = models.URLField(blank=True, help_text="Where the end page sends participants, e.g. Prolific.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created"]
+        verbose_name_plural = "studies"
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def open_slots_left(self) -> int:
+        if not self.open_cap:
+            return 0
+        return max(0, self.open_cap - self.participants.filter(via_open_link=True).count())
+
+
+class StudyItemQuerySet(models.QuerySet):
+    def scored(self):
+        return self.filter(kind=StudyItem.Kind.SCORED)
+
+    def practice(self):
+        return self.filter(kind=StudyItem.Kind.PRACTICE)
+
+    def attention(self):
+        return self.filter(kind=StudyItem.Kind.ATTENTION)
+
+
+class StudyItem(models.Model):
+    """One pair of the frozen sample (or a practice / attention-check pair), with the stratum it was drawn from."""
+
+    class Kind(models.TextChoices):
+        SCORED = "scored"
+        PRACTICE = "practice"
+        ATTENTION = "attention", "attention check"
+
+    study = models.ForeignKey(Study, models.CASCADE, related_name="items")
+    pair = models.ForeignKey(Pair, models.PROTECT, related_name="study_items")
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.SCORED)
+    # Copied at draw time: the report keeps the stratum even if the pair is corrected later.
+    category = models.CharField(max_length=20, choices=Category.choices)
+    domain = models.CharField(max_length=20, choices=Domain.choices)
+    position = models.PositiveIntegerField(default=0)
+
+    objects = StudyItemQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["study", "kind", "position"]
+        constraints = [models.UniqueConstraint(fields=["study", "pair"], name="studyitem_unique_pair")]
+
+    def __str__(self):
+        return f"{self.kind} item {self.position} of study {self.study_id}"
+
+    @property
+    def question_id(self) -> str:
+        """The id the official evaluation code gives this item."""
+        return f"{self.pair.category}_{self.pair.source}_{self.pair.source_id}"
+
+
+class Participant(models.Model):
+    """Someone taking a study through an invite link (or the open link); no account."""
+
+    study = models.ForeignKey(Study, models.CASCADE, related_name="participants")
+    token = models.CharField(max_length=64, unique=True, default=new_token)
+    via_open_link = models.BooleanField(default=False)
+    prolific_pid = models.CharField(max_length=100, blank=True)
+    prolific_study_id = models.CharField(max_length=100, blank=True)
+    prolific_session_id = models.CharField(max_length=100, blank=True)
+    attention_slots = models.JSONField(default=list, blank=True, help_text="Sequence numbers that get a check.")
+    created = models.DateTimeField(default=timezone.now)
+    consented_at = models.DateTimeField(null=True, blank=True)
+    practice_done_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created", "pk"]
+
+    def __str__(self):
+        return f"participant {self.pk} of study {self.study_id}"
+
+    @property
+    def stage(self) -> str:
+        if self.finished_at:
+            return "finished"
+        if self.practice_done_at:
+            return "scored"
+        if self.consented_at:
+            return "practice"
+        return "invited"
+
+    def record_url_parameters(self, params) -> None:
+        """Keep Prolific's PROLIFIC_PID, STUDY_ID and SESSION_ID the first time they arrive."""
+        fields = {"PROLIFIC_PID": "prolific_pid", "STUDY_ID": "prolific_study_id", "SESSION_ID": "prolific_session_id"}
+        changed = []
+        for param, field in fields.items():
+            value = (params.get(param) or "").strip()[:100]
+            if value and not getattr(self, field):
+                setattr(self, field, value)
+                changed.append(field)
+        if changed:
+            self.save(update_fields=changed)
+
+    def consent(self, now=None) -> None:
+        if not self.consented_at:
+            self.consented_at = now or timezone.now()
+            self.save(update_fields=["consented_at"])
+
+    def finish_practice(self, now=None) -> None:
+        if not self.practice_done_at:
+            self.practice_done_at = now or timezone.now()
+            self.save(update_fields=["practice_done_at"])
+
+    def finish(self, now=None) -> None:
+        if not self.finished_at:
+            self.finished_at = now or timezone.now()
+            self.save(update_fields=["finished_at"])
+
+
+class AssignmentQuerySet(models.QuerySet):
+    def answered(self):
+        return self.filter(answered_at__isnull=False)
+
+    def holding(self, now=None):
+        """Assignments that take one of an item's rater places: answered, or leased and not expired."""
+        now = now or timezone.now()
+        return self.filter(models.Q(answered_at__isnull=False) | models.Q(lease_expires__gt=now))
+
+
+class Assignment(models.Model):
+    """One item served to one participant, and (once given) the participant's final answer."""
+
+    participant = models.ForeignKey(Participant, models.CASCADE, related_name="assignments")
+    item = models.ForeignKey(StudyItem, models.CASCADE, related_name="assignments")
+    token = models.CharField(max_length=40, unique=True, default=new_item_token)
+    sequence = models.PositiveIntegerField(help_text="1 for the participant's first item of its kind, and so on.")
+    # permutation[k] is the index into pair.options shown at position k (0 is the correct answer).
+    permutation = models.JSONField()
+    served_at = models.DateTimeField(default=timezone.now)
+    lease_expires = models.DateTimeField()
+    answered_at = models.DateTimeField(null=True, blank=True)
+    chosen = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Index into pair.options.")
+    correct = models.BooleanField(null=True, blank=True)
+    active_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Visible-tab time spent on the item.")
+    too_fast = models.BooleanField(default=False)
+    client_key = models.CharField(max_length=64, null=True, blank=True, unique=True)
+
+    objects = AssignmentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["participant", "sequence"]
+        constraints = [models.UniqueConstraint(fields=["participant", "item"], name="assignment_once_per_item")]
+
+    def __str__(self):
+        return f"assignment {self.pk}"
+
+    @property
+    def is_answered(self) -> bool:
+        return self.answered_at is not None
+
+    def lease_is_live(self, now=None) -> bool:
+        return self.lease_expires > (now or timezone.now())
+
+    def renew_lease(self, now=None) -> None:
+        now = now or timezone.now()
+        self.lease_expires = now + timedelta(minutes=settings.STUDY_LEASE_MINUTES)
+        self.save(update_fields=["lease_expires"])
+
+    def record_answer(self, *, position: int, active_ms: int | None, client_key: str | None, now=None) -> None:
+        """Store the answer for displayed position `position` (1-based). Callers check it is not answered yet."""
+        now = now or timezone.now()
+        elapsed_ms = max(0, int((now - self.served_at).total_seconds() * 1000))
+        # The page's own measure excludes hidden-tab time; it can never exceed the time since serving.
+        active = elapsed_ms if active_ms is None else max(0, min(int(active_ms), elapsed_ms))
+        self.chosen = self.permutation[position - 1]
+        self.correct = self.chosen == 0
+        self.answered_at = now
+        self.active_ms = active
+        self.too_fast = active < settings.STUDY_TOO_FAST_SECONDS * 1000
+        self.client_key = client_key or None
+        self.save(update_fields=["chosen", "correct", "answered_at", "active_ms", "too_fast", "client_key"])
+
+
+class ModelRun(models.Model):
+    """A model's results file from the official evaluation code, matched to the study's sampled items."""
+
+    study = models.ForeignKey(Study, models.CASCADE, related_name="model_runs")
+    name = models.CharField(max_length=200)
+    file_name = models.CharField(max_length=300, blank=True)
+    entries = models.PositiveIntegerField(default=0, help_text="Entries in the file.")
+    matched = models.PositiveIntegerField(default=0, help_text="Entries that are scored items of this study.")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created", "pk"]
+
+    def __str__(self):
+        return self.name
+
+
+class ModelAnswer(models.Model):
+    run = models.ForeignKey(ModelRun, models.CASCADE, related_name="answers")
+    item = models.ForeignKey(StudyItem, models.CASCADE, related_name="model_answers")
+    predicted = models.TextField(blank=True)
+    is_correct = models.BooleanField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "item"], name="modelanswer_once_per_item")]
+
+    def __str__(self):
+        return f"{self.run} on item {self.item_id}"

@@ -1,1 +1,29 @@
-urlpatterns: list = []
+"""Coordinator pages under /studies/, participant pages under /p/<token>/."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from evaluation import participant_views as p
+from evaluation import views
+
+urlpatterns = [
+    path("studies/", views.study_list, name="study-list"),
+    path("studies/create/", views.study_create, name="study-create"),
+    path("studies/<int:pk>/", views.study_detail, name="study-detail"),
+    path("studies/<int:pk>/invites/", views.invite_list, name="study-invites"),
+    path("studies/<int:pk>/invites/create/", views.invite_create, name="study-invite-create"),
+    path("studies/<int:pk>/attention/", views.attention_add, name="study-attention"),
+    path("studies/<int:pk>/models/", views.model_import, name="study-model-import"),
+    path("studies/<int:pk>/responses.csv", views.responses_csv, name="study-responses-csv"),
+    path("studies/<int:pk>/summary.json", views.summary_json, name="study-summary-json"),
+    path("p/open/<str:open_token>/", p.open_link, name="participant-open"),
+    path("p/<str:token>/", p.start, name="participant-start"),
+    path("p/<str:token>/consent/", p.consent, name="participant-consent"),
+    path("p/<str:token>/practice/", p.practice, name="participant-practice"),
+    path("p/<str:token>/practice/<str:item_token>/", p.practice_answer, name="participant-practice-answer"),
+    path("p/<str:token>/items/", p.item, name="participant-item"),
+    path("p/<str:token>/items/<str:item_token>/", p.answer, name="participant-answer"),
+    path("p/<str:token>/done/", p.done, name="participant-done"),
+    path("p/<str:token>/image/<str:signed>/", p.image, name="participant-image"),
+]

@@ -1,3 +1,201 @@
-"""HTML views of human-baseline studies."""
+"""Coordinator pages of human-baseline studies: the list, the dashboard, invites, attention checks, model results."""
 
 from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.db.models import Count, Q
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain
+from evaluation import reports, services
+from evaluation.models import Study, StudyItem
+from evaluation.sampling import ROUNDING_RULE
+from subtlebench.roles import COORDINATOR, role_required
+
+
+class StudyForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    fraction = forms.FloatField(initial=0.1, min_value=0.001, max_value=1)
+    seed = forms.IntegerField(initial=0)
+    raters_per_item = forms.IntegerField(initial=1, min_value=1, max_value=20, label="Raters per item")
+    categories = forms.MultipleChoiceField(
+        choices=Category.choices, required=False, widget=forms.CheckboxSelectMultiple
+    )
+    domains = forms.MultipleChoiceField(choices=Domain.choices, required=False, widget=forms.CheckboxSelectMultiple)
+    practice_count = forms.IntegerField(initial=3, min_value=0, max_value=20, label="Practice items")
+    items_per_participant = forms.IntegerField(initial=0, min_value=0, label="Items each (0: all)")
+    invites = forms.IntegerField(initial=5, min_value=0, max_value=10000, label="Invite links")
+    open_cap = forms.IntegerField(initial=0, min_value=0, label="Open-link cap (0: none)")
+    redirect_url = forms.URLField(required=False, assume_scheme="https", label="Redirect URL when done")
+
+
+class InviteForm(forms.Form):
+    count = forms.IntegerField(min_value=1, max_value=10000)
+
+
+class AttentionForm(forms.Form):
+    pair_ids = forms.CharField(
+        label="Pair ids, separated by spaces or commas",
+        widget=forms.TextInput(attrs={"placeholder": "Accepted pair ids outside the sample, e.g. 12 40"}),
+    )
+
+    def clean_pair_ids(self):
+        raw = self.cleaned_data["pair_ids"].replace(",", " ").split()
+        if not raw or not all(part.isdigit() for part in raw):
+            raise forms.ValidationError("Give pair ids as whole numbers, e.g. 12 40 51.")
+        return [int(part) for part in raw]
+
+
+class ModelRunForm(forms.Form):
+    name = forms.CharField(
+        max_length=200, label="Model name", widget=forms.TextInput(attrs={"placeholder": "Model name"})
+    )
+    file = forms.FileField(label="mc_evaluation_results.json")
+
+
+def load_study(pk: int) -> Study:
+    return get_object_or_404(Study, pk=pk)
+
+
+@role_required(COORDINATOR)
+@require_GET
+def study_list(request):
+    studies = Study.objects.annotate(
+        scored=Count("items", filter=Q(items__kind=StudyItem.Kind.SCORED), distinct=True),
+        people=Count("participants", distinct=True),
+        finished=Count("participants", filter=Q(participants__finished_at__isnull=False), distinct=True),
+    )
+    return render(
+        request, "evaluation/study_list.html", {"studies": studies, "form": StudyForm(), "rule": ROUNDING_RULE}
+    )
+
+
+@role_required(COORDINATOR)
+@require_POST
+def study_create(request):
+    form = StudyForm(request.POST)
+    if form.is_valid():
+        try:
+            study = services.study_create(**form.cleaned_data, created_by=request.user)
+        except services.StudyError as error:
+            form.add_error(None, str(error))
+        else:
+            messages.success(
+                request, f"Study drawn: {study.items.scored().count()} items from a pool of {study.pool_size}."
+            )
+            return redirect("study-detail", study.pk)
+    studies = Study.objects.annotate(scored=Count("items"), people=Count("participants"))
+    return render(
+        request, "evaluation/study_list.html", {"studies": studies, "form": form, "rule": ROUNDING_RULE}, status=400
+    )
+
+
+@role_required(COORDINATOR)
+@require_GET
+def study_detail(request, pk):
+    study = load_study(pk)
+    results = reports.study_results(study)
+    accuracy = results["accuracy"]
+    category_rows = [
+        {"name": c, "abbr": CATEGORY_ABBREVIATIONS[c], "stats": accuracy["categories"].get(c)} for c in Category.values
+    ]
+    context = {
+        "study": study,
+        "r": results,
+        "category_rows": category_rows,
+        "domain_rows": [{"name": d, "stats": s} for d, s in accuracy["domains"].items()],
+        "chart": reports.chart_bars(accuracy["categories"], accuracy["micro"], accuracy["macro"]),
+        "open_url": services.open_url(study) if study.open_cap else "",
+        "invite_form": InviteForm(initial={"count": 5}),
+        "attention_form": AttentionForm(),
+        "model_form": ModelRunForm(),
+        "attention_items": study.items.attention(),
+        "too_fast_seconds": settings.STUDY_TOO_FAST_SECONDS,
+    }
+    return render(request, "evaluation/study_detail.html", context)
+
+
+@role_required(COORDINATOR)
+@require_GET
+def invite_list(request, pk):
+    study = load_study(pk)
+    participants = study.participants.all()
+    rows = [{"p": p, "url": services.invite_url(p)} for p in participants]
+    return render(
+        request, "evaluation/invites.html", {"study": study, "rows": rows, "form": InviteForm(initial={"count": 5})}
+    )
+
+
+@role_required(COORDINATOR)
+@require_POST
+def invite_create(request, pk):
+    study = load_study(pk)
+    form = InviteForm(request.POST)
+    if form.is_valid():
+        services.study_invite(study=study, count=form.cleaned_data["count"])
+        messages.success(request, f"{form.cleaned_data['count']} invite links added.")
+    else:
+        messages.error(request, "Invite links: give a count from 1 to 10000.")
+    return redirect("study-invites", study.pk)
+
+
+@role_required(COORDINATOR)
+@require_POST
+def attention_add(request, pk):
+    study = load_study(pk)
+    form = AttentionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Attention checks: {form.errors['pair_ids'][0]}")
+        return redirect("study-detail", study.pk)
+    try:
+        added = services.study_add_attention_checks(study=study, pair_ids=form.cleaned_data["pair_ids"])
+    except services.StudyError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(
+            request,
+            f"{len(added)} attention checks added: every participant gets them (those already started, at the end).",
+        )
+    return redirect("study-detail", study.pk)
+
+
+@role_required(COORDINATOR)
+@require_POST
+def model_import(request, pk):
+    study = load_study(pk)
+    form = ModelRunForm(request.POST, request.FILES)
+    if not form.is_valid():
+        messages.error(request, "Model results: give a name and choose the mc_evaluation_results.json file.")
+        return redirect("study-detail", study.pk)
+    upload = form.cleaned_data["file"]
+    try:
+        run = services.model_run_import(
+            study=study, name=form.cleaned_data["name"], content=upload.read(), file_name=upload.name
+        )
+    except services.StudyError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"{run.name}: {run.matched} of {run.entries} entries are items of this sample.")
+    return redirect("study-detail", study.pk)
+
+
+@role_required(COORDINATOR)
+@require_GET
+def responses_csv(request, pk):
+    study = load_study(pk)
+    response = HttpResponse(reports.responses_csv(study), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="study-{study.pk}-responses.csv"'
+    return response
+
+
+@role_required(COORDINATOR)
+@require_GET
+def summary_json(request, pk):
+    study = load_study(pk)
+    response = JsonResponse(reports.study_results(study), json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = f'attachment; filename="study-{study.pk}-summary.json"'
+    return response

@@ -218,3 +218,9 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+
+# Human-baseline studies (evaluation).
+STUDY_LEASE_MINUTES = envint("STUDY_LEASE_MINUTES", "20")
+STUDY_IMAGE_URL_MAX_AGE = envint("STUDY_IMAGE_URL_MAX_AGE", "1800")
+STUDY_TOO_FAST_SECONDS = envfloat("STUDY_TOO_FAST_SECONDS", "1.5")
+STUDY_PRACTICE_COUNT = envint("STUDY_PRACTICE_COUNT", "3")

@@ -1,0 +1,221 @@
+"""API of human-baseline studies: coordinator endpoints (studies, invites, progress, results) and the blinded
+participant endpoints (the current item, answering it), all over the services the pages use."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view, authentication_classes, permission_classes
+from rest_framework.response import Response
+
+from annotator.models import Category, Domain
+from evaluation import reports, services
+from evaluation.models import Participant, Study
+from evaluation.participant_views import image_url
+from subtlebench.roles import COORDINATOR, HasRole
+
+Coordinator = HasRole.of(COORDINATOR)
+
+
+class StudyOutputSerializer(serializers.ModelSerializer):
+    scored_items = serializers.SerializerMethodField()
+    open_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Study
+        fields = [
+            "id",
+            "name",
+            "fraction",
+            "seed",
+            "raters_per_item",
+            "categories",
+            "domains",
+            "practice_count",
+            "items_per_participant",
+            "pool_size",
+            "open_cap",
+            "open_url",
+            "completion_code",
+            "redirect_url",
+            "created",
+            "scored_items",
+        ]
+
+    def get_scored_items(self, study) -> int:
+        return study.items.scored().count()
+
+    def get_open_url(self, study) -> str:
+        return services.open_url(study) if study.open_cap else ""
+
+
+class StudyCreateInputSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    fraction = serializers.FloatField(default=0.1, min_value=0.001, max_value=1)
+    seed = serializers.IntegerField(default=0)
+    raters_per_item = serializers.IntegerField(default=1, min_value=1, max_value=20)
+    categories = serializers.ListField(child=serializers.ChoiceField(Category.choices), default=list)
+    domains = serializers.ListField(child=serializers.ChoiceField(Domain.choices), default=list)
+    practice_count = serializers.IntegerField(default=3, min_value=0, max_value=20)
+    items_per_participant = serializers.IntegerField(default=0, min_value=0)
+    invites = serializers.IntegerField(default=0, min_value=0, max_value=10000)
+    open_cap = serializers.IntegerField(default=0, min_value=0)
+    redirect_url = serializers.URLField(default="", allow_blank=True)
+
+
+class InviteOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    url = serializers.CharField()
+    stage = serializers.CharField()
+    prolific_pid = serializers.CharField()
+
+
+def _invite(participant) -> dict:
+    return {
+        "id": participant.pk,
+        "url": services.invite_url(participant),
+        "stage": participant.stage,
+        "prolific_pid": participant.prolific_pid,
+    }
+
+
+@extend_schema(responses=StudyOutputSerializer(many=True))
+@api_view(["GET"])
+@permission_classes([Coordinator])
+def study_list(request):
+    studies = Study.objects.all()
+    return Response(StudyOutputSerializer(studies, many=True).data)
+
+
+@extend_schema(request=StudyCreateInputSerializer, responses={201: StudyOutputSerializer})
+@api_view(["POST"])
+@permission_classes([Coordinator])
+def study_create(request):
+    data = StudyCreateInputSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    try:
+        study = services.study_create(**data.validated_data, created_by=request.user)
+    except services.StudyError as error:
+        return Response({"detail": str(error)}, status=status.HTTP_400_BAD_REQUEST)
+    return Response(StudyOutputSerializer(study).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(responses=InviteOutputSerializer(many=True))
+@api_view(["GET"])
+@permission_classes([Coordinator])
+def invite_list(request, pk):
+    study = get_object_or_404(Study, pk=pk)
+    return Response([_invite(p) for p in study.participants.all()])
+
+
+class InviteCreateInputSerializer(serializers.Serializer):
+    count = serializers.IntegerField(min_value=1, max_value=10000)
+
+
+@extend_schema(request=InviteCreateInputSerializer, responses={201: InviteOutputSerializer(many=True)})
+@api_view(["POST"])
+@permission_classes([Coordinator])
+def invite_create(request, pk):
+    study = get_object_or_404(Study, pk=pk)
+    data = InviteCreateInputSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    participants = services.study_invite(study=study, count=data.validated_data["count"])
+    return Response([_invite(p) for p in participants], status=status.HTTP_201_CREATED)
+
+
+@extend_schema(responses=inline_serializer("StudyProgress", {"progress": serializers.DictField()}))
+@api_view(["GET"])
+@permission_classes([Coordinator])
+def study_progress(request, pk):
+    study = get_object_or_404(Study, pk=pk)
+    results = reports.study_results(study)
+    return Response({"progress": results["progress"], "sample": results["sample"]})
+
+
+@extend_schema(responses=inline_serializer("StudyResults", {"study": serializers.DictField()}))
+@api_view(["GET"])
+@permission_classes([Coordinator])
+def study_results(request, pk):
+    """The JSON summary: sample, seed, counts, accuracies with Wilson intervals, agreement, models."""
+    study = get_object_or_404(Study, pk=pk)
+    return Response(reports.study_results(study))
+
+
+# --- Participants: the token in the URL is the credential; answers are blinded like the pages. ---------------
+
+
+class ParticipantItemSerializer(serializers.Serializer):
+    done = serializers.BooleanField()
+    wait = serializers.BooleanField(required=False, help_text="Every free item is taken for now: ask again later.")
+    item = serializers.CharField(required=False)
+    sequence = serializers.IntegerField(required=False)
+    planned = serializers.IntegerField(required=False)
+    question = serializers.CharField(required=False)
+    options = serializers.ListField(child=serializers.CharField(), required=False)
+    images = serializers.ListField(child=serializers.CharField(), required=False)
+    completion_code = serializers.CharField(required=False)
+
+
+class AnswerInputSerializer(serializers.Serializer):
+    option = serializers.IntegerField(help_text="The displayed position, 1-based.")
+    active_ms = serializers.IntegerField(required=False, min_value=0, allow_null=True)
+    client_key = serializers.CharField(required=False, max_length=64, allow_blank=True)
+
+
+def _participant(token: str) -> Participant:
+    return get_object_or_404(Participant.objects.select_related("study"), token=token)
+
+
+@extend_schema(responses=ParticipantItemSerializer)
+@api_view(["GET"])
+@authentication_classes([])
+@permission_classes([])
+def participant_item(request, token):
+    """The participant's current item (the same one again until it is answered)."""
+    participant = _participant(token)
+    if participant.stage in ("invited", "practice"):
+        return Response({"detail": "Agree to the study and finish the practice on its pages first."}, status=409)
+    assignment = services.participant_next_item(participant=participant)
+    if assignment is None:
+        participant.refresh_from_db(fields=["finished_at"])
+        if participant.finished_at is None:
+            return Response({"done": False, "wait": True})
+        return Response({"done": True, "completion_code": participant.study.completion_code})
+    return Response(
+        {
+            "done": False,
+            "item": assignment.token,
+            "sequence": assignment.sequence,
+            "planned": services.planned_items(participant.study),
+            "question": assignment.item.pair.question,
+            "options": services.shown_options(assignment),
+            "images": [request.build_absolute_uri(image_url(assignment, slot)) for slot in (1, 2)],
+        }
+    )
+
+
+@extend_schema(
+    request=AnswerInputSerializer, responses=inline_serializer("AnswerOutput", {"recorded": serializers.BooleanField()})
+)
+@api_view(["POST"])
+@authentication_classes([])
+@permission_classes([])
+def participant_answer(request, token, item_token):
+    """Answer the item; a repeat (same item, or same client_key) is not counted twice."""
+    participant = _participant(token)
+    data = AnswerInputSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    try:
+        outcome = services.assignment_answer(
+            participant=participant,
+            token=item_token,
+            position=data.validated_data["option"],
+            active_ms=data.validated_data.get("active_ms"),
+            client_key=data.validated_data.get("client_key") or None,
+        )
+    except services.LeaseLost as error:
+        return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
+    except services.StudyError as error:
+        return Response({"detail": str(error)}, status=status.HTTP_400_BAD_REQUEST)
+    return Response({"recorded": outcome.recorded})

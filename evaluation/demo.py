@@ -1,0 +1,37 @@
+"""Demo data of the evaluation area: a study with a few finished participants on the accepted pairs there are."""
+
+from __future__ import annotations
+
+from evaluation import services
+from evaluation.models import Study
+
+DEMO_STUDY = "Demo human baseline"
+
+
+def seed_demo_study(stdout=None) -> Study | None:
+    """Create the demo study once (safe to re-run); None when there are no accepted pairs to sample."""
+    existing = Study.objects.filter(name=DEMO_STUDY).first()
+    if existing:
+        return existing
+    try:
+        # A larger share than the paper's 10% so a small demo pool still gives a readable dashboard.
+        study = services.study_create(name=DEMO_STUDY, fraction=0.5, seed=0, raters_per_item=2, practice_count=2)
+    except services.StudyError:
+        if stdout:
+            stdout.write("Demo study skipped: no accepted pairs yet.")
+        return None
+    # Four participants share the rater places evenly, so each has answers to show.
+    study.items_per_participant = -(-study.items.scored().count() * study.raters_per_item // 4)
+    study.save(update_fields=["items_per_participant"])
+    for number, accuracy in enumerate((0.95, 0.9, 0.85, 1.0), start=1):
+        participant = services.participant_create(study=study)
+        participant.record_url_parameters(
+            {"PROLIFIC_PID": f"demo-{number:02d}", "STUDY_ID": "demo", "SESSION_ID": f"s{number}"}
+        )
+        services.participant_answer_all(participant=participant, accuracy=accuracy, seed=number)
+    services.study_invite(study=study, count=3)
+    if stdout:
+        stdout.write(
+            f"Demo study: '{study.name}' with {study.items.scored().count()} items and 4 finished participants."
+        )
+    return study

@@ -1,0 +1,48 @@
+"""manage.py create_study NAME: draw a study's sample from the accepted pairs and print its invite links."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from evaluation import services
+
+
+class Command(BaseCommand):
+    help = "Create a human-baseline study on a stratified sample of the accepted pairs and print invite links."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name")
+        parser.add_argument("--fraction", type=float, default=0.1, help="Share of the pool to sample (default 0.1).")
+        parser.add_argument("--seed", type=int, default=0, help="Same pool, fraction and seed: same sample.")
+        parser.add_argument("--raters", type=int, default=1, help="Raters per item (2 or more enables agreement).")
+        parser.add_argument("--invites", type=int, default=0, help="Invite links to create and print.")
+        parser.add_argument("--category", action="append", default=[], help="Only this category (repeatable).")
+        parser.add_argument("--domain", action="append", default=[], help="Only this domain (repeatable).")
+        parser.add_argument("--practice", type=int, default=None, help="Practice items (default from settings).")
+        parser.add_argument("--open-cap", type=int, default=0, help="Also an open link admitting this many.")
+
+    def handle(self, *args, **options):
+        try:
+            study = services.study_create(
+                name=options["name"],
+                fraction=options["fraction"],
+                seed=options["seed"],
+                raters_per_item=options["raters"],
+                categories=options["category"],
+                domains=options["domain"],
+                practice_count=options["practice"],
+                invites=options["invites"],
+                open_cap=options["open_cap"],
+            )
+        except services.StudyError as error:
+            raise CommandError(str(error))
+        scored = study.items.scored().count()
+        self.stdout.write(
+            f"Study {study.pk} '{study.name}': {scored} items from a pool of {study.pool_size} "
+            f"(fraction {study.fraction}, seed {study.seed}, {study.raters_per_item} rater(s) per item), "
+            f"{study.practice_count} practice items. Completion code {study.completion_code}."
+        )
+        if study.open_cap:
+            self.stdout.write(f"Open link (cap {study.open_cap}): {services.open_url(study)}")
+        for participant in study.participants.all():
+            self.stdout.write(services.invite_url(participant))

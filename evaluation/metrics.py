@@ -1,0 +1,124 @@
+"""Accuracy, intervals and agreement for human-baseline studies: pure math, no ORM."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Hashable, Iterable, Sequence
+
+Z95 = 1.959963984540054
+
+
+def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval for a proportion; None when there are no trials."""
+    if n <= 0:
+        return None
+    p = correct / n
+    denominator = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+def proportion(correct: int, n: int) -> dict:
+    """Accuracy with its n and Wilson 95% interval, ready for a table or JSON."""
+    interval = wilson(correct, n)
+    return {
+        "correct": correct,
+        "n": n,
+        "accuracy": correct / n if n else None,
+        "low": interval[0] if interval else None,
+        "high": interval[1] if interval else None,
+    }
+
+
+def macro(groups: Sequence[tuple[int, int]], z: float = Z95) -> dict:
+    """Unweighted mean of the groups' accuracies (the paper's AVG) with a normal-approximation interval.
+
+    Each group's variance uses the Agresti-Coull adjusted proportion, so a group at 100% still adds width.
+    """
+    used = [(k, n) for k, n in groups if n > 0]
+    if not used:
+        return {"accuracy": None, "low": None, "high": None, "groups": 0, "n": 0}
+    mean = sum(k / n for k, n in used) / len(used)
+    variance = 0.0
+    for k, n in used:
+        adjusted = (k + z * z / 2) / (n + z * z)
+        variance += adjusted * (1 - adjusted) / (n + z * z)
+    half = z * math.sqrt(variance) / len(used)
+    return {
+        "accuracy": mean,
+        "low": max(0.0, mean - half),
+        "high": min(1.0, mean + half),
+        "groups": len(used),
+        "n": sum(n for _, n in used),
+    }
+
+
+def fleiss_kappa(units: Iterable[Sequence[Hashable]]) -> float | None:
+    """Fleiss' kappa over units (items) each rated by two or more raters; raters may differ in number per item.
+
+    P_i = sum_j n_ij (n_ij - 1) / (n_i (n_i - 1)); P_bar their mean; p_j the share of all ratings in
+    category j; P_e = sum_j p_j^2; kappa = (P_bar - P_e) / (1 - P_e). None when undefined.
+    """
+    agreements = []
+    totals: Counter = Counter()
+    for labels in units:
+        if len(labels) < 2:
+            continue
+        counts = Counter(labels)
+        m = len(labels)
+        agreements.append(sum(c * (c - 1) for c in counts.values()) / (m * (m - 1)))
+        totals.update(counts)
+    if not agreements:
+        return None
+    p_bar = sum(agreements) / len(agreements)
+    all_ratings = sum(totals.values())
+    p_e = sum((c / all_ratings) ** 2 for c in totals.values())
+    if p_e == 1:
+        return None
+    return (p_bar - p_e) / (1 - p_e)
+
+
+def percent_agreement(units: Iterable[Sequence[Hashable]]) -> float | None:
+    """Mean share of agreeing rater pairs per unit (Fleiss' P-bar), for units with two or more ratings."""
+    shares = []
+    for labels in units:
+        m = len(labels)
+        if m >= 2:
+            shares.append(sum(c * (c - 1) for c in Counter(labels).values()) / (m * (m - 1)))
+    return sum(shares) / len(shares) if shares else None
+
+
+def krippendorff_alpha_nominal(units: Iterable[Sequence[Hashable]]) -> float | None:
+    """Krippendorff's alpha for nominal data, from the coincidence matrix; units with one value are not pairable."""
+    coincidences: Counter = Counter()
+    for labels in units:
+        m = len(labels)
+        if m < 2:
+            continue
+        for i, a in enumerate(labels):
+            for j, b in enumerate(labels):
+                if i != j:
+                    coincidences[(a, b)] += 1 / (m - 1)
+    n = sum(coincidences.values())
+    if n <= 1:
+        return None
+    marginals: Counter = Counter()
+    for (a, _), value in coincidences.items():
+        marginals[a] += value
+    observed = sum(value for (a, b), value in coincidences.items() if a != b) / n
+    expected = sum(marginals[a] * marginals[b] for a in marginals for b in marginals if a != b) / (n * (n - 1))
+    if expected == 0:
+        return None
+    return 1 - observed / expected
+
+
+def median(values: Sequence[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
