@@ -11,7 +11,8 @@ from django.core.management import call_command
 
 from annotator.models import Frame, Video
 from annotator.videos import videos_import
-from tests.video_fixtures import h264_master, h264_video, write_h264  # noqa: F401
+from tests.video_fixtures import *  # noqa: F403 (fixtures)
+from tests.video_fixtures import write_h264
 
 pytestmark = pytest.mark.django_db
 

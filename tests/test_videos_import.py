@@ -15,7 +15,8 @@ from annotator.tasks import sample_video
 from annotator.videos import videos_import
 from subtlebench.storage import s3_client
 from tests.factories import make_pair
-from tests.video_fixtures import h264_master, h264_video, read_frame_number  # noqa: F401
+from tests.video_fixtures import *  # noqa: F403 (fixtures)
+from tests.video_fixtures import read_frame_number
 
 pytestmark = pytest.mark.django_db
 

@@ -9,6 +9,9 @@ import av
 import numpy as np
 import pytest
 
+# A test module gets the fixtures with `from tests.video_fixtures import *`.
+__all__ = ["h264_master", "h264_video"]
+
 BLOCK = 32
 BITS = 10
 
