@@ -22,9 +22,9 @@ import django  # noqa: E402
 
 django.setup()
 
-from annotator import sampling  # noqa: E402
 import numpy as np  # noqa: E402
 
+from annotator import sampling  # noqa: E402
 from annotator.demo_videos import textured_scene, write_video  # noqa: E402
 
 SECONDS = 300
