@@ -147,11 +147,11 @@ def daylight_frames(size=DEMO_SIZE, seconds=DEMO_SECONDS, fps=DEMO_FPS) -> Itera
         yield np.clip(scene * tint * (1 - 0.35 * k), 0, 255).astype(np.uint8)
 
 
-DEMO_VIDEOS: dict[str, Callable[..., Iterator[np.ndarray]]] = {
-    "demo_pan_street": panning_frames,
-    "demo_table_shapes": shapes_frames,
-    "demo_forward_zoom": zoom_frames,
-    "demo_evening_light": daylight_frames,
+DEMO_VIDEOS: dict[str, tuple[Callable[..., Iterator[np.ndarray]], str]] = {
+    "demo_pan_street": (panning_frames, "Street;City;Camera pan"),
+    "demo_table_shapes": (shapes_frames, "Toy;Table;Ball"),
+    "demo_forward_zoom": (zoom_frames, "Street;Architecture;Zoom"),
+    "demo_evening_light": (daylight_frames, "Street;Sunset;Timelapse"),
 }
 
 
@@ -161,10 +161,13 @@ def demo_videos_seed(*, folder: Path | None = None, size=DEMO_SIZE, seconds: flo
     from annotator.videos import videos_import
 
     folder = Path(folder or Path(settings.IMPORT_ROOTS[0]) / "demo")
-    for name, frames in DEMO_VIDEOS.items():
+    for name, (frames, _) in DEMO_VIDEOS.items():
         path = folder / f"{name}.mp4"
         if not path.exists():
             write_video(path, frames(size=size, seconds=seconds))
+    manifest = folder / "manifest.csv"
+    rows = "".join(f"{name},{name}.mp4,{labels}\n" for name, (_, labels) in DEMO_VIDEOS.items())
+    manifest.write_text("yt8m_id,path,labels\n" + rows)
     sources = {name: str((folder / f"{name}.mp4").resolve()) for name in DEMO_VIDEOS}
     videos = Video.objects.in_bulk(list(sources), field_name="yt8m_id")
     if all(
@@ -172,4 +175,4 @@ def demo_videos_seed(*, folder: Path | None = None, size=DEMO_SIZE, seconds: flo
         for name, source in sources.items()
     ):
         return None
-    return videos_import(source=str(folder), every=DEMO_SAMPLE_EVERY, sync=True, title="Demo videos")
+    return videos_import(source=str(manifest), every=DEMO_SAMPLE_EVERY, sync=True, title="Demo videos")

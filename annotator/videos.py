@@ -317,12 +317,14 @@ def video_sample(
 ) -> str:
     """Sample one video into frames and count the outcome on its job: 'ok', 'skipped' or 'failed'.
 
-    Already sampled from the same file with the same parameters: skipped (so a repeated task or re-import
-    changes nothing). Otherwise the new frames are written to storage first and swapped in for the old ones
+    Already sampled from the same file with the same parameters: skipped (a repeated task or re-import
+    changes no frame; only corrected labels or domain are taken over). Otherwise the new frames are written to storage first and swapped in for the old ones
     in one transaction; if anything fails, the new files are removed and the old frames stay as they were.
     """
     video = Video.objects.get(pk=video_id)
     if video.is_sampled_as(source=source, every=every, count=count):
+        if (video.labels, video.domain) != (labels, domain):  # a re-import may correct the metadata alone
+            Video.objects.filter(pk=video_id).update(labels=labels, domain=domain, updated=timezone.now())
         _job_record(job_id, outcome="videos_skipped")
         return "skipped"
     if video.status != Video.Status.SAMPLED:

@@ -16,6 +16,7 @@ def test_it_generates_and_samples_the_demo_videos_once(settings):
     videos = Video.objects.filter(yt8m_id__in=DEMO_VIDEOS)
     assert sorted(v.yt8m_id for v in videos) == sorted(DEMO_VIDEOS)
     assert all((v.status, v.frame_count, v.width, v.height) == ("sampled", 4, 160, 96) for v in videos)
+    assert videos.get(yt8m_id="demo_pan_street").labels == ["Street", "City", "Camera pan"]
     demo_folder = settings.IMPORT_ROOTS[0] / "demo"
     assert sorted(p.name for p in demo_folder.glob("*.mp4")) == sorted(f"{name}.mp4" for name in DEMO_VIDEOS)
     frames = list(Frame.objects.values_list("pk", flat=True))

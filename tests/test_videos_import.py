@@ -128,8 +128,9 @@ def test_it_skips_a_video_already_sampled_the_same_way(h264_video, settings):
     call_command("import_videos", str(h264_video.parent), "--sync", "--frames", "4")
     frames_before = list(Frame.objects.values_list("pk", "image__file"))
     files_before = stored_files(settings)
-    job = videos_import(source=str(h264_video.parent), count=4, sync=True)
+    job = videos_import(source=str(h264_video.parent), count=4, sync=True, domain="gaming")
     assert job.result["videos_skipped"] == 1
+    assert Video.objects.get().domain == "gaming"  # metadata is taken over, frames are not touched
     assert Video.objects.count() == 1
     assert list(Frame.objects.values_list("pk", "image__file")) == frames_before
     assert stored_files(settings) == files_before
