@@ -318,8 +318,9 @@ def video_sample(
     """Sample one video into frames and count the outcome on its job: 'ok', 'skipped' or 'failed'.
 
     Already sampled from the same file with the same parameters: skipped (a repeated task or re-import
-    changes no frame; only corrected labels or domain are taken over). Otherwise the new frames are written to storage first and swapped in for the old ones
-    in one transaction; if anything fails, the new files are removed and the old frames stay as they were.
+    changes no frame; only corrected labels or domain are taken over). Otherwise the new frames are written
+    to storage first and swapped in for the old ones in one transaction; if anything fails, the new files
+    are removed and the old frames stay as they were.
     """
     video = Video.objects.get(pk=video_id)
     if video.is_sampled_as(source=source, every=every, count=count):
