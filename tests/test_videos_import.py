@@ -10,13 +10,14 @@ from django.core.management import CommandError, call_command
 from PIL import Image as PILImage
 
 from annotator import sampling
+from annotator.demo_videos import write_video
 from annotator.models import Frame, Image, Job, Video
 from annotator.tasks import sample_video
 from annotator.videos import videos_import
 from subtlebench.storage import s3_client
 from tests.factories import make_pair
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
-from tests.video_fixtures import read_frame_number
+from tests.video_fixtures import frame_picture, read_frame_number
 
 pytestmark = pytest.mark.django_db
 
@@ -73,6 +74,16 @@ def test_it_decodes_sequentially_when_the_step_is_shorter_than_the_keyframe_inte
     assert len(list(frames)) == 24
     assert stats.seeks == 1
     assert stats.decoded == 289  # frames 0..288, each once: 288 (11.52 s) is the first at or after 11.5 s
+
+
+def test_it_finds_the_exact_frames_in_a_video_with_b_frames_and_a_2_s_keyframe_interval(tmp_path):
+    frames = (frame_picture(number, 320, 240) for number in range(300))
+    path = write_video(tmp_path / "bframes.mp4", frames, fps=FPS, keyframe_every=50)  # veryfast: B-frames
+    stats = sampling.SamplingStats()
+    _, sampled = sampling.sample(path, every=3.0, stats=stats)
+    numbers = [read_frame_number(PILImage.open(io.BytesIO(frame.jpeg))) for frame in sampled]
+    assert numbers == [0, 75, 150, 225]
+    assert stats.seeks == 4 and stats.decoded < 100  # from the keyframe before each target, not from the start
 
 
 def test_it_caps_the_longest_side_of_stored_frames(h264_video):
