@@ -77,6 +77,32 @@ class Video(models.Model):
     def __str__(self):
         return self.yt8m_id
 
+    # --- Videos and import: the states of sampling ---
+    def is_sampled_as(self, *, source: str, every: float | None, count: int | None) -> bool:
+        """Already sampled from this file with these parameters: a re-import has nothing to do."""
+        return (
+            self.status == self.Status.SAMPLED
+            and self.source == source
+            and self.sample_every == every
+            and self.sample_count == count
+        )
+
+    def mark_sampling(self) -> None:
+        """Only a video without frames shows 'sampling': a sampled one keeps its status while re-sampled."""
+        if self.status != self.Status.SAMPLED:
+            self.status = self.Status.SAMPLING
+            self.error = ""
+            self.save(update_fields=["status", "error", "updated"])
+
+    def mark_failed(self, error: str) -> bool:
+        """Record a failure; a video that has frames keeps them and its status. True when the row changed."""
+        if self.status == self.Status.SAMPLED:
+            return False
+        self.status = self.Status.FAILED
+        self.error = error
+        self.save(update_fields=["status", "error", "updated"])
+        return True
+
 
 class Image(models.Model):
     """Any image a pair can use: a sampled frame (see Frame) or a standalone imported image."""

@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from api import evaluation, jobs, views
+from api import evaluation, jobs, videos, views
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
@@ -25,4 +25,8 @@ urlpatterns = [
     path("studies/<int:pk>/results/", evaluation.study_results, name="api-study-results"),
     path("p/<str:token>/item/", evaluation.participant_item, name="api-participant-item"),
     path("p/<str:token>/item/<str:item_token>/answer/", evaluation.participant_answer, name="api-participant-answer"),
+    path("videos/", videos.video_list, name="api-video-list"),
+    path("videos/import/", videos.video_import, name="api-video-import"),
+    path("videos/<int:video_id>/", videos.video_detail, name="api-video-detail"),
+    path("videos/<int:video_id>/frames/", videos.video_frames, name="api-video-frames"),
 ]

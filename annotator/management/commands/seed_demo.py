@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand
 
+from annotator.demo_videos import demo_videos_seed
 from evaluation.demo import seed_demo_study
 
 DEMO_USERS = {
@@ -28,4 +29,5 @@ class Command(BaseCommand):
                 user.save()
             user.groups.add(*Group.objects.filter(name__in=roles))
         self.stdout.write(f"Demo users: {', '.join(DEMO_USERS)} (password 'demo').")
+        demo_videos_seed()
         seed_demo_study(self.stdout)

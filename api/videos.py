@@ -1,0 +1,142 @@
+"""API for videos and their frames: read by every role, imported by coordinators."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.response import Response
+
+from annotator.models import Domain, Frame, Video
+from annotator.videos import ImportSourceError, videos_import
+from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
+
+READERS = HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)
+
+
+class VideoOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Video
+        fields = [
+            "id",
+            "yt8m_id",
+            "title",
+            "labels",
+            "domain",
+            "source",
+            "status",
+            "error",
+            "duration",
+            "fps",
+            "width",
+            "height",
+            "size_bytes",
+            "sample_every",
+            "sample_count",
+            "frame_count",
+            "created",
+            "updated",
+        ]
+
+
+class FrameOutputSerializer(serializers.ModelSerializer):
+    image_id = serializers.IntegerField()
+    image_url = serializers.SerializerMethodField()
+    thumbnail_url = serializers.SerializerMethodField()
+    width = serializers.IntegerField(source="image.width")
+    height = serializers.IntegerField(source="image.height")
+
+    class Meta:
+        model = Frame
+        fields = ["id", "index", "timestamp", "pts", "image_id", "image_url", "thumbnail_url", "width", "height"]
+
+    def get_image_url(self, frame) -> str:
+        return self.context["request"].build_absolute_uri(frame.image.file.url)
+
+    def get_thumbnail_url(self, frame) -> str:
+        return self.context["request"].build_absolute_uri(frame.image.thumbnail.url)
+
+
+STATUS_PARAMETER = OpenApiParameter("status", str, enum=Video.Status.values, description="Only videos in this state.")
+
+
+@extend_schema(parameters=[STATUS_PARAMETER], responses=VideoOutputSerializer(many=True))
+@api_view(["GET"])
+@permission_classes([READERS])
+def video_list(request):
+    """Videos, newest first; filter with `?status=pending|sampling|sampled|failed`."""
+    videos = Video.objects.order_by("-created", "-pk")
+    wanted = request.query_params.get("status")
+    if wanted:
+        if wanted not in Video.Status.values:
+            return Response(
+                {"status": [f"Unknown status {wanted!r}; one of {', '.join(Video.Status.values)}."]},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        videos = videos.filter(status=wanted)
+    paginator = LimitOffsetPagination()
+    page = paginator.paginate_queryset(videos, request)
+    return paginator.get_paginated_response(VideoOutputSerializer(page, many=True).data)
+
+
+@extend_schema(responses=VideoOutputSerializer)
+@api_view(["GET"])
+@permission_classes([READERS])
+def video_detail(request, video_id):
+    return Response(VideoOutputSerializer(get_object_or_404(Video, pk=video_id)).data)
+
+
+@extend_schema(responses=FrameOutputSerializer(many=True))
+@api_view(["GET"])
+@permission_classes([READERS])
+def video_frames(request, video_id):
+    """The video's sampled frames in order: index, timestamp (s, from the stream's pts), image and thumbnail."""
+    video = get_object_or_404(Video, pk=video_id)
+    frames = video.frames.select_related("image").order_by("index")
+    paginator = LimitOffsetPagination()
+    page = paginator.paginate_queryset(frames, request)
+    data = FrameOutputSerializer(page, many=True, context={"request": request}).data
+    return paginator.get_paginated_response(data)
+
+
+class ImportInputSerializer(serializers.Serializer):
+    path = serializers.CharField(
+        help_text="A folder of videos or a CSV manifest (yt8m_id,path,labels), inside IMPORT_ROOTS."
+    )
+    every = serializers.FloatField(required=False, min_value=0.01, help_text="Seconds between frames (default 1).")
+    frames = serializers.IntegerField(required=False, min_value=1, help_text="Or: this many frames per video.")
+    domain = serializers.ChoiceField(choices=[Domain.NATURAL, Domain.GAMING], default=Domain.NATURAL)
+
+    def validate(self, data):
+        if "every" in data and "frames" in data:
+            raise serializers.ValidationError("Give either every or frames, not both.")
+        return data
+
+
+class ImportOutputSerializer(serializers.Serializer):
+    job_id = serializers.IntegerField()
+    total = serializers.IntegerField(help_text="Videos (files or manifest rows) in the job.")
+    job_url = serializers.CharField()
+
+
+@extend_schema(request=ImportInputSerializer, responses={202: ImportOutputSerializer})
+@api_view(["POST"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def video_import(request):
+    """Start an import job; each video is sampled by a worker. Follow it at /api/jobs/<job_id>/."""
+    data = ImportInputSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    try:
+        job = videos_import(
+            source=data.validated_data["path"],
+            every=data.validated_data.get("every"),
+            count=data.validated_data.get("frames"),
+            domain=data.validated_data["domain"],
+            created_by=request.user,
+        )
+    except ImportSourceError as error:
+        return Response({"path": [str(error)]}, status=status.HTTP_400_BAD_REQUEST)
+    output = {"job_id": job.pk, "total": job.total, "job_url": request.build_absolute_uri(f"/api/jobs/{job.pk}/")}
+    return Response(ImportOutputSerializer(output).data, status=status.HTTP_202_ACCEPTED)
