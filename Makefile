@@ -18,7 +18,7 @@ run: install
 
 test: install
 	@test -x "$(CHROMIUM)" || { echo "make test: Chromium is missing at $(CHROMIUM); the browser tests need it. Install it with: apt-get install -y chromium"; exit 1; }
-	$(BIN)/python -m subtlebench.localservices -- $(BIN)/pytest
+	LOCAL_REDIS_DB=1 $(BIN)/python -m subtlebench.localservices -- $(BIN)/pytest
 
 lint: install
 	$(BIN)/ruff check .

