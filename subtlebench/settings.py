@@ -218,3 +218,11 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+
+# Pair picking and review.
+PAIRS_PER_CATEGORY_TARGET = envint("PAIRS_PER_CATEGORY_TARGET", "1000")
+LEASE_SWEEP_SECONDS = envint("LEASE_SWEEP_SECONDS", "60")
+CELERY_BEAT_SCHEDULE["sweep-video-leases"] = {
+    "task": "annotator.tasks.sweep_video_leases",
+    "schedule": LEASE_SWEEP_SECONDS,
+}
