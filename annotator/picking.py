@@ -439,4 +439,5 @@ def overview_figures() -> dict:
         "people": sorted(people.values(), key=lambda p: p["username"]),
         "videos": videos,
         "target": target,
+        "totals": {key: sum(row[key] for row in categories) for key in ("accepted", "submitted", "rejected")},
     }

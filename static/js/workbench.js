@@ -249,7 +249,8 @@
   function renderEditor() {
     const t = template();
     Object.entries(categoryButtons).forEach(([category, button]) => button.classList.toggle("on", category === state.category));
-    $("category-hint").innerHTML = t ? (t.hint || `${state.category}`) : "Pick a category with <kbd>1</kbd>–<kbd>9</kbd>, <kbd>0</kbd>.";
+    const hint = t && t.binary ? "Options: first image / second image." : "";
+    $("category-hint").innerHTML = t ? t.hint || hint : "Pick a category with <kbd>1</kbd>–<kbd>9</kbd>, <kbd>0</kbd>.";
     if (document.activeElement !== $("question")) $("question").value = state.question || "";
     const binary = !!(t && t.binary);
     $("binary-answer").hidden = !binary;
@@ -408,7 +409,7 @@
     if (!config.pairs.length) { list.innerHTML = '<li class="muted">none yet</li>'; return; }
     for (const p of config.pairs) {
       const li = document.createElement("li");
-      li.innerHTML = `<span class="badge badge-${p.status}">${p.status}</span> <span>${p.category}</span> <span class="mono muted">#${p.index_1}·#${p.index_2}</span> <span class="muted">${p.mine ? "you" : p.author}</span>`;
+      li.innerHTML = `<span class="badge badge-${p.status}">${p.status}</span> <span>${p.category}</span> <span class="mono muted" title="frames of image 1 and image 2">#${p.index_1} → #${p.index_2}</span> <span class="muted">${p.mine ? "you" : p.author}</span>`;
       if (p.rejection) {
         const reason = document.createElement("div");
         reason.className = "reason";
@@ -486,6 +487,13 @@
     state[slot] = frame.i;
     changed(template() && template().derived);
   }
+  function setAnswerFrame(frame) {
+    const t = template();
+    if (!t || !t.binary || t.derived) return flash("Shift+A / Shift+B pick the answer frame of a first/second-image question.");
+    state.answer_frame = frame;
+    renderEditor();
+    changed();
+  }
   document.addEventListener("keydown", (event) => {
     if (document.querySelector("dialog[open]")) return;
     const target = event.target;
@@ -504,6 +512,7 @@
     else if (key === "Home") moveTo(0);
     else if (key === "End") moveTo(frames.length - 1);
     else if (key === "a" || key === "b") setSlot(key);
+    else if (key === "A" || key === "B") setAnswerFrame(key.toLowerCase());
     else if (key === "f") flicker();
     else if (key === "s") useSuggestion();
     else if (key === "q") { $("question").focus(); $("question").select(); }
