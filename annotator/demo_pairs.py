@@ -36,18 +36,21 @@ def seed_demo_pairs(*, author: str = "annotator1", reviewer: str = "reviewer") -
     for number, (target, category, fields) in enumerate(plans):
         video = videos[number % len(videos)]
         index_a, index_b = number, number + 2
-        pair, created = picking.pair_submit(
-            user=annotator,
-            video=video,
-            index_a=index_a,
-            index_b=index_b,
-            category=category,
-            client_key=f"demo-pair-{video.yt8m_id}-{number}"[:64],
-            **fields,
-        )
-        picking.video_release(video=video, user=annotator, reason="done")
+        try:
+            pair, created = picking.pair_submit(
+                user=annotator,
+                video=video,
+                index_a=index_a,
+                index_b=index_b,
+                category=category,
+                client_key=f"demo-pair-{video.yt8m_id}-{number}"[:64],
+                **fields,
+            )
+        except picking.Conflict:
+            continue  # someone is working on this video right now: leave it alone
         if not created or pair.status != Pair.Status.SUBMITTED:
             continue
+        picking.video_release(video=video, user=annotator, reason=None)
         made += 1
         if target == "accepted":
             if pair.similarity is None:

@@ -105,9 +105,14 @@ def video_heartbeat(*, video: Video, user) -> Video:
         return _lock_lease(video, user)
 
 
-def video_release(*, video: Video, user, reason: str = VideoSkip.Reason.DONE, note: str = "") -> VideoSkip:
-    """Give the video back with a reason; the user is not offered it again (nobody is if it is bad)."""
-    if reason not in VideoSkip.Reason.values:
+def video_release(
+    *, video: Video, user, reason: str | None = VideoSkip.Reason.DONE, note: str = ""
+) -> VideoSkip | None:
+    """Give the video back with a reason; the user is not offered it again (nobody is if it is bad).
+
+    With reason None the lease just ends and the video stays in the user's queue (no skip record).
+    """
+    if reason is not None and reason not in VideoSkip.Reason.values:
         raise ValidationError({"reason": [f"Unknown reason {reason!r}: use one of {', '.join(VideoSkip.Reason)}."]})
     with transaction.atomic():
         locked = Video.objects.select_for_update().get(pk=video.pk)
@@ -116,6 +121,8 @@ def video_release(*, video: Video, user, reason: str = VideoSkip.Reason.DONE, no
             locked.lease_heartbeat = None
             locked.lease_expires = None
             locked.save(update_fields=["leased_to", "lease_heartbeat", "lease_expires", "updated"])
+        if reason is None:
+            return None
         return VideoSkip.objects.create(video=locked, user=user, reason=reason, note=note.strip())
 
 

@@ -538,3 +538,4 @@ def test_the_demo_leaves_pairs_in_every_state_and_is_safe_to_rerun():
     assert Review.objects.filter(decision="reject").exclude(reason="").exists()
     assert PairDraft.objects.count() == 1
     assert Video.objects.filter(leased_to__isnull=False).count() == 0
+    assert not VideoSkip.objects.exists()  # the demo annotator still gets the demo videos offered
