@@ -241,11 +241,23 @@ def pair_submit(
     source_ids = [f"{video.yt8m_id}_{x.index}_{y.index}" for x, y in ((frame_1, frame_2), (frame_2, frame_1))]
     try:
         with transaction.atomic():
+            # Both locks serialise submits of one video (or one pair): a twin request with the same key that
+            # got here first has committed by now, so look for its pair again before anything else.
             if pair_id is None:
                 _lock_lease(video, user)
+            else:
+                locked = Pair.objects.select_for_update().filter(pk=pair_id).first()
+            replay = Pair.objects.filter(client_key=client_key).first()
+            if replay is not None:
+                if replay.author_id != user.pk:
+                    raise PickingError("This client key belongs to another annotator's pair.")
+                return replay, False
+            if pair_id is None:
                 pair = Pair(author=user, video=video, source="yt8m", created=timezone.now())
             else:
-                pair = _lock_own_pair(pair_id, user, version)
+                pair = _check_own_pair(locked, pair_id, user, version)
+                if pair.video_id != video.pk:
+                    raise PickingError(f"Pair {pair.pk} belongs to another video: edit it on its own workbench.")
             duplicate = (
                 Pair.objects.filter(category=category, source="yt8m", source_id__in=source_ids)
                 .exclude(pk=pair.pk)
@@ -285,8 +297,7 @@ def pair_submit(
     return pair, pair_id is None
 
 
-def _lock_own_pair(pair_id, user, version) -> Pair:
-    pair = Pair.objects.select_for_update().filter(pk=pair_id).first()
+def _check_own_pair(pair: Pair | None, pair_id, user, version) -> Pair:
     if pair is None or pair.author_id != user.pk:
         raise PickingError(f"Pair {pair_id} is not one of your pairs.")
     if pair.status not in (Pair.Status.SUBMITTED, Pair.Status.REJECTED):

@@ -539,3 +539,47 @@ def test_the_demo_leaves_pairs_in_every_state_and_is_safe_to_rerun():
     assert PairDraft.objects.count() == 1
     assert Video.objects.filter(leased_to__isnull=False).count() == 0
     assert not VideoSkip.objects.exists()  # the demo annotator still gets the demo videos offered
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_requests_with_one_client_key_at_once_make_one_pair():
+    author = make_user("racer", "annotator")
+    video = bulk_video(6)
+    picking.video_lease_next(user=author)
+    barrier = threading.Barrier(6)
+    results, errors = [], []
+
+    def send():
+        try:
+            barrier.wait()
+            results.append(submit(author, video, key="same-key-for-all", a=1, b=4))
+        except BaseException as error:  # noqa: BLE001 - reported by the assertion below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors
+    assert Pair.objects.count() == 1
+    assert {pair.pk for pair, _ in results} == {Pair.objects.get().pk}
+    assert sum(created for _, created in results) == 1
+
+
+def test_the_workbench_reopens_a_pair_with_the_annotators_own_a_and_b(client_for, annotator):
+    video = bulk_video(12)
+    picking.video_lease_next(user=annotator)
+    pairs = [
+        submit(annotator, video, category="quality", a=i, b=i + 5, answer_frame="b", question="Sharper?")[0]
+        for i in (0, 1)
+    ]
+    assert {pair.swapped for pair in pairs} == {True, False}  # balancing put B first once and second once
+    config = client_for(annotator).get(f"/work/videos/{video.pk}/?pair={pairs[0].pk}").context["config"]
+    shown = {row["id"]: row for row in config["pairs"]}
+    for pair, a in zip(pairs, (0, 1), strict=True):
+        row = shown[pair.pk]
+        assert (row["index_a"], row["index_b"], row["answer_frame"], row["editable"]) == (a, a + 5, "b", True)
+    assert config["edit"] == str(pairs[0].pk)
