@@ -37,8 +37,18 @@ def lease_duration() -> timedelta:
 
 
 def videos_open_to(user, now=None):
-    """Sampled videos this user may lease now, the assigned-to-them first, then those with fewest accepted pairs."""
+    """Sampled videos this user may lease now: not held by anyone, not assigned to someone else, not skipped."""
     now = now or timezone.now()
+    skipped = VideoSkip.objects.filter(video=OuterRef("pk")).filter(Q(user=user) | Q(reason__in=VideoSkip.FOR_EVERYONE))
+    return (
+        Video.objects.filter(status=Video.Status.SAMPLED)
+        .filter(Q(leased_to__isnull=True) | Q(lease_expires__lte=now))
+        .filter(Q(assigned_to__isnull=True) | Q(assigned_to=user))
+        .filter(~Exists(skipped))
+    )
+
+
+def by_fewest_accepted_pairs(videos):
     accepted = (
         Pair.objects.filter(video=OuterRef("pk"), status=Pair.Status.ACCEPTED)
         .order_by()
@@ -46,18 +56,23 @@ def videos_open_to(user, now=None):
         .annotate(n=Count("id"))
         .values("n")
     )
-    skipped = VideoSkip.objects.filter(video=OuterRef("pk")).filter(Q(user=user) | Q(reason__in=VideoSkip.FOR_EVERYONE))
-    return (
-        Video.objects.filter(status=Video.Status.SAMPLED)
-        .filter(Q(leased_to__isnull=True) | Q(lease_expires__lte=now))
-        .filter(Q(assigned_to__isnull=True) | Q(assigned_to=user))
-        .filter(~Exists(skipped))
-        .annotate(
-            accepted_pairs=Coalesce(Subquery(accepted, output_field=IntegerField()), Value(0)),
-            assignee=Coalesce("assigned_to_id", Value(0)),
-        )
-        .order_by("-assignee", "accepted_pairs", "id")
+    return videos.annotate(accepted_pairs=Coalesce(Subquery(accepted, output_field=IntegerField()), Value(0))).order_by(
+        "accepted_pairs", "id"
     )
+
+
+def lease_candidates(user, now=None):
+    """The queries that find the next video, in order: assigned to the user; no accepted pair yet; the rest.
+
+    The middle one is the common case and avoids counting pairs for every video (an anti-join instead).
+    """
+    videos = videos_open_to(user, now)
+    without_accepted = ~Exists(Pair.objects.filter(video=OuterRef("pk"), status=Pair.Status.ACCEPTED))
+    return [
+        by_fewest_accepted_pairs(videos.filter(assigned_to=user)),
+        videos.filter(assigned_to__isnull=True).filter(without_accepted).order_by("id"),
+        by_fewest_accepted_pairs(videos.filter(assigned_to__isnull=True)),
+    ]
 
 
 def _hold(video: Video, user, now) -> Video:
@@ -79,11 +94,11 @@ def video_lease_next(*, user) -> Video | None:
         held = Video.objects.select_for_update().filter(leased_to=user).order_by("lease_expires").first()
         if held is not None:
             return _hold(held, user, now)
-        # A video assigned to this user sorts first (assignee is their id; 0 when unassigned).
-        video = videos_open_to(user, now).select_for_update(skip_locked=True, of=("self",)).first()
-        if video is None:
-            return None
-        return _hold(video, user, now)
+        for candidates in lease_candidates(user, now):
+            video = candidates.select_for_update(skip_locked=True, of=("self",)).first()
+            if video is not None:
+                return _hold(video, user, now)
+        return None
 
 
 def _lock_lease(video: Video, user) -> Video:

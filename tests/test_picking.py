@@ -156,10 +156,12 @@ def test_a_skipped_video_is_not_offered_again_and_a_bad_one_to_nobody(annotator,
 def test_an_assigned_video_goes_to_its_assignee_first_and_to_nobody_else(annotator, annotator2, coordinator):
     bulk_video(2, yt8m_id="a-first")
     assigned = bulk_video(2, yt8m_id="z-assigned")
+    make_pair(video=assigned, status=Pair.Status.ACCEPTED)  # assigned still comes before a fresh video
     picking.video_assign(video=assigned, user=annotator2, by=coordinator)
     assert picking.video_lease_next(user=annotator).pk != assigned.pk
     picking.video_release(video=Video.objects.get(leased_to=annotator), user=annotator)
     assert picking.video_lease_next(user=annotator) is None
+    bulk_video(2, yt8m_id="b-fresh")
     assert picking.video_lease_next(user=annotator2).pk == assigned.pk
 
 
