@@ -105,6 +105,8 @@ def _lock_lease(video: Video, user) -> Video:
     """Lock the video row and make sure this user holds it, taking it back if nobody else did meanwhile."""
     now = timezone.now()
     locked = Video.objects.select_for_update().get(pk=video.pk)
+    if locked.status != Video.Status.SAMPLED:
+        raise Conflict(f"Video {locked.yt8m_id} is {locked.status}, not sampled: it has no frames to pick from.")
     free = locked.leased_to_id in (None, user.pk) or (locked.lease_expires and locked.lease_expires <= now)
     if locked.assigned_to_id not in (None, user.pk) or not free:
         raise Conflict(
