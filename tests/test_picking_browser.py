@@ -15,6 +15,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def test_an_annotator_picks_with_the_keyboard_and_a_reviewer_accepts(browser, live_server, page, annotator, reviewer):
     video = make_video(frames=12)
+    script_errors = []
+    page.on("pageerror", lambda error: script_errors.append(str(error)))
     browser_login(page, "alice")
     page.goto("/work/")
     page.click("#ask-for-work")
@@ -38,6 +40,7 @@ def test_an_annotator_picks_with_the_keyboard_and_a_reviewer_accepts(browser, li
 
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900})
     review = context.new_page()
+    review.on("pageerror", lambda error: script_errors.append(str(error)))
     browser_login(review, "rita")
     review.goto("/review/")
     review.click("#start-review")
@@ -46,11 +49,14 @@ def test_an_annotator_picks_with_the_keyboard_and_a_reviewer_accepts(browser, li
     wait_until(lambda: Pair.objects.get(pk=pair.pk).status == "accepted", 15, "the pair to be accepted")
     assert pair.reviews.get().reviewer == reviewer
     context.close()
+    assert script_errors == []
 
 
 def test_a_reload_mid_draft_brings_the_draft_back(page, annotator):
     video = make_video(frames=8)
     picking.video_lease_next(user=annotator)
+    script_errors = []
+    page.on("pageerror", lambda error: script_errors.append(str(error)))
     browser_login(page, "alice")
     page.goto(f"/work/videos/{video.pk}/")
     for key in ("ArrowRight", "ArrowRight", "a", "ArrowRight", "ArrowRight", "ArrowRight", "b", "2", "Shift+B", "q"):
@@ -64,3 +70,4 @@ def test_a_reload_mid_draft_brings_the_draft_back(page, annotator):
     expect(page.locator(".category.on")).to_contain_text("state")
     expect(page.locator("#binary-answer button.on")).to_have_text("B")
     assert PairDraft.objects.get(author=annotator, video=video).state["category"] == "state"
+    assert script_errors == []
