@@ -70,6 +70,15 @@ class Video(models.Model):
     frame_count = models.PositiveIntegerField(default=0)
     created = models.DateTimeField(default=timezone.now)
     updated = models.DateTimeField(auto_now=True)
+    # Pair picking: who holds the video now (a lease renewed by heartbeats), and whom a coordinator gave it to.
+    leased_to = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="leased_videos"
+    )
+    lease_heartbeat = models.DateTimeField(null=True, blank=True)
+    lease_expires = models.DateTimeField(null=True, blank=True, db_index=True)
+    assigned_to = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="assigned_videos"
+    )
 
     class Meta:
         ordering = ["yt8m_id"]
@@ -151,6 +160,10 @@ class PairQuerySet(models.QuerySet):
     def exportable(self):
         return self.accepted().passing_similarity()
 
+    def reviewable_by(self, user):
+        """Submitted pairs a reviewer may decide: never their own work."""
+        return self.awaiting_review().exclude(author=user)
+
 
 class Pair(models.Model):
     class Status(models.TextChoices):
@@ -184,6 +197,10 @@ class Pair(models.Model):
     updated = models.DateTimeField(auto_now=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
+    # Pair picking: the app orders the two frames to balance answer positions; this records the mapping.
+    swapped = models.BooleanField(
+        default=False, help_text="The annotator's frame A became image_2 (answer-position balancing)."
+    )
 
     objects = PairQuerySet.as_manager()
 
@@ -341,3 +358,47 @@ class Job(models.Model):
         self.result = result or {}
         self.finished = timezone.now()
         self.save(update_fields=["status", "result", "errors", "finished"])
+
+
+# --- Pair picking: skip records and drafts ------------------------------------------------------------------
+
+
+class VideoSkip(models.Model):
+    """An annotator gave a video back with a reason; they are not offered it again (nobody is, if it is bad)."""
+
+    class Reason(models.TextChoices):
+        DONE = "done", "done with this video"
+        NO_PAIR = "no_pair", "no usable pair"
+        BAD_VIDEO = "bad_video", "bad video"
+        INAPPROPRIATE = "inappropriate", "inappropriate content"
+
+    # Reasons that take the video out of everyone's queue, not just the skipper's.
+    FOR_EVERYONE = (Reason.BAD_VIDEO, Reason.INAPPROPRIATE)
+
+    video = models.ForeignKey(Video, models.CASCADE, related_name="skips")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="video_skips")
+    reason = models.CharField(max_length=20, choices=Reason.choices)
+    note = models.TextField(blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [models.Index(fields=["video", "user"], name="videoskip_video_user")]
+
+    def __str__(self):
+        return f"{self.user_id} skipped {self.video_id}: {self.reason}"
+
+
+class PairDraft(models.Model):
+    """The workbench state of one annotator on one video, autosaved as they work, restored on reload."""
+
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="pair_drafts")
+    video = models.ForeignKey(Video, models.CASCADE, related_name="pair_drafts")
+    state = models.JSONField(default=dict, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["author", "video"], name="pairdraft_one_per_video")]
+
+    def __str__(self):
+        return f"draft of {self.author_id} on {self.video_id}"

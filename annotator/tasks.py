@@ -29,3 +29,14 @@ def sample_video(*, job_id: int, video_id: int, source: str, every, count, label
         domain=domain,
         title=title,
     )
+
+
+# --- Pair picking ---------------------------------------------------------------------------------------------
+
+
+@shared_task(soft_time_limit=60, time_limit=90, ignore_result=True)
+def sweep_video_leases() -> int:
+    """Return leases without a recent heartbeat to the pool (Celery beat runs it; idempotent)."""
+    from annotator.picking import video_leases_sweep
+
+    return video_leases_sweep()

@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from api import evaluation, jobs, videos, views
+from api import evaluation, jobs, picking, videos, views
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
@@ -29,4 +29,12 @@ urlpatterns = [
     path("videos/import/", videos.video_import, name="api-video-import"),
     path("videos/<int:video_id>/", videos.video_detail, name="api-video-detail"),
     path("videos/<int:video_id>/frames/", videos.video_frames, name="api-video-frames"),
+    # Pair picking and review
+    path("work/lease/", picking.lease_next, name="api-lease-next"),
+    path("videos/<int:video_id>/heartbeat/", picking.lease_heartbeat, name="api-lease-heartbeat"),
+    path("videos/<int:video_id>/release/", picking.lease_release, name="api-lease-release"),
+    path("videos/<int:video_id>/assign/", picking.video_assign, name="api-video-assign"),
+    path("videos/<int:video_id>/draft/", picking.draft, name="api-pair-draft"),
+    path("pairs/submit/", picking.pair_submit, name="api-pair-submit"),
+    path("pairs/<int:pair_id>/review/", picking.pair_review, name="api-pair-review"),
 ]

@@ -224,3 +224,10 @@ STUDY_LEASE_MINUTES = envint("STUDY_LEASE_MINUTES", "20")
 STUDY_IMAGE_URL_MAX_AGE = envint("STUDY_IMAGE_URL_MAX_AGE", "1800")
 STUDY_TOO_FAST_SECONDS = envfloat("STUDY_TOO_FAST_SECONDS", "1.5")
 STUDY_PRACTICE_COUNT = envint("STUDY_PRACTICE_COUNT", "3")
+# Pair picking and review.
+PAIRS_PER_CATEGORY_TARGET = envint("PAIRS_PER_CATEGORY_TARGET", "1000")
+LEASE_SWEEP_SECONDS = envint("LEASE_SWEEP_SECONDS", "60")
+CELERY_BEAT_SCHEDULE["sweep-video-leases"] = {
+    "task": "annotator.tasks.sweep_video_leases",
+    "schedule": LEASE_SWEEP_SECONDS,
+}

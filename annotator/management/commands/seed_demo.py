@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand
 
+from annotator.demo_pairs import seed_demo_pairs
 from annotator.demo_videos import demo_videos_seed
 from evaluation.demo import seed_demo_study
 
@@ -30,4 +31,5 @@ class Command(BaseCommand):
             user.groups.add(*Group.objects.filter(name__in=roles))
         self.stdout.write(f"Demo users: {', '.join(DEMO_USERS)} (password 'demo').")
         demo_videos_seed()
+        self.stdout.write(f"Demo pairs: {seed_demo_pairs()} made (drafts, submitted, accepted, rejected).")
         seed_demo_study(self.stdout)

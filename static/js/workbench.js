@@ -1,0 +1,544 @@
+/* The pair-picking workbench: filmstrip, viewers A/B with flicker and synchronised zoom, the question editor,
+   autosave of the draft to the server, idempotent submit, lease heartbeats. Keyboard first: press ? for keys. */
+(() => {
+  "use strict";
+  const config = JSON.parse(document.getElementById("workbench-config").textContent);
+  const csrf = JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"];
+  const $ = (id) => document.getElementById(id);
+  const frames = config.frames;
+  const position = new Map(frames.map((frame, i) => [frame.i, i]));
+  const HEARTBEAT_MS = 60000;
+  const SAVE_DELAY_MS = 600;
+
+  const newKey = () =>
+    (crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + Math.random().toString(16).slice(2)).replace(/-/g, "");
+  const blank = () => ({
+    cursor: 0, a: null, b: null, category: "", question: "", answer: "", distractors: [""],
+    answer_frame: "", client_key: newKey(), pair: null, version: null,
+  });
+  const state = Object.assign(blank(), config.draft || {});
+  if (!Array.isArray(state.distractors) || !state.distractors.length) state.distractors = [""];
+  state.cursor = Math.min(Math.max(0, state.cursor | 0), Math.max(0, frames.length - 1));
+
+  async function api(method, url, body, options = {}) {
+    try {
+      const response = await fetch(url, {
+        method,
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrf },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        ...options,
+      });
+      let data = null;
+      try { data = await response.json(); } catch (_) { data = null; }
+      return { ok: response.ok, status: response.status, data };
+    } catch (error) {
+      return { ok: false, status: 0, data: null };
+    }
+  }
+
+  const frameAt = (index) => (index === null || index === undefined ? null : frames[position.get(index)]);
+  const template = () => config.templates[state.category] || null;
+  const seconds = (t) => `${t.toFixed(3)} s`;
+
+  /* --- Filmstrip: one strip of light buttons, images lazy-loaded by the browser as they scroll in. --- */
+  const strip = $("filmstrip");
+  const thumbs = [];
+  (() => {
+    const fragment = document.createDocumentFragment();
+    frames.forEach((frame, i) => {
+      const thumb = document.createElement("button");
+      thumb.type = "button";
+      thumb.className = "thumb";
+      thumb.dataset.pos = i;
+      thumb.title = `#${frame.i} · ${seconds(frame.t)}`;
+      thumb.innerHTML = `<img loading="lazy" decoding="async" alt="" src="${frame.th}"><span>${frame.i}</span>`;
+      fragment.appendChild(thumb);
+      thumbs.push(thumb);
+    });
+    strip.appendChild(fragment);
+    strip.addEventListener("click", (event) => {
+      const thumb = event.target.closest(".thumb");
+      if (thumb) moveTo(Number(thumb.dataset.pos));
+    });
+  })();
+
+  let marked = [];
+  function renderStrip() {
+    marked.forEach((el) => el.classList.remove("cursor", "is-a", "is-b"));
+    marked = [];
+    const mark = (pos, cls) => {
+      if (pos === undefined || !thumbs[pos]) return;
+      thumbs[pos].classList.add(cls);
+      marked.push(thumbs[pos]);
+    };
+    mark(state.cursor, "cursor");
+    mark(position.get(state.a), "is-a");
+    mark(position.get(state.b), "is-b");
+    const thumb = thumbs[state.cursor];
+    if (thumb) {
+      const left = thumb.offsetLeft - strip.clientWidth / 2 + thumb.offsetWidth / 2;
+      if (thumb.offsetLeft < strip.scrollLeft || thumb.offsetLeft + thumb.offsetWidth > strip.scrollLeft + strip.clientWidth) {
+        strip.scrollLeft = left;
+      }
+    }
+    const frame = frames[state.cursor];
+    $("cursor-label").textContent = frame ? `#${frame.i} · ${seconds(frame.t)} · ${state.cursor + 1}/${frames.length}` : "no frames";
+  }
+
+  /* --- Viewers: an unset slot previews the cursor; f shows B inside viewer A and back. --- */
+  let flickering = false;
+  function renderViewers() {
+    const cursor = frames[state.cursor];
+    for (const slot of ["a", "b"]) {
+      const frame = frameAt(state[slot]);
+      const shown = frame || cursor;
+      const img = $(`img-${slot}`);
+      const src = shown ? shown.src : "";
+      if (img.getAttribute("src") !== src) img.setAttribute("src", src);
+      $(`viewer-${slot}`).classList.toggle("preview", !frame);
+      $(`where-${slot}`).innerHTML = frame
+        ? `#${frame.i} · ${seconds(frame.t)}`
+        : `cursor #${cursor ? cursor.i : "–"} · press <kbd>${slot}</kbd> to set`;
+    }
+    flickering = false;
+    $("flicker-note").textContent = "";
+    $("viewer-a").classList.remove("flicker");
+    const a = frameAt(state.a);
+    const b = frameAt(state.b);
+    $("gap").textContent = a && b ? `Δ ${seconds(Math.abs(b.t - a.t))}` : "Δ –";
+    if (b) new Image().src = b.src; // warm the cache so the first flicker is instant
+  }
+
+  function flicker() {
+    const a = frameAt(state.a);
+    const b = frameAt(state.b);
+    if (!a || !b) return flash("Set A and B first: flicker alternates them.");
+    flickering = !flickering;
+    $("img-a").setAttribute("src", flickering ? b.src : a.src);
+    $("flicker-note").textContent = flickering ? " showing B" : "";
+    $("viewer-a").classList.toggle("flicker", flickering);
+  }
+
+  /* --- Synchronised zoom: both images share one scale and origin; scroll zooms, the pointer pans. --- */
+  const zoom = { scale: 1, x: 50, y: 50 };
+  function renderZoom() {
+    for (const img of [$("img-a"), $("img-b")]) {
+      img.style.transformOrigin = `${zoom.x}% ${zoom.y}%`;
+      img.style.transform = zoom.scale === 1 ? "" : `scale(${zoom.scale})`;
+    }
+  }
+  function setZoom(scale) {
+    zoom.scale = Math.min(8, Math.max(1, scale));
+    if (zoom.scale === 1) { zoom.x = 50; zoom.y = 50; }
+    renderZoom();
+  }
+  for (const box of document.querySelectorAll(".frame-box")) {
+    const point = (event) => {
+      const rect = box.getBoundingClientRect();
+      zoom.x = Math.min(100, Math.max(0, ((event.clientX - rect.left) / rect.width) * 100));
+      zoom.y = Math.min(100, Math.max(0, ((event.clientY - rect.top) / rect.height) * 100));
+    };
+    box.addEventListener("wheel", (event) => {
+      event.preventDefault();
+      point(event);
+      setZoom(zoom.scale * (event.deltaY < 0 ? 1.25 : 0.8));
+    }, { passive: false });
+    box.addEventListener("mousemove", (event) => {
+      if (zoom.scale > 1) { point(event); renderZoom(); }
+    });
+  }
+
+  /* --- Similarity of A and B, and the suggestions (both from the similarity API; pending until it exists). --- */
+  let similarityFor = "";
+  async function renderSimilarity() {
+    const element = $("similarity");
+    const a = frameAt(state.a);
+    const b = frameAt(state.b);
+    const show = (text, status) => {
+      element.textContent = text;
+      element.className = `similarity badge badge-${status}`;
+    };
+    if (!a || !b) { similarityFor = ""; return show("similarity –", "pending"); }
+    const key = `${a.im}-${b.im}`;
+    if (key === similarityFor) return;
+    similarityFor = key;
+    show("similarity …", "pending");
+    const result = await api("GET", `/api/similarity/?image_1=${a.im}&image_2=${b.im}`);
+    if (similarityFor !== key) return;
+    const data = result.ok ? result.data || {} : {};
+    if (result.ok && typeof data.similarity === "number") {
+      const verdict = data.status === "pass" ? "pass" : data.status === "fail" ? "fail" : "pending";
+      const threshold = data.threshold !== undefined ? ` (≥ ${data.threshold})` : "";
+      show(`similarity ${data.similarity.toFixed(3)} · ${verdict}${threshold}`, verdict);
+      element.title = data.model ? `DINOv3 similarity · ${data.model}` : "DINOv3 similarity";
+    } else {
+      show("similarity pending", "pending");
+    }
+  }
+
+  let suggestions = [];
+  let suggestionAt = -1;
+  async function loadSuggestions() {
+    const list = $("suggestions");
+    const result = await api("GET", `/api/videos/${config.video.id}/suggestions/?limit=20`);
+    const data = result.ok && result.data ? result.data : {};
+    suggestions = data.status === "ready" && Array.isArray(data.results) ? data.results : [];
+    list.innerHTML = "";
+    if (!suggestions.length) {
+      const note = result.ok && data.status === "pending" ? "similarities are still being computed: pending" : "no suggestions yet";
+      list.innerHTML = `<li class="muted">${note}</li>`;
+      return;
+    }
+    suggestions.forEach((s, i) => {
+      const item = document.createElement("li");
+      item.innerHTML = `<button type="button" class="link">#${s.index_1} ↔ #${s.index_2}</button> <span class="muted">${Number(s.similarity).toFixed(3)} · Δ ${Number(s.gap).toFixed(1)} s</span>`;
+      item.querySelector("button").addEventListener("click", () => useSuggestion(i));
+      list.appendChild(item);
+    });
+  }
+  function useSuggestion(i) {
+    if (!suggestions.length) return flash("No suggestions yet.");
+    suggestionAt = i === undefined ? (suggestionAt + 1) % suggestions.length : i;
+    const s = suggestions[suggestionAt];
+    if (!position.has(s.index_1) || !position.has(s.index_2)) return;
+    state.a = s.index_1;
+    state.b = s.index_2;
+    state.cursor = position.get(s.index_2);
+    [...$("suggestions").children].forEach((li, n) => li.classList.toggle("current", n === suggestionAt));
+    changed();
+  }
+
+  /* --- The question editor. --- */
+  const categoryButtons = {};
+  (() => {
+    const box = $("categories");
+    const keyOf = Object.fromEntries(Object.entries(config.keys).map(([key, category]) => [category, key]));
+    for (const category of config.categories) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "category";
+      button.dataset.category = category;
+      button.innerHTML = `<kbd>${keyOf[category]}</kbd> ${category}`;
+      button.addEventListener("click", () => setCategory(category));
+      box.appendChild(button);
+      categoryButtons[category] = button;
+    }
+  })();
+
+  function setCategory(category) {
+    if (state.category === category) return;
+    const before = template();
+    const next = config.templates[category];
+    const untouched = !state.question || (before && state.question === before.question);
+    state.category = category;
+    if (untouched) state.question = next.question;
+    const textsEmpty = !state.answer && state.distractors.every((d) => !d);
+    if (!next.binary && textsEmpty) state.distractors = next.distractors.slice();
+    renderEditor();
+    changed();
+  }
+
+  function derivedAnswerFrame() {
+    const a = frameAt(state.a);
+    const b = frameAt(state.b);
+    if (!a || !b || a.t === b.t) return "";
+    return a.t > b.t ? "a" : "b";
+  }
+
+  function renderEditor() {
+    const t = template();
+    Object.entries(categoryButtons).forEach(([category, button]) => button.classList.toggle("on", category === state.category));
+    const hint = t && t.binary ? "Options: first image / second image." : "";
+    $("category-hint").innerHTML = t ? t.hint || hint : "Pick a category with <kbd>1</kbd>–<kbd>9</kbd>, <kbd>0</kbd>.";
+    if (document.activeElement !== $("question")) $("question").value = state.question || "";
+    const binary = !!(t && t.binary);
+    $("binary-answer").hidden = !binary;
+    $("text-answer").hidden = binary;
+    if (binary) {
+      const frame = t.derived ? derivedAnswerFrame() : state.answer_frame;
+      for (const button of $("binary-answer").querySelectorAll("button")) {
+        button.classList.toggle("on", button.dataset.frame === frame);
+        button.disabled = !!t.derived;
+      }
+      $("binary-note").textContent = t.derived ? "the later frame, from the timestamps" : "the app decides which image comes first";
+    } else {
+      if (document.activeElement !== $("answer")) $("answer").value = state.answer || "";
+      const box = $("distractors");
+      const inputs = box.querySelectorAll("input");
+      if (inputs.length !== state.distractors.length || !box.contains(document.activeElement)) {
+        box.innerHTML = "";
+        state.distractors.forEach((text, i) => {
+          const row = document.createElement("div");
+          row.className = "distractor";
+          row.innerHTML = `<input maxlength="200" list="choice-list" aria-label="Distractor ${i + 1}"><button type="button" class="link" title="Remove">×</button>`;
+          const input = row.querySelector("input");
+          input.value = text;
+          input.addEventListener("input", () => { state.distractors[i] = input.value; changed(false); });
+          row.querySelector("button").addEventListener("click", () => {
+            state.distractors.splice(i, 1);
+            if (!state.distractors.length) state.distractors.push("");
+            renderEditor();
+            changed();
+          });
+          box.appendChild(row);
+        });
+      }
+      $("add-distractor").hidden = state.distractors.length >= 4;
+    }
+    $("choice-list").innerHTML = (t && t.choices.length ? t.choices : []).map((c) => `<option value="${c}">`).join("");
+    $("editing-note").textContent = state.pair ? `editing pair ${state.pair} (version ${state.version})` : "";
+  }
+
+  $("question").addEventListener("input", (event) => { state.question = event.target.value; changed(false); });
+  $("answer").addEventListener("input", (event) => { state.answer = event.target.value; changed(false); });
+  $("add-distractor").addEventListener("click", () => {
+    if (state.distractors.length < 4) state.distractors.push("");
+    renderEditor();
+    changed();
+    const inputs = $("distractors").querySelectorAll("input");
+    inputs[inputs.length - 1].focus();
+  });
+  for (const button of $("binary-answer").querySelectorAll("button")) {
+    button.addEventListener("click", () => { state.answer_frame = button.dataset.frame; renderEditor(); changed(); });
+  }
+
+  /* --- Autosave: debounced PUT of the whole state; a reload or a crash comes back to it. --- */
+  let saveTimer = null;
+  let dirty = false;
+  const saveStatus = (text, cls = "muted") => { const el = $("save-status"); el.textContent = text; el.className = `save-status ${cls}`; };
+  async function save() {
+    clearTimeout(saveTimer);
+    if (!dirty) return;
+    dirty = false;
+    saveStatus("Saving…");
+    const result = await api("PUT", `/api/videos/${config.video.id}/draft/`, { state });
+    if (result.ok) {
+      saveStatus(dirty ? "Saving…" : "Draft saved", "saved");
+    } else {
+      dirty = true;
+      saveStatus(result.status ? `Not saved: ${(result.data && result.data.detail) || result.status}` : "Offline: retrying", "unsaved");
+      saveTimer = setTimeout(save, 3000);
+    }
+  }
+  function scheduleSave() {
+    dirty = true;
+    saveStatus("Unsaved changes");
+    clearTimeout(saveTimer);
+    saveTimer = setTimeout(save, SAVE_DELAY_MS);
+  }
+  window.addEventListener("pagehide", () => {
+    if (dirty) {
+      fetch(`/api/videos/${config.video.id}/draft/`, {
+        method: "PUT", keepalive: true, credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
+        body: JSON.stringify({ state }),
+      });
+    }
+  });
+
+  function changed(rerenderEditor = true) {
+    renderStrip();
+    renderViewers();
+    renderSimilarity();
+    if (rerenderEditor) renderEditor();
+    else if (template() && template().derived) renderEditor();
+    scheduleSave();
+  }
+
+  /* --- Submit: the client key travels with the draft, so a retry (or a reload and retry) makes one pair. --- */
+  let submitting = false;
+  function showErrors(messages) {
+    $("errors").innerHTML = "";
+    for (const message of messages) {
+      const li = document.createElement("li");
+      li.textContent = message;
+      $("errors").appendChild(li);
+    }
+  }
+  async function submit() {
+    if (submitting) return;
+    const t = template();
+    const problems = [];
+    if (state.a === null || state.b === null) problems.push("Set frame A and frame B (keys a and b).");
+    if (!t) problems.push("Pick a category (keys 1-9, 0).");
+    if (problems.length) return showErrors(problems);
+    submitting = true;
+    $("submit-pair").disabled = true;
+    await save();
+    const payload = {
+      video: config.video.id, index_a: state.a, index_b: state.b, category: state.category,
+      question: state.question, answer: t.binary ? "" : state.answer,
+      distractors: t.binary ? [] : state.distractors, answer_frame: t.binary && !t.derived ? state.answer_frame : "",
+      client_key: state.client_key, pair: state.pair, version: state.version,
+    };
+    const result = await api("POST", "/api/pairs/submit/", payload);
+    submitting = false;
+    $("submit-pair").disabled = false;
+    if (result.ok) {
+      const pair = result.data;
+      showErrors([]);
+      upsertPair({ ...pair, mine: true, editable: true, author: "you", rejection: "",
+        index_a: state.a, index_b: state.b, answer_frame: t.binary ? (t.derived ? derivedAnswerFrame() : state.answer_frame) : "" });
+      flash(`Submitted pair ${pair.id} for review.`, "ok");
+      const keep = { cursor: state.cursor, category: state.category };
+      Object.assign(state, blank(), keep, { question: t.question, distractors: t.binary ? [""] : t.distractors.slice() });
+      renderEditor();
+      changed();
+    } else if (result.status === 0) {
+      showErrors(["The server did not answer. Your draft is kept: press Enter to send it again (it will not be doubled)."]);
+    } else {
+      const data = result.data || {};
+      const messages = [];
+      if (data.errors) for (const [field, list] of Object.entries(data.errors)) for (const m of [].concat(list)) messages.push(field === "detail" ? m : `${field}: ${m}`);
+      showErrors(messages.length ? messages : [data.detail || `Refused (${result.status}).`]);
+    }
+  }
+  $("editor").addEventListener("submit", (event) => { event.preventDefault(); submit(); });
+
+  /* --- Pairs already made on this video. --- */
+  function upsertPair(pair) {
+    const i = config.pairs.findIndex((p) => p.id === pair.id);
+    if (i >= 0) config.pairs[i] = { ...config.pairs[i], ...pair };
+    else config.pairs.unshift(pair);
+    renderPairs();
+  }
+  function renderPairs() {
+    const list = $("pairs");
+    list.innerHTML = "";
+    if (!config.pairs.length) { list.innerHTML = '<li class="muted">none yet</li>'; return; }
+    for (const p of config.pairs) {
+      const li = document.createElement("li");
+      li.innerHTML = `<span class="badge badge-${p.status}">${p.status}</span> <span>${p.category}</span> <span class="mono muted" title="frames of image 1 and image 2">#${p.index_1} → #${p.index_2}</span> <span class="muted">${p.mine ? "you" : p.author}</span>`;
+      if (p.rejection) {
+        const reason = document.createElement("div");
+        reason.className = "reason";
+        reason.textContent = `Returned: ${p.rejection}`;
+        li.appendChild(reason);
+      }
+      if (p.editable) {
+        const edit = document.createElement("button");
+        edit.type = "button";
+        edit.className = "link";
+        edit.textContent = "edit";
+        edit.addEventListener("click", () => editPair(p));
+        li.appendChild(document.createTextNode(" "));
+        li.appendChild(edit);
+      }
+      list.appendChild(li);
+    }
+  }
+  function editPair(p) {
+    const t = config.templates[p.category];
+    Object.assign(state, {
+      pair: p.id, version: p.version, a: p.index_a, b: p.index_b, category: p.category, question: p.question,
+      answer: t.binary ? "" : p.answer, distractors: t.binary ? [""] : p.distractors.slice(),
+      answer_frame: p.answer_frame || "", client_key: newKey(),
+    });
+    if (position.has(p.index_a)) state.cursor = position.get(p.index_a);
+    renderEditor();
+    changed();
+  }
+
+  /* --- Lease: heartbeat while the page is open; release when done or skipped. --- */
+  async function heartbeat() {
+    const result = await api("POST", `/api/videos/${config.video.id}/heartbeat/`);
+    const el = $("lease-status");
+    if (result.ok) { el.textContent = "lease: yours"; el.className = "muted"; }
+    else if (result.status === 409) { el.textContent = (result.data && result.data.detail) || "lease lost"; el.className = "error"; }
+    else if (result.status === 0) { el.textContent = "offline"; el.className = "error"; }
+  }
+  async function release(reason, note = "") {
+    await save();
+    const result = await api("POST", `/api/videos/${config.video.id}/release/`, { reason, note });
+    if (result.ok) window.location.assign("/work/");
+    else showErrors([(result.data && result.data.detail) || "Could not release the video."]);
+  }
+  $("done-video").addEventListener("click", () => release("done"));
+  const skipDialog = $("skip-dialog");
+  $("skip-reasons").innerHTML = config.skip_reasons
+    .filter((r) => r.value !== "done")
+    .map((r, i) => `<label class="radio"><input type="radio" name="reason" value="${r.value}" ${i === 0 ? "checked" : ""}> ${r.label}</label>`)
+    .join("");
+  $("skip-video").addEventListener("click", () => skipDialog.showModal());
+  skipDialog.addEventListener("close", () => {
+    if (skipDialog.returnValue === "skip") {
+      const reason = skipDialog.querySelector("input[name=reason]:checked").value;
+      release(reason, $("skip-note").value);
+    }
+  });
+  $("show-keys").addEventListener("click", () => $("keys-dialog").showModal());
+
+  let flashTimer = null;
+  function flash(text, cls = "muted") {
+    saveStatus(text, cls);
+    clearTimeout(flashTimer);
+    flashTimer = setTimeout(() => saveStatus(dirty ? "Unsaved changes" : "Draft saved", "saved"), 2500);
+  }
+
+  /* --- Keys. --- */
+  function moveTo(pos) {
+    state.cursor = Math.min(frames.length - 1, Math.max(0, pos));
+    changed(false);
+  }
+  function setSlot(slot) {
+    const frame = frames[state.cursor];
+    if (!frame) return;
+    state[slot] = frame.i;
+    changed(template() && template().derived);
+  }
+  function setAnswerFrame(frame) {
+    const t = template();
+    if (!t || !t.binary || t.derived) return flash("Shift+A / Shift+B pick the answer frame of a first/second-image question.");
+    state.answer_frame = frame;
+    renderEditor();
+    changed();
+  }
+  document.addEventListener("keydown", (event) => {
+    if (document.querySelector("dialog[open]")) return;
+    const target = event.target;
+    const typing = target.matches && target.matches("input, textarea, select");
+    if (typing) {
+      if (event.key === "Escape") { target.blur(); event.preventDefault(); }
+      else if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) { event.preventDefault(); submit(); }
+      return;
+    }
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    const step = event.shiftKey ? 10 : 1;
+    const key = event.key;
+    let handled = true;
+    if (key === "ArrowRight") moveTo(state.cursor + step);
+    else if (key === "ArrowLeft") moveTo(state.cursor - step);
+    else if (key === "Home") moveTo(0);
+    else if (key === "End") moveTo(frames.length - 1);
+    else if (key === "a" || key === "b") setSlot(key);
+    else if (key === "A" || key === "B") setAnswerFrame(key.toLowerCase());
+    else if (key === "f") flicker();
+    else if (key === "s") useSuggestion();
+    else if (key === "q") { $("question").focus(); $("question").select(); }
+    else if (key === "=" || key === "+") setZoom(zoom.scale * 1.25);
+    else if (key === "-") setZoom(zoom.scale * 0.8);
+    else if (key === "z") setZoom(1);
+    else if (key in config.keys) setCategory(config.keys[key]);
+    else if (key === "Enter") submit();
+    else if (key === "Escape") skipDialog.showModal();
+    else if (key === "?") $("keys-dialog").showModal();
+    else handled = false;
+    if (handled) event.preventDefault();
+  });
+
+  /* --- Start. --- */
+  if (config.edit) {
+    const p = config.pairs.find((x) => String(x.id) === String(config.edit));
+    if (p && p.editable && state.pair !== p.id) editPair(p);
+  }
+  if (config.leased_to) $("lease-status").textContent = `leased to ${config.leased_to}: you can look, not submit`;
+  renderEditor();
+  renderStrip();
+  renderViewers();
+  renderSimilarity();
+  renderPairs();
+  loadSuggestions();
+  saveStatus(config.draft && Object.keys(config.draft).length ? "Draft restored" : " ", "saved");
+  if (!config.leased_to) { heartbeat(); setInterval(heartbeat, HEARTBEAT_MS); }
+})();

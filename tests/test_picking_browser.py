@@ -1,0 +1,73 @@
+"""Pair picking in a real Chromium: keyboard picking to an accepted pair, and a draft that survives a reload."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from annotator import picking
+from annotator.models import Pair, PairDraft
+from tests.conftest import browser_login, wait_until
+from tests.factories import make_video
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_an_annotator_picks_with_the_keyboard_and_a_reviewer_accepts(browser, live_server, page, annotator, reviewer):
+    video = make_video(frames=12)
+    script_errors = []
+    page.on("pageerror", lambda error: script_errors.append(str(error)))
+    browser_login(page, "alice")
+    page.goto("/work/")
+    page.click("#ask-for-work")
+    page.wait_for_url(f"**/work/videos/{video.pk}/")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("a")
+    page.keyboard.press("Shift+ArrowRight")
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("b")
+    page.keyboard.press("4")  # temporal
+    expect(page.locator("#where-a")).to_contain_text("#1 ")
+    expect(page.locator("#where-b")).to_contain_text("#10 ")
+    expect(page.locator("#similarity")).to_be_visible()
+    expect(page.locator("#question")).to_have_value("Which image was taken later?")
+    page.keyboard.press("Enter")
+    pair = wait_until(lambda: Pair.objects.filter(status="submitted").first(), 15, "the submitted pair")
+    expect(page.locator("#pairs")).to_contain_text("submitted")
+    assert {pair.image_1.frame.index, pair.image_2.frame.index} == {1, 10}
+    assert (pair.author, pair.category, pair.source_id.startswith(video.yt8m_id)) == (annotator, "temporal", True)
+    Pair.objects.filter(pk=pair.pk).update(similarity=0.93)  # the similarity worker's part, set by hand here
+
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900})
+    review = context.new_page()
+    review.on("pageerror", lambda error: script_errors.append(str(error)))
+    browser_login(review, "rita")
+    review.goto("/review/")
+    review.click("#start-review")
+    review.wait_for_url(f"**/review/pairs/{pair.pk}/")
+    review.keyboard.press("y")
+    wait_until(lambda: Pair.objects.get(pk=pair.pk).status == "accepted", 15, "the pair to be accepted")
+    assert pair.reviews.get().reviewer == reviewer
+    context.close()
+    assert script_errors == []
+
+
+def test_a_reload_mid_draft_brings_the_draft_back(page, annotator):
+    video = make_video(frames=8)
+    picking.video_lease_next(user=annotator)
+    script_errors = []
+    page.on("pageerror", lambda error: script_errors.append(str(error)))
+    browser_login(page, "alice")
+    page.goto(f"/work/videos/{video.pk}/")
+    for key in ("ArrowRight", "ArrowRight", "a", "ArrowRight", "ArrowRight", "ArrowRight", "b", "2", "Shift+B", "q"):
+        page.keyboard.press(key)
+    page.keyboard.type("In which image is the door more open?")
+    expect(page.locator("#save-status")).to_have_text("Draft saved")
+    page.reload()
+    expect(page.locator("#question")).to_have_value("In which image is the door more open?")
+    expect(page.locator("#where-a")).to_contain_text("#2 ")
+    expect(page.locator("#where-b")).to_contain_text("#5 ")
+    expect(page.locator(".category.on")).to_contain_text("state")
+    expect(page.locator("#binary-answer button.on")).to_have_text("B")
+    assert PairDraft.objects.get(author=annotator, video=video).state["category"] == "state"
+    assert script_errors == []
