@@ -30,7 +30,9 @@ def _problems(error: ValidationError) -> str:
 
 class CaptionBatchForm(forms.Form):
     title = forms.CharField(max_length=200, required=False)
-    selection = forms.ChoiceField(choices=CaptionBatch.Selection.choices, initial=CaptionBatch.Selection.SAMPLE)
+    selection = forms.ChoiceField(
+        choices=CaptionBatch.Selection.choices, initial=CaptionBatch.Selection.SAMPLE, widget=forms.RadioSelect
+    )
     pair_ids = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Pair ids")
     fraction = forms.FloatField(required=False, initial=0.1, min_value=0.0001, max_value=1)
     seed = forms.IntegerField(required=False, min_value=0, help_text="Empty: a random seed, recorded.")
