@@ -172,34 +172,63 @@ def test_a_skipped_task_is_not_offered_again_and_needs_a_reason(annotator, annot
     assert captions.caption_task_lease(user=annotator2).pk == task.pk
 
 
+def run_at_once(*calls):
+    """Run the calls in threads released together; return their results (or exceptions)."""
+    barrier = threading.Barrier(len(calls))
+    results: list = [None] * len(calls)
+
+    def run(index, call):
+        try:
+            barrier.wait()
+            results[index] = call()
+        except BaseException as error:  # returned to the test: a thread's exception would vanish otherwise
+            results[index] = error
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i, call)) for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_double_submit_at_the_same_moment_stores_one_caption(annotator, coordinator):
+    batch_over(coordinator, [make_pair()])
+    task = captions.caption_task_lease(user=annotator)
+    submit = lambda: captions.caption_submit(task_id=task.pk, user=annotator, text=GOOD, client_key="same")  # noqa: E731
+    first, second = run_at_once(submit, submit)
+    assert isinstance(first, Caption) and isinstance(second, Caption) and first.pk == second.pk
+    assert Caption.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_reviewers_accepting_one_pairs_captions_at_once_choose_exactly_one(annotator, annotator2, coordinator):
+    pair = make_pair()
+    batch_over(coordinator, [pair], captions_per_item=2)
+    first, second = write(annotator), write(annotator2, OTHER)
+    reviewers = [make_user("rev1", "reviewer"), make_user("rev2", "reviewer")]
+    results = run_at_once(
+        lambda: captions.caption_review(caption_id=first.pk, reviewer=reviewers[0], decision="accept"),
+        lambda: captions.caption_review(caption_id=second.pk, reviewer=reviewers[1], decision="accept"),
+    )
+    assert all(isinstance(result, Caption) for result in results)
+    assert Caption.objects.filter(pair=pair, status="accepted").count() == 2
+    assert Caption.objects.filter(pair=pair, chosen=True).count() == 1
+
+
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_annotators_never_lease_the_same_task(coordinator):
     video = make_video(frames=2)
     batch_over(coordinator, [make_pair(video=video) for _ in range(5)])
     users = [make_user(f"worker{i}", "annotator") for i in range(10)]
-    barrier = threading.Barrier(len(users))
-    leased: dict[str, int | None] = {}
-    errors: list[BaseException] = []
-
-    def lease(user):
-        try:
-            barrier.wait()
-            task = captions.caption_task_lease(user=user)
-            leased[user.username] = task.pk if task else None
-        except BaseException as error:  # reported below: a thread's exception would vanish otherwise
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=lease, args=(user,)) for user in users]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
-    taken = [pk for pk in leased.values() if pk is not None]
+    results = run_at_once(*[lambda user=user: captions.caption_task_lease(user=user) for user in users])
+    assert not [r for r in results if isinstance(r, BaseException)]
+    taken = [task.pk for task in results if task is not None]
     assert len(taken) == 5 and len(set(taken)) == 5
-    assert list(leased.values()).count(None) == 5
+    assert results.count(None) == 5
     assert CaptionTask.objects.exclude(leased_by=None).count() == 5
 
 

@@ -304,3 +304,10 @@ def test_the_api_creates_a_batch_and_names_bad_fields(client_for, coordinator, w
     )
     assert bad.status_code == 400 and "999999" in bad.json()["pair_ids"][0]
     assert Pair.objects.count() == 2
+
+
+def test_the_home_page_links_the_caption_pages_by_role(client_for, coordinator, reviewer, annotator):
+    assert 'href="/captions/"' in client_for(coordinator).get("/").content.decode()
+    reviewer_home = client_for(reviewer).get("/").content.decode()
+    assert 'href="/captions/review/"' in reviewer_home and 'href="/captions/"' not in reviewer_home
+    assert 'href="/captions/review/"' not in client_for(annotator).get("/").content.decode()
