@@ -1,5 +1,3 @@
-"""URLs of the annotator app's pages."""
-
 from django.urls import path
 
 from annotator import views_captions
