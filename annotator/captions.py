@@ -27,7 +27,7 @@ GUIDELINES = (
     "One to three sentences; only what you can see.",
 )
 
-WORD = re.compile(r"[a-z0-9]+")
+WORD = re.compile(r"[^\W_]+")  # letters and digits, any script
 # Words nearly every caption uses: leaving them out of the token sets keeps the near-duplicate candidate
 # filter selective and the Jaccard score about the content.
 STOPWORDS = frozenset(
@@ -52,7 +52,8 @@ def caption_text_features(text: str, threshold: float | None = None) -> tuple[st
     """
     threshold = settings.CAPTION_NEAR_DUPLICATE_JACCARD if threshold is None else threshold
     words = WORD.findall(text.lower())
-    tokens = sorted({word for word in words if word not in STOPWORDS})
+    # Tokens are stored in varchar(100) array elements; a longer "word" is noise, cut rather than refused.
+    tokens = sorted({word[:100] for word in words if word not in STOPWORDS})
     keep = len(tokens) - math.ceil(threshold * len(tokens) - 1e-9) + 1 if tokens else 0
     return " ".join(words), tokens, tokens[:keep]
 

@@ -433,3 +433,10 @@ def test_the_demo_leaves_captions_in_every_state_and_is_safe_to_rerun(video):
 def test_the_demo_does_nothing_without_accepted_pairs():
     make_user("annotator1", "annotator")
     assert seed_demo_captions() is None
+
+
+def test_it_normalises_any_script_and_survives_very_long_words():
+    normalized, tokens, _ = captions.caption_text_features("Das Café ist jetzt GESCHLOSSEN, die Tür_zu!")
+    assert normalized == "das café ist jetzt geschlossen die tür zu"
+    assert "café" in tokens
+    assert max(len(t) for t in captions.caption_text_features("x" * 300)[1]) == 100
