@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from annotator import captions
 from annotator.models import Caption
@@ -14,6 +15,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 TEXT = "In the second image the orange square has moved slightly to the right."
 
 
+def start_captioning(page) -> None:
+    """Open the queue and take a task with Enter (Chromium applies autofocus a moment after load)."""
+    page.goto("/captions/work/")
+    expect(page.get_by_role("button", name="Start captioning")).to_be_focused()
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/captions/tasks/*/")
+
+
 def test_an_annotator_captions_with_the_keyboard_and_a_reviewer_accepts_it(
     page, browser, live_server, annotator, reviewer, coordinator
 ):
@@ -21,9 +30,7 @@ def test_an_annotator_captions_with_the_keyboard_and_a_reviewer_accepts_it(
     captions.caption_batch_create(created_by=coordinator, title="browser", selection="list", pair_ids=[pair.pk])
 
     browser_login(page, "alice")
-    page.goto("/captions/work/")
-    page.keyboard.press("Enter")  # "Start captioning" has the focus
-    page.wait_for_url("**/captions/tasks/*/")
+    start_captioning(page)
     assert "Which image was taken later?" not in page.content()
 
     # The viewers: f flickers to B in one viewer, + zooms both images together.
@@ -70,9 +77,7 @@ def test_escape_skips_with_a_reason(page, annotator, coordinator):
     pair = make_pair()
     captions.caption_batch_create(created_by=coordinator, title="skip", selection="list", pair_ids=[pair.pk])
     browser_login(page, "alice")
-    page.goto("/captions/work/")
-    page.keyboard.press("Enter")
-    page.wait_for_url("**/captions/tasks/*/")
+    start_captioning(page)
     page.keyboard.press("Escape")
     page.locator("[data-reason='No visible difference']").click()
     page.locator("#skip-reason").press("Enter")
