@@ -311,3 +311,16 @@ def test_the_home_page_links_the_caption_pages_by_role(client_for, coordinator, 
     reviewer_home = client_for(reviewer).get("/").content.decode()
     assert 'href="/captions/review/"' in reviewer_home and 'href="/captions/"' not in reviewer_home
     assert 'href="/captions/review/"' not in client_for(annotator).get("/").content.decode()
+
+
+def test_a_reviewer_rejects_with_a_reason_or_edits_from_the_page(client_for, reviewer, annotator, world):
+    client = client_for(reviewer)
+    caption = world["caption"]
+    refused = client.post(f"/captions/{caption.pk}/review/", {"decision": "reject", "reason": ""}, follow=True)
+    assert "Say why the caption is rejected" in refused.content.decode()
+    caption.refresh_from_db()
+    assert caption.status == "submitted"
+    client.post(f"/captions/{caption.pk}/review/", {"decision": "edit", "text": "The red square moved right a bit."})
+    caption.refresh_from_db()
+    assert (caption.status, caption.text, caption.chosen) == ("accepted", "The red square moved right a bit.", True)
+    assert caption.reviews.get().original_text == GOOD

@@ -135,6 +135,8 @@
         lastSaved = value;
         saveState.classList.remove("save-error");
         saveState.textContent = "Saved " + new Date(data.saved).toLocaleTimeString();
+        const lease = document.querySelector("[data-lease]");
+        if (lease) lease.textContent = "Lease until " + new Date(data.lease_until).toLocaleTimeString();
       } catch (error) {
         saveState.classList.add("save-error");
         saveState.textContent = "Not saved: " + error.message;
