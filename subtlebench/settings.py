@@ -231,3 +231,9 @@ CELERY_BEAT_SCHEDULE["sweep-video-leases"] = {
     "task": "annotator.tasks.sweep_video_leases",
     "schedule": LEASE_SWEEP_SECONDS,
 }
+# Captions (issue 5): length bounds of a caption and the quality signals.
+CAPTION_MIN_CHARS = envint("CAPTION_MIN_CHARS", "20")
+CAPTION_MAX_CHARS = envint("CAPTION_MAX_CHARS", "600")
+CAPTION_SHORT_WORDS = envint("CAPTION_SHORT_WORDS", "6")
+CAPTION_NEAR_DUPLICATE_JACCARD = envfloat("CAPTION_NEAR_DUPLICATE_JACCARD", "0.9")
+CAPTION_NEAR_DUPLICATE_SCAN = envint("CAPTION_NEAR_DUPLICATE_SCAN", "2000")

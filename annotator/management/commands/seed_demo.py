@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand
 
+from annotator.demo_captions import seed_demo_captions
 from annotator.demo_pairs import seed_demo_pairs
 from annotator.demo_videos import demo_videos_seed
 from evaluation.demo import seed_demo_study
@@ -33,3 +34,4 @@ class Command(BaseCommand):
         demo_videos_seed()
         self.stdout.write(f"Demo pairs: {seed_demo_pairs()} made (drafts, submitted, accepted, rejected).")
         seed_demo_study(self.stdout)
+        seed_demo_captions(self.stdout)

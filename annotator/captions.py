@@ -1,0 +1,396 @@
+"""Difference captions: batches of accepted pairs to caption, leased caption tasks, drafts, submit, review,
+the caption the export uses, and the quality signals (short, duplicate, near-duplicate) shown to coordinators.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionSkip, CaptionTask, Pair
+
+MAX_CAPTIONS_PER_ITEM = 10
+
+GUIDELINES = (
+    "Describe the second image relative to the first.",
+    "Name the object and say how it changed (colour, position, state, number, ...).",
+    "One to three sentences; only what you can see.",
+)
+
+WORD = re.compile(r"[^\W_]+")  # letters and digits, any script
+# Words nearly every caption uses: leaving them out of the token sets keeps the near-duplicate candidate
+# filter selective and the Jaccard score about the content.
+STOPWORDS = frozenset(
+    "a an and are as at be by first for from has have image images in is it its of on second than that the "
+    "there this to was were with".split()
+)
+
+
+class CaptionConflict(ValidationError):
+    """The task or caption moved on (leased to someone else, already done or reviewed): HTTP 409 in the API."""
+
+
+# --- Text features and quality signals ---------------------------------------------------------------------
+
+
+def caption_text_features(text: str, threshold: float | None = None) -> tuple[str, list[str], list[str]]:
+    """(normalized text, sorted distinct content tokens, prefix tokens) of a caption.
+
+    The prefix is the classic prefix filter for a Jaccard threshold t: two token sets with Jaccard >= t share at
+    least one token among their first |x| - ceil(t|x|) + 1 tokens under one global order (here: alphabetical).
+    A GIN index on the prefixes turns "who could be a near duplicate" into one indexed overlap query.
+    """
+    threshold = settings.CAPTION_NEAR_DUPLICATE_JACCARD if threshold is None else threshold
+    words = WORD.findall(text.lower())
+    # Tokens are stored in varchar(100) array elements; a longer "word" is noise, cut rather than refused.
+    tokens = sorted({word[:100] for word in words if word not in STOPWORDS})
+    keep = len(tokens) - math.ceil(threshold * len(tokens) - 1e-9) + 1 if tokens else 0
+    return " ".join(words), tokens, tokens[:keep]
+
+
+def jaccard(a: list[str] | set[str], b: list[str] | set[str]) -> float:
+    a, b = set(a), set(b)
+    return len(a & b) / len(a | b) if a or b else 1.0
+
+
+def caption_quality_flags(caption: Caption) -> tuple[list[str], dict]:
+    """The quality flags of a caption against every other written caption, and which caption each points to.
+
+    Duplicates are exact (normalized) matches with a caption of a different pair, by anyone; near duplicates
+    are another annotator's caption of a different pair with token Jaccard >= the threshold. The comparison is
+    bounded: an indexed prefix overlap and a size window pick candidates, at most CAPTION_NEAR_DUPLICATE_SCAN
+    of them (the most recent) are scored in Python.
+    """
+    flags: list[str] = []
+    detail: dict = {}
+    if len(caption.normalized.split()) < settings.CAPTION_SHORT_WORDS:
+        flags.append(Caption.Flag.SHORT)
+    others = Caption.objects.written().exclude(pk=caption.pk).exclude(pair_id=caption.pair_id)
+    duplicate = others.filter(normalized=caption.normalized).order_by("pk").values_list("pk", flat=True).first()
+    if caption.normalized and duplicate:
+        flags.append(Caption.Flag.DUPLICATE)
+        detail[Caption.Flag.DUPLICATE] = {"caption": duplicate}
+        return flags, detail
+    if not caption.prefix_tokens:
+        return flags, detail
+    threshold = settings.CAPTION_NEAR_DUPLICATE_JACCARD
+    size = len(caption.tokens)
+    candidates = (
+        others.exclude(author_id=caption.author_id)
+        .filter(
+            prefix_tokens__overlap=caption.prefix_tokens,
+            tokens__len__gte=math.ceil(threshold * size - 1e-9),
+            tokens__len__lte=math.floor(size / threshold + 1e-9),
+        )
+        .order_by("-pk")
+        .values_list("pk", "tokens")[: settings.CAPTION_NEAR_DUPLICATE_SCAN]
+    )
+    best = max(((jaccard(caption.tokens, tokens), pk) for pk, tokens in candidates), default=None)
+    if best and best[0] >= threshold:
+        flags.append(Caption.Flag.NEAR_DUPLICATE)
+        detail[Caption.Flag.NEAR_DUPLICATE] = {"caption": best[1], "jaccard": round(best[0], 3)}
+    return flags, detail
+
+
+def _set_features(caption: Caption) -> None:
+    caption.normalized, caption.tokens, caption.prefix_tokens = caption_text_features(caption.text)
+
+
+# --- Batches -----------------------------------------------------------------------------------------------
+
+
+def stratified_sample(ids_by_category: dict[str, list[int]], fraction: float, seed: int) -> list[int]:
+    """A random `fraction` of each category's ids (at least one per non-empty category), reproducible by seed.
+
+    Each category draws from its own generator seeded with (seed, category), so adding pairs of one category
+    does not change the sample of another.
+    """
+    chosen: list[int] = []
+    for category in sorted(ids_by_category):
+        ids = sorted(ids_by_category[category])
+        if not ids:
+            continue
+        count = min(len(ids), max(1, round(fraction * len(ids))))
+        chosen.extend(sorted(random.Random(f"{seed}:{category}").sample(ids, count)))
+    return chosen
+
+
+def caption_batch_create(
+    *,
+    created_by,
+    title: str,
+    selection: str,
+    pair_ids: list[int] | None = None,
+    fraction: float | None = None,
+    seed: int | None = None,
+    captions_per_item: int = 1,
+    show_question: bool = False,
+    allow_own_pairs: bool = False,
+) -> CaptionBatch:
+    """A caption batch over accepted pairs (all, a list, or a stratified sample) with its caption tasks."""
+    if not 1 <= captions_per_item <= MAX_CAPTIONS_PER_ITEM:
+        raise ValidationError(
+            {"captions_per_item": f"Captions per item must be between 1 and {MAX_CAPTIONS_PER_ITEM}."}
+        )
+    accepted = Pair.objects.accepted()
+    if selection == CaptionBatch.Selection.ALL:
+        ids = list(accepted.order_by("pk").values_list("pk", flat=True))
+        fraction = seed = None
+    elif selection == CaptionBatch.Selection.LIST:
+        wanted = sorted(set(pair_ids or []))
+        if not wanted:
+            raise ValidationError({"pair_ids": "List at least one pair id."})
+        ids = list(accepted.filter(pk__in=wanted).order_by("pk").values_list("pk", flat=True))
+        missing = sorted(set(wanted) - set(ids))
+        if missing:
+            shown = ", ".join(map(str, missing[:20])) + (" ..." if len(missing) > 20 else "")
+            raise ValidationError({"pair_ids": f"Not accepted pairs (or no such pair): {shown}."})
+        fraction = seed = None
+    elif selection == CaptionBatch.Selection.SAMPLE:
+        if fraction is None or not 0 < fraction <= 1:
+            raise ValidationError({"fraction": "The fraction must be above 0 and at most 1 (e.g. 0.1 for 10%)."})
+        seed = secrets.randbelow(2**31) if seed is None else seed
+        ids_by_category: dict[str, list[int]] = {}
+        for pk, category in accepted.values_list("pk", "category"):
+            ids_by_category.setdefault(category, []).append(pk)
+        ids = stratified_sample(ids_by_category, fraction, seed)
+    else:
+        raise ValidationError({"selection": f"Unknown selection {selection!r}: use all, list or sample."})
+    if not ids:
+        raise ValidationError("There are no accepted pairs to caption yet.")
+    with transaction.atomic():
+        batch = CaptionBatch.objects.create(
+            title=title.strip() or f"Captions {timezone.now():%Y-%m-%d %H:%M}",
+            selection=selection,
+            fraction=fraction,
+            seed=seed,
+            captions_per_item=captions_per_item,
+            show_question=show_question,
+            allow_own_pairs=allow_own_pairs,
+            created_by=created_by,
+        )
+        CaptionTask.objects.bulk_create(
+            CaptionTask(batch=batch, pair_id=pk, slot=slot) for pk in ids for slot in range(1, captions_per_item + 1)
+        )
+    return batch
+
+
+# --- The caption queue -------------------------------------------------------------------------------------
+
+
+def _lease_until(now):
+    return now + timedelta(minutes=settings.LEASE_MINUTES)
+
+
+@transaction.atomic
+def caption_task_lease(*, user) -> CaptionTask | None:
+    """The caption task this user holds (its lease renewed), else the next free one, else None.
+
+    Rows are claimed with SELECT ... FOR UPDATE SKIP LOCKED, so concurrent annotators never get the same task;
+    the user's own row is locked first so one user's concurrent requests do not take two tasks.
+    """
+    now = timezone.now()
+    get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+    task = CaptionTask.objects.leased_to(user, now).select_for_update(of=("self",)).first()
+    if task is None:
+        task = (
+            CaptionTask.objects.available_to(user, now)
+            .select_for_update(skip_locked=True, of=("self",))
+            .order_by("pk")
+            .first()
+        )
+    if task is None:
+        return None
+    task.leased_by = user
+    task.leased_until = _lease_until(now)
+    task.save(update_fields=["leased_by", "leased_until"])
+    return task
+
+
+def _claim(task: CaptionTask, user, now) -> None:
+    """Check that this (locked) open task is the user's to write, renewing or retaking the lease."""
+    if task.status != CaptionTask.Status.OPEN:
+        raise CaptionConflict("This caption task is already done: take the next one from the queue.")
+    if not task.is_leased_to(user, now):
+        if not task.is_free(now):
+            raise CaptionConflict("Your lease on this task ran out and someone else holds it now.")
+        if not CaptionTask.objects.available_to(user, now).filter(pk=task.pk).exists():
+            raise PermissionDenied("This caption task is not offered to you.")
+    task.leased_by = user
+    task.leased_until = _lease_until(now)
+    task.save(update_fields=["leased_by", "leased_until"])
+
+
+def caption_draft_of(task: CaptionTask, user) -> Caption | None:
+    return Caption.objects.filter(task=task, author=user, status=Caption.Status.DRAFT).order_by("-pk").first()
+
+
+@transaction.atomic
+def caption_draft_save(*, task_id: int, user, text: str) -> Caption:
+    """Autosave: store the draft text and renew the lease (the autosave doubles as the heartbeat)."""
+    if len(text) > 4 * settings.CAPTION_MAX_CHARS:
+        raise ValidationError({"text": f"The draft is over {4 * settings.CAPTION_MAX_CHARS} characters long."})
+    task = CaptionTask.objects.select_for_update().get(pk=task_id)
+    _claim(task, user, timezone.now())
+    caption = caption_draft_of(task, user) or Caption(task=task, pair_id=task.pair_id, author=user)
+    caption.text = text
+    caption.save()
+    return caption
+
+
+@transaction.atomic
+def caption_submit(*, task_id: int, user, text: str, client_key: str | None = None) -> Caption:
+    """Submit the caption of a leased task; the same client key returns the first submission unchanged."""
+    task = CaptionTask.objects.select_for_update().get(pk=task_id)
+    # Checked after the task lock: a concurrent submit with the same key has committed by now.
+    if client_key:
+        existing = Caption.objects.filter(client_key=client_key).first()
+        if existing is not None:
+            if existing.author_id != user.pk or existing.task_id != task.pk:
+                raise ValidationError({"client_key": "This client key belongs to another caption."})
+            return existing
+    now = timezone.now()
+    _claim(task, user, now)
+    problem = Caption.length_problem(text)
+    if problem:
+        raise ValidationError({"text": problem})
+    caption = caption_draft_of(task, user) or Caption(task=task, pair_id=task.pair_id, author=user)
+    caption.text = text.strip()
+    caption.status = Caption.Status.SUBMITTED
+    caption.client_key = client_key or None
+    caption.submitted_at = now
+    _set_features(caption)
+    caption.save()
+    caption.flags, caption.flag_detail = caption_quality_flags(caption)
+    caption.save(update_fields=["flags", "flag_detail"])
+    task.status = CaptionTask.Status.DONE
+    task.caption = caption
+    task.leased_by = None
+    task.leased_until = None
+    task.save(update_fields=["status", "caption", "leased_by", "leased_until"])
+    return caption
+
+
+@transaction.atomic
+def caption_task_skip(*, task_id: int, user, reason: str) -> CaptionSkip:
+    """Pass on a task with a reason: the lease ends, the draft goes, the task is not offered to this user again."""
+    reason = reason.strip()
+    if not reason:
+        raise ValidationError({"reason": "Say why you skip this pair (e.g. the difference is not visible)."})
+    task = CaptionTask.objects.select_for_update().get(pk=task_id)
+    _claim(task, user, timezone.now())
+    Caption.objects.filter(task=task, author=user, status=Caption.Status.DRAFT).delete()
+    task.leased_by = None
+    task.leased_until = None
+    task.save(update_fields=["leased_by", "leased_until"])
+    return CaptionSkip.objects.create(task=task, user=user, reason=reason)
+
+
+# --- Review and the exported caption -----------------------------------------------------------------------
+
+
+def caption_next_for_review(reviewer) -> Caption | None:
+    return (
+        Caption.objects.reviewable_by(reviewer)
+        .select_related("pair__image_1", "pair__image_2", "author")
+        .order_by("submitted_at", "pk")
+        .first()
+    )
+
+
+@transaction.atomic
+def caption_review(*, caption_id: int, reviewer, decision: str, reason: str = "", text: str | None = None) -> Caption:
+    """Accept, reject (with a reason) or edit and accept a submitted caption; never one's own.
+
+    The first accepted caption of a pair becomes the chosen one (the export's `caption`); a rejection reopens
+    the caption task so the slot gets another caption.
+    """
+    caption = Caption.objects.select_for_update().get(pk=caption_id)
+    if caption.author_id == reviewer.pk:
+        raise PermissionDenied("You cannot review your own caption.")
+    if caption.status != Caption.Status.SUBMITTED:
+        raise CaptionConflict(f"This caption was already reviewed: it is {caption.status}.")
+    now = timezone.now()
+    review = CaptionReview(caption=caption, reviewer=reviewer, decision=decision, reason=reason.strip())
+    if decision == CaptionReview.Decision.REJECT:
+        if not review.reason:
+            raise ValidationError({"reason": "Say why the caption is rejected, so its author can learn from it."})
+        caption.status = Caption.Status.REJECTED
+        if caption.task_id:
+            CaptionTask.objects.filter(pk=caption.task_id, caption=caption).update(
+                status=CaptionTask.Status.OPEN, caption=None
+            )
+    elif decision in (CaptionReview.Decision.ACCEPT, CaptionReview.Decision.EDIT):
+        if decision == CaptionReview.Decision.EDIT:
+            problem = Caption.length_problem(text or "")
+            if problem:
+                raise ValidationError({"text": problem})
+            review.original_text = caption.text
+            caption.text = text.strip()
+            # The flags stay those of the submitted text (they measure the annotator); the features follow the
+            # new text so later captions are compared with what the export will hold.
+            _set_features(caption)
+        caption.status = Caption.Status.ACCEPTED
+        # Lock the pair so two reviewers accepting captions of one pair at once choose exactly one.
+        Pair.objects.select_for_update().filter(pk=caption.pair_id).first()
+        caption.chosen = not Caption.objects.exported().filter(pair_id=caption.pair_id).exists()
+    else:
+        raise ValidationError({"decision": f"Unknown decision {decision!r}: use accept, reject or edit."})
+    caption.decided_at = now
+    caption.save()
+    review.save()
+    return caption
+
+
+@transaction.atomic
+def caption_choose(*, caption_id: int, reviewer) -> Caption:
+    """Make this accepted caption the one the export uses for its pair; the others stay stored."""
+    caption = Caption.objects.select_related("pair").get(pk=caption_id)
+    Pair.objects.select_for_update().filter(pk=caption.pair_id).first()
+    caption.refresh_from_db()
+    if caption.author_id == reviewer.pk:
+        raise PermissionDenied("You cannot choose your own caption for the export.")
+    if caption.status != Caption.Status.ACCEPTED:
+        raise ValidationError("Only an accepted caption can be the one the export uses.")
+    # Unset the old choice first: the one-chosen-per-pair constraint is checked per statement.
+    Caption.objects.filter(pair_id=caption.pair_id, chosen=True).exclude(pk=caption.pk).update(chosen=False)
+    if not caption.chosen:
+        caption.chosen = True
+        caption.save(update_fields=["chosen", "updated"])
+    return caption
+
+
+# --- What the coordinator sees -----------------------------------------------------------------------------
+
+
+def caption_annotator_stats() -> list[dict]:
+    """Per annotator: written, accepted, rejected and awaiting captions, flag counts and the flag rate."""
+    status = Caption.Status
+    rows = (
+        Caption.objects.written()
+        .values("author__username")
+        .annotate(
+            written=Count("pk"),
+            accepted=Count("pk", filter=Q(status=status.ACCEPTED)),
+            rejected=Count("pk", filter=Q(status=status.REJECTED)),
+            awaiting=Count("pk", filter=Q(status=status.SUBMITTED)),
+            flagged=Count("pk", filter=~Q(flags=[])),
+            short=Count("pk", filter=Q(flags__contains=[Caption.Flag.SHORT])),
+            duplicate=Count("pk", filter=Q(flags__contains=[Caption.Flag.DUPLICATE])),
+            near_duplicate=Count("pk", filter=Q(flags__contains=[Caption.Flag.NEAR_DUPLICATE])),
+        )
+        .order_by("author__username")
+    )
+    return [
+        {**row, "username": row.pop("author__username"), "flag_rate": row["flagged"] / row["written"]} for row in rows
+    ]

@@ -1,0 +1,85 @@
+"""Captions in a real Chromium: an annotator writes and submits with the keyboard, a reviewer accepts with `y`."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from annotator import captions
+from annotator.models import Caption
+from tests.conftest import browser_login, wait_until
+from tests.factories import make_pair
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+TEXT = "In the second image the orange square has moved slightly to the right."
+
+
+def start_captioning(page) -> None:
+    """Open the queue and take a task with Enter (Chromium applies autofocus a moment after load)."""
+    page.goto("/captions/work/")
+    expect(page.get_by_role("button", name="Start captioning")).to_be_focused()
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/captions/tasks/*/")
+
+
+def test_an_annotator_captions_with_the_keyboard_and_a_reviewer_accepts_it(
+    page, browser, live_server, annotator, reviewer, coordinator
+):
+    pair = make_pair(question="Which image was taken later?")
+    captions.caption_batch_create(created_by=coordinator, title="browser", selection="list", pair_ids=[pair.pk])
+
+    browser_login(page, "alice")
+    start_captioning(page)
+    assert "Which image was taken later?" not in page.content()
+
+    # The viewers: f flickers to B in one viewer, + zooms both images together.
+    page.locator("h1").click()
+    page.keyboard.press("f")
+    assert "flicker" in page.locator("[data-viewers]").get_attribute("class")
+    assert page.locator("[data-pane='1'] img").get_attribute("src") == pair.image_2.file.url
+    page.keyboard.press("+")
+    transforms = page.locator(".cap-view img").evaluate_all("imgs => imgs.map(i => i.style.transform)")
+    assert len(transforms) == 2 and transforms[0] == transforms[1] and "scale(1.25)" in transforms[0]
+    page.keyboard.press("s")
+
+    # Autosave, then a reload restores the draft.
+    page.locator("#caption-text").click()
+    page.keyboard.type(TEXT[:30])
+    wait_until(lambda: Caption.objects.filter(status="draft", text=TEXT[:30]).exists(), 15, "the autosaved draft")
+    page.reload()
+    assert page.locator("#caption-text").input_value() == TEXT[:30]
+    page.locator("#caption-text").press("End")
+    page.keyboard.type(TEXT[30:])
+    page.keyboard.press("Control+Enter")
+    page.wait_for_url("**/captions/work/")
+    assert "Caption submitted." in page.locator(".messages").inner_text()
+    caption = Caption.objects.get(author=annotator)
+    assert (caption.status, caption.text) == ("submitted", TEXT)
+
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900})
+    review = context.new_page()
+    try:
+        browser_login(review, "rita")
+        review.goto("/captions/review/")
+        assert review.locator("#caption-under-review").inner_text() == TEXT
+        review.keyboard.press("y")
+        review.wait_for_selector(".msg-success")
+        assert "accepted and chosen for the export" in review.locator(".messages").inner_text()
+    finally:
+        context.close()
+    caption.refresh_from_db()
+    assert (caption.status, caption.chosen) == ("accepted", True)
+    assert pair.chosen_caption == caption
+
+
+def test_escape_skips_with_a_reason(page, annotator, coordinator):
+    pair = make_pair()
+    captions.caption_batch_create(created_by=coordinator, title="skip", selection="list", pair_ids=[pair.pk])
+    browser_login(page, "alice")
+    start_captioning(page)
+    page.keyboard.press("Escape")
+    page.locator("[data-reason='No visible difference']").click()
+    page.locator("#skip-reason").press("Enter")
+    page.wait_for_url("**/captions/work/")
+    assert pair.caption_tasks.get().skips.get().reason == "No visible difference"
