@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand
 
+from annotator.demo_similarity import seed_demo_similarity
+
 DEMO_USERS = {
     "coordinator": ("coordinator", "reviewer"),
     "annotator1": ("annotator",),
@@ -26,3 +28,4 @@ class Command(BaseCommand):
                 user.save()
             user.groups.add(*Group.objects.filter(name__in=roles))
         self.stdout.write(f"Demo users: {', '.join(DEMO_USERS)} (password 'demo').")
+        seed_demo_similarity(self.stdout)
