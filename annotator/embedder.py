@@ -8,6 +8,7 @@ side stream, so the GPU never waits for decoding.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import os
@@ -67,6 +68,15 @@ def decode_image(source: Source, image_size: int) -> np.ndarray:
         return np.asarray(picture)
 
 
+@functools.cache
+def normalisation(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """ImageNet mean and std as (1, 3, 1, 1) tensors on the device, made once: building them per batch would
+    be a synchronous copy that makes the host wait for the GPU."""
+    mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1).to(device)
+    std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1).to(device)
+    return mean, std
+
+
 def preprocess(images: torch.Tensor, image_size: int, dtype: torch.dtype | None = None) -> torch.Tensor:
     """uint8 (N, H, W, 3) on any device -> normalised (N, 3, S, S): the model's input.
 
@@ -76,9 +86,8 @@ def preprocess(images: torch.Tensor, image_size: int, dtype: torch.dtype | None 
     pixels = images.permute(0, 3, 1, 2).float().div_(255.0)
     if pixels.shape[-2:] != (image_size, image_size):
         pixels = F.interpolate(pixels, size=(image_size, image_size), mode="bilinear", antialias=True)
-    mean = torch.tensor(IMAGENET_MEAN, device=pixels.device).view(1, 3, 1, 1)
-    std = torch.tensor(IMAGENET_STD, device=pixels.device).view(1, 3, 1, 1)
-    pixels = (pixels - mean) / std
+    mean, std = normalisation(pixels.device)
+    pixels = pixels.sub_(mean).div_(std)
     return pixels.to(dtype) if dtype is not None else pixels
 
 
@@ -104,14 +113,18 @@ def load_model(model_dir: str | os.PathLike, device: str = "cpu"):
     return model.eval().to(device)
 
 
-def build_random_model(folder: str | os.PathLike | None = None, **config) -> torch.nn.Module:
+def build_random_model(
+    folder: str | os.PathLike | None = None, *, seed: int = 0, attention: str = "sdpa", **config
+) -> torch.nn.Module:
     """A randomly initialised DINOv3ViTModel (tests, the demo, the benchmarks); saved to `folder` if given."""
     from transformers import DINOv3ViTConfig, DINOv3ViTModel
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()
-    torch.manual_seed(config.pop("seed", 0))
-    model = DINOv3ViTModel(DINOv3ViTConfig(**config)).eval()
+    torch.manual_seed(seed)
+    model_config = DINOv3ViTConfig(**config)
+    model_config._attn_implementation = attention
+    model = DINOv3ViTModel(model_config).eval()
     if folder is not None:
         Path(folder).mkdir(parents=True, exist_ok=True)
         model.save_pretrained(folder)
