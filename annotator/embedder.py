@@ -190,14 +190,17 @@ class Embedder:
         return F.normalize(pooled.float(), dim=-1)
 
     @torch.inference_mode()
-    def embed_pixels(self, images: torch.Tensor) -> torch.Tensor:
-        """uint8 (N, H, W, 3) already on the device -> embeddings, in forward batches that halve on OOM."""
+    def embed_pixels(self, *images: torch.Tensor) -> torch.Tensor:
+        """uint8 (N, H, W, 3) tensors of any sizes, already on the device -> embeddings of all, in order.
+
+        Each is resized to the square input, so images of different sizes share forward batches; when the
+        device runs out of memory the forward batch halves and the whole batch is tried again.
+        """
         while True:
             try:
-                outputs = []
-                for chunk in images.split(self.forward_batch):
-                    outputs.append(self.forward(preprocess(chunk, self.image_size, self.dtype)))
-                return torch.cat(outputs)
+                size, dtype, step = self.image_size, self.dtype, self.forward_batch
+                pixels = torch.cat([preprocess(chunk, size, dtype) for group in images for chunk in group.split(step)])
+                return torch.cat([self.forward(chunk) for chunk in pixels.split(step)])
             except torch.cuda.OutOfMemoryError:
                 if self.forward_batch <= 1:
                     raise
@@ -255,7 +258,7 @@ class Embedder:
         if not groups:
             return collated, [], None, None
         indices = [index for group_indices, _ in groups for index in group_indices]
-        vectors = torch.cat([self.embed_pixels(tensor) for _, tensor in groups])
+        vectors = self.embed_pixels(*(tensor for _, tensor in groups))
         if not self.cuda:
             return collated, indices, vectors, None
         host = torch.empty(vectors.shape, dtype=vectors.dtype, pin_memory=True)

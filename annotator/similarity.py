@@ -446,18 +446,23 @@ def embeddings_compute(
             log.error("similarity job %s (%s): %s", job.pk, job.title, message)
             job.finish(result={"model": fingerprint, "pending": len(images)}, error=message)
             return job
-        for batch in embedder.embed([image_source(image) for image in images]):
-            vectors = {images[i].pk: vector for i, vector in zip(batch.indices, batch.vectors, strict=True)}
-            failures = {images[i].pk: message for i, message in batch.failures.items()}
-            with transaction.atomic():
-                embeddings_store(fingerprint=fingerprint, vectors=vectors, failures=failures)
-                scored += pairs_update_similarity(image_ids=[*vectors])
-            for i, message in batch.failures.items():
-                log.warning("image %s (%s): %s", images[i].pk, images[i].file.name, message)
-                job.advance(1, error=f"image {images[i].pk} ({images[i].file.name}): {message}")
-            job.advance(len(vectors))
-            embedded += len(vectors)
-            failed += len(failures)
+        try:
+            for batch in embedder.embed([image_source(image) for image in images]):
+                vectors = {images[i].pk: vector for i, vector in zip(batch.indices, batch.vectors, strict=True)}
+                failures = {images[i].pk: message for i, message in batch.failures.items()}
+                with transaction.atomic():
+                    embeddings_store(fingerprint=fingerprint, vectors=vectors, failures=failures)
+                    scored += pairs_update_similarity(image_ids=[*vectors])
+                for i, message in batch.failures.items():
+                    log.warning("image %s (%s): %s", images[i].pk, images[i].file.name, message)
+                    job.advance(1, error=f"image {images[i].pk} ({images[i].file.name}): {message}")
+                job.advance(len(vectors))
+                embedded += len(vectors)
+                failed += len(failures)
+        except Exception as error:  # e.g. out of memory at batch 1: the job must not stay "running"
+            log.exception("similarity job %s (%s) stopped", job.pk, job.title)
+            job.finish(result={"model": fingerprint, "embedded": embedded}, error=f"the run stopped: {error}")
+            raise
     # Stale pairs whose images were embedded under this model earlier (e.g. after switching back) catch up too.
     scope = image_ids
     if video is not None:

@@ -411,3 +411,36 @@ def test_a_saved_corrupt_file_in_storage_is_reported_with_its_name(dinov3):
     image.file.save("images/test/empty.jpg", ContentFile(b""), save=True)
     job = embed(image_ids=[image.pk])
     assert "images/test/empty" in job.errors[0]
+
+
+def test_images_of_different_sizes_share_a_batch_and_embed_as_they_would_alone(dinov3):
+    from annotator.embedder import Embedder
+
+    images = [make_image(size=(160, 120)), make_image(shift=5, size=(300, 200)), make_image(shift=9)]
+    paths = [default_storage.path(image.file.name) for image in images]
+    together = np.concatenate([batch.vectors for batch in Embedder.load(dinov3, batch_size=3).embed(paths)])
+    alone = np.concatenate([batch.vectors for batch in Embedder.load(dinov3, batch_size=1).embed(paths)])
+    assert together.shape == (3, 64)
+    assert np.abs(together - alone).max() < 1e-5
+
+
+def test_compute_embeddings_queues_a_job_on_the_similarity_queue(dinov3, capsys, django_capture_on_commit_callbacks):
+    from subtlebench.celery import app
+
+    with app.connection_for_write() as connection:
+        connection.default_channel.queue_purge("similarity")
+    video = make_video(frames=2)
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("compute_embeddings", "--video", str(video.pk))
+    job = Job.objects.get()
+    assert job.kind == Job.Kind.SIMILARITY and job.status == Job.Status.QUEUED
+    assert f"Queued job {job.pk}" in capsys.readouterr().out
+    with app.connection_for_write() as connection:
+        assert connection.default_channel.queue_purge("similarity") == 1
+
+
+def test_compute_embeddings_needs_a_scope_and_a_real_video(dinov3):
+    with pytest.raises(CommandError):
+        call_command("compute_embeddings", "--sync")
+    with pytest.raises(CommandError, match="no video with this id"):
+        call_command("compute_embeddings", "--video", "999999", "--sync")
