@@ -114,9 +114,10 @@ def load_model(model_dir: str | os.PathLike, device: str = "cpu"):
 
 
 def build_random_model(
-    folder: str | os.PathLike | None = None, *, seed: int = 0, attention: str = "sdpa", **config
+    folder: str | os.PathLike | None = None, *, seed: int = 0, attention: str = "sdpa", device: str = "cpu", **config
 ) -> torch.nn.Module:
-    """A randomly initialised DINOv3ViTModel (tests, the demo, the benchmarks); saved to `folder` if given."""
+    """A randomly initialised DINOv3ViTModel (tests, the demo, the benchmarks), built on `device`; saved to
+    `folder` if given."""
     from transformers import DINOv3ViTConfig, DINOv3ViTModel
     from transformers.utils import logging as transformers_logging
 
@@ -124,7 +125,8 @@ def build_random_model(
     torch.manual_seed(seed)
     model_config = DINOv3ViTConfig(**config)
     model_config._attn_implementation = attention
-    model = DINOv3ViTModel(model_config).eval()
+    with torch.device(device):
+        model = DINOv3ViTModel(model_config).eval()
     if folder is not None:
         Path(folder).mkdir(parents=True, exist_ok=True)
         model.save_pretrained(folder)

@@ -360,7 +360,7 @@ class ImageEmbedding(models.Model):
         ]
 
     def __str__(self):
-        return f"embedding of image {self.image_id} ({'failed' if self.error else self.dim})"
+        return f"embedding of image {self.image_id} ({'failed' if self.failed else self.dim})"
 
     @property
     def failed(self) -> bool:
