@@ -444,3 +444,18 @@ def test_compute_embeddings_needs_a_scope_and_a_real_video(dinov3):
         call_command("compute_embeddings", "--sync")
     with pytest.raises(CommandError, match="no video with this id"):
         call_command("compute_embeddings", "--video", "999999", "--sync")
+
+
+def test_the_periodic_catch_up_waits_for_a_model_then_does_the_pending_work(no_dinov3, settings, tiny_dinov3_dir):
+    from annotator.similarity import embeddings_catch_up
+
+    pair = make_pair(similarity=None, similarity_model="")
+    assert embeddings_catch_up() is None  # no model: nothing runs, no job piles up, nothing is lost
+    assert not Job.objects.exists()
+
+    settings.DINOV3_MODEL_DIR = str(tiny_dinov3_dir)
+    job = embeddings_catch_up()
+    assert job.status == Job.Status.SUCCEEDED and job.result["embedded"] == 2
+    pair.refresh_from_db()
+    assert pair.similarity_status == "pass"
+    assert embeddings_catch_up() is None  # nothing left to do: no empty jobs every few minutes
