@@ -24,7 +24,7 @@ from PIL import Image, ImageDraw
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from annotator.embedder import Embedder, build_random_model  # noqa: E402
+from annotator.embedder import Embedder, build_random_model, decode_image  # noqa: E402
 
 TINY = os.getenv("BENCH_TINY") == "1"
 VIT_L16 = dict(
@@ -122,13 +122,22 @@ def main() -> None:
     end_to_end_rate = embedded / (time.perf_counter() - started)
     assert embedded == IMAGES and failed == 0, (embedded, failed)
 
+    # Decoding alone on the same threads (a diagnostic: the ceiling the CPU side puts on end to end).
+    started = time.perf_counter()
+    with ThreadPoolExecutor(THREADS) as pool:
+        for _ in pool.map(lambda path: decode_image(path, 224), paths):
+            pass
+    decode_rate = IMAGES / (time.perf_counter() - started)
+
     ratio = end_to_end_rate / forward_rate
+    print(f"decode only ({THREADS} CPU threads):      {decode_rate:8.0f} images/s")
     print(f"forward only (tensors on the device): {forward_rate:8.0f} images/s")
     print(f"end to end (JPEG files -> vectors):   {end_to_end_rate:8.0f} images/s")
     print(f"end to end / forward only: {ratio:.0%}")
     if not TINY:
         verdict = "PASS" if end_to_end_rate >= 2500 and ratio >= 0.8 else "BELOW TARGET"
         print(f"targets: >= 2500 images/s end to end and >= 80% of forward only: {verdict}")
+        print(f"peak GPU memory: {torch.cuda.max_memory_allocated(device) / 2**30:.1f} GiB")
 
 
 if __name__ == "__main__":
