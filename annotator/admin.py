@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from annotator.models import Caption, Frame, Image, Job, Pair, Review, Video
+from annotator.models import Caption, Frame, Image, ImageEmbedding, Job, Pair, Review, Video
 
 
 @admin.register(Video)
@@ -51,3 +51,11 @@ class CaptionAdmin(admin.ModelAdmin):
 class JobAdmin(admin.ModelAdmin):
     list_display = ("title", "kind", "status", "done", "total", "created", "finished")
     list_filter = ("kind", "status")
+
+
+@admin.register(ImageEmbedding)
+class ImageEmbeddingAdmin(admin.ModelAdmin):
+    list_display = ("image", "fingerprint", "dim", "error", "created")
+    list_filter = ("fingerprint",)
+    raw_id_fields = ("image",)
+    exclude = ("vector",)

@@ -7,10 +7,6 @@ from django.contrib.auth.models import User
 from annotator import picking
 from annotator.models import Category, Pair, PairDraft, Video
 
-# Similarity is computed by the similarity worker; a demo pair that has none gets this placeholder so that it
-# can be accepted, and its model name says so.
-PLACEHOLDER_MODEL = "demo placeholder (not a DINOv3 score)"
-
 
 def seed_demo_pairs(*, author: str = "annotator1", reviewer: str = "reviewer") -> int:
     """Leave pairs in every state on the first sampled videos with frames; safe to re-run. Returns pairs made."""
@@ -52,10 +48,7 @@ def seed_demo_pairs(*, author: str = "annotator1", reviewer: str = "reviewer") -
             continue
         picking.video_release(video=video, user=annotator, reason=None)
         made += 1
-        if target == "accepted":
-            if pair.similarity is None:
-                Pair.objects.filter(pk=pair.pk).update(similarity=0.91, similarity_model=PLACEHOLDER_MODEL)
-                pair.refresh_from_db()
+        if target == "accepted" and pair.similarity_problem() is None:
             picking.pair_review(pair=pair, reviewer=checker, decision="accept", version=pair.version)
         elif target == "rejected":
             picking.pair_review(

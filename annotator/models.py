@@ -153,10 +153,20 @@ class PairQuerySet(models.QuerySet):
         return self.filter(status=Pair.Status.ACCEPTED)
 
     def passing_similarity(self):
-        """Pairs whose similarity is known and meets the threshold, or whose failure a coordinator overrode."""
+        """Pairs whose similarity under the current model meets the threshold, or whose failure a coordinator
+        overrode. A similarity from another model (stale) counts as not computed."""
+        from annotator.similarity import current_fingerprint
+
         meets = models.Q(similarity__gte=settings.SIMILARITY_THRESHOLD)
         overridden = ~models.Q(similarity_override_reason="")
-        return self.filter(similarity__isnull=False).filter(meets | overridden)
+        current = self.filter(similarity__isnull=False, similarity_model=current_fingerprint())
+        return current.filter(meets | overridden)
+
+    def needing_similarity(self):
+        """Pairs whose similarity is not computed yet or was computed by another model (stale)."""
+        from annotator.similarity import current_fingerprint
+
+        return self.filter(models.Q(similarity__isnull=True) | ~models.Q(similarity_model=current_fingerprint()))
 
     def exportable(self):
         return self.accepted().passing_similarity()
@@ -229,9 +239,14 @@ class Pair(models.Model):
 
     @property
     def similarity_status(self) -> str:
-        """'pending' (not computed), 'pass', 'fail' (below the threshold) or 'override' (failed, overridden)."""
+        """'pending' (not computed), 'stale' (computed by another model: treated like pending), 'pass',
+        'fail' (below the threshold) or 'override' (failed, overridden)."""
+        from annotator.similarity import current_fingerprint
+
         if self.similarity is None:
             return "pending"
+        if self.similarity_model != current_fingerprint():
+            return "stale"
         if self.similarity >= settings.SIMILARITY_THRESHOLD:
             return "pass"
         return "override" if self.similarity_override_reason else "fail"
@@ -246,6 +261,11 @@ class Pair(models.Model):
         status = self.similarity_status
         if status == "pending":
             return "The DINOv3 similarity of this pair is not computed yet."
+        if status == "stale":
+            return (
+                f"The similarity {self.similarity:.3f} came from another model ({self.similarity_model}); "
+                "it is not computed yet with the current model."
+            )
         if status == "fail":
             return (
                 f"Similarity {self.similarity:.3f} is below the threshold {settings.SIMILARITY_THRESHOLD}: "
@@ -602,3 +622,33 @@ class CaptionReview(models.Model):
 
     def __str__(self):
         return f"{self.decision} of caption {self.caption_id} by {self.reviewer_id}"
+
+
+# --- Similarity (DINOv3) ------------------------------------------------------------------------------------
+
+
+class ImageEmbedding(models.Model):
+    """One image's DINOv3 embedding under one model fingerprint, or why that image could not be embedded.
+
+    The vector is L2-normalised and stored as float16 bytes (`dim` values); a failed image has no vector and
+    an `error`. No row for the current fingerprint means the image is pending.
+    """
+
+    image = models.ForeignKey(Image, models.CASCADE, related_name="embeddings")
+    fingerprint = models.CharField(max_length=200, help_text="Which weights, input size and dtype.")
+    vector = models.BinaryField(null=True, blank=True)
+    dim = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["image", "fingerprint"], name="image_embedding_unique_fingerprint")
+        ]
+
+    def __str__(self):
+        return f"embedding of image {self.image_id} ({'failed' if self.failed else self.dim})"
+
+    @property
+    def failed(self) -> bool:
+        return self.vector is None

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from annotator.models import Category, Frame, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
+from annotator.similarity import pair_update_similarity
 
 MAX_DRAFT_BYTES = 20_000
 
@@ -304,6 +305,8 @@ def pair_submit(
             if pair.pk:
                 pair.version += 1
             pair.save()
+            if pair.similarity is None:
+                pair_update_similarity(pair=pair)
             PairDraft.objects.filter(author=user, video=video).delete()
     except IntegrityError:
         # The same key raced in from a second request: the first one won, return its pair.

@@ -28,6 +28,7 @@ from django.utils.text import get_valid_filename
 
 from annotator import sampling
 from annotator.models import Domain, Frame, Image, Job, Pair, Video
+from annotator.similarity import video_queue_embeddings
 
 logger = logging.getLogger(__name__)
 
@@ -420,6 +421,8 @@ def _video_replace_frames(video_id, info, sampled, *, source, every, count, labe
     video.error = ""
     video.save()
     transaction.on_commit(partial(_delete_files, old_names))
+    # Every frame is embedded once, on the similarity worker, as soon as the video is sampled.
+    video_queue_embeddings(video=video)
 
 
 def _delete_files(names: list[str]) -> None:

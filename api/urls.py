@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from api import captions, evaluation, jobs, picking, videos, views
+from api import captions, evaluation, jobs, picking, similarity, videos, views
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
@@ -46,4 +46,7 @@ urlpatterns = [
     path("captions/review/", captions.caption_review_queue, name="api-caption-review-queue"),
     path("captions/<int:caption_id>/review/", captions.caption_review, name="api-caption-review"),
     path("captions/<int:caption_id>/choose/", captions.caption_choose, name="api-caption-choose"),
+    path("similarity/", similarity.images_similarity, name="api-images-similarity"),
+    path("videos/<int:video_id>/embeddings/", similarity.video_embeddings, name="api-video-embeddings"),
+    path("videos/<int:video_id>/suggestions/", similarity.video_suggestions, name="api-video-suggestions"),
 ]

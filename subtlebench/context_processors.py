@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from annotator.similarity import DEMO_BANNER, is_demo_model
 from subtlebench.roles import roles_of
 
 
@@ -11,4 +12,7 @@ def site(request):
 
 def site_banners() -> list[dict]:
     """Warnings every page shows, e.g. that similarities come from an untrained demo model."""
-    return []
+    banners = []
+    if is_demo_model():
+        banners.append({"level": "warning", "text": DEMO_BANNER})
+    return banners

@@ -237,3 +237,19 @@ CAPTION_MAX_CHARS = envint("CAPTION_MAX_CHARS", "600")
 CAPTION_SHORT_WORDS = envint("CAPTION_SHORT_WORDS", "6")
 CAPTION_NEAR_DUPLICATE_JACCARD = envfloat("CAPTION_NEAR_DUPLICATE_JACCARD", "0.9")
 CAPTION_NEAR_DUPLICATE_SCAN = envint("CAPTION_NEAR_DUPLICATE_SCAN", "2000")
+# Similarity (DINOv3) worker: where the model runs and how the demo model is found.
+# "cuda" on a GPU deployment, set for EVERY service: the web process reads it too, because the model
+# fingerprint (which pairs' similarities are current) names the dtype, bf16 on CUDA and fp32 on CPU.
+DINOV3_DEVICE = os.getenv("DINOV3_DEVICE", "cpu")
+DINOV3_DECODE_THREADS = envint("DINOV3_DECODE_THREADS", "0")  # 0: one per CPU core but one
+# `make run` / `seed_demo` build a tiny random DINOv3 here when DINOV3_MODEL_DIR is not set.
+DINOV3_DEMO_MODEL_DIR = Path(os.getenv("DINOV3_DEMO_MODEL_DIR", VAR_DIR / "dinov3-demo"))
+# Beat queues a catch-up of pending embeddings and stale pairs this often (0: never).
+SIMILARITY_CATCH_UP_MINUTES = envint("SIMILARITY_CATCH_UP_MINUTES", "10")
+if SIMILARITY_CATCH_UP_MINUTES:
+    CELERY_BEAT_SCHEDULE["similarity-catch-up"] = {
+        "task": "annotator.tasks.embed_pending",
+        "schedule": 60.0 * SIMILARITY_CATCH_UP_MINUTES,
+        # Without a GPU worker the queue would only grow: a catch-up nobody took in time is dropped.
+        "options": {"expires": 60.0 * SIMILARITY_CATCH_UP_MINUTES},
+    }

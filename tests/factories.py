@@ -11,6 +11,7 @@ from PIL import Image as PILImage
 from PIL import ImageDraw
 
 from annotator.models import Category, Domain, Frame, Image, Pair, Video
+from annotator.similarity import current_fingerprint
 
 _counter = itertools.count(1)
 
@@ -81,7 +82,8 @@ def make_pair(
         "distractors": ["first image"],
         "source": "yt8m",
         "source_id": f"{video.yt8m_id}_{number}",
-        "similarity_model": "test-model",
+        # Scored by the current model, so a pair's similarity counts (is not stale) unless a test says otherwise.
+        "similarity_model": current_fingerprint(),
     }
     defaults.update(fields)
     now = timezone.now()

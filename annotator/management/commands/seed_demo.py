@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand
 
 from annotator.demo_captions import seed_demo_captions
 from annotator.demo_pairs import seed_demo_pairs
+from annotator.demo_similarity import seed_demo_similarity
 from annotator.demo_videos import demo_videos_seed
 from evaluation.demo import seed_demo_study
 
@@ -32,6 +33,7 @@ class Command(BaseCommand):
             user.groups.add(*Group.objects.filter(name__in=roles))
         self.stdout.write(f"Demo users: {', '.join(DEMO_USERS)} (password 'demo').")
         demo_videos_seed()
+        seed_demo_similarity(self.stdout)
         self.stdout.write(f"Demo pairs: {seed_demo_pairs()} made (drafts, submitted, accepted, rejected).")
         seed_demo_study(self.stdout)
         seed_demo_captions(self.stdout)

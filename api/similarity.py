@@ -1,0 +1,94 @@
+"""Similarity API: the similarity of any two images, a video's embedding status, subtle-pair suggestions."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.response import Response
+
+from annotator import similarity
+from annotator.models import Image, Video
+from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
+
+ANY_ROLE = HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)
+
+
+class ImagesSimilarityInputSerializer(serializers.Serializer):
+    image_1 = serializers.PrimaryKeyRelatedField(queryset=Image.objects.all())
+    image_2 = serializers.PrimaryKeyRelatedField(queryset=Image.objects.all())
+
+
+class ImagesSimilarityOutputSerializer(serializers.Serializer):
+    similarity = serializers.FloatField(allow_null=True)
+    status = serializers.ChoiceField(choices=["pass", "fail", "pending"])
+    threshold = serializers.FloatField()
+    model = serializers.CharField(help_text="Fingerprint of the model: weights, input size, dtype.")
+
+
+@extend_schema(parameters=[ImagesSimilarityInputSerializer], responses=ImagesSimilarityOutputSerializer)
+@api_view(["GET"])
+@permission_classes([ANY_ROLE])
+def images_similarity(request):
+    """The DINOv3 cosine similarity of two images from their stored embeddings (pending until both have one)."""
+    data = ImagesSimilarityInputSerializer(data=request.query_params)
+    data.is_valid(raise_exception=True)
+    value = similarity.images_similarity(**data.validated_data)
+    output = {
+        "similarity": value,
+        "status": similarity.similarity_verdict(value),
+        "threshold": settings.SIMILARITY_THRESHOLD,
+        "model": similarity.current_fingerprint(),
+    }
+    return Response(ImagesSimilarityOutputSerializer(output).data)
+
+
+class VideoEmbeddingsOutputSerializer(serializers.Serializer):
+    frames = serializers.IntegerField()
+    embedded = serializers.IntegerField()
+    pending = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    model = serializers.CharField()
+    model_problem = serializers.CharField(allow_null=True, help_text="Why nothing is being embedded, if so.")
+
+
+@extend_schema(responses=VideoEmbeddingsOutputSerializer)
+@api_view(["GET"])
+@permission_classes([ANY_ROLE])
+def video_embeddings(request, video_id: int):
+    """How many of the video's frames are embedded, pending or failed under the current model."""
+    video = get_object_or_404(Video, pk=video_id)
+    return Response(VideoEmbeddingsOutputSerializer(similarity.video_embedding_counts(video=video)).data)
+
+
+class SuggestionsInputSerializer(serializers.Serializer):
+    limit = serializers.IntegerField(min_value=1, max_value=500, default=20)
+
+
+class SuggestionsOutputSerializer(serializers.Serializer):
+    class SuggestionSerializer(serializers.Serializer):
+        frame_1 = serializers.IntegerField()
+        frame_2 = serializers.IntegerField()
+        image_1 = serializers.IntegerField()
+        image_2 = serializers.IntegerField()
+        index_1 = serializers.IntegerField()
+        index_2 = serializers.IntegerField()
+        similarity = serializers.FloatField()
+        gap = serializers.FloatField(help_text="Seconds between the two frames.")
+
+    status = serializers.ChoiceField(choices=["ready", "pending"], help_text="pending: frames still being embedded.")
+    results = SuggestionSerializer(many=True)
+
+
+@extend_schema(parameters=[SuggestionsInputSerializer], responses=SuggestionsOutputSerializer)
+@api_view(["GET"])
+@permission_classes([ANY_ROLE])
+def video_suggestions(request, video_id: int):
+    """Frame pairs ranked for subtlety: at least the threshold, below the near-duplicate ceiling, close in time."""
+    video = get_object_or_404(Video, pk=video_id)
+    data = SuggestionsInputSerializer(data=request.query_params)
+    data.is_valid(raise_exception=True)
+    result = similarity.video_suggestions(video=video, limit=data.validated_data["limit"])
+    return Response(SuggestionsOutputSerializer(result).data)
