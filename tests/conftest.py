@@ -21,6 +21,9 @@ def fast_settings(settings, tmp_path):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.IMPORT_ROOTS = [tmp_path.resolve()]
+    # No model unless a test configures one: a demo model a developer built under var/ must not leak in.
+    settings.DINOV3_MODEL_DIR = ""
+    settings.DINOV3_DEMO_MODEL_DIR = tmp_path / "no-demo-model"
     settings.STORAGES = {
         **settings.STORAGES,
         "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -6,6 +6,7 @@ import threading
 import uuid
 from datetime import timedelta
 
+import numpy as np
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import connection
@@ -15,9 +16,11 @@ from annotator import picking
 from annotator.demo_pairs import seed_demo_pairs
 from annotator.models import Frame, Image, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.questions import question_validate
+from annotator.similarity import current_fingerprint
 from annotator.tasks import sweep_video_leases
 from tests.conftest import make_user
 from tests.factories import make_pair, make_video
+from tests.similarity_fixtures import store_embedding, vector_with_similarity
 
 pytestmark = pytest.mark.django_db
 
@@ -320,7 +323,7 @@ def submitted_pair(author, **fields):
 
 def test_a_reviewer_accepts_and_the_decision_records_who_and_when(client_for, annotator, reviewer):
     pair = submitted_pair(annotator)
-    Pair.objects.filter(pk=pair.pk).update(similarity=0.93)
+    Pair.objects.filter(pk=pair.pk).update(similarity=0.93, similarity_model=current_fingerprint())
     response = client_for(reviewer).post(
         f"/api/pairs/{pair.pk}/review/", {"decision": "accept", "version": 1}, content_type="application/json"
     )
@@ -338,7 +341,7 @@ def test_accept_is_refused_while_the_similarity_rule_says_no(client_for, annotat
     )
     assert response.status_code == 400
     assert "not computed yet" in response.json()["detail"]
-    Pair.objects.filter(pk=pair.pk).update(similarity=0.5)
+    Pair.objects.filter(pk=pair.pk).update(similarity=0.5, similarity_model=current_fingerprint())
     with pytest.raises(picking.PickingError, match="below the threshold"):
         picking.pair_review(pair=pair, reviewer=reviewer, decision="accept", version=1)
     assert Pair.objects.get(pk=pair.pk).status == "submitted"
@@ -356,7 +359,7 @@ def test_a_rejected_pair_returns_to_its_author_with_the_reason(client_for, annot
 
 def test_a_correction_records_old_and_new_and_accepts(annotator, reviewer):
     pair = submitted_pair(annotator)
-    Pair.objects.filter(pk=pair.pk).update(similarity=0.9)
+    Pair.objects.filter(pk=pair.pk).update(similarity=0.9, similarity_model=current_fingerprint())
     review = picking.pair_review(
         pair=pair, reviewer=reviewer, decision="correct", version=1, corrections={"answer": "raised both hands"}
     )
@@ -367,7 +370,7 @@ def test_a_correction_records_old_and_new_and_accepts(annotator, reviewer):
 
 def test_a_correction_must_follow_the_rules(annotator, reviewer):
     pair = submitted_pair(annotator)
-    Pair.objects.filter(pk=pair.pk).update(similarity=0.9)
+    Pair.objects.filter(pk=pair.pk).update(similarity=0.9, similarity_model=current_fingerprint())
     with pytest.raises(ValidationError, match="also among the distractors"):
         picking.pair_review(
             pair=pair, reviewer=reviewer, decision="correct", version=1, corrections={"answer": "SAT down"}
@@ -399,7 +402,7 @@ def test_a_review_of_a_pair_changed_meanwhile_is_a_conflict(client_for, annotato
 
 def test_a_decided_pair_cannot_be_changed_by_its_author(annotator, reviewer):
     pair = submitted_pair(annotator)
-    Pair.objects.filter(pk=pair.pk).update(similarity=0.9)
+    Pair.objects.filter(pk=pair.pk).update(similarity=0.9, similarity_model=current_fingerprint())
     picking.pair_review(pair=pair, reviewer=reviewer, decision="accept", version=1)
     with pytest.raises(picking.Conflict, match="accepted already"):
         submit(annotator, pair.video, pair_id=pair.pk, version=1)
@@ -522,7 +525,7 @@ def test_the_review_and_overview_pages_run_a_bounded_number_of_queries(
 
 def test_the_overview_counts_acceptance_and_pairs_per_hour(annotator, reviewer):
     accepted = submitted_pair(annotator)
-    Pair.objects.filter(pk=accepted.pk).update(similarity=0.9)
+    Pair.objects.filter(pk=accepted.pk).update(similarity=0.9, similarity_model=current_fingerprint())
     picking.pair_review(pair=accepted, reviewer=reviewer, decision="accept", version=1)
     rejected = submitted_pair(annotator)
     picking.pair_review(pair=rejected, reviewer=reviewer, decision="reject", version=1, reason="no")
@@ -533,7 +536,10 @@ def test_the_overview_counts_acceptance_and_pairs_per_hour(annotator, reviewer):
 def test_the_demo_leaves_pairs_in_every_state_and_is_safe_to_rerun():
     make_user("annotator1", "annotator")
     make_user("reviewer", "reviewer")
-    make_video(frames=6)
+    video = make_video(frames=6)
+    base = np.ones(16)
+    for frame in video.frames.select_related("image"):
+        store_embedding(frame.image, vector_with_similarity(base, 0.95, seed=frame.index))
     assert seed_demo_pairs() == 3
     assert seed_demo_pairs() == 0
     assert set(Pair.objects.values_list("status", flat=True)) == {"submitted", "accepted", "rejected"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from playwright.sync_api import expect
 
@@ -9,12 +10,17 @@ from annotator import picking
 from annotator.models import Pair, PairDraft
 from tests.conftest import browser_login, wait_until
 from tests.factories import make_video
+from tests.similarity_fixtures import store_embedding, vector_with_similarity
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_an_annotator_picks_with_the_keyboard_and_a_reviewer_accepts(browser, live_server, page, annotator, reviewer):
     video = make_video(frames=12)
+    frames = {frame.index: frame for frame in video.frames.select_related("image")}
+    base = np.ones(16)
+    store_embedding(frames[1].image, base)
+    store_embedding(frames[10].image, vector_with_similarity(base, 0.93))
     script_errors = []
     page.on("pageerror", lambda error: script_errors.append(str(error)))
     browser_login(page, "alice")
@@ -29,14 +35,14 @@ def test_an_annotator_picks_with_the_keyboard_and_a_reviewer_accepts(browser, li
     page.keyboard.press("4")  # temporal
     expect(page.locator("#where-a")).to_contain_text("#1 ")
     expect(page.locator("#where-b")).to_contain_text("#10 ")
-    expect(page.locator("#similarity")).to_be_visible()
+    expect(page.locator("#similarity")).to_contain_text("0.93")
     expect(page.locator("#question")).to_have_value("Which image was taken later?")
     page.keyboard.press("Enter")
     pair = wait_until(lambda: Pair.objects.filter(status="submitted").first(), 15, "the submitted pair")
     expect(page.locator("#pairs")).to_contain_text("submitted")
     assert {pair.image_1.frame.index, pair.image_2.frame.index} == {1, 10}
     assert (pair.author, pair.category, pair.source_id.startswith(video.yt8m_id)) == (annotator, "temporal", True)
-    Pair.objects.filter(pk=pair.pk).update(similarity=0.93)  # the similarity worker's part, set by hand here
+    assert pair.similarity == pytest.approx(0.93, abs=1e-3)  # scored at submit from the stored embeddings
 
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900})
     review = context.new_page()

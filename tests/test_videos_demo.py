@@ -22,7 +22,7 @@ def test_it_generates_and_samples_the_demo_videos_once(settings):
     frames = list(Frame.objects.values_list("pk", flat=True))
     assert demo_videos_seed(size=(160, 96), seconds=2) is None  # a re-run finds everything in place
     assert list(Frame.objects.values_list("pk", flat=True)) == frames
-    assert Job.objects.count() == 1 and Video.objects.count() == len(DEMO_VIDEOS)
+    assert Job.objects.filter(kind=Job.Kind.IMPORT).count() == 1 and Video.objects.count() == len(DEMO_VIDEOS)
 
 
 def test_the_panning_video_moves_the_camera_between_frames():

@@ -115,7 +115,7 @@ def test_it_imports_a_folder_in_process_and_prints_a_summary(h264_video, setting
     assert [frame_number(f.image.file) for f in frames] == [0, 50, 100, 150, 200, 250]
     assert (frames[0].image.width, frames[0].image.height) == (160, 120)
     assert PILImage.open(frames[0].image.thumbnail.path).size == (64, 48)
-    job = Job.objects.get()
+    job = Job.objects.get(kind=Job.Kind.IMPORT)
     assert (job.kind, job.status, job.done, job.total, job.errors) == ("import", "succeeded", 1, 1, [])
     assert job.result["frames"] == 6
 
@@ -203,7 +203,7 @@ def test_it_imports_a_manifest_row_from_s3(h264_video, tmp_path, s3_bucket):
 def test_it_refuses_a_source_outside_the_import_roots(tmp_path):
     with pytest.raises(CommandError, match=r"\.\./.* is outside the import folders"):
         call_command("import_videos", str(tmp_path / ".." / "elsewhere"), "--sync")
-    assert not Job.objects.exists()
+    assert not Job.objects.filter(kind=Job.Kind.IMPORT).exists()
 
 
 def test_it_refuses_a_manifest_whose_header_lacks_a_column(tmp_path):
@@ -211,7 +211,7 @@ def test_it_refuses_a_manifest_whose_header_lacks_a_column(tmp_path):
     manifest.write_text("yt8m_id,labels\nabc,x\n")
     with pytest.raises(CommandError, match=r"m\.csv, line 1: .* missing column path"):
         call_command("import_videos", str(manifest))
-    assert not Job.objects.exists() and not Video.objects.exists()
+    assert not Job.objects.filter(kind=Job.Kind.IMPORT).exists() and not Video.objects.exists()
 
 
 def test_it_refuses_every_and_frames_together(h264_video):
