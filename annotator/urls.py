@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotator import views_captions, views_jobs, views_picking, views_videos
+from annotator import views_captions, views_jobs, views_picking, views_similarity, views_videos
 
 urlpatterns = [
     # Videos and import
@@ -16,6 +16,7 @@ urlpatterns = [
     path("work/videos/<int:video_id>/", views_picking.workbench, name="picking-workbench"),
     path("review/", views_picking.review_queue, name="picking-review-queue"),
     path("review/pairs/<int:pair_id>/", views_picking.review_pair, name="picking-review-pair"),
+    path("review/pairs/<int:pair_id>/override/", views_similarity.pair_override, name="pair-similarity-override"),
     path("overview/", views_picking.overview, name="picking-overview"),
     path("overview/assign/", views_picking.overview_assign, name="picking-overview-assign"),
     # Captions

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -10,7 +11,7 @@ from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
 from annotator import similarity
-from annotator.models import Image, Video
+from annotator.models import Image, Pair, Video
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 
 ANY_ROLE = HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)
@@ -92,3 +93,29 @@ def video_suggestions(request, video_id: int):
     data.is_valid(raise_exception=True)
     result = similarity.video_suggestions(video=video, limit=data.validated_data["limit"])
     return Response(SuggestionsOutputSerializer(result).data)
+
+
+class OverrideInputSerializer(serializers.Serializer):
+    reason = serializers.CharField(allow_blank=True)
+
+
+class OverrideOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    similarity = serializers.FloatField(allow_null=True)
+    similarity_status = serializers.CharField()
+    similarity_override_reason = serializers.CharField()
+
+
+@extend_schema(request=OverrideInputSerializer, responses=OverrideOutputSerializer)
+@api_view(["POST"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def pair_similarity_override(request, pair_id: int):
+    """Let a pair below the similarity threshold be accepted and exported, with a recorded written reason."""
+    data = OverrideInputSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    pair = get_object_or_404(Pair, pk=pair_id)
+    try:
+        similarity.pair_override_similarity(pair=pair, user=request.user, reason=data.validated_data["reason"])
+    except ValidationError as error:
+        return Response({"detail": " ".join(error.messages)}, status=400)
+    return Response(OverrideOutputSerializer(pair).data)

@@ -49,4 +49,5 @@ urlpatterns = [
     path("similarity/", similarity.images_similarity, name="api-images-similarity"),
     path("videos/<int:video_id>/embeddings/", similarity.video_embeddings, name="api-video-embeddings"),
     path("videos/<int:video_id>/suggestions/", similarity.video_suggestions, name="api-video-suggestions"),
+    path("pairs/<int:pair_id>/similarity-override/", similarity.pair_similarity_override, name="api-pair-override"),
 ]
