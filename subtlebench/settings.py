@@ -218,3 +218,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+
+# Export.
+# Where exports started from the /exports/ page are written (a folder name below it), and their zips.
+EXPORT_ROOT = Path(os.getenv("EXPORT_ROOT", VAR_DIR / "exports"))

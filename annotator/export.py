@@ -1,0 +1,658 @@
+"""Export finished pairs as the benchmark the official evaluation code loads: splits, images, card, manifest.
+
+Two streaming passes over the exportable pairs: the first checks each question and plans the leak-free
+split (union-find over videos and shared images), the second writes the JSONL lines and copies each image
+once. Everything is written into a temporary folder beside the target and renamed into place at the end;
+an S3 target is staged locally and uploaded images first, manifest last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import shutil
+import tempfile
+import time
+import tomllib
+import uuid
+import zipfile
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+
+from botocore.exceptions import BotoCoreError, ClientError
+from django.conf import settings
+from django.core.files.storage import FileSystemStorage, default_storage
+from django.db import transaction
+from django.db.models import OuterRef, Q, Subquery
+from django.utils import timezone
+
+from annotator.benchmark_format import FIELDS, MAX_DISTRACTORS, SPLITS, question_problems, split_path
+from annotator.models import Caption, Job, Pair
+from subtlebench.storage import s3_client, split_s3_uri
+
+MANIFEST = "manifest.sha256"
+CARD = "README.md"
+REPRODUCIBLE_TIME = "1970-01-01T00:00:00Z"
+CHUNK = 2000
+UPLOAD_ATTEMPTS = 4
+SKIPPED_KEPT = 200  # a job row keeps this many skipped items with their reasons (the count is always exact)
+
+
+class ExportError(Exception):
+    """The export could not be written; nothing at the target was changed."""
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    out: str
+    val_fraction: float = 0.1
+    seed: int = 0
+    min_similarity: float | None = None
+    categories: tuple[str, ...] = ()
+    domains: tuple[str, ...] = ()
+    reproducible: bool = False
+
+    def __post_init__(self):
+        if not 0 <= self.val_fraction < 1:
+            raise ExportError(f"--val-fraction must be at least 0 and below 1, got {self.val_fraction}")
+        object.__setattr__(self, "categories", tuple(sorted(set(self.categories))))
+        object.__setattr__(self, "domains", tuple(sorted(set(self.domains))))
+
+    @property
+    def is_s3(self) -> bool:
+        return self.out.startswith("s3://")
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "categories": list(self.categories), "domains": list(self.domains)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ExportOptions:
+        names = cls.__dataclass_fields__
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names})
+
+
+class NoProgress:
+    def start(self, total: int | None = None) -> None:
+        pass
+
+    def advance(self, steps: int = 1, error: str | None = None) -> None:
+        pass
+
+
+# --- Selection --------------------------------------------------------------------------------------------
+
+
+def export_queryset(options: ExportOptions):
+    """The pairs an export considers, in a stable order, with the chosen accepted caption alongside."""
+    pairs = Pair.objects.exportable()
+    if options.categories:
+        pairs = pairs.filter(category__in=options.categories)
+    if options.domains:
+        pairs = pairs.filter(domain__in=options.domains)
+    if options.min_similarity is not None:
+        # A coordinator's recorded override is a decision about this pair; a stricter bar does not undo it.
+        pairs = pairs.filter(Q(similarity__gte=options.min_similarity) | ~Q(similarity_override_reason=""))
+    chosen = Caption.objects.filter(pair=OuterRef("pk"), chosen=True, status=Caption.Status.ACCEPTED)
+    return pairs.annotate(chosen_caption=Subquery(chosen.values("text")[:1])).order_by("pk")
+
+
+ROW_FIELDS = (
+    "pk",
+    "image_1_id",
+    "image_2_id",
+    "image_1__file",
+    "image_2__file",
+    "image_1__sha256",
+    "image_2__sha256",
+    "video_id",
+    "video__yt8m_id",
+    "category",
+    "domain",
+    "source",
+    "source_id",
+    "question",
+    "answer",
+    "distractors",
+    "similarity_model",
+    "chosen_caption",
+)
+
+
+def iter_rows(options: ExportOptions):
+    """Rows as dicts, fetched in chunks through a server-side cursor: memory stays flat as the count grows."""
+    return export_queryset(options).values(*ROW_FIELDS).iterator(chunk_size=CHUNK)
+
+
+def exported_source_id(row: dict) -> str:
+    if row["source_id"]:
+        return row["source_id"]
+    # Stable across exports: the video and the pair never change their ids.
+    return f"{row['video__yt8m_id']}_{row['pk']}" if row["video__yt8m_id"] else f"pair{row['pk']}"
+
+
+def row_problem(row: dict) -> str | None:
+    if not (row["question"] or "").strip():
+        return "the question is empty"
+    problems = question_problems(row["answer"], row["distractors"])
+    return "; ".join(problems) if problems else None
+
+
+# --- The split ----------------------------------------------------------------------------------------------
+
+
+class UnionFind:
+    def __init__(self):
+        self.parent: dict[int, int] = {}
+
+    def find(self, node: int) -> int:
+        parent = self.parent.setdefault(node, node)
+        root = node
+        while parent != root:
+            root, parent = parent, self.parent[parent]
+        while node != root:  # path compression keeps later finds short
+            self.parent[node], node = root, self.parent[node]
+        return root
+
+    def union(self, a: int, b: int) -> None:
+        a, b = self.find(a), self.find(b)
+        if a != b:
+            self.parent[max(a, b)] = min(a, b)
+
+
+def image_node(image_id: int) -> int:
+    return image_id * 2
+
+
+def video_node(video_id: int) -> int:
+    return video_id * 2 + 1
+
+
+@dataclass
+class Plan:
+    """What pass one decided: the split of each included pair, the skipped ones with their reasons."""
+
+    split_of: dict[int, str] = field(default_factory=dict)
+    skipped: list[dict] = field(default_factory=list)
+    skipped_count: int = 0
+    counts: dict = field(default_factory=dict)
+    models: list[str] = field(default_factory=list)
+    total: int = 0
+
+    def skip(self, pair_id: int, reason: str) -> None:
+        self.skipped_count += 1
+        if len(self.skipped) < SKIPPED_KEPT:
+            self.skipped.append({"pair": pair_id, "reason": reason})
+
+
+def group_order_key(seed: int, group_min_pk: int) -> bytes:
+    return hashlib.sha256(f"{seed}:{group_min_pk}".encode()).digest()
+
+
+def plan_export(options: ExportOptions) -> Plan:
+    """Pass one: check every question, skip duplicates, group pairs by video and shared images, split."""
+    plan = Plan()
+    uf = UnionFind()
+    included: list[tuple[int, int, str, str]] = []  # (pk, image node, category, domain): small ints and names
+    seen_ids: set[str] = set()
+    models: set[str] = set()
+    content_nodes: dict[str, int] = {}  # a known content hash joins images that are copies of each other
+    for row in iter_rows(options):
+        plan.total += 1
+        problem = row_problem(row)
+        identifier = f"{row['category']}_{row['source']}_{exported_source_id(row)}"
+        if problem is None and identifier in seen_ids:
+            problem = f"duplicate item id {identifier!r}"
+        if problem:
+            plan.skip(row["pk"], problem)
+            continue
+        seen_ids.add(identifier)
+        first = image_node(row["image_1_id"])
+        uf.union(first, image_node(row["image_2_id"]))
+        if row["video_id"]:
+            uf.union(first, video_node(row["video_id"]))
+        for digest in (row["image_1__sha256"], row["image_2__sha256"]):
+            if digest:
+                uf.union(first, -content_nodes.setdefault(digest, len(content_nodes) + 1))
+        included.append((row["pk"], first, row["category"], row["domain"]))
+        if row["similarity_model"]:
+            models.add(row["similarity_model"])
+    del seen_ids
+
+    groups: dict[int, Counter] = defaultdict(Counter)
+    group_min: dict[int, int] = {}
+    per_category: Counter = Counter()
+    for pk, node, category, _domain in included:
+        root = uf.find(node)
+        groups[root][category] += 1
+        group_min[root] = min(group_min.get(root, pk), pk)
+        per_category[category] += 1
+
+    target = {c: options.val_fraction * n for c, n in per_category.items()}
+    in_val: Counter = Counter()
+    val_groups: set[int] = set()
+    # Walk the groups in an order fixed by the seed; each goes to val when that brings its main category closer
+    # to the asked fraction. Same database and options: same order, same split.
+    for root in sorted(groups, key=lambda r: group_order_key(options.seed, group_min[r])):
+        sizes = groups[root]
+        main = min(sizes, key=lambda c: (-sizes[c], c))
+        before, after = in_val[main], in_val[main] + sizes[main]
+        if abs(after - target[main]) < abs(before - target[main]):
+            val_groups.add(root)
+            in_val.update(sizes)
+
+    counts: dict = {}
+    for pk, node, category, domain in included:
+        split = "val" if uf.find(node) in val_groups else "test"
+        plan.split_of[pk] = split
+        cell = counts.setdefault(category, {}).setdefault(domain, {"test": 0, "val": 0})
+        cell[split] += 1
+    plan.counts = counts
+    plan.models = sorted(models)
+    return plan
+
+
+def split_totals(counts: dict) -> dict[str, int]:
+    totals = dict.fromkeys(SPLITS, 0)
+    for domains in counts.values():
+        for cell in domains.values():
+            for split in SPLITS:
+                totals[split] += cell[split]
+    return totals
+
+
+# --- Writing -------------------------------------------------------------------------------------------------
+
+
+def read_image(name: str) -> bytes:
+    """The bytes of an image file in storage (a plain read for local storage: the common, fast case)."""
+    if isinstance(default_storage, FileSystemStorage):
+        with open(default_storage.path(name), "rb") as file:
+            return file.read()
+    with default_storage.open(name, "rb") as file:
+        return file.read()
+
+
+class ImageWriter:
+    """Copies each image once, under a name made from its content's hash (no frame index, no timestamp)."""
+
+    def __init__(self, root: Path, manifest):
+        self.root = root
+        self.manifest = manifest
+        self.path_of: dict[int, str] = {}  # image id -> exported path
+        self.written: dict[str, str] = {}  # content sha256 -> exported path
+        self.folders: set[Path] = set()
+
+    def path(self, image_id: int, name: str, source: str, category: str, pair_id: int) -> str:
+        known = self.path_of.get(image_id)
+        if known:
+            return known
+        try:
+            data = read_image(name)
+        except (OSError, ClientError, BotoCoreError) as error:
+            raise ExportError(f"pair {pair_id}: image {image_id} file {name!r} cannot be read from storage ({error})")
+        digest = hashlib.sha256(data).hexdigest()
+        path = self.written.get(digest)
+        if path is None:
+            suffix = PurePosixPath(name).suffix.lower() or ".jpg"
+            # The first pair (in id order) that uses an image decides its folder: deterministic, and reused.
+            path = f"images/{source}/{category}/{digest[:32]}{suffix}"
+            folder = self.root / posixpath.dirname(path)
+            if folder not in self.folders:
+                folder.mkdir(parents=True, exist_ok=True)
+                self.folders.add(folder)
+            with open(self.root / path, "wb") as file:
+                file.write(data)
+            self.manifest.write(f"{digest}  {path}\n")
+            self.written[digest] = path
+        self.path_of[image_id] = path
+        return path
+
+
+def record_of(row: dict, image_1: str, image_2: str) -> dict:
+    caption = row["chosen_caption"]
+    has_caption = bool(caption and caption.strip())
+    record = {
+        "image_1": image_1,
+        "image_2": image_2,
+        "question": row["question"],
+        "answer": row["answer"],
+        "distractors": list(row["distractors"]),
+        "has_caption": has_caption,
+        "caption": caption if has_caption else None,
+        "category": row["category"],
+        "domain": row["domain"],
+        "source": row["source"],
+        "source_id": exported_source_id(row),
+        "raw_folder": f"{row['source']}_{row['category']}_pairs",
+        "generation_info": None,
+    }
+    assert list(record) == list(FIELDS)
+    return record
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def app_version() -> str:
+    with open(settings.BASE_DIR / "pyproject.toml", "rb") as file:
+        return tomllib.load(file)["project"]["version"]
+
+
+def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> dict:
+    """Pass two: the JSONL files line by line, each image once, the card, and the manifest last."""
+    (root / "data").mkdir(parents=True)
+    counts: dict = {}
+    manifest_part = root / f".{MANIFEST}.part"
+    hashes = {split: hashlib.sha256() for split in SPLITS}
+    sizes = dict.fromkeys(SPLITS, 0)
+    with (
+        open(manifest_part, "w", encoding="utf-8") as manifest,
+        open(root / split_path("test"), "wb") as test_file,
+        open(root / split_path("val"), "wb") as val_file,
+    ):
+        files = {"test": test_file, "val": val_file}
+        images = ImageWriter(root, manifest)
+        pending = 0
+        for row in iter_rows(options):
+            pending += 1
+            if pending == CHUNK:
+                progress.advance(pending)
+                pending = 0
+            split = plan.split_of.get(row["pk"])
+            if split is None:  # skipped in pass one, or created since: not part of this export's plan
+                continue
+            image_1 = images.path(row["image_1_id"], row["image_1__file"], row["source"], row["category"], row["pk"])
+            image_2 = images.path(row["image_2_id"], row["image_2__file"], row["source"], row["category"], row["pk"])
+            line = (json.dumps(record_of(row, image_1, image_2), ensure_ascii=False) + "\n").encode()
+            files[split].write(line)
+            hashes[split].update(line)
+            sizes[split] += len(line)
+            cell = counts.setdefault(row["category"], {}).setdefault(row["domain"], {"test": 0, "val": 0})
+            cell[split] += 1
+        progress.advance(pending)
+        image_count = len(images.written)
+        del images
+        card_time = REPRODUCIBLE_TIME if options.reproducible else timezone.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        card = dataset_card(options=options, counts=counts, sizes=sizes, models=plan.models, time=card_time)
+        (root / CARD).write_bytes(card.encode())
+        for split in SPLITS:
+            manifest.write(f"{hashes[split].hexdigest()}  {split_path(split)}\n")
+        manifest.write(f"{hashlib.sha256(card.encode()).hexdigest()}  {CARD}\n")
+    os.replace(manifest_part, root / MANIFEST)
+    totals = split_totals(counts)
+    return {
+        "items": sum(totals.values()),
+        "splits": totals,
+        "images": image_count,
+        "counts": counts,
+        "similarity_models": plan.models,
+        "card_time": card_time,
+        "manifest_sha256": sha256_of(root / MANIFEST),
+    }
+
+
+def yaml_str(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid YAML scalar
+
+
+def dataset_card(*, options: ExportOptions, counts: dict, sizes: dict, models: list[str], time: str) -> str:
+    """The README.md: a YAML header as on the benchmark's card (configs, dataset_info), counts, provenance."""
+    totals = split_totals(counts)
+    features = [
+        ("image_1", "string"),
+        ("image_2", "string"),
+        ("question", "string"),
+        ("answer", "string"),
+        ("distractors", None),
+        ("has_caption", "bool"),
+        ("caption", "string"),
+        ("category", "string"),
+        ("domain", "string"),
+        ("source", "string"),
+        ("source_id", "string"),
+        ("raw_folder", "string"),
+        ("generation_info", "string"),
+    ]
+    lines = ["---", "configs:", "- config_name: default", "  data_files:"]
+    for split in SPLITS:
+        lines += [f"  - split: {split}", f"    path: {split_path(split)}"]
+    lines += ["dataset_info:", "  features:"]
+    for name, dtype in features:
+        lines.append(f"  - name: {name}")
+        lines.append("    sequence: string" if dtype is None else f"    dtype: {dtype}")
+    lines.append("  splits:")
+    for split in SPLITS:
+        lines += [f"  - name: {split}", f"    num_bytes: {sizes[split]}", f"    num_examples: {totals[split]}"]
+    lines += [f"  dataset_size: {sum(sizes.values())}", "---", ""]
+
+    lines += [
+        "# SubtleBench Studio export",
+        "",
+        "Pairs of nearly identical images with a multiple-choice question about their difference, in the",
+        "format of VLM-SubtleBench (`data/test.jsonl`, `data/val.jsonl`, image paths relative to this folder).",
+        f"No video and no image is shared between the splits. `{MANIFEST}` lists the sha256 of every file.",
+        "",
+        "## Counts",
+        "",
+        "| category | domain | test | val |",
+        "|---|---|---:|---:|",
+    ]
+    for category in sorted(counts):
+        for domain in sorted(counts[category]):
+            cell = counts[category][domain]
+            lines.append(f"| {category} | {domain} | {cell['test']} | {cell['val']} |")
+    lines += [f"| **all** | | **{totals['test']}** | **{totals['val']}** |", ""]
+    # Where it was written is not part of what it is: the same data exported elsewhere gives the same card.
+    options_text = json.dumps({k: v for k, v in options.as_dict().items() if k != "out"}, sort_keys=True)
+    lines += [
+        "## Provenance",
+        "",
+        f"- app: SubtleBench Studio {app_version()}",
+        f"- similarity models: {', '.join(f'`{m}`' for m in models) or 'none recorded'}",
+        f"- similarity threshold: {settings.SIMILARITY_THRESHOLD}"
+        + (f" (export minimum {options.min_similarity})" if options.min_similarity is not None else ""),
+        f"- DINOv3 input size: {settings.DINOV3_IMAGE_SIZE}",
+        f"- at most {MAX_DISTRACTORS} distractors per question",
+        f"- split seed: {options.seed}, val fraction: {options.val_fraction}",
+        f"- options: `{options_text}`",
+        f"- exported: {time}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# --- Targets -----------------------------------------------------------------------------------------------
+
+
+def swap_into_place(staging: Path, out: Path) -> None:
+    """Rename the finished export into place; the previous one is kept until the new one is there."""
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
+        os.replace(out, old)
+    try:
+        os.replace(staging, out)
+    except OSError:
+        if old is not None:
+            os.replace(old, out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def check_local_target(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).exists())):
+        raise ExportError(f"{out} exists and is not an earlier export (no {MANIFEST}): refusing to replace it")
+
+
+def upload_file(client, path: Path, bucket: str, key: str) -> None:
+    """Upload one file; on top of boto3's own retries, retry a few times with a growing pause."""
+    for attempt in range(1, UPLOAD_ATTEMPTS + 1):
+        try:
+            client.upload_file(str(path), bucket, key)
+            return
+        except (ClientError, BotoCoreError, OSError) as error:
+            if attempt == UPLOAD_ATTEMPTS:
+                raise ExportError(f"upload of s3://{bucket}/{key} failed after {attempt} attempts: {error}")
+            time.sleep(0.5 * 2**attempt)
+
+
+def s3_zip_key(prefix: str) -> str:
+    return f"{prefix.rstrip('/')}.zip" if prefix.strip("/") else "export.zip"
+
+
+def upload_export(staging: Path, uri: str) -> dict:
+    """Images first, then data files and card, then the zip, the manifest last: a reader that waits for the
+    manifest never sees half an export. The old manifest goes first, so a half-replaced export looks unfinished."""
+    bucket, prefix = split_s3_uri(uri)
+    prefix = prefix.strip("/")
+    client = s3_client()
+
+    def key(name: str) -> str:
+        return f"{prefix}/{name}" if prefix else name
+
+    try:
+        client.delete_object(Bucket=bucket, Key=key(MANIFEST))
+    except (ClientError, BotoCoreError) as error:
+        raise ExportError(f"cannot write to s3://{bucket}/{prefix}: {error}")
+    with open(staging / MANIFEST, encoding="utf-8") as manifest:
+        names = [line.rstrip("\n").split("  ", 1)[1] for line in manifest]
+    images = [n for n in names if n.startswith("images/")]
+    rest = [n for n in names if not n.startswith("images/")]
+    for name in images + rest:
+        upload_file(client, staging / name, bucket, key(name))
+    archive = staging.parent / f"{staging.name}.zip"
+    zip_folder(staging, archive)
+    upload_file(client, archive, bucket, s3_zip_key(prefix))
+    archive.unlink()
+    upload_file(client, staging / MANIFEST, bucket, key(MANIFEST))
+    return {"zip_key": s3_zip_key(prefix), "bucket": bucket}
+
+
+def zip_folder(folder: Path, archive: Path) -> None:
+    """A stored (not deflated: JPEGs do not shrink) zip of an export, files in manifest order, streamed."""
+    part = archive.parent / f".{archive.name}.part-{uuid.uuid4().hex[:8]}"
+    with open(folder / MANIFEST, encoding="utf-8") as manifest:
+        with zipfile.ZipFile(part, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+            for line in manifest:
+                name = line.rstrip("\n").split("  ", 1)[1]
+                zf.write(folder / name, name)
+            zf.write(folder / MANIFEST, MANIFEST)
+    os.replace(part, archive)
+
+
+# --- Services ----------------------------------------------------------------------------------------------
+
+
+def benchmark_export(*, options: ExportOptions, progress=None, dry_run: bool = False) -> dict:
+    """Export the benchmark to options.out (a folder or s3://bucket/prefix); returns counts and provenance."""
+    progress = progress or NoProgress()
+    plan = plan_export(options)
+    result = {
+        "out": options.out,
+        "target": "s3" if options.is_s3 else "local",
+        "options": options.as_dict(),
+        "considered": plan.total,
+        "skipped": plan.skipped,
+        "skipped_count": plan.skipped_count,
+    }
+    if dry_run:
+        totals = split_totals(plan.counts)
+        return {**result, "dry_run": True, "items": sum(totals.values()), "splits": totals, "counts": plan.counts}
+    progress.start(plan.total)
+    if options.is_s3:
+        split_s3_uri(options.out)  # a malformed URI fails before any work
+        with tempfile.TemporaryDirectory(prefix="export-") as tmp:
+            staging = Path(tmp) / "export"
+            result.update(write_export(options, plan, staging, progress))
+            result.update(upload_export(staging, options.out))
+        return result
+    out = Path(options.out).resolve()
+    check_local_target(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        result.update(write_export(options, plan, staging, progress))
+        swap_into_place(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    result["out"] = str(out)
+    return result
+
+
+def export_start(*, options: ExportOptions, user) -> Job:
+    """Record an export job and queue it once the row is committed."""
+    from annotator.tasks import export_benchmark_task
+
+    with transaction.atomic():
+        job = Job.objects.create(
+            kind=Job.Kind.EXPORT,
+            title=f"Export to {options.out}",
+            created_by=user,
+            result={"options": options.as_dict()},
+        )
+        transaction.on_commit(lambda: export_benchmark_task.delay(job.pk))
+    return job
+
+
+def export_run(*, job_id: int) -> Job:
+    """Run a queued export job; a job that already finished is left as it is (a redelivered task is harmless)."""
+    job = Job.objects.get(pk=job_id)
+    if not job.is_active:
+        return job
+    options = ExportOptions.from_dict(job.result["options"])
+    job.start()
+    try:
+        result = benchmark_export(options=options, progress=job)
+    except ExportError as error:
+        job.finish(result={"options": options.as_dict()}, error=str(error))
+        return job
+    except Exception as error:
+        job.finish(result={"options": options.as_dict()}, error=f"unexpected error: {error!r}")
+        raise
+    job.finish(result=result)
+    return job
+
+
+def export_folder_for_web(name: str) -> str:
+    """Where a page-started local export goes: a plain name under EXPORT_ROOT, never an arbitrary path."""
+    if not name or "/" in name or "\\" in name or name.startswith("."):
+        raise ExportError("The folder name must be a plain name (letters, digits, - and _), not a path.")
+    return str(Path(settings.EXPORT_ROOT) / name)
+
+
+def export_zip(*, job: Job) -> Path:
+    """The zip of a local export, built once (named by the manifest's hash) and reused for later downloads."""
+    result = job.result or {}
+    if job.status != Job.Status.SUCCEEDED or result.get("target") != "local":
+        raise ExportError("Only a finished export to a local folder can be downloaded as a zip.")
+    folder = Path(result["out"])
+    if not (folder / MANIFEST).exists() or sha256_of(folder / MANIFEST) != result["manifest_sha256"]:
+        raise ExportError(f"{folder} no longer holds this export: a later export replaced it, or it was removed.")
+    zips = Path(settings.EXPORT_ROOT) / ".zips"
+    zips.mkdir(parents=True, exist_ok=True)
+    archive = zips / f"{result['manifest_sha256']}.zip"
+    if not archive.exists():
+        zip_folder(folder, archive)
+    return archive
+
+
+def export_download_url(*, job: Job) -> str:
+    """A presigned URL of the zip an S3 export uploaded beside its prefix."""
+    result = job.result or {}
+    if job.status != Job.Status.SUCCEEDED or result.get("target") != "s3":
+        raise ExportError("Only a finished export to S3 has a download URL.")
+    return s3_client().generate_presigned_url(
+        "get_object",
+        Params={"Bucket": result["bucket"], "Key": result["zip_key"]},
+        ExpiresIn=settings.S3_URL_EXPIRY,
+    )
