@@ -76,6 +76,8 @@ def record(n: int = 1, **fields) -> dict:
         "generation_info": None,
     }
     base.update(fields)
+    if "raw_folder" not in fields:
+        base["raw_folder"] = f"{base['source']}_{base['category']}_pairs"
     return base
 
 
