@@ -1,3 +1,7 @@
+from django.urls import path
+
+from annotator import export_views
+
 urlpatterns = [
     # Videos and import
     # Jobs
@@ -5,4 +9,7 @@ urlpatterns = [
     # Pair picking and review
     # Captions
     # Exports
+    path("exports/", export_views.exports, name="exports"),
+    path("exports/history/", export_views.export_history, name="export-history"),
+    path("exports/<int:job_id>/download/", export_views.export_download, name="export-download"),
 ]
