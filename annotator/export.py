@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import posixpath
 import shutil
 import tempfile
 import time
@@ -20,7 +19,7 @@ import uuid
 import zipfile
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
@@ -266,44 +265,45 @@ def split_totals(counts: dict) -> dict[str, int]:
 # --- Writing -------------------------------------------------------------------------------------------------
 
 
-def read_image(name: str) -> bytes:
-    """The bytes of an image file in storage (a plain read for local storage: the common, fast case)."""
-    if isinstance(default_storage, FileSystemStorage):
-        with open(default_storage.path(name), "rb") as file:
-            return file.read()
-    with default_storage.open(name, "rb") as file:
-        return file.read()
-
-
 class ImageWriter:
     """Copies each image once, under a name made from its content's hash (no frame index, no timestamp)."""
 
     def __init__(self, root: Path, manifest):
-        self.root = root
+        # Plain strings and os.path in this loop: it runs once per image, and pathlib costs more than the copy.
+        self.root = str(root)
         self.manifest = manifest
         self.path_of: dict[int, str] = {}  # image id -> exported path
         self.written: dict[str, str] = {}  # content sha256 -> exported path
-        self.folders: set[Path] = set()
+        self.folders: set[str] = set()
+        self.media = default_storage.location if isinstance(default_storage, FileSystemStorage) else None
+
+    def read(self, name: str) -> bytes:
+        """The bytes of an image file in storage (a plain read for local storage: the common, fast case)."""
+        if self.media is not None and ".." not in name and not name.startswith("/"):
+            with open(os.path.join(self.media, name), "rb") as file:
+                return file.read()
+        with default_storage.open(name, "rb") as file:
+            return file.read()
 
     def path(self, image_id: int, name: str, source: str, category: str, pair_id: int) -> str:
         known = self.path_of.get(image_id)
         if known:
             return known
         try:
-            data = read_image(name)
+            data = self.read(name)
         except (OSError, ClientError, BotoCoreError) as error:
             raise ExportError(f"pair {pair_id}: image {image_id} file {name!r} cannot be read from storage ({error})")
         digest = hashlib.sha256(data).hexdigest()
         path = self.written.get(digest)
         if path is None:
-            suffix = PurePosixPath(name).suffix.lower() or ".jpg"
+            suffix = os.path.splitext(name)[1].lower() or ".jpg"
             # The first pair (in id order) that uses an image decides its folder: deterministic, and reused.
-            path = f"images/{source}/{category}/{digest[:32]}{suffix}"
-            folder = self.root / posixpath.dirname(path)
+            folder = f"images/{source}/{category}"
+            path = f"{folder}/{digest[:32]}{suffix}"
             if folder not in self.folders:
-                folder.mkdir(parents=True, exist_ok=True)
+                os.makedirs(os.path.join(self.root, folder), exist_ok=True)
                 self.folders.add(folder)
-            with open(self.root / path, "wb") as file:
+            with open(os.path.join(self.root, path), "wb") as file:
                 file.write(data)
             self.manifest.write(f"{digest}  {path}\n")
             self.written[digest] = path
