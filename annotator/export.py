@@ -8,16 +8,19 @@ an S3 target is staged locally and uploaded images first, manifest last.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 import tomllib
 import uuid
 import zipfile
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -36,6 +39,7 @@ MANIFEST = "manifest.sha256"
 CARD = "README.md"
 REPRODUCIBLE_TIME = "1970-01-01T00:00:00Z"
 CHUNK = 2000
+COPY_WINDOW = 256  # rows whose image copies may be in flight at once
 UPLOAD_ATTEMPTS = 4
 SKIPPED_KEPT = 200  # a job row keeps this many skipped items with their reasons (the count is always exact)
 
@@ -266,14 +270,22 @@ def split_totals(counts: dict) -> dict[str, int]:
 
 
 class ImageWriter:
-    """Copies each image once, under a name made from its content's hash (no frame index, no timestamp)."""
+    """Copies each image once, under a name made from its content's hash (no frame index, no timestamp).
 
-    def __init__(self, root: Path, manifest):
-        # Plain strings and os.path in this loop: it runs once per image, and pathlib costs more than the copy.
+    Copies run on a few threads (file creation is latency, and the GIL is released around it); the pairs
+    still resolve their paths in id order, so the manifest and every choice of folder stay deterministic.
+    """
+
+    def __init__(self, root: Path, manifest, threads: int):
+        # Plain strings and os.path here: this runs once per image, and pathlib costs more than the copy.
         self.root = str(root)
         self.manifest = manifest
+        self.pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="export-copy")
+        self.pending: dict[int, Future] = {}  # image id -> its copy, until resolved
         self.path_of: dict[int, str] = {}  # image id -> exported path
         self.written: dict[str, str] = {}  # content sha256 -> exported path
+        self.strays: set[str] = set()  # a copy of already exported content, written in a second folder
+        self.folders_lock = threading.Lock()
         self.folders: set[str] = set()
         self.media = default_storage.location if isinstance(default_storage, FileSystemStorage) else None
 
@@ -285,30 +297,46 @@ class ImageWriter:
         with default_storage.open(name, "rb") as file:
             return file.read()
 
-    def path(self, image_id: int, name: str, source: str, category: str, pair_id: int) -> str:
-        known = self.path_of.get(image_id)
-        if known:
-            return known
+    def copy(self, image_id: int, name: str, folder: str, pair_id: int) -> tuple[str, str]:
         try:
             data = self.read(name)
         except (OSError, ClientError, BotoCoreError) as error:
             raise ExportError(f"pair {pair_id}: image {image_id} file {name!r} cannot be read from storage ({error})")
         digest = hashlib.sha256(data).hexdigest()
-        path = self.written.get(digest)
-        if path is None:
-            suffix = os.path.splitext(name)[1].lower() or ".jpg"
-            # The first pair (in id order) that uses an image decides its folder: deterministic, and reused.
-            folder = f"images/{source}/{category}"
-            path = f"{folder}/{digest[:32]}{suffix}"
+        path = f"{folder}/{digest[:32]}{os.path.splitext(name)[1].lower() or '.jpg'}"
+        with self.folders_lock:
             if folder not in self.folders:
                 os.makedirs(os.path.join(self.root, folder), exist_ok=True)
                 self.folders.add(folder)
-            with open(os.path.join(self.root, path), "wb") as file:
-                file.write(data)
+        with open(os.path.join(self.root, path), "wb") as file:
+            file.write(data)
+        return digest, path
+
+    def submit(self, image_id: int, name: str, source: str, category: str, pair_id: int) -> None:
+        if image_id not in self.path_of and image_id not in self.pending:
+            # The first pair (in id order) that uses an image decides its folder.
+            folder = f"images/{source}/{category}"
+            self.pending[image_id] = self.pool.submit(self.copy, image_id, name, folder, pair_id)
+
+    def resolve(self, image_id: int) -> str:
+        """The exported path of a submitted image; call in pair order."""
+        if image_id in self.path_of:
+            return self.path_of[image_id]
+        digest, path = self.pending.pop(image_id).result()
+        first = self.written.get(digest)
+        if first is None:
+            self.written[digest] = first = path
             self.manifest.write(f"{digest}  {path}\n")
-            self.written[digest] = path
-        self.path_of[image_id] = path
-        return path
+        elif first != path:
+            self.strays.add(path)  # identical content used first in another category: that folder wins
+        self.path_of[image_id] = first
+        return first
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        for path in self.strays - set(self.written.values()):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(self.root, path))
 
 
 def record_of(row: dict, image_1: str, image_2: str) -> dict:
@@ -359,27 +387,41 @@ def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> di
         open(root / split_path("val"), "wb") as val_file,
     ):
         files = {"test": test_file, "val": val_file}
-        images = ImageWriter(root, manifest)
-        pending = 0
-        for row in iter_rows(options):
-            pending += 1
-            if pending == CHUNK:
-                progress.advance(pending)
-                pending = 0
-            split = plan.split_of.get(row["pk"])
-            if split is None:  # skipped in pass one, or created since: not part of this export's plan
-                continue
-            image_1 = images.path(row["image_1_id"], row["image_1__file"], row["source"], row["category"], row["pk"])
-            image_2 = images.path(row["image_2_id"], row["image_2__file"], row["source"], row["category"], row["pk"])
+        images = ImageWriter(root, manifest, settings.EXPORT_COPY_THREADS)
+        window: deque = deque()  # rows whose images are being copied, in id order; bounded, so memory is too
+
+        def write_line(row: dict, split: str) -> None:
+            image_1, image_2 = images.resolve(row["image_1_id"]), images.resolve(row["image_2_id"])
             line = (json.dumps(record_of(row, image_1, image_2), ensure_ascii=False) + "\n").encode()
             files[split].write(line)
             hashes[split].update(line)
             sizes[split] += len(line)
             cell = counts.setdefault(row["category"], {}).setdefault(row["domain"], {"test": 0, "val": 0})
             cell[split] += 1
-        progress.advance(pending)
+
+        try:
+            pending = 0
+            for row in iter_rows(options):
+                pending += 1
+                if pending == CHUNK:
+                    progress.advance(pending)
+                    pending = 0
+                split = plan.split_of.get(row["pk"])
+                if split is None:  # skipped in pass one, or created since: not part of this export's plan
+                    continue
+                for n in ("1", "2"):
+                    images.submit(
+                        row[f"image_{n}_id"], row[f"image_{n}__file"], row["source"], row["category"], row["pk"]
+                    )
+                window.append((row, split))
+                if len(window) > COPY_WINDOW:
+                    write_line(*window.popleft())
+            while window:
+                write_line(*window.popleft())
+            progress.advance(pending)
+        finally:
+            images.close()
         image_count = len(images.written)
-        del images
         card_time = REPRODUCIBLE_TIME if options.reproducible else timezone.now().strftime("%Y-%m-%dT%H:%M:%SZ")
         card = dataset_card(options=options, counts=counts, sizes=sizes, models=plan.models, time=card_time)
         (root / CARD).write_bytes(card.encode())

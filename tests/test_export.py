@@ -298,3 +298,15 @@ def test_no_video_is_split_even_when_its_pairs_have_different_categories(tmp_pat
         for r in read_jsonl(tmp_path / f"out/data/{split}.jsonl"):
             by_video[pairs[r["source_id"]]].add(split)
     assert all(len(splits) == 1 for splits in by_video.values())
+
+
+def test_identical_images_in_two_categories_leave_one_file_and_no_stray(tmp_path):
+    from tests.factories import make_pair as make_lookalike_pair
+
+    make_lookalike_pair(category="temporal")  # the shared factory's frames are identical across videos
+    make_lookalike_pair(category="quality", question="Which image has better quality?")
+    export(tmp_path, val_fraction=0)
+    records = all_records(tmp_path / "out")
+    assert [r["image_1"].split("/")[2] for r in records] == ["temporal", "temporal"]
+    files = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out/images").rglob("*.jpg"))
+    assert files == sorted({r[f] for r in records for f in ("image_1", "image_2")})
