@@ -19,6 +19,8 @@ import time
 import tomllib
 import uuid
 import zipfile
+from array import array
+from bisect import bisect_left
 from collections import Counter, defaultdict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -41,6 +43,7 @@ REPRODUCIBLE_TIME = "1970-01-01T00:00:00Z"
 CHUNK = 2000
 COPY_WINDOW = 256  # rows whose image copies may be in flight at once
 UPLOAD_ATTEMPTS = 4
+UPLOAD_PAUSE = 0.5  # seconds before the second attempt; doubles after each failure
 SKIPPED_KEPT = 200  # a job row keeps this many skipped items with their reasons (the count is always exact)
 
 
@@ -175,19 +178,35 @@ def video_node(video_id: int) -> int:
 
 @dataclass
 class Plan:
-    """What pass one decided: the split of each included pair, the skipped ones with their reasons."""
+    """What pass one decided: the split of each included pair, the skipped ones with their reasons.
 
-    split_of: dict[int, str] = field(default_factory=dict)
+    Pair ids are kept in sorted arrays of 8-byte ints rather than dicts: a few bytes per item, so memory
+    hardly grows with the item count.
+    """
+
+    included: array = field(default_factory=lambda: array("q"))
+    val: array = field(default_factory=lambda: array("q"))
     skipped: list[dict] = field(default_factory=list)
     skipped_count: int = 0
     counts: dict = field(default_factory=dict)
     models: list[str] = field(default_factory=list)
     total: int = 0
 
+    def split_of(self, pair_id: int) -> str | None:
+        """'test' or 'val'; None for a pair that is not part of the plan (skipped, or created since)."""
+        if not contains(self.included, pair_id):
+            return None
+        return "val" if contains(self.val, pair_id) else "test"
+
     def skip(self, pair_id: int, reason: str) -> None:
         self.skipped_count += 1
         if len(self.skipped) < SKIPPED_KEPT:
             self.skipped.append({"pair": pair_id, "reason": reason})
+
+
+def contains(sorted_ids: array, value: int) -> bool:
+    index = bisect_left(sorted_ids, value)
+    return index < len(sorted_ids) and sorted_ids[index] == value
 
 
 def group_order_key(seed: int, group_min_pk: int) -> bytes:
@@ -198,7 +217,9 @@ def plan_export(options: ExportOptions) -> Plan:
     """Pass one: check every question, skip duplicates, group pairs by video and shared images, split."""
     plan = Plan()
     uf = UnionFind()
-    included: list[tuple[int, int, str, str]] = []  # (pk, image node, category, domain): small ints and names
+    # Columns of the included pairs, in id order: compact arrays, with names as indexes into small lists.
+    nodes, category_of, domain_of = array("q"), array("b"), array("b")
+    names: dict[str, int] = {}
     seen_ids: set[str] = set()
     models: set[str] = set()
     content_nodes: dict[str, int] = {}  # a known content hash joins images that are copies of each other
@@ -219,15 +240,20 @@ def plan_export(options: ExportOptions) -> Plan:
         for digest in (row["image_1__sha256"], row["image_2__sha256"]):
             if digest:
                 uf.union(first, -content_nodes.setdefault(digest, len(content_nodes) + 1))
-        included.append((row["pk"], first, row["category"], row["domain"]))
+        plan.included.append(row["pk"])
+        nodes.append(first)
+        category_of.append(names.setdefault(row["category"], len(names)))
+        domain_of.append(names.setdefault(row["domain"], len(names)))
         if row["similarity_model"]:
             models.add(row["similarity_model"])
     del seen_ids
+    name_of = {index: name for name, index in names.items()}
 
     groups: dict[int, Counter] = defaultdict(Counter)
     group_min: dict[int, int] = {}
     per_category: Counter = Counter()
-    for pk, node, category, _domain in included:
+    for pk, node, category_index in zip(plan.included, nodes, category_of, strict=True):
+        category = name_of[category_index]
         root = uf.find(node)
         groups[root][category] += 1
         group_min[root] = min(group_min.get(root, pk), pk)
@@ -247,10 +273,11 @@ def plan_export(options: ExportOptions) -> Plan:
             in_val.update(sizes)
 
     counts: dict = {}
-    for pk, node, category, domain in included:
+    for pk, node, category_index, domain_index in zip(plan.included, nodes, category_of, domain_of, strict=True):
         split = "val" if uf.find(node) in val_groups else "test"
-        plan.split_of[pk] = split
-        cell = counts.setdefault(category, {}).setdefault(domain, {"test": 0, "val": 0})
+        if split == "val":
+            plan.val.append(pk)  # ids arrive in ascending order: the array stays sorted
+        cell = counts.setdefault(name_of[category_index], {}).setdefault(name_of[domain_index], {"test": 0, "val": 0})
         cell[split] += 1
     plan.counts = counts
     plan.models = sorted(models)
@@ -406,7 +433,7 @@ def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> di
                 if pending == CHUNK:
                     progress.advance(pending)
                     pending = 0
-                split = plan.split_of.get(row["pk"])
+                split = plan.split_of(row["pk"])
                 if split is None:  # skipped in pass one, or created since: not part of this export's plan
                     continue
                 for n in ("1", "2"):
@@ -544,7 +571,7 @@ def upload_file(client, path: Path, bucket: str, key: str) -> None:
         except (ClientError, BotoCoreError, OSError) as error:
             if attempt == UPLOAD_ATTEMPTS:
                 raise ExportError(f"upload of s3://{bucket}/{key} failed after {attempt} attempts: {error}")
-            time.sleep(0.5 * 2**attempt)
+            time.sleep(UPLOAD_PAUSE * 2 ** (attempt - 1))
 
 
 def s3_zip_key(prefix: str) -> str:
@@ -565,12 +592,12 @@ def upload_export(staging: Path, uri: str) -> dict:
         client.delete_object(Bucket=bucket, Key=key(MANIFEST))
     except (ClientError, BotoCoreError) as error:
         raise ExportError(f"cannot write to s3://{bucket}/{prefix}: {error}")
-    with open(staging / MANIFEST, encoding="utf-8") as manifest:
-        names = [line.rstrip("\n").split("  ", 1)[1] for line in manifest]
-    images = [n for n in names if n.startswith("images/")]
-    rest = [n for n in names if not n.startswith("images/")]
-    for name in images + rest:
-        upload_file(client, staging / name, bucket, key(name))
+    for want_images in (True, False):  # two streaming passes over the manifest: images, then the rest
+        with open(staging / MANIFEST, encoding="utf-8") as manifest:
+            for line in manifest:
+                name = line.rstrip("\n").split("  ", 1)[1]
+                if name.startswith("images/") == want_images:
+                    upload_file(client, staging / name, bucket, key(name))
     archive = staging.parent / f"{staging.name}.zip"
     zip_folder(staging, archive)
     upload_file(client, archive, bucket, s3_zip_key(prefix))

@@ -310,3 +310,38 @@ def test_identical_images_in_two_categories_leave_one_file_and_no_stray(tmp_path
     assert [r["image_1"].split("/")[2] for r in records] == ["temporal", "temporal"]
     files = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out/images").rglob("*.jpg"))
     assert files == sorted({r[f] for r in records for f in ("image_1", "image_2")})
+
+
+def test_it_retries_a_failed_upload_and_gives_up_with_a_clear_error(tmp_path, s3_bucket, monkeypatch):
+    from botocore.exceptions import EndpointConnectionError
+
+    from annotator import export as export_module
+
+    make_pair()
+    monkeypatch.setattr(export_module, "UPLOAD_PAUSE", 0)
+    failures = {"left": 2}
+    real_client = export_module.s3_client
+
+    def flaky_client():
+        client = real_client()
+        real_upload = client.upload_file
+
+        def upload_file(path, bucket, key):
+            if key.endswith("data/test.jsonl") and failures["left"]:
+                failures["left"] -= 1
+                raise EndpointConnectionError(endpoint_url="http://s3")
+            return real_upload(path, bucket, key)
+
+        client.upload_file = upload_file
+        return client
+
+    monkeypatch.setattr(export_module, "s3_client", flaky_client)
+    benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/a"))
+    assert failures["left"] == 0
+    assert s3_client().head_object(Bucket=s3_bucket, Key=f"a/{MANIFEST}")
+
+    failures["left"] = 10
+    with pytest.raises(ExportError, match=r"upload of s3://.*/b/data/test.jsonl failed after 4 attempts"):
+        benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/b"))
+    keys = {o["Key"] for o in s3_client().list_objects_v2(Bucket=s3_bucket, Prefix="b/").get("Contents", [])}
+    assert f"b/{MANIFEST}" not in keys  # an unfinished export has no manifest: readers know to wait
