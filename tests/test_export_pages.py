@@ -200,3 +200,24 @@ def test_a_real_worker_runs_the_export_job(client_for, coordinator, celery_worke
     job = Job.objects.get(kind=Job.Kind.EXPORT)
     wait_until(lambda: Job.objects.get(pk=job.pk).status == Job.Status.SUCCEEDED, 60, "the export job")
     assert (export_root / "e2e/data/test.jsonl").read_text().count("\n") == 1
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_a_coordinator_previews_and_starts_an_export_in_the_browser(page, coordinator, export_root):
+    from tests.conftest import browser_login
+
+    make_pair(category="viewpoint", answer="left", distractors=["right"])
+    make_pair(answer="x", distractors=["x"])
+    browser_login(page, "cora")
+    page.goto("/exports/")
+    page.fill("input[name=target]", "browser-v1")
+    page.fill("input[name=val_fraction]", "0")
+    page.click("button[value=preview]")
+    preview = page.locator("#export-preview")
+    assert "Preview: 1 items" in preview.inner_text() and "is among the distractors" in preview.inner_text()
+    page.click("button[value=start]")
+    page.wait_for_selector("#export-history .badge-queued")
+    job = Job.objects.get(kind=Job.Kind.EXPORT)
+    assert job.result["options"]["out"] == str(export_root / "browser-v1")
+    assert page.locator("#export-history").get_attribute("hx-trigger") == "every 2s"
