@@ -48,7 +48,8 @@ SKIPPED_KEPT = 200  # a job row keeps this many skipped items with their reasons
 
 
 class ExportError(Exception):
-    """The export could not be written; nothing at the target was changed."""
+    """The export could not be written: a previous local export is left as it was; an S3 prefix is left
+    without its manifest (the sign that an export there is unfinished)."""
 
 
 @dataclass(frozen=True)

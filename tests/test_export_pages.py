@@ -221,3 +221,19 @@ def test_a_coordinator_previews_and_starts_an_export_in_the_browser(page, coordi
     job = Job.objects.get(kind=Job.Kind.EXPORT)
     assert job.result["options"]["out"] == str(export_root / "browser-v1")
     assert page.locator("#export-history").get_attribute("hx-trigger") == "every 2s"
+
+
+def test_the_job_counts_progress_while_it_streams_the_pairs(coordinator, export_root, monkeypatch):
+    from annotator import export as export_module
+
+    monkeypatch.setattr(export_module, "CHUNK", 2)  # fetch 2 rows at a time, report progress after each 2
+    advances = []
+    real_advance = Job.advance
+    monkeypatch.setattr(
+        Job, "advance", lambda job, steps=1, error=None: (advances.append(steps), real_advance(job, steps, error))
+    )
+    for _ in range(5):
+        make_pair()
+    job = finished_export(coordinator, str(export_root / "v1"), val_fraction=0)
+    assert job.status == Job.Status.SUCCEEDED and job.total == job.done == 5 and job.result["items"] == 5
+    assert advances == [2, 2, 1]
