@@ -210,6 +210,24 @@ def contains(sorted_ids: array, value: int) -> bool:
     return index < len(sorted_ids) and sorted_ids[index] == value
 
 
+def derived_id_clashes(options: ExportOptions) -> dict[int, str]:
+    """Pairs without a source_id whose derived item id equals a real one: {pair id: item id}.
+
+    Real ids are unique by a database constraint and derived ids by the pair id inside them, so this is the
+    only way two items can share an id; checking it here spares pass one a set of every id it has seen.
+    """
+    pairs = export_queryset(options)
+    derived = {}
+    for row in pairs.filter(source_id="").values("pk", "source_id", "video__yt8m_id", "category", "source"):
+        derived[(row["category"], row["source"], exported_source_id(row))] = row["pk"]
+    if not derived:
+        return {}
+    taken = pairs.exclude(source_id="").filter(source_id__in={key[2] for key in derived})
+    return {
+        derived[key]: "_".join(key) for key in taken.values_list("category", "source", "source_id") if key in derived
+    }
+
+
 def group_order_key(seed: int, group_min_pk: int) -> bytes:
     return hashlib.sha256(f"{seed}:{group_min_pk}".encode()).digest()
 
@@ -221,19 +239,17 @@ def plan_export(options: ExportOptions) -> Plan:
     # Columns of the included pairs, in id order: compact arrays, with names as indexes into small lists.
     nodes, category_of, domain_of = array("q"), array("b"), array("b")
     names: dict[str, int] = {}
-    seen_ids: set[str] = set()
+    clashes = derived_id_clashes(options)
     models: set[str] = set()
     content_nodes: dict[str, int] = {}  # a known content hash joins images that are copies of each other
     for row in iter_rows(options):
         plan.total += 1
         problem = row_problem(row)
-        identifier = f"{row['category']}_{row['source']}_{exported_source_id(row)}"
-        if problem is None and identifier in seen_ids:
-            problem = f"duplicate item id {identifier!r}"
+        if problem is None and row["pk"] in clashes:
+            problem = f"its derived item id {clashes[row['pk']]!r} is taken by another pair's source_id"
         if problem:
             plan.skip(row["pk"], problem)
             continue
-        seen_ids.add(identifier)
         first = image_node(row["image_1_id"])
         uf.union(first, image_node(row["image_2_id"]))
         if row["video_id"]:
@@ -247,7 +263,6 @@ def plan_export(options: ExportOptions) -> Plan:
         domain_of.append(names.setdefault(row["domain"], len(names)))
         if row["similarity_model"]:
             models.add(row["similarity_model"])
-    del seen_ids
     name_of = {index: name for name, index in names.items()}
 
     groups: dict[int, Counter] = defaultdict(Counter)

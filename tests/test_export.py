@@ -345,3 +345,16 @@ def test_it_retries_a_failed_upload_and_gives_up_with_a_clear_error(tmp_path, s3
         benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/b"))
     keys = {o["Key"] for o in s3_client().list_objects_v2(Bucket=s3_bucket, Prefix="b/").get("Contents", [])}
     assert f"b/{MANIFEST}" not in keys  # an unfinished export has no manifest: readers know to wait
+
+
+def test_a_derived_source_id_that_clashes_with_a_real_one_is_skipped_with_its_reason(tmp_path):
+    derived = make_pair(source_id="")
+    real = make_pair(source_id=f"{derived.video.yt8m_id}_{derived.pk}")
+    result = export(tmp_path, val_fraction=0)
+    assert [r["source_id"] for r in all_records(tmp_path / "out")] == [real.source_id]
+    assert result["skipped"] == [
+        {
+            "pair": derived.pk,
+            "reason": f"its derived item id 'temporal_yt8m_{real.source_id}' is taken by another pair's source_id",
+        }
+    ]
