@@ -226,7 +226,7 @@ def main() -> None:
         for n, (c, e) in enumerate(zip(copies, exports, strict=True), start=1):
             print(
                 f"round {n}: cp -r {c['wall']:6.2f} s (cpu {c['cpu']:.2f} s)"
-                f"   export {e['wall']:6.2f} s (cpu {e['cpu']:.2f} s)"
+                f"   export {e['wall']:6.2f} s (cpu {e['cpu']:.2f} s, peak RSS {e['rss_peak_kb'] / 1024:.1f} MB)"
             )
         print(f"plain cp -r of {args.frames} frames (median):  {copy:6.2f} s")
         print(f"export of {args.items} items, {exports[0]['images']} images (median): {small:6.2f} s")

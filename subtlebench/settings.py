@@ -223,4 +223,4 @@ LOGGING = {
 # Where exports started from the /exports/ page are written (a folder name below it), and their zips.
 EXPORT_ROOT = Path(os.getenv("EXPORT_ROOT", VAR_DIR / "exports"))
 # Image copies in flight at once during an export (file creation is latency-bound; threads overlap it).
-EXPORT_COPY_THREADS = envint("EXPORT_COPY_THREADS", "8")
+EXPORT_COPY_THREADS = envint("EXPORT_COPY_THREADS", "4")
