@@ -73,3 +73,14 @@ def embed_pending(job_id: int | None = None, retry_failed: bool = False) -> None
         embeddings_catch_up()
         return
     embeddings_compute(job=Job.objects.get(pk=job_id), retry_failed=retry_failed)
+
+
+# --- Export ---------------------------------------------------------------------------------------------------
+
+
+@shared_task(acks_late=True, soft_time_limit=6 * 3600, time_limit=6 * 3600 + 60)
+def export_benchmark_task(job_id: int) -> None:
+    """Run one export job; a finished job is left alone, so a redelivery does nothing twice."""
+    from annotator.export import export_run
+
+    export_run(job_id=job_id)

@@ -32,6 +32,9 @@ class StudyOutputSerializer(serializers.ModelSerializer):
             "raters_per_item",
             "categories",
             "domains",
+            "split",
+            "split_val_fraction",
+            "split_seed",
             "practice_count",
             "items_per_participant",
             "pool_size",
@@ -57,6 +60,9 @@ class StudyCreateInputSerializer(serializers.Serializer):
     raters_per_item = serializers.IntegerField(default=1, min_value=1, max_value=20)
     categories = serializers.ListField(child=serializers.ChoiceField(Category.choices), default=list)
     domains = serializers.ListField(child=serializers.ChoiceField(Domain.choices), default=list)
+    split = serializers.ChoiceField([("", "any"), ("test", "test"), ("val", "val")], default="", allow_blank=True)
+    split_val_fraction = serializers.FloatField(default=0.1, min_value=0, max_value=0.99)
+    split_seed = serializers.IntegerField(default=0)
     practice_count = serializers.IntegerField(default=3, min_value=0, max_value=20)
     items_per_participant = serializers.IntegerField(default=0, min_value=0)
     invites = serializers.IntegerField(default=0, min_value=0, max_value=10000)

@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from api import captions, evaluation, jobs, picking, similarity, videos, views
+from api import captions, evaluation, exports, jobs, picking, similarity, videos, views
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
@@ -50,4 +50,7 @@ urlpatterns = [
     path("videos/<int:video_id>/embeddings/", similarity.video_embeddings, name="api-video-embeddings"),
     path("videos/<int:video_id>/suggestions/", similarity.video_suggestions, name="api-video-suggestions"),
     path("pairs/<int:pair_id>/similarity-override/", similarity.pair_similarity_override, name="api-pair-override"),
+    path("exports/", exports.export_list_api, name="api-export-list"),
+    path("exports/start/", exports.export_start_api, name="api-export-start"),
+    path("exports/<int:job_id>/", exports.export_detail_api, name="api-export-detail"),
 ]

@@ -32,6 +32,14 @@ class Study(models.Model):
     raters_per_item = models.PositiveSmallIntegerField(default=1)
     categories = ArrayField(models.CharField(max_length=20, choices=Category.choices), default=list, blank=True)
     domains = ArrayField(models.CharField(max_length=20, choices=Domain.choices), default=list, blank=True)
+    split = models.CharField(
+        max_length=4,
+        choices=[("", "any split"), ("test", "test"), ("val", "val")],
+        blank=True,
+        help_text="Only pairs the export puts in this split (with split_val_fraction and split_seed).",
+    )
+    split_val_fraction = models.FloatField(default=0.1, help_text="The export's --val-fraction for the split.")
+    split_seed = models.IntegerField(default=0, help_text="The export's --seed for the split.")
     practice_count = models.PositiveSmallIntegerField(default=3)
     items_per_participant = models.PositiveIntegerField(default=0, help_text="0: as many as are left.")
     pool_size = models.PositiveIntegerField(

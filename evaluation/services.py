@@ -14,6 +14,7 @@ from django.db.models import CharField, Count, IntegerField, OuterRef, Q, Subque
 from django.db.models.functions import MD5, Cast, Coalesce, Concat
 from django.utils import timezone
 
+from annotator.export import ExportOptions, plan_export
 from annotator.models import Category, Domain, Pair
 from evaluation import sampling
 from evaluation.models import Assignment, ModelAnswer, ModelRun, Participant, Study, StudyItem
@@ -30,12 +31,20 @@ class LeaseLost(StudyError):
 # --- Studies and their sample ------------------------------------------------------------------------------
 
 
-def study_pool(*, categories=(), domains=()):
+def study_pool(*, categories=(), domains=(), split: str = "", split_val_fraction: float = 0.1, split_seed: int = 0):
+    """Accepted pairs, optionally of some categories and domains, and of one split of the benchmark export.
+
+    The split is the one `export_benchmark --val-fraction F --seed S` gives; only exportable pairs have one.
+    """
     pool = Pair.objects.accepted()
     if categories:
         pool = pool.filter(category__in=categories)
     if domains:
         pool = pool.filter(domain__in=domains)
+    if split:
+        options = ExportOptions(out="", val_fraction=split_val_fraction, seed=split_seed)
+        plan = plan_export(options)
+        pool = pool.filter(pk__in=[pk for pk in plan.included if plan.split_of(pk) == split])
     return pool
 
 
@@ -48,6 +57,9 @@ def study_create(
     raters_per_item: int = 1,
     categories=(),
     domains=(),
+    split: str = "",
+    split_val_fraction: float = 0.1,
+    split_seed: int = 0,
     practice_count: int | None = None,
     items_per_participant: int = 0,
     open_cap: int = 0,
@@ -65,11 +77,19 @@ def study_create(
     bad = [c for c in categories if c not in Category.values] + [d for d in domains if d not in Domain.values]
     if bad:
         raise StudyError(f"filters: unknown category or domain {', '.join(bad)}.")
+    if split not in ("", "test", "val"):
+        raise StudyError(f"split: must be test, val or empty, got {split!r}.")
+    if not 0 <= split_val_fraction < 1:
+        raise StudyError(f"split_val_fraction: must be at least 0 and below 1, got {split_val_fraction}.")
     practice_count = settings.STUDY_PRACTICE_COUNT if practice_count is None else practice_count
     pool = list(
-        study_pool(categories=categories, domains=domains).values_list(
-            "pk", "category", "domain", "source", "source_id"
-        )
+        study_pool(
+            categories=categories,
+            domains=domains,
+            split=split,
+            split_val_fraction=split_val_fraction,
+            split_seed=split_seed,
+        ).values_list("pk", "category", "domain", "source", "source_id")
     )
     if not pool:
         raise StudyError("pool: there are no accepted pairs matching the filters.")
@@ -85,6 +105,9 @@ def study_create(
         raters_per_item=raters_per_item,
         categories=list(categories),
         domains=list(domains),
+        split=split,
+        split_val_fraction=split_val_fraction,
+        split_seed=split_seed,
         practice_count=len(practice),
         items_per_participant=items_per_participant,
         open_cap=open_cap,

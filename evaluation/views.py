@@ -26,6 +26,11 @@ class StudyForm(forms.Form):
         choices=Category.choices, required=False, widget=forms.CheckboxSelectMultiple
     )
     domains = forms.MultipleChoiceField(choices=Domain.choices, required=False, widget=forms.CheckboxSelectMultiple)
+    split = forms.ChoiceField(
+        choices=[("", "any split"), ("test", "test"), ("val", "val")], required=False, label="Export split"
+    )
+    split_val_fraction = forms.FloatField(initial=0.1, min_value=0, max_value=0.99, label="Split: val fraction")
+    split_seed = forms.IntegerField(initial=0, label="Split: seed")
     practice_count = forms.IntegerField(initial=3, min_value=0, max_value=20, label="Practice items")
     items_per_participant = forms.IntegerField(initial=0, min_value=0, label="Items each (0: all)")
     invites = forms.IntegerField(initial=5, min_value=0, max_value=10000, label="Invite links")

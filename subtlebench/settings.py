@@ -253,3 +253,8 @@ if SIMILARITY_CATCH_UP_MINUTES:
         # Without a GPU worker the queue would only grow: a catch-up nobody took in time is dropped.
         "options": {"expires": 60.0 * SIMILARITY_CATCH_UP_MINUTES},
     }
+# Export.
+# Where exports started from the /exports/ page are written (a folder name below it), and their zips.
+EXPORT_ROOT = Path(os.getenv("EXPORT_ROOT", VAR_DIR / "exports"))
+# Image copies in flight at once during an export (file creation is latency-bound; threads overlap it).
+EXPORT_COPY_THREADS = envint("EXPORT_COPY_THREADS", "4")

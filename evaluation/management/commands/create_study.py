@@ -18,6 +18,9 @@ class Command(BaseCommand):
         parser.add_argument("--invites", type=int, default=0, help="Invite links to create and print.")
         parser.add_argument("--category", action="append", default=[], help="Only this category (repeatable).")
         parser.add_argument("--domain", action="append", default=[], help="Only this domain (repeatable).")
+        parser.add_argument("--split", choices=["test", "val"], default="", help="Only pairs of this export split.")
+        parser.add_argument("--split-val-fraction", type=float, default=0.1, help="The export's --val-fraction.")
+        parser.add_argument("--split-seed", type=int, default=0, help="The export's --seed.")
         parser.add_argument("--practice", type=int, default=None, help="Practice items (default from settings).")
         parser.add_argument("--open-cap", type=int, default=0, help="Also an open link admitting this many.")
 
@@ -30,6 +33,9 @@ class Command(BaseCommand):
                 raters_per_item=options["raters"],
                 categories=options["category"],
                 domains=options["domain"],
+                split=options["split"],
+                split_val_fraction=options["split_val_fraction"],
+                split_seed=options["split_seed"],
                 practice_count=options["practice"],
                 invites=options["invites"],
                 open_cap=options["open_cap"],

@@ -1,0 +1,61 @@
+"""`manage.py export_benchmark --out DIR|s3://bucket/prefix`: write the benchmark in the official format."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotator.benchmark_format import SPLITS
+from annotator.export import ExportError, ExportOptions, benchmark_export
+from annotator.models import Category, Domain
+
+
+class Command(BaseCommand):
+    help = (
+        "Export accepted pairs that pass the subtlety rule as data/test.jsonl, data/val.jsonl, images/, "
+        "a dataset card and a manifest, to a folder (atomically) or to s3://bucket/prefix."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--out", required=True, help="Target folder, or s3://bucket/prefix.")
+        parser.add_argument("--val-fraction", type=float, default=0.1, help="Share of each category in val.")
+        parser.add_argument("--seed", type=int, default=0, help="Seed of the split (same seed, same split).")
+        parser.add_argument("--min-similarity", type=float, default=None, help="A stricter similarity bar.")
+        parser.add_argument("--category", action="append", default=[], choices=Category.values)
+        parser.add_argument("--domain", action="append", default=[], choices=Domain.values)
+        parser.add_argument("--dry-run", action="store_true", help="Print the counts; write nothing.")
+        parser.add_argument(
+            "--reproducible", action="store_true", help="Fix the card's time: same database, same bytes."
+        )
+
+    def handle(self, *args, **opts):
+        try:
+            options = ExportOptions(
+                out=opts["out"],
+                val_fraction=opts["val_fraction"],
+                seed=opts["seed"],
+                min_similarity=opts["min_similarity"],
+                categories=tuple(opts["category"]),
+                domains=tuple(opts["domain"]),
+                reproducible=opts["reproducible"],
+            )
+            result = benchmark_export(options=options, dry_run=opts["dry_run"])
+        except ExportError as error:
+            raise CommandError(str(error))
+        for category in sorted(result["counts"]):
+            for domain in sorted(result["counts"][category]):
+                cell = result["counts"][category][domain]
+                self.stdout.write(f"{category:<10} {domain:<11} test {cell['test']:>6}  val {cell['val']:>6}")
+        for skipped in result["skipped"]:
+            self.stdout.write(f"skipped pair {skipped['pair']}: {skipped['reason']}")
+        if result["skipped_count"] > len(result["skipped"]):
+            self.stdout.write(f"... and {result['skipped_count'] - len(result['skipped'])} more skipped")
+        splits = ", ".join(f"{split} {result['splits'][split]}" for split in SPLITS)
+        if result.get("dry_run"):
+            self.stdout.write(f"Dry run: {result['items']} items ({splits}), {result['skipped_count']} skipped.")
+        else:
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"Exported {result['items']} items ({splits}) and {result['images']} images to "
+                    f"{result['out']}; {result['skipped_count']} skipped."
+                )
+            )

@@ -1,0 +1,88 @@
+"""Export API: start an export job, list past exports, one export's detail (thin views over annotator.export)."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.response import Response
+
+from annotator.export import ExportError, ExportOptions, export_folder_for_web, export_start
+from annotator.models import Category, Domain, Job
+from subtlebench.roles import COORDINATOR, HasRole
+
+
+class ExportStartInputSerializer(serializers.Serializer):
+    target = serializers.CharField(help_text="A folder name under EXPORT_ROOT, or s3://bucket/prefix.")
+    val_fraction = serializers.FloatField(default=0.1, min_value=0, max_value=0.9)
+    seed = serializers.IntegerField(default=0)
+    min_similarity = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0, max_value=1)
+    categories = serializers.ListField(child=serializers.ChoiceField(Category.choices), default=list)
+    domains = serializers.ListField(child=serializers.ChoiceField(Domain.choices), default=list)
+    reproducible = serializers.BooleanField(default=False)
+
+
+class ExportOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.CharField()
+    percent = serializers.IntegerField()
+    total = serializers.IntegerField()
+    done = serializers.IntegerField()
+    errors = serializers.ListField(child=serializers.CharField())
+    created = serializers.DateTimeField()
+    finished = serializers.DateTimeField(allow_null=True)
+    created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
+    options = serializers.DictField(source="result.options", default=dict)
+    result = serializers.DictField()
+    job_url = serializers.SerializerMethodField()
+    download_url = serializers.SerializerMethodField()
+
+    def get_job_url(self, job) -> str:
+        return f"/jobs/{job.pk}/"
+
+    def get_download_url(self, job) -> str | None:
+        return f"/exports/{job.pk}/download/" if job.status == Job.Status.SUCCEEDED else None
+
+
+def export_jobs():
+    return Job.objects.filter(kind=Job.Kind.EXPORT).select_related("created_by").order_by("-created")
+
+
+@extend_schema(request=ExportStartInputSerializer, responses={202: ExportOutputSerializer})
+@api_view(["POST"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def export_start_api(request):
+    """Queue an export job; poll its detail (or /jobs/<id>/) for progress and counts."""
+    data = ExportStartInputSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    fields = dict(data.validated_data)
+    target = fields.pop("target").strip()
+    try:
+        options = ExportOptions(
+            **fields,
+            out=target if target.startswith("s3://") else export_folder_for_web(target),
+        )
+    except ExportError as error:
+        return Response({"detail": str(error)}, status=status.HTTP_400_BAD_REQUEST)
+    job = export_start(options=options, user=request.user)
+    return Response(ExportOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(responses=ExportOutputSerializer(many=True))
+@api_view(["GET"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def export_list_api(request):
+    """Past and running exports, newest first, with their counts."""
+    paginator = LimitOffsetPagination()
+    page = paginator.paginate_queryset(export_jobs(), request)
+    return paginator.get_paginated_response(ExportOutputSerializer(page, many=True).data)
+
+
+@extend_schema(responses=ExportOutputSerializer)
+@api_view(["GET"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def export_detail_api(request, job_id: int):
+    """One export: status, progress, options, counts per category x domain and split, skipped items."""
+    return Response(ExportOutputSerializer(get_object_or_404(export_jobs(), pk=job_id)).data)

@@ -1,0 +1,100 @@
+"""Builders for export tests: accepted pairs with or without a chosen caption, small datasets on disk."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+from annotator.models import Caption, Frame, Pair, Video
+from tests import factories
+from tests.factories import jpeg_bytes, make_image
+
+_colors = itertools.count(1)
+
+
+def make_video(frames: int = 2) -> Video:
+    """A video whose frames differ from every other video's (the shared factory's frames look alike)."""
+    video = factories.make_video(frames=0)
+    video.frame_count = frames
+    video.save(update_fields=["frame_count"])
+    n = next(_colors)
+    color = (n * 37 % 256, n * 91 % 256, n * 53 % 256)
+    for index in range(frames):
+        image = make_image(shift=index, name=f"frames/{video.yt8m_id}/{index:06d}.jpg", color=color)
+        Frame.objects.create(video=video, index=index, timestamp=float(index), pts=index * 1000, image=image)
+    return video
+
+
+def make_pair(video: Video | None = None, **fields) -> Pair:
+    return factories.make_pair(video=video or make_video(2), **fields)
+
+
+def accepted_caption(pair: Pair, author, text: str = "The cup moved left.") -> Caption:
+    return Caption.objects.create(pair=pair, author=author, text=text, status=Caption.Status.ACCEPTED, chosen=True)
+
+
+def video_with_pairs(count: int, category: str = "temporal", **fields) -> list[Pair]:
+    """`count` pairs over the frames of one video (frames 0-1, 1-2, ...), so they share images."""
+    video = make_video(frames=count + 1)
+    frames = list(video.frames.order_by("index"))
+    pairs = []
+    for n in range(count):
+        pair = make_pair(video=video, category=category, **fields)
+        pair.image_1, pair.image_2 = frames[n].image, frames[n + 1].image
+        pair.save(update_fields=["image_1", "image_2"])
+        pairs.append(pair)
+    return pairs
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def all_records(root: Path) -> list[dict]:
+    return read_jsonl(root / "data/test.jsonl") + read_jsonl(root / "data/val.jsonl")
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def record(n: int = 1, **fields) -> dict:
+    base = {
+        "image_1": f"images/aerial/change/{n}_a.jpg",
+        "image_2": f"images/aerial/change/{n}_b.jpg",
+        "question": "What was added in the second image?",
+        "answer": "a car",
+        "distractors": ["a tree", "a house", "a boat"],
+        "has_caption": False,
+        "caption": None,
+        "category": "existence",
+        "domain": "aerial",
+        "source": "levir",
+        "source_id": str(n),
+        "raw_folder": "levir_existence_pairs",
+        "generation_info": None,
+    }
+    base.update(fields)
+    if "raw_folder" not in fields:
+        base["raw_folder"] = f"{base['source']}_{base['category']}_pairs"
+    return base
+
+
+def write_dataset(root: Path, test: list[dict], val: list[dict] = (), images: bool = True) -> Path:
+    """A dataset folder in the benchmark format, with a real JPEG at every image path the records name."""
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    for split, records in (("test", test), ("val", val)):
+        lines = [r if isinstance(r, str) else json.dumps(r) for r in records]
+        (root / f"data/{split}.jsonl").write_text("".join(line + "\n" for line in lines))
+        if not images:
+            continue
+        for shift, r in enumerate(records):
+            if isinstance(r, str):
+                continue
+            for field in ("image_1", "image_2"):
+                path = r.get(field)
+                if isinstance(path, str) and ".." not in path and not (root / path).exists():
+                    (root / path).parent.mkdir(parents=True, exist_ok=True)
+                    (root / path).write_bytes(jpeg_bytes(shift * 3 + (field == "image_2")))
+    return root

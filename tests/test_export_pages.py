@@ -1,0 +1,239 @@
+"""The /exports/ pages, the export API and the export job: permissions, starting, history, downloads."""
+
+from __future__ import annotations
+
+import io
+import urllib.request
+import zipfile
+
+import pytest
+from django.urls import reverse
+
+from annotator.export import MANIFEST, ExportOptions, export_run, export_start
+from annotator.models import Job
+from tests.conftest import wait_until
+from tests.export_fixtures import make_pair, tree_bytes
+
+pytestmark = pytest.mark.django_db
+
+PAGES = ["/exports/", "/exports/history/"]
+API = ["/api/exports/", "/api/exports/1/"]
+
+
+@pytest.fixture(autouse=True)
+def export_root(settings, tmp_path):
+    settings.EXPORT_ROOT = tmp_path / "exports"
+    return settings.EXPORT_ROOT
+
+
+def finished_export(user, out: str, **options) -> Job:
+    job = export_start(options=ExportOptions(out=out, reproducible=True, **options), user=user)
+    return export_run(job_id=job.pk)
+
+
+@pytest.mark.parametrize("url", [*PAGES, "/exports/1/download/"])
+def test_pages_send_anonymous_users_to_login(client, url):
+    response = client.get(url)
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+@pytest.mark.parametrize("url", [*PAGES, "/exports/1/download/"])
+def test_pages_refuse_other_roles(client_for, annotator, reviewer, url):
+    assert client_for(annotator).get(url).status_code == 403
+    assert client_for(reviewer).get(url).status_code == 403
+
+
+@pytest.mark.parametrize("url", [*PAGES, "/exports/1/download/"])
+def test_pages_refuse_wrong_methods(client_for, coordinator, url):
+    assert client_for(coordinator).put(url).status_code == 405
+
+
+@pytest.mark.parametrize("url", [*API, "/api/exports/start/"])
+def test_api_refuses_anonymous_users_and_other_roles(client, client_for, annotator, url):
+    assert client.get(url).status_code in (401, 403)
+    assert client_for(annotator).get(url).status_code == 403
+
+
+def test_api_refuses_wrong_methods(client_for, coordinator):
+    api = client_for(coordinator)
+    assert api.post("/api/exports/").status_code == 405
+    assert api.get("/api/exports/start/").status_code == 405
+    assert api.post("/api/exports/1/").status_code == 405
+
+
+def test_a_coordinator_starts_an_export_job_that_writes_the_export(
+    client_for, coordinator, export_root, django_capture_on_commit_callbacks
+):
+    make_pair()
+    page = client_for(coordinator)
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = page.post("/exports/", {"target": "v1", "val_fraction": "0", "seed": "0", "action": "start"})
+    assert response.status_code == 302 and len(callbacks) == 1
+    job = Job.objects.get(kind=Job.Kind.EXPORT)
+    assert job.status == Job.Status.QUEUED and job.created_by == coordinator
+    assert job.result["options"]["out"] == str(export_root / "v1")
+
+    job = export_run(job_id=job.pk)
+
+    assert job.status == Job.Status.SUCCEEDED and job.done == job.total == 1
+    assert job.result["splits"] == {"test": 1, "val": 0} and (export_root / "v1" / MANIFEST).exists()
+    assert export_run(job_id=job.pk).finished == job.finished  # a redelivered task changes nothing
+
+
+def test_the_page_previews_counts_without_starting_a_job(client_for, coordinator):
+    make_pair(category="temporal")
+    make_pair(answer="x", distractors=["x"])
+    response = client_for(coordinator).post(
+        "/exports/", {"target": "v1", "val_fraction": "0", "seed": "0", "action": "preview"}
+    )
+    html = response.content.decode()
+    assert response.status_code == 200 and "Preview: 1 items" in html and "1 skipped" in html
+    assert "is among the distractors" in html
+    assert not Job.objects.exists()
+
+
+def test_the_page_refuses_a_target_that_is_a_path(client_for, coordinator):
+    response = client_for(coordinator).post("/exports/", {"target": "../etc", "val_fraction": "0.1", "seed": "0"})
+    assert "must be a plain name" in response.content.decode() and not Job.objects.exists()
+
+
+def test_a_failed_export_job_records_its_error(coordinator, export_root):
+    pair = make_pair()
+    pair.image_1.file.delete(save=False)
+    job = finished_export(coordinator, str(export_root / "v1"))
+    assert job.status == Job.Status.FAILED and "cannot be read from storage" in job.errors[-1]
+
+
+def test_the_history_lists_exports_with_counts_links_and_a_bounded_query_count(
+    client_for, coordinator, export_root, django_assert_max_num_queries
+):
+    make_pair()
+    jobs = [finished_export(coordinator, str(export_root / f"v{n}"), val_fraction=0) for n in range(3)]
+    page = client_for(coordinator)
+    with django_assert_max_num_queries(8):
+        html = page.get("/exports/").content.decode()
+    for job in jobs:
+        assert f'href="/jobs/{job.pk}/"' in html and reverse("export-download", args=[job.pk]) in html
+    assert html.count('<td class="num">1</td>') == 3
+    with django_assert_max_num_queries(6):
+        assert page.get("/exports/history/").status_code == 200
+
+
+def test_the_history_polls_only_while_an_export_runs(client_for, coordinator):
+    page = client_for(coordinator)
+    job = export_start(options=ExportOptions(out="x"), user=coordinator)
+    assert 'hx-trigger="every 2s"' in page.get("/exports/history/").content.decode()
+    Job.objects.filter(pk=job.pk).update(status=Job.Status.SUCCEEDED)
+    assert 'hx-trigger="every 2s"' not in page.get("/exports/history/").content.decode()
+
+
+def test_it_downloads_a_local_export_as_a_zip_built_once(client_for, coordinator, export_root):
+    make_pair()
+    job = finished_export(coordinator, str(export_root / "v1"))
+    page = client_for(coordinator)
+    response = page.get(f"/exports/{job.pk}/download/")
+    assert response.status_code == 200 and response["Content-Type"] == "application/zip"
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
+    files = tree_bytes(export_root / "v1")
+    assert {name: archive.read(name) for name in archive.namelist()} == files
+    [built] = (export_root / ".zips").iterdir()
+    stamp = built.stat().st_mtime_ns
+    b"".join(page.get(f"/exports/{job.pk}/download/").streaming_content)
+    assert built.stat().st_mtime_ns == stamp
+
+
+def test_a_replaced_export_can_no_longer_be_downloaded(client_for, coordinator, export_root):
+    make_pair()
+    old = finished_export(coordinator, str(export_root / "v1"))
+    make_pair()
+    finished_export(coordinator, str(export_root / "v1"))
+    response = client_for(coordinator).get(f"/exports/{old.pk}/download/")
+    assert response.status_code == 410 and "no longer holds this export" in response.content.decode()
+
+
+def test_it_hands_out_a_presigned_url_for_an_s3_export(client_for, coordinator, s3_bucket):
+    make_pair()
+    job = finished_export(coordinator, f"s3://{s3_bucket}/bench")
+    response = client_for(coordinator).get(f"/exports/{job.pk}/download/")
+    assert response.status_code == 302 and "Signature" in response["Location"]
+    with urllib.request.urlopen(response["Location"]) as download:
+        archive = zipfile.ZipFile(io.BytesIO(download.read()))
+    assert "data/test.jsonl" in archive.namelist() and MANIFEST in archive.namelist()
+
+
+def test_an_unfinished_export_has_no_download(client_for, coordinator):
+    job = export_start(options=ExportOptions(out="x"), user=coordinator)
+    assert client_for(coordinator).get(f"/exports/{job.pk}/download/").status_code == 404
+
+
+def test_the_api_starts_lists_and_details_exports(client_for, coordinator, export_root):
+    make_pair()
+    api = client_for(coordinator)
+    response = api.post(
+        "/api/exports/start/", {"target": "api-v1", "val_fraction": 0, "categories": ["temporal"]}, "application/json"
+    )
+    assert response.status_code == 202
+    job_id = response.json()["id"]
+    assert response.json()["options"]["categories"] == ["temporal"]
+    export_run(job_id=job_id)
+    detail = api.get(f"/api/exports/{job_id}/").json()
+    assert detail["status"] == "succeeded" and detail["result"]["items"] == 1
+    assert detail["job_url"] == f"/jobs/{job_id}/" and detail["download_url"] == f"/exports/{job_id}/download/"
+    assert [row["id"] for row in api.get("/api/exports/").json()["results"]] == [job_id]
+
+
+def test_the_api_rejects_bad_options_with_a_message(client_for, coordinator):
+    api = client_for(coordinator)
+    response = api.post("/api/exports/start/", {"target": "/etc"}, "application/json")
+    assert response.status_code == 400 and "plain name" in response.json()["detail"]
+    response = api.post("/api/exports/start/", {"target": "x", "categories": ["colour"]}, "application/json")
+    assert response.status_code == 400 and "categories" in response.json()
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_runs_the_export_job(client_for, coordinator, celery_worker_process, export_root):
+    make_pair()
+    celery_worker_process(EXPORT_ROOT=str(export_root))
+    response = client_for(coordinator).post("/exports/", {"target": "e2e", "val_fraction": "0", "seed": "0"})
+    assert response.status_code == 302
+    job = Job.objects.get(kind=Job.Kind.EXPORT)
+    wait_until(lambda: Job.objects.get(pk=job.pk).status == Job.Status.SUCCEEDED, 60, "the export job")
+    assert (export_root / "e2e/data/test.jsonl").read_text().count("\n") == 1
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_a_coordinator_previews_and_starts_an_export_in_the_browser(page, coordinator, export_root):
+    from tests.conftest import browser_login
+
+    make_pair(category="viewpoint", answer="left", distractors=["right"])
+    make_pair(answer="x", distractors=["x"])
+    browser_login(page, "cora")
+    page.goto("/exports/")
+    page.fill("input[name=target]", "browser-v1")
+    page.fill("input[name=val_fraction]", "0")
+    page.click("button[value=preview]")
+    preview = page.locator("#export-preview")
+    assert "Preview: 1 items" in preview.inner_text() and "is among the distractors" in preview.inner_text()
+    page.click("button[value=start]")
+    page.wait_for_selector("#export-history .badge-queued")
+    job = Job.objects.get(kind=Job.Kind.EXPORT)
+    assert job.result["options"]["out"] == str(export_root / "browser-v1")
+    assert page.locator("#export-history").get_attribute("hx-trigger") == "every 2s"
+
+
+def test_the_job_counts_progress_while_it_streams_the_pairs(coordinator, export_root, monkeypatch):
+    from annotator import export as export_module
+
+    monkeypatch.setattr(export_module, "CHUNK", 2)  # fetch 2 rows at a time, report progress after each 2
+    advances = []
+    real_advance = Job.advance
+    monkeypatch.setattr(
+        Job, "advance", lambda job, steps=1, error=None: (advances.append(steps), real_advance(job, steps, error))
+    )
+    for _ in range(5):
+        make_pair()
+    job = finished_export(coordinator, str(export_root / "v1"), val_fraction=0)
+    assert job.status == Job.Status.SUCCEEDED and job.total == job.done == 5 and job.result["items"] == 5
+    assert advances == [2, 2, 1]

@@ -1,0 +1,137 @@
+"""`import_pairs`: a dataset in the benchmark format becomes submitted pairs, all or nothing; and back again."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.storage import default_storage
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from annotator.benchmark_format import validate_dataset
+from annotator.export import ExportOptions, benchmark_export
+from annotator.models import Caption, Image, Pair
+from annotator.pair_import import PairImportError, pairs_import
+from annotator.similarity import current_fingerprint
+from tests.export_fixtures import all_records, make_pair, record, write_dataset
+
+pytestmark = pytest.mark.django_db
+
+
+def small_dataset(root):
+    return write_dataset(
+        root,
+        [
+            record(1),
+            record(2, has_caption=True, caption="A white car is parked by the road."),
+            record(
+                3,
+                category="state",
+                domain="industrial",
+                source="mvtec",
+                source_id="bottle_7",
+                question="Which bottle is broken?",
+                answer="second image",
+                distractors=["first image"],
+            ),
+        ],
+        [record(4, image_1="images/aerial/change/1_a.jpg")],  # shares an image with record 1
+    )
+
+
+def test_it_imports_records_as_submitted_pairs_with_their_images(tmp_path, annotator):
+    result = pairs_import(folder=small_dataset(tmp_path / "in"), user=annotator)
+
+    assert result == {"pairs": 4, "images": 7, "captions": 1}
+    pairs = {p.source_id: p for p in Pair.objects.all()}
+    assert set(pairs) == {"1", "2", "bottle_7", "4"}
+    bottle = pairs["bottle_7"]
+    assert (bottle.status, bottle.category, bottle.domain, bottle.source) == (
+        "submitted",
+        "state",
+        "industrial",
+        "mvtec",
+    )
+    assert bottle.question == "Which bottle is broken?" and bottle.distractors == ["first image"]
+    assert bottle.author == annotator and bottle.video is None and bottle.submitted_at is not None
+    assert pairs["4"].image_1 == pairs["1"].image_1
+    assert Image.objects.count() == 7
+    for image in Image.objects.all():
+        assert default_storage.exists(image.file.name) and default_storage.exists(image.thumbnail.name)
+        assert (image.width, image.height) == (160, 120) and len(image.sha256) == 64
+    assert Caption.objects.get().text == "A white car is parked by the road."
+
+
+def test_a_bad_record_imports_nothing_and_names_its_line(tmp_path):
+    root = write_dataset(tmp_path / "in", [record(1), record(2), record(3, answer="a tree")])
+    with pytest.raises(PairImportError) as error:
+        pairs_import(folder=root)
+    assert error.value.problems == ["data/test.jsonl:3: the answer 'a tree' is among the distractors"]
+    assert Pair.objects.count() == 0 and Image.objects.count() == 0
+    assert not (tmp_path / "media").exists() or not any((tmp_path / "media").rglob("*.jpg"))
+
+
+def test_an_item_already_in_the_database_imports_nothing(tmp_path):
+    make_pair(category="existence", source="levir", source_id="2")
+    root = write_dataset(tmp_path / "in", [record(1), record(2)])
+    with pytest.raises(PairImportError, match=r"data/test.jsonl:2: item existence_levir_2 already exists"):
+        pairs_import(folder=root)
+    assert Pair.objects.count() == 1
+
+
+def test_a_failure_while_writing_removes_the_files_it_wrote(tmp_path, monkeypatch):
+    root = small_dataset(tmp_path / "in")
+    real_create = Pair.objects.create
+    calls = []
+
+    def failing_create(**fields):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("database went away")
+        return real_create(**fields)
+
+    monkeypatch.setattr(Pair.objects, "create", failing_create)
+    with pytest.raises(RuntimeError):
+        pairs_import(folder=root)
+    assert Pair.objects.count() == 0 and Image.objects.count() == 0
+    assert not any((tmp_path / "media").rglob("*.jpg"))
+
+
+def test_it_only_imports_from_the_import_folders(tmp_path, settings):
+    settings.IMPORT_ROOTS = [(tmp_path / "allowed").resolve()]
+    root = write_dataset(tmp_path / "elsewhere", [record(1)])
+    with pytest.raises(PairImportError, match="outside the import folders"):
+        pairs_import(folder=root)
+
+
+def test_the_command_prints_each_problem_and_fails(tmp_path, capsys):
+    root = write_dataset(tmp_path / "in", [record(1, category="colour")])
+    with pytest.raises(CommandError, match="nothing imported"):
+        call_command("import_pairs", str(root))
+    assert "data/test.jsonl:1: unknown category 'colour'" in capsys.readouterr().err
+
+
+def test_the_command_imports_and_credits_the_user(tmp_path, annotator, capsys):
+    call_command("import_pairs", str(small_dataset(tmp_path / "in")), "--user", "alice")
+    assert "Imported 4 pairs, 7 images, 1 captions." in capsys.readouterr().out
+    assert set(Pair.objects.values_list("author__username", flat=True)) == {"alice"}
+
+
+def test_a_dataset_survives_import_accept_export_and_validate_unchanged(tmp_path, annotator):
+    source = small_dataset(tmp_path / "in")
+    original = sorted(all_records(source), key=lambda r: r["source_id"])
+    pairs_import(folder=source, user=annotator)
+    # Accept as review and the similarity worker would: status, a passing similarity, the caption chosen.
+    Pair.objects.update(status=Pair.Status.ACCEPTED, similarity=0.91, similarity_model=current_fingerprint())
+    Caption.objects.update(status=Caption.Status.ACCEPTED, chosen=True)
+
+    benchmark_export(options=ExportOptions(out=str(tmp_path / "out"), val_fraction=0))
+
+    assert list(validate_dataset(tmp_path / "out")) == []
+    exported = sorted(all_records(tmp_path / "out"), key=lambda r: r["source_id"])
+    image_fields = ("image_1", "image_2")
+    assert [{k: v for k, v in r.items() if k not in image_fields} for r in exported] == [
+        {k: v for k, v in r.items() if k not in image_fields} for r in original
+    ]
+    for before, after in zip(original, exported, strict=True):
+        for field in image_fields:
+            assert (tmp_path / "out" / after[field]).read_bytes() == (source / before[field]).read_bytes()
