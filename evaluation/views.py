@@ -29,8 +29,18 @@ class StudyForm(forms.Form):
     split = forms.ChoiceField(
         choices=[("", "any split"), ("test", "test"), ("val", "val")], required=False, label="Export split"
     )
-    split_val_fraction = forms.FloatField(initial=0.1, min_value=0, max_value=0.99, label="Split: val fraction")
-    split_seed = forms.IntegerField(initial=0, label="Split: seed")
+    split_val_fraction = forms.FloatField(
+        initial=0.1, min_value=0, max_value=0.99, required=False, label="Split: val fraction"
+    )
+    split_seed = forms.IntegerField(initial=0, required=False, label="Split: seed")
+
+    def clean_split_val_fraction(self):
+        value = self.cleaned_data["split_val_fraction"]
+        return 0.1 if value is None else value
+
+    def clean_split_seed(self):
+        value = self.cleaned_data["split_seed"]
+        return 0 if value is None else value
     practice_count = forms.IntegerField(initial=3, min_value=0, max_value=20, label="Practice items")
     items_per_participant = forms.IntegerField(initial=0, min_value=0, label="Items each (0: all)")
     invites = forms.IntegerField(initial=5, min_value=0, max_value=10000, label="Invite links")

@@ -142,6 +142,9 @@ def celery_worker_process(transactional_db, settings):
             "DATABASE_URL": database_url(),
             "MEDIA_ROOT": str(settings.MEDIA_ROOT),
             "IMPORT_ROOTS": os.pathsep.join(str(p) for p in settings.IMPORT_ROOTS),
+            # The worker sees the same model as the test (none, unless the test sets one).
+            "DINOV3_MODEL_DIR": str(settings.DINOV3_MODEL_DIR),
+            "DINOV3_DEMO_MODEL_DIR": str(settings.DINOV3_DEMO_MODEL_DIR),
             **extra_env,
         }
         from subtlebench.celery import app
