@@ -41,6 +41,7 @@ class StudyForm(forms.Form):
     def clean_split_seed(self):
         value = self.cleaned_data["split_seed"]
         return 0 if value is None else value
+
     practice_count = forms.IntegerField(initial=3, min_value=0, max_value=20, label="Practice items")
     items_per_participant = forms.IntegerField(initial=0, min_value=0, label="Items each (0: all)")
     invites = forms.IntegerField(initial=5, min_value=0, max_value=10000, label="Invite links")

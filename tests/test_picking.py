@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import Counter
 from datetime import timedelta
 
 import numpy as np
@@ -13,7 +14,7 @@ from django.db import connection
 from django.utils import timezone
 
 from annotator import picking
-from annotator.demo_pairs import seed_demo_pairs
+from annotator.demo_pairs import PLANS, seed_demo_pairs
 from annotator.models import Frame, Image, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.questions import question_validate
 from annotator.similarity import current_fingerprint
@@ -535,18 +536,26 @@ def test_the_overview_counts_acceptance_and_pairs_per_hour(annotator, reviewer):
 
 def test_the_demo_leaves_pairs_in_every_state_and_is_safe_to_rerun():
     make_user("annotator1", "annotator")
+    make_user("annotator2", "annotator")
     make_user("reviewer", "reviewer")
-    video = make_video(frames=6)
-    base = np.ones(16)
-    for frame in video.frames.select_related("image"):
-        store_embedding(frame.image, vector_with_similarity(base, 0.95, seed=frame.index))
-    assert seed_demo_pairs() == 3
+    base, turn = np.eye(16)[0], np.eye(16)[1]
+    for yt8m_id in ("demo_pan_street", "demo_forward_zoom", "demo_table_shapes", "demo_evening_light"):
+        video = make_video(frames=24, yt8m_id=yt8m_id, every=0.5)
+        for frame in video.frames.select_related("image"):
+            # Frames i and j score cos(0.06 (i - j)): neighbours pass, far-apart frames fail (like the demo model).
+            angle = 0.06 * frame.index
+            store_embedding(frame.image, np.cos(angle) * base + np.sin(angle) * turn)
+    made = seed_demo_pairs()
+    assert made == len(PLANS)
     assert seed_demo_pairs() == 0
-    assert set(Pair.objects.values_list("status", flat=True)) == {"submitted", "accepted", "rejected"}
-    assert Review.objects.filter(decision="reject").exclude(reason="").exists()
+    statuses = Counter(Pair.objects.values_list("status", flat=True))
+    assert statuses["accepted"] >= 10 and statuses["rejected"] == 2 and statuses["submitted"] >= 2
+    assert Pair.objects.filter(status="submitted", similarity__lt=0.8).exists()  # failing the rule: not accepted
+    assert set(Pair.objects.values_list("author__username", flat=True)) == {"annotator1", "annotator2"}
+    assert Review.objects.filter(decision="reject").exclude(reason="").count() == 2
     assert PairDraft.objects.count() == 1
     assert Video.objects.filter(leased_to__isnull=False).count() == 0
-    assert not VideoSkip.objects.exists()  # the demo annotator still gets the demo videos offered
+    assert not VideoSkip.objects.exists()  # the demo annotators still get the demo videos offered
 
 
 @pytest.mark.django_db(transaction=True)
