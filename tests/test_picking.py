@@ -21,7 +21,7 @@ from annotator.similarity import current_fingerprint
 from annotator.tasks import sweep_video_leases
 from tests.conftest import make_user
 from tests.factories import make_pair, make_video
-from tests.similarity_fixtures import store_embedding, vector_with_similarity
+from tests.similarity_fixtures import store_embedding
 
 pytestmark = pytest.mark.django_db
 

@@ -52,3 +52,23 @@ def test_it_parses_database_urls_with_a_socket_host():
 def test_it_rejects_a_non_postgres_database_url():
     with pytest.raises(ImproperlyConfigured, match="postgresql://"):
         database_from_url("mysql://x@y/z")
+
+
+def test_a_wrong_role_gets_a_page_that_says_which_role_is_needed(client_for, stranger):
+    response = client_for(stranger).get("/jobs/")
+    assert response.status_code == 403
+    body = response.content.decode()
+    assert "Not allowed" in body and "This page needs the role" in body and "sam" in body
+
+
+def test_seed_demo_gives_the_demo_users_their_roles_even_without_the_groups(db):
+    from django.contrib.auth.models import Group, User
+
+    from annotator.management.commands.seed_demo import seed_demo_users
+
+    Group.objects.all().delete()  # e.g. after `manage.py flush`
+    seed_demo_users()
+    seed_demo_users()
+    assert set(User.objects.get(username="annotator1").groups.values_list("name", flat=True)) == {"annotator"}
+    assert set(User.objects.get(username="reviewer").groups.values_list("name", flat=True)) == {"reviewer", "annotator"}
+    assert User.objects.get(username="coordinator").check_password("demo")

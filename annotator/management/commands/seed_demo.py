@@ -1,4 +1,4 @@
-"""Demo data for `make run`: users with the three roles (password 'demo'). Safe to re-run."""
+"""Demo data for `make run`: users, videos, similarities, pairs, a study and captions. Safe to re-run."""
 
 from __future__ import annotations
 
@@ -19,18 +19,23 @@ DEMO_USERS = {
 }
 
 
+def seed_demo_users() -> None:
+    """The demo cast, password 'demo'; the role groups are made if missing (e.g. after `manage.py flush`)."""
+    for username, roles in DEMO_USERS.items():
+        user, created = User.objects.get_or_create(username=username)
+        if created:
+            user.set_password("demo")
+            user.is_staff = username == "coordinator"
+            user.is_superuser = username == "coordinator"
+            user.save()
+        user.groups.add(*(Group.objects.get_or_create(name=role)[0] for role in roles))
+
+
 class Command(BaseCommand):
     help = "Create demo users, videos, frames, pairs, captions and a study (demo only; safe to re-run)."
 
     def handle(self, *args, **options):
-        for username, roles in DEMO_USERS.items():
-            user, created = User.objects.get_or_create(username=username)
-            if created:
-                user.set_password("demo")
-                user.is_staff = username == "coordinator"
-                user.is_superuser = username == "coordinator"
-                user.save()
-            user.groups.add(*Group.objects.filter(name__in=roles))
+        seed_demo_users()
         self.stdout.write(f"Demo users: {', '.join(DEMO_USERS)} (password 'demo').")
         demo_videos_seed()
         seed_demo_similarity(self.stdout)
