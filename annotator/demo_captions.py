@@ -9,12 +9,13 @@ from annotator.models import CaptionBatch, CaptionReview, Pair
 
 DEMO_BATCH_TITLE = "Demo captions"
 
+# The first accepted demo pairs are street scenes seen by a panning or advancing camera.
 DEMO_TEXTS = [
-    "In the second image the red mug has moved a few centimetres to the left, closer to the laptop.",
-    "The mug sits further left in the second image, now almost touching the laptop's edge.",
+    "The camera has moved to the right: the houses sit further left in the second image and a new one appears.",
+    "The view has shifted right, so the house on the left edge is cut off and more of the street shows on the right.",
     "The second image is a little blurrier.",
-    "In the second image the person has raised their right arm above their head.",
-    "The camera has turned slightly to the right in the second image, so the doorway is no longer visible.",
+    "The camera moved forward: the houses look larger and the pavement fills more of the second image.",
+    "The scene is seen from a little further right in the second image; the left-most house left the frame.",
 ]
 
 
