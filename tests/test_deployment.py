@@ -112,3 +112,15 @@ def test_settings_refuse_to_start_with_debug_off_and_no_secret_key():
     )
     assert result.returncode != 0
     assert "SECRET_KEY is not set" in result.stderr
+
+
+def test_every_app_service_sees_the_same_model_folder_size_and_device(compose):
+    """The fingerprint that marks similarities stale is computed by every service: they must agree."""
+    seen = set()
+    for name in APP_SERVICES:
+        service = compose["services"][name]
+        environment = service["environment"]
+        model_dir = environment["DINOV3_MODEL_DIR"]
+        assert any(volume.endswith(f":{model_dir}:ro") for volume in service["volumes"]), name
+        seen.add((model_dir, environment["DINOV3_IMAGE_SIZE"], environment["DINOV3_DEVICE"]))
+    assert len(seen) == 1
