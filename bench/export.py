@@ -135,7 +135,10 @@ def add_pairs(total: int) -> None:
     from django.utils import timezone
 
     from annotator.models import Frame, Pair
+    from annotator.similarity import current_fingerprint
 
+    # Scored under the current model, as the export requires (a similarity from another model is stale).
+    fingerprint = current_fingerprint()
     now = timezone.now()
     existing = Pair.objects.count()
     videos: dict[int, tuple] = {}
@@ -155,7 +158,7 @@ def add_pairs(total: int) -> None:
             image_1_id=image_ids[i], image_2_id=image_ids[j], video_id=video_id,
             category=CATEGORIES[n % len(CATEGORIES)], domain=domain, source="yt8m", source_id=f"{yt8m_id}_{i}_{j}",
             question="Which image was taken later?", answer="second image", distractors=["first image"],
-            similarity=0.9, similarity_model="bench", status="accepted", submitted_at=now, decided_at=now,
+            similarity=0.9, similarity_model=fingerprint, status="accepted", submitted_at=now, decided_at=now,
         ))  # fmt: skip
         if len(batch) == 5000:
             Pair.objects.bulk_create(batch)
@@ -163,11 +166,14 @@ def add_pairs(total: int) -> None:
     Pair.objects.bulk_create(batch)
 
 
-def run_child(out: Path, env: dict) -> dict:
+def run_child(out: Path, env: dict, expected_items: int) -> dict:
     output = subprocess.run(
         [sys.executable, __file__, "--child", str(out)], env=env, check=True, capture_output=True, text=True
     )
-    return json.loads(output.stdout.strip().splitlines()[-1])
+    result = json.loads(output.stdout.strip().splitlines()[-1])
+    if result["items"] != expected_items:
+        sys.exit(f"the export wrote {result['items']} items, not {expected_items}: the figures would mean nothing")
+    return result
 
 
 def main() -> None:
@@ -213,11 +219,11 @@ def main() -> None:
             )
             shutil.rmtree(var / "cp-copy")
             subprocess.run(["sync"], check=True)
-            exports.append(run_child(var / f"out-{round_}", env))
+            exports.append(run_child(var / f"out-{round_}", env, args.items))
             shutil.rmtree(var / f"out-{round_}")
         subprocess.run(["sync"], check=True)
         add_pairs(args.large)
-        large = run_child(var / "out-large", env)
+        large = run_child(var / "out-large", env, args.large)
 
         def median(runs, key):
             return statistics.median(run[key] for run in runs)
