@@ -1,3 +1,0 @@
-"""HTML views of the annotator app."""
-
-from __future__ import annotations
