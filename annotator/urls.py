@@ -1,6 +1,6 @@
 from django.urls import path
 
-from annotator import export_views, views_captions, views_jobs, views_picking, views_similarity, views_videos
+from annotator import views_captions, views_exports, views_jobs, views_picking, views_similarity, views_videos
 
 urlpatterns = [
     # Videos and import
@@ -32,7 +32,7 @@ urlpatterns = [
     path("captions/<int:caption_id>/review/", views_captions.caption_review, name="caption-review"),
     path("captions/<int:caption_id>/choose/", views_captions.caption_choose, name="caption-choose"),
     # Exports
-    path("exports/", export_views.exports, name="exports"),
-    path("exports/history/", export_views.export_history, name="export-history"),
-    path("exports/<int:job_id>/download/", export_views.export_download, name="export-download"),
+    path("exports/", views_exports.exports, name="exports"),
+    path("exports/history/", views_exports.export_history, name="export-history"),
+    path("exports/<int:job_id>/download/", views_exports.export_download, name="export-download"),
 ]
