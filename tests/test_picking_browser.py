@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 from annotator import picking
 from annotator.models import Pair, PairDraft
 from tests.conftest import browser_login, wait_until
-from tests.factories import make_video
+from tests.factories import make_pair, make_video
 from tests.similarity_fixtures import store_embedding, vector_with_similarity
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -76,4 +76,28 @@ def test_a_reload_mid_draft_brings_the_draft_back(page, annotator):
     expect(page.locator(".category.on")).to_contain_text("state")
     expect(page.locator("#binary-answer button.on")).to_have_text("B")
     assert PairDraft.objects.get(author=annotator, video=video).state["category"] == "state"
+    assert script_errors == []
+
+
+def test_the_review_page_zooms_both_images_together_and_flickers(page, annotator, reviewer):
+    pair = make_pair(status=Pair.Status.SUBMITTED, author=annotator)
+    script_errors = []
+    page.on("pageerror", lambda error: script_errors.append(str(error)))
+    browser_login(page, "rita")
+    page.goto(f"/review/pairs/{pair.pk}/")
+    first = page.locator("#img-a").get_attribute("src")
+    page.keyboard.press("+")
+    page.keyboard.press("+")
+    for image in ("#img-a", "#img-b"):
+        expect(page.locator(image)).to_have_css("transform", "matrix(1.5625, 0, 0, 1.5625, 0, 0)")
+    page.locator("#img-b").hover()
+    page.mouse.wheel(0, -100)
+    for image in ("#img-a", "#img-b"):
+        expect(page.locator(image)).to_have_css("transform", "matrix(1.95312, 0, 0, 1.95312, 0, 0)")
+    page.keyboard.press("z")
+    expect(page.locator("#img-a")).to_have_css("transform", "none")
+    page.keyboard.press("f")
+    assert page.locator("#img-a").get_attribute("src") == page.locator("#img-b").get_attribute("src") != first
+    page.keyboard.press("f")
+    assert page.locator("#img-a").get_attribute("src") == first
     assert script_errors == []

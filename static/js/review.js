@@ -85,27 +85,7 @@
     $("flicker-note").textContent = flickering ? " showing image 2" : "";
     $("viewer-a").classList.toggle("flicker", flickering);
   }
-  const zoom = { scale: 1, x: 50, y: 50 };
-  function renderZoom() {
-    for (const img of [$("img-a"), $("img-b")]) {
-      img.style.transformOrigin = `${zoom.x}% ${zoom.y}%`;
-      img.style.transform = zoom.scale === 1 ? "" : `scale(${zoom.scale})`;
-    }
-  }
-  function setZoom(scale) {
-    zoom.scale = Math.min(8, Math.max(1, scale));
-    if (zoom.scale === 1) { zoom.x = 50; zoom.y = 50; }
-    renderZoom();
-  }
-  for (const box of document.querySelectorAll(".frame-box")) {
-    const point = (event) => {
-      const rect = box.getBoundingClientRect();
-      zoom.x = ((event.clientX - rect.left) / rect.width) * 100;
-      zoom.y = ((event.clientY - rect.top) / rect.height) * 100;
-    };
-    box.addEventListener("wheel", (event) => { event.preventDefault(); point(event); setZoom(zoom.scale * (event.deltaY < 0 ? 1.25 : 0.8)); }, { passive: false });
-    box.addEventListener("mousemove", (event) => { if (zoom.scale > 1) { point(event); renderZoom(); } });
-  }
+  const zoom = syncZoom([$("img-a"), $("img-b")], document.querySelectorAll(".frame-box"));
   $("show-keys").addEventListener("click", () => $("keys-dialog").showModal());
 
   document.addEventListener("keydown", (event) => {
@@ -122,9 +102,9 @@
     else if (key === "n" && decideBox && !decideBox.hidden) open(rejectForm);
     else if (key === "e" && decideBox && !decideBox.hidden) open(correctForm);
     else if (key === "f") flicker();
-    else if (key === "=" || key === "+") setZoom(zoom.scale * 1.25);
-    else if (key === "-") setZoom(zoom.scale * 0.8);
-    else if (key === "z") setZoom(1);
+    else if (key === "=" || key === "+") zoom.in();
+    else if (key === "-") zoom.out();
+    else if (key === "z") zoom.reset();
     else if (key === "?") $("keys-dialog").showModal();
     else handled = false;
     if (handled) event.preventDefault();

@@ -120,34 +120,7 @@
     $("viewer-a").classList.toggle("flicker", flickering);
   }
 
-  /* --- Synchronised zoom: both images share one scale and origin; scroll zooms, the pointer pans. --- */
-  const zoom = { scale: 1, x: 50, y: 50 };
-  function renderZoom() {
-    for (const img of [$("img-a"), $("img-b")]) {
-      img.style.transformOrigin = `${zoom.x}% ${zoom.y}%`;
-      img.style.transform = zoom.scale === 1 ? "" : `scale(${zoom.scale})`;
-    }
-  }
-  function setZoom(scale) {
-    zoom.scale = Math.min(8, Math.max(1, scale));
-    if (zoom.scale === 1) { zoom.x = 50; zoom.y = 50; }
-    renderZoom();
-  }
-  for (const box of document.querySelectorAll(".frame-box")) {
-    const point = (event) => {
-      const rect = box.getBoundingClientRect();
-      zoom.x = Math.min(100, Math.max(0, ((event.clientX - rect.left) / rect.width) * 100));
-      zoom.y = Math.min(100, Math.max(0, ((event.clientY - rect.top) / rect.height) * 100));
-    };
-    box.addEventListener("wheel", (event) => {
-      event.preventDefault();
-      point(event);
-      setZoom(zoom.scale * (event.deltaY < 0 ? 1.25 : 0.8));
-    }, { passive: false });
-    box.addEventListener("mousemove", (event) => {
-      if (zoom.scale > 1) { point(event); renderZoom(); }
-    });
-  }
+  const zoom = syncZoom([$("img-a"), $("img-b")], document.querySelectorAll(".frame-box"));
 
   /* --- Similarity of A and B, and the suggestions (both from the similarity API; pending until it exists). --- */
   let similarityFor = "";
@@ -516,9 +489,9 @@
     else if (key === "f") flicker();
     else if (key === "s") useSuggestion();
     else if (key === "q") { $("question").focus(); $("question").select(); }
-    else if (key === "=" || key === "+") setZoom(zoom.scale * 1.25);
-    else if (key === "-") setZoom(zoom.scale * 0.8);
-    else if (key === "z") setZoom(1);
+    else if (key === "=" || key === "+") zoom.in();
+    else if (key === "-") zoom.out();
+    else if (key === "z") zoom.reset();
     else if (key in config.keys) setCategory(config.keys[key]);
     else if (key === "Enter") submit();
     else if (key === "Escape") skipDialog.showModal();
