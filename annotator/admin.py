@@ -1,6 +1,21 @@
 from django.contrib import admin
 
-from annotator.models import Caption, Frame, Image, ImageEmbedding, Job, Pair, Review, Video
+from annotator.models import (
+    Caption,
+    CaptionBatch,
+    CaptionReview,
+    CaptionSkip,
+    CaptionTask,
+    Frame,
+    Image,
+    ImageEmbedding,
+    Job,
+    Pair,
+    PairDraft,
+    Review,
+    Video,
+    VideoSkip,
+)
 
 
 @admin.register(Video)
@@ -59,3 +74,42 @@ class ImageEmbeddingAdmin(admin.ModelAdmin):
     list_filter = ("fingerprint",)
     raw_id_fields = ("image",)
     exclude = ("vector",)
+
+
+@admin.register(VideoSkip)
+class VideoSkipAdmin(admin.ModelAdmin):
+    list_display = ("video", "user", "reason", "created")
+    list_filter = ("reason",)
+    raw_id_fields = ("video",)
+
+
+@admin.register(PairDraft)
+class PairDraftAdmin(admin.ModelAdmin):
+    list_display = ("author", "video", "updated")
+    raw_id_fields = ("video",)
+
+
+@admin.register(CaptionBatch)
+class CaptionBatchAdmin(admin.ModelAdmin):
+    list_display = ("title", "selection", "fraction", "seed", "captions_per_item", "created_by", "created")
+    list_filter = ("selection", "show_question", "allow_own_pairs")
+
+
+@admin.register(CaptionTask)
+class CaptionTaskAdmin(admin.ModelAdmin):
+    list_display = ("batch", "pair", "slot", "status", "leased_by", "leased_until")
+    list_filter = ("status", "batch")
+    raw_id_fields = ("pair", "caption")
+
+
+@admin.register(CaptionSkip)
+class CaptionSkipAdmin(admin.ModelAdmin):
+    list_display = ("task", "user", "created")
+    raw_id_fields = ("task",)
+
+
+@admin.register(CaptionReview)
+class CaptionReviewAdmin(admin.ModelAdmin):
+    list_display = ("caption", "reviewer", "decision", "created")
+    list_filter = ("decision",)
+    raw_id_fields = ("caption",)

@@ -1,0 +1,44 @@
+from django.contrib import admin
+
+from evaluation.models import Assignment, ModelAnswer, ModelRun, Participant, Study, StudyItem
+
+
+@admin.register(Study)
+class StudyAdmin(admin.ModelAdmin):
+    list_display = ("name", "fraction", "seed", "raters_per_item", "split", "pool_size", "created")
+    list_filter = ("split", "raters_per_item")
+    search_fields = ("name",)
+
+
+@admin.register(StudyItem)
+class StudyItemAdmin(admin.ModelAdmin):
+    list_display = ("study", "pair", "kind", "category", "domain", "position")
+    list_filter = ("study", "kind", "category", "domain")
+    raw_id_fields = ("pair",)
+
+
+@admin.register(Participant)
+class ParticipantAdmin(admin.ModelAdmin):
+    list_display = ("study", "prolific_pid", "via_open_link", "consented_at", "finished_at")
+    list_filter = ("study", "via_open_link")
+    search_fields = ("prolific_pid",)
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(admin.ModelAdmin):
+    list_display = ("participant", "item", "sequence", "served_at", "answered_at", "correct", "too_fast")
+    list_filter = ("correct", "too_fast", "item__study")
+    raw_id_fields = ("participant", "item")
+
+
+@admin.register(ModelRun)
+class ModelRunAdmin(admin.ModelAdmin):
+    list_display = ("study", "name", "entries", "matched", "created")
+    list_filter = ("study",)
+
+
+@admin.register(ModelAnswer)
+class ModelAnswerAdmin(admin.ModelAdmin):
+    list_display = ("run", "item", "is_correct")
+    list_filter = ("run", "is_correct")
+    raw_id_fields = ("item",)
