@@ -217,3 +217,18 @@ def test_it_refuses_a_manifest_whose_header_lacks_a_column(tmp_path):
 def test_it_refuses_every_and_frames_together(h264_video):
     with pytest.raises(CommandError, match="not allowed with argument"):
         call_command("import_videos", str(h264_video.parent), "--every", "1", "--frames", "3")
+
+
+def test_frames_go_to_s3_storage_and_the_api_hands_out_signed_urls(h264_video, s3_storage, client_for, annotator):
+    """Media in an S3 bucket (moto's server on loopback): frames and thumbnails are objects there."""
+    call_command("import_videos", str(h264_video.parent), "--sync", "--every", "4")
+    video = Video.objects.get()
+    frames = list(video.frames.select_related("image").order_by("index"))
+    assert len(frames) == 3
+    keys = {obj["Key"] for obj in s3_client().list_objects_v2(Bucket=s3_storage)["Contents"]}
+    for frame in frames:
+        assert f"media/{frame.image.file.name}" in keys and f"media/{frame.image.thumbnail.name}" in keys
+    assert [frame_number(f.image.file) for f in frames] == [0, 100, 200]  # read back through S3
+    listed = client_for(annotator).get(f"/api/videos/{video.pk}/frames/").json()
+    rows = listed["results"] if isinstance(listed, dict) else listed
+    assert rows[0]["image_url"].startswith("http://127.0.0.1:") and "X-Amz-Signature=" in rows[0]["image_url"]
