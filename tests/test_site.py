@@ -72,3 +72,15 @@ def test_seed_demo_gives_the_demo_users_their_roles_even_without_the_groups(db):
     assert set(User.objects.get(username="annotator1").groups.values_list("name", flat=True)) == {"annotator"}
     assert set(User.objects.get(username="reviewer").groups.values_list("name", flat=True)) == {"reviewer", "annotator"}
     assert User.objects.get(username="coordinator").check_password("demo")
+
+
+def test_the_site_pages_refuse_wrong_methods(client, client_for, annotator):
+    assert client_for(annotator).post("/").status_code == 405
+    assert client.post("/healthz").status_code == 405
+    assert client_for(annotator).post("/media/frames/a.jpg").status_code == 405
+
+
+def test_a_user_without_a_role_sees_how_to_get_one(client_for, stranger):
+    page = client_for(stranger).get("/").content.decode()
+    assert "Your account has no role yet" in page
+    assert "Pick pairs</h2>" not in page and "Human baseline" not in page
