@@ -14,11 +14,11 @@ $(VENV)/.installed: requirements.txt requirements-gpu.txt requirements-dev.txt
 install: $(VENV)/.installed
 
 run: install
-	$(BIN)/python -m subtlebench.devserver
+	$(BIN)/python -m devtools.devserver
 
 test: install
 	@test -x "$(CHROMIUM)" || { echo "make test: Chromium is missing at $(CHROMIUM); the browser tests need it. Install it with: apt-get install -y chromium"; exit 1; }
-	LOCAL_REDIS_DB=1 $(BIN)/python -m subtlebench.localservices -- $(BIN)/pytest
+	LOCAL_REDIS_DB=1 $(BIN)/python -m devtools.localservices -- $(BIN)/pytest
 
 lint: install
 	$(BIN)/ruff check .

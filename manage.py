@@ -9,7 +9,7 @@ def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "subtlebench.settings")
     if not os.getenv("DATABASE_URL") or not os.getenv("CELERY_BROKER_URL"):
         # No services configured: use (and if needed start) the embedded ones under var/.
-        from subtlebench.localservices import ensure_started
+        from devtools.localservices import ensure_started
 
         ensure_started()
     from django.core.management import execute_from_command_line

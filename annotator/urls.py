@@ -1,6 +1,11 @@
 from django.urls import path
 
-from annotator import views_captions, views_exports, views_jobs, views_picking, views_similarity, views_videos
+from annotator.captions import views as views_captions
+from annotator.export import views as views_exports
+from annotator.jobs import views as views_jobs
+from annotator.picking import views as views_picking
+from annotator.similarity import views as views_similarity
+from annotator.videos import views as views_videos
 
 urlpatterns = [
     # Videos and import

@@ -1,6 +1,6 @@
 """Caption API: batches, the caption queue (lease, draft, submit, skip), review and the exported caption.
 
-Thin views over annotator.captions, the same services the pages call.
+Thin views over annotator.captions.services, the same services the pages call.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
-from annotator import captions
+from annotator.captions import services as captions
 from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionTask
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 

@@ -1,4 +1,4 @@
-"""Export API: start an export job, list past exports, one export's detail (thin views over annotator.export)."""
+"""Export API: start an export job, list past exports, one export's detail (thin views over the export services)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rest_framework.decorators import api_view, permission_classes
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 
-from annotator.export import ExportError, ExportOptions, export_folder_for_web, export_start
+from annotator.export.services import ExportError, ExportOptions, export_folder_for_web, export_start
 from annotator.models import Category, Domain, Job
 from subtlebench.roles import COORDINATOR, HasRole
 

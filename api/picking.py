@@ -13,8 +13,8 @@ from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
-from annotator import picking
 from annotator.models import Category, Pair, Review, Video, VideoSkip
+from annotator.picking import services as picking
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 
 

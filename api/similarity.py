@@ -10,8 +10,8 @@ from rest_framework import serializers
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
-from annotator import similarity
 from annotator.models import Image, Pair, Video
+from annotator.similarity import services as similarity
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 
 ANY_ROLE = HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)

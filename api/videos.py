@@ -10,7 +10,7 @@ from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 
 from annotator.models import Domain, Frame, Video
-from annotator.videos import ImportSourceError, videos_import
+from annotator.videos.services import ImportSourceError, videos_import
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 
 READERS = HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)

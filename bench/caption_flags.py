@@ -1,6 +1,6 @@
 """Measure the caption quality check (short / duplicate / near-duplicate) against many stored captions.
 
-Prints the per-submit time of annotator.captions.caption_quality_flags (indexed prefix filter, bounded scan)
+Prints the per-submit time of annotator.captions.services.caption_quality_flags (indexed prefix filter, bounded scan)
 beside a naive scan of every caption, over N synthetic captions built from a small vocabulary (so many are
 similar: a hard case for the candidate filter). Runs in one transaction and rolls it back.
 
@@ -26,7 +26,7 @@ django.setup()
 from django.contrib.auth.models import User  # noqa: E402
 from django.db import transaction  # noqa: E402
 
-from annotator import captions  # noqa: E402
+from annotator.captions import services as captions  # noqa: E402
 from annotator.models import Caption, Image, Pair  # noqa: E402
 
 COLOURS = "red blue green yellow black white orange grey brown pink".split()

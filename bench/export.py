@@ -57,7 +57,7 @@ def setup_django():
 def child_export(out: str) -> None:
     """In a fresh process: run one export and print its wall time and memory as JSON."""
     setup_django()
-    from annotator.export import ExportOptions, benchmark_export
+    from annotator.export.services import ExportOptions, benchmark_export
 
     before = rss_kb()
     cpu_before = cpu_seconds(resource.RUSAGE_SELF)
@@ -135,7 +135,7 @@ def add_pairs(total: int) -> None:
     from django.utils import timezone
 
     from annotator.models import Frame, Pair
-    from annotator.similarity import current_fingerprint
+    from annotator.similarity.services import current_fingerprint
 
     # Scored under the current model, as the export requires (a similarity from another model is stale).
     fingerprint = current_fingerprint()

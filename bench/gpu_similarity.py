@@ -1,6 +1,6 @@
 """GPU benchmark: DINOv3 ViT-L/16 at 224 in bf16, end to end from JPEG files against the forward pass alone.
 
-End to end = the worker's `annotator.embedder.Embedder.embed` over JPEG files on disk: decode on CPU threads
+End to end = the worker's `annotator.similarity.embedder.Embedder.embed` over JPEG files on disk: decode on CPU threads
 (PIL, `draft`), pinned host buffers, copies on a side stream, resize + normalise on the GPU, forward, vectors
 back on the host. Forward only = the same model on preprocessed tensors already on the GPU.
 Targets: >= 2,500 images/s end to end, and >= 80% of the forward-only rate. Needs no Django and no network.
@@ -24,7 +24,7 @@ from PIL import Image, ImageDraw
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from annotator.embedder import Embedder, build_random_model, decode_image  # noqa: E402
+from annotator.similarity.embedder import Embedder, build_random_model, decode_image  # noqa: E402
 
 TINY = os.getenv("BENCH_TINY") == "1"
 VIT_L16 = dict(

@@ -24,8 +24,8 @@ django.setup()
 
 import numpy as np  # noqa: E402
 
-from annotator import sampling  # noqa: E402
-from annotator.demo_videos import textured_scene, write_video  # noqa: E402
+from annotator.videos import sampling  # noqa: E402
+from demo.videos import textured_scene, write_video  # noqa: E402
 
 SECONDS = 300
 FPS = 25

@@ -25,7 +25,7 @@ from PIL import Image, ImageDraw
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from annotator.embedder import Embedder, build_random_model, decode_image, preprocess  # noqa: E402
+from annotator.similarity.embedder import Embedder, build_random_model, decode_image, preprocess  # noqa: E402
 
 VIT_S16 = dict(
     hidden_size=384,

@@ -14,7 +14,7 @@ from django.db.models import CharField, Count, IntegerField, OuterRef, Q, Subque
 from django.db.models.functions import MD5, Cast, Coalesce, Concat
 from django.utils import timezone
 
-from annotator.export import ExportOptions, plan_export
+from annotator.export.services import ExportOptions, plan_export
 from annotator.models import Category, Domain, Pair
 from evaluation import sampling
 from evaluation.models import Assignment, ModelAnswer, ModelRun, Participant, Study, StudyItem

@@ -1,4 +1,4 @@
-"""The Celery application: Redis broker, tasks discovered in each app's tasks.py."""
+"""The Celery application: Redis broker, tasks discovered in each workflow package's tasks.py."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "subtlebench.settings")
 
+# Workflow packages with a tasks.py. Task names stay `annotator.tasks.*` (routes and queued messages use them).
+TASK_PACKAGES = ["annotator.videos", "annotator.picking", "annotator.similarity", "annotator.export"]
+
 app = Celery("subtlebench")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+app.autodiscover_tasks(TASK_PACKAGES)

@@ -76,6 +76,9 @@ INSTALLED_APPS = [
     "evaluation",
     "api",
 ]
+if DEBUG:
+    # Demo data (`seed_demo`, used by `make run`): never in a production deployment.
+    INSTALLED_APPS.append("demo")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -102,7 +105,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "subtlebench.context_processors.site",
+                "annotator.context_processors.site",
             ],
         },
     },

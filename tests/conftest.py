@@ -13,7 +13,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connection
 
-from subtlebench.localservices import BASE_DIR
+from devtools.localservices import BASE_DIR
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from PIL import Image as PILImage
 from PIL import ImageDraw
 
 from annotator.models import Category, Domain, Frame, Image, Pair, Video
-from annotator.similarity import current_fingerprint
+from annotator.similarity.services import current_fingerprint
 
 _counter = itertools.count(1)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from annotator.demo_similarity import DEMO_CONFIG
 from annotator.models import Image, ImageEmbedding
-from annotator.similarity import current_fingerprint, vector_bytes
+from annotator.similarity.services import current_fingerprint, vector_bytes
+from demo.similarity import DEMO_CONFIG
 
 # The BENCHMARK.md test model (layerscale 1.0, so a random model does not score every pair 1.0).
 TINY_DINOV3 = DEMO_CONFIG
@@ -42,7 +42,7 @@ def vector_with_similarity(base, value: float, seed: int = 0) -> np.ndarray:
 @pytest.fixture(scope="session")
 def tiny_dinov3_dir(tmp_path_factory):
     """A tiny random DINOv3 saved with save_pretrained: loaded through the same path as real weights."""
-    from annotator.embedder import build_random_model
+    from annotator.similarity.embedder import build_random_model
 
     folder = tmp_path_factory.mktemp("dinov3-tiny")
     build_random_model(folder, seed=0, **TINY_DINOV3)

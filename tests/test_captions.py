@@ -11,9 +11,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection
 from django.utils import timezone
 
-from annotator import captions
-from annotator.demo_captions import seed_demo_captions
+from annotator.captions import services as captions
 from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionSkip, CaptionTask, Category, Pair
+from demo.captions import seed_demo_captions
 from tests.conftest import make_user
 from tests.factories import make_pair, make_video
 

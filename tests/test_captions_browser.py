@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from annotator import captions
+from annotator.captions import services as captions
 from annotator.models import Caption
 from tests.conftest import browser_login, wait_until
 from tests.factories import make_pair

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from annotator import captions
+from annotator.captions import services as captions
 from annotator.models import Caption, CaptionBatch, CaptionTask, Pair
 from tests.factories import make_pair, make_video
 

@@ -15,8 +15,8 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from annotator.models import Category, Domain, Pair
+from demo.studies import seed_demo_study
 from evaluation import services
-from evaluation.demo import seed_demo_study
 from evaluation.models import Assignment, Participant, Study, StudyItem
 from tests.factories import make_pair
 

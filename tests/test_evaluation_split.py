@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotator.export import ExportOptions, plan_export
+from annotator.export.services import ExportOptions, plan_export
 from annotator.models import Category
 from evaluation import services
 from evaluation.models import StudyItem

@@ -12,10 +12,10 @@ from django.core.files.storage import default_storage
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotator.benchmark_format import FIELDS, validate_dataset
-from annotator.export import MANIFEST, ExportError, ExportOptions, benchmark_export, export_queryset
+from annotator.export.format import FIELDS, validate_dataset
+from annotator.export.services import MANIFEST, ExportError, ExportOptions, benchmark_export, export_queryset
 from annotator.models import Caption, Pair
-from annotator.similarity import current_fingerprint
+from annotator.similarity.services import current_fingerprint
 from subtlebench.storage import s3_client
 from tests.export_fixtures import (
     accepted_caption,
@@ -277,7 +277,7 @@ def test_it_exports_to_s3_with_the_manifest_last_and_the_same_bytes(tmp_path, s3
 
 def test_it_uploads_the_manifest_after_every_other_file(tmp_path, s3_bucket, monkeypatch):
     make_pair()
-    from annotator import export as export_module
+    from annotator.export import services as export_module
 
     uploaded = []
     real = export_module.upload_file
@@ -316,7 +316,7 @@ def test_identical_images_in_two_categories_leave_one_file_and_no_stray(tmp_path
 def test_it_retries_a_failed_upload_and_gives_up_with_a_clear_error(tmp_path, s3_bucket, monkeypatch):
     from botocore.exceptions import EndpointConnectionError
 
-    from annotator import export as export_module
+    from annotator.export import services as export_module
 
     make_pair()
     monkeypatch.setattr(export_module, "UPLOAD_PAUSE", 0)

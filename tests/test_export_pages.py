@@ -9,7 +9,7 @@ import zipfile
 import pytest
 from django.urls import reverse
 
-from annotator.export import MANIFEST, ExportOptions, export_run, export_start
+from annotator.export.services import MANIFEST, ExportOptions, export_run, export_start
 from annotator.models import Job
 from tests.conftest import wait_until
 from tests.export_fixtures import make_pair, tree_bytes
@@ -224,7 +224,7 @@ def test_a_coordinator_previews_and_starts_an_export_in_the_browser(page, coordi
 
 
 def test_the_job_counts_progress_while_it_streams_the_pairs(coordinator, export_root, monkeypatch):
-    from annotator import export as export_module
+    from annotator.export import services as export_module
 
     monkeypatch.setattr(export_module, "CHUNK", 2)  # fetch 2 rows at a time, report progress after each 2
     advances = []

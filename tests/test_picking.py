@@ -13,12 +13,12 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils import timezone
 
-from annotator import picking
-from annotator.demo_pairs import PLANS, seed_demo_pairs
 from annotator.models import Frame, Image, Pair, PairDraft, Review, Video, VideoSkip
-from annotator.questions import question_validate
-from annotator.similarity import current_fingerprint
-from annotator.tasks import sweep_video_leases
+from annotator.picking import services as picking
+from annotator.picking.questions import question_validate
+from annotator.picking.tasks import sweep_video_leases
+from annotator.similarity.services import current_fingerprint
+from demo.pairs import PLANS, seed_demo_pairs
 from tests.conftest import make_user
 from tests.factories import make_pair, make_video
 from tests.similarity_fixtures import store_embedding

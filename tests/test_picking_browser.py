@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from annotator import picking
 from annotator.models import Pair, PairDraft
+from annotator.picking import services as picking
 from tests.conftest import browser_login, wait_until
 from tests.factories import make_pair, make_video
 from tests.similarity_fixtures import store_embedding, vector_with_similarity

@@ -13,7 +13,7 @@ from django.core.files.storage import default_storage
 from django.core.management import CommandError, call_command
 
 from annotator.models import Frame, Image, ImageEmbedding, Job, Pair
-from annotator.similarity import (
+from annotator.similarity.services import (
     current_fingerprint,
     embedding_job_create,
     embeddings_compute,
@@ -25,7 +25,7 @@ from annotator.similarity import (
     stored_vectors,
     video_suggestions,
 )
-from subtlebench.localservices import BASE_DIR
+from devtools.localservices import BASE_DIR
 from tests import similarity_fixtures
 from tests.factories import make_image, make_pair, make_video
 from tests.similarity_fixtures import store_embedding, vector_with_similarity
@@ -49,7 +49,7 @@ def test_it_stores_what_dinov3_computes_directly_on_the_same_preprocessed_tensor
     import torch
     from transformers import DINOv3ViTModel
 
-    from annotator.embedder import decode_image, preprocess
+    from annotator.similarity.embedder import decode_image, preprocess
 
     image = make_image(shift=3, size=(200, 150))
     job = embed(image_ids=[image.pk])
@@ -92,7 +92,7 @@ def test_it_marks_a_corrupt_image_failed_and_embeds_the_rest_of_the_batch(dinov3
 
 
 def test_it_halves_the_forward_batch_when_the_device_runs_out_of_memory(dinov3):
-    from annotator.embedder import Embedder
+    from annotator.similarity.embedder import Embedder
 
     images = [make_image(shift=i) for i in range(8)]
     paths = [default_storage.path(image.file.name) for image in images]
@@ -345,7 +345,7 @@ def test_an_unknown_video_is_not_found(client_for, annotator):
 
 
 def test_seed_demo_builds_a_demo_model_and_completes_the_demo_pairs(settings, tmp_path, client_for, annotator):
-    from annotator.demo_similarity import seed_demo_similarity
+    from demo.similarity import seed_demo_similarity
 
     settings.DINOV3_MODEL_DIR = ""
     settings.DINOV3_DEMO_MODEL_DIR = tmp_path / "dinov3-demo"
@@ -373,8 +373,8 @@ def test_no_banner_with_real_weights(dinov3, client_for, annotator):
 def test_the_web_process_and_the_plain_worker_never_import_torch():
     code = (
         "import sys, django; django.setup();"
-        "import subtlebench.urls, api.urls, annotator.urls, annotator.similarity, annotator.tasks;"
-        "import subtlebench.context_processors, annotator.demo_similarity;"
+        "import subtlebench.urls, api.urls, annotator.urls, annotator.similarity.services, annotator.similarity.tasks;"
+        "import annotator.context_processors, demo.similarity;"
         "from django.urls import get_resolver; get_resolver().resolve('/api/similarity/');"
         "from subtlebench.celery import app; app.loader.import_default_modules();"
         "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
@@ -414,7 +414,7 @@ def test_a_saved_corrupt_file_in_storage_is_reported_with_its_name(dinov3):
 
 
 def test_images_of_different_sizes_share_a_batch_and_embed_as_they_would_alone(dinov3):
-    from annotator.embedder import Embedder
+    from annotator.similarity.embedder import Embedder
 
     images = [make_image(size=(160, 120)), make_image(shift=5, size=(300, 200)), make_image(shift=9)]
     paths = [default_storage.path(image.file.name) for image in images]
@@ -447,7 +447,7 @@ def test_compute_embeddings_needs_a_scope_and_a_real_video(dinov3):
 
 
 def test_the_periodic_catch_up_waits_for_a_model_then_does_the_pending_work(no_dinov3, settings, tiny_dinov3_dir):
-    from annotator.similarity import embeddings_catch_up
+    from annotator.similarity.services import embeddings_catch_up
 
     pair = make_pair(similarity=None, similarity_model="")
     assert embeddings_catch_up() is None  # no model: nothing runs, no job piles up, nothing is lost

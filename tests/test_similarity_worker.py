@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from annotator.models import ImageEmbedding, Job
-from annotator.similarity import video_queue_embeddings
+from annotator.similarity.services import video_queue_embeddings
 from tests import similarity_fixtures
 from tests.conftest import wait_until
 from tests.factories import make_pair, make_video

@@ -64,7 +64,7 @@ def test_a_wrong_role_gets_a_page_that_says_which_role_is_needed(client_for, str
 def test_seed_demo_gives_the_demo_users_their_roles_even_without_the_groups(db):
     from django.contrib.auth.models import Group, User
 
-    from annotator.management.commands.seed_demo import seed_demo_users
+    from demo.management.commands.seed_demo import seed_demo_users
 
     Group.objects.all().delete()  # e.g. after `manage.py flush`
     seed_demo_users()

@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotator.benchmark_format import validate_dataset
+from annotator.export.format import validate_dataset
 from tests.export_fixtures import record, write_dataset
 
 

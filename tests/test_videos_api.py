@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from annotator.models import Job, Video
-from annotator.tasks import sample_video
+from annotator.videos.tasks import sample_video
 from tests.conftest import wait_until
 from tests.factories import make_video
 from tests.video_fixtures import *  # noqa: F403 (fixtures)

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 
 from annotator.models import Frame, Video
-from annotator.videos import videos_import
+from annotator.videos.services import videos_import
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
 from tests.video_fixtures import write_h264
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from annotator.demo_videos import DEMO_VIDEOS, demo_videos_seed
 from annotator.models import Frame, Job, Video
+from demo.videos import DEMO_VIDEOS, demo_videos_seed
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +26,7 @@ def test_it_generates_and_samples_the_demo_videos_once(settings):
 
 
 def test_the_panning_video_moves_the_camera_between_frames():
-    from annotator.demo_videos import panning_frames
+    from demo.videos import panning_frames
 
     first, *_, last = panning_frames(size=(160, 96), seconds=1)
     assert (first != last).mean() > 0.5

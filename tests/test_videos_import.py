@@ -9,11 +9,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from PIL import Image as PILImage
 
-from annotator import sampling
-from annotator.demo_videos import write_video
 from annotator.models import Frame, Image, Job, Video
-from annotator.tasks import sample_video
-from annotator.videos import videos_import
+from annotator.videos import sampling
+from annotator.videos.services import videos_import
+from annotator.videos.tasks import sample_video
+from demo.videos import write_video
 from subtlebench.storage import s3_client
 from tests.factories import make_pair
 from tests.video_fixtures import *  # noqa: F403 (fixtures)

@@ -8,7 +8,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from annotator.models import Job, Video
-from annotator.tasks import sample_video
+from annotator.videos.tasks import sample_video
 from tests.factories import make_video
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
 

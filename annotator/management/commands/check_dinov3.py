@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from PIL import Image as PILImage
 from PIL import ImageDraw
 
-from annotator.similarity import fingerprint_of, model_dir, model_problem, weight_files
+from annotator.similarity.services import fingerprint_of, model_dir, model_problem, weight_files
 
 
 def test_card(shift: int = 0, hue: int = 0) -> bytes:
@@ -42,7 +42,7 @@ class Command(BaseCommand):
         if problem:
             raise CommandError(problem)
         device = device or settings.DINOV3_DEVICE
-        from annotator.embedder import Embedder, ModelLoadError
+        from annotator.similarity.embedder import Embedder, ModelLoadError
 
         try:
             embedder = Embedder.load(path, device=device, image_size=settings.DINOV3_IMAGE_SIZE, batch_size=4)

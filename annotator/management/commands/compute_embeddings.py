@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from annotator.models import Job, Video
-from annotator.similarity import (
+from annotator.similarity.services import (
     embedding_job_create,
     embeddings_compute,
     embeddings_queue_pending,

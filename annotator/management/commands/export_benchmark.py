@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotator.benchmark_format import SPLITS
-from annotator.export import ExportError, ExportOptions, benchmark_export
+from annotator.export.format import SPLITS
+from annotator.export.services import ExportError, ExportOptions, benchmark_export
 from annotator.models import Category, Domain
 
 

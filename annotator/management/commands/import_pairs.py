@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError
 
-from annotator.pair_import import PairImportError, pairs_import
+from annotator.export.pair_import import PairImportError, pairs_import
 
 
 class Command(BaseCommand):

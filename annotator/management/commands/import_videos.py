@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from annotator.models import Domain
-from annotator.videos import ImportSourceError, videos_import
+from annotator.videos.services import ImportSourceError, videos_import
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotator.benchmark_format import validate_dataset
+from annotator.export.format import validate_dataset
 
 
 class Command(BaseCommand):

@@ -1,0 +1,283 @@
+"""Caption pages: the coordinator's batches and quality signals, the annotator's caption workbench, the reviewer's
+caption queue. Every view checks its role; the work itself is done by the services in annotator.captions.services.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Count, Prefetch, Q
+from django.http import JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from annotator.captions import services as captions
+from annotator.models import Caption, CaptionBatch, CaptionTask, Pair
+from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, role_required
+
+
+def _problems(error: ValidationError) -> str:
+    return " ".join(error.messages)
+
+
+# --- Coordinator: batches, progress, per-annotator quality -------------------------------------------------
+
+
+class CaptionBatchForm(forms.Form):
+    title = forms.CharField(max_length=200, required=False)
+    selection = forms.ChoiceField(
+        choices=CaptionBatch.Selection.choices, initial=CaptionBatch.Selection.SAMPLE, widget=forms.RadioSelect
+    )
+    pair_ids = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Pair ids")
+    fraction = forms.FloatField(required=False, initial=0.1, min_value=0.0001, max_value=1)
+    seed = forms.IntegerField(required=False, min_value=0, help_text="Empty: a random seed, recorded.")
+    captions_per_item = forms.IntegerField(min_value=1, max_value=captions.MAX_CAPTIONS_PER_ITEM, initial=1)
+    show_question = forms.BooleanField(required=False, label="Show the question and answer to annotators")
+    allow_own_pairs = forms.BooleanField(required=False, label="Annotators may caption pairs they authored")
+
+    def clean_pair_ids(self) -> list[int]:
+        ids = []
+        for token in re.split(r"[\s,;]+", self.cleaned_data["pair_ids"].strip()):
+            if not token:
+                continue
+            if not token.isdigit():
+                raise ValidationError(f"Pair ids are whole numbers separated by commas or spaces; {token!r} is not.")
+            ids.append(int(token))
+        return ids
+
+
+def _coordinator_page(request, form: CaptionBatchForm, status: int = 200):
+    batches = CaptionBatch.objects.with_progress().select_related("created_by")[:50]
+    flagged = (
+        Caption.objects.written()
+        .exclude(flags=[])
+        .select_related("author", "pair")
+        .order_by("-submitted_at", "-pk")[:15]
+    )
+    context = {
+        "form": form,
+        "batches": batches,
+        "stats": captions.caption_annotator_stats(),
+        "flagged": flagged,
+        "accepted_pairs": Pair.objects.accepted().count(),
+        "awaiting_review": Caption.objects.awaiting_review().count(),
+    }
+    return render(request, "captions/home.html", context, status=status)
+
+
+@role_required(COORDINATOR)
+@require_GET
+def captions_home(request):
+    return _coordinator_page(request, CaptionBatchForm())
+
+
+@role_required(COORDINATOR)
+@require_POST
+def caption_batch_create(request):
+    form = CaptionBatchForm(request.POST)
+    if form.is_valid():
+        try:
+            batch = captions.caption_batch_create(created_by=request.user, **form.cleaned_data)
+        except ValidationError as error:
+            form.add_error(None, error)
+        else:
+            count = batch.tasks.values("pair").distinct().count()
+            messages.success(request, f"Batch “{batch.title}” created: {count} pairs to caption.")
+            return redirect("captions-home")
+    return _coordinator_page(request, form, status=400)
+
+
+# --- Annotator: the queue and the workbench ----------------------------------------------------------------
+
+
+@role_required(ANNOTATOR)
+@require_GET
+def captions_work(request):
+    """The annotator's start page: resume a held task, or take the next one; their recent captions."""
+    held = CaptionTask.objects.leased_to(request.user).first()
+    if held is not None:
+        return redirect("caption-workbench", task_id=held.pk)
+    recent = (
+        Caption.objects.written()
+        .filter(author=request.user)
+        .select_related("pair")
+        .prefetch_related(Prefetch("reviews", to_attr="review_list"))
+        .order_by("-submitted_at")[:20]
+    )
+    context = {"available": CaptionTask.objects.available_to(request.user).count(), "recent": recent}
+    return render(request, "captions/work.html", context)
+
+
+def _lease_and_go(request):
+    task = captions.caption_task_lease(user=request.user)
+    if task is None:
+        messages.info(request, "Nothing left to caption for you right now.")
+        return redirect("captions-work")
+    return redirect("caption-workbench", task_id=task.pk)
+
+
+@role_required(ANNOTATOR)
+@require_POST
+def caption_lease(request):
+    return _lease_and_go(request)
+
+
+def _held_task(request, task_id: int) -> CaptionTask:
+    """The task, if this annotator holds its lease; PermissionDenied otherwise."""
+    task = get_object_or_404(CaptionTask.objects.select_related("batch", "pair__image_1", "pair__image_2"), pk=task_id)
+    if not task.is_leased_to(request.user):
+        raise PermissionDenied("You do not hold this caption task.")
+    return task
+
+
+def _workbench(request, task: CaptionTask, text: str | None = None, error: str = "", status: int = 200):
+    draft = captions.caption_draft_of(task, request.user)
+    context = {
+        "task": task,
+        "pair": task.pair,
+        "text": draft.text if text is None and draft else (text or ""),
+        "client_key": request.POST.get("client_key") or uuid.uuid4().hex,
+        "error": error,
+        "guidelines": captions.GUIDELINES,
+        "min_chars": settings.CAPTION_MIN_CHARS,
+        "max_chars": settings.CAPTION_MAX_CHARS,
+    }
+    return render(request, "captions/workbench.html", context, status=status)
+
+
+@role_required(ANNOTATOR)
+@require_GET
+def caption_workbench(request, task_id: int):
+    task = get_object_or_404(CaptionTask, pk=task_id)
+    if not task.is_leased_to(request.user):
+        messages.warning(request, "That caption task is no longer leased to you.")
+        return redirect("captions-work")
+    return _workbench(request, _held_task(request, task_id))
+
+
+@role_required(ANNOTATOR)
+@require_POST
+def caption_draft(request, task_id: int):
+    """Autosave and heartbeat: JSON, for the workbench's script."""
+    get_object_or_404(CaptionTask, pk=task_id)
+    try:
+        caption = captions.caption_draft_save(task_id=task_id, user=request.user, text=request.POST.get("text", ""))
+    except captions.CaptionConflict as error:
+        return JsonResponse({"error": _problems(error)}, status=409)
+    except ValidationError as error:
+        return JsonResponse({"error": _problems(error)}, status=400)
+    return JsonResponse({"saved": caption.updated.isoformat(), "lease_until": caption.task.leased_until.isoformat()})
+
+
+@role_required(ANNOTATOR)
+@require_POST
+def caption_submit(request, task_id: int):
+    task = get_object_or_404(CaptionTask.objects.select_related("batch", "pair__image_1", "pair__image_2"), pk=task_id)
+    text = request.POST.get("text", "")
+    try:
+        captions.caption_submit(
+            task_id=task.pk, user=request.user, text=text, client_key=request.POST.get("client_key") or None
+        )
+    except captions.CaptionConflict as error:
+        messages.error(request, _problems(error))
+        return redirect("captions-work")
+    except ValidationError as error:
+        return _workbench(request, task, text=text, error=_problems(error), status=400)
+    messages.success(request, "Caption submitted.")
+    return _lease_and_go(request)
+
+
+@role_required(ANNOTATOR)
+@require_POST
+def caption_skip(request, task_id: int):
+    task = get_object_or_404(CaptionTask.objects.select_related("batch", "pair__image_1", "pair__image_2"), pk=task_id)
+    try:
+        captions.caption_task_skip(task_id=task.pk, user=request.user, reason=request.POST.get("reason", ""))
+    except captions.CaptionConflict as error:
+        messages.error(request, _problems(error))
+        return redirect("captions-work")
+    except ValidationError as error:
+        return _workbench(request, task, text=request.POST.get("text"), error=_problems(error), status=400)
+    messages.info(request, "Skipped.")
+    return _lease_and_go(request)
+
+
+# --- Reviewer: the caption queue and the exported caption --------------------------------------------------
+
+
+@role_required(REVIEWER)
+@require_GET
+def captions_review(request):
+    caption = captions.caption_next_for_review(request.user)
+    siblings = []
+    similar = {}
+    if caption is not None:
+        siblings = list(
+            Caption.objects.written().filter(pair=caption.pair).exclude(pk=caption.pk).select_related("author")
+        )
+        similar_ids = [detail["caption"] for detail in caption.flag_detail.values()]
+        similar = {c.pk: c for c in Caption.objects.filter(pk__in=similar_ids).select_related("author")}
+    several = (
+        Pair.objects.annotate(n_accepted=Count("captions", filter=Q(captions__status=Caption.Status.ACCEPTED)))
+        .filter(n_accepted__gte=2)
+        .prefetch_related(
+            Prefetch(
+                "captions",
+                queryset=Caption.objects.filter(status=Caption.Status.ACCEPTED).select_related("author"),
+                to_attr="accepted_captions",
+            )
+        )
+        .order_by("-pk")[:20]
+    )
+    context = {
+        "caption": caption,
+        "pair": caption.pair if caption else None,
+        "siblings": siblings,
+        "flag_notes": [
+            (Caption.Flag(flag).label, similar.get(caption.flag_detail.get(flag, {}).get("caption")))
+            for flag in caption.flags
+        ]
+        if caption
+        else [],
+        "waiting": Caption.objects.reviewable_by(request.user).count(),
+        "several": several,
+    }
+    return render(request, "captions/review.html", context)
+
+
+@role_required(REVIEWER)
+@require_POST
+def caption_review(request, caption_id: int):
+    get_object_or_404(Caption, pk=caption_id)
+    try:
+        caption = captions.caption_review(
+            caption_id=caption_id,
+            reviewer=request.user,
+            decision=request.POST.get("decision", ""),
+            reason=request.POST.get("reason", ""),
+            text=request.POST.get("text"),
+        )
+    except ValidationError as error:
+        messages.error(request, _problems(error))
+    else:
+        chosen = " and chosen for the export" if caption.chosen else ""
+        messages.success(request, f"Caption {caption.pk} {caption.status}{chosen}.")
+    return redirect("captions-review")
+
+
+@role_required(REVIEWER)
+@require_POST
+def caption_choose(request, caption_id: int):
+    get_object_or_404(Caption, pk=caption_id)
+    try:
+        caption = captions.caption_choose(caption_id=caption_id, reviewer=request.user)
+    except ValidationError as error:
+        messages.error(request, _problems(error))
+    else:
+        messages.success(request, f"Caption {caption.pk} is now the one the export uses for pair {caption.pair_id}.")
+    return redirect("captions-review")

@@ -1,0 +1,133 @@
+"""Import a dataset in the benchmark format (labelled pairs prepared elsewhere) as submitted pairs.
+
+All or nothing: the whole folder is validated first (every violation with its file and line), and the
+rows and image files are written only when none is found; a failure while writing removes what it wrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from pathlib import Path, PurePosixPath
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.utils import timezone
+from PIL import Image as PILImage
+
+from annotator.export.format import SPLITS, iter_lines, split_path, validate_dataset
+from annotator.models import Caption, Image, Pair
+from annotator.similarity.services import images_queue_embeddings
+
+
+class PairImportError(Exception):
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__(f"{len(problems)} problem{'s' if len(problems) != 1 else ''}: " + "; ".join(problems[:5]))
+
+
+def checked_import_root(folder) -> Path:
+    root = Path(folder).resolve()
+    if not any(root == allowed or root.is_relative_to(allowed) for allowed in settings.IMPORT_ROOTS):
+        roots = ", ".join(str(r) for r in settings.IMPORT_ROOTS)
+        raise PairImportError([f"{root} is outside the import folders ({roots}): set IMPORT_ROOTS to allow it"])
+    if not root.is_dir():
+        raise PairImportError([f"{root} is not a folder"])
+    return root
+
+
+def read_records(root: Path) -> list[tuple[str, int, dict]]:
+    return [
+        (split_path(split), number, record)
+        for split in SPLITS
+        if (root / split_path(split)).is_file()
+        for number, record, _ in iter_lines(root / split_path(split))
+    ]
+
+
+def clashes_with_database(records) -> list[str]:
+    keys = {(r["category"], r["source"], r["source_id"]): f"{name}:{number}" for name, number, r in records}
+    existing = Pair.objects.filter(source_id__in={key[2] for key in keys}).values_list(
+        "category", "source", "source_id"
+    )
+    return [
+        f"{keys[key]}: item {key[0]}_{key[1]}_{key[2]} already exists in the database"
+        for key in sorted(set(existing) & set(keys))
+    ]
+
+
+def stored_image(root: Path, path: str, source: str, saved: list[str]) -> Image:
+    data = (root / path).read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    suffix = PurePosixPath(path).suffix.lower() or ".jpg"
+    name = f"imports/{digest[:2]}/{digest}{suffix}"
+    with PILImage.open(io.BytesIO(data)) as picture:
+        width, height = picture.size
+        thumb = picture.convert("RGB")
+        thumb.thumbnail((settings.THUMBNAIL_MAX_SIDE, settings.THUMBNAIL_MAX_SIDE))
+        buffer = io.BytesIO()
+        thumb.save(buffer, "JPEG", quality=85)
+    image = Image(width=width, height=height, source=source, original_name=path, sha256=digest)
+    thumb_name = f"imports/{digest[:2]}/{digest}_thumb.jpg"
+    for target, content in ((name, data), (thumb_name, buffer.getvalue())):
+        if not default_storage.exists(target):
+            default_storage.save(target, ContentFile(content))
+            saved.append(target)
+    image.file.name, image.thumbnail.name = name, thumb_name
+    image.save()
+    return image
+
+
+def pairs_import(*, folder, user=None) -> dict:
+    """Import every record of data/test.jsonl and data/val.jsonl as a submitted pair; returns the counts."""
+    root = checked_import_root(folder)
+    problems = [str(violation) for violation in validate_dataset(root)]
+    if problems:
+        raise PairImportError(problems)
+    records = read_records(root)
+    problems = clashes_with_database(records)
+    if problems:
+        raise PairImportError(problems)
+    saved: list[str] = []
+    images: dict[str, Image] = {}
+    captions = 0
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            for _name, _number, record in records:
+                for field in ("image_1", "image_2"):
+                    if record[field] not in images:
+                        images[record[field]] = stored_image(root, record[field], record["source"], saved)
+                pair = Pair.objects.create(
+                    image_1=images[record["image_1"]],
+                    image_2=images[record["image_2"]],
+                    category=record["category"],
+                    domain=record["domain"],
+                    source=record["source"],
+                    source_id=record["source_id"],
+                    question=record["question"],
+                    answer=record["answer"],
+                    distractors=record["distractors"],
+                    status=Pair.Status.SUBMITTED,
+                    author=user,
+                    submitted_at=now,
+                )
+                # A caption needs an author: without a user to credit, imported captions are left out.
+                if record["has_caption"] and user is not None:
+                    Caption.objects.create(
+                        pair=pair,
+                        author=user,
+                        text=record["caption"],
+                        status=Caption.Status.SUBMITTED,
+                        submitted_at=now,
+                    )
+                    captions += 1
+            # Standalone images are embedded like frames: the similarity worker scores these pairs next.
+            images_queue_embeddings(images=images.values(), user=user)
+    except BaseException:
+        for name in saved:
+            default_storage.delete(name)
+        raise
+    return {"pairs": len(records), "images": len(images), "captions": captions}

@@ -1,0 +1,42 @@
+"""Every model of the annotator app, one module per workflow, re-exported here: `from annotator.models import Pair`."""
+
+from annotator.models.captions import (
+    Caption,
+    CaptionBatch,
+    CaptionBatchQuerySet,
+    CaptionQuerySet,
+    CaptionReview,
+    CaptionSkip,
+    CaptionTask,
+    CaptionTaskQuerySet,
+)
+from annotator.models.jobs import Job
+from annotator.models.pairs import Pair, PairQuerySet, Review
+from annotator.models.picking import PairDraft, VideoSkip
+from annotator.models.similarity import ImageEmbedding
+from annotator.models.taxonomy import CATEGORY_ABBREVIATIONS, Category, Domain
+from annotator.models.videos import Frame, Image, Video
+
+__all__ = [
+    "CATEGORY_ABBREVIATIONS",
+    "Caption",
+    "CaptionBatch",
+    "CaptionBatchQuerySet",
+    "CaptionQuerySet",
+    "CaptionReview",
+    "CaptionSkip",
+    "CaptionTask",
+    "CaptionTaskQuerySet",
+    "Category",
+    "Domain",
+    "Frame",
+    "Image",
+    "ImageEmbedding",
+    "Job",
+    "Pair",
+    "PairDraft",
+    "PairQuerySet",
+    "Review",
+    "Video",
+    "VideoSkip",
+]

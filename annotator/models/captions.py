@@ -1,0 +1,226 @@
+"""Difference captions: batches of pairs to caption, leased caption tasks, skips and reviews."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.db import models
+from django.utils import timezone
+
+from annotator.models.pairs import Pair
+
+
+class CaptionQuerySet(models.QuerySet):
+    def written(self):
+        """Captions past the draft stage (submitted, accepted or rejected)."""
+        return self.exclude(status=Caption.Status.DRAFT)
+
+    def awaiting_review(self):
+        return self.filter(status=Caption.Status.SUBMITTED)
+
+    def reviewable_by(self, user):
+        """Submitted captions this user may review: never their own."""
+        return self.awaiting_review().exclude(author=user)
+
+    def exported(self):
+        """The caption the export uses for each pair (`has_caption` / `caption`): accepted and chosen."""
+        return self.filter(status=Caption.Status.ACCEPTED, chosen=True)
+
+
+class Caption(models.Model):
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        SUBMITTED = "submitted"
+        ACCEPTED = "accepted"
+        REJECTED = "rejected"
+
+    class Flag(models.TextChoices):
+        SHORT = "short", "very short"
+        DUPLICATE = "duplicate", "duplicate of another item's caption"
+        NEAR_DUPLICATE = "near_duplicate", "nearly identical to another annotator's caption"
+
+    pair = models.ForeignKey(Pair, models.CASCADE, related_name="captions")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, related_name="captions")
+    text = models.TextField(blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT, db_index=True)
+    client_key = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    chosen = models.BooleanField(default=False, help_text="The accepted caption the export uses for its pair.")
+    created = models.DateTimeField(default=timezone.now)
+    updated = models.DateTimeField(auto_now=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    # Captions (issue 5): the task it was written for, its review, and what the quality signals compare.
+    task = models.ForeignKey("CaptionTask", models.SET_NULL, null=True, blank=True, related_name="captions")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    normalized = models.TextField(blank=True, db_index=True, help_text="Lowercased words: exact duplicates.")
+    tokens = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    prefix_tokens = ArrayField(
+        models.CharField(max_length=100), default=list, blank=True, help_text="Candidate filter for near duplicates."
+    )
+    flags = ArrayField(models.CharField(max_length=20, choices=Flag.choices), default=list, blank=True)
+    flag_detail = models.JSONField(default=dict, blank=True, help_text="Per flag: the caption it resembles.")
+
+    objects = CaptionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pair"], condition=models.Q(chosen=True), name="caption_one_chosen_per_pair"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(chosen=False) | models.Q(status="accepted"), name="caption_chosen_is_accepted"
+            ),
+        ]
+        indexes = [GinIndex(fields=["prefix_tokens"], name="caption_prefix_tokens_gin")]
+
+    def __str__(self):
+        return f"caption {self.pk} of pair {self.pair_id}"
+
+    @staticmethod
+    def length_problem(text: str) -> str | None:
+        """Why this caption text cannot be submitted (empty, too short, too long), or None."""
+        text = text.strip()
+        if not text:
+            return "The caption is empty: describe what changed from the first image to the second."
+        if len(text) < settings.CAPTION_MIN_CHARS:
+            return f"The caption is {len(text)} characters long; write at least {settings.CAPTION_MIN_CHARS}."
+        if len(text) > settings.CAPTION_MAX_CHARS:
+            return f"The caption is {len(text)} characters long; keep it to {settings.CAPTION_MAX_CHARS} at most."
+        return None
+
+
+class CaptionBatchQuerySet(models.QuerySet):
+    def with_progress(self):
+        """Annotate tasks_total, tasks_done, pairs_total and captions_accepted for the batch list."""
+        done = models.Q(tasks__status=CaptionTask.Status.DONE)
+        accepted = models.Q(tasks__caption__status=Caption.Status.ACCEPTED)
+        return self.annotate(
+            tasks_total=models.Count("tasks"),
+            tasks_done=models.Count("tasks", filter=done),
+            pairs_total=models.Count("tasks__pair", distinct=True),
+            captions_accepted=models.Count("tasks", filter=accepted),
+        )
+
+
+class CaptionBatch(models.Model):
+    """Which accepted pairs get captions, how many each, and how the workbench shows them."""
+
+    class Selection(models.TextChoices):
+        ALL = "all", "all accepted pairs"
+        LIST = "list", "a list of pair ids"
+        SAMPLE = "sample", "a stratified random fraction per category"
+
+    title = models.CharField(max_length=200)
+    selection = models.CharField(max_length=20, choices=Selection.choices)
+    fraction = models.FloatField(null=True, blank=True, help_text="Sample: the fraction of each category.")
+    seed = models.BigIntegerField(null=True, blank=True, help_text="Sample: the random seed (reproducible).")
+    captions_per_item = models.PositiveSmallIntegerField(default=1)
+    show_question = models.BooleanField(default=False, help_text="Show the pair's question and answer.")
+    allow_own_pairs = models.BooleanField(default=False, help_text="Annotators may caption pairs they authored.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    objects = CaptionBatchQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self):
+        return self.title
+
+    @property
+    def percent(self) -> int:
+        """Share of the batch's tasks with a submitted caption (needs with_progress())."""
+        return int(100 * self.tasks_done / self.tasks_total) if self.tasks_total else 0
+
+
+class CaptionTaskQuerySet(models.QuerySet):
+    def open(self):
+        return self.filter(status=CaptionTask.Status.OPEN)
+
+    def leased_to(self, user, now=None):
+        return self.open().filter(leased_by=user, leased_until__gt=now or timezone.now())
+
+    def available_to(self, user, now=None):
+        """Open tasks nobody holds, on pairs this user may caption and has not captioned or skipped."""
+        now = now or timezone.now()
+        free = models.Q(leased_until__isnull=True) | models.Q(leased_until__lte=now)
+        may_caption = ~models.Q(pair__author=user) | models.Q(batch__allow_own_pairs=True)
+        written = Caption.objects.written().filter(author=user).values("pair_id")
+        skipped = CaptionSkip.objects.filter(user=user).values("task_id")
+        return (
+            self.open()
+            .filter(free, may_caption, pair__status=Pair.Status.ACCEPTED)
+            .exclude(pair_id__in=written)
+            .exclude(pk__in=skipped)
+        )
+
+
+class CaptionTask(models.Model):
+    """One caption a batch needs for one pair (slot 1..captions_per_item), leased to one annotator at a time."""
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        DONE = "done"
+
+    batch = models.ForeignKey(CaptionBatch, models.CASCADE, related_name="tasks")
+    pair = models.ForeignKey(Pair, models.CASCADE, related_name="caption_tasks")
+    slot = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN, db_index=True)
+    caption = models.OneToOneField(
+        Caption, models.SET_NULL, null=True, blank=True, related_name="+", help_text="The submitted caption."
+    )
+    leased_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="caption_leases"
+    )
+    leased_until = models.DateTimeField(null=True, blank=True)
+
+    objects = CaptionTaskQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["batch", "pair", "slot"]
+        constraints = [models.UniqueConstraint(fields=["batch", "pair", "slot"], name="caption_task_unique_slot")]
+
+    def __str__(self):
+        return f"caption task {self.pk} (pair {self.pair_id}, slot {self.slot})"
+
+    def is_leased_to(self, user, now=None) -> bool:
+        now = now or timezone.now()
+        return self.leased_by_id == user.pk and self.leased_until is not None and self.leased_until > now
+
+    def is_free(self, now=None) -> bool:
+        now = now or timezone.now()
+        return self.leased_until is None or self.leased_until <= now
+
+
+class CaptionSkip(models.Model):
+    """An annotator passed on a caption task, with a reason; the task is not offered to them again."""
+
+    task = models.ForeignKey(CaptionTask, models.CASCADE, related_name="skips")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
+    reason = models.TextField()
+    created = models.DateTimeField(default=timezone.now)
+
+    def __str__(self):
+        return f"skip of caption task {self.task_id} by {self.user_id}"
+
+
+class CaptionReview(models.Model):
+    class Decision(models.TextChoices):
+        ACCEPT = "accept"
+        REJECT = "reject"
+        EDIT = "edit", "edit and accept"
+
+    caption = models.ForeignKey(Caption, models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, related_name="caption_reviews")
+    decision = models.CharField(max_length=10, choices=Decision.choices)
+    reason = models.TextField(blank=True)
+    original_text = models.TextField(blank=True, help_text="The text before an edit.")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self):
+        return f"{self.decision} of caption {self.caption_id} by {self.reviewer_id}"

@@ -1,0 +1,166 @@
+"""Pairs of images with their multiple-choice question, and their reviews."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from annotator.models.taxonomy import Category, Domain
+from annotator.models.videos import Image, Video
+
+if TYPE_CHECKING:
+    from annotator.models.captions import Caption
+
+
+class PairQuerySet(models.QuerySet):
+    def awaiting_review(self):
+        return self.filter(status=Pair.Status.SUBMITTED)
+
+    def accepted(self):
+        return self.filter(status=Pair.Status.ACCEPTED)
+
+    def passing_similarity(self):
+        """Pairs whose similarity under the current model meets the threshold, or whose failure a coordinator
+        overrode. A similarity from another model (stale) counts as not computed."""
+        from annotator.similarity.services import current_fingerprint
+
+        meets = models.Q(similarity__gte=settings.SIMILARITY_THRESHOLD)
+        overridden = ~models.Q(similarity_override_reason="")
+        current = self.filter(similarity__isnull=False, similarity_model=current_fingerprint())
+        return current.filter(meets | overridden)
+
+    def needing_similarity(self):
+        """Pairs whose similarity is not computed yet or was computed by another model (stale)."""
+        from annotator.similarity.services import current_fingerprint
+
+        return self.filter(models.Q(similarity__isnull=True) | ~models.Q(similarity_model=current_fingerprint()))
+
+    def exportable(self):
+        return self.accepted().passing_similarity()
+
+    def reviewable_by(self, user):
+        """Submitted pairs a reviewer may decide: never their own work."""
+        return self.awaiting_review().exclude(author=user)
+
+    def with_caption(self):
+        """Annotate `caption_text`: the chosen accepted caption the export uses, or None (captions, issue 5)."""
+        from annotator.models.captions import Caption
+
+        chosen = Caption.objects.exported().filter(pair=models.OuterRef("pk")).values("text")[:1]
+        return self.annotate(caption_text=models.Subquery(chosen))
+
+
+class Pair(models.Model):
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        SUBMITTED = "submitted"
+        ACCEPTED = "accepted"
+        REJECTED = "rejected"
+
+    image_1 = models.ForeignKey(Image, models.PROTECT, related_name="+")
+    image_2 = models.ForeignKey(Image, models.PROTECT, related_name="+")
+    video = models.ForeignKey(Video, models.SET_NULL, null=True, blank=True, related_name="pairs")
+    category = models.CharField(max_length=20, choices=Category.choices)
+    domain = models.CharField(max_length=20, choices=Domain.choices, default=Domain.NATURAL)
+    source = models.CharField(max_length=50, default="yt8m")
+    source_id = models.CharField(max_length=200, blank=True)
+    question = models.TextField(blank=True)
+    answer = models.TextField(blank=True)
+    distractors = models.JSONField(default=list, blank=True)
+    similarity = models.FloatField(null=True, blank=True)
+    similarity_model = models.CharField(max_length=200, blank=True, help_text="Fingerprint of the model.")
+    similarity_override_reason = models.TextField(blank=True)
+    similarity_override_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    similarity_override_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT, db_index=True)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, null=True, blank=True, related_name="pairs")
+    client_key = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    version = models.PositiveIntegerField(default=1)
+    created = models.DateTimeField(default=timezone.now)
+    updated = models.DateTimeField(auto_now=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    # Pair picking: the app orders the two frames to balance answer positions; this records the mapping.
+    swapped = models.BooleanField(
+        default=False, help_text="The annotator's frame A became image_2 (answer-position balancing)."
+    )
+
+    objects = PairQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["category", "source", "source_id"],
+                condition=~models.Q(source_id=""),
+                name="pair_unique_item_id",
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.category} {self.source}/{self.source_id or self.pk}"
+
+    @property
+    def options(self) -> list[str]:
+        return [self.answer, *self.distractors]
+
+    @property
+    def similarity_status(self) -> str:
+        """'pending' (not computed), 'stale' (computed by another model: treated like pending), 'pass',
+        'fail' (below the threshold) or 'override' (failed, overridden)."""
+        from annotator.similarity.services import current_fingerprint
+
+        if self.similarity is None:
+            return "pending"
+        if self.similarity_model != current_fingerprint():
+            return "stale"
+        if self.similarity >= settings.SIMILARITY_THRESHOLD:
+            return "pass"
+        return "override" if self.similarity_override_reason else "fail"
+
+    @property
+    def chosen_caption(self) -> Caption | None:
+        """The accepted caption chosen for the export (`has_caption` / `caption`), or None."""
+        return self.captions.exported().first()
+
+    def similarity_problem(self) -> str | None:
+        """Why the subtlety rule keeps this pair from being accepted or exported, or None."""
+        status = self.similarity_status
+        if status == "pending":
+            return "The DINOv3 similarity of this pair is not computed yet."
+        if status == "stale":
+            return (
+                f"The similarity {self.similarity:.3f} came from another model ({self.similarity_model}); "
+                "it is not computed yet with the current model."
+            )
+        if status == "fail":
+            return (
+                f"Similarity {self.similarity:.3f} is below the threshold {settings.SIMILARITY_THRESHOLD}: "
+                "only a coordinator can override this, with a written reason."
+            )
+        return None
+
+
+class Review(models.Model):
+    class Decision(models.TextChoices):
+        ACCEPT = "accept"
+        REJECT = "reject"
+        CORRECT = "correct", "correct and accept"
+
+    pair = models.ForeignKey(Pair, models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, related_name="reviews")
+    decision = models.CharField(max_length=20, choices=Decision.choices)
+    reason = models.TextField(blank=True)
+    changes = models.JSONField(default=dict, blank=True, help_text="Fields the reviewer corrected: old and new.")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self):
+        return f"{self.decision} of pair {self.pair_id} by {self.reviewer_id}"

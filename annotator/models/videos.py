@@ -1,0 +1,108 @@
+"""Videos, their sampled frames, and images (a frame or a standalone imported image)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.utils import timezone
+
+from annotator.models.taxonomy import Domain
+
+
+class Video(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        SAMPLING = "sampling"
+        SAMPLED = "sampled"
+        FAILED = "failed"
+
+    yt8m_id = models.CharField("YouTube-8M id", max_length=64, unique=True)
+    title = models.CharField(max_length=300, blank=True)
+    labels = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    domain = models.CharField(max_length=20, choices=Domain.choices, default=Domain.NATURAL)
+    source = models.CharField(max_length=1000, help_text="Local path or s3:// URI of the video file.")
+    duration = models.FloatField(null=True, blank=True, help_text="Seconds.")
+    fps = models.FloatField(null=True, blank=True)
+    width = models.PositiveIntegerField(null=True, blank=True)
+    height = models.PositiveIntegerField(null=True, blank=True)
+    size_bytes = models.BigIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True)
+    error = models.TextField(blank=True)
+    sample_every = models.FloatField(null=True, blank=True, help_text="Seconds between sampled frames.")
+    sample_count = models.PositiveIntegerField(null=True, blank=True, help_text="Or: this many frames.")
+    frame_count = models.PositiveIntegerField(default=0)
+    created = models.DateTimeField(default=timezone.now)
+    updated = models.DateTimeField(auto_now=True)
+    # Pair picking: who holds the video now (a lease renewed by heartbeats), and whom a coordinator gave it to.
+    leased_to = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="leased_videos"
+    )
+    lease_heartbeat = models.DateTimeField(null=True, blank=True)
+    lease_expires = models.DateTimeField(null=True, blank=True, db_index=True)
+    assigned_to = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="assigned_videos"
+    )
+
+    class Meta:
+        ordering = ["yt8m_id"]
+
+    def __str__(self):
+        return self.yt8m_id
+
+    # --- Videos and import: the states of sampling ---
+    def is_sampled_as(self, *, source: str, every: float | None, count: int | None) -> bool:
+        """Already sampled from this file with these parameters: a re-import has nothing to do."""
+        return (
+            self.status == self.Status.SAMPLED
+            and self.source == source
+            and self.sample_every == every
+            and self.sample_count == count
+        )
+
+    def mark_sampling(self) -> None:
+        """Only a video without frames shows 'sampling': a sampled one keeps its status while re-sampled."""
+        if self.status != self.Status.SAMPLED:
+            self.status = self.Status.SAMPLING
+            self.error = ""
+            self.save(update_fields=["status", "error", "updated"])
+
+    def mark_failed(self, error: str) -> bool:
+        """Record a failure; a video that has frames keeps them and its status. True when the row changed."""
+        if self.status == self.Status.SAMPLED:
+            return False
+        self.status = self.Status.FAILED
+        self.error = error
+        self.save(update_fields=["status", "error", "updated"])
+        return True
+
+
+class Image(models.Model):
+    """Any image a pair can use: a sampled frame (see Frame) or a standalone imported image."""
+
+    file = models.FileField(max_length=500)
+    thumbnail = models.FileField(max_length=500, blank=True)
+    width = models.PositiveIntegerField()
+    height = models.PositiveIntegerField()
+    source = models.CharField(max_length=50, help_text="Dataset source, e.g. yt8m.")
+    original_name = models.CharField(max_length=500, blank=True)
+    sha256 = models.CharField(max_length=64, blank=True, db_index=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    def __str__(self):
+        return self.original_name or self.file.name
+
+
+class Frame(models.Model):
+    video = models.ForeignKey(Video, models.CASCADE, related_name="frames")
+    index = models.PositiveIntegerField(help_text="Position among the video's sampled frames.")
+    timestamp = models.FloatField(help_text="Seconds, from the stream's presentation timestamp.")
+    pts = models.BigIntegerField(help_text="Presentation timestamp in stream time-base units.")
+    image = models.OneToOneField(Image, models.CASCADE, related_name="frame")
+
+    class Meta:
+        ordering = ["video", "index"]
+        constraints = [models.UniqueConstraint(fields=["video", "index"], name="frame_unique_index")]
+
+    def __str__(self):
+        return f"{self.video.yt8m_id} #{self.index} @ {self.timestamp:.3f}s"

@@ -1,0 +1,481 @@
+"""Pair picking services: video leases, drafts, submitting pairs from frames, review decisions, the overview.
+
+The HTML views, the API, the Celery sweep and the demo data all call these functions.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce, TruncHour
+from django.utils import timezone
+
+from annotator.models import Category, Frame, Pair, PairDraft, Review, Video, VideoSkip
+from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
+from annotator.similarity.services import pair_update_similarity
+
+MAX_DRAFT_BYTES = 20_000
+
+
+class PickingError(Exception):
+    """A request that cannot be done as asked; the message says why (HTTP 400)."""
+
+
+class Conflict(PickingError):
+    """The object changed since the client saw it, or someone else holds it (HTTP 409)."""
+
+
+# --- Leases ---------------------------------------------------------------------------------------------------
+
+
+def lease_duration() -> timedelta:
+    return timedelta(minutes=settings.LEASE_MINUTES)
+
+
+def videos_open_to(user, now=None):
+    """Sampled videos this user may lease now: not held by anyone, not assigned to someone else, not skipped."""
+    now = now or timezone.now()
+    skipped = VideoSkip.objects.filter(video=OuterRef("pk")).filter(Q(user=user) | Q(reason__in=VideoSkip.FOR_EVERYONE))
+    return (
+        Video.objects.filter(status=Video.Status.SAMPLED)
+        .filter(Q(leased_to__isnull=True) | Q(lease_expires__lte=now))
+        .filter(Q(assigned_to__isnull=True) | Q(assigned_to=user))
+        .filter(~Exists(skipped))
+    )
+
+
+def by_fewest_accepted_pairs(videos):
+    accepted = (
+        Pair.objects.filter(video=OuterRef("pk"), status=Pair.Status.ACCEPTED)
+        .order_by()
+        .values("video")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    return videos.annotate(accepted_pairs=Coalesce(Subquery(accepted, output_field=IntegerField()), Value(0))).order_by(
+        "accepted_pairs", "id"
+    )
+
+
+def lease_candidates(user, now=None):
+    """The queries that find the next video, in order: assigned to the user; no accepted pair yet; the rest.
+
+    The middle one is the common case and avoids counting pairs for every video (an anti-join instead).
+    """
+    videos = videos_open_to(user, now)
+    without_accepted = ~Exists(Pair.objects.filter(video=OuterRef("pk"), status=Pair.Status.ACCEPTED))
+    return [
+        by_fewest_accepted_pairs(videos.filter(assigned_to=user)),
+        videos.filter(assigned_to__isnull=True).filter(without_accepted).order_by("id"),
+        by_fewest_accepted_pairs(videos.filter(assigned_to__isnull=True)),
+    ]
+
+
+def _hold(video: Video, user, now) -> Video:
+    video.leased_to = user
+    video.lease_heartbeat = now
+    video.lease_expires = now + lease_duration()
+    video.save(update_fields=["leased_to", "lease_heartbeat", "lease_expires", "updated"])
+    return video
+
+
+def video_lease_next(*, user) -> Video | None:
+    """Lease one video to the user (the one they already hold, if any); None when no video is left for them.
+
+    `FOR UPDATE SKIP LOCKED` lets many annotators ask at once: each takes the first candidate row nobody else
+    has locked, and PostgreSQL re-checks the lease columns of a row changed since the query began.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        held = Video.objects.select_for_update().filter(leased_to=user).order_by("lease_expires").first()
+        if held is not None:
+            return _hold(held, user, now)
+        for candidates in lease_candidates(user, now):
+            video = candidates.select_for_update(skip_locked=True, of=("self",)).first()
+            if video is not None:
+                return _hold(video, user, now)
+        return None
+
+
+def _lock_lease(video: Video, user) -> Video:
+    """Lock the video row and make sure this user holds it, taking it back if nobody else did meanwhile."""
+    now = timezone.now()
+    locked = Video.objects.select_for_update().get(pk=video.pk)
+    if locked.status != Video.Status.SAMPLED:
+        raise Conflict(f"Video {locked.yt8m_id} is {locked.status}, not sampled: it has no frames to pick from.")
+    free = locked.leased_to_id in (None, user.pk) or (locked.lease_expires and locked.lease_expires <= now)
+    if locked.assigned_to_id not in (None, user.pk) or not free:
+        raise Conflict(
+            f"Video {locked.yt8m_id} is now leased to another annotator: your lease ran out. "
+            "Your draft is saved; ask for work to get a video."
+        )
+    return _hold(locked, user, now)
+
+
+def video_heartbeat(*, video: Video, user) -> Video:
+    """Extend the user's lease; take the video back if the lease lapsed and nobody else took it."""
+    with transaction.atomic():
+        return _lock_lease(video, user)
+
+
+def video_release(
+    *, video: Video, user, reason: str | None = VideoSkip.Reason.DONE, note: str = ""
+) -> VideoSkip | None:
+    """Give the video back with a reason; the user is not offered it again (nobody is if it is bad).
+
+    With reason None the lease just ends and the video stays in the user's queue (no skip record).
+    """
+    if reason is not None and reason not in VideoSkip.Reason.values:
+        raise ValidationError({"reason": [f"Unknown reason {reason!r}: use one of {', '.join(VideoSkip.Reason)}."]})
+    with transaction.atomic():
+        locked = Video.objects.select_for_update().get(pk=video.pk)
+        if locked.leased_to_id == user.pk:
+            locked.leased_to = None
+            locked.lease_heartbeat = None
+            locked.lease_expires = None
+            locked.save(update_fields=["leased_to", "lease_heartbeat", "lease_expires", "updated"])
+        if reason is None:
+            return None
+        return VideoSkip.objects.create(video=locked, user=user, reason=reason, note=note.strip())
+
+
+def video_assign(*, video: Video, user, by) -> Video:
+    """A coordinator gives a video to one annotator: only they are offered it, before anything else."""
+    with transaction.atomic():
+        locked = Video.objects.select_for_update().get(pk=video.pk)
+        locked.assigned_to = user
+        fields = ["assigned_to", "updated"]
+        if user is not None and locked.leased_to_id not in (None, user.pk):
+            locked.leased_to, locked.lease_heartbeat, locked.lease_expires = None, None, None
+            fields += ["leased_to", "lease_heartbeat", "lease_expires"]
+        locked.save(update_fields=fields)
+        return locked
+
+
+def video_leases_sweep() -> int:
+    """Return leases that saw no heartbeat in time to the pool; the number returned."""
+    return Video.objects.filter(leased_to__isnull=False, lease_expires__lte=timezone.now()).update(
+        leased_to=None, lease_heartbeat=None, lease_expires=None
+    )
+
+
+# --- Drafts ---------------------------------------------------------------------------------------------------
+
+
+def pair_draft_save(*, video: Video, user, state: dict) -> PairDraft:
+    """Store the workbench state as typed; it comes back on reload. Never needs the lease: work is never lost."""
+    if not isinstance(state, dict):
+        raise ValidationError({"state": ["The draft must be a JSON object."]})
+    if len(json.dumps(state)) > MAX_DRAFT_BYTES:
+        raise ValidationError({"state": [f"The draft is larger than {MAX_DRAFT_BYTES} bytes."]})
+    with transaction.atomic():
+        draft, _ = PairDraft.objects.update_or_create(author=user, video=video, defaults={"state": state})
+        return draft
+
+
+def pair_draft_state(*, video: Video, user) -> dict:
+    draft = PairDraft.objects.filter(author=user, video=video).first()
+    return draft.state if draft else {}
+
+
+# --- Submitting -----------------------------------------------------------------------------------------------
+
+
+def _frames(video: Video, index_a, index_b) -> tuple[Frame, Frame]:
+    try:
+        index_a, index_b = int(index_a), int(index_b)
+    except (TypeError, ValueError):
+        raise ValidationError({"frames": ["Pick frame A and frame B (keys a and b)."]})
+    if index_a == index_b:
+        raise ValidationError({"frames": [f"Frames A and B are the same frame (#{index_a}): pick two frames."]})
+    found = {
+        f.index: f for f in Frame.objects.filter(video=video, index__in=(index_a, index_b)).select_related("image")
+    }
+    missing = [str(i) for i in (index_a, index_b) if i not in found]
+    if missing:
+        raise ValidationError({"frames": [f"Video {video.yt8m_id} has no frame #{', #'.join(missing)}."]})
+    return found[index_a], found[index_b]
+
+
+def _order(category, frame_a, frame_b, answer_frame, question, answer, distractors):
+    """Decide image 1 and image 2 and the final answer; returns (frame_1, frame_2, swapped, answer, distractors)."""
+    if not TEMPLATES[category].binary:
+        # Texts describe the second image relative to the first: A stays first.
+        return frame_a, frame_b, False, answer, distractors
+    if category == Category.TEMPORAL:
+        if frame_a.timestamp == frame_b.timestamp:
+            raise ValidationError({"frames": ["Frames A and B have the same timestamp: no image was taken later."]})
+        answer_frame = "a" if frame_a.timestamp > frame_b.timestamp else "b"
+    if answer_frame not in ("a", "b"):
+        raise ValidationError({"answer": ["Say which frame is the answer: A or B."]})
+    position = answer_position_next(category)
+    correct, other = (frame_a, frame_b) if answer_frame == "a" else (frame_b, frame_a)
+    first, second = (correct, other) if position == FIRST else (other, correct)
+    return first, second, first is frame_b, position, [SECOND if position == FIRST else FIRST]
+
+
+def pair_submit(
+    *,
+    user,
+    video: Video,
+    index_a,
+    index_b,
+    category: str,
+    question: str,
+    answer: str = "",
+    distractors: list | None = None,
+    answer_frame: str = "",
+    client_key: str,
+    pair_id: int | None = None,
+    version: int | None = None,
+) -> tuple[Pair, bool]:
+    """Submit a new pair (or a new version of one's own submitted or rejected pair) for review.
+
+    Returns (pair, created). The same client key twice returns the first result: a double click or a retried
+    request makes one pair.
+    """
+    client_key = str(client_key or "").strip()
+    if not 8 <= len(client_key) <= 64:
+        raise ValidationError({"client_key": ["Send a client key of 8 to 64 characters with each submit."]})
+    existing = Pair.objects.filter(client_key=client_key).first()
+    if existing is not None:
+        if existing.author_id != user.pk:
+            raise PickingError("This client key belongs to another annotator's pair.")
+        return existing, False
+    frame_a, frame_b = _frames(video, index_a, index_b)
+    if category not in Category.values:
+        raise ValidationError({"category": [f"Pick a category (keys 1-9, 0); {category!r} is not one."]})
+    frame_1, frame_2, swapped, answer, distractors = _order(
+        category, frame_a, frame_b, answer_frame, question, answer, list(distractors or [])
+    )
+    question, answer, distractors = question_validate(
+        category=category, question=question, answer=answer, distractors=distractors
+    )
+    source_ids = [f"{video.yt8m_id}_{x.index}_{y.index}" for x, y in ((frame_1, frame_2), (frame_2, frame_1))]
+    try:
+        with transaction.atomic():
+            # Both locks serialise submits of one video (or one pair): a twin request with the same key that
+            # got here first has committed by now, so look for its pair again before anything else.
+            if pair_id is None:
+                _lock_lease(video, user)
+            else:
+                locked = Pair.objects.select_for_update().filter(pk=pair_id).first()
+            replay = Pair.objects.filter(client_key=client_key).first()
+            if replay is not None:
+                if replay.author_id != user.pk:
+                    raise PickingError("This client key belongs to another annotator's pair.")
+                return replay, False
+            if pair_id is None:
+                pair = Pair(author=user, video=video, source="yt8m", created=timezone.now())
+            else:
+                pair = _check_own_pair(locked, pair_id, user, version)
+                if pair.video_id != video.pk:
+                    raise PickingError(f"Pair {pair.pk} belongs to another video: edit it on its own workbench.")
+            duplicate = (
+                Pair.objects.filter(category=category, source="yt8m", source_id__in=source_ids)
+                .exclude(pk=pair.pk)
+                .first()
+            )
+            if duplicate is not None:
+                raise ValidationError(
+                    {
+                        "frames": [
+                            f"A {category} pair of frames #{frame_a.index} and #{frame_b.index} already exists "
+                            f"(pair {duplicate.pk}, {duplicate.status})."
+                        ]
+                    }
+                )
+            images_changed = (pair.image_1_id, pair.image_2_id) != (frame_1.image_id, frame_2.image_id)
+            pair.image_1, pair.image_2 = frame_1.image, frame_2.image
+            pair.category, pair.domain = category, video.domain
+            pair.source_id = source_ids[0]
+            pair.question, pair.answer, pair.distractors = question, answer, distractors
+            pair.swapped = swapped
+            pair.status = Pair.Status.SUBMITTED
+            pair.submitted_at = timezone.now()
+            pair.decided_at = None
+            pair.client_key = client_key
+            if images_changed:
+                pair.similarity, pair.similarity_model = None, ""
+            if pair.pk:
+                pair.version += 1
+            pair.save()
+            if pair.similarity is None:
+                pair_update_similarity(pair=pair)
+            PairDraft.objects.filter(author=user, video=video).delete()
+    except IntegrityError:
+        # The same key raced in from a second request: the first one won, return its pair.
+        existing = Pair.objects.filter(client_key=client_key, author=user).first()
+        if existing is None:
+            raise ValidationError({"frames": ["This pair of frames was just submitted in this category."]})
+        return existing, False
+    return pair, pair_id is None
+
+
+def _check_own_pair(pair: Pair | None, pair_id, user, version) -> Pair:
+    if pair is None or pair.author_id != user.pk:
+        raise PickingError(f"Pair {pair_id} is not one of your pairs.")
+    if pair.status not in (Pair.Status.SUBMITTED, Pair.Status.REJECTED):
+        raise Conflict(f"Pair {pair.pk} is {pair.status} already and can no longer be changed.")
+    if version is None or int(version) != pair.version:
+        raise Conflict(
+            f"Pair {pair.pk} changed since you opened it (now version {pair.version}, you edited version {version}). "
+            "Reload the page to see the current version."
+        )
+    return pair
+
+
+# --- Review ---------------------------------------------------------------------------------------------------
+
+
+def pair_review(
+    *,
+    pair: Pair,
+    reviewer,
+    decision: str,
+    version,
+    reason: str = "",
+    corrections: dict | None = None,
+) -> Review:
+    """Accept, reject (with a reason: the pair goes back to its author) or correct-and-accept a submitted pair."""
+    if decision not in Review.Decision.values:
+        raise ValidationError({"decision": [f"Unknown decision {decision!r}: accept, reject or correct."]})
+    reason = (reason or "").strip()
+    with transaction.atomic():
+        locked = Pair.objects.select_for_update().get(pk=pair.pk)
+        if locked.author_id == reviewer.pk:
+            raise PickingError("You cannot review your own pair.")
+        if locked.status != Pair.Status.SUBMITTED:
+            last = locked.reviews.select_related("reviewer").first()
+            by = f" by {last.reviewer.username}" if last else ""
+            raise Conflict(f"Pair {locked.pk} is {locked.status} already{by}.")
+        try:
+            version = int(version)
+        except (TypeError, ValueError):
+            raise ValidationError({"version": ["Send the version of the pair you reviewed."]})
+        if version != locked.version:
+            raise Conflict(
+                f"The author changed pair {locked.pk} while you were reviewing it (now version {locked.version}, "
+                f"you saw version {version}). Reload to review the current version."
+            )
+        changes: dict = {}
+        if decision == Review.Decision.REJECT:
+            if not reason:
+                raise ValidationError({"reason": ["Say why the pair is rejected: the author reads it."]})
+            locked.status = Pair.Status.REJECTED
+        else:
+            if decision == Review.Decision.CORRECT:
+                changes = _corrections(locked, corrections or {})
+            problem = locked.similarity_problem()
+            if problem:
+                raise PickingError(problem)
+            if changes:
+                locked.version += 1
+            locked.status = Pair.Status.ACCEPTED
+        locked.decided_at = timezone.now()
+        locked.save()
+        return Review.objects.create(
+            pair=locked, reviewer=reviewer, decision=decision, reason=reason, changes=changes, created=timezone.now()
+        )
+
+
+def _corrections(pair: Pair, corrections: dict) -> dict:
+    proposed = {
+        "question": corrections.get("question", pair.question),
+        "answer": corrections.get("answer", pair.answer),
+        "distractors": corrections.get("distractors", pair.distractors),
+    }
+    question, answer, distractors = question_validate(category=pair.category, **proposed)
+    changes = {}
+    for name, new in (("question", question), ("answer", answer), ("distractors", distractors)):
+        old = getattr(pair, name)
+        if old != new:
+            changes[name] = {"old": old, "new": new}
+            setattr(pair, name, new)
+    if not changes:
+        raise ValidationError({"corrections": ["Nothing was corrected: accept the pair instead."]})
+    return changes
+
+
+# --- Overview -------------------------------------------------------------------------------------------------
+
+
+def overview_figures() -> dict:
+    """The coordinator's figures: per category against the target, category x domain, annotators, videos left."""
+    target = settings.PAIRS_PER_CATEGORY_TARGET
+    by_category = {c: {"accepted": 0, "submitted": 0, "rejected": 0} for c in Category.values}
+    cells: dict[tuple[str, str], int] = {}
+    for category, domain, status, n in (
+        Pair.objects.exclude(status=Pair.Status.DRAFT)
+        .order_by()
+        .values_list("category", "domain", "status")
+        .annotate(n=Count("id"))
+    ):
+        by_category[category][status] = by_category[category].get(status, 0) + n
+        if status == Pair.Status.ACCEPTED:
+            cells[(category, domain)] = cells.get((category, domain), 0) + n
+    categories = [
+        {
+            "name": c,
+            **counts,
+            "target": target,
+            "percent": min(100, round(100 * counts["accepted"] / target)) if target else 100,
+        }
+        for c, counts in by_category.items()
+    ]
+    domains = sorted({domain for _, domain in cells})
+    grid = [{"category": c, "counts": [cells.get((c, d), 0) for d in domains]} for c in Category.values]
+
+    people: dict[int, dict] = {}
+    for author, username, n in (
+        Pair.objects.exclude(status=Pair.Status.DRAFT)
+        .filter(author__isnull=False)
+        .order_by()
+        .values_list("author", "author__username")
+        .annotate(n=Count("id"))
+    ):
+        people[author] = {"username": username, "pairs": n, "accepted": 0, "rejected": 0, "hours": 0}
+    for author, decision, n in (
+        Review.objects.order_by().values_list("pair__author", "decision").annotate(n=Count("id"))
+    ):
+        if author in people:
+            key = "rejected" if decision == Review.Decision.REJECT else "accepted"
+            people[author][key] += n
+    # Active hours: clock hours in which the annotator submitted at least one pair.
+    for author, hours in (
+        Pair.objects.filter(author__isnull=False, submitted_at__isnull=False)
+        .annotate(hour=TruncHour("submitted_at"))
+        .order_by()
+        .values("author")
+        .annotate(hours=Count("hour", distinct=True))
+        .values_list("author", "hours")
+    ):
+        if author in people:
+            people[author]["hours"] = hours
+    for person in people.values():
+        decided = person["accepted"] + person["rejected"]
+        person["acceptance"] = round(100 * person["accepted"] / decided) if decided else None
+        person["per_hour"] = round(person["pairs"] / person["hours"], 1) if person["hours"] else None
+    flagged = VideoSkip.objects.filter(video=OuterRef("pk"), reason__in=VideoSkip.FOR_EVERYONE)
+    with_accepted = Pair.objects.filter(video=OuterRef("pk"), status=Pair.Status.ACCEPTED)
+    sampled = Video.objects.filter(status=Video.Status.SAMPLED)
+    videos = sampled.aggregate(
+        sampled=Count("id"),
+        untouched=Count("id", filter=~Q(Exists(with_accepted)) & ~Q(Exists(flagged))),
+        flagged=Count("id", filter=Q(Exists(flagged))),
+        leased=Count("id", filter=Q(leased_to__isnull=False, lease_expires__gt=timezone.now())),
+    )
+    return {
+        "categories": categories,
+        "domains": domains,
+        "grid": grid,
+        "people": sorted(people.values(), key=lambda p: p["username"]),
+        "videos": videos,
+        "target": target,
+        "totals": {key: sum(row[key] for row in categories) for key in ("accepted", "submitted", "rejected")},
+    }

@@ -1,0 +1,213 @@
+"""Pages of pair picking and review: the work queue, the workbench, the review queue and page, the overview.
+
+Changes go through the API (`api/picking.py`), which the pages' scripts call; these views only read, except
+the two form posts (ask for work, assign a video).
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.core.files.storage import default_storage
+from django.db.models import OuterRef, Subquery
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from annotator.models import Category, Frame, Pair, PairDraft, Review, Video, VideoSkip
+from annotator.picking import services as picking
+from annotator.picking.questions import CATEGORY_KEYS, template_table
+from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, role_required
+
+
+def _url(name: str) -> str:
+    return default_storage.url(name) if name else ""
+
+
+def _last_rejection():
+    return Subquery(
+        Review.objects.filter(pair=OuterRef("pk"), decision=Review.Decision.REJECT)
+        .order_by("-created")
+        .values("reason")[:1]
+    )
+
+
+@role_required(ANNOTATOR)
+@require_http_methods(["GET", "POST"])
+def work(request):
+    """GET: your lease, your returned pairs and drafts. POST: ask for work, and go to the leased video."""
+    if request.method == "POST":
+        video = picking.video_lease_next(user=request.user)
+        if video is None:
+            messages.warning(request, "No video is left for you: every sampled video is leased, skipped or done.")
+            return redirect("picking-work")
+        return redirect("picking-workbench", video_id=video.pk)
+    held = Video.objects.filter(leased_to=request.user).first()
+    returned = (
+        Pair.objects.filter(author=request.user, status=Pair.Status.REJECTED)
+        .select_related("video")
+        .annotate(rejection=_last_rejection())
+        .order_by("-decided_at")[:50]
+    )
+    drafts = PairDraft.objects.filter(author=request.user).select_related("video").order_by("-updated")[:20]
+    mine = Pair.objects.filter(author=request.user).exclude(status=Pair.Status.DRAFT)
+    counts = {status: mine.filter(status=status).count() for status in ("submitted", "accepted", "rejected")}
+    return render(
+        request,
+        "picking/work.html",
+        {"held": held, "returned": returned, "drafts": drafts, "counts": counts},
+    )
+
+
+@role_required(ANNOTATOR)
+@require_GET
+def workbench(request, video_id: int):
+    """The workbench for one video; a constant number of queries whatever the number of frames."""
+    video = get_object_or_404(Video.objects.select_related("leased_to"), pk=video_id)
+    frames = [
+        {"i": index, "t": round(timestamp, 3), "im": image_id, "src": _url(file), "th": _url(thumb or file)}
+        for index, timestamp, image_id, file, thumb in Frame.objects.filter(video=video)
+        .order_by("index")
+        .values_list("index", "timestamp", "image_id", "image__file", "image__thumbnail")
+    ]
+    index_of = {frame["im"]: frame["i"] for frame in frames}
+    pairs = []
+    for pair in (
+        Pair.objects.filter(video=video)
+        .exclude(status=Pair.Status.DRAFT)
+        .select_related("author")
+        .annotate(rejection=_last_rejection())
+        .order_by("-created")
+    ):
+        mine = pair.author_id == request.user.pk
+        index_1, index_2 = index_of.get(pair.image_1_id), index_of.get(pair.image_2_id)
+        pairs.append(
+            {
+                "id": pair.pk,
+                "status": pair.status,
+                "category": pair.category,
+                "version": pair.version,
+                "author": pair.author.username if pair.author else "",
+                "mine": mine,
+                "question": pair.question,
+                "answer": pair.answer,
+                "distractors": pair.distractors,
+                "index_1": index_1,
+                "index_2": index_2,
+                # The annotator's A and B, undoing the app's ordering, so an edit reopens what they picked.
+                "index_a": index_2 if pair.swapped else index_1,
+                "index_b": index_1 if pair.swapped else index_2,
+                "answer_frame": _answer_frame(pair),
+                "rejection": pair.rejection or "",
+                "editable": mine and pair.status in (Pair.Status.SUBMITTED, Pair.Status.REJECTED),
+            }
+        )
+    now_held = video.leased_to_id == request.user.pk
+    config = {
+        "video": {"id": video.pk, "yt8m_id": video.yt8m_id, "domain": video.domain, "title": video.title},
+        "frames": frames,
+        "pairs": pairs,
+        "draft": picking.pair_draft_state(video=video, user=request.user),
+        "templates": template_table(),
+        "categories": list(Category.values),
+        "keys": CATEGORY_KEYS,
+        "held": now_held,
+        "leased_to": video.leased_to.username if video.leased_to and not now_held else "",
+        "skip_reasons": [{"value": value, "label": label} for value, label in VideoSkip.Reason.choices],
+        "edit": request.GET.get("pair", ""),
+    }
+    return render(request, "picking/workbench.html", {"video": video, "config": config, "frame_count": len(frames)})
+
+
+def _answer_frame(pair: Pair) -> str:
+    """For binary categories, which of the annotator's frames (a or b) holds the answer."""
+    if pair.answer not in ("first image", "second image"):
+        return ""
+    answer_is_image_1 = pair.answer == "first image"
+    return "b" if answer_is_image_1 == pair.swapped else "a"
+
+
+@role_required(REVIEWER)
+@require_GET
+def review_queue(request):
+    """Submitted pairs waiting for a decision, oldest first; never your own."""
+    waiting = Pair.objects.reviewable_by(request.user)
+    pairs = waiting.select_related("author", "video").order_by("submitted_at", "id")[:200]
+    decided = (
+        Review.objects.filter(reviewer=request.user).select_related("pair", "pair__author").order_by("-created")[:20]
+    )
+    return render(
+        request, "picking/review_queue.html", {"pairs": pairs, "waiting": waiting.count(), "decided": decided}
+    )
+
+
+@role_required(REVIEWER)
+@require_GET
+def review_pair(request, pair_id: int):
+    """One pair, both images with flicker and zoom, the question and options, similarity; y / n / e."""
+    pair = get_object_or_404(
+        Pair.objects.select_related("author", "video", "image_1", "image_2", "image_1__frame", "image_2__frame"),
+        pk=pair_id,
+    )
+    frame_1 = getattr(pair.image_1, "frame", None)
+    frame_2 = getattr(pair.image_2, "frame", None)
+    reviews = pair.reviews.select_related("reviewer")
+    waiting = Pair.objects.reviewable_by(request.user).count()
+    config = {
+        "pair": {
+            "id": pair.pk,
+            "version": pair.version,
+            "status": pair.status,
+            "category": pair.category,
+            "question": pair.question,
+            "answer": pair.answer,
+            "distractors": pair.distractors,
+            "image_1": pair.image_1_id,
+            "image_2": pair.image_2_id,
+            "similarity": pair.similarity,
+            "similarity_status": pair.similarity_status,
+            "problem": pair.similarity_problem() or "",
+        },
+        "own": pair.author_id == request.user.pk,
+    }
+    return render(
+        request,
+        "picking/review.html",
+        {
+            "pair": pair,
+            "frame_1": frame_1,
+            "frame_2": frame_2,
+            "gap": abs(frame_2.timestamp - frame_1.timestamp) if frame_1 and frame_2 else None,
+            "reviews": reviews,
+            "waiting": waiting,
+            "config": config,
+            "image_1_url": _url(pair.image_1.file.name),
+            "image_2_url": _url(pair.image_2.file.name),
+        },
+    )
+
+
+@role_required(COORDINATOR)
+@require_GET
+def overview(request):
+    """Progress against the targets, category x domain, annotators, videos left."""
+    annotators = get_user_model().objects.filter(groups__name=ANNOTATOR).order_by("username")
+    return render(request, "picking/overview.html", {"figures": picking.overview_figures(), "annotators": annotators})
+
+
+@role_required(COORDINATOR)
+@require_POST
+def overview_assign(request):
+    """Assign a video (by YouTube-8M id) to an annotator, or clear its assignment with an empty name."""
+    yt8m_id = request.POST.get("video", "").strip()
+    username = request.POST.get("username", "").strip()
+    video = Video.objects.filter(yt8m_id=yt8m_id).first()
+    user = get_user_model().objects.filter(username=username).first() if username else None
+    if video is None:
+        messages.error(request, f"Assign: no video with the YouTube-8M id {yt8m_id!r}.")
+    elif username and user is None:
+        messages.error(request, f"Assign: no user named {username!r}.")
+    else:
+        picking.video_assign(video=video, user=user, by=request.user)
+        who = user.username if user else "nobody"
+        messages.success(request, f"Video {video.yt8m_id} is assigned to {who}.")
+    return redirect("picking-overview")

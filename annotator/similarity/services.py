@@ -1,0 +1,517 @@
+"""Similarity, the Django side: model fingerprints, stored embeddings, pair scores, suggestions, embedding jobs.
+
+numpy only. The torch path (`annotator.similarity.embedder`) is imported by `worker_embedder()` alone, which only the
+similarity worker and the commands that embed reach: the web process and the plain worker never load torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.files.storage import default_storage
+from django.db import models, transaction
+from django.utils import timezone
+
+from annotator.models import Frame, Image, ImageEmbedding, Job, Pair, Video
+from subtlebench.roles import COORDINATOR, has_role
+
+log = logging.getLogger(__name__)
+
+UNCONFIGURED = "no DINOv3 model configured"
+DEMO_MARKER = "UNTRAINED_DEMO_MODEL"
+DEMO_BANNER = "similarity from an untrained demo model: set DINOV3_MODEL_DIR to real DINOv3 weights"
+MODEL_TYPE = "dinov3_vit"
+PAIR_CHUNK = 2000
+
+
+# --- The model and its fingerprint ----------------------------------------------------------------------------
+
+
+def model_dir() -> Path | None:
+    """DINOV3_MODEL_DIR, else the demo model that `make run` / `seed_demo` built, else None."""
+    if settings.DINOV3_MODEL_DIR:
+        return Path(settings.DINOV3_MODEL_DIR)
+    demo = Path(settings.DINOV3_DEMO_MODEL_DIR)
+    return demo if (demo / DEMO_MARKER).exists() else None
+
+
+def weight_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.safetensors")) or sorted(folder.glob("pytorch_model*.bin"))
+
+
+def model_problem(folder: Path | None = None) -> str | None:
+    """Why the configured folder cannot be DINOv3 weights (file checks only, no torch), or None."""
+    folder = folder if folder is not None else model_dir()
+    if folder is None:
+        return (
+            "DINOV3_MODEL_DIR is not set: point it at a folder with DINOv3 weights (README, 'Similarity "
+            "(DINOv3)'). Images and pairs stay pending until then."
+        )
+    if not folder.is_dir():
+        return f"DINOV3_MODEL_DIR={folder}: no such folder. Images and pairs stay pending until it is fixed."
+    config = folder / "config.json"
+    if not config.is_file():
+        return f"DINOV3_MODEL_DIR={folder}: config.json is missing; this is not a HuggingFace model folder."
+    try:
+        model_type = json.loads(config.read_text()).get("model_type")
+    except (ValueError, AttributeError) as error:
+        return f"{config}: not a valid JSON object ({error})."
+    if model_type != MODEL_TYPE:
+        return f"{config}: model_type is {model_type!r}; DINOv3 ViT weights have {MODEL_TYPE!r}."
+    if not weight_files(folder):
+        return f"DINOV3_MODEL_DIR={folder}: no weights in it (*.safetensors or pytorch_model.bin)."
+    return None
+
+
+def compute_dtype() -> str:
+    return "bf16" if settings.DINOV3_DEVICE.startswith("cuda") else "fp32"
+
+
+def weights_digest(folder: Path) -> str:
+    """A digest of the config and of 16 evenly spaced 1 MiB samples of each weights file, with its size.
+
+    Hashing whole files would cost seconds to minutes per process for large models; samples of the bytes
+    tell different weights apart just as well in practice.
+    """
+    digest = hashlib.sha256((folder / "config.json").read_bytes())
+    for path in weight_files(folder):
+        size = path.stat().st_size
+        digest.update(f"{path.name}:{size}".encode())
+        with open(path, "rb") as handle:
+            for sample in range(16):
+                handle.seek(size * sample // 16)
+                digest.update(handle.read(1 << 20))
+    return digest.hexdigest()[:12]
+
+
+_fingerprints: dict[tuple, str] = {}
+
+
+def fingerprint_of(folder: Path, image_size: int, dtype: str) -> str:
+    """'dinov3 1024d 24L <digest> 224px bf16': which weights, input size and dtype produced a vector."""
+    config_path = folder / "config.json"
+    signature = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in [config_path, *weight_files(folder)])
+    key = (str(folder), signature, image_size, dtype)
+    if key not in _fingerprints:
+        config = json.loads(config_path.read_text())
+        name = f"dinov3 {config.get('hidden_size')}d {config.get('num_hidden_layers')}L"
+        text = f"{name} {weights_digest(folder)} {image_size}px {dtype}"
+        if (folder / DEMO_MARKER).exists():
+            text = f"untrained demo model: {text}"
+        _fingerprints[key] = text
+    return _fingerprints[key]
+
+
+_current: dict = {"key": None, "at": 0.0, "value": UNCONFIGURED}
+
+
+def current_fingerprint(fresh: bool = False) -> str:
+    """The fingerprint of the configured model: similarities under any other one are stale.
+
+    Cached for a second per settings, because every pair's status asks for it; `fresh` skips the cache.
+    """
+    key = (settings.DINOV3_MODEL_DIR, str(settings.DINOV3_DEMO_MODEL_DIR), settings.DINOV3_IMAGE_SIZE, compute_dtype())
+    now = time.monotonic()
+    if not fresh and _current["key"] == key and now - _current["at"] < 1.0:
+        return _current["value"]
+    folder = model_dir()
+    value = UNCONFIGURED
+    if folder is not None and model_problem(folder) is None:
+        try:
+            value = fingerprint_of(folder, settings.DINOV3_IMAGE_SIZE, compute_dtype())
+        except OSError:
+            value = UNCONFIGURED
+    _current.update(key=key, at=now, value=value)
+    return value
+
+
+def is_demo_model() -> bool:
+    folder = model_dir()
+    return folder is not None and (folder / DEMO_MARKER).exists()
+
+
+_embedders: dict[tuple, object] = {}
+
+
+def worker_embedder():
+    """The configured model, loaded once per worker process (after the fork) and kept for its next tasks."""
+    from annotator.similarity.embedder import Embedder
+
+    folder = model_dir()
+    key = (str(folder), current_fingerprint(), settings.DINOV3_DEVICE, settings.DINOV3_BATCH_SIZE)
+    if key not in _embedders:
+        _embedders.clear()
+        log.info("loading DINOv3 from %s on %s (%s)", folder, settings.DINOV3_DEVICE, key[1])
+        _embedders[key] = Embedder.load(
+            folder,
+            device=settings.DINOV3_DEVICE,
+            image_size=settings.DINOV3_IMAGE_SIZE,
+            batch_size=settings.DINOV3_BATCH_SIZE,
+            decode_threads=settings.DINOV3_DECODE_THREADS or None,
+        )
+    return _embedders[key]
+
+
+# --- Stored vectors --------------------------------------------------------------------------------------------
+
+
+def vector_bytes(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype="<f2").tobytes()
+
+
+def stored_vectors(image_ids: Iterable[int], fingerprint: str | None = None) -> dict[int, np.ndarray]:
+    """Image id -> its unit vector under the fingerprint (float32, renormalised after float16 storage)."""
+    rows = list(
+        ImageEmbedding.objects.filter(
+            image_id__in=set(image_ids), fingerprint=fingerprint or current_fingerprint(), vector__isnull=False
+        ).values_list("image_id", "vector")
+    )
+    if not rows:
+        return {}
+    ids, matrix = stack_vectors(rows)
+    return dict(zip(ids, matrix, strict=True))
+
+
+def stack_vectors(rows: list[tuple[int, bytes]]) -> tuple[list[int], np.ndarray]:
+    """[(image id, float16 bytes)] -> ids and an (N, D) float32 matrix of unit rows, in one vectorised pass."""
+    ids = [image_id for image_id, _ in rows]
+    matrix = np.frombuffer(b"".join(bytes(vector) for _, vector in rows), dtype="<f2").astype(np.float32)
+    matrix = matrix.reshape(len(rows), -1)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return ids, matrix / np.maximum(norms, 1e-12)
+
+
+def cosine(first: np.ndarray, second: np.ndarray) -> float:
+    return float(np.clip(np.dot(first, second), -1.0, 1.0))
+
+
+def embeddings_store(*, fingerprint: str, vectors: dict[int, np.ndarray], failures: dict[int, str]) -> None:
+    """Store vectors (and failures) of images under the fingerprint; re-running replaces, never duplicates."""
+    rows = [
+        ImageEmbedding(image_id=image_id, fingerprint=fingerprint, vector=vector_bytes(v), dim=len(v))
+        for image_id, v in vectors.items()
+    ]
+    rows += [
+        ImageEmbedding(image_id=image_id, fingerprint=fingerprint, vector=None, dim=0, error=message[:2000])
+        for image_id, message in failures.items()
+    ]
+    ImageEmbedding.objects.bulk_create(
+        rows,
+        update_conflicts=True,
+        unique_fields=["image", "fingerprint"],
+        update_fields=["vector", "dim", "error", "created"],
+    )
+
+
+# --- Pairs -----------------------------------------------------------------------------------------------------
+
+
+def images_similarity(*, image_1: Image, image_2: Image) -> float | None:
+    """The cosine similarity of two images under the current model, or None while either is not embedded."""
+    vectors = stored_vectors([image_1.pk, image_2.pk])
+    if image_1.pk not in vectors or image_2.pk not in vectors:
+        return None
+    return cosine(vectors[image_1.pk], vectors[image_2.pk])
+
+
+def similarity_verdict(value: float | None) -> str:
+    if value is None:
+        return "pending"
+    return "pass" if value >= settings.SIMILARITY_THRESHOLD else "fail"
+
+
+@transaction.atomic
+def pair_update_similarity(*, pair: Pair) -> float | None:
+    """Score the pair from its images' stored embeddings under the current model; None (pending) without them."""
+    fingerprint = current_fingerprint()
+    value = images_similarity(image_1=pair.image_1, image_2=pair.image_2)
+    if value is None:
+        return None
+    Pair.objects.filter(pk=pair.pk).update(similarity=value, similarity_model=fingerprint, updated=timezone.now())
+    pair.similarity, pair.similarity_model = value, fingerprint
+    return value
+
+
+@transaction.atomic
+def pair_override_similarity(*, pair: Pair, user, reason: str) -> Pair:
+    """A coordinator lets a pair below the threshold through, with a written reason that is recorded."""
+    if not has_role(user, COORDINATOR):
+        raise PermissionDenied("Only a coordinator can override the similarity rule.")
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationError({"reason": "Write why this pair is subtle despite its similarity score."})
+    locked = Pair.objects.select_for_update().get(pk=pair.pk)
+    if locked.similarity_status != "fail":
+        raise ValidationError(
+            f"Pair {pair.pk}: only a pair that fails the similarity rule can be overridden; "
+            f"its similarity is {locked.similarity_status}."
+        )
+    locked.similarity_override_reason = reason
+    locked.similarity_override_by = user
+    locked.similarity_override_at = timezone.now()
+    locked.save(update_fields=["similarity_override_reason", "similarity_override_by", "similarity_override_at"])
+    for name in ("similarity_override_reason", "similarity_override_by", "similarity_override_at"):
+        setattr(pair, name, getattr(locked, name))
+    return pair
+
+
+@transaction.atomic
+def pairs_update_similarity(*, image_ids: Iterable[int] | None = None) -> int:
+    """Score every pending or stale pair (those touching `image_ids`, if given) whose images are embedded.
+
+    Vectorised: one query for the vectors of a chunk of pairs, one dot product per row, one bulk update.
+    Returns how many pairs got a similarity.
+    """
+    fingerprint = current_fingerprint()
+    pairs = Pair.objects.needing_similarity().order_by("pk")
+    if image_ids is not None:
+        ids = set(image_ids)
+        pairs = pairs.filter(models.Q(image_1_id__in=ids) | models.Q(image_2_id__in=ids))
+    scored = 0
+    last = 0
+    while True:
+        chunk = list(pairs.filter(pk__gt=last).only("pk", "image_1_id", "image_2_id")[:PAIR_CHUNK])
+        if not chunk:
+            return scored
+        last = chunk[-1].pk
+        vectors = stored_vectors({p.image_1_id for p in chunk} | {p.image_2_id for p in chunk}, fingerprint)
+        ready = [p for p in chunk if p.image_1_id in vectors and p.image_2_id in vectors]
+        if not ready:
+            continue
+        first = np.stack([vectors[p.image_1_id] for p in ready])
+        second = np.stack([vectors[p.image_2_id] for p in ready])
+        values = np.clip(np.einsum("ij,ij->i", first, second), -1.0, 1.0)
+        now = timezone.now()
+        for pair, value in zip(ready, values, strict=True):
+            pair.similarity, pair.similarity_model, pair.updated = float(value), fingerprint, now
+        Pair.objects.bulk_update(ready, ["similarity", "similarity_model", "updated"], batch_size=500)
+        scored += len(ready)
+
+
+# --- Videos: status and suggestions ---------------------------------------------------------------------------
+
+
+def video_embedding_counts(*, video: Video) -> dict:
+    """How many of the video's frames are embedded, failed or pending under the current model."""
+    fingerprint = current_fingerprint()
+    embeddings = ImageEmbedding.objects.filter(image__frame__video=video, fingerprint=fingerprint)
+    counts = embeddings.aggregate(
+        embedded=models.Count("pk", filter=models.Q(vector__isnull=False)),
+        failed=models.Count("pk", filter=models.Q(vector__isnull=True)),
+    )
+    frames = Frame.objects.filter(video=video).count()
+    return {
+        "frames": frames,
+        "embedded": counts["embedded"],
+        "failed": counts["failed"],
+        "pending": frames - counts["embedded"] - counts["failed"],
+        "model": fingerprint,
+        "model_problem": model_problem(),
+    }
+
+
+def video_suggestions(*, video: Video, limit: int = 20) -> dict:
+    """Frame pairs of the video ranked for subtlety: threshold <= similarity < near-duplicate ceiling, within
+    the maximum time gap, most similar first.
+
+    Vectorised over a band: frames in time order, offset k compares every frame with the k-th next one in
+    one numpy pass, for k up to the most frames any gap window holds (no Python loop over pairs).
+    """
+    fingerprint = current_fingerprint()
+    frames = list(
+        Frame.objects.filter(video=video)
+        .order_by("timestamp", "index")
+        .values_list("pk", "image_id", "index", "timestamp")
+    )
+    rows = list(
+        ImageEmbedding.objects.filter(image__frame__video=video, fingerprint=fingerprint).values_list(
+            "image_id", "vector"
+        )
+    )
+    done = len(rows)
+    embedded = [(image_id, vector) for image_id, vector in rows if vector is not None]
+    status = "ready" if done >= len(frames) else "pending"
+    if not embedded:
+        return {"status": status, "results": []}
+    ids, matrix = stack_vectors(embedded)
+    position = {image_id: row for row, image_id in enumerate(ids)}
+    frames = [frame for frame in frames if frame[1] in position]
+    vectors = matrix[[position[frame[1]] for frame in frames]]
+    times = np.array([frame[3] for frame in frames], dtype=np.float64)
+    count = len(frames)
+    reach = np.searchsorted(times, times + settings.SUGGESTION_MAX_GAP_SECONDS, side="right") - np.arange(count) - 1
+    width = int(reach.max()) if count else 0
+    firsts, seconds, values = [], [], []
+    for offset in range(1, width + 1):
+        left = np.arange(count - offset)
+        sims = np.einsum("ij,ij->i", vectors[: count - offset], vectors[offset:])
+        keep = (
+            (sims >= settings.SIMILARITY_THRESHOLD)
+            & (sims < settings.NEAR_DUPLICATE_CEILING)
+            & (times[offset:] - times[: count - offset] <= settings.SUGGESTION_MAX_GAP_SECONDS)
+        )
+        firsts.append(left[keep])
+        seconds.append(left[keep] + offset)
+        values.append(sims[keep])
+    if not firsts:
+        return {"status": status, "results": []}
+    firsts, seconds, values = np.concatenate(firsts), np.concatenate(seconds), np.concatenate(values)
+    gaps = times[seconds] - times[firsts]
+    order = np.lexsort((gaps, -values))[:limit]
+    results = []
+    for at in order:
+        one, two = frames[firsts[at]], frames[seconds[at]]
+        results.append(
+            {
+                "frame_1": one[0],
+                "frame_2": two[0],
+                "image_1": one[1],
+                "image_2": two[1],
+                "index_1": one[2],
+                "index_2": two[2],
+                "similarity": round(float(values[at]), 4),
+                "gap": round(float(gaps[at]), 3),
+            }
+        )
+    return {"status": status, "results": results}
+
+
+# --- Embedding jobs -------------------------------------------------------------------------------------------
+
+
+def image_source(image: Image):
+    """What the embedder reads: a local path when storage has one, else a callable that reads the bytes."""
+    name = image.file.name
+    try:
+        return default_storage.path(name)
+    except NotImplementedError:
+        return lambda: default_storage.open(name, "rb").read()
+
+
+def pending_images(*, video: Video | None = None, image_ids: Iterable[int] | None = None, retry_failed: bool = False):
+    """Images with no embedding under the current model (and, with retry_failed, those that failed)."""
+    done = ImageEmbedding.objects.filter(fingerprint=current_fingerprint())
+    if retry_failed:
+        done = done.filter(vector__isnull=False)
+    images = Image.objects.exclude(pk__in=done.values("image_id"))
+    if video is not None:
+        images = images.filter(frame__video=video)
+    if image_ids is not None:
+        images = images.filter(pk__in=list(image_ids))
+    return images.order_by("pk")
+
+
+def embedding_job_create(*, title: str, user=None) -> Job:
+    return Job.objects.create(kind=Job.Kind.SIMILARITY, title=title, created_by=user)
+
+
+def embeddings_compute(
+    *,
+    job: Job,
+    video: Video | None = None,
+    image_ids: Iterable[int] | None = None,
+    retry_failed: bool = False,
+    embedder=None,
+) -> Job:
+    """Embed the pending images in scope (a video's frames, some images, or all), batch by batch, then score
+    the pairs that became computable. Advances the job per batch; each batch commits on its own, so a crash
+    loses at most one batch and a re-run picks up where this one stopped.
+
+    Without a usable model the job fails with the reason (also in the worker log) and everything stays pending.
+    """
+    image_ids = list(image_ids) if image_ids is not None else None
+    current_fingerprint(fresh=True)  # the folder may have changed a moment ago (e.g. the demo model was built)
+    images = list(pending_images(video=video, image_ids=image_ids, retry_failed=retry_failed))
+    job.start(total=len(images))
+    problem = model_problem()
+    if problem:
+        log.error("similarity job %s (%s): %s", job.pk, job.title, problem)
+        job.finish(result={"model": current_fingerprint(), "pending": len(images)}, error=problem)
+        return job
+    fingerprint = current_fingerprint()
+    embedded = failed = scored = 0
+    if images:
+        try:
+            embedder = embedder or worker_embedder()
+        except Exception as error:  # the torch path reports every kind of broken folder its own way
+            message = f"cannot load the DINOv3 model: {error}"
+            log.error("similarity job %s (%s): %s", job.pk, job.title, message)
+            job.finish(result={"model": fingerprint, "pending": len(images)}, error=message)
+            return job
+        try:
+            for batch in embedder.embed([image_source(image) for image in images]):
+                vectors = {images[i].pk: vector for i, vector in zip(batch.indices, batch.vectors, strict=True)}
+                failures = {images[i].pk: message for i, message in batch.failures.items()}
+                with transaction.atomic():
+                    embeddings_store(fingerprint=fingerprint, vectors=vectors, failures=failures)
+                    scored += pairs_update_similarity(image_ids=[*vectors])
+                for i, message in batch.failures.items():
+                    log.warning("image %s (%s): %s", images[i].pk, images[i].file.name, message)
+                    job.advance(1, error=f"image {images[i].pk} ({images[i].file.name}): {message}")
+                job.advance(len(vectors))
+                embedded += len(vectors)
+                failed += len(failures)
+        except Exception as error:  # e.g. out of memory at batch 1: the job must not stay "running"
+            log.exception("similarity job %s (%s) stopped", job.pk, job.title)
+            job.finish(result={"model": fingerprint, "embedded": embedded}, error=f"the run stopped: {error}")
+            raise
+    # Stale pairs whose images were embedded under this model earlier (e.g. after switching back) catch up too.
+    scope = image_ids
+    if video is not None:
+        scope = list(Frame.objects.filter(video=video).values_list("image_id", flat=True))
+    scored += pairs_update_similarity(image_ids=scope)
+    job.finish(result={"model": fingerprint, "embedded": embedded, "failed": failed, "pairs_scored": scored})
+    return job
+
+
+def video_queue_embeddings(*, video: Video, user=None) -> Job:
+    """Queue the embedding of a video's frames on the similarity worker (call it once the video is sampled)."""
+    from annotator.similarity.tasks import embed_video_frames
+
+    job = embedding_job_create(title=f"Similarity: embed the frames of {video.yt8m_id}", user=user)
+    transaction.on_commit(lambda: embed_video_frames.delay(job.pk, video.pk))
+    return job
+
+
+def images_queue_embeddings(*, images: Iterable[Image], user=None) -> Job:
+    """Queue the embedding of standalone images (e.g. an imported pair dataset) on the similarity worker."""
+    from annotator.similarity.tasks import embed_images
+
+    ids = [image.pk for image in images]
+    job = embedding_job_create(title=f"Similarity: embed {len(ids)} images", user=user)
+    transaction.on_commit(lambda: embed_images.delay(job.pk, ids))
+    return job
+
+
+def embeddings_queue_pending(*, user=None, retry_failed: bool = False) -> Job:
+    """Queue a catch-up of every pending image and every pending or stale pair."""
+    from annotator.similarity.tasks import embed_pending
+
+    job = embedding_job_create(title="Similarity: embed all pending images, rescore stale pairs", user=user)
+    transaction.on_commit(lambda: embed_pending.delay(job.pk, retry_failed))
+    return job
+
+
+def scorable_pairs():
+    """Pending or stale pairs whose two images are both embedded under the current model."""
+    embedded = ImageEmbedding.objects.filter(fingerprint=current_fingerprint(), vector__isnull=False)
+    image_ids = embedded.values("image_id")
+    return Pair.objects.needing_similarity().filter(image_1_id__in=image_ids, image_2_id__in=image_ids)
+
+
+def embeddings_catch_up() -> Job | None:
+    """The periodic catch-up: when a model is configured and work is waiting, run it as a job; else nothing."""
+    if model_problem() is not None:
+        return None
+    if not pending_images().exists() and not scorable_pairs().exists():
+        return None
+    job = embedding_job_create(title="Similarity: catch up with pending images and stale pairs")
+    return embeddings_compute(job=job)

@@ -1,0 +1,511 @@
+"""Video import and sampling services: what the import command, the upload page, the API and the Celery task
+all call. A source (a folder of videos or a CSV manifest) becomes one import Job and one sampling step per
+video; a bad file or row fails that video alone, with a message naming it, and never touches stored frames.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import logging
+import re
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.text import get_valid_filename
+
+from annotator.models import Domain, Frame, Image, Job, Pair, Video
+from annotator.similarity.services import video_queue_embeddings
+from annotator.videos import sampling
+
+logger = logging.getLogger(__name__)
+
+VIDEO_EXTENSIONS = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts")
+MANIFEST_COLUMNS = ("yt8m_id", "path", "labels")
+LABEL_SEPARATORS = re.compile(r"[;|]")
+YT8M_ID_MAX = Video._meta.get_field("yt8m_id").max_length
+
+
+class ImportSourceError(ValueError):
+    """The whole source is unusable (outside IMPORT_ROOTS, missing, no videos, a manifest without its header)."""
+
+
+class ImportPathError(ValueError):
+    """One path is unusable; the message is a predicate that reads after the path ('does not exist')."""
+
+
+@dataclass
+class ImportEntry:
+    """One video to import: from a folder, a manifest row or an upload. `error` set: known bad already."""
+
+    label: str
+    yt8m_id: str
+    source: str
+    labels: list[str] = field(default_factory=list)
+    title: str = ""
+    error: str = ""
+
+
+def resolve_import_path(raw: str | Path, *, base: Path | None = None) -> Path:
+    """The real path (symlinks and '..' resolved) of an existing file or folder inside settings.IMPORT_ROOTS."""
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        path = (base or Path.cwd()) / path
+    resolved = path.resolve()
+    roots = [Path(root).resolve() for root in settings.IMPORT_ROOTS]
+    if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
+        raise ImportPathError(
+            "is outside the import folders (IMPORT_ROOTS: " + ", ".join(str(root) for root in roots) + ")"
+        )
+    if not resolved.exists():
+        raise ImportPathError("does not exist")
+    return resolved
+
+
+def sampling_parameters(every: float | None = None, count: int | None = None) -> tuple[float | None, int | None]:
+    """(every, count) with exactly one set: the default is one frame every DEFAULT_SAMPLE_EVERY_SECONDS."""
+    if every is not None and count is not None:
+        raise ValueError("give either every (seconds between frames) or frames (a count), not both")
+    if count is not None:
+        if count < 1:
+            raise ValueError("frames must be at least 1")
+        return None, int(count)
+    every = settings.DEFAULT_SAMPLE_EVERY_SECONDS if every is None else float(every)
+    if every <= 0:
+        raise ValueError("every must be a positive number of seconds")
+    return every, None
+
+
+# --- Reading a source into entries --------------------------------------------------------------------------
+
+
+def import_entries(source: str) -> list[ImportEntry]:
+    """The entries of a folder of video files or of a CSV manifest; ImportSourceError when it has none."""
+    try:
+        path = resolve_import_path(source)
+    except ImportPathError as error:
+        raise ImportSourceError(f"{source} {error}") from error
+    if path.is_dir():
+        entries = entries_from_folder(path)
+        if not entries:
+            raise ImportSourceError(f"{source} contains no video files ({', '.join(VIDEO_EXTENSIONS)})")
+        return entries
+    if path.suffix.lower() == ".csv":
+        entries = entries_from_manifest(path)
+        if not entries:
+            raise ImportSourceError(f"{source} has a header but no rows")
+        return entries
+    raise ImportSourceError(f"{source} is neither a folder of videos nor a .csv manifest")
+
+
+def entries_from_folder(folder: Path) -> list[ImportEntry]:
+    """Every video file directly in the folder; its yt8m_id is the file name without its extension."""
+    entries, seen = [], set()
+    for path in sorted(folder.iterdir()):
+        if path.name.startswith(".") or path.suffix.lower() not in VIDEO_EXTENSIONS:
+            continue
+        entry = ImportEntry(label=path.name, yt8m_id=path.stem, source=str(path), title=path.name)
+        if len(path.stem) > YT8M_ID_MAX:
+            entry.error = f"{path}: the file name is longer than {YT8M_ID_MAX} characters, too long for a yt8m_id"
+            entry.yt8m_id = ""
+        elif path.stem in seen:
+            entry.error = f"{path}: another file in this folder already has the yt8m_id {path.stem!r}"
+            entry.yt8m_id = ""
+        else:
+            try:
+                entry.source = str(resolve_import_path(path))
+            except ImportPathError as error:
+                entry.error = f"{path} {error}"
+        seen.add(path.stem)
+        entries.append(entry)
+    return entries
+
+
+def entries_from_manifest(manifest: Path) -> list[ImportEntry]:
+    """Rows of a CSV with the header yt8m_id,path,labels. Paths are local (relative to the manifest's
+    folder, inside IMPORT_ROOTS) or s3://bucket/key; labels are separated by ';' or '|'."""
+    try:
+        with manifest.open(newline="", encoding="utf-8-sig") as handle:
+            reader = csv.DictReader(handle)
+            header = [name.strip() for name in reader.fieldnames or []]
+            missing = [name for name in MANIFEST_COLUMNS if name not in header]
+            if missing:
+                raise ImportSourceError(
+                    f"{manifest}, line 1: the header must be {','.join(MANIFEST_COLUMNS)}; "
+                    f"missing column {', '.join(missing)}"
+                )
+            reader.fieldnames = header
+            entries, seen = [], {}
+            for row in reader:
+                entries.append(_manifest_entry(manifest, reader.line_num, row, seen))
+    except UnicodeDecodeError as error:
+        raise ImportSourceError(f"{manifest} is not UTF-8 text ({error.reason} at byte {error.start})") from error
+    except csv.Error as error:
+        raise ImportSourceError(f"{manifest} is not a valid CSV file ({error})") from error
+    return entries
+
+
+def _manifest_entry(manifest: Path, line: int, row: dict, seen: dict[str, int]) -> ImportEntry:
+    where = f"{manifest.name}, line {line}"
+    absent = [name for name in MANIFEST_COLUMNS if row.get(name) is None]
+    if absent:
+        return ImportEntry(where, "", "", error=f"{where}: missing column {', '.join(absent)}")
+    yt8m_id, raw_path = row["yt8m_id"].strip(), row["path"].strip()
+    labels = [label.strip() for label in LABEL_SEPARATORS.split(row["labels"]) if label.strip()]
+    entry = ImportEntry(where, yt8m_id, raw_path, labels, title=raw_path.rsplit("/", 1)[-1])
+    if not yt8m_id:
+        entry.error = f"{where}, field yt8m_id: empty"
+    elif len(yt8m_id) > YT8M_ID_MAX:
+        entry.error = f"{where}, field yt8m_id: longer than {YT8M_ID_MAX} characters"
+        entry.yt8m_id = ""
+    elif yt8m_id in seen:
+        entry.error = f"{where}, field yt8m_id: {yt8m_id!r} already appears on line {seen[yt8m_id]}"
+        entry.yt8m_id = ""  # the first row owns this video: a duplicate must not mark it failed
+    elif not raw_path:
+        entry.error = f"{where}, field path: empty"
+    elif raw_path.startswith("s3://"):
+        bucket, _, key = raw_path[len("s3://") :].partition("/")
+        if not bucket or not key or key.endswith("/"):
+            entry.error = f"{where}, field path: {raw_path!r} is not an s3://bucket/key URI of a file"
+    else:
+        try:
+            path = resolve_import_path(raw_path, base=manifest.parent)
+            if not path.is_file():
+                raise ImportPathError("is not a file")
+            entry.source = str(path)
+        except ImportPathError as error:
+            entry.error = f"{where}, field path: {raw_path} {error}"
+    if yt8m_id and yt8m_id not in seen:
+        seen[yt8m_id] = line
+    return entry
+
+
+# --- The import job -----------------------------------------------------------------------------------------
+
+
+def videos_import(
+    *,
+    source: str | None = None,
+    entries: list[ImportEntry] | None = None,
+    every: float | None = None,
+    count: int | None = None,
+    domain: str = Domain.NATURAL,
+    created_by=None,
+    sync: bool = False,
+    title: str = "",
+) -> Job:
+    """Start an import Job over a source (or prepared entries): bad entries fail at once, each good one is
+    sampled by a Celery task queued on commit, or in this process one after another when `sync`."""
+    every, count = sampling_parameters(every, count)
+    if domain not in Domain.values:
+        raise ValueError(f"unknown domain {domain!r} (one of {', '.join(Domain.values)})")
+    if entries is None:
+        entries = import_entries(source)
+    with transaction.atomic():
+        job = Job.objects.create(
+            kind=Job.Kind.IMPORT,
+            title=title or f"Import {source}",
+            created_by=created_by,
+            result={
+                "source": source or "",
+                "every": every,
+                "frames_per_video": count,
+                "videos_ok": 0,
+                "videos_skipped": 0,
+                "videos_failed": 0,
+                "frames": 0,
+                "seconds": 0.0,
+            },
+        )
+        job.start(total=len(entries))
+        steps = []
+        for entry in entries:
+            if entry.error:
+                _entry_fail(job.pk, entry, domain)
+                continue
+            video, _ = Video.objects.get_or_create(
+                yt8m_id=entry.yt8m_id,
+                defaults={"source": entry.source, "labels": entry.labels, "domain": domain, "title": entry.title},
+            )
+            steps.append(
+                {
+                    "job_id": job.pk,
+                    "video_id": video.pk,
+                    "source": entry.source,
+                    "every": every,
+                    "count": count,
+                    "labels": entry.labels,
+                    "domain": domain,
+                    "title": entry.title,
+                }
+            )
+        if not sync:
+            from annotator.videos.tasks import sample_video
+
+            for step in steps:
+                transaction.on_commit(partial(sample_video.delay, **step))
+    for step in steps if sync else []:
+        video_sample(**step)
+    job.refresh_from_db()
+    return job
+
+
+def _entry_fail(job_id: int, entry: ImportEntry, domain: str) -> None:
+    """A bad entry: a new video is recorded as failed; a video that has frames keeps them untouched."""
+    if entry.yt8m_id:
+        video, created = Video.objects.get_or_create(
+            yt8m_id=entry.yt8m_id,
+            defaults={
+                "source": entry.source,
+                "labels": entry.labels,
+                "domain": domain,
+                "title": entry.title,
+                "status": Video.Status.FAILED,
+                "error": entry.error,
+            },
+        )
+        if not created:
+            video.mark_failed(entry.error)
+    _job_record(job_id, outcome="videos_failed", error=entry.error)
+
+
+def _job_record(job_id: int, *, outcome: str, frames: int = 0, seconds: float = 0.0, error: str = "") -> None:
+    """Count one video's outcome; the step that completes the job finishes it. The row lock serialises the
+    workers of one job, so no count is lost and the job is finished exactly once."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_id)
+        result = dict(job.result)
+        result[outcome] = result.get(outcome, 0) + 1
+        result["frames"] = result.get("frames", 0) + frames
+        result["seconds"] = round(result.get("seconds", 0.0) + seconds, 3)
+        job.result = result
+        job.save(update_fields=["result"])
+        job.advance(1, error=error or None)
+        if job.done >= job.total and job.is_active:
+            nothing = result.get("videos_ok", 0) + result.get("videos_skipped", 0) == 0
+            job.finish(result, error="No video could be imported." if nothing else None)
+
+
+# --- Sampling one video -------------------------------------------------------------------------------------
+
+
+class ResampleRefused(Exception):
+    pass
+
+
+def video_sample(
+    *,
+    job_id: int,
+    video_id: int,
+    source: str,
+    every: float | None,
+    count: int | None,
+    labels: list[str],
+    domain: str,
+    title: str = "",
+) -> str:
+    """Sample one video into frames and count the outcome on its job: 'ok', 'skipped' or 'failed'.
+
+    Already sampled from the same file with the same parameters: skipped (a repeated task or re-import
+    changes no frame; only corrected labels or domain are taken over). Otherwise the new frames are written
+    to storage first and swapped in for the old ones in one transaction; if anything fails, the new files
+    are removed and the old frames stay as they were.
+    """
+    video = Video.objects.get(pk=video_id)
+    if video.is_sampled_as(source=source, every=every, count=count):
+        if (video.labels, video.domain) != (labels, domain):  # a re-import may correct the metadata alone
+            Video.objects.filter(pk=video_id).update(labels=labels, domain=domain, updated=timezone.now())
+        _job_record(job_id, outcome="videos_skipped")
+        return "skipped"
+    if video.status != Video.Status.SAMPLED:
+        fields = {"source": source, "labels": labels, "domain": domain, "title": title or video.title}
+        Video.objects.filter(pk=video_id).update(**fields)
+        video.refresh_from_db()
+        video.mark_sampling()
+    started = time.monotonic()
+    written: list[str] = []
+    try:
+        _check_no_pairs(video)
+        with local_video_file(source) as path:
+            info, frames = sampling.sample(
+                path,
+                every=every,
+                count=count,
+                max_side=settings.FRAME_MAX_SIDE,
+                thumbnail_side=settings.THUMBNAIL_MAX_SIDE,
+                quality=settings.FRAME_JPEG_QUALITY,
+            )
+            run = uuid.uuid4().hex[:8]  # a fresh folder per run: the old frames' files stay until the swap
+            sampled = []
+            for frame in frames:
+                name = f"frames/{video.yt8m_id}/{run}/{frame.index:06d}"
+                image_name = default_storage.save(f"{name}.jpg", ContentFile(frame.jpeg))
+                written.append(image_name)
+                thumbnail_name = default_storage.save(f"{name}_thumb.jpg", ContentFile(frame.thumbnail))
+                written.append(thumbnail_name)
+                sampled.append((frame, image_name, thumbnail_name, hashlib.sha256(frame.jpeg).hexdigest()))
+        _video_replace_frames(
+            video_id, info, sampled, source=source, every=every, count=count, labels=labels, domain=domain
+        )
+    except Exception as error:  # any failure fails this video alone; the import goes on
+        for name in written:
+            default_storage.delete(name)
+        if isinstance(error, sampling.SamplingError | ImportPathError | ResampleRefused):
+            message = f"{video.yt8m_id}: {source} {error}"
+        else:
+            logger.exception("sampling %s (%s) failed", video.yt8m_id, source)
+            message = f"{video.yt8m_id}: {source}: sampling failed ({type(error).__name__}: {error})"
+        with transaction.atomic():
+            Video.objects.select_for_update().get(pk=video_id).mark_failed(message)
+        _job_record(job_id, outcome="videos_failed", error=message)
+        return "failed"
+    _job_record(job_id, outcome="videos_ok", frames=len(sampled), seconds=time.monotonic() - started)
+    return "ok"
+
+
+def _check_no_pairs(video: Video) -> None:
+    used = Pair.objects.filter(Q(image_1__frame__video=video) | Q(image_2__frame__video=video)).count()
+    if used:
+        raise ResampleRefused(
+            f"was not re-sampled: {used} pair(s) use its current frames, and new frames would orphan them"
+        )
+
+
+@transaction.atomic
+def _video_replace_frames(video_id, info, sampled, *, source, every, count, labels, domain) -> None:
+    video = Video.objects.select_for_update().get(pk=video_id)
+    _check_no_pairs(video)
+    old = Image.objects.filter(frame__video=video)
+    old_names = [name for pair in old.values_list("file", "thumbnail") for name in pair if name]
+    old.delete()  # cascades to the frames
+    images = Image.objects.bulk_create(
+        Image(
+            file=image_name,
+            thumbnail=thumbnail_name,
+            width=frame.width,
+            height=frame.height,
+            source="yt8m",
+            original_name=f"{video.yt8m_id}_{frame.index:06d}.jpg",
+            sha256=sha256,
+        )
+        for frame, image_name, thumbnail_name, sha256 in sampled
+    )
+    Frame.objects.bulk_create(
+        Frame(video=video, index=frame.index, timestamp=frame.timestamp, pts=frame.pts, image=image)
+        for (frame, *_), image in zip(sampled, images, strict=True)
+    )
+    video.source = source
+    video.labels = labels
+    video.domain = domain
+    video.duration = info.duration
+    video.fps = info.fps
+    video.width = info.width
+    video.height = info.height
+    video.size_bytes = info.size_bytes
+    video.sample_every = every
+    video.sample_count = count
+    video.frame_count = len(sampled)
+    video.status = Video.Status.SAMPLED
+    video.error = ""
+    video.save()
+    transaction.on_commit(partial(_delete_files, old_names))
+    # Every frame is embedded once, on the similarity worker, as soon as the video is sampled.
+    video_queue_embeddings(video=video)
+
+
+def _delete_files(names: list[str]) -> None:
+    for name in names:
+        default_storage.delete(name)
+
+
+@contextlib.contextmanager
+def local_video_file(source: str) -> Iterator[Path]:
+    """A local path for the source: the file itself (checked against IMPORT_ROOTS again, since the worker
+    may see another file system than the web process) or a temporary download of an s3:// object."""
+    if not source.startswith("s3://"):
+        path = resolve_import_path(source)
+        if not path.is_file():
+            raise ImportPathError("is not a file")
+        _check_size(path.stat().st_size)
+        yield path
+        return
+    from botocore.exceptions import ClientError
+
+    from subtlebench.storage import s3_client, split_s3_uri
+
+    bucket, key = split_s3_uri(source)
+    client = s3_client()
+    try:
+        size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code", "")
+        if code in ("404", "NoSuchKey", "NotFound", "NoSuchBucket"):
+            raise ImportPathError("does not exist in the bucket") from error
+        raise ImportPathError(f"cannot be read from S3 ({code or error})") from error
+    _check_size(size)
+    with tempfile.NamedTemporaryFile(suffix=Path(key).suffix or ".mp4") as handle:
+        client.download_fileobj(bucket, key, handle)
+        handle.flush()
+        yield Path(handle.name)
+
+
+def _check_size(size: int) -> None:
+    if size > settings.MAX_UPLOAD_BYTES:
+        limit = settings.MAX_UPLOAD_BYTES
+        raise ImportPathError(f"is {size} bytes, over the limit of {limit} bytes (MAX_UPLOAD_BYTES)")
+
+
+# --- Uploads ------------------------------------------------------------------------------------------------
+
+
+def videos_upload(
+    *, files, every: float | None = None, count: int | None = None, domain: str = Domain.NATURAL, created_by=None
+) -> Job:
+    """Store uploaded files in a new folder under the first import root and import them as one job.
+    A file over MAX_UPLOAD_BYTES is not stored: it fails (named) while the others go on."""
+    every, count = sampling_parameters(every, count)
+    folder = Path(settings.IMPORT_ROOTS[0]) / "uploads" / f"{timezone.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+    folder.mkdir(parents=True)
+    entries, seen = [], set()
+    for upload in files:
+        name = get_valid_filename(Path(upload.name).name) or "upload.mp4"
+        stem = Path(name).stem[:YT8M_ID_MAX]
+        entry = ImportEntry(label=name, yt8m_id=stem, source=name, title=name)
+        if upload.size > settings.MAX_UPLOAD_BYTES:
+            entry.error = (
+                f"{name}: the upload is {upload.size} bytes, over the limit of "
+                f"{settings.MAX_UPLOAD_BYTES} bytes (MAX_UPLOAD_BYTES); it was not stored"
+            )
+        elif stem in seen:
+            entry.error = f"{name}: another uploaded file has the same name stem {stem!r}"
+            entry.yt8m_id = ""
+        else:
+            path = folder / name
+            with path.open("wb") as handle:
+                for chunk in upload.chunks():
+                    handle.write(chunk)
+            entry.source = str(path.resolve())
+        seen.add(stem)
+        entries.append(entry)
+    names = ", ".join(entry.label for entry in entries)
+    return videos_import(
+        entries=entries,
+        source=str(folder),
+        every=every,
+        count=count,
+        domain=domain,
+        created_by=created_by,
+        title=f"Upload {names}"[:300],
+    )

@@ -1,0 +1,1 @@
+"""Development tooling: the embedded PostgreSQL and Redis, and the `make run` server. Never imported in production."""
