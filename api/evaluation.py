@@ -10,7 +10,7 @@ from rest_framework.decorators import api_view, authentication_classes, permissi
 from rest_framework.response import Response
 
 from annotator.models import Category, Domain
-from evaluation import reports, services
+from evaluation import participation, reports, studies
 from evaluation.models import Participant, Study
 from evaluation.participant_views import image_url
 from subtlebench.roles import COORDINATOR, HasRole
@@ -50,7 +50,7 @@ class StudyOutputSerializer(serializers.ModelSerializer):
         return study.items.scored().count()
 
     def get_open_url(self, study) -> str:
-        return services.open_url(study) if study.open_cap else ""
+        return studies.open_url(study) if study.open_cap else ""
 
 
 class StudyCreateInputSerializer(serializers.Serializer):
@@ -80,7 +80,7 @@ class InviteOutputSerializer(serializers.Serializer):
 def _invite(participant) -> dict:
     return {
         "id": participant.pk,
-        "url": services.invite_url(participant),
+        "url": studies.invite_url(participant),
         "stage": participant.stage,
         "prolific_pid": participant.prolific_pid,
     }
@@ -101,8 +101,8 @@ def study_create(request):
     data = StudyCreateInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     try:
-        study = services.study_create(**data.validated_data, created_by=request.user)
-    except services.StudyError as error:
+        study = studies.study_create(**data.validated_data, created_by=request.user)
+    except studies.StudyError as error:
         return Response({"detail": str(error)}, status=status.HTTP_400_BAD_REQUEST)
     return Response(StudyOutputSerializer(study).data, status=status.HTTP_201_CREATED)
 
@@ -126,7 +126,7 @@ def invite_create(request, pk):
     study = get_object_or_404(Study, pk=pk)
     data = InviteCreateInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    participants = services.study_invite(study=study, count=data.validated_data["count"])
+    participants = studies.study_invite(study=study, count=data.validated_data["count"])
     return Response([_invite(p) for p in participants], status=status.HTTP_201_CREATED)
 
 
@@ -182,7 +182,7 @@ def participant_item(request, token):
     participant = _participant(token)
     if participant.stage in ("invited", "practice"):
         return Response({"detail": "Agree to the study and finish the practice on its pages first."}, status=409)
-    assignment = services.participant_next_item(participant=participant)
+    assignment = participation.participant_next_item(participant=participant)
     if assignment is None:
         participant.refresh_from_db(fields=["finished_at"])
         if participant.finished_at is None:
@@ -193,9 +193,9 @@ def participant_item(request, token):
             "done": False,
             "item": assignment.token,
             "sequence": assignment.sequence,
-            "planned": services.planned_items(participant.study),
+            "planned": studies.planned_items(participant.study),
             "question": assignment.item.pair.question,
-            "options": services.shown_options(assignment),
+            "options": participation.shown_options(assignment),
             "images": [request.build_absolute_uri(image_url(assignment, slot)) for slot in (1, 2)],
         }
     )
@@ -213,15 +213,15 @@ def participant_answer(request, token, item_token):
     data = AnswerInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     try:
-        outcome = services.assignment_answer(
+        outcome = participation.assignment_answer(
             participant=participant,
             token=item_token,
             position=data.validated_data["option"],
             active_ms=data.validated_data.get("active_ms"),
             client_key=data.validated_data.get("client_key") or None,
         )
-    except services.LeaseLost as error:
+    except participation.LeaseLost as error:
         return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
-    except services.StudyError as error:
+    except studies.StudyError as error:
         return Response({"detail": str(error)}, status=status.HTTP_400_BAD_REQUEST)
     return Response({"recorded": outcome.recorded})

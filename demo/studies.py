@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evaluation import services
+from evaluation import participation, studies
 from evaluation.models import Study
 
 DEMO_STUDY = "Demo human baseline"
@@ -15,8 +15,8 @@ def seed_demo_study(stdout=None) -> Study | None:
         return existing
     try:
         # A larger share than the paper's 10% so a small demo pool still gives a readable dashboard.
-        study = services.study_create(name=DEMO_STUDY, fraction=0.5, seed=0, raters_per_item=2, practice_count=2)
-    except services.StudyError:
+        study = studies.study_create(name=DEMO_STUDY, fraction=0.5, seed=0, raters_per_item=2, practice_count=2)
+    except studies.StudyError:
         if stdout:
             stdout.write("Demo study skipped: no accepted pairs yet.")
         return None
@@ -24,12 +24,12 @@ def seed_demo_study(stdout=None) -> Study | None:
     study.items_per_participant = -(-study.items.scored().count() * study.raters_per_item // 4)
     study.save(update_fields=["items_per_participant"])
     for number, accuracy in enumerate((0.95, 0.9, 0.85, 1.0), start=1):
-        participant = services.participant_create(study=study)
+        participant = studies.participant_create(study=study)
         participant.record_url_parameters(
             {"PROLIFIC_PID": f"demo-{number:02d}", "STUDY_ID": "demo", "SESSION_ID": f"s{number}"}
         )
-        services.participant_answer_all(participant=participant, accuracy=accuracy, seed=number)
-    services.study_invite(study=study, count=3)
+        participation.participant_answer_all(participant=participant, accuracy=accuracy, seed=number)
+    studies.study_invite(study=study, count=3)
     if stdout:
         stdout.write(
             f"Demo study: '{study.name}' with {study.items.scored().count()} items and 4 finished participants."

@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from evaluation import services
+from evaluation import participation, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
 
 IMAGE_SALT = "evaluation.participant-image"
@@ -33,12 +33,12 @@ def item_context(assignment: Assignment) -> dict:
     return {
         "participant": participant,
         "assignment": assignment,
-        "options": services.shown_options(assignment),
+        "options": participation.shown_options(assignment),
         "question": assignment.item.pair.question,
         "image_1": image_url(assignment, 1),
         "image_2": image_url(assignment, 2),
-        "planned": services.planned_items(study),
-        "client_key": services.new_client_key(),
+        "planned": studies.planned_items(study),
+        "client_key": participation.new_client_key(),
     }
 
 
@@ -56,8 +56,8 @@ def stage_url(participant: Participant) -> str:
 def open_link(request, open_token):
     study = get_object_or_404(Study, open_token=open_token)
     try:
-        participant = services.participant_join_open(study=study, params=request.GET)
-    except services.StudyError as error:
+        participant = participation.participant_join_open(study=study, params=request.GET)
+    except studies.StudyError as error:
         return render(request, "evaluation/participant/closed.html", {"message": str(error)}, status=403)
     return HttpResponseRedirect(stage_url(participant))
 
@@ -90,7 +90,7 @@ def practice(request, token):
     participant = load_participant(token)
     if participant.stage == "invited":
         return redirect(stage_url(participant))
-    assignment = services.participant_next_practice(participant=participant)
+    assignment = participation.participant_next_practice(participant=participant)
     if assignment is None and not participant.study.practice_count:
         return redirect("participant-item", token)  # no practice block: straight to the items
     if assignment is None:
@@ -112,13 +112,13 @@ def practice_answer(request, token, item_token):
         item__kind=StudyItem.Kind.PRACTICE,
     )
     try:
-        services.assignment_answer(
+        participation.assignment_answer(
             participant=participant,
             token=item_token,
             position=request.POST.get("option"),
             active_ms=_int_or_none(request.POST.get("active_ms")),
         )
-    except services.StudyError:
+    except studies.StudyError:
         return redirect("participant-practice", token)
     assignment.refresh_from_db()
     options = assignment.item.pair.options
@@ -136,7 +136,7 @@ def item(request, token):
     participant = load_participant(token)
     if participant.stage in ("invited", "practice"):
         return redirect(stage_url(participant))
-    assignment = services.participant_next_item(participant=participant)
+    assignment = participation.participant_next_item(participant=participant)
     if assignment is None:
         participant.refresh_from_db(fields=["finished_at"])
         if participant.finished_at is None:
@@ -153,14 +153,14 @@ def item(request, token):
 def answer(request, token, item_token):
     participant = load_participant(token)
     try:
-        services.assignment_answer(
+        participation.assignment_answer(
             participant=participant,
             token=item_token,
             position=request.POST.get("option"),
             active_ms=_int_or_none(request.POST.get("active_ms")),
             client_key=(request.POST.get("client_key") or "")[:64] or None,
         )
-    except services.StudyError:
+    except studies.StudyError:
         # A stale or repeated form: the item page shows whatever is current now.
         pass
     return redirect("participant-item", token)

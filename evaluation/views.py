@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain
-from evaluation import reports, services
+from evaluation import model_results, reports, studies
 from evaluation.models import Study, StudyItem
 from evaluation.sampling import ROUNDING_RULE
 from subtlebench.roles import COORDINATOR, role_required
@@ -80,13 +80,13 @@ def load_study(pk: int) -> Study:
 @role_required(COORDINATOR)
 @require_GET
 def study_list(request):
-    studies = Study.objects.annotate(
+    study_rows = Study.objects.annotate(
         scored=Count("items", filter=Q(items__kind=StudyItem.Kind.SCORED), distinct=True),
         people=Count("participants", distinct=True),
         finished=Count("participants", filter=Q(participants__finished_at__isnull=False), distinct=True),
     )
     return render(
-        request, "evaluation/study_list.html", {"studies": studies, "form": StudyForm(), "rule": ROUNDING_RULE}
+        request, "evaluation/study_list.html", {"studies": study_rows, "form": StudyForm(), "rule": ROUNDING_RULE}
     )
 
 
@@ -96,17 +96,17 @@ def study_create(request):
     form = StudyForm(request.POST)
     if form.is_valid():
         try:
-            study = services.study_create(**form.cleaned_data, created_by=request.user)
-        except services.StudyError as error:
+            study = studies.study_create(**form.cleaned_data, created_by=request.user)
+        except studies.StudyError as error:
             form.add_error(None, str(error))
         else:
             messages.success(
                 request, f"Study drawn: {study.items.scored().count()} items from a pool of {study.pool_size}."
             )
             return redirect("study-detail", study.pk)
-    studies = Study.objects.annotate(scored=Count("items"), people=Count("participants"))
+    study_rows = Study.objects.annotate(scored=Count("items"), people=Count("participants"))
     return render(
-        request, "evaluation/study_list.html", {"studies": studies, "form": form, "rule": ROUNDING_RULE}, status=400
+        request, "evaluation/study_list.html", {"studies": study_rows, "form": form, "rule": ROUNDING_RULE}, status=400
     )
 
 
@@ -125,7 +125,7 @@ def study_detail(request, pk):
         "category_rows": category_rows,
         "domain_rows": [{"name": d, "stats": s} for d, s in accuracy["domains"].items()],
         "chart": reports.chart_bars(accuracy["categories"], accuracy["micro"], accuracy["macro"]),
-        "open_url": services.open_url(study) if study.open_cap else "",
+        "open_url": studies.open_url(study) if study.open_cap else "",
         "invite_form": InviteForm(initial={"count": 5}),
         "attention_form": AttentionForm(),
         "model_form": ModelRunForm(),
@@ -140,7 +140,7 @@ def study_detail(request, pk):
 def invite_list(request, pk):
     study = load_study(pk)
     participants = study.participants.all()
-    rows = [{"p": p, "url": services.invite_url(p)} for p in participants]
+    rows = [{"p": p, "url": studies.invite_url(p)} for p in participants]
     return render(
         request, "evaluation/invites.html", {"study": study, "rows": rows, "form": InviteForm(initial={"count": 5})}
     )
@@ -152,7 +152,7 @@ def invite_create(request, pk):
     study = load_study(pk)
     form = InviteForm(request.POST)
     if form.is_valid():
-        services.study_invite(study=study, count=form.cleaned_data["count"])
+        studies.study_invite(study=study, count=form.cleaned_data["count"])
         messages.success(request, f"{form.cleaned_data['count']} invite links added.")
     else:
         messages.error(request, "Invite links: give a count from 1 to 10000.")
@@ -168,8 +168,8 @@ def attention_add(request, pk):
         messages.error(request, f"Attention checks: {form.errors['pair_ids'][0]}")
         return redirect("study-detail", study.pk)
     try:
-        added = services.study_add_attention_checks(study=study, pair_ids=form.cleaned_data["pair_ids"])
-    except services.StudyError as error:
+        added = studies.study_add_attention_checks(study=study, pair_ids=form.cleaned_data["pair_ids"])
+    except studies.StudyError as error:
         messages.error(request, str(error))
     else:
         messages.success(
@@ -189,10 +189,10 @@ def model_import(request, pk):
         return redirect("study-detail", study.pk)
     upload = form.cleaned_data["file"]
     try:
-        run = services.model_run_import(
+        run = model_results.model_run_import(
             study=study, name=form.cleaned_data["name"], content=upload.read(), file_name=upload.name
         )
-    except services.StudyError as error:
+    except studies.StudyError as error:
         messages.error(request, str(error))
     else:
         messages.success(request, f"{run.name}: {run.matched} of {run.entries} entries are items of this sample.")

@@ -16,7 +16,7 @@ from rest_framework.authtoken.models import Token
 
 from annotator.models import Category, Domain, Pair
 from demo.studies import seed_demo_study
-from evaluation import services
+from evaluation import model_results, participation, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
 from tests.factories import make_pair
 
@@ -31,16 +31,16 @@ def make_pool(n: int = 30, categories=CATS, domains=(Domain.NATURAL, Domain.GAMI
 
 def ready_participant(study: Study) -> Participant:
     """A participant who agreed and finished the practice."""
-    participant = services.participant_create(study=study)
+    participant = studies.participant_create(study=study)
     participant.consent()
-    while (a := services.participant_next_practice(participant=participant)) is not None:
-        services.assignment_answer(participant=participant, token=a.token, position=1)
+    while (a := participation.participant_next_practice(participant=participant)) is not None:
+        participation.assignment_answer(participant=participant, token=a.token, position=1)
     return participant
 
 
 def answer_correctly(participant, assignment, **kwargs):
     position = assignment.permutation.index(0) + 1
-    return services.assignment_answer(participant=participant, token=assignment.token, position=position, **kwargs)
+    return participation.assignment_answer(participant=participant, token=assignment.token, position=position, **kwargs)
 
 
 # --- The sample ----------------------------------------------------------------------------------------------
@@ -49,7 +49,7 @@ def answer_correctly(participant, assignment, **kwargs):
 def test_it_draws_a_stratified_frozen_sample_of_accepted_pairs_only():
     pool = make_pool(30)
     make_pair(status=Pair.Status.SUBMITTED)
-    study = services.study_create(name="S", fraction=0.2, seed=3, practice_count=2)
+    study = studies.study_create(name="S", fraction=0.2, seed=3, practice_count=2)
     scored = list(study.items.scored())
     assert len(scored) == 6  # six strata of five: one each
     assert {(i.category, i.domain) for i in scored} == {(p.category, p.domain) for p in pool}
@@ -63,9 +63,9 @@ def test_it_draws_a_stratified_frozen_sample_of_accepted_pairs_only():
 
 def test_it_draws_the_same_pairs_for_the_same_pool_fraction_and_seed():
     make_pool(30)
-    first = services.study_create(name="A", fraction=0.2, seed=5)
-    second = services.study_create(name="B", fraction=0.2, seed=5)
-    other = services.study_create(name="C", fraction=0.2, seed=6)
+    first = studies.study_create(name="A", fraction=0.2, seed=5)
+    second = studies.study_create(name="B", fraction=0.2, seed=5)
+    other = studies.study_create(name="C", fraction=0.2, seed=6)
 
     def pairs(study):
         return sorted(study.items.scored().values_list("pair_id", flat=True))
@@ -76,10 +76,10 @@ def test_it_draws_the_same_pairs_for_the_same_pool_fraction_and_seed():
 
 def test_it_filters_the_pool_by_category_and_refuses_an_empty_pool():
     make_pool(12)
-    study = services.study_create(name="S", fraction=1, categories=[Category.STATE])
+    study = studies.study_create(name="S", fraction=1, categories=[Category.STATE])
     assert set(study.items.scored().values_list("category", flat=True)) == {Category.STATE}
-    with pytest.raises(services.StudyError, match="no accepted pairs"):
-        services.study_create(name="S", categories=[Category.QUALITY])
+    with pytest.raises(studies.StudyError, match="no accepted pairs"):
+        studies.study_create(name="S", categories=[Category.QUALITY])
 
 
 def test_the_command_creates_a_study_and_prints_invite_links(settings):
@@ -101,8 +101,8 @@ def test_the_command_creates_a_study_and_prints_invite_links(settings):
 
 def test_a_participant_goes_from_consent_through_practice_to_the_completion_code(client):
     make_pool(12)
-    study = services.study_create(name="S", fraction=0.5, practice_count=2, redirect_url="https://app.prolific.com/x")
-    participant = services.participant_create(study=study)
+    study = studies.study_create(name="S", fraction=0.5, practice_count=2, redirect_url="https://app.prolific.com/x")
+    participant = studies.participant_create(study=study)
     base = f"/p/{participant.token}/"
     response = client.get(base + "?PROLIFIC_PID=pp1&STUDY_ID=st1&SESSION_ID=se1")
     assert b"Consent" in response.content
@@ -136,7 +136,7 @@ def test_a_participant_goes_from_consent_through_practice_to_the_completion_code
 
 def test_a_reload_resumes_at_the_same_item_with_the_same_option_order(client):
     make_pool(12)
-    study = services.study_create(name="S", fraction=0.5, practice_count=0)
+    study = studies.study_create(name="S", fraction=0.5, practice_count=0)
     participant = ready_participant(study)
     first = client.get(f"/p/{participant.token}/items/")
     second = client.get(f"/p/{participant.token}/items/")
@@ -147,9 +147,9 @@ def test_a_reload_resumes_at_the_same_item_with_the_same_option_order(client):
 
 def test_a_double_submit_counts_once_and_the_first_answer_is_final(client):
     make_pool(6)
-    study = services.study_create(name="S", fraction=1, practice_count=0)
+    study = studies.study_create(name="S", fraction=1, practice_count=0)
     participant = ready_participant(study)
-    assignment = services.participant_next_item(participant=participant)
+    assignment = participation.participant_next_item(participant=participant)
     url = f"/p/{participant.token}/items/{assignment.token}/"
     client.post(url, {"option": 1, "client_key": "k1"})
     client.post(url, {"option": 2, "client_key": "k1"})
@@ -165,44 +165,44 @@ def test_a_double_submit_counts_once_and_the_first_answer_is_final(client):
 
 def test_it_refuses_a_client_key_already_used_for_another_answer():
     make_pool(6)
-    study = services.study_create(name="S", fraction=1, practice_count=0)
+    study = studies.study_create(name="S", fraction=1, practice_count=0)
     participant = ready_participant(study)
-    first = services.participant_next_item(participant=participant)
+    first = participation.participant_next_item(participant=participant)
     answer_correctly(participant, first, client_key="same")
-    second = services.participant_next_item(participant=participant)
-    with pytest.raises(services.StudyError, match="client_key"):
+    second = participation.participant_next_item(participant=participant)
+    with pytest.raises(studies.StudyError, match="client_key"):
         answer_correctly(participant, second, client_key="same")
 
 
 def test_it_gives_an_item_to_no_more_participants_than_its_raters_and_frees_expired_leases():
     make_pool(3, categories=[Category.TEMPORAL], domains=[Domain.NATURAL])
-    study = services.study_create(name="S", fraction=1 / 3, raters_per_item=2, practice_count=0)
+    study = studies.study_create(name="S", fraction=1 / 3, raters_per_item=2, practice_count=0)
     a, b, c = (ready_participant(study) for _ in range(3))
     now = timezone.now()
-    assert services.participant_next_item(participant=a, now=now) is not None
-    answer_correctly(b, services.participant_next_item(participant=b, now=now), now=now)
-    assert services.participant_next_item(participant=c, now=now) is None  # both places taken
+    assert participation.participant_next_item(participant=a, now=now) is not None
+    answer_correctly(b, participation.participant_next_item(participant=b, now=now), now=now)
+    assert participation.participant_next_item(participant=c, now=now) is None  # both places taken
     c.refresh_from_db()
     assert c.finished_at is None  # a's place may still open: c waits
     later = now + timedelta(minutes=30)  # a's lease has run out, unanswered
-    taken = services.participant_next_item(participant=c, now=later)
+    taken = participation.participant_next_item(participant=c, now=later)
     assert taken is not None
     # a comes back too late: the place went to c, so a's answer is refused and a is done.
     lost = Assignment.objects.get(participant=a)
-    with pytest.raises(services.LeaseLost):
+    with pytest.raises(participation.LeaseLost):
         answer_correctly(a, lost, now=later)
-    assert services.participant_next_item(participant=a, now=later) is None
+    assert participation.participant_next_item(participant=a, now=later) is None
 
 
 def test_it_flags_answers_faster_than_the_threshold(settings):
     settings.STUDY_TOO_FAST_SECONDS = 2
     make_pool(6)
-    study = services.study_create(name="S", fraction=1, practice_count=0)
+    study = studies.study_create(name="S", fraction=1, practice_count=0)
     participant = ready_participant(study)
     now = timezone.now()
-    first = services.participant_next_item(participant=participant, now=now)
+    first = participation.participant_next_item(participant=participant, now=now)
     answer_correctly(participant, first, active_ms=800, now=now + timedelta(seconds=10))
-    second = services.participant_next_item(participant=participant, now=now)
+    second = participation.participant_next_item(participant=participant, now=now)
     # Hidden-tab time is the page's to subtract; the server caps the claim at the time since serving.
     answer_correctly(participant, second, active_ms=999999, now=now + timedelta(seconds=5))
     first.refresh_from_db()
@@ -213,18 +213,18 @@ def test_it_flags_answers_faster_than_the_threshold(settings):
 
 def test_attention_checks_reach_every_participant_and_are_reported_apart():
     pool = make_pool(8)
-    study = services.study_create(name="S", fraction=0.5, practice_count=0)
+    study = studies.study_create(name="S", fraction=0.5, practice_count=0)
     outside = [p for p in pool if not study.items.filter(pair=p).exists()]
-    services.study_add_attention_checks(study=study, pair_ids=[outside[0].pk])
-    with pytest.raises(services.StudyError, match="already in this study"):
-        services.study_add_attention_checks(study=study, pair_ids=[outside[0].pk])
+    studies.study_add_attention_checks(study=study, pair_ids=[outside[0].pk])
+    with pytest.raises(studies.StudyError, match="already in this study"):
+        studies.study_add_attention_checks(study=study, pair_ids=[outside[0].pk])
     participant = ready_participant(study)
     kinds = []
-    while (a := services.participant_next_item(participant=participant)) is not None:
+    while (a := participation.participant_next_item(participant=participant)) is not None:
         kinds.append(a.item.kind)
         if a.item.kind == StudyItem.Kind.ATTENTION:
             wrong = 2 if a.permutation[0] == 0 else 1
-            services.assignment_answer(participant=participant, token=a.token, position=wrong)
+            participation.assignment_answer(participant=participant, token=a.token, position=wrong)
         else:
             answer_correctly(participant, a)
     scored = study.items.scored().count()
@@ -239,7 +239,7 @@ def test_attention_checks_reach_every_participant_and_are_reported_apart():
 
 def test_the_open_link_admits_up_to_its_cap_and_resumes_a_known_prolific_id(client):
     make_pool(6)
-    study = services.study_create(name="S", fraction=1, open_cap=2)
+    study = studies.study_create(name="S", fraction=1, open_cap=2)
     first = client.get(f"/p/open/{study.open_token}/?PROLIFIC_PID=a1")
     again = client.get(f"/p/open/{study.open_token}/?PROLIFIC_PID=a1")
     assert first["Location"] == again["Location"]
@@ -252,7 +252,7 @@ def test_the_open_link_admits_up_to_its_cap_and_resumes_a_known_prolific_id(clie
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_participants_never_over_fill_an_item():
     make_pool(6, categories=[Category.TEMPORAL], domains=[Domain.NATURAL])
-    study = services.study_create(name="S", fraction=1, raters_per_item=2, practice_count=0)
+    study = studies.study_create(name="S", fraction=1, raters_per_item=2, practice_count=0)
     participants = [ready_participant(study) for _ in range(8)]
     barrier = threading.Barrier(len(participants))
     errors = []
@@ -260,7 +260,7 @@ def test_concurrent_participants_never_over_fill_an_item():
     def work(participant):
         try:
             barrier.wait()
-            while (a := services.participant_next_item(participant=participant)) is not None:
+            while (a := participation.participant_next_item(participant=participant)) is not None:
                 answer_correctly(participant, a)
         except Exception as error:  # reported below, with the thread's traceback lost but the message kept
             errors.append(repr(error))
@@ -295,8 +295,8 @@ def test_a_participant_sees_no_category_domain_source_file_name_answer_position_
     with connection.cursor() as cursor:  # ids no page could show by chance
         cursor.execute("ALTER SEQUENCE evaluation_studyitem_id_seq RESTART WITH 555000111")
         cursor.execute("ALTER SEQUENCE evaluation_assignment_id_seq RESTART WITH 444000222")
-    study = services.study_create(name="S", fraction=1, practice_count=0)
-    other = services.participant_create(study=study)
+    study = studies.study_create(name="S", fraction=1, practice_count=0)
+    other = studies.participant_create(study=study)
     participant = ready_participant(study)
     page = client.get(f"/p/{participant.token}/items/")
     assignment = page.context["assignment"]
@@ -339,7 +339,7 @@ def test_a_participant_sees_no_category_domain_source_file_name_answer_position_
 
 def test_image_urls_expire_and_belong_to_their_participant(client, settings):
     make_pool(3)
-    study = services.study_create(name="S", fraction=1, practice_count=0)
+    study = studies.study_create(name="S", fraction=1, practice_count=0)
     participant = ready_participant(study)
     other = ready_participant(study)
     page = client.get(f"/p/{participant.token}/items/")
@@ -351,13 +351,13 @@ def test_image_urls_expire_and_belong_to_their_participant(client, settings):
 
 def test_option_order_is_a_stored_shuffle_per_participant_and_item():
     make_pair(answer="a", distractors=["b", "c", "d", "e"])
-    study = services.study_create(name="S", fraction=1, practice_count=0)
+    study = studies.study_create(name="S", fraction=1, practice_count=0)
     orders = set()
     for _ in range(12):
         participant = ready_participant(study)
         study.raters_per_item = 99
         study.save()
-        assignment = services.participant_next_item(participant=participant)
+        assignment = participation.participant_next_item(participant=participant)
         assert sorted(assignment.permutation) == [0, 1, 2, 3, 4]
         orders.add(tuple(assignment.permutation))
     assert len(orders) > 1
@@ -382,12 +382,12 @@ def results_file(study, correct_for: set[int]) -> bytes:
 
 def test_it_imports_model_results_matched_by_question_id_and_sets_them_beside_humans():
     make_pool(6, categories=[Category.TEMPORAL, Category.STATE], domains=[Domain.NATURAL])
-    study = services.study_create(name="S", fraction=1, practice_count=0)
+    study = studies.study_create(name="S", fraction=1, practice_count=0)
     participant = ready_participant(study)
-    while (a := services.participant_next_item(participant=participant)) is not None:
+    while (a := participation.participant_next_item(participant=participant)) is not None:
         answer_correctly(participant, a)
     temporal = set(study.items.scored().filter(category=Category.TEMPORAL).values_list("pk", flat=True))
-    run = services.model_run_import(
+    run = model_results.model_run_import(
         study=study, name="GPT-x", content=results_file(study, temporal), file_name="mc.json"
     )
     assert (run.entries, run.matched) == (7, 6)
@@ -415,9 +415,9 @@ def test_it_imports_model_results_matched_by_question_id_and_sets_them_beside_hu
 )
 def test_it_rejects_bad_results_files_with_the_entry_index(content, message):
     make_pool(3)
-    study = services.study_create(name="S", fraction=1, practice_count=0)
-    with pytest.raises(services.StudyError, match=re.escape(message)):
-        services.model_run_import(study=study, name="m", content=content, file_name="mc.json")
+    study = studies.study_create(name="S", fraction=1, practice_count=0)
+    with pytest.raises(studies.StudyError, match=re.escape(message)):
+        model_results.model_run_import(study=study, name="m", content=content, file_name="mc.json")
     assert not study.model_runs.exists()
 
 
@@ -427,10 +427,10 @@ def test_it_rejects_bad_results_files_with_the_entry_index(content, message):
 @pytest.fixture
 def finished_study():
     make_pool(12)
-    study = services.study_create(name="Finished", fraction=0.5, raters_per_item=2, practice_count=1)
+    study = studies.study_create(name="Finished", fraction=0.5, raters_per_item=2, practice_count=1)
     for number in range(3):
-        participant = services.participant_create(study=study)
-        services.participant_answer_all(participant=participant, accuracy=0.8, seed=number)
+        participant = studies.participant_create(study=study)
+        participation.participant_answer_all(participant=participant, accuracy=0.8, seed=number)
     return study
 
 
@@ -452,7 +452,7 @@ def test_coordinator_pages_need_login_the_role_and_the_right_method(
     client, client_for, reviewer, coordinator, method, url
 ):
     make_pool(3)
-    study = services.study_create(name="S", fraction=1)
+    study = studies.study_create(name="S", fraction=1)
     url = url.format(pk=study.pk)
     assert getattr(client, method)(url).status_code == 302
     assert getattr(client_for(reviewer), method)(url).status_code == 403
@@ -478,8 +478,8 @@ PARTICIPANT_PAGES = [
 @pytest.mark.parametrize("method, url", PARTICIPANT_PAGES)
 def test_participant_pages_need_a_valid_token_and_the_right_method(client, method, url):
     make_pool(3)
-    study = services.study_create(name="S", fraction=1)
-    participant = services.participant_create(study=study)
+    study = studies.study_create(name="S", fraction=1)
+    participant = studies.participant_create(study=study)
     kwargs = {"content_type": "application/json"} if method == "post" else {}
     assert getattr(client, method)(url.format(token="not-a-token"), **kwargs).status_code == 404
     wrong = "post" if method == "get" else "get"
@@ -578,7 +578,7 @@ API = [
 @pytest.mark.parametrize("method, url", API)
 def test_api_endpoints_need_a_coordinator_and_the_right_method(client, client_for, annotator, coordinator, method, url):
     make_pool(3)
-    study = services.study_create(name="S", fraction=1)
+    study = studies.study_create(name="S", fraction=1)
     url = url.format(pk=study.pk)
     assert getattr(client, method)(url).status_code in (401, 403)
     assert getattr(client_for(annotator), method)(url).status_code == 403
@@ -612,8 +612,8 @@ def test_the_api_creates_a_study_invites_and_reports_results_with_a_token(client
 
 def test_the_participant_api_serves_the_current_item_and_takes_answers(client):
     make_pool(3)
-    study = services.study_create(name="S", fraction=1, practice_count=0)
-    fresh = services.participant_create(study=study)
+    study = studies.study_create(name="S", fraction=1, practice_count=0)
+    fresh = studies.participant_create(study=study)
     assert client.get(f"/api/p/{fresh.token}/item/").status_code == 409
     participant = ready_participant(study)
     seen = 0
@@ -646,9 +646,9 @@ def test_the_demo_creates_one_study_with_finished_participants_and_is_safe_to_re
 
 def test_a_participant_waits_while_the_last_places_are_leased_to_others(client):
     make_pool(3, categories=[Category.TEMPORAL], domains=[Domain.NATURAL])
-    study = services.study_create(name="S", fraction=1 / 3, practice_count=0)
+    study = studies.study_create(name="S", fraction=1 / 3, practice_count=0)
     holder, waiting = ready_participant(study), ready_participant(study)
-    assert services.participant_next_item(participant=holder) is not None
+    assert participation.participant_next_item(participant=holder) is not None
     response = client.get(f"/p/{waiting.token}/items/")
     assert b"Please wait" in response.content
     assert client.get(f"/api/p/{waiting.token}/item/").json() == {"done": False, "wait": True}

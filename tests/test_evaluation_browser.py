@@ -7,7 +7,7 @@ import os
 import pytest
 
 from annotator.models import Category, Domain
-from evaluation import services
+from evaluation import studies
 from evaluation.models import Assignment, StudyItem
 from tests.conftest import browser_login
 from tests.factories import make_pair
@@ -34,8 +34,8 @@ def test_a_participant_practises_answers_every_item_by_keyboard_and_the_dashboar
             answer="second image",
             distractors=["first image"],
         )
-    study = services.study_create(name="Browser study", fraction=0.5, practice_count=2)
-    participant = services.participant_create(study=study)
+    study = studies.study_create(name="Browser study", fraction=0.5, practice_count=2)
+    participant = studies.participant_create(study=study)
     page.goto(f"/p/{participant.token}/?PROLIFIC_PID=browser1&STUDY_ID=s&SESSION_ID=x")
     shot(page, "1-consent")
     page.check("input[name=agree]")

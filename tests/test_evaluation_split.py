@@ -6,7 +6,7 @@ import pytest
 
 from annotator.export.services import ExportOptions, plan_export
 from annotator.models import Category
-from evaluation import services
+from evaluation import studies
 from evaluation.models import StudyItem
 from tests.factories import make_pair
 
@@ -27,7 +27,7 @@ def test_a_study_on_one_split_samples_only_that_splits_pairs(split):
     plan = plan_export(ExportOptions(out="", val_fraction=0.25, seed=3))
     expected = {pk for pk in plan.included if plan.split_of(pk) == split}
     assert 0 < len(expected) < 24
-    study = services.study_create(
+    study = studies.study_create(
         name="split study", fraction=1.0, split=split, split_val_fraction=0.25, split_seed=3, practice_count=0
     )
     sampled = set(study.items.filter(kind=StudyItem.Kind.SCORED).values_list("pair_id", flat=True))
@@ -37,14 +37,14 @@ def test_a_study_on_one_split_samples_only_that_splits_pairs(split):
 
 def test_without_a_split_the_pool_is_every_accepted_pair():
     make_pool()
-    study = services.study_create(name="all", fraction=1.0, practice_count=0)
+    study = studies.study_create(name="all", fraction=1.0, practice_count=0)
     assert study.items.filter(kind=StudyItem.Kind.SCORED).count() == 24
 
 
 def test_an_unknown_split_is_refused():
     make_pool()
-    with pytest.raises(services.StudyError, match="split: must be test, val or empty"):
-        services.study_create(name="x", split="train")
+    with pytest.raises(studies.StudyError, match="split: must be test, val or empty"):
+        studies.study_create(name="x", split="train")
 
 
 def test_the_api_and_the_summary_carry_the_split(client_for, coordinator):

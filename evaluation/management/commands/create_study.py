@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation import services
+from evaluation import studies
 
 
 class Command(BaseCommand):
@@ -26,7 +26,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         try:
-            study = services.study_create(
+            study = studies.study_create(
                 name=options["name"],
                 fraction=options["fraction"],
                 seed=options["seed"],
@@ -40,7 +40,7 @@ class Command(BaseCommand):
                 invites=options["invites"],
                 open_cap=options["open_cap"],
             )
-        except services.StudyError as error:
+        except studies.StudyError as error:
             raise CommandError(str(error))
         scored = study.items.scored().count()
         self.stdout.write(
@@ -49,6 +49,6 @@ class Command(BaseCommand):
             f"{study.practice_count} practice items. Completion code {study.completion_code}."
         )
         if study.open_cap:
-            self.stdout.write(f"Open link (cap {study.open_cap}): {services.open_url(study)}")
+            self.stdout.write(f"Open link (cap {study.open_cap}): {studies.open_url(study)}")
         for participant in study.participants.all():
-            self.stdout.write(services.invite_url(participant))
+            self.stdout.write(studies.invite_url(participant))

@@ -1,8 +1,7 @@
-"""Workflows of human-baseline studies, shared by the pages, the API, the command and the demo."""
+"""Participation: joining, consent, practice, leased items, answers (and a simulated participant for the demo)."""
 
 from __future__ import annotations
 
-import json
 import random
 import secrets
 from dataclasses import dataclass
@@ -14,178 +13,12 @@ from django.db.models import CharField, Count, IntegerField, OuterRef, Q, Subque
 from django.db.models.functions import MD5, Cast, Coalesce, Concat
 from django.utils import timezone
 
-from annotator.export.services import ExportOptions, plan_export
-from annotator.models import Category, Domain, Pair
-from evaluation import sampling
-from evaluation.models import Assignment, ModelAnswer, ModelRun, Participant, Study, StudyItem
-
-
-class StudyError(ValueError):
-    """Bad input for a study operation; the message says what and where."""
+from evaluation.models import Assignment, Participant, Study, StudyItem
+from evaluation.studies import StudyError, participant_create
 
 
 class LeaseLost(StudyError):
     """The participant's lease on an item expired and the item went to someone else."""
-
-
-# --- Studies and their sample ------------------------------------------------------------------------------
-
-
-def study_pool(*, categories=(), domains=(), split: str = "", split_val_fraction: float = 0.1, split_seed: int = 0):
-    """Accepted pairs, optionally of some categories and domains, and of one split of the benchmark export.
-
-    The split is the one `export_benchmark --val-fraction F --seed S` gives; only exportable pairs have one.
-    """
-    pool = Pair.objects.accepted()
-    if categories:
-        pool = pool.filter(category__in=categories)
-    if domains:
-        pool = pool.filter(domain__in=domains)
-    if split:
-        options = ExportOptions(out="", val_fraction=split_val_fraction, seed=split_seed)
-        plan = plan_export(options)
-        pool = pool.filter(pk__in=[pk for pk in plan.included if plan.split_of(pk) == split])
-    return pool
-
-
-@transaction.atomic
-def study_create(
-    *,
-    name: str,
-    fraction: float = 0.1,
-    seed: int = 0,
-    raters_per_item: int = 1,
-    categories=(),
-    domains=(),
-    split: str = "",
-    split_val_fraction: float = 0.1,
-    split_seed: int = 0,
-    practice_count: int | None = None,
-    items_per_participant: int = 0,
-    open_cap: int = 0,
-    redirect_url: str = "",
-    invites: int = 0,
-    created_by=None,
-) -> Study:
-    """Create a study and draw its frozen sample (and practice items) from the accepted pairs."""
-    if not name.strip():
-        raise StudyError("name: give the study a name.")
-    if not 0 < fraction <= 1:
-        raise StudyError(f"fraction: must be more than 0 and at most 1, got {fraction}.")
-    if raters_per_item < 1:
-        raise StudyError(f"raters: at least 1 rater per item, got {raters_per_item}.")
-    bad = [c for c in categories if c not in Category.values] + [d for d in domains if d not in Domain.values]
-    if bad:
-        raise StudyError(f"filters: unknown category or domain {', '.join(bad)}.")
-    if split not in ("", "test", "val"):
-        raise StudyError(f"split: must be test, val or empty, got {split!r}.")
-    if not 0 <= split_val_fraction < 1:
-        raise StudyError(f"split_val_fraction: must be at least 0 and below 1, got {split_val_fraction}.")
-    practice_count = settings.STUDY_PRACTICE_COUNT if practice_count is None else practice_count
-    pool = list(
-        study_pool(
-            categories=categories,
-            domains=domains,
-            split=split,
-            split_val_fraction=split_val_fraction,
-            split_seed=split_seed,
-        ).values_list("pk", "category", "domain", "source", "source_id")
-    )
-    if not pool:
-        raise StudyError("pool: there are no accepted pairs matching the filters.")
-    candidates = [
-        sampling.Candidate(pk, category, domain, (source, source_id))
-        for pk, category, domain, source, source_id in pool
-    ]
-    sampled, practice = sampling.draw(candidates, fraction, seed, practice=practice_count)
-    study = Study.objects.create(
-        name=name.strip(),
-        fraction=fraction,
-        seed=seed,
-        raters_per_item=raters_per_item,
-        categories=list(categories),
-        domains=list(domains),
-        split=split,
-        split_val_fraction=split_val_fraction,
-        split_seed=split_seed,
-        practice_count=len(practice),
-        items_per_participant=items_per_participant,
-        open_cap=open_cap,
-        redirect_url=redirect_url,
-        pool_size=len(pool),
-        created_by=created_by,
-    )
-    strata = {pk: (category, domain) for pk, category, domain, _, _ in pool}
-    rows = [
-        StudyItem(study=study, pair_id=pk, kind=kind, category=strata[pk][0], domain=strata[pk][1], position=i)
-        for kind, keys in ((StudyItem.Kind.SCORED, sampled), (StudyItem.Kind.PRACTICE, practice))
-        for i, pk in enumerate(keys, start=1)
-    ]
-    StudyItem.objects.bulk_create(rows)
-    if invites:
-        study_invite(study=study, count=invites)
-    return study
-
-
-@transaction.atomic
-def study_add_attention_checks(*, study: Study, pair_ids) -> list[StudyItem]:
-    """Mark accepted pairs outside the sample as attention checks: every participant gets each of them once."""
-    ids = [int(i) for i in pair_ids]
-    found = {p.pk: p for p in Pair.objects.accepted().filter(pk__in=ids)}
-    missing = [str(i) for i in ids if i not in found]
-    if missing:
-        raise StudyError(f"attention checks: no accepted pair with id {', '.join(missing)}.")
-    taken = set(study.items.filter(pair_id__in=ids).values_list("pair_id", flat=True))
-    if taken:
-        raise StudyError(f"attention checks: pair {', '.join(map(str, sorted(taken)))} is already in this study.")
-    start = study.items.attention().count()
-    rows = [
-        StudyItem(
-            study=study,
-            pair=found[i],
-            kind=StudyItem.Kind.ATTENTION,
-            category=found[i].category,
-            domain=found[i].domain,
-            position=start + n,
-        )
-        for n, i in enumerate(ids, start=1)
-    ]
-    return StudyItem.objects.bulk_create(rows)
-
-
-@transaction.atomic
-def study_invite(*, study: Study, count: int) -> list[Participant]:
-    if not 1 <= count <= 10000:
-        raise StudyError(f"invites: ask for 1 to 10000 invite links, got {count}.")
-    return [participant_create(study=study) for _ in range(count)]
-
-
-def invite_url(participant: Participant) -> str:
-    return f"{settings.SITE_URL.rstrip('/')}/p/{participant.token}/"
-
-
-def open_url(study: Study) -> str:
-    return f"{settings.SITE_URL.rstrip('/')}/p/open/{study.open_token}/"
-
-
-# --- Participants ------------------------------------------------------------------------------------------
-
-
-def participant_create(*, study: Study, via_open_link: bool = False) -> Participant:
-    participant = Participant(study=study, via_open_link=via_open_link)
-    participant.attention_slots = _attention_slots(study, participant.token)
-    participant.save()
-    return participant
-
-
-def _attention_slots(study: Study, token: str) -> list[int]:
-    """Random places for the attention checks among the participant's expected items."""
-    checks = study.items.attention().count()
-    if not checks:
-        return []
-    expected = study.items_per_participant or study.items.scored().count()
-    rng = random.Random(token)
-    return sorted(rng.sample(range(1, expected + checks + 1), checks))
 
 
 @transaction.atomic
@@ -390,65 +223,6 @@ def shown_options(assignment: Assignment) -> list[str]:
     return [options[i] for i in assignment.permutation]
 
 
-# --- Model results -----------------------------------------------------------------------------------------
-
-
-def _entries(data, label: str) -> list:
-    if isinstance(data, list):
-        return data
-    if isinstance(data, dict):
-        for key in ("results", "per_question", "details", "questions"):
-            if isinstance(data.get(key), list):
-                return data[key]
-        if data and all(isinstance(v, dict) for v in data.values()):
-            return [{"question_id": k, **v} for k, v in data.items()]
-    raise StudyError(
-        f"{label}: expected a JSON list of per-question results (or an object holding one under 'results')."
-    )
-
-
-@transaction.atomic
-def model_run_import(*, study: Study, name: str, content: bytes, file_name: str = "") -> ModelRun:
-    """Import mc_evaluation_results.json; entries are matched to scored items by question_id."""
-    label = file_name or "the file"
-    if not name.strip():
-        raise StudyError("name: give the model a name.")
-    try:
-        data = json.loads(content)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise StudyError(f"{label}: not valid JSON ({error}).")
-    entries = _entries(data, label)
-    by_question = {item.question_id: item for item in study.items.scored().select_related("pair")}
-    answers: dict[int, ModelAnswer] = {}
-    run = ModelRun(study=study, name=name.strip(), file_name=file_name, entries=len(entries))
-    for index, entry in enumerate(entries):
-        where = f"{label}, entry {index}"
-        if not isinstance(entry, dict):
-            raise StudyError(f"{where}: expected an object, got {type(entry).__name__}.")
-        missing = [f for f in ("question_id", "is_correct") if f not in entry]
-        if missing:
-            raise StudyError(f"{where}: missing field {', '.join(missing)}.")
-        if not isinstance(entry["is_correct"], bool):
-            raise StudyError(f"{where}: is_correct must be true or false, got {entry['is_correct']!r}.")
-        item = by_question.get(str(entry["question_id"]))
-        if item is None:
-            continue
-        if item.pk in answers:
-            raise StudyError(f"{where}: question_id {entry['question_id']} appears twice.")
-        answers[item.pk] = ModelAnswer(
-            run=run, item=item, predicted=str(entry.get("predicted_answer") or ""), is_correct=entry["is_correct"]
-        )
-    if not answers:
-        raise StudyError(f"{label}: none of its {len(entries)} question ids is an item of this study's sample.")
-    run.matched = len(answers)
-    run.save()
-    ModelAnswer.objects.bulk_create(answers.values())
-    return run
-
-
-# --- Demo support ------------------------------------------------------------------------------------------
-
-
 def participant_answer_all(*, participant: Participant, accuracy: float = 0.95, seed: int = 0, now=None) -> int:
     """Run a participant through consent, practice and every item (for the demo); returns answers given."""
     rng = random.Random(seed)
@@ -470,11 +244,3 @@ def participant_answer_all(*, participant: Participant, accuracy: float = 0.95, 
 
 def new_client_key() -> str:
     return secrets.token_hex(16)
-
-
-def planned_items(study: Study) -> int:
-    """How many items a participant expects to see (the page shows 'item n of m')."""
-    scored = study.items.scored().count()
-    if study.items_per_participant:
-        scored = min(scored, study.items_per_participant)
-    return scored + study.items.attention().count()

@@ -1,0 +1,179 @@
+"""Studies: the stratified sample, attention checks, invites and links."""
+
+from __future__ import annotations
+
+import random
+
+from django.conf import settings
+from django.db import transaction
+
+from annotator.export.services import ExportOptions, plan_export
+from annotator.models import Category, Domain, Pair
+from evaluation import sampling
+from evaluation.models import Participant, Study, StudyItem
+
+
+class StudyError(ValueError):
+    """Bad input for a study operation; the message says what and where."""
+
+
+def study_pool(*, categories=(), domains=(), split: str = "", split_val_fraction: float = 0.1, split_seed: int = 0):
+    """Accepted pairs, optionally of some categories and domains, and of one split of the benchmark export.
+
+    The split is the one `export_benchmark --val-fraction F --seed S` gives; only exportable pairs have one.
+    """
+    pool = Pair.objects.accepted()
+    if categories:
+        pool = pool.filter(category__in=categories)
+    if domains:
+        pool = pool.filter(domain__in=domains)
+    if split:
+        options = ExportOptions(out="", val_fraction=split_val_fraction, seed=split_seed)
+        plan = plan_export(options)
+        pool = pool.filter(pk__in=[pk for pk in plan.included if plan.split_of(pk) == split])
+    return pool
+
+
+@transaction.atomic
+def study_create(
+    *,
+    name: str,
+    fraction: float = 0.1,
+    seed: int = 0,
+    raters_per_item: int = 1,
+    categories=(),
+    domains=(),
+    split: str = "",
+    split_val_fraction: float = 0.1,
+    split_seed: int = 0,
+    practice_count: int | None = None,
+    items_per_participant: int = 0,
+    open_cap: int = 0,
+    redirect_url: str = "",
+    invites: int = 0,
+    created_by=None,
+) -> Study:
+    """Create a study and draw its frozen sample (and practice items) from the accepted pairs."""
+    if not name.strip():
+        raise StudyError("name: give the study a name.")
+    if not 0 < fraction <= 1:
+        raise StudyError(f"fraction: must be more than 0 and at most 1, got {fraction}.")
+    if raters_per_item < 1:
+        raise StudyError(f"raters: at least 1 rater per item, got {raters_per_item}.")
+    bad = [c for c in categories if c not in Category.values] + [d for d in domains if d not in Domain.values]
+    if bad:
+        raise StudyError(f"filters: unknown category or domain {', '.join(bad)}.")
+    if split not in ("", "test", "val"):
+        raise StudyError(f"split: must be test, val or empty, got {split!r}.")
+    if not 0 <= split_val_fraction < 1:
+        raise StudyError(f"split_val_fraction: must be at least 0 and below 1, got {split_val_fraction}.")
+    practice_count = settings.STUDY_PRACTICE_COUNT if practice_count is None else practice_count
+    pool = list(
+        study_pool(
+            categories=categories,
+            domains=domains,
+            split=split,
+            split_val_fraction=split_val_fraction,
+            split_seed=split_seed,
+        ).values_list("pk", "category", "domain", "source", "source_id")
+    )
+    if not pool:
+        raise StudyError("pool: there are no accepted pairs matching the filters.")
+    candidates = [
+        sampling.Candidate(pk, category, domain, (source, source_id))
+        for pk, category, domain, source, source_id in pool
+    ]
+    sampled, practice = sampling.draw(candidates, fraction, seed, practice=practice_count)
+    study = Study.objects.create(
+        name=name.strip(),
+        fraction=fraction,
+        seed=seed,
+        raters_per_item=raters_per_item,
+        categories=list(categories),
+        domains=list(domains),
+        split=split,
+        split_val_fraction=split_val_fraction,
+        split_seed=split_seed,
+        practice_count=len(practice),
+        items_per_participant=items_per_participant,
+        open_cap=open_cap,
+        redirect_url=redirect_url,
+        pool_size=len(pool),
+        created_by=created_by,
+    )
+    strata = {pk: (category, domain) for pk, category, domain, _, _ in pool}
+    rows = [
+        StudyItem(study=study, pair_id=pk, kind=kind, category=strata[pk][0], domain=strata[pk][1], position=i)
+        for kind, keys in ((StudyItem.Kind.SCORED, sampled), (StudyItem.Kind.PRACTICE, practice))
+        for i, pk in enumerate(keys, start=1)
+    ]
+    StudyItem.objects.bulk_create(rows)
+    if invites:
+        study_invite(study=study, count=invites)
+    return study
+
+
+@transaction.atomic
+def study_add_attention_checks(*, study: Study, pair_ids) -> list[StudyItem]:
+    """Mark accepted pairs outside the sample as attention checks: every participant gets each of them once."""
+    ids = [int(i) for i in pair_ids]
+    found = {p.pk: p for p in Pair.objects.accepted().filter(pk__in=ids)}
+    missing = [str(i) for i in ids if i not in found]
+    if missing:
+        raise StudyError(f"attention checks: no accepted pair with id {', '.join(missing)}.")
+    taken = set(study.items.filter(pair_id__in=ids).values_list("pair_id", flat=True))
+    if taken:
+        raise StudyError(f"attention checks: pair {', '.join(map(str, sorted(taken)))} is already in this study.")
+    start = study.items.attention().count()
+    rows = [
+        StudyItem(
+            study=study,
+            pair=found[i],
+            kind=StudyItem.Kind.ATTENTION,
+            category=found[i].category,
+            domain=found[i].domain,
+            position=start + n,
+        )
+        for n, i in enumerate(ids, start=1)
+    ]
+    return StudyItem.objects.bulk_create(rows)
+
+
+def _attention_slots(study: Study, token: str) -> list[int]:
+    """Random places for the attention checks among the participant's expected items."""
+    checks = study.items.attention().count()
+    if not checks:
+        return []
+    expected = study.items_per_participant or study.items.scored().count()
+    rng = random.Random(token)
+    return sorted(rng.sample(range(1, expected + checks + 1), checks))
+
+
+def participant_create(*, study: Study, via_open_link: bool = False) -> Participant:
+    participant = Participant(study=study, via_open_link=via_open_link)
+    participant.attention_slots = _attention_slots(study, participant.token)
+    participant.save()
+    return participant
+
+
+@transaction.atomic
+def study_invite(*, study: Study, count: int) -> list[Participant]:
+    if not 1 <= count <= 10000:
+        raise StudyError(f"invites: ask for 1 to 10000 invite links, got {count}.")
+    return [participant_create(study=study) for _ in range(count)]
+
+
+def invite_url(participant: Participant) -> str:
+    return f"{settings.SITE_URL.rstrip('/')}/p/{participant.token}/"
+
+
+def open_url(study: Study) -> str:
+    return f"{settings.SITE_URL.rstrip('/')}/p/open/{study.open_token}/"
+
+
+def planned_items(study: Study) -> int:
+    """How many items a participant expects to see (the page shows 'item n of m')."""
+    scored = study.items.scored().count()
+    if study.items_per_participant:
+        scored = min(scored, study.items_per_participant)
+    return scored + study.items.attention().count()
