@@ -1,0 +1,199 @@
+"""The import contract: dependencies point one way (api -> evaluation -> annotator -> subtlebench), torch stays
+with the embedder, and no two workflow packages import each other in a circle.
+
+Every import counts, including those inside functions and under TYPE_CHECKING: a lazy import is still a
+dependency, and hiding a circle inside a function is how the old flat layout grew one.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from devtools.localservices import BASE_DIR
+
+PACKAGES = ("subtlebench", "annotator", "evaluation", "api", "demo", "devtools")
+PRODUCTION = ("subtlebench", "annotator", "evaluation", "api")
+EMBEDDER = "annotator.similarity.embedder"
+HEAVY = ("torch", "transformers")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(BASE_DIR).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(path: Path, module: str) -> set[str]:
+    """Every module an import statement in this file names, anywhere in the file (relative ones resolved)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            found.add(target)
+            # `from annotator import picking` imports the module annotator.picking.
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return found
+
+
+def source_files() -> dict[str, Path]:
+    files = {}
+    for package in PACKAGES:
+        for path in sorted((BASE_DIR / package).rglob("*.py")):
+            if "migrations" not in path.parts:
+                files[module_name(path)] = path
+    return files
+
+
+FILES = source_files()
+IMPORTS = {module: imported_modules(path, module) for module, path in FILES.items()}
+
+
+def top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def violations(rule) -> list[str]:
+    return sorted(
+        f"{module} imports {target}"
+        for module, targets in IMPORTS.items()
+        for target in targets
+        if rule(module, target)
+    )
+
+
+def test_it_reads_every_package():
+    assert {top(module) for module in FILES} == set(PACKAGES)
+    assert "annotator.picking.services" in IMPORTS and "evaluation.studies" in IMPORTS
+
+
+def test_annotator_never_imports_evaluation_or_api():
+    assert violations(lambda m, t: top(m) == "annotator" and top(t) in ("evaluation", "api")) == []
+
+
+def test_evaluation_never_imports_api():
+    assert violations(lambda m, t: top(m) == "evaluation" and top(t) == "api") == []
+
+
+def test_subtlebench_imports_no_app():
+    """The bottom layer: settings, the Celery app, roles, storage, errors. Apps are named in strings only."""
+    assert (
+        violations(lambda m, t: top(m) == "subtlebench" and top(t) in ("annotator", "evaluation", "api", "demo")) == []
+    )
+
+
+def test_only_url_configuration_imports_api():
+    def rule(module, target):
+        return top(target) == "api" and top(module) != "api" and not module.endswith("urls")
+
+    assert violations(rule) == []
+
+
+def test_production_code_never_imports_demo_or_devtools():
+    assert violations(lambda m, t: top(m) in PRODUCTION and top(t) in ("demo", "devtools")) == []
+
+
+def test_torch_and_transformers_are_imported_only_by_the_embedder():
+    assert violations(lambda m, t: top(t) in HEAVY and m != EMBEDDER) == []
+    assert {"torch", "transformers"} <= {top(t) for t in IMPORTS[EMBEDDER]}
+
+
+def unit(module: str) -> str | None:
+    """The workflow unit a module belongs to: annotator.<package> or annotator.<module>, evaluation.<module>,
+    api.<module>; None outside the apps."""
+    parts = module.split(".")
+    if parts[0] not in ("annotator", "evaluation", "api") or len(parts) < 2:
+        return None
+    if parts[1] == "management":
+        return ".".join(parts[:4]) if len(parts) >= 4 else None
+    return ".".join(parts[:2])
+
+
+def unit_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for module, targets in IMPORTS.items():
+        source = unit(module)
+        if source is None:
+            continue
+        edges = graph.setdefault(source, set())
+        for target in targets:
+            destination = unit(target)
+            if destination is not None and destination != source and destination in {unit(m) for m in FILES}:
+                edges.add(destination)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle as a list of units (first == last), or None. Depth-first search with colours."""
+    colour = dict.fromkeys(graph, "white")
+    stack: list[str] = []
+
+    def visit(node):
+        colour[node] = "grey"
+        stack.append(node)
+        for following in sorted(graph.get(node, ())):
+            if colour.get(following, "white") == "grey":
+                return [*stack[stack.index(following) :], following]
+            if colour.get(following, "white") == "white":
+                found = visit(following)
+                if found:
+                    return found
+        stack.pop()
+        colour[node] = "black"
+        return None
+
+    for node in sorted(graph):
+        if colour[node] == "white":
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_no_circle_between_workflow_packages():
+    cycle = find_cycle(unit_graph())
+    assert cycle is None, "circular imports: " + " -> ".join(cycle)
+
+
+def test_the_models_package_imports_no_workflow_package():
+    """Models are the floor every workflow stands on: a model that imports a workflow's services is a circle."""
+    assert violations(lambda m, t: m.startswith("annotator.models") and unit(t) not in (None, "annotator.models")) == []
+
+
+@pytest.mark.parametrize(
+    "graph, cycle",
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, None),
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}}, ["a", "b", "c", "a"]),
+        ({"a": {"b"}, "b": {"b2"}, "b2": {"b"}}, ["b", "b2", "b"]),
+    ],
+)
+def test_the_cycle_finder_finds_circles(graph, cycle):
+    assert find_cycle(graph) == cycle
+
+
+def test_the_import_reader_counts_imports_inside_functions_and_relative_ones(tmp_path):
+    source = tmp_path / "services.py"
+    source.write_text(
+        "from annotator.models import Pair\n"
+        "def later():\n"
+        "    from annotator import export\n"
+        "    if True:\n"
+        "        import torch.nn\n"
+        "from .questions import TEMPLATES\n"
+        "from .. import captions\n"
+    )
+    found = imported_modules(source, "annotator.picking.services")
+    assert {"annotator.models", "annotator.export", "torch.nn", "annotator.picking.questions"} <= found
+    assert "annotator.captions" in found
