@@ -124,3 +124,30 @@ def test_every_app_service_sees_the_same_model_folder_size_and_device(compose):
         assert any(volume.endswith(f":{model_dir}:ro") for volume in service["volumes"]), name
         seen.add((model_dir, environment["DINOV3_IMAGE_SIZE"], environment["DINOV3_DEVICE"]))
     assert len(seen) == 1
+
+
+def test_production_settings_install_no_demo_app_and_import_no_development_tooling():
+    """With DEBUG off there is no `seed_demo` (demo users with a known password) and the embedded services,
+    the dev server and the demo data are never imported by a full start-up (URLs, admin, Celery tasks)."""
+    env = {**os.environ, "DEBUG": "false", "SECRET_KEY": "x" * 50, "DJANGO_SETTINGS_MODULE": "subtlebench.settings"}
+    code = (
+        "import sys, django; django.setup();"
+        "from django.apps import apps; from django.urls import get_resolver; get_resolver().url_patterns;"
+        "from subtlebench.celery import app; app.loader.import_default_modules();"
+        "print(apps.is_installed('demo'), sorted(m for m in sys.modules if m.split('.')[0] in ('demo', 'devtools')))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False []"
+    debug = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.apps import apps; print(apps.is_installed('demo'))",
+        ],
+        cwd=ROOT,
+        env={**env, "DEBUG": "true"},
+        capture_output=True,
+        text=True,
+    )
+    assert debug.stdout.strip() == "True", debug.stderr
