@@ -132,7 +132,9 @@ def question_problems(*, question, answer, distractors) -> list[Problem]:
     `validate_benchmark` all ask this function, so the same question gets the same verdict from each.
     """
     problems: list[Problem] = []
-    if not isinstance(question, str) or not question.strip():
+    if not isinstance(question, str):
+        problems.append(Problem("question", "the question is not a string"))
+    elif not question.strip():
         problems.append(Problem("question", "the question is empty"))
     answer_problem = option_problem("the answer", answer)
     if answer_problem:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from django.core.exceptions import ValidationError
 from django.db.models import Count
 
-from annotator.export.format import option_clean, option_key, question_problems
+from annotator.export.format import Problem, option_clean, option_key, question_problems
 from annotator.models import Category, Pair
 
 FIRST = "first image"
@@ -95,14 +95,15 @@ def question_validate(*, category: str, question: str, answer: str, distractors:
     # A blank form field arrives as None.
     question, answer = ("" if text is None else text for text in (question, answer))
     distractors = ["" if text is None else text for text in distractors]
-    errors: dict[str, list[str]] = {}
-    for problem in question_problems(question=question, answer=answer, distractors=distractors):
-        errors.setdefault(problem.field, []).append(sentence(problem.message))
-    if not errors:
+    problems = question_problems(question=question, answer=answer, distractors=distractors)
+    if not problems:
         question, answer = option_clean(question), option_clean(answer)
         distractors = [option_clean(text) for text in distractors]
-        authoring_rules(category, answer, distractors, errors)
-    if errors:
+        problems = authoring_problems(category, answer, distractors)
+    if problems:
+        errors: dict[str, list[str]] = {}
+        for problem in problems:
+            errors.setdefault(problem.field, []).append(sentence(problem.message))
         raise ValidationError(errors)
     if TEMPLATES[category].binary:
         answer = option_key(answer)
@@ -110,21 +111,21 @@ def question_validate(*, category: str, question: str, answer: str, distractors:
     return question, answer, distractors
 
 
-def authoring_rules(category: str, answer: str, distractors: list[str], errors: dict[str, list[str]]) -> None:
+def authoring_problems(category: str, answer: str, distractors: list[str]) -> list[Problem]:
     """The editor's rules on top of the format: fixed options for binary categories, camera moves for viewpoint."""
     template = TEMPLATES[category]
     options = [answer, *distractors]
+    problems = []
     if template.binary and sorted(option_key(o) for o in options) != [FIRST, SECOND]:
-        errors.setdefault("answer", []).append(
-            f"{category} questions have exactly the options {FIRST!r} and {SECOND!r}."
-        )
+        problems.append(Problem("answer", f"{category} questions have exactly the options {FIRST!r} and {SECOND!r}"))
     if template.choices:
         allowed = {option_key(choice) for choice in template.choices}
-        for text in options:
+        for field_name, text in [("answer", answer), *(("distractors", text) for text in distractors)]:
             if option_key(text) not in allowed:
-                errors.setdefault("answer" if text == answer else "distractors", []).append(
-                    f"{text!r} is not a camera move; use {', '.join(template.choices)}."
+                problems.append(
+                    Problem(field_name, f"{text!r} is not a camera move; use {', '.join(template.choices)}")
                 )
+    return problems
 
 
 def sentence(message: str) -> str:
