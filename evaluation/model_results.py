@@ -35,7 +35,7 @@ def model_run_import(*, study: Study, name: str, content: bytes, file_name: str 
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise StudyError(f"{label}: not valid JSON ({error}).")
     entries = _entries(data, label)
-    by_question = {item.question_id: item for item in study.items.scored().select_related("pair")}
+    by_question = {item.question_id: item for item in study.items.scored().select_related("pair__video")}
     answers: dict[int, ModelAnswer] = {}
     run = ModelRun(study=study, name=name.strip(), file_name=file_name, entries=len(entries))
     for index, entry in enumerate(entries):

@@ -10,6 +10,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.utils import timezone
 
+from annotator.export.format import item_id
 from annotator.models import Category, Domain, Pair
 
 
@@ -104,8 +105,16 @@ class StudyItem(models.Model):
 
     @property
     def question_id(self) -> str:
-        """The id the official evaluation code gives this item."""
-        return f"{self.pair.category}_{self.pair.source}_{self.pair.source_id}"
+        """The id the official evaluation code gives this item: the one the export writes (`format.item_id`).
+
+        Only a pair without a source_id needs its video (its id is derived from the video's YT8M id), so the
+        video is read only then; select_related("pair__video") in a loop over such items.
+        """
+        pair = self.pair
+        yt8m_id = pair.video.yt8m_id if pair.video_id and not pair.source_id else None
+        return item_id(
+            category=pair.category, source=pair.source, source_id=pair.source_id, pair_id=pair.pk, yt8m_id=yt8m_id
+        )
 
 
 class Participant(models.Model):

@@ -261,7 +261,7 @@ def responses_csv(study: Study) -> str:
     answered = (
         Assignment.objects.filter(item__study=study, answered_at__isnull=False)
         .exclude(item__kind=StudyItem.Kind.PRACTICE)
-        .select_related("participant", "item__pair")
+        .select_related("participant", "item__pair__video")
         .order_by("participant_id", "sequence")
     )
     for a in answered.iterator():

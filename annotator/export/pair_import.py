@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 from PIL import Image as PILImage
 
-from annotator.export.format import SPLITS, iter_lines, split_path, validate_dataset
+from annotator.export.format import SPLITS, item_id, iter_lines, record_item_id, split_path, validate_dataset
 from annotator.models import Caption, Image, Pair
 from annotator.similarity.services import images_queue_embeddings
 
@@ -48,14 +48,18 @@ def read_records(root: Path) -> list[tuple[str, int, dict]]:
 
 
 def clashes_with_database(records) -> list[str]:
-    keys = {(r["category"], r["source"], r["source_id"]): f"{name}:{number}" for name, number, r in records}
-    existing = Pair.objects.filter(source_id__in={key[2] for key in keys}).values_list(
-        "category", "source", "source_id"
+    """Records whose item id a pair in the database already has, its derived id included (see `item_id`)."""
+    where = {record_item_id(record): f"{name}:{number}" for name, number, record in records}
+    # Ids are compared, not (category, source, source_id): "levir" + "cd_1" and "levir_cd" + "1" are one id.
+    existing = Pair.objects.filter(category__in={record["category"] for _, _, record in records}).values_list(
+        "pk", "category", "source", "source_id", "video__yt8m_id"
     )
-    return [
-        f"{keys[key]}: item {key[0]}_{key[1]}_{key[2]} already exists in the database"
-        for key in sorted(set(existing) & set(keys))
-    ]
+    taken = set()
+    for pk, category, source, source_id, yt8m_id in existing.iterator(chunk_size=2000):
+        identifier = item_id(category=category, source=source, source_id=source_id, pair_id=pk, yt8m_id=yt8m_id)
+        if identifier in where:
+            taken.add(identifier)
+    return [f"{where[identifier]}: item {identifier} already exists in the database" for identifier in sorted(taken)]
 
 
 def stored_image(root: Path, path: str, source: str, saved: list[str]) -> Image:

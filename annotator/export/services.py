@@ -33,7 +33,15 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from annotator.export.format import FIELDS, MAX_DISTRACTORS, SPLITS, question_problems, split_path
+from annotator.export.format import (
+    FIELDS,
+    MAX_DISTRACTORS,
+    SPLITS,
+    exported_source_id,
+    item_id,
+    question_problems,
+    split_path,
+)
 from annotator.models import Job, Pair
 from subtlebench.storage import s3_client, split_s3_uri
 
@@ -132,18 +140,9 @@ def iter_rows(options: ExportOptions):
     return export_queryset(options).values(*ROW_FIELDS).iterator(chunk_size=CHUNK)
 
 
-def exported_source_id(row: dict) -> str:
-    if row["source_id"]:
-        return row["source_id"]
-    # Stable across exports: the video and the pair never change their ids.
-    return f"{row['video__yt8m_id']}_{row['pk']}" if row["video__yt8m_id"] else f"pair{row['pk']}"
-
-
 def row_problem(row: dict) -> str | None:
-    if not (row["question"] or "").strip():
-        return "the question is empty"
-    problems = question_problems(row["answer"], row["distractors"])
-    return "; ".join(problems) if problems else None
+    problems = question_problems(question=row["question"], answer=row["answer"], distractors=row["distractors"])
+    return "; ".join(map(str, problems)) if problems else None
 
 
 # --- The split ----------------------------------------------------------------------------------------------
@@ -209,22 +208,45 @@ def contains(sorted_ids: array, value: int) -> bool:
     return index < len(sorted_ids) and sorted_ids[index] == value
 
 
-def derived_id_clashes(options: ExportOptions) -> dict[int, str]:
-    """Pairs without a source_id whose derived item id equals a real one: {pair id: item id}.
+def item_id_clashes(options: ExportOptions) -> dict[int, str]:
+    """Pairs that cannot have their item id because another pair has it: {pair id: why it is skipped}.
 
-    Real ids are unique by a database constraint and derived ids by the pair id inside them, so this is the
-    only way two items can share an id; checking it here spares pass one a set of every id it has seen.
+    The database's unique (category, source, source_id) misses two ways ids clash: a derived id equal to a
+    real one, and sources whose names run into the source_id ("levir" + "cd_1" and "levir_cd" + "1"). Of
+    the pairs with one id, a real source_id keeps it over a derived one, then the lowest pair id. The first
+    pass holds only an 8-byte hash of each id, so memory stays small; ids are compared only for hashes seen twice.
     """
-    pairs = export_queryset(options)
-    derived = {}
-    for row in pairs.filter(source_id="").values("pk", "source_id", "video__yt8m_id", "category", "source"):
-        derived[(row["category"], row["source"], exported_source_id(row))] = row["pk"]
-    if not derived:
+    hashes = sorted(id_hash(identifier) for _, identifier, _ in pair_item_ids(options))
+    repeated = {first for first, second in zip(hashes, hashes[1:], strict=False) if first == second}
+    del hashes
+    if not repeated:
         return {}
-    taken = pairs.exclude(source_id="").filter(source_id__in={key[2] for key in derived})
-    return {
-        derived[key]: "_".join(key) for key in taken.values_list("category", "source", "source_id") if key in derived
-    }
+    holders: dict[str, list[tuple[bool, int]]] = defaultdict(list)
+    for pk, identifier, derived in pair_item_ids(options):
+        if id_hash(identifier) in repeated:
+            holders[identifier].append((derived, pk))
+    clashes = {}
+    for identifier, pairs in holders.items():
+        (_, keeper), *others = sorted(pairs)
+        for derived, pk in others:
+            clashes[pk] = (
+                f"its derived item id {identifier!r} is taken by another pair's source_id"
+                if derived
+                else f"its item id {identifier!r} is taken by pair {keeper}"
+            )
+    return clashes
+
+
+def pair_item_ids(options: ExportOptions):
+    """(pair id, item id, whether the source_id is derived) of each pair the export considers, streamed."""
+    rows = export_queryset(options).values_list("pk", "category", "source", "source_id", "video__yt8m_id")
+    for pk, category, source, source_id, yt8m_id in rows.iterator(chunk_size=CHUNK):
+        identifier = item_id(category=category, source=source, source_id=source_id, pair_id=pk, yt8m_id=yt8m_id)
+        yield pk, identifier, not source_id
+
+
+def id_hash(identifier: str) -> int:
+    return int.from_bytes(hashlib.blake2b(identifier.encode(), digest_size=8).digest(), "big", signed=True)
 
 
 def group_order_key(seed: int, group_min_pk: int) -> bytes:
@@ -238,14 +260,14 @@ def plan_export(options: ExportOptions) -> Plan:
     # Columns of the included pairs, in id order: compact arrays, with names as indexes into small lists.
     nodes, category_of, domain_of = array("q"), array("b"), array("b")
     names: dict[str, int] = {}
-    clashes = derived_id_clashes(options)
+    clashes = item_id_clashes(options)
     models: set[str] = set()
     content_nodes: dict[str, int] = {}  # a known content hash joins images that are copies of each other
     for row in iter_rows(options):
         plan.total += 1
         problem = row_problem(row)
-        if problem is None and row["pk"] in clashes:
-            problem = f"its derived item id {clashes[row['pk']]!r} is taken by another pair's source_id"
+        if problem is None:
+            problem = clashes.get(row["pk"])
         if problem:
             plan.skip(row["pk"], problem)
             continue
@@ -395,7 +417,7 @@ def record_of(row: dict, image_1: str, image_2: str) -> dict:
         "category": row["category"],
         "domain": row["domain"],
         "source": row["source"],
-        "source_id": exported_source_id(row),
+        "source_id": exported_source_id(source_id=row["source_id"], pair_id=row["pk"], yt8m_id=row["video__yt8m_id"]),
         "raw_folder": f"{row['source']}_{row['category']}_pairs",
         "generation_info": None,
     }

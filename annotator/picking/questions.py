@@ -1,4 +1,5 @@
-"""Question templates per category (BENCHMARK.md's table), the validation rules, and answer-position balancing."""
+"""Question templates per category (BENCHMARK.md's table), the authoring rules on top of the format's question
+rules, and answer-position balancing."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from dataclasses import dataclass, field
 from django.core.exceptions import ValidationError
 from django.db.models import Count
 
+from annotator.export.format import Problem, option_clean, option_key, question_problems
 from annotator.models import Category, Pair
 
 FIRST = "first image"
 SECOND = "second image"
-MAX_OPTIONS = 5  # evaluators parse letters A-E only
 VIEWPOINT_MOVES = (
     "left",
     "right",
@@ -79,61 +80,57 @@ def template_table() -> dict[str, dict]:
     }
 
 
-def normalised(text: str) -> str:
-    """Case- and space-insensitive form used to spot duplicate options."""
-    return " ".join(text.split()).casefold()
-
-
 def question_validate(*, category: str, question: str, answer: str, distractors: list) -> tuple[str, str, list]:
-    """Check one question against every rule; return it cleaned (spaces trimmed) or raise ValidationError.
+    """Check one question against the benchmark's format rules and the editor's authoring rules on top of them;
+    return it cleaned (see `option_clean`) or raise ValidationError.
 
-    The errors are keyed by field so a form can show each beside its input.
+    The format rules are `export.format.question_problems`, the ones `import_pairs`, the export and
+    `validate_benchmark` apply, checked on the text as sent: what the editor accepts, they accept. The errors
+    are keyed by field so a form can show each beside its input.
     """
-    errors: dict[str, list[str]] = {}
     if category not in Category.values:
         raise ValidationError({"category": [f"Unknown category {category!r}: pick one of {', '.join(Category)}."]})
-    question = " ".join(str(question or "").split())
-    answer = " ".join(str(answer or "").split())
     if not isinstance(distractors, list | tuple):
         raise ValidationError({"distractors": ["Distractors must be a list of texts."]})
-    distractors = [" ".join(str(text or "").split()) for text in distractors]
-    if not question:
-        errors.setdefault("question", []).append("The question is empty.")
-    if not answer:
-        errors.setdefault("answer", []).append("The answer is empty.")
-    for number, text in enumerate(distractors, 1):
-        if not text:
-            errors.setdefault("distractors", []).append(f"Distractor {number} is empty.")
-    if not 1 <= len(distractors) <= MAX_OPTIONS - 1:
-        errors.setdefault("distractors", []).append(
-            f"Give 1 to {MAX_OPTIONS - 1} distractors (at most {MAX_OPTIONS} options in all); got {len(distractors)}."
-        )
-    if answer and normalised(answer) in {normalised(text) for text in distractors}:
-        errors.setdefault("answer", []).append(f"The answer {answer!r} is also among the distractors.")
-    seen: set[str] = set()
-    for number, text in enumerate(distractors, 1):
-        if text and normalised(text) in seen:
-            errors.setdefault("distractors", []).append(f"Distractor {number} ({text!r}) repeats another option.")
-        seen.add(normalised(text))
+    # A blank form field arrives as None.
+    question, answer = ("" if text is None else text for text in (question, answer))
+    distractors = ["" if text is None else text for text in distractors]
+    problems = question_problems(question=question, answer=answer, distractors=distractors)
+    if not problems:
+        question, answer = option_clean(question), option_clean(answer)
+        distractors = [option_clean(text) for text in distractors]
+        problems = authoring_problems(category, answer, distractors)
+    if problems:
+        errors: dict[str, list[str]] = {}
+        for problem in problems:
+            errors.setdefault(problem.field, []).append(sentence(problem.message))
+        raise ValidationError(errors)
+    if TEMPLATES[category].binary:
+        answer = option_key(answer)
+        distractors = [option_key(text) for text in distractors]
+    return question, answer, distractors
+
+
+def authoring_problems(category: str, answer: str, distractors: list[str]) -> list[Problem]:
+    """The editor's rules on top of the format: fixed options for binary categories, camera moves for viewpoint."""
     template = TEMPLATES[category]
     options = [answer, *distractors]
-    if template.binary and sorted(normalised(o) for o in options) != [FIRST, SECOND]:
-        errors.setdefault("answer", []).append(
-            f"{category} questions have exactly the options {FIRST!r} and {SECOND!r}."
-        )
+    problems = []
+    if template.binary and sorted(option_key(o) for o in options) != [FIRST, SECOND]:
+        problems.append(Problem("answer", f"{category} questions have exactly the options {FIRST!r} and {SECOND!r}"))
     if template.choices:
-        allowed = {normalised(choice) for choice in template.choices}
-        for text in options:
-            if text and normalised(text) not in allowed:
-                errors.setdefault("answer" if text == answer else "distractors", []).append(
-                    f"{text!r} is not a camera move; use {', '.join(template.choices)}."
+        allowed = {option_key(choice) for choice in template.choices}
+        for field_name, text in [("answer", answer), *(("distractors", text) for text in distractors)]:
+            if option_key(text) not in allowed:
+                problems.append(
+                    Problem(field_name, f"{text!r} is not a camera move; use {', '.join(template.choices)}")
                 )
-    if errors:
-        raise ValidationError(errors)
-    if template.binary:
-        answer = normalised(answer)
-        distractors = [normalised(text) for text in distractors]
-    return question, answer, distractors
+    return problems
+
+
+def sentence(message: str) -> str:
+    """A format problem ("the answer is empty") as a form shows it ("The answer is empty.")."""
+    return f"{message[:1].upper()}{message[1:]}."
 
 
 def answer_position_next(category: str) -> str:
