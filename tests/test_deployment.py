@@ -124,3 +124,17 @@ def test_every_app_service_sees_the_same_model_folder_size_and_device(compose):
         assert any(volume.endswith(f":{model_dir}:ro") for volume in service["volumes"]), name
         seen.add((model_dir, environment["DINOV3_IMAGE_SIZE"], environment["DINOV3_DEVICE"]))
     assert len(seen) == 1
+
+
+def test_it_reads_csrf_trusted_origins_as_urls_separated_by_commas():
+    """The origins behind a TLS proxy are https:// URLs: splitting them on ':' made every value invalid."""
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="subtlebench.settings", DEBUG="false", SECRET_KEY="x" * 50)
+    env["CSRF_TRUSTED_ORIGINS"] = "https://studio.example.org, https://studio.example.org:8443"
+    script = (
+        "import django; django.setup()\n"
+        "from django.conf import settings; from django.core.management import call_command\n"
+        "print(settings.CSRF_TRUSTED_ORIGINS); call_command('check')"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "['https://studio.example.org', 'https://studio.example.org:8443']" in result.stdout
