@@ -7,6 +7,6 @@ COPY requirements.txt requirements-gpu.txt ./
 RUN pip install --no-cache-dir -r ${REQUIREMENTS}
 COPY . .
 RUN DEBUG=false SECRET_KEY=collectstatic-only python manage.py collectstatic --no-input
-RUN useradd --create-home app && mkdir -p /data/media && chown app /data/media
+RUN useradd --create-home app && mkdir -p /data/media /data/exports && chown app /data/media /data/exports
 USER app
 EXPOSE 8000

@@ -54,7 +54,8 @@ if not SECRET_KEY:
     SECRET_KEY = "insecure-local-development-key-do-not-use-in-production"
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "*" if DEBUG else "localhost")
-CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+# Origins are URLs (https://host), so they cannot be split on ":" like the other lists: commas or spaces.
+CSRF_TRUSTED_ORIGINS = os.getenv("CSRF_TRUSTED_ORIGINS", "").replace(",", " ").split()
 PORT = envint("PORT", "8000")
 SITE_URL = os.getenv("SITE_URL", f"http://localhost:{PORT}")
 

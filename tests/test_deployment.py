@@ -151,3 +151,33 @@ def test_production_settings_install_no_demo_app_and_import_no_development_tooli
         text=True,
     )
     assert debug.stdout.strip() == "True", debug.stderr
+
+
+def test_it_reads_csrf_trusted_origins_as_urls_separated_by_commas():
+    """The origins behind a TLS proxy are https:// URLs: splitting them on ':' made every value invalid."""
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="subtlebench.settings", DEBUG="false", SECRET_KEY="x" * 50)
+    env["CSRF_TRUSTED_ORIGINS"] = "https://studio.example.org, https://studio.example.org:8443"
+    script = (
+        "import django; django.setup()\n"
+        "from django.conf import settings; from django.core.management import call_command\n"
+        "print(settings.CSRF_TRUSTED_ORIGINS); call_command('check')"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "['https://studio.example.org', 'https://studio.example.org:8443']" in result.stdout
+
+
+def test_page_started_exports_land_on_a_volume_web_and_worker_share(compose):
+    """The worker writes an export under EXPORT_ROOT; web zips and downloads it from there."""
+    mounts = []
+    for name in ("web", "worker"):
+        service = compose["services"][name]
+        export_root = service["environment"]["EXPORT_ROOT"]
+        (volume,) = [v.split(":")[0] for v in service["volumes"] if v.split(":")[1] == export_root]
+        mounts.append((volume, export_root))
+    assert mounts[0] == mounts[1]
+    assert mounts[0][0] in compose["volumes"], "a named volume, not a folder inside one container"
+    # The app runs as the user `app`: a fresh named volume takes the owner of the image's folder.
+    dockerfile = (ROOT / "Dockerfile").read_text().splitlines()
+    owned = [line.split("chown app", 1)[1].split() for line in dockerfile if "chown app" in line]
+    assert any(mounts[0][1] in folders for folders in owned), "the export folder must belong to the user app"

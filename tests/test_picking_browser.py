@@ -101,3 +101,16 @@ def test_the_review_page_zooms_both_images_together_and_flickers(page, annotator
     page.keyboard.press("f")
     assert page.locator("#img-a").get_attribute("src") == first
     assert script_errors == []
+
+
+def test_the_editor_shows_only_the_answer_control_of_the_chosen_category(page, annotator):
+    video = make_video(frames=4)
+    picking.video_lease_next(user=annotator)
+    browser_login(page, "alice")
+    page.goto(f"/work/videos/{video.pk}/")
+    page.keyboard.press("9")  # viewpoint: the answer and distractors are texts
+    expect(page.locator("#text-answer")).to_be_visible()
+    expect(page.locator("#binary-answer")).to_be_hidden()
+    page.keyboard.press("4")  # temporal: the answer is frame A or B
+    expect(page.locator("#binary-answer")).to_be_visible()
+    expect(page.locator("#text-answer")).to_be_hidden()
