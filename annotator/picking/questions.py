@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.core.exceptions import ValidationError
 from django.db.models import Count
 
 from annotator.models import Category, Pair
+from subtlebench.errors import Invalid
 
 FIRST = "first image"
 SECOND = "second image"
@@ -85,17 +85,17 @@ def normalised(text: str) -> str:
 
 
 def question_validate(*, category: str, question: str, answer: str, distractors: list) -> tuple[str, str, list]:
-    """Check one question against every rule; return it cleaned (spaces trimmed) or raise ValidationError.
+    """Check one question against every rule; return it cleaned (spaces trimmed) or raise Invalid.
 
     The errors are keyed by field so a form can show each beside its input.
     """
     errors: dict[str, list[str]] = {}
     if category not in Category.values:
-        raise ValidationError({"category": [f"Unknown category {category!r}: pick one of {', '.join(Category)}."]})
+        raise Invalid({"category": [f"Unknown category {category!r}: pick one of {', '.join(Category)}."]})
     question = " ".join(str(question or "").split())
     answer = " ".join(str(answer or "").split())
     if not isinstance(distractors, list | tuple):
-        raise ValidationError({"distractors": ["Distractors must be a list of texts."]})
+        raise Invalid({"distractors": ["Distractors must be a list of texts."]})
     distractors = [" ".join(str(text or "").split()) for text in distractors]
     if not question:
         errors.setdefault("question", []).append("The question is empty.")
@@ -129,7 +129,7 @@ def question_validate(*, category: str, question: str, answer: str, distractors:
                     f"{text!r} is not a camera move; use {', '.join(template.choices)}."
                 )
     if errors:
-        raise ValidationError(errors)
+        raise Invalid(errors)
     if template.binary:
         answer = normalised(answer)
         distractors = [normalised(text) for text in distractors]
