@@ -73,7 +73,7 @@ class CaptionBatchOutputSerializer(serializers.ModelSerializer):
 @api_view(["GET"])
 @permission_classes([HasRole.of(COORDINATOR)])
 def caption_batch_list(request):
-    """Caption batches with their progress, newest first."""
+    """The 100 newest caption batches with their progress (a plain list, not paged)."""
     batches = CaptionBatch.objects.with_progress().prefetch_related("tasks")[:100]
     return Response(CaptionBatchOutputSerializer(batches, many=True).data)
 
@@ -219,7 +219,7 @@ def caption_skip(request, task_id: int):
 @api_view(["GET"])
 @permission_classes([HasRole.of(REVIEWER)])
 def caption_review_queue(request):
-    """Submitted captions you may review (never your own), oldest first."""
+    """The 100 oldest submitted captions you may review, never your own (a plain list, not paged)."""
     queue = Caption.objects.reviewable_by(request.user).select_related("author").order_by("submitted_at", "pk")[:100]
     return Response(CaptionOutputSerializer(queue, many=True).data)
 

@@ -92,6 +92,7 @@ def _invite(participant) -> dict:
 @api_view(["GET"])
 @permission_classes([Coordinator])
 def study_list(request):
+    """Every study (a plain list, not paged)."""
     studies = Study.objects.all()
     return Response(StudyOutputSerializer(studies, many=True).data)
 
@@ -110,6 +111,7 @@ def study_create(request):
 @api_view(["GET"])
 @permission_classes([Coordinator])
 def invite_list(request, pk):
+    """Every participant link of the study (a plain list, not paged)."""
     study = get_object_or_404(Study, pk=pk)
     return Response([_invite(p) for p in study.participants.all()])
 

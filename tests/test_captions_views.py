@@ -255,7 +255,7 @@ def test_the_api_runs_the_whole_caption_flow(client_for, annotator, reviewer, co
     assert saved.status_code == 200 and saved.json()["text"] == "draft"
     assert api.post("/api/captions/tasks/lease/").json()["draft"] == "draft"
     invalid = api.post(f"{task_url}/submit/", {"text": ""}, content_type="application/json")
-    assert invalid.status_code == 400 and "empty" in invalid.json()["text"][0]
+    assert invalid.status_code == 400 and "empty" in invalid.json()["errors"]["text"][0]
     first = api.post(f"{task_url}/submit/", {"text": GOOD, "client_key": "k9"}, content_type="application/json")
     again = api.post(f"{task_url}/submit/", {"text": GOOD, "client_key": "k9"}, content_type="application/json")
     assert first.status_code == again.status_code == 201 and first.json()["id"] == again.json()["id"]
@@ -269,7 +269,7 @@ def test_the_api_runs_the_whole_caption_flow(client_for, annotator, reviewer, co
     rejected = review.post(
         f"/api/captions/{first.json()['id']}/review/", {"decision": "reject"}, content_type="application/json"
     )
-    assert rejected.status_code == 400 and "reason" in rejected.json()
+    assert rejected.status_code == 400 and "reason" in rejected.json()["errors"]
     accepted = review.post(
         f"/api/captions/{first.json()['id']}/review/", {"decision": "accept"}, content_type="application/json"
     )
@@ -302,7 +302,7 @@ def test_the_api_creates_a_batch_and_names_bad_fields(client_for, coordinator, w
     bad = api.post(
         "/api/captions/batches/create/", {"selection": "list", "pair_ids": [999999]}, content_type="application/json"
     )
-    assert bad.status_code == 400 and "999999" in bad.json()["pair_ids"][0]
+    assert bad.status_code == 400 and "999999" in bad.json()["errors"]["pair_ids"][0]
     assert Pair.objects.count() == 2
 
 
