@@ -28,10 +28,11 @@ def exception_handler(exc, context) -> Response | None:
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
-    if isinstance(exc, exceptions.ValidationError):
-        response.data = validation_body(response.data)
-    else:
-        response.data = {"detail": str(response.data.get("detail", "")), "errors": {}}
+    data = response.data
+    if isinstance(data, dict) and set(data) == {"detail"} and not isinstance(exc, exceptions.ValidationError):
+        response.data = {"detail": str(data["detail"]), "errors": {}}
+    else:  # a serializer's errors by field, or any detail given as a list or a dict
+        response.data = validation_body(data)
     return response
 
 

@@ -7,7 +7,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from drf_spectacular.drainage import GENERATOR_STATS
+from rest_framework import exceptions
 
+from api.errors import exception_handler
 from tests.factories import make_pair, make_video
 
 ERROR_REF = "#/components/schemas/Error"
@@ -196,3 +198,13 @@ def test_a_decided_pair_is_a_conflict(client_for, reviewer):
 
 def test_a_wrong_method_is_refused_in_the_same_shape(client_for, annotator):
     assert "not allowed" in assert_error_body(client_for(annotator).post("/api/jobs/"), 405)["detail"]
+
+
+def test_drf_errors_keep_their_status_and_headers_in_the_one_body():
+    throttled = exception_handler(exceptions.Throttled(wait=3), {})
+    assert throttled.status_code == 429 and throttled["Retry-After"] == "3"
+    assert set(throttled.data) == {"detail", "errors"} and "throttled" in throttled.data["detail"]
+    listed = exception_handler(exceptions.ValidationError(["First.", "Second."]), {})
+    assert listed.status_code == 400 and listed.data == {"detail": "First. Second.", "errors": {}}
+    nested = exception_handler(exceptions.ValidationError({"categories": {0: ["Not a category."]}}), {})
+    assert nested.data == {"detail": "categories: 0: Not a category.", "errors": {"categories": ["0: Not a category."]}}

@@ -190,6 +190,13 @@ def test_a_task_that_is_not_yours_sends_you_back_to_the_queue(client_for, annota
     assert client.post(f"/captions/tasks/{world['task'].pk}/draft/", {"text": "x"}).status_code == 409
 
 
+def test_the_workbench_script_gets_the_apis_error_body(client_for, annotator, annotator2, world):
+    captions.caption_task_lease(user=annotator2)
+    response = client_for(annotator).post(f"/captions/tasks/{world['task'].pk}/draft/", {"text": "x"})
+    assert response.status_code == 409
+    assert response.json() == {"detail": "Your lease on this task ran out and someone else holds it now.", "errors": {}}
+
+
 def test_skipping_from_the_page_needs_a_reason(client_for, annotator, world):
     client = client_for(annotator)
     client.post("/captions/work/next/")
