@@ -5,7 +5,6 @@ Thin views over annotator.captions.services, the same services the pages call.
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -14,17 +13,8 @@ from rest_framework.response import Response
 
 from annotator.captions import services as captions
 from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionTask
+from api.errors import error_responses
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
-
-
-def _error_response(error: ValidationError) -> Response:
-    """A service's ValidationError as 400 (409 when the task or caption moved on), field by field.
-
-    A service's PermissionDenied (your own caption, a task not offered to you) becomes 403 through DRF.
-    """
-    code = status.HTTP_409_CONFLICT if isinstance(error, captions.CaptionConflict) else status.HTTP_400_BAD_REQUEST
-    detail = error.message_dict if hasattr(error, "error_dict") else {"detail": error.messages}
-    return Response(detail, status=code)
 
 
 class CaptionOutputSerializer(serializers.ModelSerializer):
@@ -38,7 +28,7 @@ class CaptionOutputSerializer(serializers.ModelSerializer):
 # --- Batches -----------------------------------------------------------------------------------------------
 
 
-class BatchInputSerializer(serializers.Serializer):
+class CaptionBatchInputSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     selection = serializers.ChoiceField(choices=CaptionBatch.Selection.choices)
     pair_ids = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, default=list)
@@ -49,7 +39,7 @@ class BatchInputSerializer(serializers.Serializer):
     allow_own_pairs = serializers.BooleanField(required=False, default=False)
 
 
-class BatchOutputSerializer(serializers.ModelSerializer):
+class CaptionBatchOutputSerializer(serializers.ModelSerializer):
     tasks_total = serializers.IntegerField()
     tasks_done = serializers.IntegerField()
     pairs_total = serializers.IntegerField()
@@ -79,34 +69,33 @@ class BatchOutputSerializer(serializers.ModelSerializer):
         return sorted({task.pair_id for task in batch.tasks.all()})
 
 
-@extend_schema(responses=BatchOutputSerializer(many=True))
+@extend_schema(responses={200: CaptionBatchOutputSerializer(many=True), **error_responses(403)})
 @api_view(["GET"])
 @permission_classes([HasRole.of(COORDINATOR)])
 def caption_batch_list(request):
-    """Caption batches with their progress, newest first."""
+    """The 100 newest caption batches with their progress (a plain list, not paged)."""
     batches = CaptionBatch.objects.with_progress().prefetch_related("tasks")[:100]
-    return Response(BatchOutputSerializer(batches, many=True).data)
+    return Response(CaptionBatchOutputSerializer(batches, many=True).data)
 
 
-@extend_schema(request=BatchInputSerializer, responses={201: BatchOutputSerializer})
+@extend_schema(
+    request=CaptionBatchInputSerializer, responses={201: CaptionBatchOutputSerializer, **error_responses(400, 403)}
+)
 @api_view(["POST"])
 @permission_classes([HasRole.of(COORDINATOR)])
 def caption_batch_create(request):
     """Create a caption batch: all accepted pairs, a list of pair ids, or a stratified sample with a seed."""
-    data = BatchInputSerializer(data=request.data)
+    data = CaptionBatchInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    try:
-        batch = captions.caption_batch_create(created_by=request.user, **data.validated_data)
-    except ValidationError as error:
-        return _error_response(error)
+    batch = captions.caption_batch_create(created_by=request.user, **data.validated_data)
     batch = CaptionBatch.objects.with_progress().prefetch_related("tasks").get(pk=batch.pk)
-    return Response(BatchOutputSerializer(batch).data, status=status.HTTP_201_CREATED)
+    return Response(CaptionBatchOutputSerializer(batch).data, status=status.HTTP_201_CREATED)
 
 
 # --- The queue ---------------------------------------------------------------------------------------------
 
 
-class TaskOutputSerializer(serializers.Serializer):
+class CaptionTaskSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     pair = serializers.IntegerField(source="pair_id")
     batch = serializers.IntegerField(source="batch_id")
@@ -135,7 +124,14 @@ class TaskOutputSerializer(serializers.Serializer):
         return draft.text if draft else ""
 
 
-@extend_schema(request=None, responses={200: TaskOutputSerializer, 204: OpenApiResponse(description="Nothing to do.")})
+@extend_schema(
+    request=None,
+    responses={
+        200: CaptionTaskSerializer,
+        204: OpenApiResponse(description="Nothing to caption for you now."),
+        **error_responses(403),
+    },
+)
 @api_view(["POST"])
 @permission_classes([HasRole.of(ANNOTATOR)])
 def caption_task_lease(request):
@@ -144,119 +140,116 @@ def caption_task_lease(request):
     if task is None:
         return Response(status=status.HTTP_204_NO_CONTENT)
     task = CaptionTask.objects.select_related("batch", "pair__image_1", "pair__image_2").get(pk=task.pk)
-    return Response(TaskOutputSerializer(task, context={"request": request}).data)
+    return Response(CaptionTaskSerializer(task, context={"request": request}).data)
 
 
-class DraftInputSerializer(serializers.Serializer):
+class CaptionDraftInputSerializer(serializers.Serializer):
     text = serializers.CharField(allow_blank=True, trim_whitespace=False)
 
 
-class DraftOutputSerializer(serializers.Serializer):
+class CaptionDraftOutputSerializer(serializers.Serializer):
     text = serializers.CharField()
     saved = serializers.DateTimeField(source="updated")
     leased_until = serializers.DateTimeField(source="task.leased_until")
 
 
-@extend_schema(request=DraftInputSerializer, responses=DraftOutputSerializer)
+@extend_schema(
+    request=CaptionDraftInputSerializer,
+    responses={200: CaptionDraftOutputSerializer, **error_responses(400, 403, 404, 409)},
+)
 @api_view(["PUT"])
 @permission_classes([HasRole.of(ANNOTATOR)])
 def caption_draft_save(request, task_id: int):
     """Save the draft of a leased task; also renews the lease (heartbeat)."""
     get_object_or_404(CaptionTask, pk=task_id)
-    data = DraftInputSerializer(data=request.data)
+    data = CaptionDraftInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    try:
-        caption = captions.caption_draft_save(task_id=task_id, user=request.user, **data.validated_data)
-    except ValidationError as error:
-        return _error_response(error)
-    return Response(DraftOutputSerializer(caption).data)
+    caption = captions.caption_draft_save(task_id=task_id, user=request.user, **data.validated_data)
+    return Response(CaptionDraftOutputSerializer(caption).data)
 
 
-class SubmitInputSerializer(serializers.Serializer):
+class CaptionSubmitInputSerializer(serializers.Serializer):
     text = serializers.CharField(allow_blank=True)
     client_key = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
 
 
-@extend_schema(request=SubmitInputSerializer, responses={201: CaptionOutputSerializer})
+@extend_schema(
+    request=CaptionSubmitInputSerializer,
+    responses={201: CaptionOutputSerializer, **error_responses(400, 403, 404, 409)},
+)
 @api_view(["POST"])
 @permission_classes([HasRole.of(ANNOTATOR)])
 def caption_submit(request, task_id: int):
     """Submit the caption of a leased task. Sending the same client_key again returns the same caption."""
     get_object_or_404(CaptionTask, pk=task_id)
-    data = SubmitInputSerializer(data=request.data)
+    data = CaptionSubmitInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    try:
-        caption = captions.caption_submit(
-            task_id=task_id,
-            user=request.user,
-            text=data.validated_data["text"],
-            client_key=data.validated_data["client_key"] or None,
-        )
-    except ValidationError as error:
-        return _error_response(error)
+    caption = captions.caption_submit(
+        task_id=task_id,
+        user=request.user,
+        text=data.validated_data["text"],
+        client_key=data.validated_data["client_key"] or None,
+    )
     return Response(CaptionOutputSerializer(caption).data, status=status.HTTP_201_CREATED)
 
 
-class SkipInputSerializer(serializers.Serializer):
+class CaptionSkipInputSerializer(serializers.Serializer):
     reason = serializers.CharField(allow_blank=True)
 
 
-@extend_schema(request=SkipInputSerializer, responses={204: None})
+@extend_schema(
+    request=CaptionSkipInputSerializer,
+    responses={204: OpenApiResponse(description="Skipped."), **error_responses(400, 403, 404, 409)},
+)
 @api_view(["POST"])
 @permission_classes([HasRole.of(ANNOTATOR)])
 def caption_skip(request, task_id: int):
     """Skip a leased task with a reason; it is not offered to you again."""
     get_object_or_404(CaptionTask, pk=task_id)
-    data = SkipInputSerializer(data=request.data)
+    data = CaptionSkipInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    try:
-        captions.caption_task_skip(task_id=task_id, user=request.user, reason=data.validated_data["reason"])
-    except ValidationError as error:
-        return _error_response(error)
+    captions.caption_task_skip(task_id=task_id, user=request.user, reason=data.validated_data["reason"])
     return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 # --- Review ------------------------------------------------------------------------------------------------
 
 
-@extend_schema(responses=CaptionOutputSerializer(many=True))
+@extend_schema(responses={200: CaptionOutputSerializer(many=True), **error_responses(403)})
 @api_view(["GET"])
 @permission_classes([HasRole.of(REVIEWER)])
 def caption_review_queue(request):
-    """Submitted captions you may review (never your own), oldest first."""
+    """The 100 oldest submitted captions you may review, never your own (a plain list, not paged)."""
     queue = Caption.objects.reviewable_by(request.user).select_related("author").order_by("submitted_at", "pk")[:100]
     return Response(CaptionOutputSerializer(queue, many=True).data)
 
 
-class ReviewInputSerializer(serializers.Serializer):
+class CaptionReviewInputSerializer(serializers.Serializer):
     decision = serializers.ChoiceField(choices=CaptionReview.Decision.choices)
     reason = serializers.CharField(required=False, allow_blank=True, default="")
     text = serializers.CharField(required=False, allow_null=True, default=None)
 
 
-@extend_schema(request=ReviewInputSerializer, responses=CaptionOutputSerializer)
+@extend_schema(
+    request=CaptionReviewInputSerializer,
+    responses={200: CaptionOutputSerializer, **error_responses(400, 403, 404, 409)},
+)
 @api_view(["POST"])
 @permission_classes([HasRole.of(REVIEWER)])
 def caption_review(request, caption_id: int):
     """Accept, reject (reason required) or edit and accept a submitted caption that is not your own."""
     get_object_or_404(Caption, pk=caption_id)
-    data = ReviewInputSerializer(data=request.data)
+    data = CaptionReviewInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    try:
-        caption = captions.caption_review(caption_id=caption_id, reviewer=request.user, **data.validated_data)
-    except ValidationError as error:
-        return _error_response(error)
+    caption = captions.caption_review(caption_id=caption_id, reviewer=request.user, **data.validated_data)
     return Response(CaptionOutputSerializer(caption).data)
 
 
-@extend_schema(request=None, responses=CaptionOutputSerializer)
+@extend_schema(request=None, responses={200: CaptionOutputSerializer, **error_responses(400, 403, 404)})
 @api_view(["POST"])
 @permission_classes([HasRole.of(REVIEWER)])
 def caption_choose(request, caption_id: int):
     """Make this accepted caption the one the export uses for its pair."""
     get_object_or_404(Caption, pk=caption_id)
-    try:
-        caption = captions.caption_choose(caption_id=caption_id, reviewer=request.user)
-    except ValidationError as error:
-        return _error_response(error)
+    caption = captions.caption_choose(caption_id=caption_id, reviewer=request.user)
     return Response(CaptionOutputSerializer(caption).data)

@@ -10,9 +10,11 @@ from rest_framework.decorators import api_view, authentication_classes, permissi
 from rest_framework.response import Response
 
 from annotator.models import Category, Domain
+from api.errors import error_responses
 from evaluation import participation, reports, studies
 from evaluation.models import Participant, Study
 from evaluation.participant_views import image_url
+from subtlebench.errors import Conflict
 from subtlebench.roles import COORDINATOR, HasRole
 
 Coordinator = HasRole.of(COORDINATOR)
@@ -86,31 +88,30 @@ def _invite(participant) -> dict:
     }
 
 
-@extend_schema(responses=StudyOutputSerializer(many=True))
+@extend_schema(responses={200: StudyOutputSerializer(many=True), **error_responses(403)})
 @api_view(["GET"])
 @permission_classes([Coordinator])
 def study_list(request):
+    """Every study (a plain list, not paged)."""
     studies = Study.objects.all()
     return Response(StudyOutputSerializer(studies, many=True).data)
 
 
-@extend_schema(request=StudyCreateInputSerializer, responses={201: StudyOutputSerializer})
+@extend_schema(request=StudyCreateInputSerializer, responses={201: StudyOutputSerializer, **error_responses(400, 403)})
 @api_view(["POST"])
 @permission_classes([Coordinator])
 def study_create(request):
     data = StudyCreateInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    try:
-        study = studies.study_create(**data.validated_data, created_by=request.user)
-    except studies.StudyError as error:
-        return Response({"detail": str(error)}, status=status.HTTP_400_BAD_REQUEST)
+    study = studies.study_create(**data.validated_data, created_by=request.user)
     return Response(StudyOutputSerializer(study).data, status=status.HTTP_201_CREATED)
 
 
-@extend_schema(responses=InviteOutputSerializer(many=True))
+@extend_schema(responses={200: InviteOutputSerializer(many=True), **error_responses(403, 404)})
 @api_view(["GET"])
 @permission_classes([Coordinator])
 def invite_list(request, pk):
+    """Every participant link of the study (a plain list, not paged)."""
     study = get_object_or_404(Study, pk=pk)
     return Response([_invite(p) for p in study.participants.all()])
 
@@ -119,7 +120,10 @@ class InviteCreateInputSerializer(serializers.Serializer):
     count = serializers.IntegerField(min_value=1, max_value=10000)
 
 
-@extend_schema(request=InviteCreateInputSerializer, responses={201: InviteOutputSerializer(many=True)})
+@extend_schema(
+    request=InviteCreateInputSerializer,
+    responses={201: InviteOutputSerializer(many=True), **error_responses(400, 403, 404)},
+)
 @api_view(["POST"])
 @permission_classes([Coordinator])
 def invite_create(request, pk):
@@ -130,7 +134,12 @@ def invite_create(request, pk):
     return Response([_invite(p) for p in participants], status=status.HTTP_201_CREATED)
 
 
-@extend_schema(responses=inline_serializer("StudyProgress", {"progress": serializers.DictField()}))
+class StudyProgressSerializer(serializers.Serializer):
+    progress = serializers.DictField(help_text="participants, started, finished, responses, responses_needed, ...")
+    sample = serializers.DictField(help_text="scored_items, practice_items, attention_checks, strata.")
+
+
+@extend_schema(responses={200: StudyProgressSerializer, **error_responses(403, 404)})
 @api_view(["GET"])
 @permission_classes([Coordinator])
 def study_progress(request, pk):
@@ -139,7 +148,19 @@ def study_progress(request, pk):
     return Response({"progress": results["progress"], "sample": results["sample"]})
 
 
-@extend_schema(responses=inline_serializer("StudyResults", {"study": serializers.DictField()}))
+class StudyResultsSerializer(serializers.Serializer):
+    study = serializers.DictField(help_text="id, name, seed, fraction, raters_per_item, filters, pool_size, ...")
+    sample = serializers.DictField()
+    progress = serializers.DictField()
+    accuracy = serializers.DictField(help_text="micro, macro, by category and domain, with Wilson intervals.")
+    attention_checks = serializers.DictField()
+    agreement = serializers.DictField()
+    participants = serializers.ListField(child=serializers.DictField())
+    models = serializers.ListField(child=serializers.DictField())
+    paper_table = serializers.DictField()
+
+
+@extend_schema(responses={200: StudyResultsSerializer, **error_responses(403, 404)})
 @api_view(["GET"])
 @permission_classes([Coordinator])
 def study_results(request, pk):
@@ -163,7 +184,7 @@ class ParticipantItemSerializer(serializers.Serializer):
     completion_code = serializers.CharField(required=False)
 
 
-class AnswerInputSerializer(serializers.Serializer):
+class ParticipantAnswerInputSerializer(serializers.Serializer):
     option = serializers.IntegerField(help_text="The displayed position, 1-based.")
     active_ms = serializers.IntegerField(required=False, min_value=0, allow_null=True)
     client_key = serializers.CharField(required=False, max_length=64, allow_blank=True)
@@ -173,7 +194,7 @@ def _participant(token: str) -> Participant:
     return get_object_or_404(Participant.objects.select_related("study"), token=token)
 
 
-@extend_schema(responses=ParticipantItemSerializer)
+@extend_schema(responses={200: ParticipantItemSerializer, **error_responses(404, 409)})
 @api_view(["GET"])
 @authentication_classes([])
 @permission_classes([])
@@ -181,7 +202,7 @@ def participant_item(request, token):
     """The participant's current item (the same one again until it is answered)."""
     participant = _participant(token)
     if participant.stage in ("invited", "practice"):
-        return Response({"detail": "Agree to the study and finish the practice on its pages first."}, status=409)
+        raise Conflict("Agree to the study and finish the practice on its pages first.")
     assignment = participation.participant_next_item(participant=participant)
     if assignment is None:
         participant.refresh_from_db(fields=["finished_at"])
@@ -202,7 +223,14 @@ def participant_item(request, token):
 
 
 @extend_schema(
-    request=AnswerInputSerializer, responses=inline_serializer("AnswerOutput", {"recorded": serializers.BooleanField()})
+    request=ParticipantAnswerInputSerializer,
+    responses={
+        200: inline_serializer(
+            "ParticipantAnswerOutput",
+            {"recorded": serializers.BooleanField(help_text="false: a repeat, not counted again.")},
+        ),
+        **error_responses(400, 404, 409),
+    },
 )
 @api_view(["POST"])
 @authentication_classes([])
@@ -210,18 +238,13 @@ def participant_item(request, token):
 def participant_answer(request, token, item_token):
     """Answer the item; a repeat (same item, or same client_key) is not counted twice."""
     participant = _participant(token)
-    data = AnswerInputSerializer(data=request.data)
+    data = ParticipantAnswerInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    try:
-        outcome = participation.assignment_answer(
-            participant=participant,
-            token=item_token,
-            position=data.validated_data["option"],
-            active_ms=data.validated_data.get("active_ms"),
-            client_key=data.validated_data.get("client_key") or None,
-        )
-    except participation.LeaseLost as error:
-        return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
-    except studies.StudyError as error:
-        return Response({"detail": str(error)}, status=status.HTTP_400_BAD_REQUEST)
+    outcome = participation.assignment_answer(
+        participant=participant,
+        token=item_token,
+        position=data.validated_data["option"],
+        active_ms=data.validated_data.get("active_ms"),
+        client_key=data.validated_data.get("client_key") or None,
+    )
     return Response({"recorded": outcome.recorded})

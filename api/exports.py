@@ -6,11 +6,12 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 
-from annotator.export.services import ExportError, ExportOptions, export_folder_for_web, export_start
+from annotator.export.services import ExportOptions, export_folder_for_web, export_start
 from annotator.models import Category, Domain, Job
+from api.errors import error_responses
+from api.pagination import page_response, paginated
 from subtlebench.roles import COORDINATOR, HasRole
 
 
@@ -50,7 +51,7 @@ def export_jobs():
     return Job.objects.filter(kind=Job.Kind.EXPORT).select_related("created_by").order_by("-created")
 
 
-@extend_schema(request=ExportStartInputSerializer, responses={202: ExportOutputSerializer})
+@extend_schema(request=ExportStartInputSerializer, responses={202: ExportOutputSerializer, **error_responses(400, 403)})
 @api_view(["POST"])
 @permission_classes([HasRole.of(COORDINATOR)])
 def export_start_api(request):
@@ -59,28 +60,21 @@ def export_start_api(request):
     data.is_valid(raise_exception=True)
     fields = dict(data.validated_data)
     target = fields.pop("target").strip()
-    try:
-        options = ExportOptions(
-            **fields,
-            out=target if target.startswith("s3://") else export_folder_for_web(target),
-        )
-    except ExportError as error:
-        return Response({"detail": str(error)}, status=status.HTTP_400_BAD_REQUEST)
+    options = ExportOptions(**fields, out=target if target.startswith("s3://") else export_folder_for_web(target))
     job = export_start(options=options, user=request.user)
     return Response(ExportOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-@extend_schema(responses=ExportOutputSerializer(many=True))
+@extend_schema(responses={200: ExportOutputSerializer(many=True), **error_responses(403)})
+@paginated
 @api_view(["GET"])
 @permission_classes([HasRole.of(COORDINATOR)])
 def export_list_api(request):
     """Past and running exports, newest first, with their counts."""
-    paginator = LimitOffsetPagination()
-    page = paginator.paginate_queryset(export_jobs(), request)
-    return paginator.get_paginated_response(ExportOutputSerializer(page, many=True).data)
+    return page_response(request, export_jobs(), lambda page: ExportOutputSerializer(page, many=True).data)
 
 
-@extend_schema(responses=ExportOutputSerializer)
+@extend_schema(responses={200: ExportOutputSerializer, **error_responses(403, 404)})
 @api_view(["GET"])
 @permission_classes([HasRole.of(COORDINATOR)])
 def export_detail_api(request, job_id: int):

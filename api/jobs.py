@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import api_view, permission_classes
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 
 from annotator.models import Job
+from api.errors import error_responses
+from api.pagination import page_response, paginated
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 
 
@@ -36,7 +37,14 @@ class JobOutputSerializer(serializers.ModelSerializer):
         ]
 
 
-@extend_schema(responses=JobOutputSerializer(many=True))
+@extend_schema(
+    parameters=[
+        OpenApiParameter("kind", str, enum=Job.Kind.values, description="Only jobs of this kind."),
+        OpenApiParameter("status", str, enum=Job.Status.values, description="Only jobs in this state."),
+    ],
+    responses={200: JobOutputSerializer(many=True), **error_responses(403)},
+)
+@paginated
 @api_view(["GET"])
 @permission_classes([HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)])
 def job_list(request):
@@ -45,12 +53,10 @@ def job_list(request):
     for field in ("kind", "status"):
         if request.query_params.get(field):
             jobs = jobs.filter(**{field: request.query_params[field]})
-    paginator = LimitOffsetPagination()
-    page = paginator.paginate_queryset(jobs, request)
-    return paginator.get_paginated_response(JobOutputSerializer(page, many=True).data)
+    return page_response(request, jobs, lambda page: JobOutputSerializer(page, many=True).data)
 
 
-@extend_schema(responses=JobOutputSerializer)
+@extend_schema(responses={200: JobOutputSerializer, **error_responses(403, 404)})
 @api_view(["GET"])
 @permission_classes([HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)])
 def job_detail(request, job_id):

@@ -6,29 +6,19 @@ The workbench and review pages use these same endpoints; scripted clients send `
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
 from annotator.models import Category, Pair, Review, Video, VideoSkip
 from annotator.picking import services as picking
+from api.errors import error_responses
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 
 
-def refusal(error: Exception) -> Response:
-    """One shape for every refusal: `detail` to show, `errors` by field for forms."""
-    if isinstance(error, ValidationError):
-        errors = error.message_dict if hasattr(error, "error_dict") else {"detail": error.messages}
-        detail = " ".join(message for messages in errors.values() for message in messages)
-        return Response({"detail": detail, "errors": errors}, status=status.HTTP_400_BAD_REQUEST)
-    code = status.HTTP_409_CONFLICT if isinstance(error, picking.Conflict) else status.HTTP_400_BAD_REQUEST
-    return Response({"detail": str(error)}, status=code)
-
-
-class LeaseOutputSerializer(serializers.Serializer):
+class VideoLeaseSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     yt8m_id = serializers.CharField()
     frame_count = serializers.IntegerField()
@@ -39,78 +29,88 @@ class LeaseOutputSerializer(serializers.Serializer):
         return f"/work/videos/{video.pk}/"
 
 
-class LeaseEnvelopeSerializer(serializers.Serializer):
-    video = LeaseOutputSerializer(allow_null=True)
+class VideoLeaseNextSerializer(serializers.Serializer):
+    video = VideoLeaseSerializer(allow_null=True)
 
 
-@extend_schema(request=None, responses=LeaseEnvelopeSerializer)
+@extend_schema(request=None, responses={200: VideoLeaseNextSerializer, **error_responses(403)})
 @api_view(["POST"])
 @permission_classes([HasRole.of(ANNOTATOR)])
 def lease_next(request):
     """Lease the next video (or the one you hold). `video` is null when no video is left for you."""
     video = picking.video_lease_next(user=request.user)
-    return Response({"video": LeaseOutputSerializer(video).data if video else None})
+    return Response({"video": VideoLeaseSerializer(video).data if video else None})
 
 
-@extend_schema(request=None, responses=LeaseOutputSerializer)
+@extend_schema(request=None, responses={200: VideoLeaseSerializer, **error_responses(403, 404, 409)})
 @api_view(["POST"])
 @permission_classes([HasRole.of(ANNOTATOR)])
 def lease_heartbeat(request, video_id: int):
     """Keep your lease alive (the workbench sends one a minute). 409 when someone else holds the video now."""
     video = get_object_or_404(Video, pk=video_id)
-    try:
-        video = picking.video_heartbeat(video=video, user=request.user)
-    except picking.PickingError as error:
-        return refusal(error)
-    return Response(LeaseOutputSerializer(video).data)
+    video = picking.video_heartbeat(video=video, user=request.user)
+    return Response(VideoLeaseSerializer(video).data)
 
 
-class ReleaseInputSerializer(serializers.Serializer):
+class VideoReleaseInputSerializer(serializers.Serializer):
     reason = serializers.ChoiceField(choices=VideoSkip.Reason.choices, default=VideoSkip.Reason.DONE)
     note = serializers.CharField(required=False, allow_blank=True, default="")
 
 
-class ReleaseOutputSerializer(serializers.Serializer):
+class VideoReleaseOutputSerializer(serializers.Serializer):
     video = serializers.IntegerField(source="video_id")
     reason = serializers.CharField()
 
 
-@extend_schema(request=ReleaseInputSerializer, responses=ReleaseOutputSerializer)
+@extend_schema(
+    request=VideoReleaseInputSerializer, responses={200: VideoReleaseOutputSerializer, **error_responses(400, 403, 404)}
+)
 @api_view(["POST"])
 @permission_classes([HasRole.of(ANNOTATOR)])
 def lease_release(request, video_id: int):
     """Give the video back: done with it, or skipped (no usable pair, bad video, inappropriate content)."""
     video = get_object_or_404(Video, pk=video_id)
-    data = ReleaseInputSerializer(data=request.data)
+    data = VideoReleaseInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     skip = picking.video_release(video=video, user=request.user, **data.validated_data)
-    return Response(ReleaseOutputSerializer(skip).data)
+    return Response(VideoReleaseOutputSerializer(skip).data)
 
 
-class AssignInputSerializer(serializers.Serializer):
+class VideoAssignInputSerializer(serializers.Serializer):
     username = serializers.CharField(allow_blank=True, help_text="Empty to clear the assignment.")
 
 
-@extend_schema(request=AssignInputSerializer, responses=LeaseOutputSerializer)
+class VideoAssignOutputSerializer(serializers.Serializer):
+    video = serializers.IntegerField()
+    assigned_to = serializers.CharField(allow_null=True, help_text="The annotator's username; null: nobody.")
+
+
+@extend_schema(
+    request=VideoAssignInputSerializer,
+    responses={200: VideoAssignOutputSerializer, **error_responses(400, 403, 404)},
+)
 @api_view(["POST"])
 @permission_classes([HasRole.of(COORDINATOR)])
 def video_assign(request, video_id: int):
     """Coordinators: give a video to one annotator (it is offered to them first, and to nobody else)."""
     video = get_object_or_404(Video, pk=video_id)
-    data = AssignInputSerializer(data=request.data)
+    data = VideoAssignInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     username = data.validated_data["username"]
     user = get_object_or_404(get_user_model(), username=username) if username else None
     video = picking.video_assign(video=video, user=user, by=request.user)
-    return Response({"video": video.pk, "assigned_to": username or None})
+    return Response(VideoAssignOutputSerializer({"video": video.pk, "assigned_to": username or None}).data)
 
 
-class DraftSerializer(serializers.Serializer):
+class PairDraftSerializer(serializers.Serializer):
     state = serializers.JSONField()
     updated = serializers.DateTimeField(read_only=True, required=False)
 
 
-@extend_schema(request=DraftSerializer, responses=DraftSerializer)
+@extend_schema(methods=["GET"], responses={200: PairDraftSerializer, **error_responses(403, 404)})
+@extend_schema(
+    methods=["PUT"], request=PairDraftSerializer, responses={200: PairDraftSerializer, **error_responses(400, 403, 404)}
+)
 @api_view(["GET", "PUT"])
 @permission_classes([HasRole.of(ANNOTATOR)])
 def draft(request, video_id: int):
@@ -118,16 +118,13 @@ def draft(request, video_id: int):
     video = get_object_or_404(Video, pk=video_id)
     if request.method == "GET":
         return Response({"state": picking.pair_draft_state(video=video, user=request.user)})
-    data = DraftSerializer(data=request.data)
+    data = PairDraftSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    try:
-        saved = picking.pair_draft_save(video=video, user=request.user, state=data.validated_data["state"])
-    except ValidationError as error:
-        return refusal(error)
-    return Response(DraftSerializer(saved).data)
+    saved = picking.pair_draft_save(video=video, user=request.user, state=data.validated_data["state"])
+    return Response(PairDraftSerializer(saved).data)
 
 
-class SubmitInputSerializer(serializers.Serializer):
+class PairSubmitInputSerializer(serializers.Serializer):
     video = serializers.IntegerField()
     index_a = serializers.IntegerField(help_text="Frame A's index in the video.")
     index_b = serializers.IntegerField()
@@ -172,31 +169,34 @@ class PairOutputSerializer(serializers.ModelSerializer):
         ]
 
 
-@extend_schema(request=SubmitInputSerializer, responses={201: PairOutputSerializer, 200: PairOutputSerializer})
+@extend_schema(
+    request=PairSubmitInputSerializer,
+    responses={
+        201: OpenApiResponse(PairOutputSerializer, description="A new pair, or a new version of your pair."),
+        200: OpenApiResponse(PairOutputSerializer, description="This client key was sent before: the same pair."),
+        **error_responses(400, 403, 404, 409),
+    },
+)
 @api_view(["POST"])
 @permission_classes([HasRole.of(ANNOTATOR)])
 def pair_submit(request):
     """Submit a pair for review (201), or the same client key again (200, the same pair)."""
-    data = SubmitInputSerializer(data=request.data)
-    if not data.is_valid():
-        return Response({"detail": "Check the fields.", "errors": data.errors}, status=status.HTTP_400_BAD_REQUEST)
+    data = PairSubmitInputSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
     fields = dict(data.validated_data)
     video = get_object_or_404(Video, pk=fields.pop("video"))
-    try:
-        pair, created = picking.pair_submit(user=request.user, video=video, pair_id=fields.pop("pair"), **fields)
-    except (ValidationError, picking.PickingError) as error:
-        return refusal(error)
+    pair, created = picking.pair_submit(user=request.user, video=video, pair_id=fields.pop("pair"), **fields)
     return Response(PairOutputSerializer(pair).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
-class ReviewInputSerializer(serializers.Serializer):
+class PairReviewInputSerializer(serializers.Serializer):
     decision = serializers.ChoiceField(choices=Review.Decision.choices)
     version = serializers.IntegerField(help_text="The version of the pair you reviewed.")
     reason = serializers.CharField(required=False, allow_blank=True, default="")
     corrections = serializers.DictField(required=False, default=dict, help_text="question, answer, distractors")
 
 
-class ReviewOutputSerializer(serializers.Serializer):
+class PairReviewOutputSerializer(serializers.Serializer):
     pair = PairOutputSerializer()
     decision = serializers.CharField()
     reason = serializers.CharField()
@@ -204,19 +204,18 @@ class ReviewOutputSerializer(serializers.Serializer):
     next_url = serializers.CharField()
 
 
-@extend_schema(request=ReviewInputSerializer, responses=ReviewOutputSerializer)
+@extend_schema(
+    request=PairReviewInputSerializer,
+    responses={200: PairReviewOutputSerializer, **error_responses(400, 403, 404, 409)},
+)
 @api_view(["POST"])
 @permission_classes([HasRole.of(REVIEWER)])
 def pair_review(request, pair_id: int):
     """Accept, reject (reason required) or correct and accept a submitted pair. 409 when it changed meanwhile."""
     pair = get_object_or_404(Pair, pk=pair_id)
-    data = ReviewInputSerializer(data=request.data)
-    if not data.is_valid():
-        return Response({"detail": "Check the fields.", "errors": data.errors}, status=status.HTTP_400_BAD_REQUEST)
-    try:
-        review = picking.pair_review(pair=pair, reviewer=request.user, **data.validated_data)
-    except (ValidationError, picking.PickingError) as error:
-        return refusal(error)
+    data = PairReviewInputSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    review = picking.pair_review(pair=pair, reviewer=request.user, **data.validated_data)
     following = Pair.objects.reviewable_by(request.user).order_by("submitted_at", "id").first()
     return Response(
         {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -12,6 +11,7 @@ from rest_framework.response import Response
 
 from annotator.models import Image, Pair, Video
 from annotator.similarity import services as similarity
+from api.errors import error_responses
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 
 ANY_ROLE = HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)
@@ -29,7 +29,10 @@ class ImagesSimilarityOutputSerializer(serializers.Serializer):
     model = serializers.CharField(help_text="Fingerprint of the model: weights, input size, dtype.")
 
 
-@extend_schema(parameters=[ImagesSimilarityInputSerializer], responses=ImagesSimilarityOutputSerializer)
+@extend_schema(
+    parameters=[ImagesSimilarityInputSerializer],
+    responses={200: ImagesSimilarityOutputSerializer, **error_responses(400, 403)},
+)
 @api_view(["GET"])
 @permission_classes([ANY_ROLE])
 def images_similarity(request):
@@ -55,7 +58,7 @@ class VideoEmbeddingsOutputSerializer(serializers.Serializer):
     model_problem = serializers.CharField(allow_null=True, help_text="Why nothing is being embedded, if so.")
 
 
-@extend_schema(responses=VideoEmbeddingsOutputSerializer)
+@extend_schema(responses={200: VideoEmbeddingsOutputSerializer, **error_responses(403, 404)})
 @api_view(["GET"])
 @permission_classes([ANY_ROLE])
 def video_embeddings(request, video_id: int):
@@ -83,7 +86,10 @@ class SuggestionsOutputSerializer(serializers.Serializer):
     results = SuggestionSerializer(many=True)
 
 
-@extend_schema(parameters=[SuggestionsInputSerializer], responses=SuggestionsOutputSerializer)
+@extend_schema(
+    parameters=[SuggestionsInputSerializer],
+    responses={200: SuggestionsOutputSerializer, **error_responses(400, 403, 404)},
+)
 @api_view(["GET"])
 @permission_classes([ANY_ROLE])
 def video_suggestions(request, video_id: int):
@@ -95,27 +101,26 @@ def video_suggestions(request, video_id: int):
     return Response(SuggestionsOutputSerializer(result).data)
 
 
-class OverrideInputSerializer(serializers.Serializer):
+class PairOverrideInputSerializer(serializers.Serializer):
     reason = serializers.CharField(allow_blank=True)
 
 
-class OverrideOutputSerializer(serializers.Serializer):
+class PairOverrideOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     similarity = serializers.FloatField(allow_null=True)
     similarity_status = serializers.CharField()
     similarity_override_reason = serializers.CharField()
 
 
-@extend_schema(request=OverrideInputSerializer, responses=OverrideOutputSerializer)
+@extend_schema(
+    request=PairOverrideInputSerializer, responses={200: PairOverrideOutputSerializer, **error_responses(400, 403, 404)}
+)
 @api_view(["POST"])
 @permission_classes([HasRole.of(COORDINATOR)])
 def pair_similarity_override(request, pair_id: int):
     """Let a pair below the similarity threshold be accepted and exported, with a recorded written reason."""
-    data = OverrideInputSerializer(data=request.data)
+    data = PairOverrideInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     pair = get_object_or_404(Pair, pk=pair_id)
-    try:
-        similarity.pair_override_similarity(pair=pair, user=request.user, reason=data.validated_data["reason"])
-    except ValidationError as error:
-        return Response({"detail": " ".join(error.messages)}, status=400)
-    return Response(OverrideOutputSerializer(pair).data)
+    similarity.pair_override_similarity(pair=pair, user=request.user, reason=data.validated_data["reason"])
+    return Response(PairOverrideOutputSerializer(pair).data)

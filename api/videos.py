@@ -6,11 +6,13 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 
 from annotator.models import Domain, Frame, Video
 from annotator.videos.services import ImportSourceError, videos_import
+from api.errors import error_responses
+from api.pagination import page_response, paginated
+from subtlebench.errors import Invalid
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 
 READERS = HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)
@@ -62,7 +64,10 @@ class FrameOutputSerializer(serializers.ModelSerializer):
 STATUS_PARAMETER = OpenApiParameter("status", str, enum=Video.Status.values, description="Only videos in this state.")
 
 
-@extend_schema(parameters=[STATUS_PARAMETER], responses=VideoOutputSerializer(many=True))
+@extend_schema(
+    parameters=[STATUS_PARAMETER], responses={200: VideoOutputSerializer(many=True), **error_responses(400, 403)}
+)
+@paginated
 @api_view(["GET"])
 @permission_classes([READERS])
 def video_list(request):
@@ -71,37 +76,32 @@ def video_list(request):
     wanted = request.query_params.get("status")
     if wanted:
         if wanted not in Video.Status.values:
-            return Response(
-                {"status": [f"Unknown status {wanted!r}; one of {', '.join(Video.Status.values)}."]},
-                status=status.HTTP_400_BAD_REQUEST,
-            )
+            raise Invalid({"status": [f"Unknown status {wanted!r}; one of {', '.join(Video.Status.values)}."]})
         videos = videos.filter(status=wanted)
-    paginator = LimitOffsetPagination()
-    page = paginator.paginate_queryset(videos, request)
-    return paginator.get_paginated_response(VideoOutputSerializer(page, many=True).data)
+    return page_response(request, videos, lambda page: VideoOutputSerializer(page, many=True).data)
 
 
-@extend_schema(responses=VideoOutputSerializer)
+@extend_schema(responses={200: VideoOutputSerializer, **error_responses(403, 404)})
 @api_view(["GET"])
 @permission_classes([READERS])
 def video_detail(request, video_id):
     return Response(VideoOutputSerializer(get_object_or_404(Video, pk=video_id)).data)
 
 
-@extend_schema(responses=FrameOutputSerializer(many=True))
+@extend_schema(responses={200: FrameOutputSerializer(many=True), **error_responses(403, 404)})
+@paginated
 @api_view(["GET"])
 @permission_classes([READERS])
 def video_frames(request, video_id):
     """The video's sampled frames in order: index, timestamp (s, from the stream's pts), image and thumbnail."""
     video = get_object_or_404(Video, pk=video_id)
     frames = video.frames.select_related("image").order_by("index")
-    paginator = LimitOffsetPagination()
-    page = paginator.paginate_queryset(frames, request)
-    data = FrameOutputSerializer(page, many=True, context={"request": request}).data
-    return paginator.get_paginated_response(data)
+    return page_response(
+        request, frames, lambda page: FrameOutputSerializer(page, many=True, context={"request": request}).data
+    )
 
 
-class ImportInputSerializer(serializers.Serializer):
+class VideoImportInputSerializer(serializers.Serializer):
     path = serializers.CharField(
         help_text="A folder of videos or a CSV manifest (yt8m_id,path,labels), inside IMPORT_ROOTS."
     )
@@ -115,18 +115,20 @@ class ImportInputSerializer(serializers.Serializer):
         return data
 
 
-class ImportOutputSerializer(serializers.Serializer):
+class VideoImportOutputSerializer(serializers.Serializer):
     job_id = serializers.IntegerField()
     total = serializers.IntegerField(help_text="Videos (files or manifest rows) in the job.")
     job_url = serializers.CharField()
 
 
-@extend_schema(request=ImportInputSerializer, responses={202: ImportOutputSerializer})
+@extend_schema(
+    request=VideoImportInputSerializer, responses={202: VideoImportOutputSerializer, **error_responses(400, 403)}
+)
 @api_view(["POST"])
 @permission_classes([HasRole.of(COORDINATOR)])
 def video_import(request):
     """Start an import job; each video is sampled by a worker. Follow it at /api/jobs/<job_id>/."""
-    data = ImportInputSerializer(data=request.data)
+    data = VideoImportInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     try:
         job = videos_import(
@@ -136,7 +138,7 @@ def video_import(request):
             domain=data.validated_data["domain"],
             created_by=request.user,
         )
-    except ImportSourceError as error:
-        return Response({"path": [str(error)]}, status=status.HTTP_400_BAD_REQUEST)
+    except ImportSourceError as error:  # the service's source is this endpoint's `path`
+        raise Invalid({"path": error.messages}) from error
     output = {"job_id": job.pk, "total": job.total, "job_url": request.build_absolute_uri(f"/api/jobs/{job.pk}/")}
-    return Response(ImportOutputSerializer(output).data, status=status.HTTP_202_ACCEPTED)
+    return Response(VideoImportOutputSerializer(output).data, status=status.HTTP_202_ACCEPTED)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from django.contrib.auth import authenticate
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.authtoken.models import Token
 from rest_framework.decorators import api_view, authentication_classes, permission_classes
 from rest_framework.response import Response
+
+from api.errors import error_responses
+from subtlebench.errors import Invalid
 
 
 class TokenInputSerializer(serializers.Serializer):
@@ -19,7 +22,7 @@ class TokenOutputSerializer(serializers.Serializer):
     token = serializers.CharField()
 
 
-@extend_schema(request=TokenInputSerializer, responses=TokenOutputSerializer)
+@extend_schema(request=TokenInputSerializer, responses={200: TokenOutputSerializer, **error_responses(400)})
 @api_view(["POST"])
 @authentication_classes([])
 @permission_classes([])
@@ -29,6 +32,6 @@ def token_obtain(request):
     data.is_valid(raise_exception=True)
     user = authenticate(request, **data.validated_data)
     if user is None:
-        return Response({"detail": "Wrong username or password."}, status=status.HTTP_400_BAD_REQUEST)
+        raise Invalid("Wrong username or password.")
     token, _ = Token.objects.get_or_create(user=user)
     return Response(TokenOutputSerializer({"token": token.key}).data)

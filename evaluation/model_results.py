@@ -29,7 +29,7 @@ def model_run_import(*, study: Study, name: str, content: bytes, file_name: str 
     """Import mc_evaluation_results.json; entries are matched to scored items by question_id."""
     label = file_name or "the file"
     if not name.strip():
-        raise StudyError("name: give the model a name.")
+        raise StudyError({"name": ["give the model a name."]})
     try:
         data = json.loads(content)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:

@@ -13,6 +13,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from evaluation import participation, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
+from subtlebench.errors import Forbidden, ServiceError
+from subtlebench.pages import error_response
 
 IMAGE_SALT = "evaluation.participant-image"
 
@@ -57,8 +59,12 @@ def open_link(request, open_token):
     study = get_object_or_404(Study, open_token=open_token)
     try:
         participant = participation.participant_join_open(study=study, params=request.GET)
-    except studies.StudyError as error:
-        return render(request, "evaluation/participant/closed.html", {"message": str(error)}, status=403)
+    except Forbidden as error:  # full, or no open link
+        return error_response(
+            request,
+            error,
+            page=lambda message: render(request, "evaluation/participant/closed.html", {"message": message}),
+        )
     return HttpResponseRedirect(stage_url(participant))
 
 
@@ -118,7 +124,7 @@ def practice_answer(request, token, item_token):
             position=request.POST.get("option"),
             active_ms=_int_or_none(request.POST.get("active_ms")),
         )
-    except studies.StudyError:
+    except ServiceError:  # a stale or repeated form: the practice page shows whatever is current now
         return redirect("participant-practice", token)
     assignment.refresh_from_db()
     options = assignment.item.pair.options
@@ -160,8 +166,7 @@ def answer(request, token, item_token):
             active_ms=_int_or_none(request.POST.get("active_ms")),
             client_key=(request.POST.get("client_key") or "")[:64] or None,
         )
-    except studies.StudyError:
-        # A stale or repeated form: the item page shows whatever is current now.
+    except ServiceError:  # a stale or repeated form (or a lost lease): the item page shows whatever is current now
         pass
     return redirect("participant-item", token)
 

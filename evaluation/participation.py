@@ -15,9 +15,10 @@ from django.utils import timezone
 
 from evaluation.models import Assignment, Participant, Study, StudyItem
 from evaluation.studies import StudyError, participant_create
+from subtlebench.errors import Conflict, Forbidden
 
 
-class LeaseLost(StudyError):
+class LeaseLost(Conflict):
     """The participant's lease on an item expired and the item went to someone else."""
 
 
@@ -31,7 +32,7 @@ def participant_join_open(*, study: Study, params) -> Participant:
         if existing:
             return existing
     if study.open_slots_left <= 0:
-        raise StudyError("This study is full or has no open link.")
+        raise Forbidden("This study is full or has no open link.")
     participant = participant_create(study=study, via_open_link=True)
     participant.record_url_parameters(params)
     return participant
@@ -203,16 +204,16 @@ def assignment_answer(
     if assignment.is_answered:
         return AnswerOutcome(assignment, recorded=False)
     if client_key and Assignment.objects.filter(client_key=client_key).exists():
-        raise StudyError("client_key: this key was already used for another answer.")
+        raise StudyError({"client_key": ["this key was already used for another answer."]})
     try:
         position = int(position)
     except (TypeError, ValueError):
-        raise StudyError(f"option: expected a number from 1 to {len(assignment.permutation)}, got {position!r}.")
+        raise StudyError({"option": [f"expected a number from 1 to {len(assignment.permutation)}, got {position!r}."]})
     if not 1 <= position <= len(assignment.permutation):
-        raise StudyError(f"option: expected a number from 1 to {len(assignment.permutation)}, got {position}.")
+        raise StudyError({"option": [f"expected a number from 1 to {len(assignment.permutation)}, got {position}."]})
     if not assignment.lease_is_live(now) and not _has_room(assignment.item, now, excluding=assignment):
         assignment.delete()
-        raise LeaseLost("item: your time on this item ran out and it was given to someone else.")
+        raise LeaseLost("Your time on this item ran out and it was given to someone else.")
     assignment.record_answer(position=position, active_ms=active_ms, client_key=client_key, now=now)
     return AnswerOutcome(assignment, recorded=True)
 

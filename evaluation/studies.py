@@ -11,10 +11,11 @@ from annotator.export.services import ExportOptions, plan_export
 from annotator.models import Category, Domain, Pair
 from evaluation import sampling
 from evaluation.models import Participant, Study, StudyItem
+from subtlebench.errors import Invalid
 
 
-class StudyError(ValueError):
-    """Bad input for a study operation; the message says what and where."""
+class StudyError(Invalid):
+    """Bad input for a study operation: by field (`StudyError({"split": [...]})`) or as a whole."""
 
 
 def study_pool(*, categories=(), domains=(), split: str = "", split_val_fraction: float = 0.1, split_seed: int = 0):
@@ -55,18 +56,21 @@ def study_create(
 ) -> Study:
     """Create a study and draw its frozen sample (and practice items) from the accepted pairs."""
     if not name.strip():
-        raise StudyError("name: give the study a name.")
+        raise StudyError({"name": ["give the study a name."]})
     if not 0 < fraction <= 1:
-        raise StudyError(f"fraction: must be more than 0 and at most 1, got {fraction}.")
+        raise StudyError({"fraction": [f"must be more than 0 and at most 1, got {fraction}."]})
     if raters_per_item < 1:
-        raise StudyError(f"raters: at least 1 rater per item, got {raters_per_item}.")
-    bad = [c for c in categories if c not in Category.values] + [d for d in domains if d not in Domain.values]
-    if bad:
-        raise StudyError(f"filters: unknown category or domain {', '.join(bad)}.")
+        raise StudyError({"raters_per_item": [f"at least 1 rater per item, got {raters_per_item}."]})
+    unknown = {
+        "categories": [f"unknown category {c}." for c in categories if c not in Category.values],
+        "domains": [f"unknown domain {d}." for d in domains if d not in Domain.values],
+    }
+    if any(unknown.values()):
+        raise StudyError({field: messages for field, messages in unknown.items() if messages})
     if split not in ("", "test", "val"):
-        raise StudyError(f"split: must be test, val or empty, got {split!r}.")
+        raise StudyError({"split": [f"must be test, val or empty, got {split!r}."]})
     if not 0 <= split_val_fraction < 1:
-        raise StudyError(f"split_val_fraction: must be at least 0 and below 1, got {split_val_fraction}.")
+        raise StudyError({"split_val_fraction": [f"must be at least 0 and below 1, got {split_val_fraction}."]})
     practice_count = settings.STUDY_PRACTICE_COUNT if practice_count is None else practice_count
     pool = list(
         study_pool(
@@ -78,7 +82,7 @@ def study_create(
         ).values_list("pk", "category", "domain", "source", "source_id")
     )
     if not pool:
-        raise StudyError("pool: there are no accepted pairs matching the filters.")
+        raise StudyError("There are no accepted pairs matching the filters.")
     candidates = [
         sampling.Candidate(pk, category, domain, (source, source_id))
         for pk, category, domain, source, source_id in pool
@@ -159,7 +163,7 @@ def participant_create(*, study: Study, via_open_link: bool = False) -> Particip
 @transaction.atomic
 def study_invite(*, study: Study, count: int) -> list[Participant]:
     if not 1 <= count <= 10000:
-        raise StudyError(f"invites: ask for 1 to 10000 invite links, got {count}.")
+        raise StudyError({"count": [f"ask for 1 to 10000 invite links, got {count}."]})
     return [participant_create(study=study) for _ in range(count)]
 
 

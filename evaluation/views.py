@@ -8,12 +8,15 @@ from django.contrib import messages
 from django.db.models import Count, Q
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain
 from evaluation import model_results, reports, studies
 from evaluation.models import Study, StudyItem
 from evaluation.sampling import ROUNDING_RULE
+from subtlebench.errors import Invalid
+from subtlebench.pages import error_response
 from subtlebench.roles import COORDINATOR, role_required
 
 
@@ -77,37 +80,34 @@ def load_study(pk: int) -> Study:
     return get_object_or_404(Study, pk=pk)
 
 
-@role_required(COORDINATOR)
-@require_GET
-def study_list(request):
+def _study_list_page(request, form: StudyForm, status: int = 200):
     study_rows = Study.objects.annotate(
         scored=Count("items", filter=Q(items__kind=StudyItem.Kind.SCORED), distinct=True),
         people=Count("participants", distinct=True),
         finished=Count("participants", filter=Q(participants__finished_at__isnull=False), distinct=True),
     )
-    return render(
-        request, "evaluation/study_list.html", {"studies": study_rows, "form": StudyForm(), "rule": ROUNDING_RULE}
-    )
+    context = {"studies": study_rows, "form": form, "rule": ROUNDING_RULE}
+    return render(request, "evaluation/study_list.html", context, status=status)
+
+
+@role_required(COORDINATOR)
+@require_GET
+def study_list(request):
+    return _study_list_page(request, StudyForm())
 
 
 @role_required(COORDINATOR)
 @require_POST
 def study_create(request):
     form = StudyForm(request.POST)
-    if form.is_valid():
-        try:
-            study = studies.study_create(**form.cleaned_data, created_by=request.user)
-        except studies.StudyError as error:
-            form.add_error(None, str(error))
-        else:
-            messages.success(
-                request, f"Study drawn: {study.items.scored().count()} items from a pool of {study.pool_size}."
-            )
-            return redirect("study-detail", study.pk)
-    study_rows = Study.objects.annotate(scored=Count("items"), people=Count("participants"))
-    return render(
-        request, "evaluation/study_list.html", {"studies": study_rows, "form": form, "rule": ROUNDING_RULE}, status=400
-    )
+    if not form.is_valid():
+        return _study_list_page(request, form, status=400)
+    try:
+        study = studies.study_create(**form.cleaned_data, created_by=request.user)
+    except Invalid as error:
+        return error_response(request, error, form=form, page=lambda message: _study_list_page(request, form))
+    messages.success(request, f"Study drawn: {study.items.scored().count()} items from a pool of {study.pool_size}.")
+    return redirect("study-detail", study.pk)
 
 
 @role_required(COORDINATOR)
@@ -169,13 +169,12 @@ def attention_add(request, pk):
         return redirect("study-detail", study.pk)
     try:
         added = studies.study_add_attention_checks(study=study, pair_ids=form.cleaned_data["pair_ids"])
-    except studies.StudyError as error:
-        messages.error(request, str(error))
-    else:
-        messages.success(
-            request,
-            f"{len(added)} attention checks added: every participant gets them (those already started, at the end).",
-        )
+    except Invalid as error:
+        return error_response(request, error, back_to=reverse("study-detail", args=[study.pk]))
+    messages.success(
+        request,
+        f"{len(added)} attention checks added: every participant gets them (those already started, at the end).",
+    )
     return redirect("study-detail", study.pk)
 
 
@@ -192,10 +191,9 @@ def model_import(request, pk):
         run = model_results.model_run_import(
             study=study, name=form.cleaned_data["name"], content=upload.read(), file_name=upload.name
         )
-    except studies.StudyError as error:
-        messages.error(request, str(error))
-    else:
-        messages.success(request, f"{run.name}: {run.matched} of {run.entries} entries are items of this sample.")
+    except Invalid as error:
+        return error_response(request, error, back_to=reverse("study-detail", args=[study.pk]))
+    messages.success(request, f"{run.name}: {run.matched} of {run.entries} entries are items of this sample.")
     return redirect("study-detail", study.pk)
 
 

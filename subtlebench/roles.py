@@ -5,8 +5,9 @@ from __future__ import annotations
 from functools import wraps
 
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
+
+from subtlebench.errors import Forbidden
 
 ANNOTATOR = "annotator"
 REVIEWER = "reviewer"
@@ -40,7 +41,7 @@ def role_required(*roles: str):
         @login_required
         def wrapped(request, *args, **kwargs):
             if not has_role(request.user, *roles):
-                raise PermissionDenied(f"This page needs the role: {' or '.join(roles)}.")
+                raise Forbidden(f"This page needs the role: {' or '.join(roles)}.")
             return view(request, *args, **kwargs)
 
         return wrapped

@@ -200,6 +200,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
+    # Every error answers {"detail": ..., "errors": {field: [...]}}, DRF's own included.
+    "EXCEPTION_HANDLER": "api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "SubtleBench Studio API",
@@ -209,6 +211,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "CategoryEnum": "api.schema_enums.CATEGORY",
+        "DomainEnum": "api.schema_enums.DOMAIN",
+        "VideoStatusEnum": "api.schema_enums.VIDEO_STATUS",
+        "ReviewStatusEnum": "api.schema_enums.REVIEW_STATUS",
+        "JobStatusEnum": "api.schema_enums.JOB_STATUS",
+    },
 }
 
 if not DEBUG:

@@ -190,6 +190,13 @@ def test_a_task_that_is_not_yours_sends_you_back_to_the_queue(client_for, annota
     assert client.post(f"/captions/tasks/{world['task'].pk}/draft/", {"text": "x"}).status_code == 409
 
 
+def test_the_workbench_script_gets_the_apis_error_body(client_for, annotator, annotator2, world):
+    captions.caption_task_lease(user=annotator2)
+    response = client_for(annotator).post(f"/captions/tasks/{world['task'].pk}/draft/", {"text": "x"})
+    assert response.status_code == 409
+    assert response.json() == {"detail": "Your lease on this task ran out and someone else holds it now.", "errors": {}}
+
+
 def test_skipping_from_the_page_needs_a_reason(client_for, annotator, world):
     client = client_for(annotator)
     client.post("/captions/work/next/")
@@ -255,7 +262,7 @@ def test_the_api_runs_the_whole_caption_flow(client_for, annotator, reviewer, co
     assert saved.status_code == 200 and saved.json()["text"] == "draft"
     assert api.post("/api/captions/tasks/lease/").json()["draft"] == "draft"
     invalid = api.post(f"{task_url}/submit/", {"text": ""}, content_type="application/json")
-    assert invalid.status_code == 400 and "empty" in invalid.json()["text"][0]
+    assert invalid.status_code == 400 and "empty" in invalid.json()["errors"]["text"][0]
     first = api.post(f"{task_url}/submit/", {"text": GOOD, "client_key": "k9"}, content_type="application/json")
     again = api.post(f"{task_url}/submit/", {"text": GOOD, "client_key": "k9"}, content_type="application/json")
     assert first.status_code == again.status_code == 201 and first.json()["id"] == again.json()["id"]
@@ -269,7 +276,7 @@ def test_the_api_runs_the_whole_caption_flow(client_for, annotator, reviewer, co
     rejected = review.post(
         f"/api/captions/{first.json()['id']}/review/", {"decision": "reject"}, content_type="application/json"
     )
-    assert rejected.status_code == 400 and "reason" in rejected.json()
+    assert rejected.status_code == 400 and "reason" in rejected.json()["errors"]
     accepted = review.post(
         f"/api/captions/{first.json()['id']}/review/", {"decision": "accept"}, content_type="application/json"
     )
@@ -302,7 +309,7 @@ def test_the_api_creates_a_batch_and_names_bad_fields(client_for, coordinator, w
     bad = api.post(
         "/api/captions/batches/create/", {"selection": "list", "pair_ids": [999999]}, content_type="application/json"
     )
-    assert bad.status_code == 400 and "999999" in bad.json()["pair_ids"][0]
+    assert bad.status_code == 400 and "999999" in bad.json()["errors"]["pair_ids"][0]
     assert Pair.objects.count() == 2
 
 

@@ -19,6 +19,7 @@ from annotator.picking.questions import question_validate
 from annotator.picking.tasks import sweep_video_leases
 from annotator.similarity.services import current_fingerprint
 from demo.pairs import PLANS, seed_demo_pairs
+from subtlebench.errors import Forbidden, Invalid
 from tests.conftest import make_user
 from tests.factories import make_pair, make_video
 from tests.similarity_fixtures import store_embedding
@@ -343,7 +344,7 @@ def test_accept_is_refused_while_the_similarity_rule_says_no(client_for, annotat
     assert response.status_code == 400
     assert "not computed yet" in response.json()["detail"]
     Pair.objects.filter(pk=pair.pk).update(similarity=0.5, similarity_model=current_fingerprint())
-    with pytest.raises(picking.PickingError, match="below the threshold"):
+    with pytest.raises(Invalid, match="below the threshold"):
         picking.pair_review(pair=pair, reviewer=reviewer, decision="accept", version=1)
     assert Pair.objects.get(pk=pair.pk).status == "submitted"
 
@@ -382,7 +383,7 @@ def test_nobody_reviews_their_own_pair_and_the_queue_hides_it(client_for, annota
     own = submitted_pair(coordinator)
     other = submitted_pair(annotator)
     assert list(Pair.objects.reviewable_by(coordinator)) == [other]
-    with pytest.raises(picking.PickingError, match="your own pair"):
+    with pytest.raises(Forbidden, match="your own pair"):
         picking.pair_review(pair=own, reviewer=coordinator, decision="reject", version=1, reason="x")
     page = client_for(coordinator).get("/review/")
     assert list(page.context["pairs"]) == [other]

@@ -321,7 +321,7 @@ def test_the_similarity_endpoint_says_pending_until_both_images_are_embedded(din
 def test_the_similarity_endpoint_rejects_an_unknown_image(dinov3, client_for, annotator):
     response = client_for(annotator).get("/api/similarity/?image_1=999999&image_2=1")
     assert response.status_code == 400
-    assert "image_1" in response.json()
+    assert "image_1" in response.json()["errors"]
 
 
 @pytest.mark.parametrize(

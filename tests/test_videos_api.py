@@ -62,7 +62,7 @@ def test_every_role_reads_videos_filtered_by_status(client_for, request, role):
 
 def test_it_rejects_an_unknown_status_filter(client_for, annotator):
     response = client_for(annotator).get("/api/videos/?status=done")
-    assert response.status_code == 400 and "Unknown status 'done'" in response.json()["status"][0]
+    assert response.status_code == 400 and "Unknown status 'done'" in response.json()["errors"]["status"][0]
 
 
 def test_it_returns_one_video(client_for, annotator):
@@ -104,7 +104,7 @@ def test_it_refuses_an_import_path_outside_the_import_roots(client_for, coordina
         "/api/videos/import/", {"path": str(tmp_path / ".." / "x.csv")}, content_type="application/json"
     )
     assert response.status_code == 400
-    assert "is outside the import folders" in response.json()["path"][0]
+    assert "is outside the import folders" in response.json()["errors"]["path"][0]
     assert not Job.objects.exists()
 
 

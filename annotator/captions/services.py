@@ -12,12 +12,12 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
 from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionSkip, CaptionTask, Pair
+from subtlebench.errors import Conflict, Forbidden, Invalid
 
 MAX_CAPTIONS_PER_ITEM = 10
 
@@ -36,8 +36,8 @@ STOPWORDS = frozenset(
 )
 
 
-class CaptionConflict(ValidationError):
-    """The task or caption moved on (leased to someone else, already done or reviewed): HTTP 409 in the API."""
+class CaptionConflict(Conflict):
+    """The task or caption moved on: leased to someone else, already done or reviewed."""
 
 
 # --- Text features and quality signals ---------------------------------------------------------------------
@@ -139,9 +139,7 @@ def caption_batch_create(
 ) -> CaptionBatch:
     """A caption batch over accepted pairs (all, a list, or a stratified sample) with its caption tasks."""
     if not 1 <= captions_per_item <= MAX_CAPTIONS_PER_ITEM:
-        raise ValidationError(
-            {"captions_per_item": f"Captions per item must be between 1 and {MAX_CAPTIONS_PER_ITEM}."}
-        )
+        raise Invalid({"captions_per_item": f"Captions per item must be between 1 and {MAX_CAPTIONS_PER_ITEM}."})
     accepted = Pair.objects.accepted()
     if selection == CaptionBatch.Selection.ALL:
         ids = list(accepted.order_by("pk").values_list("pk", flat=True))
@@ -149,25 +147,25 @@ def caption_batch_create(
     elif selection == CaptionBatch.Selection.LIST:
         wanted = sorted(set(pair_ids or []))
         if not wanted:
-            raise ValidationError({"pair_ids": "List at least one pair id."})
+            raise Invalid({"pair_ids": "List at least one pair id."})
         ids = list(accepted.filter(pk__in=wanted).order_by("pk").values_list("pk", flat=True))
         missing = sorted(set(wanted) - set(ids))
         if missing:
             shown = ", ".join(map(str, missing[:20])) + (" ..." if len(missing) > 20 else "")
-            raise ValidationError({"pair_ids": f"Not accepted pairs (or no such pair): {shown}."})
+            raise Invalid({"pair_ids": f"Not accepted pairs (or no such pair): {shown}."})
         fraction = seed = None
     elif selection == CaptionBatch.Selection.SAMPLE:
         if fraction is None or not 0 < fraction <= 1:
-            raise ValidationError({"fraction": "The fraction must be above 0 and at most 1 (e.g. 0.1 for 10%)."})
+            raise Invalid({"fraction": "The fraction must be above 0 and at most 1 (e.g. 0.1 for 10%)."})
         seed = secrets.randbelow(2**31) if seed is None else seed
         ids_by_category: dict[str, list[int]] = {}
         for pk, category in accepted.values_list("pk", "category"):
             ids_by_category.setdefault(category, []).append(pk)
         ids = stratified_sample(ids_by_category, fraction, seed)
     else:
-        raise ValidationError({"selection": f"Unknown selection {selection!r}: use all, list or sample."})
+        raise Invalid({"selection": f"Unknown selection {selection!r}: use all, list or sample."})
     if not ids:
-        raise ValidationError("There are no accepted pairs to caption yet.")
+        raise Invalid("There are no accepted pairs to caption yet.")
     with transaction.atomic():
         batch = CaptionBatch.objects.create(
             title=title.strip() or f"Captions {timezone.now():%Y-%m-%d %H:%M}",
@@ -225,7 +223,7 @@ def _claim(task: CaptionTask, user, now) -> None:
         if not task.is_free(now):
             raise CaptionConflict("Your lease on this task ran out and someone else holds it now.")
         if not CaptionTask.objects.available_to(user, now).filter(pk=task.pk).exists():
-            raise PermissionDenied("This caption task is not offered to you.")
+            raise Forbidden("This caption task is not offered to you.")
     task.leased_by = user
     task.leased_until = _lease_until(now)
     task.save(update_fields=["leased_by", "leased_until"])
@@ -239,7 +237,7 @@ def caption_draft_of(task: CaptionTask, user) -> Caption | None:
 def caption_draft_save(*, task_id: int, user, text: str) -> Caption:
     """Autosave: store the draft text and renew the lease (the autosave doubles as the heartbeat)."""
     if len(text) > 4 * settings.CAPTION_MAX_CHARS:
-        raise ValidationError({"text": f"The draft is over {4 * settings.CAPTION_MAX_CHARS} characters long."})
+        raise Invalid({"text": f"The draft is over {4 * settings.CAPTION_MAX_CHARS} characters long."})
     task = CaptionTask.objects.select_for_update().get(pk=task_id)
     _claim(task, user, timezone.now())
     caption = caption_draft_of(task, user) or Caption(task=task, pair_id=task.pair_id, author=user)
@@ -257,13 +255,13 @@ def caption_submit(*, task_id: int, user, text: str, client_key: str | None = No
         existing = Caption.objects.filter(client_key=client_key).first()
         if existing is not None:
             if existing.author_id != user.pk or existing.task_id != task.pk:
-                raise ValidationError({"client_key": "This client key belongs to another caption."})
+                raise Invalid({"client_key": "This client key belongs to another caption."})
             return existing
     now = timezone.now()
     _claim(task, user, now)
     problem = Caption.length_problem(text)
     if problem:
-        raise ValidationError({"text": problem})
+        raise Invalid({"text": problem})
     caption = caption_draft_of(task, user) or Caption(task=task, pair_id=task.pair_id, author=user)
     caption.text = text.strip()
     caption.status = Caption.Status.SUBMITTED
@@ -286,7 +284,7 @@ def caption_task_skip(*, task_id: int, user, reason: str) -> CaptionSkip:
     """Pass on a task with a reason: the lease ends, the draft goes, the task is not offered to this user again."""
     reason = reason.strip()
     if not reason:
-        raise ValidationError({"reason": "Say why you skip this pair (e.g. the difference is not visible)."})
+        raise Invalid({"reason": "Say why you skip this pair (e.g. the difference is not visible)."})
     task = CaptionTask.objects.select_for_update().get(pk=task_id)
     _claim(task, user, timezone.now())
     Caption.objects.filter(task=task, author=user, status=Caption.Status.DRAFT).delete()
@@ -317,14 +315,14 @@ def caption_review(*, caption_id: int, reviewer, decision: str, reason: str = ""
     """
     caption = Caption.objects.select_for_update().get(pk=caption_id)
     if caption.author_id == reviewer.pk:
-        raise PermissionDenied("You cannot review your own caption.")
+        raise Forbidden("You cannot review your own caption.")
     if caption.status != Caption.Status.SUBMITTED:
         raise CaptionConflict(f"This caption was already reviewed: it is {caption.status}.")
     now = timezone.now()
     review = CaptionReview(caption=caption, reviewer=reviewer, decision=decision, reason=reason.strip())
     if decision == CaptionReview.Decision.REJECT:
         if not review.reason:
-            raise ValidationError({"reason": "Say why the caption is rejected, so its author can learn from it."})
+            raise Invalid({"reason": "Say why the caption is rejected, so its author can learn from it."})
         caption.status = Caption.Status.REJECTED
         if caption.task_id:
             CaptionTask.objects.filter(pk=caption.task_id, caption=caption).update(
@@ -334,7 +332,7 @@ def caption_review(*, caption_id: int, reviewer, decision: str, reason: str = ""
         if decision == CaptionReview.Decision.EDIT:
             problem = Caption.length_problem(text or "")
             if problem:
-                raise ValidationError({"text": problem})
+                raise Invalid({"text": problem})
             review.original_text = caption.text
             caption.text = text.strip()
             # The flags stay those of the submitted text (they measure the annotator); the features follow the
@@ -345,7 +343,7 @@ def caption_review(*, caption_id: int, reviewer, decision: str, reason: str = ""
         Pair.objects.select_for_update().filter(pk=caption.pair_id).first()
         caption.chosen = not Caption.objects.exported().filter(pair_id=caption.pair_id).exists()
     else:
-        raise ValidationError({"decision": f"Unknown decision {decision!r}: use accept, reject or edit."})
+        raise Invalid({"decision": f"Unknown decision {decision!r}: use accept, reject or edit."})
     caption.decided_at = now
     caption.save()
     review.save()
@@ -359,9 +357,9 @@ def caption_choose(*, caption_id: int, reviewer) -> Caption:
     Pair.objects.select_for_update().filter(pk=caption.pair_id).first()
     caption.refresh_from_db()
     if caption.author_id == reviewer.pk:
-        raise PermissionDenied("You cannot choose your own caption for the export.")
+        raise Forbidden("You cannot choose your own caption for the export.")
     if caption.status != Caption.Status.ACCEPTED:
-        raise ValidationError("Only an accepted caption can be the one the export uses.")
+        raise Invalid("Only an accepted caption can be the one the export uses.")
     # Unset the old choice first: the one-chosen-per-pair constraint is checked per statement.
     Caption.objects.filter(pair_id=caption.pair_id, chosen=True).exclude(pk=caption.pk).update(chosen=False)
     if not caption.chosen:

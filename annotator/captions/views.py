@@ -10,7 +10,7 @@ import uuid
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db.models import Count, Prefetch, Q
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -18,12 +18,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotator.captions import services as captions
 from annotator.models import Caption, CaptionBatch, CaptionTask, Pair
+from subtlebench.errors import Conflict, Forbidden, Invalid
+from subtlebench.pages import error_response
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, role_required
-
-
-def _problems(error: ValidationError) -> str:
-    return " ".join(error.messages)
-
 
 # --- Coordinator: batches, progress, per-annotator quality -------------------------------------------------
 
@@ -83,12 +80,11 @@ def caption_batch_create(request):
     if form.is_valid():
         try:
             batch = captions.caption_batch_create(created_by=request.user, **form.cleaned_data)
-        except ValidationError as error:
-            form.add_error(None, error)
-        else:
-            count = batch.tasks.values("pair").distinct().count()
-            messages.success(request, f"Batch “{batch.title}” created: {count} pairs to caption.")
-            return redirect("captions-home")
+        except Invalid as error:
+            return error_response(request, error, form=form, page=lambda message: _coordinator_page(request, form))
+        count = batch.tasks.values("pair").distinct().count()
+        messages.success(request, f"Batch “{batch.title}” created: {count} pairs to caption.")
+        return redirect("captions-home")
     return _coordinator_page(request, form, status=400)
 
 
@@ -128,10 +124,10 @@ def caption_lease(request):
 
 
 def _held_task(request, task_id: int) -> CaptionTask:
-    """The task, if this annotator holds its lease; PermissionDenied otherwise."""
+    """The task, if this annotator holds its lease; Forbidden otherwise."""
     task = get_object_or_404(CaptionTask.objects.select_related("batch", "pair__image_1", "pair__image_2"), pk=task_id)
     if not task.is_leased_to(request.user):
-        raise PermissionDenied("You do not hold this caption task.")
+        raise Forbidden("You do not hold this caption task.")
     return task
 
 
@@ -163,14 +159,12 @@ def caption_workbench(request, task_id: int):
 @role_required(ANNOTATOR)
 @require_POST
 def caption_draft(request, task_id: int):
-    """Autosave and heartbeat: JSON, for the workbench's script."""
+    """Autosave and heartbeat: JSON, for the workbench's script (errors in the API's shape)."""
     get_object_or_404(CaptionTask, pk=task_id)
     try:
         caption = captions.caption_draft_save(task_id=task_id, user=request.user, text=request.POST.get("text", ""))
-    except captions.CaptionConflict as error:
-        return JsonResponse({"error": _problems(error)}, status=409)
-    except ValidationError as error:
-        return JsonResponse({"error": _problems(error)}, status=400)
+    except (Invalid, Forbidden, Conflict) as error:
+        return error_response(request, error)
     return JsonResponse({"saved": caption.updated.isoformat(), "lease_until": caption.task.leased_until.isoformat()})
 
 
@@ -183,11 +177,10 @@ def caption_submit(request, task_id: int):
         captions.caption_submit(
             task_id=task.pk, user=request.user, text=text, client_key=request.POST.get("client_key") or None
         )
-    except captions.CaptionConflict as error:
-        messages.error(request, _problems(error))
-        return redirect("captions-work")
-    except ValidationError as error:
-        return _workbench(request, task, text=text, error=_problems(error), status=400)
+    except Conflict as error:
+        return error_response(request, error, back_to="captions-work")
+    except Invalid as error:
+        return error_response(request, error, page=lambda message: _workbench(request, task, text=text, error=message))
     messages.success(request, "Caption submitted.")
     return _lease_and_go(request)
 
@@ -198,11 +191,11 @@ def caption_skip(request, task_id: int):
     task = get_object_or_404(CaptionTask.objects.select_related("batch", "pair__image_1", "pair__image_2"), pk=task_id)
     try:
         captions.caption_task_skip(task_id=task.pk, user=request.user, reason=request.POST.get("reason", ""))
-    except captions.CaptionConflict as error:
-        messages.error(request, _problems(error))
-        return redirect("captions-work")
-    except ValidationError as error:
-        return _workbench(request, task, text=request.POST.get("text"), error=_problems(error), status=400)
+    except Conflict as error:
+        return error_response(request, error, back_to="captions-work")
+    except Invalid as error:
+        text = request.POST.get("text")
+        return error_response(request, error, page=lambda message: _workbench(request, task, text=text, error=message))
     messages.info(request, "Skipped.")
     return _lease_and_go(request)
 
@@ -262,11 +255,10 @@ def caption_review(request, caption_id: int):
             reason=request.POST.get("reason", ""),
             text=request.POST.get("text"),
         )
-    except ValidationError as error:
-        messages.error(request, _problems(error))
-    else:
-        chosen = " and chosen for the export" if caption.chosen else ""
-        messages.success(request, f"Caption {caption.pk} {caption.status}{chosen}.")
+    except (Invalid, Conflict) as error:
+        return error_response(request, error, back_to="captions-review")
+    chosen = " and chosen for the export" if caption.chosen else ""
+    messages.success(request, f"Caption {caption.pk} {caption.status}{chosen}.")
     return redirect("captions-review")
 
 
@@ -276,8 +268,7 @@ def caption_choose(request, caption_id: int):
     get_object_or_404(Caption, pk=caption_id)
     try:
         caption = captions.caption_choose(caption_id=caption_id, reviewer=request.user)
-    except ValidationError as error:
-        messages.error(request, _problems(error))
-    else:
-        messages.success(request, f"Caption {caption.pk} is now the one the export uses for pair {caption.pair_id}.")
+    except (Invalid, Conflict) as error:
+        return error_response(request, error, back_to="captions-review")
+    messages.success(request, f"Caption {caption.pk} is now the one the export uses for pair {caption.pair_id}.")
     return redirect("captions-review")

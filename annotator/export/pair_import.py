@@ -20,9 +20,12 @@ from PIL import Image as PILImage
 from annotator.export.format import SPLITS, item_id, iter_lines, record_item_id, split_path, validate_dataset
 from annotator.models import Caption, Image, Pair
 from annotator.similarity.services import images_queue_embeddings
+from subtlebench.errors import Invalid
 
 
-class PairImportError(Exception):
+class PairImportError(Invalid):
+    """The folder cannot be imported; `problems` lists every one, file and line first."""
+
     def __init__(self, problems: list[str]):
         self.problems = problems
         super().__init__(f"{len(problems)} problem{'s' if len(problems) != 1 else ''}: " + "; ".join(problems[:5]))

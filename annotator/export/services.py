@@ -43,6 +43,7 @@ from annotator.export.format import (
     split_path,
 )
 from annotator.models import Job, Pair
+from subtlebench.errors import Conflict, Invalid, NotFound
 from subtlebench.storage import s3_client, split_s3_uri
 
 MANIFEST = "manifest.sha256"
@@ -55,9 +56,16 @@ UPLOAD_PAUSE = 0.5  # seconds before the second attempt; doubles after each fail
 SKIPPED_KEPT = 200  # a job row keeps this many skipped items with their reasons (the count is always exact)
 
 
-class ExportError(Exception):
-    """The export could not be written: a previous local export is left as it was; an S3 prefix is left
-    without its manifest (the sign that an export there is unfinished)."""
+class ExportError(Conflict):
+    """The export could not be written (a target in the way, an unreadable stored file, a failed upload): a previous
+    local export is left as it was; an S3 prefix is left without its manifest (the sign that an export there is
+    unfinished)."""
+
+
+class ExportGone(NotFound):
+    """The export's files are no longer where it wrote them; 410 Gone, the not-found of a thing that existed."""
+
+    status = 410
 
 
 @dataclass(frozen=True)
@@ -72,7 +80,7 @@ class ExportOptions:
 
     def __post_init__(self):
         if not 0 <= self.val_fraction < 1:
-            raise ExportError(f"--val-fraction must be at least 0 and below 1, got {self.val_fraction}")
+            raise Invalid({"val_fraction": [f"must be at least 0 and below 1, got {self.val_fraction}."]})
         object.__setattr__(self, "categories", tuple(sorted(set(self.categories))))
         object.__setattr__(self, "domains", tuple(sorted(set(self.domains))))
 
@@ -732,7 +740,7 @@ def export_run(*, job_id: int) -> Job:
 def export_folder_for_web(name: str) -> str:
     """Where a page-started local export goes: a plain name under EXPORT_ROOT, never an arbitrary path."""
     if not name or "/" in name or "\\" in name or name.startswith("."):
-        raise ExportError("The folder name must be a plain name (letters, digits, - and _), not a path.")
+        raise Invalid({"target": ["The folder name must be a plain name (letters, digits, - and _), not a path."]})
     return str(Path(settings.EXPORT_ROOT) / name)
 
 
@@ -743,7 +751,7 @@ def export_zip(*, job: Job) -> Path:
         raise ExportError("Only a finished export to a local folder can be downloaded as a zip.")
     folder = Path(result["out"])
     if not (folder / MANIFEST).exists() or sha256_of(folder / MANIFEST) != result["manifest_sha256"]:
-        raise ExportError(f"{folder} no longer holds this export: a later export replaced it, or it was removed.")
+        raise ExportGone(f"{folder} no longer holds this export: a later export replaced it, or it was removed.")
     zips = Path(settings.EXPORT_ROOT) / ".zips"
     zips.mkdir(parents=True, exist_ok=True)
     archive = zips / f"{result['manifest_sha256']}.zip"

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from django import forms
 from django.conf import settings
-from django.http import FileResponse, Http404, HttpResponse
+from django.http import FileResponse, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotator.export.services import (
-    ExportError,
     ExportOptions,
     benchmark_export,
     export_download_url,
@@ -18,6 +17,8 @@ from annotator.export.services import (
     export_zip,
 )
 from annotator.models import Category, Domain, Job
+from subtlebench.errors import Conflict, Invalid, NotFound
+from subtlebench.pages import error_response
 from subtlebench.roles import COORDINATOR, role_required
 
 HISTORY_SIZE = 50
@@ -70,8 +71,12 @@ def exports(request):
             else:
                 export_start(options=options, user=request.user)
                 return redirect("exports")
-        except ExportError as error:
-            form.add_error(None, str(error))
+        except (Invalid, Conflict) as error:  # a target that is a path; a storage or target problem (ExportError)
+            return error_response(request, error, form=form, page=lambda message: _exports_page(request, form))
+    return _exports_page(request, form, preview)
+
+
+def _exports_page(request, form: ExportForm, preview: dict | None = None):
     context = {
         "form": form,
         "preview": preview,
@@ -94,12 +99,12 @@ def export_download(request, job_id: int):
     job = get_object_or_404(Job, pk=job_id, kind=Job.Kind.EXPORT)
     target = (job.result or {}).get("target")
     if job.status != Job.Status.SUCCEEDED or target not in ("local", "s3"):
-        raise Http404("This export has not finished.")
+        raise NotFound("This export has not finished.")
     try:
         if target == "s3":
             return redirect(export_download_url(job=job))
         archive = export_zip(job=job)
-    except ExportError as error:
-        return HttpResponse(str(error), status=410, content_type="text/plain")
+    except (NotFound, Conflict) as error:  # files replaced or removed since (ExportGone, 410)
+        return error_response(request, error, page=lambda message: HttpResponse(message, content_type="text/plain"))
     name = f"{job.result['out'].rstrip('/').rsplit('/', 1)[-1]}-{job.pk}.zip"
     return FileResponse(open(archive, "rb"), as_attachment=True, filename=name, content_type="application/zip")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.core.exceptions import ValidationError
 from django.db.models import Count
 
 from annotator.export.format import Problem, option_clean, option_key, question_problems
 from annotator.models import Category, Pair
+from subtlebench.errors import Invalid
 
 FIRST = "first image"
 SECOND = "second image"
@@ -82,16 +82,16 @@ def template_table() -> dict[str, dict]:
 
 def question_validate(*, category: str, question: str, answer: str, distractors: list) -> tuple[str, str, list]:
     """Check one question against the benchmark's format rules and the editor's authoring rules on top of them;
-    return it cleaned (see `option_clean`) or raise ValidationError.
+    return it cleaned (see `option_clean`) or raise Invalid.
 
     The format rules are `export.format.question_problems`, the ones `import_pairs`, the export and
     `validate_benchmark` apply, checked on the text as sent: what the editor accepts, they accept. The errors
     are keyed by field so a form can show each beside its input.
     """
     if category not in Category.values:
-        raise ValidationError({"category": [f"Unknown category {category!r}: pick one of {', '.join(Category)}."]})
+        raise Invalid({"category": [f"Unknown category {category!r}: pick one of {', '.join(Category)}."]})
     if not isinstance(distractors, list | tuple):
-        raise ValidationError({"distractors": ["Distractors must be a list of texts."]})
+        raise Invalid({"distractors": ["Distractors must be a list of texts."]})
     # A blank form field arrives as None.
     question, answer = ("" if text is None else text for text in (question, answer))
     distractors = ["" if text is None else text for text in distractors]
@@ -104,7 +104,7 @@ def question_validate(*, category: str, question: str, answer: str, distractors:
         errors: dict[str, list[str]] = {}
         for problem in problems:
             errors.setdefault(problem.field, []).append(sentence(problem.message))
-        raise ValidationError(errors)
+        raise Invalid(errors)
     if TEMPLATES[category].binary:
         answer = option_key(answer)
         distractors = [option_key(text) for text in distractors]

@@ -9,7 +9,6 @@ import json
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce, TruncHour
@@ -18,16 +17,9 @@ from django.utils import timezone
 from annotator.models import Category, Frame, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
 from annotator.similarity.services import pair_update_similarity
+from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
 
 MAX_DRAFT_BYTES = 20_000
-
-
-class PickingError(Exception):
-    """A request that cannot be done as asked; the message says why (HTTP 400)."""
-
-
-class Conflict(PickingError):
-    """The object changed since the client saw it, or someone else holds it (HTTP 409)."""
 
 
 # --- Leases ---------------------------------------------------------------------------------------------------
@@ -131,7 +123,7 @@ def video_release(
     With reason None the lease just ends and the video stays in the user's queue (no skip record).
     """
     if reason is not None and reason not in VideoSkip.Reason.values:
-        raise ValidationError({"reason": [f"Unknown reason {reason!r}: use one of {', '.join(VideoSkip.Reason)}."]})
+        raise Invalid({"reason": [f"Unknown reason {reason!r}: use one of {', '.join(VideoSkip.Reason)}."]})
     with transaction.atomic():
         locked = Video.objects.select_for_update().get(pk=video.pk)
         if locked.leased_to_id == user.pk:
@@ -170,9 +162,9 @@ def video_leases_sweep() -> int:
 def pair_draft_save(*, video: Video, user, state: dict) -> PairDraft:
     """Store the workbench state as typed; it comes back on reload. Never needs the lease: work is never lost."""
     if not isinstance(state, dict):
-        raise ValidationError({"state": ["The draft must be a JSON object."]})
+        raise Invalid({"state": ["The draft must be a JSON object."]})
     if len(json.dumps(state)) > MAX_DRAFT_BYTES:
-        raise ValidationError({"state": [f"The draft is larger than {MAX_DRAFT_BYTES} bytes."]})
+        raise Invalid({"state": [f"The draft is larger than {MAX_DRAFT_BYTES} bytes."]})
     with transaction.atomic():
         draft, _ = PairDraft.objects.update_or_create(author=user, video=video, defaults={"state": state})
         return draft
@@ -190,15 +182,15 @@ def _frames(video: Video, index_a, index_b) -> tuple[Frame, Frame]:
     try:
         index_a, index_b = int(index_a), int(index_b)
     except (TypeError, ValueError):
-        raise ValidationError({"frames": ["Pick frame A and frame B (keys a and b)."]})
+        raise Invalid({"frames": ["Pick frame A and frame B (keys a and b)."]})
     if index_a == index_b:
-        raise ValidationError({"frames": [f"Frames A and B are the same frame (#{index_a}): pick two frames."]})
+        raise Invalid({"frames": [f"Frames A and B are the same frame (#{index_a}): pick two frames."]})
     found = {
         f.index: f for f in Frame.objects.filter(video=video, index__in=(index_a, index_b)).select_related("image")
     }
     missing = [str(i) for i in (index_a, index_b) if i not in found]
     if missing:
-        raise ValidationError({"frames": [f"Video {video.yt8m_id} has no frame #{', #'.join(missing)}."]})
+        raise Invalid({"frames": [f"Video {video.yt8m_id} has no frame #{', #'.join(missing)}."]})
     return found[index_a], found[index_b]
 
 
@@ -209,10 +201,10 @@ def _order(category, frame_a, frame_b, answer_frame, question, answer, distracto
         return frame_a, frame_b, False, answer, distractors
     if category == Category.TEMPORAL:
         if frame_a.timestamp == frame_b.timestamp:
-            raise ValidationError({"frames": ["Frames A and B have the same timestamp: no image was taken later."]})
+            raise Invalid({"frames": ["Frames A and B have the same timestamp: no image was taken later."]})
         answer_frame = "a" if frame_a.timestamp > frame_b.timestamp else "b"
     if answer_frame not in ("a", "b"):
-        raise ValidationError({"answer": ["Say which frame is the answer: A or B."]})
+        raise Invalid({"answer": ["Say which frame is the answer: A or B."]})
     position = answer_position_next(category)
     correct, other = (frame_a, frame_b) if answer_frame == "a" else (frame_b, frame_a)
     first, second = (correct, other) if position == FIRST else (other, correct)
@@ -241,15 +233,15 @@ def pair_submit(
     """
     client_key = str(client_key or "").strip()
     if not 8 <= len(client_key) <= 64:
-        raise ValidationError({"client_key": ["Send a client key of 8 to 64 characters with each submit."]})
+        raise Invalid({"client_key": ["Send a client key of 8 to 64 characters with each submit."]})
     existing = Pair.objects.filter(client_key=client_key).first()
     if existing is not None:
         if existing.author_id != user.pk:
-            raise PickingError("This client key belongs to another annotator's pair.")
+            raise Invalid({"client_key": ["This client key belongs to another annotator's pair."]})
         return existing, False
     frame_a, frame_b = _frames(video, index_a, index_b)
     if category not in Category.values:
-        raise ValidationError({"category": [f"Pick a category (keys 1-9, 0); {category!r} is not one."]})
+        raise Invalid({"category": [f"Pick a category (keys 1-9, 0); {category!r} is not one."]})
     frame_1, frame_2, swapped, answer, distractors = _order(
         category, frame_a, frame_b, answer_frame, question, answer, list(distractors or [])
     )
@@ -268,21 +260,21 @@ def pair_submit(
             replay = Pair.objects.filter(client_key=client_key).first()
             if replay is not None:
                 if replay.author_id != user.pk:
-                    raise PickingError("This client key belongs to another annotator's pair.")
+                    raise Invalid({"client_key": ["This client key belongs to another annotator's pair."]})
                 return replay, False
             if pair_id is None:
                 pair = Pair(author=user, video=video, source="yt8m", created=timezone.now())
             else:
                 pair = _check_own_pair(locked, pair_id, user, version)
                 if pair.video_id != video.pk:
-                    raise PickingError(f"Pair {pair.pk} belongs to another video: edit it on its own workbench.")
+                    raise Invalid({"pair": [f"Pair {pair.pk} belongs to another video: edit it on its own workbench."]})
             duplicate = (
                 Pair.objects.filter(category=category, source="yt8m", source_id__in=source_ids)
                 .exclude(pk=pair.pk)
                 .first()
             )
             if duplicate is not None:
-                raise ValidationError(
+                raise Invalid(
                     {
                         "frames": [
                             f"A {category} pair of frames #{frame_a.index} and #{frame_b.index} already exists "
@@ -312,14 +304,16 @@ def pair_submit(
         # The same key raced in from a second request: the first one won, return its pair.
         existing = Pair.objects.filter(client_key=client_key, author=user).first()
         if existing is None:
-            raise ValidationError({"frames": ["This pair of frames was just submitted in this category."]})
+            raise Invalid({"frames": ["This pair of frames was just submitted in this category."]})
         return existing, False
     return pair, pair_id is None
 
 
 def _check_own_pair(pair: Pair | None, pair_id, user, version) -> Pair:
-    if pair is None or pair.author_id != user.pk:
-        raise PickingError(f"Pair {pair_id} is not one of your pairs.")
+    if pair is None:
+        raise NotFound(f"Pair {pair_id} does not exist.")
+    if pair.author_id != user.pk:
+        raise Forbidden(f"Pair {pair_id} is not one of your pairs.")
     if pair.status not in (Pair.Status.SUBMITTED, Pair.Status.REJECTED):
         raise Conflict(f"Pair {pair.pk} is {pair.status} already and can no longer be changed.")
     if version is None or int(version) != pair.version:
@@ -344,12 +338,12 @@ def pair_review(
 ) -> Review:
     """Accept, reject (with a reason: the pair goes back to its author) or correct-and-accept a submitted pair."""
     if decision not in Review.Decision.values:
-        raise ValidationError({"decision": [f"Unknown decision {decision!r}: accept, reject or correct."]})
+        raise Invalid({"decision": [f"Unknown decision {decision!r}: accept, reject or correct."]})
     reason = (reason or "").strip()
     with transaction.atomic():
         locked = Pair.objects.select_for_update().get(pk=pair.pk)
         if locked.author_id == reviewer.pk:
-            raise PickingError("You cannot review your own pair.")
+            raise Forbidden("You cannot review your own pair.")
         if locked.status != Pair.Status.SUBMITTED:
             last = locked.reviews.select_related("reviewer").first()
             by = f" by {last.reviewer.username}" if last else ""
@@ -357,7 +351,7 @@ def pair_review(
         try:
             version = int(version)
         except (TypeError, ValueError):
-            raise ValidationError({"version": ["Send the version of the pair you reviewed."]})
+            raise Invalid({"version": ["Send the version of the pair you reviewed."]})
         if version != locked.version:
             raise Conflict(
                 f"The author changed pair {locked.pk} while you were reviewing it (now version {locked.version}, "
@@ -366,14 +360,14 @@ def pair_review(
         changes: dict = {}
         if decision == Review.Decision.REJECT:
             if not reason:
-                raise ValidationError({"reason": ["Say why the pair is rejected: the author reads it."]})
+                raise Invalid({"reason": ["Say why the pair is rejected: the author reads it."]})
             locked.status = Pair.Status.REJECTED
         else:
             if decision == Review.Decision.CORRECT:
                 changes = _corrections(locked, corrections or {})
             problem = locked.similarity_problem()
             if problem:
-                raise PickingError(problem)
+                raise Invalid(problem)
             if changes:
                 locked.version += 1
             locked.status = Pair.Status.ACCEPTED
@@ -398,7 +392,7 @@ def _corrections(pair: Pair, corrections: dict) -> dict:
             changes[name] = {"old": old, "new": new}
             setattr(pair, name, new)
     if not changes:
-        raise ValidationError({"corrections": ["Nothing was corrected: accept the pair instead."]})
+        raise Invalid({"corrections": ["Nothing was corrected: accept the pair instead."]})
     return changes
 
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 from django.conf import settings
-from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.storage import default_storage
 from django.db import models, transaction
 from django.utils import timezone
 
 from annotator.models import Frame, Image, ImageEmbedding, Job, Pair, Video
+from subtlebench.errors import Forbidden, Invalid
 from subtlebench.roles import COORDINATOR, has_role
 
 log = logging.getLogger(__name__)
@@ -244,13 +244,13 @@ def pair_update_similarity(*, pair: Pair) -> float | None:
 def pair_override_similarity(*, pair: Pair, user, reason: str) -> Pair:
     """A coordinator lets a pair below the threshold through, with a written reason that is recorded."""
     if not has_role(user, COORDINATOR):
-        raise PermissionDenied("Only a coordinator can override the similarity rule.")
+        raise Forbidden("Only a coordinator can override the similarity rule.")
     reason = (reason or "").strip()
     if not reason:
-        raise ValidationError({"reason": "Write why this pair is subtle despite its similarity score."})
+        raise Invalid({"reason": "Write why this pair is subtle despite its similarity score."})
     locked = Pair.objects.select_for_update().get(pk=pair.pk)
     if locked.similarity_status != "fail":
-        raise ValidationError(
+        raise Invalid(
             f"Pair {pair.pk}: only a pair that fails the similarity rule can be overridden; "
             f"its similarity is {locked.similarity_status}."
         )

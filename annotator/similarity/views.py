@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from annotator.models import Pair
 from annotator.similarity.services import pair_override_similarity
+from subtlebench.errors import Invalid
+from subtlebench.pages import error_response
 from subtlebench.roles import COORDINATOR, role_required
 
 
@@ -18,8 +20,7 @@ def pair_override(request, pair_id: int):
     pair = get_object_or_404(Pair, pk=pair_id)
     try:
         pair_override_similarity(pair=pair, user=request.user, reason=request.POST.get("reason", ""))
-    except ValidationError as error:
-        messages.error(request, " ".join(error.messages))
-    else:
-        messages.success(request, f"Pair {pair.pk} may now be accepted and exported despite its similarity.")
+    except Invalid as error:
+        return error_response(request, error, back_to=reverse("picking-review-pair", args=[pair.pk]))
+    messages.success(request, f"Pair {pair.pk} may now be accepted and exported despite its similarity.")
     return redirect("picking-review-pair", pair_id=pair.pk)

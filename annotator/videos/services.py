@@ -29,6 +29,7 @@ from django.utils.text import get_valid_filename
 from annotator.models import Domain, Frame, Image, Job, Pair, Video
 from annotator.similarity.services import video_queue_embeddings
 from annotator.videos import sampling
+from subtlebench.errors import Invalid
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ LABEL_SEPARATORS = re.compile(r"[;|]")
 YT8M_ID_MAX = Video._meta.get_field("yt8m_id").max_length
 
 
-class ImportSourceError(ValueError):
+class ImportSourceError(Invalid):
     """The whole source is unusable (outside IMPORT_ROOTS, missing, no videos, a manifest without its header)."""
 
 
@@ -77,14 +78,14 @@ def resolve_import_path(raw: str | Path, *, base: Path | None = None) -> Path:
 def sampling_parameters(every: float | None = None, count: int | None = None) -> tuple[float | None, int | None]:
     """(every, count) with exactly one set: the default is one frame every DEFAULT_SAMPLE_EVERY_SECONDS."""
     if every is not None and count is not None:
-        raise ValueError("give either every (seconds between frames) or frames (a count), not both")
+        raise Invalid("Give either every (seconds between frames) or frames (a count), not both.")
     if count is not None:
         if count < 1:
-            raise ValueError("frames must be at least 1")
+            raise Invalid({"frames": ["must be at least 1."]})
         return None, int(count)
     every = settings.DEFAULT_SAMPLE_EVERY_SECONDS if every is None else float(every)
     if every <= 0:
-        raise ValueError("every must be a positive number of seconds")
+        raise Invalid({"every": ["must be a positive number of seconds."]})
     return every, None
 
 
@@ -210,7 +211,7 @@ def videos_import(
     sampled by a Celery task queued on commit, or in this process one after another when `sync`."""
     every, count = sampling_parameters(every, count)
     if domain not in Domain.values:
-        raise ValueError(f"unknown domain {domain!r} (one of {', '.join(Domain.values)})")
+        raise Invalid({"domain": [f"unknown domain {domain!r} (one of {', '.join(Domain.values)})."]})
     if entries is None:
         entries = import_entries(source)
     with transaction.atomic():

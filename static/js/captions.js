@@ -131,7 +131,7 @@
           body: new URLSearchParams({ text: value }),
         });
         const data = await response.json();
-        if (!response.ok) throw new Error(data.error || response.statusText);
+        if (!response.ok) throw new Error(data.detail || response.statusText);
         lastSaved = value;
         saveState.classList.remove("save-error");
         saveState.textContent = "Saved " + new Date(data.saved).toLocaleTimeString();

@@ -5,8 +5,9 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from annotator.export.format import SPLITS
-from annotator.export.services import ExportError, ExportOptions, benchmark_export
+from annotator.export.services import ExportOptions, benchmark_export
 from annotator.models import Category, Domain
+from subtlebench.errors import ServiceError
 
 
 class Command(BaseCommand):
@@ -39,7 +40,7 @@ class Command(BaseCommand):
                 reproducible=opts["reproducible"],
             )
             result = benchmark_export(options=options, dry_run=opts["dry_run"])
-        except ExportError as error:
+        except ServiceError as error:  # bad options (Invalid) or a failed write (ExportError)
             raise CommandError(str(error))
         for category in sorted(result["counts"]):
             for domain in sorted(result["counts"][category]):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from annotator.models import Domain
-from annotator.videos.services import ImportSourceError, videos_import
+from annotator.videos.services import videos_import
+from subtlebench.errors import Invalid
 
 
 class Command(BaseCommand):
@@ -27,7 +28,7 @@ class Command(BaseCommand):
     def handle(self, *args, source, every, frames, domain, sync, **options):
         try:
             job = videos_import(source=source, every=every, count=frames, domain=domain, sync=sync)
-        except (ImportSourceError, ValueError) as error:
+        except Invalid as error:  # the source (ImportSourceError) or the sampling options
             raise CommandError(str(error)) from error
         if not sync:
             self.stdout.write(f"Import job {job.pk}: {job.total} video(s) queued for sampling; see /jobs/{job.pk}/.")

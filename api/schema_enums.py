@@ -1,0 +1,10 @@
+"""One schema name per choice set (SPECTACULAR_SETTINGS ENUM_NAME_OVERRIDES): several models have a `status`, and
+categories and domains appear both alone and in lists; without names drf-spectacular invents hashed ones."""
+
+from annotator.models import Category, Domain, Job, Pair, Video
+
+CATEGORY = Category
+DOMAIN = Domain
+VIDEO_STATUS = Video.Status
+REVIEW_STATUS = Pair.Status  # the same four states as Caption.Status: draft, submitted, accepted, rejected
+JOB_STATUS = Job.Status

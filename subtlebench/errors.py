@@ -1,0 +1,103 @@
+"""The errors services raise: invalid (400), forbidden (403), not found (404), conflict (409).
+
+Services raise one of these four kinds (or a subclass naming the case, e.g. `LeaseLost` is a `Conflict`);
+the API's exception handler and the pages' `error_response` turn them into a response with `status`.
+Each is also the Django exception of its kind (`Invalid` a ValidationError, `Forbidden` a PermissionDenied,
+`NotFound` an Http404), so forms, the admin and Django's own 403/404 pages take them as they are.
+
+Every error reads as `detail` (one text that says what and where) and `errors` (the messages by field,
+`{}` when no single field is at fault): `Invalid({"reason": ["Say why."]})` or `Invalid("No pairs yet.")`.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
+from django.http import Http404
+
+
+class ServiceError(Exception):
+    """Base of the four kinds; not raised itself."""
+
+    status = 400
+
+    @property
+    def detail(self) -> str:
+        return " ".join(str(arg) for arg in self.args)
+
+    @property
+    def errors(self) -> dict[str, list[str]]:
+        return {}
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+class Invalid(ServiceError, ValidationError):
+    """The request is wrong as sent: a field (`Invalid({"field": ["message"]})`) or as a whole (`Invalid("...")`)."""
+
+    status = 400
+
+    @property
+    def detail(self) -> str:
+        return validation_detail(self)
+
+    @property
+    def errors(self) -> dict[str, list[str]]:
+        return validation_fields(self)
+
+
+class Forbidden(ServiceError, PermissionDenied):
+    """This user may not do this (their role, or someone else's object)."""
+
+    status = 403
+
+
+class NotFound(ServiceError, Http404):
+    """The object the request names does not exist (or is not this user's to see)."""
+
+    status = 404
+
+
+class Conflict(ServiceError):
+    """The object moved on since the client saw it (someone else holds it, it was decided, it changed)."""
+
+    status = 409
+
+
+def validation_fields(error: ValidationError) -> dict[str, list[str]]:
+    """A Django ValidationError's messages by field; the messages of no field are left to the detail."""
+    if not hasattr(error, "error_dict"):
+        return {}
+    return {field: messages for field, messages in error.message_dict.items() if field != NON_FIELD_ERRORS}
+
+
+def validation_detail(error: ValidationError) -> str:
+    """One text for a ValidationError: its field messages as 'field: message', the others as they are."""
+    if not hasattr(error, "error_dict"):
+        return " ".join(error.messages)
+    return " ".join(
+        message if field == NON_FIELD_ERRORS else f"{field}: {message}"
+        for field, messages in error.message_dict.items()
+        for message in messages
+    )
+
+
+def error_status(error: Exception) -> int:
+    if isinstance(error, ServiceError):
+        return error.status
+    if isinstance(error, ValidationError):
+        return 400
+    if isinstance(error, PermissionDenied):
+        return 403
+    if isinstance(error, Http404):
+        return 404
+    raise TypeError(f"{type(error).__name__} is not one of the service errors")
+
+
+def error_body(error: Exception) -> dict:
+    """The one error body: {"detail": text, "errors": {field: [messages]}}; also for Django's own errors."""
+    if isinstance(error, ServiceError):
+        return {"detail": error.detail, "errors": error.errors}
+    if isinstance(error, ValidationError):
+        return {"detail": validation_detail(error), "errors": validation_fields(error)}
+    return {"detail": str(error), "errors": {}}
