@@ -24,19 +24,27 @@ class PairQuerySet(models.QuerySet):
 
     def passing_similarity(self):
         """Pairs whose similarity under the current model meets the threshold, or whose failure a coordinator
-        overrode. A similarity from another model (stale) counts as not computed."""
+        overrode. A similarity from another model (stale) counts as not computed; none passes while no
+        embedding model is active."""
         from annotator.similarity.services import current_fingerprint
 
+        fingerprint = current_fingerprint()
+        if fingerprint is None:
+            return self.none()
         meets = models.Q(similarity__gte=settings.SIMILARITY_THRESHOLD)
         overridden = ~models.Q(similarity_override_reason="")
-        current = self.filter(similarity__isnull=False, similarity_model=current_fingerprint())
+        current = self.filter(similarity__isnull=False, similarity_model=fingerprint)
         return current.filter(meets | overridden)
 
     def needing_similarity(self):
-        """Pairs whose similarity is not computed yet or was computed by another model (stale)."""
+        """Pairs whose similarity is not computed yet or was computed by another model (stale); all of them
+        while no embedding model is active."""
         from annotator.similarity.services import current_fingerprint
 
-        return self.filter(models.Q(similarity__isnull=True) | ~models.Q(similarity_model=current_fingerprint()))
+        fingerprint = current_fingerprint()
+        if fingerprint is None:
+            return self.all()
+        return self.filter(models.Q(similarity__isnull=True) | ~models.Q(similarity_model=fingerprint))
 
     def exportable(self):
         return self.accepted().passing_similarity()
@@ -111,13 +119,14 @@ class Pair(models.Model):
 
     @property
     def similarity_status(self) -> str:
-        """'pending' (not computed), 'stale' (computed by another model: treated like pending), 'pass',
-        'fail' (below the threshold) or 'override' (failed, overridden)."""
+        """'pending' (not computed, or no embedding model is active), 'stale' (computed by another model:
+        treated like pending), 'pass', 'fail' (below the threshold) or 'override' (failed, overridden)."""
         from annotator.similarity.services import current_fingerprint
 
-        if self.similarity is None:
+        fingerprint = current_fingerprint()
+        if self.similarity is None or fingerprint is None:
             return "pending"
-        if self.similarity_model != current_fingerprint():
+        if self.similarity_model != fingerprint:
             return "stale"
         if self.similarity >= settings.SIMILARITY_THRESHOLD:
             return "pass"
@@ -132,6 +141,10 @@ class Pair(models.Model):
         """Why the subtlety rule keeps this pair from being accepted or exported, or None."""
         status = self.similarity_status
         if status == "pending":
+            from annotator.similarity.services import NO_ACTIVE_MODEL, current_fingerprint
+
+            if current_fingerprint() is None:
+                return f"The DINOv3 similarity of this pair cannot be computed: {NO_ACTIVE_MODEL}."
             return "The DINOv3 similarity of this pair is not computed yet."
         if status == "stale":
             return (
