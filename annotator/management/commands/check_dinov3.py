@@ -69,7 +69,8 @@ class Command(BaseCommand):
         from annotator.similarity.embedder import Embedder, ModelLoadError
 
         try:
-            embedder = Embedder.load(path, device=device, image_size=image_size, batch_size=4)
+            # Loaded as the worker loads it; not compiled: four test images are not worth a compile (~45 s, ViT-L).
+            embedder = Embedder.load(path, device=device, image_size=image_size, batch_size=4, compile=False)
         except ModelLoadError as error:
             raise CommandError(str(error))
         config = embedder.model.config
