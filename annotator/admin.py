@@ -6,6 +6,7 @@ from annotator.models import (
     CaptionReview,
     CaptionSkip,
     CaptionTask,
+    EmbeddingModel,
     Frame,
     Image,
     ImageEmbedding,
@@ -66,6 +67,24 @@ class CaptionAdmin(admin.ModelAdmin):
 class JobAdmin(admin.ModelAdmin):
     list_display = ("title", "kind", "status", "done", "total", "created", "finished")
     list_filter = ("kind", "status")
+
+
+@admin.register(EmbeddingModel)
+class EmbeddingModelAdmin(admin.ModelAdmin):
+    """Read-only: a model becomes current only through `check_dinov3 --activate`, which loads and checks the
+    weights where the worker runs them (the web process never opens them)."""
+
+    list_display = ("fingerprint", "active", "demo", "dim", "dtype", "image_size", "activated_at", "activated_by")
+    list_filter = ("active", "demo")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(ImageEmbedding)

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from annotator.similarity.services import DEMO_BANNER, is_demo_model
-from subtlebench.roles import roles_of
+from annotator.similarity.services import DEMO_BANNER, NO_ACTIVE_MODEL, embedding_model_active
+from subtlebench.roles import COORDINATOR, roles_of
 
 
 def site(request):
-    return {"roles": roles_of(request.user), "site_banners": site_banners()}
+    roles = roles_of(request.user)
+    return {"roles": roles, "site_banners": site_banners(roles)}
 
 
-def site_banners() -> list[dict]:
-    """Warnings every page shows, e.g. that similarities come from an untrained demo model."""
+def site_banners(roles=()) -> list[dict]:
+    """Warnings every page shows, from the active embedding model row (the web process never opens weights):
+    similarities from an untrained demo model; for coordinators, who can fix it, that no model is active."""
     banners = []
-    if is_demo_model():
+    model = embedding_model_active()
+    if model is not None and model.demo:
         banners.append({"level": "warning", "text": DEMO_BANNER})
+    elif model is None and COORDINATOR in roles:
+        banners.append({"level": "warning", "text": f"Similarity: {NO_ACTIVE_MODEL}; pairs stay pending until then."})
     return banners

@@ -22,11 +22,28 @@ class ImagesSimilarityInputSerializer(serializers.Serializer):
     image_2 = serializers.PrimaryKeyRelatedField(queryset=Image.objects.all())
 
 
+class EmbeddingModelSerializer(serializers.Serializer):
+    """The active embedding model (`manage.py check_dinov3 --activate`)."""
+
+    fingerprint = serializers.CharField(help_text="Which weights, input size and dtype.")
+    dim = serializers.IntegerField(help_text="Embedding width.")
+    layers = serializers.IntegerField()
+    dtype = serializers.CharField()
+    image_size = serializers.IntegerField(help_text="Square input size in pixels.")
+    demo = serializers.BooleanField(help_text="An untrained demo model: its similarities mean nothing.")
+    folder = serializers.CharField(help_text="The folder it was activated from.")
+    activated_at = serializers.DateTimeField(allow_null=True)
+    activated_by = serializers.CharField()
+
+
 class ImagesSimilarityOutputSerializer(serializers.Serializer):
     similarity = serializers.FloatField(allow_null=True)
     status = serializers.ChoiceField(choices=["pass", "fail", "pending"])
     threshold = serializers.FloatField()
-    model = serializers.CharField(help_text="Fingerprint of the model: weights, input size, dtype.")
+    model = serializers.CharField(
+        allow_null=True, help_text="Fingerprint of the active model (weights, input size, dtype); null: none."
+    )
+    embedding_model = EmbeddingModelSerializer(allow_null=True, help_text="The active model; null while none is.")
 
 
 @extend_schema(
@@ -40,11 +57,13 @@ def images_similarity(request):
     data = ImagesSimilarityInputSerializer(data=request.query_params)
     data.is_valid(raise_exception=True)
     value = similarity.images_similarity(**data.validated_data)
+    model = similarity.embedding_model_active()
     output = {
         "similarity": value,
         "status": similarity.similarity_verdict(value),
         "threshold": settings.SIMILARITY_THRESHOLD,
-        "model": similarity.current_fingerprint(),
+        "model": model.fingerprint if model is not None else None,
+        "embedding_model": similarity.embedding_model_summary(model),
     }
     return Response(ImagesSimilarityOutputSerializer(output).data)
 
@@ -54,8 +73,9 @@ class VideoEmbeddingsOutputSerializer(serializers.Serializer):
     embedded = serializers.IntegerField()
     pending = serializers.IntegerField()
     failed = serializers.IntegerField()
-    model = serializers.CharField()
+    model = serializers.CharField(allow_null=True, help_text="Fingerprint of the active model; null: none is.")
     model_problem = serializers.CharField(allow_null=True, help_text="Why nothing is being embedded, if so.")
+    embedding_model = EmbeddingModelSerializer(allow_null=True, help_text="The active model; null while none is.")
 
 
 @extend_schema(responses={200: VideoEmbeddingsOutputSerializer, **error_responses(403, 404)})

@@ -166,6 +166,14 @@ def add_pairs(total: int) -> None:
     Pair.objects.bulk_create(batch)
 
 
+def activate_a_model(folder: Path) -> None:
+    """The pairs are scored under the active embedding model (a row): the tiny demo model, built here."""
+    from annotator.similarity.services import embedding_model_activate
+    from demo.similarity import build_demo_model
+
+    embedding_model_activate(folder=build_demo_model(folder), device="cpu", image_size=224, activated_by="bench")
+
+
 def run_child(out: Path, env: dict, expected_items: int) -> dict:
     output = subprocess.run(
         [sys.executable, __file__, "--child", str(out)], env=env, check=True, capture_output=True, text=True
@@ -202,6 +210,7 @@ def main() -> None:
     try:
         call_command("migrate", verbosity=0)
         call_command("flush", interactive=False, verbosity=0)
+        activate_a_model(var / "dinov3")
         started = time.perf_counter()
         generate(var / "media", args.frames // FRAMES_PER_VIDEO)
         add_pairs(args.items)

@@ -18,13 +18,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import torch
-from PIL import Image, ImageDraw
+from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from annotator.similarity.embedder import Embedder, build_random_model, decode_image  # noqa: E402
+from bench.synthetic_frames import frame_pixels  # noqa: E402
 
 TINY = os.getenv("BENCH_TINY") == "1"
 VIT_L16 = dict(
@@ -44,24 +44,12 @@ THREADS = int(os.getenv("BENCH_THREADS", str(max(1, (os.cpu_count() or 2) - 1)))
 FOLDER = Path(os.getenv("BENCH_DIR", "/tmp/sb-gpu-bench-tiny" if TINY else "/tmp/sb-gpu-bench"))
 
 
-_NOISE = np.random.default_rng(0).normal(0, 8, size=(360 + 64, 640 + 64, 3)).astype(np.float32)
-_Y, _X = np.mgrid[0:360, 0:640]
-_BASE = np.stack([_X * 0.3 + 40, _Y * 0.4 + 60, (_X + _Y) * 0.15 + 80], axis=-1).astype(np.float32)
-
-
 def write_jpeg(index: int) -> Path:
-    """A 640x360 frame: a gradient with sensor-like noise (a different crop per file) and shapes that move with
-    the index: distinct files with photo-like entropy, made fast enough for thousands."""
+    """One synthetic frame as a JPEG file (quality 90), written once and kept for the next run."""
     path = FOLDER / f"frame_{index:05d}.jpg"
     if path.exists():
         return path
-    dy, dx = (index * 7) % 64, (index * 13) % 64
-    pixels = np.clip(_BASE + _NOISE[dy : dy + 360, dx : dx + 640], 0, 255).astype(np.uint8)
-    picture = Image.fromarray(pixels)
-    draw = ImageDraw.Draw(picture)
-    shift = index % 200
-    draw.ellipse([80 + shift, 100, 200 + shift, 220], fill=(210, 70, 40))
-    draw.rectangle([380, 40 + shift // 2, 520, 180 + shift // 2], fill=(40, 90, 200))
+    picture = Image.fromarray(frame_pixels(index))
     buffer = io.BytesIO()
     picture.save(buffer, "JPEG", quality=90)
     path.write_bytes(buffer.getvalue())

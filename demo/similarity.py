@@ -1,5 +1,6 @@
-"""Demo similarity for `make run` / `seed_demo`: a tiny random DINOv3 under var/ when no real weights are set,
-used through the same code path as real weights, so the demo's pairs carry (demo) similarities at once."""
+"""Demo similarity for `make run` / `seed_demo`: when no embedding model is active, a tiny random DINOv3 under
+var/ is built and activated through the same service as real weights (`check_dinov3 --activate`), so the demo's
+pairs carry (demo) similarities at once and the pages say they come from an untrained model."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from django.conf import settings
 from annotator.similarity.services import (
     DEMO_MARKER,
     embedding_job_create,
+    embedding_model_activate,
+    embedding_model_active,
     embeddings_compute,
-    model_dir,
     pending_images,
     scorable_pairs,
 )
@@ -28,6 +30,10 @@ DEMO_CONFIG = dict(
 )
 
 
+def demo_model_folder() -> Path:
+    return Path(settings.VAR_DIR) / "dinov3-demo"
+
+
 def build_demo_model(folder: Path) -> Path:
     """A tiny random DINOv3 saved with save_pretrained, marked as an untrained demo model (banner, fingerprint)."""
     if (folder / DEMO_MARKER).exists():
@@ -39,10 +45,18 @@ def build_demo_model(folder: Path) -> Path:
     return folder
 
 
-def seed_demo_similarity(stdout=None) -> None:
-    """Embed every pending image in this process and score every pair (after the demo videos are sampled)."""
-    if not settings.DINOV3_MODEL_DIR:
-        build_demo_model(Path(settings.DINOV3_DEMO_MODEL_DIR))
+def seed_demo_similarity(stdout=None, *, folder: Path | None = None) -> None:
+    """Activate the demo model unless a model is active, then embed every pending image in this process and
+    score every pair (after the demo videos are sampled). This process is the worker here: the model runs on
+    DINOV3_DEVICE, at DINOV3_IMAGE_SIZE."""
+    model = embedding_model_active(fresh=True)
+    if model is None:
+        model = embedding_model_activate(
+            folder=build_demo_model(folder or demo_model_folder()),
+            device=settings.DINOV3_DEVICE,
+            image_size=settings.DINOV3_IMAGE_SIZE,
+            activated_by="seed_demo",
+        )
     if not pending_images().exists() and not scorable_pairs().exists():
         return
     job = embeddings_compute(job=embedding_job_create(title="Demo: embed all images, score all pairs"))
@@ -53,5 +67,5 @@ def seed_demo_similarity(stdout=None) -> None:
             result = job.result
             stdout.write(
                 f"Similarity: {result['embedded']} images embedded, {result['pairs_scored']} pairs scored "
-                f"({model_dir()}: {result['model']})."
+                f"({model.folder}: {result['model']})."
             )

@@ -170,9 +170,11 @@ THUMBNAIL_MAX_SIDE = envint("THUMBNAIL_MAX_SIDE", "240")
 FRAME_JPEG_QUALITY = envint("FRAME_JPEG_QUALITY", "92")
 DEFAULT_SAMPLE_EVERY_SECONDS = envfloat("DEFAULT_SAMPLE_EVERY_SECONDS", "1.0")
 
-# Similarity (DINOv3).
+# Similarity (DINOv3). The current model is a database row (`manage.py check_dinov3 --activate FOLDER`): the web
+# process and beat read no DINOV3_* setting. Only the similarity worker and check_dinov3 read these.
+# Where the worker reads the active model's weights when not at the folder it was activated from (another mount).
 DINOV3_MODEL_DIR = os.getenv("DINOV3_MODEL_DIR", "")
-DINOV3_IMAGE_SIZE = envint("DINOV3_IMAGE_SIZE", "224")
+DINOV3_IMAGE_SIZE = envint("DINOV3_IMAGE_SIZE", "224")  # the default input size of check_dinov3 --activate
 DINOV3_BATCH_SIZE = envint("DINOV3_BATCH_SIZE", "64")
 SIMILARITY_THRESHOLD = envfloat("SIMILARITY_THRESHOLD", "0.8")
 NEAR_DUPLICATE_CEILING = envfloat("NEAR_DUPLICATE_CEILING", "0.995")
@@ -250,13 +252,11 @@ CAPTION_MAX_CHARS = envint("CAPTION_MAX_CHARS", "600")
 CAPTION_SHORT_WORDS = envint("CAPTION_SHORT_WORDS", "6")
 CAPTION_NEAR_DUPLICATE_JACCARD = envfloat("CAPTION_NEAR_DUPLICATE_JACCARD", "0.9")
 CAPTION_NEAR_DUPLICATE_SCAN = envint("CAPTION_NEAR_DUPLICATE_SCAN", "2000")
-# Similarity (DINOv3) worker: where the model runs and how the demo model is found.
-# "cuda" on a GPU deployment, set for EVERY service: the web process reads it too, because the model
-# fingerprint (which pairs' similarities are current) names the dtype, bf16 on CUDA and fp32 on CPU.
+# Similarity (DINOv3) worker: where the model runs ("cuda" on the GPU worker; also check_dinov3's default
+# device). The fingerprint names the dtype (bf16 on CUDA, fp32 on CPU): a worker whose device does not match the
+# active model's refuses to embed.
 DINOV3_DEVICE = os.getenv("DINOV3_DEVICE", "cpu")
 DINOV3_DECODE_THREADS = envint("DINOV3_DECODE_THREADS", "0")  # 0: one per CPU core but one
-# `make run` / `seed_demo` build a tiny random DINOv3 here when DINOV3_MODEL_DIR is not set.
-DINOV3_DEMO_MODEL_DIR = Path(os.getenv("DINOV3_DEMO_MODEL_DIR", VAR_DIR / "dinov3-demo"))
 # Beat queues a catch-up of pending embeddings and stale pairs this often (0: never).
 SIMILARITY_CATCH_UP_MINUTES = envint("SIMILARITY_CATCH_UP_MINUTES", "10")
 if SIMILARITY_CATCH_UP_MINUTES:

@@ -14,6 +14,7 @@ from django.contrib.auth.models import Group, User
 from django.db import connection
 
 from devtools.localservices import BASE_DIR
+from tests.similarity_fixtures import tiny_dinov3_dir  # noqa: F401 (a session fixture, used by name)
 
 
 @pytest.fixture(autouse=True)
@@ -21,14 +22,32 @@ def fast_settings(settings, tmp_path):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.IMPORT_ROOTS = [tmp_path.resolve()]
-    # No model unless a test configures one: a demo model a developer built under var/ must not leak in.
+    # The worker settings of a developer's shell must not leak in: the worker reads the active row's folder.
     settings.DINOV3_MODEL_DIR = ""
-    settings.DINOV3_DEMO_MODEL_DIR = tmp_path / "no-demo-model"
+    settings.DINOV3_DEVICE = "cpu"
+    settings.DINOV3_IMAGE_SIZE = 224
     settings.STORAGES = {
         **settings.STORAGES,
         "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+@pytest.fixture(autouse=True)
+def active_embedding_model(request, fast_settings):
+    """Every test with the database starts with the tiny test DINOv3 as the active embedding model, activated
+    through the service that `check_dinov3 --activate` uses (CPU, 224 px), so pairs scored by the factories
+    count. A test that asks for `no_dinov3` starts with no active model. Returns the row, or None."""
+    from annotator.similarity.services import embedding_model_activate, embedding_model_forget_cached
+
+    embedding_model_forget_cached()  # the row another test read is gone with its transaction
+    names = set(request.fixturenames)
+    uses_db = request.node.get_closest_marker("django_db") or names & {"db", "transactional_db", "live_server"}
+    if not uses_db or "no_dinov3" in names:
+        return None
+    request.getfixturevalue("db")  # the database this test was given (transactional or not), set up now
+    folder = request.getfixturevalue("tiny_dinov3_dir")
+    return embedding_model_activate(folder=folder, device="cpu", image_size=224, activated_by="tests")
 
 
 def make_user(username: str, *roles: str) -> User:
@@ -142,9 +161,9 @@ def celery_worker_process(transactional_db, settings):
             "DATABASE_URL": database_url(),
             "MEDIA_ROOT": str(settings.MEDIA_ROOT),
             "IMPORT_ROOTS": os.pathsep.join(str(p) for p in settings.IMPORT_ROOTS),
-            # The worker sees the same model as the test (none, unless the test sets one).
+            # The worker reads the active row's folder unless the test overrides it, on the test's device.
             "DINOV3_MODEL_DIR": str(settings.DINOV3_MODEL_DIR),
-            "DINOV3_DEMO_MODEL_DIR": str(settings.DINOV3_DEMO_MODEL_DIR),
+            "DINOV3_DEVICE": str(settings.DINOV3_DEVICE),
             **extra_env,
         }
         from subtlebench.celery import app

@@ -83,7 +83,7 @@ def make_pair(
         "source": "yt8m",
         "source_id": f"{video.yt8m_id}_{number}",
         # Scored by the current model, so a pair's similarity counts (is not stale) unless a test says otherwise.
-        "similarity_model": current_fingerprint(),
+        "similarity_model": current_fingerprint() or "",
     }
     defaults.update(fields)
     now = timezone.now()

@@ -1,7 +1,10 @@
-"""Similarity test helpers: stored embeddings for any test, and a tiny random DINOv3 saved like real weights.
+"""Similarity test helpers: stored embeddings for any test, and tiny random DINOv3 models saved like real weights.
 
-`store_embedding(image, vector)` lets any test give images a similarity without torch; the `dinov3_dir`
-fixture (torch) builds a tiny model with save_pretrained once per session and points the settings at it.
+`store_embedding(image, vector)` lets any test give images a similarity without torch; `tiny_dinov3_dir`
+(torch, once per session) is the model conftest activates for every test with the database, through the
+same service as `check_dinov3 --activate`; `dinov3` gives the similarity worker's settings (CPU, small
+batches); `no_dinov3` starts a test with no active model; `other_dinov3_dir` is a second tiny model (other
+weights, so another fingerprint).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ TINY_DINOV3 = DEMO_CONFIG
 
 
 def store_embedding(image: Image, vector) -> ImageEmbedding:
-    """Store `vector` (normalised here) as the image's embedding under the current model fingerprint."""
+    """Store `vector` (normalised here) as the image's embedding under the active model's fingerprint."""
     vector = np.asarray(vector, dtype=np.float32)
     vector = vector / np.linalg.norm(vector)
     embedding, _ = ImageEmbedding.objects.update_or_create(
@@ -49,11 +52,20 @@ def tiny_dinov3_dir(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="session")
+def other_dinov3_dir(tmp_path_factory):
+    """A second tiny random DINOv3 (another seed): other weights, another fingerprint."""
+    from annotator.similarity.embedder import build_random_model
+
+    folder = tmp_path_factory.mktemp("dinov3-tiny-other")
+    build_random_model(folder, seed=1, **TINY_DINOV3)
+    return folder
+
+
 @pytest.fixture
-def dinov3(tiny_dinov3_dir, settings, tmp_path):
-    """Settings pointing at the tiny model (CPU, small batches); no demo model can take its place."""
-    settings.DINOV3_MODEL_DIR = str(tiny_dinov3_dir)
-    settings.DINOV3_DEMO_MODEL_DIR = tmp_path / "no-demo-model"
+def dinov3(tiny_dinov3_dir, active_embedding_model, settings):
+    """The tiny model active (conftest) and the similarity worker's settings: CPU, small batches."""
+    assert active_embedding_model is not None and active_embedding_model.folder == str(tiny_dinov3_dir.resolve())
     settings.DINOV3_DEVICE = "cpu"
     settings.DINOV3_BATCH_SIZE = 4
     settings.DINOV3_DECODE_THREADS = 2
@@ -61,8 +73,7 @@ def dinov3(tiny_dinov3_dir, settings, tmp_path):
 
 
 @pytest.fixture
-def no_dinov3(settings, tmp_path):
-    """No model configured, and no demo model either."""
-    settings.DINOV3_MODEL_DIR = ""
-    settings.DINOV3_DEMO_MODEL_DIR = tmp_path / "no-demo-model"
+def no_dinov3(active_embedding_model):
+    """No active embedding model (conftest skips its activation for the tests that ask for this)."""
+    assert active_embedding_model is None
     return None

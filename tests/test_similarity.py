@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -11,13 +12,19 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.core.management import CommandError, call_command
+from django.db import IntegrityError, transaction
 
-from annotator.models import Frame, Image, ImageEmbedding, Job, Pair
+from annotator.models import EmbeddingModel, Frame, Image, ImageEmbedding, Job, Pair
 from annotator.similarity.services import (
+    NO_ACTIVE_MODEL,
     current_fingerprint,
     embedding_job_create,
+    embedding_model_activate,
+    embedding_model_active,
+    embedding_model_forget_cached,
     embeddings_compute,
     embeddings_store,
+    fingerprint_of,
     model_problem,
     pair_override_similarity,
     pair_update_similarity,
@@ -31,9 +38,9 @@ from tests.factories import make_image, make_pair, make_video
 from tests.similarity_fixtures import store_embedding, vector_with_similarity
 
 # The similarity fixtures, used by name below.
-tiny_dinov3_dir = similarity_fixtures.tiny_dinov3_dir
 dinov3 = similarity_fixtures.dinov3
 no_dinov3 = similarity_fixtures.no_dinov3
+other_dinov3_dir = similarity_fixtures.other_dinov3_dir
 
 pytestmark = pytest.mark.django_db
 
@@ -115,12 +122,17 @@ def test_without_a_model_the_job_fails_clearly_and_items_stay_pending_until_one_
 ):
     video = make_video(frames=3)
     pair = make_pair(video=video, similarity=None, similarity_model="")
+    scored = make_pair(similarity=0.95, similarity_model="dinov3 64d 2L 0123456789ab 224px fp32")
     job = embed(video=video)
     assert job.status == Job.Status.FAILED
-    assert "DINOV3_MODEL_DIR is not set" in job.errors[0]
+    assert NO_ACTIVE_MODEL in job.errors[0]
     assert not ImageEmbedding.objects.exists()
+    # Without an active model nothing is current: every pair is pending, with the reason, and none is exported.
+    assert scored.similarity_status == "pending" and NO_ACTIVE_MODEL in scored.similarity_problem()
+    assert set(Pair.objects.needing_similarity()) == {pair, scored}
+    assert not Pair.objects.exportable().exists()
 
-    settings.DINOV3_MODEL_DIR = str(tiny_dinov3_dir)
+    call_command("check_dinov3", "--activate", str(tiny_dinov3_dir))
     job = embed(video=video)
     assert job.status == Job.Status.SUCCEEDED
     assert job.result["embedded"] == 3 and job.result["pairs_scored"] == 1
@@ -142,7 +154,8 @@ def test_a_folder_that_passes_the_file_checks_but_cannot_load_fails_the_job(sett
     folder.mkdir()
     (folder / "config.json").write_text('{"model_type": "dinov3_vit"}')
     (folder / "model.safetensors").write_bytes(b"truncated")
-    settings.DINOV3_MODEL_DIR = str(folder)
+    # The service checks files only (check_dinov3 --activate loads the model first, and would refuse it).
+    embedding_model_activate(folder=folder, device="cpu", image_size=224)
     image = make_image()
     job = embed(image_ids=[image.pk])
     assert job.status == Job.Status.FAILED
@@ -150,17 +163,122 @@ def test_a_folder_that_passes_the_file_checks_but_cannot_load_fails_the_job(sett
     assert not ImageEmbedding.objects.exists()
 
 
-def test_check_dinov3_prints_the_model_and_a_self_similarity_check(dinov3, capsys):
-    call_command("check_dinov3", str(dinov3))
+def test_check_dinov3_prints_the_model_and_a_self_similarity_check(dinov3, other_dinov3_dir, capsys):
+    active = embedding_model_active(fresh=True)
+    call_command("check_dinov3", str(other_dinov3_dir))
     out = capsys.readouterr().out
     assert "embedding width: 64" in out
     assert "self-similarity: 1.0000" in out
     assert "OK" in out
+    assert embedding_model_active(fresh=True) == active  # without --activate it only checks
 
 
-def test_check_dinov3_refuses_a_folder_that_is_not_dinov3(tmp_path):
+def test_check_dinov3_refuses_a_folder_that_is_not_dinov3(dinov3, tmp_path):
+    active = embedding_model_active(fresh=True)
     with pytest.raises(CommandError, match="config.json is missing"):
         call_command("check_dinov3", str(tmp_path))
+    with pytest.raises(CommandError, match="config.json is missing"):
+        call_command("check_dinov3", "--activate", str(tmp_path))
+    assert embedding_model_active(fresh=True) == active and EmbeddingModel.objects.count() == 1
+
+
+# --- The model as data: one active row, switched by check_dinov3 --activate, enforced by the worker ----------------
+
+
+def test_check_dinov3_activate_records_and_switches_the_model_and_older_scores_turn_stale(
+    dinov3, other_dinov3_dir, capsys
+):
+    first = embedding_model_active(fresh=True)
+    pair = make_pair(similarity=0.93)
+    assert pair.similarity_model == first.fingerprint and pair.similarity_status == "pass"
+
+    call_command("check_dinov3", "--activate", str(other_dinov3_dir))
+    out = capsys.readouterr().out
+    second = embedding_model_active()
+    assert second.fingerprint != first.fingerprint and f"Active embedding model: {second.fingerprint}" in out
+    assert f"Previous model: {first.fingerprint}" in out and f"fingerprint:     {second.fingerprint}" in out
+    assert (second.dim, second.layers, second.dtype, second.image_size, second.demo) == (64, 2, "fp32", 224, False)
+    assert second.folder == str(other_dinov3_dir.resolve()) and "check_dinov3" in second.activated_by
+    assert list(EmbeddingModel.objects.filter(active=True)) == [second]
+    pair.refresh_from_db()
+    assert pair.similarity_status == "stale" and "another model" in pair.similarity_problem()
+    assert list(Pair.objects.needing_similarity()) == [pair] and not Pair.objects.exportable().exists()
+
+    call_command("check_dinov3", "--activate", str(dinov3))  # back to the first: its scores count again
+    assert embedding_model_active().pk == first.pk and EmbeddingModel.objects.count() == 2
+    assert pair.similarity_status == "pass" and list(Pair.objects.exportable()) == [pair]
+
+
+def test_the_worker_refuses_to_embed_under_a_model_that_is_not_the_active_one(dinov3, other_dinov3_dir, settings):
+    active = embedding_model_active(fresh=True)
+    video = make_video(frames=2)
+    pair = make_pair(video=video, similarity=None, similarity_model="")
+
+    # Other weights at this worker's DINOV3_MODEL_DIR: the job fails naming both fingerprints; nothing stored.
+    settings.DINOV3_MODEL_DIR = str(other_dinov3_dir)
+    mine = fingerprint_of(other_dinov3_dir, 224, "fp32")
+    job = embed(video=video)
+    assert job.status == Job.Status.FAILED and job.done == 0
+    assert "refusing to embed" in job.errors[0] and mine in job.errors[0] and active.fingerprint in job.errors[0]
+    # The active weights, but on another device (bf16 on CUDA): refused before anything is loaded.
+    settings.DINOV3_MODEL_DIR = ""
+    settings.DINOV3_DEVICE = "cuda"
+    job = embed(video=video)
+    assert job.status == Job.Status.FAILED and active.fingerprint.replace("fp32", "bf16") in job.errors[0]
+    assert not ImageEmbedding.objects.exists()
+    pair.refresh_from_db()
+    assert pair.similarity_status == "pending"
+
+    # The same weights at another mount point: DINOV3_MODEL_DIR overrides the folder, the fingerprint matches.
+    settings.DINOV3_DEVICE = "cpu"
+    settings.DINOV3_MODEL_DIR = str(shutil.copytree(dinov3, settings.MEDIA_ROOT.parent / "mounted-elsewhere"))
+    job = embed(video=video)
+    assert job.status == Job.Status.SUCCEEDED and job.result["embedded"] == 2
+    assert set(ImageEmbedding.objects.values_list("fingerprint", flat=True)) == {active.fingerprint}
+
+
+def test_the_web_process_never_touches_the_weights_nor_reads_a_dinov3_setting(
+    dinov3, tmp_path, settings, client_for, coordinator
+):
+    folder = shutil.copytree(dinov3, tmp_path / "weights")
+    model = embedding_model_activate(folder=folder, device="cpu", image_size=224)
+    video = make_video(frames=2)
+    job = embed(video=video)
+    assert job.status == Job.Status.SUCCEEDED, job.errors
+    pair = make_pair(video=video, similarity=None, similarity_model="")
+    pair_update_similarity(pair=pair)
+
+    folder.rename(tmp_path / "gone")  # the weights are not where they were activated from any more
+    settings.DINOV3_MODEL_DIR = str(tmp_path / "nowhere")
+    settings.DINOV3_DEVICE, settings.DINOV3_IMAGE_SIZE = "cuda", 512  # settings only the worker reads
+    embedding_model_forget_cached()
+    pair.refresh_from_db()
+    assert pair.similarity_status == "pass" and pair.similarity_model == model.fingerprint
+    assert list(Pair.objects.exportable()) == [pair]
+    client = client_for(coordinator)
+    body = client.get(f"/api/similarity/?image_1={pair.image_1_id}&image_2={pair.image_2_id}").json()
+    assert body["status"] == "pass" and body["model"] == model.fingerprint
+    assert body["embedding_model"]["fingerprint"] == model.fingerprint and body["embedding_model"]["dim"] == 64
+    counts = client.get(f"/api/videos/{video.pk}/embeddings/").json()
+    assert (counts["embedded"], counts["model"], counts["model_problem"]) == (2, model.fingerprint, None)
+    assert counts["embedding_model"]["image_size"] == 224
+    for page in ("/jobs/", "/videos/"):
+        assert model.fingerprint in client.get(page).content.decode(), page
+    assert "pass" in client.get(f"/review/pairs/{pair.pk}/").content.decode()
+    # Only the worker needs the weights: its next job says where they are missing.
+    settings.DINOV3_MODEL_DIR, settings.DINOV3_DEVICE = "", "cpu"
+    job = embed(image_ids=[make_image().pk])
+    assert job.status == Job.Status.FAILED and "no such folder" in job.errors[0]
+
+
+def test_the_database_holds_at_most_one_active_model(dinov3):
+    active = embedding_model_active(fresh=True)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        EmbeddingModel.objects.create(
+            fingerprint="dinov3 64d 2L ffffffffffff 224px fp32", dim=64, layers=2, dtype="fp32", image_size=224,
+            folder="/elsewhere", active=True,
+        )  # fmt: skip
+    assert list(EmbeddingModel.objects.filter(active=True)) == [active]
 
 
 # --- Pairs: the rule, staleness, overrides ---------------------------------------------------------------------
@@ -188,7 +306,8 @@ def test_a_similarity_from_another_model_is_stale_until_compute_embeddings_catch
     assert pair.similarity_status == "pass"
     assert list(Pair.objects.exportable()) == [pair]
 
-    settings.DINOV3_IMAGE_SIZE = 256  # another input size: another fingerprint
+    call_command("check_dinov3", "--activate", str(dinov3), "--image-size", "256")  # another fingerprint
+    assert embedding_model_active().image_size == 256
     assert pair.similarity_status == "stale"
     assert "another model" in pair.similarity_problem()
     assert not Pair.objects.exportable().exists()
@@ -344,23 +463,26 @@ def test_an_unknown_video_is_not_found(client_for, annotator):
 # --- Demo, banner, and the web process without torch -----------------------------------------------------------
 
 
-def test_seed_demo_builds_a_demo_model_and_completes_the_demo_pairs(settings, tmp_path, client_for, annotator):
+def test_seed_demo_builds_a_demo_model_and_completes_the_demo_pairs(no_dinov3, tmp_path, client_for, annotator):
     from demo.similarity import seed_demo_similarity
 
-    settings.DINOV3_MODEL_DIR = ""
-    settings.DINOV3_DEMO_MODEL_DIR = tmp_path / "dinov3-demo"
     video = make_video(frames=3)
     pair = make_pair(video=video, similarity=None, similarity_model="")
-    seed_demo_similarity()
+    seed_demo_similarity(folder=tmp_path / "dinov3-demo")
+    active = embedding_model_active(fresh=True)
+    assert active.demo and active.folder == str((tmp_path / "dinov3-demo").resolve())
+    assert active.activated_by == "seed_demo"
     pair.refresh_from_db()
+    assert pair.similarity_model == active.fingerprint
     assert pair.similarity_model.startswith("untrained demo model: dinov3 64d 2L")
     assert pair.similarity_status == "pass"
     assert list(Pair.objects.exportable()) == [pair]
     assert ImageEmbedding.objects.count() == 3
 
     jobs = Job.objects.count()
-    seed_demo_similarity()  # safe to re-run: nothing pending, no new job, no duplicates
+    seed_demo_similarity(folder=tmp_path / "elsewhere")  # safe to re-run: nothing pending, no new job or model
     assert Job.objects.count() == jobs and ImageEmbedding.objects.count() == 3
+    assert EmbeddingModel.objects.get() == active
 
     page = client_for(annotator).get("/")
     assert "similarity from an untrained demo model" in page.content.decode()
@@ -368,6 +490,20 @@ def test_seed_demo_builds_a_demo_model_and_completes_the_demo_pairs(settings, tm
 
 def test_no_banner_with_real_weights(dinov3, client_for, annotator):
     assert "untrained demo model" not in client_for(annotator).get("/").content.decode()
+
+
+def test_seed_demo_keeps_a_model_that_is_already_active(dinov3, tmp_path):
+    from demo.similarity import seed_demo_similarity
+
+    active = embedding_model_active(fresh=True)
+    seed_demo_similarity(folder=tmp_path / "dinov3-demo")
+    assert embedding_model_active(fresh=True) == active and not active.demo
+    assert not (tmp_path / "dinov3-demo").exists()
+
+
+def test_without_an_active_model_coordinators_are_told_how_to_activate_one(no_dinov3, client_for, coordinator):
+    for page in ("/", "/jobs/", "/videos/"):
+        assert NO_ACTIVE_MODEL in client_for(coordinator).get(page).content.decode(), page
 
 
 def test_the_web_process_and_the_plain_worker_never_import_torch():
@@ -398,7 +534,8 @@ def test_pairs_update_similarity_scores_only_pairs_whose_images_are_embedded(din
     assert ready.similarity == pytest.approx(0.85, abs=2e-3) and waiting.similarity is None
 
 
-def test_store_embedding_helper_gives_other_tests_a_similarity_without_a_model(no_dinov3):
+def test_store_embedding_helper_gives_other_tests_a_similarity_without_running_the_model(settings, tmp_path):
+    settings.DINOV3_MODEL_DIR = str(tmp_path / "no-weights-here")  # nothing reads the weights
     pair = make_pair(similarity=None, similarity_model="")
     store_embedding(pair.image_1, [1.0, 0.0, 0.0])
     store_embedding(pair.image_2, [0.9, 0.1, 0.0])
@@ -453,7 +590,7 @@ def test_the_periodic_catch_up_waits_for_a_model_then_does_the_pending_work(no_d
     assert embeddings_catch_up() is None  # no model: nothing runs, no job piles up, nothing is lost
     assert not Job.objects.exists()
 
-    settings.DINOV3_MODEL_DIR = str(tiny_dinov3_dir)
+    embedding_model_activate(folder=tiny_dinov3_dir, device="cpu", image_size=224)
     job = embeddings_catch_up()
     assert job.status == Job.Status.SUCCEEDED and job.result["embedded"] == 2
     pair.refresh_from_db()

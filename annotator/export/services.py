@@ -42,7 +42,7 @@ from annotator.export.format import (
     question_problems,
     split_path,
 )
-from annotator.models import Job, Pair
+from annotator.models import EmbeddingModel, Job, Pair
 from subtlebench.errors import Conflict, Invalid, NotFound
 from subtlebench.storage import s3_client, split_s3_uri
 
@@ -573,7 +573,7 @@ def dataset_card(*, options: ExportOptions, counts: dict, sizes: dict, models: l
         f"- similarity models: {', '.join(f'`{m}`' for m in models) or 'none recorded'}",
         f"- similarity threshold: {settings.SIMILARITY_THRESHOLD}"
         + (f" (export minimum {options.min_similarity})" if options.min_similarity is not None else ""),
-        f"- DINOv3 input size: {settings.DINOV3_IMAGE_SIZE}",
+        f"- DINOv3 input size: {input_sizes(models)}",
         f"- at most {MAX_DISTRACTORS} distractors per question",
         f"- split seed: {options.seed}, val fraction: {options.val_fraction}",
         f"- options: `{options_text}`",
@@ -581,6 +581,13 @@ def dataset_card(*, options: ExportOptions, counts: dict, sizes: dict, models: l
         "",
     ]
     return "\n".join(lines)
+
+
+def input_sizes(fingerprints) -> str:
+    """The input sizes of the models that scored the exported pairs, from their rows (every process knows them;
+    none reads a DINOV3_* setting)."""
+    sizes = EmbeddingModel.objects.filter(fingerprint__in=list(fingerprints)).values_list("image_size", flat=True)
+    return ", ".join(f"{size}px" for size in sorted(set(sizes))) or "not recorded"
 
 
 # --- Targets -----------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from annotator.models import Job
+from annotator.similarity.services import embedding_model_context
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, role_required
 
 JOBS_PER_PAGE = 50
@@ -22,7 +23,7 @@ def job_list(request):
     context = {"jobs": jobs, "kind": kind, "kinds": Job.Kind.choices, "any_active": any(j.is_active for j in jobs)}
     if request.htmx:
         return render(request, "jobs/list.html#job-rows", context)
-    return render(request, "jobs/list.html", context)
+    return render(request, "jobs/list.html", {**context, **embedding_model_context()})
 
 
 @role_required(ANNOTATOR, REVIEWER, COORDINATOR)

@@ -13,7 +13,7 @@ from annotator.models.captions import (
 from annotator.models.jobs import Job
 from annotator.models.pairs import Pair, PairQuerySet, Review
 from annotator.models.picking import PairDraft, VideoSkip
-from annotator.models.similarity import ImageEmbedding
+from annotator.models.similarity import EmbeddingModel, ImageEmbedding
 from annotator.models.taxonomy import CATEGORY_ABBREVIATIONS, Category, Domain
 from annotator.models.videos import Frame, Image, Video
 
@@ -29,6 +29,7 @@ __all__ = [
     "CaptionTaskQuerySet",
     "Category",
     "Domain",
+    "EmbeddingModel",
     "Frame",
     "Image",
     "ImageEmbedding",

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from annotator.models.similarity import NO_ACTIVE_MODEL, EmbeddingModel
 from annotator.models.taxonomy import Category, Domain
 from annotator.models.videos import Image, Video
 
@@ -24,19 +25,23 @@ class PairQuerySet(models.QuerySet):
 
     def passing_similarity(self):
         """Pairs whose similarity under the current model meets the threshold, or whose failure a coordinator
-        overrode. A similarity from another model (stale) counts as not computed."""
-        from annotator.similarity.services import current_fingerprint
-
+        overrode. A similarity from another model (stale) counts as not computed; none passes while no
+        embedding model is active."""
+        fingerprint = EmbeddingModel.objects.current_fingerprint()
+        if fingerprint is None:
+            return self.none()
         meets = models.Q(similarity__gte=settings.SIMILARITY_THRESHOLD)
         overridden = ~models.Q(similarity_override_reason="")
-        current = self.filter(similarity__isnull=False, similarity_model=current_fingerprint())
+        current = self.filter(similarity__isnull=False, similarity_model=fingerprint)
         return current.filter(meets | overridden)
 
     def needing_similarity(self):
-        """Pairs whose similarity is not computed yet or was computed by another model (stale)."""
-        from annotator.similarity.services import current_fingerprint
-
-        return self.filter(models.Q(similarity__isnull=True) | ~models.Q(similarity_model=current_fingerprint()))
+        """Pairs whose similarity is not computed yet or was computed by another model (stale); all of them
+        while no embedding model is active."""
+        fingerprint = EmbeddingModel.objects.current_fingerprint()
+        if fingerprint is None:
+            return self.all()
+        return self.filter(models.Q(similarity__isnull=True) | ~models.Q(similarity_model=fingerprint))
 
     def exportable(self):
         return self.accepted().passing_similarity()
@@ -111,13 +116,12 @@ class Pair(models.Model):
 
     @property
     def similarity_status(self) -> str:
-        """'pending' (not computed), 'stale' (computed by another model: treated like pending), 'pass',
-        'fail' (below the threshold) or 'override' (failed, overridden)."""
-        from annotator.similarity.services import current_fingerprint
-
-        if self.similarity is None:
+        """'pending' (not computed, or no embedding model is active), 'stale' (computed by another model:
+        treated like pending), 'pass', 'fail' (below the threshold) or 'override' (failed, overridden)."""
+        fingerprint = EmbeddingModel.objects.current_fingerprint()
+        if self.similarity is None or fingerprint is None:
             return "pending"
-        if self.similarity_model != current_fingerprint():
+        if self.similarity_model != fingerprint:
             return "stale"
         if self.similarity >= settings.SIMILARITY_THRESHOLD:
             return "pass"
@@ -132,6 +136,8 @@ class Pair(models.Model):
         """Why the subtlety rule keeps this pair from being accepted or exported, or None."""
         status = self.similarity_status
         if status == "pending":
+            if EmbeddingModel.objects.current_fingerprint() is None:
+                return f"The DINOv3 similarity of this pair cannot be computed: {NO_ACTIVE_MODEL}."
             return "The DINOv3 similarity of this pair is not computed yet."
         if status == "stale":
             return (

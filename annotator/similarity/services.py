@@ -1,7 +1,9 @@
-"""Similarity, the Django side: model fingerprints, stored embeddings, pair scores, suggestions, embedding jobs.
+"""Similarity, the Django side: the current embedding model, stored embeddings, pair scores, suggestions, jobs.
 
-numpy only. The torch path (`annotator.similarity.embedder`) is imported by `worker_embedder()` alone, which only the
-similarity worker and the commands that embed reach: the web process and the plain worker never load torch.
+numpy only. The current model is a database row (`EmbeddingModel`, made current by `manage.py check_dinov3
+--activate FOLDER`): the web process and beat read its fingerprint and never open the weights, nor read any
+DINOV3_* setting. The torch path (`annotator.similarity.embedder`) is imported by `worker_embedder()` alone,
+which only the similarity worker and the commands that embed reach.
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -19,47 +20,36 @@ from django.core.files.storage import default_storage
 from django.db import models, transaction
 from django.utils import timezone
 
-from annotator.models import Frame, Image, ImageEmbedding, Job, Pair, Video
+from annotator.models import EmbeddingModel, Frame, Image, ImageEmbedding, Job, Pair, Video
+from annotator.models.similarity import NO_ACTIVE_MODEL
 from subtlebench.errors import Forbidden, Invalid
 from subtlebench.roles import COORDINATOR, has_role
 
 log = logging.getLogger(__name__)
 
-UNCONFIGURED = "no DINOv3 model configured"
 DEMO_MARKER = "UNTRAINED_DEMO_MODEL"
-DEMO_BANNER = "similarity from an untrained demo model: set DINOV3_MODEL_DIR to real DINOv3 weights"
+DEMO_BANNER = (
+    "similarity from an untrained demo model: activate real DINOv3 weights with "
+    "manage.py check_dinov3 --activate FOLDER"
+)
 MODEL_TYPE = "dinov3_vit"
 PAIR_CHUNK = 2000
 
 
-# --- The model and its fingerprint ----------------------------------------------------------------------------
-
-
-def model_dir() -> Path | None:
-    """DINOV3_MODEL_DIR, else the demo model that `make run` / `seed_demo` built, else None."""
-    if settings.DINOV3_MODEL_DIR:
-        return Path(settings.DINOV3_MODEL_DIR)
-    demo = Path(settings.DINOV3_DEMO_MODEL_DIR)
-    return demo if (demo / DEMO_MARKER).exists() else None
+# --- Model folders and their fingerprints (the worker and check_dinov3) -----------------------------------------
 
 
 def weight_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.safetensors")) or sorted(folder.glob("pytorch_model*.bin"))
 
 
-def model_problem(folder: Path | None = None) -> str | None:
-    """Why the configured folder cannot be DINOv3 weights (file checks only, no torch), or None."""
-    folder = folder if folder is not None else model_dir()
-    if folder is None:
-        return (
-            "DINOV3_MODEL_DIR is not set: point it at a folder with DINOv3 weights (README, 'Similarity "
-            "(DINOv3)'). Images and pairs stay pending until then."
-        )
+def model_problem(folder: Path) -> str | None:
+    """Why the folder cannot be DINOv3 weights (file checks only, no torch), or None."""
     if not folder.is_dir():
-        return f"DINOV3_MODEL_DIR={folder}: no such folder. Images and pairs stay pending until it is fixed."
+        return f"{folder}: no such folder."
     config = folder / "config.json"
     if not config.is_file():
-        return f"DINOV3_MODEL_DIR={folder}: config.json is missing; this is not a HuggingFace model folder."
+        return f"{folder}: config.json is missing; this is not a HuggingFace model folder."
     try:
         model_type = json.loads(config.read_text()).get("model_type")
     except (ValueError, AttributeError) as error:
@@ -67,12 +57,13 @@ def model_problem(folder: Path | None = None) -> str | None:
     if model_type != MODEL_TYPE:
         return f"{config}: model_type is {model_type!r}; DINOv3 ViT weights have {MODEL_TYPE!r}."
     if not weight_files(folder):
-        return f"DINOV3_MODEL_DIR={folder}: no weights in it (*.safetensors or pytorch_model.bin)."
+        return f"{folder}: no weights in it (*.safetensors or pytorch_model.bin)."
     return None
 
 
-def compute_dtype() -> str:
-    return "bf16" if settings.DINOV3_DEVICE.startswith("cuda") else "fp32"
+def dtype_name(device: str) -> str:
+    """The dtype the embedder runs in on this device (see embedder.dtype_for), as fingerprints name it."""
+    return "bf16" if str(device).startswith("cuda") else "fp32"
 
 
 def weights_digest(folder: Path) -> str:
@@ -96,7 +87,7 @@ _fingerprints: dict[tuple, str] = {}
 
 
 def fingerprint_of(folder: Path, image_size: int, dtype: str) -> str:
-    """'dinov3 1024d 24L <digest> 224px bf16': which weights, input size and dtype produced a vector."""
+    """'dinov3 1024d 24L <digest> 224px bf16': which weights, input size and dtype produce a vector."""
     config_path = folder / "config.json"
     signature = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in [config_path, *weight_files(folder)])
     key = (str(folder), signature, image_size, dtype)
@@ -110,50 +101,133 @@ def fingerprint_of(folder: Path, image_size: int, dtype: str) -> str:
     return _fingerprints[key]
 
 
-_current: dict = {"key": None, "at": 0.0, "value": UNCONFIGURED}
+# --- The current model: a row ----------------------------------------------------------------------------------
 
 
-def current_fingerprint(fresh: bool = False) -> str:
-    """The fingerprint of the configured model: similarities under any other one are stale.
+def embedding_model_forget_cached() -> None:
+    """Drop this process's cached active row (after an activation here; tests between two tests)."""
+    EmbeddingModel.objects.forget_cached()
 
-    Cached for a second per settings, because every pair's status asks for it; `fresh` skips the cache.
+
+def embedding_model_active(*, fresh: bool = False) -> EmbeddingModel | None:
+    """The current embedding model, or None while none is active (then every image and pair is pending)."""
+    return EmbeddingModel.objects.current(fresh=fresh)
+
+
+def current_fingerprint(fresh: bool = False) -> str | None:
+    """The active model's fingerprint: similarities and vectors under any other one are stale. None: no model."""
+    return EmbeddingModel.objects.current_fingerprint(fresh=fresh)
+
+
+def embedding_model_activate(*, folder: Path, device: str, image_size: int, activated_by: str = "") -> EmbeddingModel:
+    """Record the folder's model (as it runs on `device` at `image_size`) and make it the current one.
+
+    Switching makes every similarity and vector of the previous model stale (pending until the similarity
+    worker re-embeds and rescores); switching back to an earlier model makes its scores current again.
+    Checks the files only: `check_dinov3 --activate` loads and tests the model before calling this.
     """
-    key = (settings.DINOV3_MODEL_DIR, str(settings.DINOV3_DEMO_MODEL_DIR), settings.DINOV3_IMAGE_SIZE, compute_dtype())
-    now = time.monotonic()
-    if not fresh and _current["key"] == key and now - _current["at"] < 1.0:
-        return _current["value"]
-    folder = model_dir()
-    value = UNCONFIGURED
-    if folder is not None and model_problem(folder) is None:
-        try:
-            value = fingerprint_of(folder, settings.DINOV3_IMAGE_SIZE, compute_dtype())
-        except OSError:
-            value = UNCONFIGURED
-    _current.update(key=key, at=now, value=value)
-    return value
+    folder = Path(folder).resolve()
+    problem = model_problem(folder)
+    if problem:
+        raise Invalid(problem)
+    dtype = dtype_name(device)
+    fingerprint = fingerprint_of(folder, image_size, dtype)
+    config = json.loads((folder / "config.json").read_text())
+    with transaction.atomic():
+        # Lock the current row, so two activations at once queue up instead of tripping the constraint.
+        list(EmbeddingModel.objects.select_for_update().filter(active=True))
+        EmbeddingModel.objects.filter(active=True).exclude(fingerprint=fingerprint).update(active=False)
+        model, _ = EmbeddingModel.objects.update_or_create(
+            fingerprint=fingerprint,
+            defaults={
+                "dim": int(config.get("hidden_size") or 0),
+                "layers": int(config.get("num_hidden_layers") or 0),
+                "dtype": dtype,
+                "image_size": image_size,
+                "folder": str(folder),
+                "demo": (folder / DEMO_MARKER).exists(),
+                "active": True,
+                "activated_at": timezone.now(),
+                "activated_by": activated_by[:200],
+            },
+        )
+    embedding_model_forget_cached()
+    log.info("embedding model activated: %s (from %s, by %s)", fingerprint, folder, activated_by or "?")
+    return model
 
 
-def is_demo_model() -> bool:
-    folder = model_dir()
-    return folder is not None and (folder / DEMO_MARKER).exists()
+def embedding_model_summary(model: EmbeddingModel | None) -> dict | None:
+    """What the API and pages show of a model row."""
+    if model is None:
+        return None
+    return {
+        "fingerprint": model.fingerprint,
+        "dim": model.dim,
+        "layers": model.layers,
+        "dtype": model.dtype,
+        "image_size": model.image_size,
+        "demo": model.demo,
+        "folder": model.folder,
+        "activated_at": model.activated_at,
+        "activated_by": model.activated_by,
+    }
+
+
+def embedding_model_context() -> dict:
+    """What the pages that show the current model (jobs, videos) need: templates/similarity/_model.html."""
+    return {"embedding_model": embedding_model_active(), "no_embedding_model": NO_ACTIVE_MODEL}
+
+
+# --- The similarity worker's model ----------------------------------------------------------------------------
+
+
+def worker_model_folder(model: EmbeddingModel) -> Path:
+    """Where this worker reads the active model: DINOV3_MODEL_DIR when set (e.g. another mount point of the
+    same weights), else the folder it was activated from."""
+    return Path(settings.DINOV3_MODEL_DIR or model.folder)
+
+
+def worker_model_problem(model: EmbeddingModel | None) -> str | None:
+    """Why this worker must not embed under the active model, or None.
+
+    The worker fingerprints its folder with its own device (dtype), at the active row's input size, and
+    refuses unless that is the active fingerprint: vectors are never stored under a model that is not current.
+    """
+    if model is None:
+        return f"{NO_ACTIVE_MODEL}. Images and pairs stay pending until then."
+    folder = worker_model_folder(model)
+    problem = model_problem(folder)
+    if problem:
+        return f"cannot read the active model's weights: {problem}"
+    try:
+        mine = fingerprint_of(folder, model.image_size, dtype_name(settings.DINOV3_DEVICE))
+    except OSError as error:
+        return f"cannot read the active model's weights in {folder}: {error}"
+    if mine != model.fingerprint:
+        return (
+            f"refusing to embed: this worker's model ({folder} on DINOV3_DEVICE={settings.DINOV3_DEVICE}) has the "
+            f"fingerprint '{mine}', but the active model is '{model.fingerprint}'. Give the worker the active "
+            "model's weights and device, or activate its folder with manage.py check_dinov3 --activate."
+        )
+    return None
 
 
 _embedders: dict[tuple, object] = {}
 
 
-def worker_embedder():
-    """The configured model, loaded once per worker process (after the fork) and kept for its next tasks."""
+def worker_embedder(model: EmbeddingModel):
+    """The active model, loaded once per worker process (after the fork) and kept for its next tasks."""
     from annotator.similarity.embedder import Embedder
 
-    folder = model_dir()
-    key = (str(folder), current_fingerprint(), settings.DINOV3_DEVICE, settings.DINOV3_BATCH_SIZE)
+    folder = worker_model_folder(model)
+    key = (str(folder), model.fingerprint, settings.DINOV3_DEVICE, settings.DINOV3_BATCH_SIZE)
     if key not in _embedders:
         _embedders.clear()
-        log.info("loading DINOv3 from %s on %s (%s)", folder, settings.DINOV3_DEVICE, key[1])
+        log.info("loading DINOv3 from %s on %s (%s)", folder, settings.DINOV3_DEVICE, model.fingerprint)
         _embedders[key] = Embedder.load(
             folder,
             device=settings.DINOV3_DEVICE,
-            image_size=settings.DINOV3_IMAGE_SIZE,
+            image_size=model.image_size,
             batch_size=settings.DINOV3_BATCH_SIZE,
             decode_threads=settings.DINOV3_DECODE_THREADS or None,
         )
@@ -168,10 +242,14 @@ def vector_bytes(vector: np.ndarray) -> bytes:
 
 
 def stored_vectors(image_ids: Iterable[int], fingerprint: str | None = None) -> dict[int, np.ndarray]:
-    """Image id -> its unit vector under the fingerprint (float32, renormalised after float16 storage)."""
+    """Image id -> its unit vector under the fingerprint (default: the current one; float32, renormalised after
+    float16 storage). Nothing while no model is active."""
+    fingerprint = fingerprint or current_fingerprint()
+    if fingerprint is None:
+        return {}
     rows = list(
         ImageEmbedding.objects.filter(
-            image_id__in=set(image_ids), fingerprint=fingerprint or current_fingerprint(), vector__isnull=False
+            image_id__in=set(image_ids), fingerprint=fingerprint, vector__isnull=False
         ).values_list("image_id", "vector")
     )
     if not rows:
@@ -271,6 +349,8 @@ def pairs_update_similarity(*, image_ids: Iterable[int] | None = None) -> int:
     Returns how many pairs got a similarity.
     """
     fingerprint = current_fingerprint()
+    if fingerprint is None:
+        return 0
     pairs = Pair.objects.needing_similarity().order_by("pk")
     if image_ids is not None:
         ids = set(image_ids)
@@ -300,8 +380,9 @@ def pairs_update_similarity(*, image_ids: Iterable[int] | None = None) -> int:
 
 
 def video_embedding_counts(*, video: Video) -> dict:
-    """How many of the video's frames are embedded, failed or pending under the current model."""
-    fingerprint = current_fingerprint()
+    """How many of the video's frames are embedded, failed or pending under the current model, and which it is."""
+    model = embedding_model_active()
+    fingerprint = model.fingerprint if model is not None else None
     embeddings = ImageEmbedding.objects.filter(image__frame__video=video, fingerprint=fingerprint)
     counts = embeddings.aggregate(
         embedded=models.Count("pk", filter=models.Q(vector__isnull=False)),
@@ -314,7 +395,8 @@ def video_embedding_counts(*, video: Video) -> dict:
         "failed": counts["failed"],
         "pending": frames - counts["embedded"] - counts["failed"],
         "model": fingerprint,
-        "model_problem": model_problem(),
+        "model_problem": None if model is not None else NO_ACTIVE_MODEL,
+        "embedding_model": embedding_model_summary(model),
     }
 
 
@@ -326,6 +408,8 @@ def video_suggestions(*, video: Video, limit: int = 20) -> dict:
     one numpy pass, for k up to the most frames any gap window holds (no Python loop over pairs).
     """
     fingerprint = current_fingerprint()
+    if fingerprint is None:
+        return {"status": "pending", "results": []}
     frames = list(
         Frame.objects.filter(video=video)
         .order_by("timestamp", "index")
@@ -397,11 +481,15 @@ def image_source(image: Image):
 
 
 def pending_images(*, video: Video | None = None, image_ids: Iterable[int] | None = None, retry_failed: bool = False):
-    """Images with no embedding under the current model (and, with retry_failed, those that failed)."""
-    done = ImageEmbedding.objects.filter(fingerprint=current_fingerprint())
-    if retry_failed:
-        done = done.filter(vector__isnull=False)
-    images = Image.objects.exclude(pk__in=done.values("image_id"))
+    """Images with no embedding under the current model (and, with retry_failed, those that failed); every
+    image while no model is active."""
+    images = Image.objects.all()
+    fingerprint = current_fingerprint()
+    if fingerprint is not None:
+        done = ImageEmbedding.objects.filter(fingerprint=fingerprint)
+        if retry_failed:
+            done = done.filter(vector__isnull=False)
+        images = images.exclude(pk__in=done.values("image_id"))
     if video is not None:
         images = images.filter(frame__video=video)
     if image_ids is not None:
@@ -425,22 +513,23 @@ def embeddings_compute(
     the pairs that became computable. Advances the job per batch; each batch commits on its own, so a crash
     loses at most one batch and a re-run picks up where this one stopped.
 
-    Without a usable model the job fails with the reason (also in the worker log) and everything stays pending.
+    Without an active model, or when this worker's copy of it is not the active one (other weights, another
+    device), the job fails with the reason (also in the worker log) and everything stays pending.
     """
     image_ids = list(image_ids) if image_ids is not None else None
-    current_fingerprint(fresh=True)  # the folder may have changed a moment ago (e.g. the demo model was built)
+    model = embedding_model_active(fresh=True)  # a model may have been activated a moment ago
     images = list(pending_images(video=video, image_ids=image_ids, retry_failed=retry_failed))
     job.start(total=len(images))
-    problem = model_problem()
+    fingerprint = model.fingerprint if model is not None else None
+    problem = worker_model_problem(model)
     if problem:
         log.error("similarity job %s (%s): %s", job.pk, job.title, problem)
-        job.finish(result={"model": current_fingerprint(), "pending": len(images)}, error=problem)
+        job.finish(result={"model": fingerprint, "pending": len(images)}, error=problem)
         return job
-    fingerprint = current_fingerprint()
     embedded = failed = scored = 0
     if images:
         try:
-            embedder = embedder or worker_embedder()
+            embedder = embedder or worker_embedder(model)
         except Exception as error:  # the torch path reports every kind of broken folder its own way
             message = f"cannot load the DINOv3 model: {error}"
             log.error("similarity job %s (%s): %s", job.pk, job.title, message)
@@ -502,14 +591,20 @@ def embeddings_queue_pending(*, user=None, retry_failed: bool = False) -> Job:
 
 def scorable_pairs():
     """Pending or stale pairs whose two images are both embedded under the current model."""
-    embedded = ImageEmbedding.objects.filter(fingerprint=current_fingerprint(), vector__isnull=False)
+    fingerprint = current_fingerprint()
+    if fingerprint is None:
+        return Pair.objects.none()
+    embedded = ImageEmbedding.objects.filter(fingerprint=fingerprint, vector__isnull=False)
     image_ids = embedded.values("image_id")
     return Pair.objects.needing_similarity().filter(image_1_id__in=image_ids, image_2_id__in=image_ids)
 
 
 def embeddings_catch_up() -> Job | None:
-    """The periodic catch-up: when a model is configured and work is waiting, run it as a job; else nothing."""
-    if model_problem() is not None:
+    """The periodic catch-up (on the similarity worker): when this worker can embed under the active model and
+    work is waiting, run it as a job; else nothing, so no failed job piles up every few minutes."""
+    problem = worker_model_problem(embedding_model_active(fresh=True))
+    if problem is not None:
+        log.warning("similarity catch-up skipped: %s", problem)
         return None
     if not pending_images().exists() and not scorable_pairs().exists():
         return None

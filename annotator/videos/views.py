@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotator.models import Domain, Video
+from annotator.similarity.services import embedding_model_context
 from annotator.videos.services import videos_upload
 from subtlebench.roles import COORDINATOR, role_required
 
@@ -57,6 +58,7 @@ def video_list_context(request, form: UploadForm) -> dict:
         "total": sum(counts.values()),
         "form": form,
         "max_upload": settings.MAX_UPLOAD_BYTES,
+        **embedding_model_context(),
     }
 
 
