@@ -111,7 +111,7 @@ class TaskOutputSerializer(serializers.Serializer):
     pair = serializers.IntegerField(source="pair_id")
     batch = serializers.IntegerField(source="batch_id")
     slot = serializers.IntegerField()
-    leased_until = serializers.DateTimeField()
+    leased_until = serializers.DateTimeField(source="lease_expires")
     image_1 = serializers.SerializerMethodField()
     image_2 = serializers.SerializerMethodField()
     question = serializers.SerializerMethodField()
@@ -140,7 +140,10 @@ class TaskOutputSerializer(serializers.Serializer):
 @permission_classes([HasRole.of(ANNOTATOR)])
 def caption_task_lease(request):
     """Lease the next caption task (or renew the one you hold). 204 when there is nothing to caption."""
-    task = captions.caption_task_lease(user=request.user)
+    try:
+        task = captions.caption_task_lease(user=request.user)
+    except captions.CaptionConflict as error:
+        return _error_response(error)
     if task is None:
         return Response(status=status.HTTP_204_NO_CONTENT)
     task = CaptionTask.objects.select_related("batch", "pair__image_1", "pair__image_2").get(pk=task.pk)
@@ -154,7 +157,7 @@ class DraftInputSerializer(serializers.Serializer):
 class DraftOutputSerializer(serializers.Serializer):
     text = serializers.CharField()
     saved = serializers.DateTimeField(source="updated")
-    leased_until = serializers.DateTimeField(source="task.leased_until")
+    leased_until = serializers.DateTimeField(source="task.lease_expires")
 
 
 @extend_schema(request=DraftInputSerializer, responses=DraftOutputSerializer)

@@ -48,7 +48,10 @@ class LeaseEnvelopeSerializer(serializers.Serializer):
 @permission_classes([HasRole.of(ANNOTATOR)])
 def lease_next(request):
     """Lease the next video (or the one you hold). `video` is null when no video is left for you."""
-    video = picking.video_lease_next(user=request.user)
+    try:
+        video = picking.video_lease_next(user=request.user)
+    except picking.Conflict as error:
+        return refusal(error)
     return Response({"video": LeaseOutputSerializer(video).data if video else None})
 
 
@@ -56,7 +59,10 @@ def lease_next(request):
 @api_view(["POST"])
 @permission_classes([HasRole.of(ANNOTATOR)])
 def lease_heartbeat(request, video_id: int):
-    """Keep your lease alive (the workbench sends one a minute). 409 when someone else holds the video now."""
+    """Keep your lease alive (the workbench sends one a minute), or take the video if it is free.
+
+    409 when someone else holds the video now, or when you hold another video (one at a time: release it first).
+    """
     video = get_object_or_404(Video, pk=video_id)
     try:
         video = picking.video_heartbeat(video=video, user=request.user)

@@ -99,7 +99,7 @@ def caption_batch_create(request):
 @require_GET
 def captions_work(request):
     """The annotator's start page: resume a held task, or take the next one; their recent captions."""
-    held = CaptionTask.objects.leased_to(request.user).first()
+    held = CaptionTask.objects.open().held_by(request.user).first()
     if held is not None:
         return redirect("caption-workbench", task_id=held.pk)
     recent = (
@@ -130,7 +130,7 @@ def caption_lease(request):
 def _held_task(request, task_id: int) -> CaptionTask:
     """The task, if this annotator holds its lease; PermissionDenied otherwise."""
     task = get_object_or_404(CaptionTask.objects.select_related("batch", "pair__image_1", "pair__image_2"), pk=task_id)
-    if not task.is_leased_to(request.user):
+    if not task.is_held_by(request.user):
         raise PermissionDenied("You do not hold this caption task.")
     return task
 
@@ -154,7 +154,7 @@ def _workbench(request, task: CaptionTask, text: str | None = None, error: str =
 @require_GET
 def caption_workbench(request, task_id: int):
     task = get_object_or_404(CaptionTask, pk=task_id)
-    if not task.is_leased_to(request.user):
+    if not task.is_held_by(request.user):
         messages.warning(request, "That caption task is no longer leased to you.")
         return redirect("captions-work")
     return _workbench(request, _held_task(request, task_id))
@@ -171,7 +171,7 @@ def caption_draft(request, task_id: int):
         return JsonResponse({"error": _problems(error)}, status=409)
     except ValidationError as error:
         return JsonResponse({"error": _problems(error)}, status=400)
-    return JsonResponse({"saved": caption.updated.isoformat(), "lease_until": caption.task.leased_until.isoformat()})
+    return JsonResponse({"saved": caption.updated.isoformat(), "lease_until": caption.task.lease_expires.isoformat()})
 
 
 @role_required(ANNOTATOR)
