@@ -124,6 +124,7 @@ def test_an_expired_lease_is_free_everywhere_without_a_sweep(client_for, annotat
     video = bulk_video(2)
     picking.video_lease_next(user=annotator)
     assert picking.video_lease_next(user=annotator2) is None
+    assert picking.overview_figures()["videos"]["leased"] == 1
     Video.objects.filter(pk=video.pk).update(lease_expires=timezone.now() - timedelta(seconds=1))
     # Nothing swept the row: its holder is still written there, and no query counts the lease as held.
     assert Video.objects.get(pk=video.pk).lease_holder == annotator

@@ -74,7 +74,7 @@ def lease_candidates(user, now=None):
     ]
 
 
-def held_message(held: Video | None) -> str:
+def _held_message(held: Video | None) -> str:
     if held is None:
         return "You took another video a moment ago: release it or finish it first."
     return f"You hold video {held.yt8m_id}: release it or finish it first."
@@ -93,7 +93,7 @@ def video_lease_next(*, user) -> Video | None:
         try:
             return _lease_next(user)
         except LeaseHeld as error:
-            raise Conflict(held_message(error.held))
+            raise Conflict(_held_message(error.held))
 
 
 @transaction.atomic
@@ -131,7 +131,7 @@ def _lock_lease(video: Video, user) -> Video:
     try:
         return lease_acquire(row=locked, user=user, now=now)
     except LeaseHeld as error:
-        raise Conflict(held_message(error.held))
+        raise Conflict(_held_message(error.held))
 
 
 def video_heartbeat(*, video: Video, user) -> Video:
