@@ -116,7 +116,7 @@ class CaptionBatchAdmin(admin.ModelAdmin):
 
 @admin.register(CaptionTask)
 class CaptionTaskAdmin(admin.ModelAdmin):
-    list_display = ("batch", "pair", "slot", "status", "leased_by", "leased_until")
+    list_display = ("batch", "pair", "slot", "status", "lease_holder", "lease_expires")
     list_filter = ("status", "batch")
     raw_id_fields = ("pair", "caption")
 

@@ -100,7 +100,7 @@ class CaptionTaskSerializer(serializers.Serializer):
     pair = serializers.IntegerField(source="pair_id")
     batch = serializers.IntegerField(source="batch_id")
     slot = serializers.IntegerField()
-    leased_until = serializers.DateTimeField()
+    leased_until = serializers.DateTimeField(source="lease_expires")
     image_1 = serializers.SerializerMethodField()
     image_2 = serializers.SerializerMethodField()
     question = serializers.SerializerMethodField()
@@ -129,7 +129,7 @@ class CaptionTaskSerializer(serializers.Serializer):
     responses={
         200: CaptionTaskSerializer,
         204: OpenApiResponse(description="Nothing to caption for you now."),
-        **error_responses(403),
+        **error_responses(403, 409),
     },
 )
 @api_view(["POST"])
@@ -150,7 +150,7 @@ class CaptionDraftInputSerializer(serializers.Serializer):
 class CaptionDraftOutputSerializer(serializers.Serializer):
     text = serializers.CharField()
     saved = serializers.DateTimeField(source="updated")
-    leased_until = serializers.DateTimeField(source="task.leased_until")
+    leased_until = serializers.DateTimeField(source="task.lease_expires")
 
 
 @extend_schema(

@@ -33,7 +33,7 @@ class VideoLeaseNextSerializer(serializers.Serializer):
     video = VideoLeaseSerializer(allow_null=True)
 
 
-@extend_schema(request=None, responses={200: VideoLeaseNextSerializer, **error_responses(403)})
+@extend_schema(request=None, responses={200: VideoLeaseNextSerializer, **error_responses(403, 409)})
 @api_view(["POST"])
 @permission_classes([HasRole.of(ANNOTATOR)])
 def lease_next(request):
@@ -46,7 +46,10 @@ def lease_next(request):
 @api_view(["POST"])
 @permission_classes([HasRole.of(ANNOTATOR)])
 def lease_heartbeat(request, video_id: int):
-    """Keep your lease alive (the workbench sends one a minute). 409 when someone else holds the video now."""
+    """Keep your lease alive (the workbench sends one a minute), or take the video if it is free.
+
+    409 when someone else holds the video now, or when you hold another video (one at a time: release it first).
+    """
     video = get_object_or_404(Video, pk=video_id)
     video = picking.video_heartbeat(video=video, user=request.user)
     return Response(VideoLeaseSerializer(video).data)

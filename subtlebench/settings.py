@@ -180,7 +180,8 @@ SIMILARITY_THRESHOLD = envfloat("SIMILARITY_THRESHOLD", "0.8")
 NEAR_DUPLICATE_CEILING = envfloat("NEAR_DUPLICATE_CEILING", "0.995")
 SUGGESTION_MAX_GAP_SECONDS = envfloat("SUGGESTION_MAX_GAP_SECONDS", "10")
 
-# Work queues.
+# Work queues: how long a video or caption task stays leased after the last heartbeat or autosave. An expired
+# lease is free in every query; nothing sweeps it.
 LEASE_MINUTES = envint("LEASE_MINUTES", "15")
 
 # Celery: Redis as broker; the state of long jobs lives in the Job table, not in a result backend.
@@ -241,11 +242,6 @@ STUDY_TOO_FAST_SECONDS = envfloat("STUDY_TOO_FAST_SECONDS", "1.5")
 STUDY_PRACTICE_COUNT = envint("STUDY_PRACTICE_COUNT", "3")
 # Pair picking and review.
 PAIRS_PER_CATEGORY_TARGET = envint("PAIRS_PER_CATEGORY_TARGET", "1000")
-LEASE_SWEEP_SECONDS = envint("LEASE_SWEEP_SECONDS", "60")
-CELERY_BEAT_SCHEDULE["sweep-video-leases"] = {
-    "task": "annotator.tasks.sweep_video_leases",
-    "schedule": LEASE_SWEEP_SECONDS,
-}
 # Captions (issue 5): length bounds of a caption and the quality signals.
 CAPTION_MIN_CHARS = envint("CAPTION_MIN_CHARS", "20")
 CAPTION_MAX_CHARS = envint("CAPTION_MAX_CHARS", "600")

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from annotator.captions import services as captions
@@ -128,14 +128,14 @@ def test_it_renews_the_held_task_instead_of_leasing_a_second(annotator, coordina
     first = captions.caption_task_lease(user=annotator)
     again = captions.caption_task_lease(user=annotator)
     assert first.pk == again.pk
-    assert CaptionTask.objects.filter(leased_by=annotator).count() == 1
+    assert CaptionTask.objects.filter(lease_holder=annotator).count() == 1
 
 
 def test_an_expired_lease_goes_back_to_the_queue(annotator, annotator2, coordinator, video):
     batch_over(coordinator, pairs(video, 1))
     task = captions.caption_task_lease(user=annotator)
     assert captions.caption_task_lease(user=annotator2) is None
-    CaptionTask.objects.filter(pk=task.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
+    CaptionTask.objects.filter(pk=task.pk).update(lease_expires=timezone.now() - timedelta(seconds=1))
     assert captions.caption_task_lease(user=annotator2).pk == task.pk
     with pytest.raises(captions.CaptionConflict, match="someone else"):
         captions.caption_draft_save(task_id=task.pk, user=annotator, text="late")
@@ -229,7 +229,68 @@ def test_concurrent_annotators_never_lease_the_same_task(coordinator):
     taken = [task.pk for task in results if task is not None]
     assert len(taken) == 5 and len(set(taken)) == 5
     assert results.count(None) == 5
-    assert CaptionTask.objects.exclude(leased_by=None).count() == 5
+    assert CaptionTask.objects.exclude(lease_holder=None).count() == 5
+
+
+def test_an_annotator_who_holds_a_task_cannot_take_a_second_one(client_for, annotator, coordinator, video):
+    batch_over(coordinator, pairs(video, 2))
+    held = captions.caption_task_lease(user=annotator)
+    other = CaptionTask.objects.exclude(pk=held.pk).get()
+    with pytest.raises(captions.CaptionConflict, match=f"You hold caption task {held.pk}: submit or skip it first"):
+        captions.caption_draft_save(task_id=other.pk, user=annotator, text="a second one")
+    response = client_for(annotator).put(
+        f"/api/captions/tasks/{other.pk}/draft/", {"text": "a second one"}, content_type="application/json"
+    )
+    assert response.status_code == 409
+    assert list(CaptionTask.objects.held_by(annotator)) == [held]
+    assert not Caption.objects.filter(task=other).exists()
+
+
+def test_an_expired_caption_lease_is_held_nowhere_without_a_sweep(
+    client_for, annotator, annotator2, coordinator, video
+):
+    batch_over(coordinator, pairs(video, 2))
+    first = captions.caption_task_lease(user=annotator)
+    CaptionTask.objects.filter(pk=first.pk).update(lease_expires=timezone.now() - timedelta(seconds=1))
+    assert not CaptionTask.objects.held().exists()
+    page = client_for(annotator).get("/captions/work/")
+    assert page.status_code == 200, "an expired lease must not send the annotator back to its task"
+    assert page.context["available"] == 2
+    # Taking another task ends the expired lease in the same transaction (the holder column is unique).
+    second = CaptionTask.objects.exclude(pk=first.pk).get()
+    captions.caption_draft_save(task_id=second.pk, user=annotator, text="started")
+    assert CaptionTask.objects.get(pk=first.pk).lease_holder is None
+    assert captions.caption_task_lease(user=annotator2).pk == first.pk
+
+
+def test_the_database_refuses_a_second_caption_lease_for_one_annotator(annotator, coordinator, video):
+    batch_over(coordinator, pairs(video, 2))
+    first, second = CaptionTask.objects.order_by("pk")
+    CaptionTask.objects.filter(pk=first.pk).update(lease_holder=annotator, lease_expires=timezone.now())
+    with pytest.raises(IntegrityError), transaction.atomic():
+        CaptionTask.objects.filter(pk=second.pk).update(lease_holder=annotator, lease_expires=timezone.now())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_annotator_firing_concurrent_requests_for_different_tasks_ends_holding_one(coordinator):
+    video = make_video(frames=2)
+    batch_over(coordinator, [make_pair(video=video) for _ in range(10)])
+    user = make_user("racer", "annotator")
+    tasks = list(CaptionTask.objects.order_by("pk"))
+    # Six autosaves, each for another task, and two asks for the next task, all at once.
+    calls = [lambda t=t: captions.caption_draft_save(task_id=t.pk, user=user, text="draft") for t in tasks[:6]]
+    calls += [lambda: captions.caption_task_lease(user=user) for _ in range(2)]
+    results = run_at_once(*calls)
+    unexpected = [r for r in results if isinstance(r, BaseException) and not isinstance(r, captions.CaptionConflict)]
+    assert not unexpected, unexpected
+    held = list(CaptionTask.objects.held_by(user))
+    assert len(held) == 1
+    assert CaptionTask.objects.filter(lease_holder=user).count() == 1
+    won = {r.task_id if isinstance(r, Caption) else r.pk for r in results if not isinstance(r, BaseException)}
+    assert won == {held[0].pk}
+    assert Caption.objects.filter(author=user).exclude(task=held[0]).count() == 0
+    refused = [str(r) for r in results if isinstance(r, captions.CaptionConflict)]
+    assert refused and all("You hold caption task" in text or "a moment ago" in text for text in refused)
 
 
 # --- Drafts and submit -------------------------------------------------------------------------------------
@@ -238,12 +299,12 @@ def test_concurrent_annotators_never_lease_the_same_task(coordinator):
 def test_autosave_keeps_one_draft_and_renews_the_lease(annotator, coordinator, video):
     batch_over(coordinator, pairs(video, 1))
     task = captions.caption_task_lease(user=annotator)
-    CaptionTask.objects.filter(pk=task.pk).update(leased_until=timezone.now() + timedelta(seconds=5))
+    CaptionTask.objects.filter(pk=task.pk).update(lease_expires=timezone.now() + timedelta(seconds=5))
     captions.caption_draft_save(task_id=task.pk, user=annotator, text="The cup")
     captions.caption_draft_save(task_id=task.pk, user=annotator, text="The cup moved")
     assert list(Caption.objects.values_list("text", "status")) == [("The cup moved", "draft")]
     task.refresh_from_db()
-    assert task.leased_until > timezone.now() + timedelta(minutes=1)
+    assert task.lease_expires > timezone.now() + timedelta(minutes=1)
 
 
 def test_the_same_client_key_submits_once(annotator, coordinator, video):
@@ -254,7 +315,7 @@ def test_the_same_client_key_submits_once(annotator, coordinator, video):
     assert first.pk == again.pk and again.text == GOOD
     assert Caption.objects.count() == 1
     task.refresh_from_db()
-    assert (task.status, task.caption_id, task.leased_by_id) == ("done", first.pk, None)
+    assert (task.status, task.caption_id, task.lease_holder_id) == ("done", first.pk, None)
     assert first.status == "submitted" and first.submitted_at is not None
 
 

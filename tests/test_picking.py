@@ -10,13 +10,13 @@ from datetime import timedelta
 import numpy as np
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
+from django.test import Client
 from django.utils import timezone
 
 from annotator.models import Frame, Image, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from annotator.picking.questions import question_validate
-from annotator.picking.tasks import sweep_video_leases
 from annotator.similarity.services import current_fingerprint
 from demo.pairs import PLANS, seed_demo_pairs
 from subtlebench.errors import Forbidden, Invalid
@@ -96,7 +96,7 @@ def test_it_never_leases_one_video_twice_when_many_annotators_ask_at_once():
     leased = [pk for pk in results.values() if pk is not None]
     assert len(leased) == len(set(leased)) == len(videos)
     assert sum(1 for pk in results.values() if pk is None) == len(users) - len(videos)
-    holders = Video.objects.values_list("leased_to", flat=True)
+    holders = Video.objects.values_list("lease_holder", flat=True)
     assert len(set(holders)) == len(videos)
 
 
@@ -121,16 +121,22 @@ def test_it_leases_only_sampled_videos(annotator):
     assert picking.video_lease_next(user=annotator) is None
 
 
-def test_the_sweep_returns_leases_without_a_heartbeat_to_the_pool(annotator, annotator2, settings):
+def test_an_expired_lease_is_free_everywhere_without_a_sweep(client_for, annotator, annotator2, settings):
     video = bulk_video(2)
     picking.video_lease_next(user=annotator)
     assert picking.video_lease_next(user=annotator2) is None
-    assert sweep_video_leases() == 0
+    assert picking.overview_figures()["videos"]["leased"] == 1
     Video.objects.filter(pk=video.pk).update(lease_expires=timezone.now() - timedelta(seconds=1))
-    assert sweep_video_leases() == 1
-    assert Video.objects.get(pk=video.pk).leased_to is None
+    # Nothing swept the row: its holder is still written there, and no query counts the lease as held.
+    assert Video.objects.get(pk=video.pk).lease_holder == annotator
+    assert not Video.objects.held().exists() and not Video.objects.held_by(annotator).exists()
+    assert picking.overview_figures()["videos"]["leased"] == 0
+    assert client_for(annotator).get("/work/").context["held"] is None
+    config = client_for(annotator2).get(f"/work/videos/{video.pk}/").context["config"]
+    assert (config["held"], config["leased_to"], config["held_elsewhere"]) == (False, "", None)
     assert picking.video_lease_next(user=annotator2).pk == video.pk
-    assert settings.CELERY_BEAT_SCHEDULE["sweep-video-leases"]["task"] == "annotator.tasks.sweep_video_leases"
+    assert "sweep-video-leases" not in settings.CELERY_BEAT_SCHEDULE
+    assert not hasattr(settings, "LEASE_SWEEP_SECONDS")
 
 
 def test_a_heartbeat_extends_the_lease_and_is_refused_once_someone_else_holds_it(annotator, annotator2):
@@ -164,10 +170,160 @@ def test_an_assigned_video_goes_to_its_assignee_first_and_to_nobody_else(annotat
     make_pair(video=assigned, status=Pair.Status.ACCEPTED)  # assigned still comes before a fresh video
     picking.video_assign(video=assigned, user=annotator2, by=coordinator)
     assert picking.video_lease_next(user=annotator).pk != assigned.pk
-    picking.video_release(video=Video.objects.get(leased_to=annotator), user=annotator)
+    picking.video_release(video=Video.objects.get(lease_holder=annotator), user=annotator)
     assert picking.video_lease_next(user=annotator) is None
     bulk_video(2, yt8m_id="b-fresh")
     assert picking.video_lease_next(user=annotator2).pk == assigned.pk
+
+
+def test_an_annotator_who_holds_a_video_cannot_take_a_second_one(client_for, annotator):
+    first = bulk_video(2, yt8m_id="a-first")
+    second = bulk_video(2, yt8m_id="b-second")
+    client = client_for(annotator)
+    assert client.post("/api/work/lease/").json()["video"]["id"] == first.pk
+    page = client.get(f"/work/videos/{second.pk}/")
+    assert page.status_code == 200
+    assert page.context["config"]["held_elsewhere"] == {"id": first.pk, "yt8m_id": "a-first"}
+    assert page.context["config"]["held"] is False
+    assert b"release it or\n  finish it first" in page.content
+    assert f'href="/work/videos/{first.pk}/"'.encode() in page.content
+    response = client.post(f"/api/videos/{second.pk}/heartbeat/")
+    assert response.status_code == 409
+    assert response.json()["detail"] == "You hold video a-first: release it or finish it first."
+    with pytest.raises(picking.Conflict, match="You hold video a-first"):
+        submit(annotator, second)
+    assert list(Video.objects.held_by(annotator)) == [first]
+    assert Video.objects.get(pk=second.pk).lease_holder is None
+    client.post(f"/api/videos/{first.pk}/release/", {"reason": "done"}, content_type="application/json")
+    assert client.post(f"/api/videos/{second.pk}/heartbeat/").status_code == 200
+    assert list(Video.objects.held_by(annotator)) == [second]
+
+
+def test_ones_own_expired_lease_does_not_block_taking_another_video(annotator):
+    first = bulk_video(2, yt8m_id="a-first")
+    second = bulk_video(2, yt8m_id="b-second")
+    picking.video_lease_next(user=annotator)
+    Video.objects.filter(pk=first.pk).update(lease_expires=timezone.now() - timedelta(seconds=1))
+    assert picking.video_heartbeat(video=second, user=annotator).pk == second.pk
+    assert Video.objects.get(pk=first.pk).lease_holder is None  # ended in the same transaction
+    assert list(Video.objects.held_by(annotator)) == [second]
+
+
+def test_the_database_refuses_a_second_lease_for_one_annotator(annotator):
+    first, second = bulk_video(2), bulk_video(2)
+    expired = timezone.now() - timedelta(minutes=1)
+    Video.objects.filter(pk=first.pk).update(lease_holder=annotator, lease_expires=expired)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Video.objects.filter(pk=second.pk).update(lease_holder=annotator, lease_expires=timezone.now())
+
+
+def test_assigning_a_video_ends_another_annotators_lease_and_waits_for_the_assignee(
+    client_for, annotator, annotator2, coordinator
+):
+    held = bulk_video(2, yt8m_id="a-held")
+    target = bulk_video(2, yt8m_id="b-target")
+    assert picking.video_lease_next(user=annotator).pk == held.pk
+    assert picking.video_lease_next(user=annotator2).pk == target.pk
+    picking.video_assign(video=target, user=annotator, by=coordinator)
+    assert Video.objects.get(pk=target.pk).lease_holder is None
+    with pytest.raises(picking.Conflict, match="assigned to another annotator"):
+        picking.video_heartbeat(video=target, user=annotator2)
+    # The assignee keeps the video they hold; the work page says what comes next.
+    page = client_for(annotator).get("/work/")
+    assert page.context["held"] == held and list(page.context["assigned"]) == [target]
+    assert b"Assigned to you by a coordinator, yours when you are done with this video" in page.content
+    picking.video_release(video=held, user=annotator)
+    assert picking.video_lease_next(user=annotator).pk == target.pk
+
+
+def test_asking_for_work_returns_the_video_whose_lease_one_let_run_out(annotator):
+    bulk_video(2, yt8m_id="a-other")
+    mine = bulk_video(2, yt8m_id="b-mine")
+    picking.video_heartbeat(video=mine, user=annotator)
+    Video.objects.filter(pk=mine.pk).update(lease_expires=timezone.now() - timedelta(seconds=1))
+    assert picking.video_lease_next(user=annotator).pk == mine.pk
+
+
+def api_clients(users) -> list[Client]:
+    """One logged-in test client per call, made before the threads start (each thread opens its own connection)."""
+    clients = []
+    for user in users:
+        client = Client()
+        client.force_login(user)
+        clients.append(client)
+    return clients
+
+
+def run_at_once(*calls):
+    """Run the calls in threads released together, each on its own database connection; results or exceptions."""
+    barrier = threading.Barrier(len(calls))
+    results: list = [None] * len(calls)
+
+    def run(index, call):
+        try:
+            barrier.wait()
+            results[index] = call()
+        except BaseException as error:  # noqa: BLE001 - returned to the test, which asserts on it
+            results[index] = error
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i, call)) for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_annotator_firing_concurrent_requests_for_different_videos_ends_holding_one():
+    user = make_user("racer", "annotator")
+    videos = [bulk_video(2) for _ in range(8)]
+    for _ in range(2):
+        bulk_video(2)  # unlocked ones for the asks for work (SKIP LOCKED passes the rows locked meanwhile)
+    clients = api_clients([user] * 10)
+    # Eight heartbeats, each for another video (eight workbench tabs), and two asks for work, all at once.
+    calls = [lambda c=c, v=v: c.post(f"/api/videos/{v.pk}/heartbeat/") for c, v in zip(clients, videos, strict=False)]
+    calls += [lambda c=c: c.post("/api/work/lease/") for c in clients[len(videos) :]]
+    responses = run_at_once(*calls)
+    assert not [r for r in responses if isinstance(r, BaseException)], responses
+    assert {r.status_code for r in responses} <= {200, 409}
+    held = list(Video.objects.held_by(user))
+    assert len(held) == 1
+    assert Video.objects.filter(lease_holder=user).count() == 1
+    ok = [r.json() for r in responses if r.status_code == 200]
+    assert {(body.get("video") or body)["id"] for body in ok} == {held[0].pk}
+    refused = [r.json()["detail"] for r in responses if r.status_code == 409]
+    assert len(ok) + len(refused) == len(calls) and len(refused) >= len(videos) - 1
+    assert all(detail.startswith("You hold video") for detail in refused), refused
+
+
+@pytest.mark.django_db(transaction=True)
+def test_annotators_each_firing_concurrent_requests_never_share_a_video_nor_hold_two():
+    users = [make_user(f"worker{i}", "annotator") for i in range(6)]
+    videos = [bulk_video(2) for _ in range(10)]
+    for _ in range(10):
+        bulk_video(2)  # unlocked ones for the asks for work (SKIP LOCKED passes the rows locked meanwhile)
+    clients = api_clients([user for user in users for _ in range(3)])
+    calls = []
+    for n, client in enumerate(clients):
+        video = videos[n % len(videos)]
+        if n % 3 == 0:
+            calls.append(lambda c=client: c.post("/api/work/lease/"))
+        else:
+            calls.append(lambda c=client, v=video: c.post(f"/api/videos/{v.pk}/heartbeat/"))
+    responses = run_at_once(*calls)
+    assert not [r for r in responses if isinstance(r, BaseException)], responses
+    assert {r.status_code for r in responses} <= {200, 409}
+    holders = [holder for holder in Video.objects.held().values_list("lease_holder", flat=True)]
+    assert len(holders) == len(set(holders)) == len(users)  # everyone got one video, nobody two
+    held_by = dict(Video.objects.held().values_list("lease_holder", "pk"))
+    for n, response in enumerate(responses):
+        if response.status_code == 200:
+            body = response.json()
+            # Every success a user saw names the one video that user holds at the end.
+            assert (body.get("video") or body)["id"] == held_by[users[n // 3].pk]
 
 
 # --- Question rules -------------------------------------------------------------------------------------------
@@ -317,7 +473,7 @@ def test_a_resubmit_needs_the_current_version_and_bumps_it(annotator, reviewer):
 
 def submitted_pair(author, **fields):
     video = make_video(frames=3)
-    picking.video_lease_next(user=author)
+    picking.video_heartbeat(video=video, user=author)  # this video: the next in the queue may be another one
     pair, _ = submit(author, video, **fields)
     picking.video_release(video=video, user=author)
     return pair
@@ -468,7 +624,7 @@ def test_asking_for_work_leads_to_the_leased_videos_workbench(client_for, annota
     video = bulk_video(3)
     response = client_for(annotator).post("/work/")
     assert response.status_code == 302 and response["Location"] == f"/work/videos/{video.pk}/"
-    assert Video.objects.get(pk=video.pk).leased_to == annotator
+    assert Video.objects.get(pk=video.pk).lease_holder == annotator
     empty = client_for(annotator).get("/work/")
     assert b"Continue on this video" in empty.content
 
@@ -555,7 +711,7 @@ def test_the_demo_leaves_pairs_in_every_state_and_is_safe_to_rerun():
     assert set(Pair.objects.values_list("author__username", flat=True)) == {"annotator1", "annotator2"}
     assert Review.objects.filter(decision="reject").exclude(reason="").count() == 2
     assert PairDraft.objects.count() == 1
-    assert Video.objects.filter(leased_to__isnull=False).count() == 0
+    assert Video.objects.filter(lease_holder__isnull=False).count() == 0
     assert not VideoSkip.objects.exists()  # the demo annotators still get the demo videos offered
 
 

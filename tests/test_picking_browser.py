@@ -1,4 +1,5 @@
-"""Pair picking in a real Chromium: keyboard picking to an accepted pair, and a draft that survives a reload."""
+"""Pair picking in a real Chromium: keyboard picking to an accepted pair, a draft that survives a reload, and
+one video at a time."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from annotator.models import Pair, PairDraft
+from annotator.models import Pair, PairDraft, Video
 from annotator.picking import services as picking
 from tests.conftest import browser_login, wait_until
 from tests.factories import make_pair, make_video
@@ -114,3 +115,24 @@ def test_the_editor_shows_only_the_answer_control_of_the_chosen_category(page, a
     page.keyboard.press("4")  # temporal: the answer is frame A or B
     expect(page.locator("#binary-answer")).to_be_visible()
     expect(page.locator("#text-answer")).to_be_hidden()
+
+
+def test_a_second_videos_workbench_names_the_held_video_and_takes_nothing(page, annotator):
+    held = make_video(frames=4, yt8m_id="held-one")
+    other = make_video(frames=4)
+    picking.video_heartbeat(video=held, user=annotator)
+    script_errors, heartbeats = [], []
+    page.on("pageerror", lambda error: script_errors.append(str(error)))
+    page.on("request", lambda request: heartbeats.append(request.url) if "/heartbeat/" in request.url else None)
+    browser_login(page, "alice")
+    page.goto(f"/work/videos/{other.pk}/")
+    expect(page.locator("#lease-conflict")).to_contain_text("You hold video held-one: release it or finish it first")
+    expect(page.locator("#lease-status")).to_have_text("you hold held-one")
+    page.wait_for_load_state("networkidle")
+    assert heartbeats == []
+    assert Video.objects.get(pk=other.pk).lease_holder is None
+    page.click("#lease-conflict a")
+    page.wait_for_url(f"**/work/videos/{held.pk}/")
+    expect(page.locator("#lease-status")).to_have_text("lease: yours")
+    assert page.locator("#lease-conflict").count() == 0
+    assert script_errors == []

@@ -8,14 +8,13 @@ import math
 import random
 import re
 import secrets
-from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from annotator.leases import LeaseHeld, lease_acquire, lease_release
 from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionSkip, CaptionTask, Pair
 from subtlebench.errors import Conflict, Forbidden, Invalid
 
@@ -186,20 +185,26 @@ def caption_batch_create(
 # --- The caption queue -------------------------------------------------------------------------------------
 
 
-def _lease_until(now):
-    return now + timedelta(minutes=settings.LEASE_MINUTES)
-
-
-@transaction.atomic
 def caption_task_lease(*, user) -> CaptionTask | None:
     """The caption task this user holds (its lease renewed), else the next free one, else None.
 
     Rows are claimed with SELECT ... FOR UPDATE SKIP LOCKED, so concurrent annotators never get the same task;
-    the user's own row is locked first so one user's concurrent requests do not take two tasks.
+    one lease per annotator (annotator/leases.py) keeps one user's concurrent requests from taking two.
     """
+    try:
+        return _lease_next(user)
+    except LeaseHeld:
+        # A concurrent request of this annotator leased a task first: asking again returns that one.
+        try:
+            return _lease_next(user)
+        except LeaseHeld as error:
+            raise CaptionConflict(_held_message(error.held))
+
+
+@transaction.atomic
+def _lease_next(user) -> CaptionTask | None:
     now = timezone.now()
-    get_user_model().objects.select_for_update().filter(pk=user.pk).first()
-    task = CaptionTask.objects.leased_to(user, now).select_for_update(of=("self",)).first()
+    task = CaptionTask.objects.open().held_by(user, now).select_for_update(of=("self",)).first()
     if task is None:
         task = (
             CaptionTask.objects.available_to(user, now)
@@ -209,24 +214,28 @@ def caption_task_lease(*, user) -> CaptionTask | None:
         )
     if task is None:
         return None
-    task.leased_by = user
-    task.leased_until = _lease_until(now)
-    task.save(update_fields=["leased_by", "leased_until"])
-    return task
+    return lease_acquire(row=task, user=user, now=now)
+
+
+def _held_message(held: CaptionTask | None) -> str:
+    if held is None:
+        return "You took another caption task a moment ago: submit or skip it first."
+    return f"You hold caption task {held.pk}: submit or skip it first."
 
 
 def _claim(task: CaptionTask, user, now) -> None:
     """Check that this (locked) open task is the user's to write, renewing or retaking the lease."""
     if task.status != CaptionTask.Status.OPEN:
         raise CaptionConflict("This caption task is already done: take the next one from the queue.")
-    if not task.is_leased_to(user, now):
+    if not task.is_held_by(user, now):
         if not task.is_free(now):
             raise CaptionConflict("Your lease on this task ran out and someone else holds it now.")
         if not CaptionTask.objects.available_to(user, now).filter(pk=task.pk).exists():
             raise Forbidden("This caption task is not offered to you.")
-    task.leased_by = user
-    task.leased_until = _lease_until(now)
-    task.save(update_fields=["leased_by", "leased_until"])
+    try:
+        lease_acquire(row=task, user=user, now=now)
+    except LeaseHeld as error:
+        raise CaptionConflict(_held_message(error.held))
 
 
 def caption_draft_of(task: CaptionTask, user) -> Caption | None:
@@ -273,9 +282,8 @@ def caption_submit(*, task_id: int, user, text: str, client_key: str | None = No
     caption.save(update_fields=["flags", "flag_detail"])
     task.status = CaptionTask.Status.DONE
     task.caption = caption
-    task.leased_by = None
-    task.leased_until = None
-    task.save(update_fields=["status", "caption", "leased_by", "leased_until"])
+    task.save(update_fields=["status", "caption"])
+    lease_release(row=task, user=user)
     return caption
 
 
@@ -288,9 +296,7 @@ def caption_task_skip(*, task_id: int, user, reason: str) -> CaptionSkip:
     task = CaptionTask.objects.select_for_update().get(pk=task_id)
     _claim(task, user, timezone.now())
     Caption.objects.filter(task=task, author=user, status=Caption.Status.DRAFT).delete()
-    task.leased_by = None
-    task.leased_until = None
-    task.save(update_fields=["leased_by", "leased_until"])
+    lease_release(row=task, user=user)
     return CaptionSkip.objects.create(task=task, user=user, reason=reason)
 
 

@@ -95,7 +95,7 @@ def caption_batch_create(request):
 @require_GET
 def captions_work(request):
     """The annotator's start page: resume a held task, or take the next one; their recent captions."""
-    held = CaptionTask.objects.leased_to(request.user).first()
+    held = CaptionTask.objects.open().held_by(request.user).first()
     if held is not None:
         return redirect("caption-workbench", task_id=held.pk)
     recent = (
@@ -110,7 +110,10 @@ def captions_work(request):
 
 
 def _lease_and_go(request):
-    task = captions.caption_task_lease(user=request.user)
+    try:
+        task = captions.caption_task_lease(user=request.user)
+    except Conflict as error:
+        return error_response(request, error, back_to="captions-work")
     if task is None:
         messages.info(request, "Nothing left to caption for you right now.")
         return redirect("captions-work")
@@ -126,7 +129,7 @@ def caption_lease(request):
 def _held_task(request, task_id: int) -> CaptionTask:
     """The task, if this annotator holds its lease; Forbidden otherwise."""
     task = get_object_or_404(CaptionTask.objects.select_related("batch", "pair__image_1", "pair__image_2"), pk=task_id)
-    if not task.is_leased_to(request.user):
+    if not task.is_held_by(request.user):
         raise Forbidden("You do not hold this caption task.")
     return task
 
@@ -150,7 +153,7 @@ def _workbench(request, task: CaptionTask, text: str | None = None, error: str =
 @require_GET
 def caption_workbench(request, task_id: int):
     task = get_object_or_404(CaptionTask, pk=task_id)
-    if not task.is_leased_to(request.user):
+    if not task.is_held_by(request.user):
         messages.warning(request, "That caption task is no longer leased to you.")
         return redirect("captions-work")
     return _workbench(request, _held_task(request, task_id))
@@ -165,7 +168,7 @@ def caption_draft(request, task_id: int):
         caption = captions.caption_draft_save(task_id=task_id, user=request.user, text=request.POST.get("text", ""))
     except (Invalid, Forbidden, Conflict) as error:
         return error_response(request, error)
-    return JsonResponse({"saved": caption.updated.isoformat(), "lease_until": caption.task.leased_until.isoformat()})
+    return JsonResponse({"saved": caption.updated.isoformat(), "lease_until": caption.task.lease_expires.isoformat()})
 
 
 @role_required(ANNOTATOR)

@@ -11,6 +11,7 @@ from annotator.models.captions import (
     CaptionTaskQuerySet,
 )
 from annotator.models.jobs import Job
+from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.pairs import Pair, PairQuerySet, Review
 from annotator.models.picking import PairDraft, VideoSkip
 from annotator.models.similarity import EmbeddingModel, ImageEmbedding
@@ -34,6 +35,8 @@ __all__ = [
     "Image",
     "ImageEmbedding",
     "Job",
+    "LeaseQuerySet",
+    "Leasable",
     "Pair",
     "PairDraft",
     "PairQuerySet",

@@ -8,6 +8,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.utils import timezone
 
+from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.pairs import Pair
 
 
@@ -135,29 +136,25 @@ class CaptionBatch(models.Model):
         return int(100 * self.tasks_done / self.tasks_total) if self.tasks_total else 0
 
 
-class CaptionTaskQuerySet(models.QuerySet):
+class CaptionTaskQuerySet(LeaseQuerySet):
     def open(self):
         return self.filter(status=CaptionTask.Status.OPEN)
 
-    def leased_to(self, user, now=None):
-        return self.open().filter(leased_by=user, leased_until__gt=now or timezone.now())
-
     def available_to(self, user, now=None):
         """Open tasks nobody holds, on pairs this user may caption and has not captioned or skipped."""
-        now = now or timezone.now()
-        free = models.Q(leased_until__isnull=True) | models.Q(leased_until__lte=now)
         may_caption = ~models.Q(pair__author=user) | models.Q(batch__allow_own_pairs=True)
         written = Caption.objects.written().filter(author=user).values("pair_id")
         skipped = CaptionSkip.objects.filter(user=user).values("task_id")
         return (
             self.open()
-            .filter(free, may_caption, pair__status=Pair.Status.ACCEPTED)
+            .free(now)
+            .filter(may_caption, pair__status=Pair.Status.ACCEPTED)
             .exclude(pair_id__in=written)
             .exclude(pk__in=skipped)
         )
 
 
-class CaptionTask(models.Model):
+class CaptionTask(Leasable):
     """One caption a batch needs for one pair (slot 1..captions_per_item), leased to one annotator at a time."""
 
     class Status(models.TextChoices):
@@ -171,27 +168,18 @@ class CaptionTask(models.Model):
     caption = models.OneToOneField(
         Caption, models.SET_NULL, null=True, blank=True, related_name="+", help_text="The submitted caption."
     )
-    leased_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="caption_leases"
-    )
-    leased_until = models.DateTimeField(null=True, blank=True)
 
     objects = CaptionTaskQuerySet.as_manager()
 
-    class Meta:
+    class Meta(Leasable.Meta):
         ordering = ["batch", "pair", "slot"]
-        constraints = [models.UniqueConstraint(fields=["batch", "pair", "slot"], name="caption_task_unique_slot")]
+        constraints = [
+            *Leasable.Meta.constraints,
+            models.UniqueConstraint(fields=["batch", "pair", "slot"], name="caption_task_unique_slot"),
+        ]
 
     def __str__(self):
         return f"caption task {self.pk} (pair {self.pair_id}, slot {self.slot})"
-
-    def is_leased_to(self, user, now=None) -> bool:
-        now = now or timezone.now()
-        return self.leased_by_id == user.pk and self.leased_until is not None and self.leased_until > now
-
-    def is_free(self, now=None) -> bool:
-        now = now or timezone.now()
-        return self.leased_until is None or self.leased_until <= now
 
 
 class CaptionSkip(models.Model):

@@ -7,10 +7,11 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.utils import timezone
 
+from annotator.models.leases import Leasable
 from annotator.models.taxonomy import Domain
 
 
-class Video(models.Model):
+class Video(Leasable):
     class Status(models.TextChoices):
         PENDING = "pending"
         SAMPLING = "sampling"
@@ -34,17 +35,13 @@ class Video(models.Model):
     frame_count = models.PositiveIntegerField(default=0)
     created = models.DateTimeField(default=timezone.now)
     updated = models.DateTimeField(auto_now=True)
-    # Pair picking: who holds the video now (a lease renewed by heartbeats), and whom a coordinator gave it to.
-    leased_to = models.ForeignKey(
-        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="leased_videos"
-    )
-    lease_heartbeat = models.DateTimeField(null=True, blank=True)
-    lease_expires = models.DateTimeField(null=True, blank=True, db_index=True)
+    # Pair picking: the lease (Leasable: who holds the video now, renewed by the workbench's heartbeats), and
+    # whom a coordinator gave it to.
     assigned_to = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="assigned_videos"
     )
 
-    class Meta:
+    class Meta(Leasable.Meta):
         ordering = ["yt8m_id"]
 
     def __str__(self):

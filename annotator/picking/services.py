@@ -1,12 +1,11 @@
 """Pair picking services: video leases, drafts, submitting pairs from frames, review decisions, the overview.
 
-The HTML views, the API, the Celery sweep and the demo data all call these functions.
+The HTML views, the API and the demo data all call these functions.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -14,6 +13,7 @@ from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery,
 from django.db.models.functions import Coalesce, TruncHour
 from django.utils import timezone
 
+from annotator.leases import LeaseHeld, lease_acquire, lease_release
 from annotator.models import Category, Frame, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
 from annotator.similarity.services import pair_update_similarity
@@ -23,19 +23,15 @@ MAX_DRAFT_BYTES = 20_000
 
 
 # --- Leases ---------------------------------------------------------------------------------------------------
-
-
-def lease_duration() -> timedelta:
-    return timedelta(minutes=settings.LEASE_MINUTES)
+# One video per annotator at a time (annotator/leases.py); an expired lease is free in every query below.
 
 
 def videos_open_to(user, now=None):
     """Sampled videos this user may lease now: not held by anyone, not assigned to someone else, not skipped."""
-    now = now or timezone.now()
     skipped = VideoSkip.objects.filter(video=OuterRef("pk")).filter(Q(user=user) | Q(reason__in=VideoSkip.FOR_EVERYONE))
     return (
         Video.objects.filter(status=Video.Status.SAMPLED)
-        .filter(Q(leased_to__isnull=True) | Q(lease_expires__lte=now))
+        .free(now)
         .filter(Q(assigned_to__isnull=True) | Q(assigned_to=user))
         .filter(~Exists(skipped))
     )
@@ -55,62 +51,83 @@ def by_fewest_accepted_pairs(videos):
 
 
 def lease_candidates(user, now=None):
-    """The queries that find the next video, in order: assigned to the user; no accepted pair yet; the rest.
+    """The queries that find the next video, in order: the one whose lease this user let run out, if nobody took
+    it since (their draft is there); assigned to the user; no accepted pair yet; the rest.
 
-    The middle one is the common case and avoids counting pairs for every video (an anti-join instead).
+    The third one is the common case and avoids counting pairs for every video (an anti-join instead).
     """
     videos = videos_open_to(user, now)
     without_accepted = ~Exists(Pair.objects.filter(video=OuterRef("pk"), status=Pair.Status.ACCEPTED))
     return [
+        videos.filter(lease_holder=user),
         by_fewest_accepted_pairs(videos.filter(assigned_to=user)),
         videos.filter(assigned_to__isnull=True).filter(without_accepted).order_by("id"),
         by_fewest_accepted_pairs(videos.filter(assigned_to__isnull=True)),
     ]
 
 
-def _hold(video: Video, user, now) -> Video:
-    video.leased_to = user
-    video.lease_heartbeat = now
-    video.lease_expires = now + lease_duration()
-    video.save(update_fields=["leased_to", "lease_heartbeat", "lease_expires", "updated"])
-    return video
+def _held_message(held: Video | None) -> str:
+    if held is None:
+        return "You took another video a moment ago: release it or finish it first."
+    return f"You hold video {held.yt8m_id}: release it or finish it first."
 
 
 def video_lease_next(*, user) -> Video | None:
-    """Lease one video to the user (the one they already hold, if any); None when no video is left for them.
+    """Lease one video to the user (the one they hold, if any); None when no video is left for them.
 
     `FOR UPDATE SKIP LOCKED` lets many annotators ask at once: each takes the first candidate row nobody else
     has locked, and PostgreSQL re-checks the lease columns of a row changed since the query began.
     """
+    try:
+        return _lease_next(user)
+    except LeaseHeld:
+        # A concurrent request of this annotator leased a video first: asking again returns that one.
+        try:
+            return _lease_next(user)
+        except LeaseHeld as error:
+            raise Conflict(_held_message(error.held))
+
+
+@transaction.atomic
+def _lease_next(user) -> Video | None:
     now = timezone.now()
-    with transaction.atomic():
-        held = Video.objects.select_for_update().filter(leased_to=user).order_by("lease_expires").first()
-        if held is not None:
-            return _hold(held, user, now)
-        for candidates in lease_candidates(user, now):
-            video = candidates.select_for_update(skip_locked=True, of=("self",)).first()
-            if video is not None:
-                return _hold(video, user, now)
-        return None
+    held = Video.objects.held_by(user, now).select_for_update().first()
+    if held is not None:
+        return lease_acquire(row=held, user=user, now=now)
+    for candidates in lease_candidates(user, now):
+        video = candidates.select_for_update(skip_locked=True, of=("self",)).first()
+        if video is not None:
+            return lease_acquire(row=video, user=user, now=now)
+    return None
 
 
 def _lock_lease(video: Video, user) -> Video:
-    """Lock the video row and make sure this user holds it, taking it back if nobody else did meanwhile."""
+    """Lock the video row and make sure this user holds it, taking it (back) if it is free and they hold no other.
+
+    Never takes a second video: an annotator who holds one gets a Conflict naming it.
+    """
     now = timezone.now()
     locked = Video.objects.select_for_update().get(pk=video.pk)
     if locked.status != Video.Status.SAMPLED:
         raise Conflict(f"Video {locked.yt8m_id} is {locked.status}, not sampled: it has no frames to pick from.")
-    free = locked.leased_to_id in (None, user.pk) or (locked.lease_expires and locked.lease_expires <= now)
-    if locked.assigned_to_id not in (None, user.pk) or not free:
+    if locked.assigned_to_id not in (None, user.pk):
+        raise Conflict(
+            f"Video {locked.yt8m_id} is assigned to another annotator. "
+            "Your draft is saved; ask for work to get a video."
+        )
+    if not (locked.is_free(now) or locked.is_held_by(user, now)):
         raise Conflict(
             f"Video {locked.yt8m_id} is now leased to another annotator: your lease ran out. "
             "Your draft is saved; ask for work to get a video."
         )
-    return _hold(locked, user, now)
+    try:
+        return lease_acquire(row=locked, user=user, now=now)
+    except LeaseHeld as error:
+        raise Conflict(_held_message(error.held))
 
 
 def video_heartbeat(*, video: Video, user) -> Video:
-    """Extend the user's lease; take the video back if the lease lapsed and nobody else took it."""
+    """Extend the user's lease; take the video (back) if it is free and the user holds no other video."""
     with transaction.atomic():
         return _lock_lease(video, user)
 
@@ -126,34 +143,25 @@ def video_release(
         raise Invalid({"reason": [f"Unknown reason {reason!r}: use one of {', '.join(VideoSkip.Reason)}."]})
     with transaction.atomic():
         locked = Video.objects.select_for_update().get(pk=video.pk)
-        if locked.leased_to_id == user.pk:
-            locked.leased_to = None
-            locked.lease_heartbeat = None
-            locked.lease_expires = None
-            locked.save(update_fields=["leased_to", "lease_heartbeat", "lease_expires", "updated"])
+        lease_release(row=locked, user=user)
         if reason is None:
             return None
         return VideoSkip.objects.create(video=locked, user=user, reason=reason, note=note.strip())
 
 
 def video_assign(*, video: Video, user, by) -> Video:
-    """A coordinator gives a video to one annotator: only they are offered it, before anything else."""
+    """A coordinator gives a video to one annotator: only they are offered it, before anything else.
+
+    Someone else's lease on it ends (their workbench's next heartbeat says so). The annotator keeps the video they
+    hold now, if any: the assigned one is what they get when they next ask for work.
+    """
     with transaction.atomic():
         locked = Video.objects.select_for_update().get(pk=video.pk)
         locked.assigned_to = user
-        fields = ["assigned_to", "updated"]
-        if user is not None and locked.leased_to_id not in (None, user.pk):
-            locked.leased_to, locked.lease_heartbeat, locked.lease_expires = None, None, None
-            fields += ["leased_to", "lease_heartbeat", "lease_expires"]
-        locked.save(update_fields=fields)
+        locked.save(update_fields=["assigned_to", "updated"])
+        if user is not None and locked.lease_holder_id != user.pk:
+            lease_release(row=locked)
         return locked
-
-
-def video_leases_sweep() -> int:
-    """Return leases that saw no heartbeat in time to the pool; the number returned."""
-    return Video.objects.filter(leased_to__isnull=False, lease_expires__lte=timezone.now()).update(
-        leased_to=None, lease_heartbeat=None, lease_expires=None
-    )
 
 
 # --- Drafts ---------------------------------------------------------------------------------------------------
@@ -462,7 +470,7 @@ def overview_figures() -> dict:
         sampled=Count("id"),
         untouched=Count("id", filter=~Q(Exists(with_accepted)) & ~Q(Exists(flagged))),
         flagged=Count("id", filter=Q(Exists(flagged))),
-        leased=Count("id", filter=Q(leased_to__isnull=False, lease_expires__gt=timezone.now())),
+        leased=Count("id", filter=Video.objects.held_q()),
     )
     return {
         "categories": categories,

@@ -11,11 +11,14 @@ from django.contrib.auth import get_user_model
 from django.core.files.storage import default_storage
 from django.db.models import OuterRef, Subquery
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotator.models import Category, Frame, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from annotator.picking.questions import CATEGORY_KEYS, template_table
+from subtlebench.errors import Conflict
+from subtlebench.pages import error_response
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, role_required
 
 
@@ -36,12 +39,17 @@ def _last_rejection():
 def work(request):
     """GET: your lease, your returned pairs and drafts. POST: ask for work, and go to the leased video."""
     if request.method == "POST":
-        video = picking.video_lease_next(user=request.user)
+        try:
+            video = picking.video_lease_next(user=request.user)
+        except Conflict as error:
+            return error_response(request, error, back_to="picking-work")
         if video is None:
             messages.warning(request, "No video is left for you: every sampled video is leased, skipped or done.")
             return redirect("picking-work")
         return redirect("picking-workbench", video_id=video.pk)
-    held = Video.objects.filter(leased_to=request.user).first()
+    held = Video.objects.held_by(request.user).first()
+    # What a coordinator gave this annotator: offered before anything else when they ask for work.
+    assigned = picking.videos_open_to(request.user).filter(assigned_to=request.user)[:20]
     returned = (
         Pair.objects.filter(author=request.user, status=Pair.Status.REJECTED)
         .select_related("video")
@@ -54,7 +62,7 @@ def work(request):
     return render(
         request,
         "picking/work.html",
-        {"held": held, "returned": returned, "drafts": drafts, "counts": counts},
+        {"held": held, "assigned": assigned, "returned": returned, "drafts": drafts, "counts": counts},
     )
 
 
@@ -62,7 +70,11 @@ def work(request):
 @require_GET
 def workbench(request, video_id: int):
     """The workbench for one video; a constant number of queries whatever the number of frames."""
-    video = get_object_or_404(Video.objects.select_related("leased_to"), pk=video_id)
+    video = get_object_or_404(Video.objects.select_related("lease_holder"), pk=video_id)
+    now = timezone.now()
+    # Looking is always allowed; working on this video is not while the annotator holds another (one at a time):
+    # the page says which, links back to it, and sends no heartbeat (the API would answer 409).
+    elsewhere = Video.objects.held_by(request.user, now).exclude(pk=video.pk).first()
     frames = [
         {"i": index, "t": round(timestamp, 3), "im": image_id, "src": _url(file), "th": _url(thumb or file)}
         for index, timestamp, image_id, file, thumb in Frame.objects.filter(video=video)
@@ -101,7 +113,8 @@ def workbench(request, video_id: int):
                 "editable": mine and pair.status in (Pair.Status.SUBMITTED, Pair.Status.REJECTED),
             }
         )
-    now_held = video.leased_to_id == request.user.pk
+    holder = video.holder_now(now)
+    now_held = holder is not None and holder.pk == request.user.pk
     config = {
         "video": {"id": video.pk, "yt8m_id": video.yt8m_id, "domain": video.domain, "title": video.title},
         "frames": frames,
@@ -111,11 +124,13 @@ def workbench(request, video_id: int):
         "categories": list(Category.values),
         "keys": CATEGORY_KEYS,
         "held": now_held,
-        "leased_to": video.leased_to.username if video.leased_to and not now_held else "",
+        "leased_to": holder.username if holder is not None and not now_held else "",
+        "held_elsewhere": {"id": elsewhere.pk, "yt8m_id": elsewhere.yt8m_id} if elsewhere else None,
         "skip_reasons": [{"value": value, "label": label} for value, label in VideoSkip.Reason.choices],
         "edit": request.GET.get("pair", ""),
     }
-    return render(request, "picking/workbench.html", {"video": video, "config": config, "frame_count": len(frames)})
+    context = {"video": video, "config": config, "frame_count": len(frames), "held_elsewhere": elsewhere}
+    return render(request, "picking/workbench.html", context)
 
 
 def _answer_frame(pair: Pair) -> str:

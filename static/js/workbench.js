@@ -506,6 +506,7 @@
     if (p && p.editable && state.pair !== p.id) editPair(p);
   }
   if (config.leased_to) $("lease-status").textContent = `leased to ${config.leased_to}: you can look, not submit`;
+  else if (config.held_elsewhere) $("lease-status").textContent = `you hold ${config.held_elsewhere.yt8m_id}`;
   renderEditor();
   renderStrip();
   renderViewers();
@@ -513,5 +514,6 @@
   renderPairs();
   loadSuggestions();
   saveStatus(config.draft && Object.keys(config.draft).length ? "Draft restored" : " ", "saved");
-  if (!config.leased_to) { heartbeat(); setInterval(heartbeat, HEARTBEAT_MS); }
+  // A video someone else holds, or this one while the annotator holds another: no heartbeat, it would take nothing.
+  if (!config.leased_to && !config.held_elsewhere) { heartbeat(); setInterval(heartbeat, HEARTBEAT_MS); }
 })();
