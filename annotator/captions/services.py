@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from annotator.leases import LeaseHeld, lease_acquire, lease_release
+from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
 from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionSkip, CaptionTask, Pair
 from subtlebench.errors import Conflict, Forbidden, Invalid
 
@@ -192,13 +192,9 @@ def caption_task_lease(*, user) -> CaptionTask | None:
     one lease per annotator (annotator/leases.py) keeps one user's concurrent requests from taking two.
     """
     try:
-        return _lease_next(user)
-    except LeaseHeld:
-        # A concurrent request of this annotator leased a task first: asking again returns that one.
-        try:
-            return _lease_next(user)
-        except LeaseHeld as error:
-            raise CaptionConflict(_held_message(error.held))
+        return lease_take_next(lambda: _lease_next(user))
+    except LeaseHeld as error:
+        raise CaptionConflict(_held_message(error.held))
 
 
 @transaction.atomic

@@ -13,7 +13,7 @@ from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery,
 from django.db.models.functions import Coalesce, TruncHour
 from django.utils import timezone
 
-from annotator.leases import LeaseHeld, lease_acquire, lease_release
+from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
 from annotator.models import Category, Frame, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
 from annotator.similarity.services import pair_update_similarity
@@ -79,13 +79,9 @@ def video_lease_next(*, user) -> Video | None:
     has locked, and PostgreSQL re-checks the lease columns of a row changed since the query began.
     """
     try:
-        return _lease_next(user)
-    except LeaseHeld:
-        # A concurrent request of this annotator leased a video first: asking again returns that one.
-        try:
-            return _lease_next(user)
-        except LeaseHeld as error:
-            raise Conflict(_held_message(error.held))
+        return lease_take_next(lambda: _lease_next(user))
+    except LeaseHeld as error:
+        raise Conflict(_held_message(error.held))
 
 
 @transaction.atomic
