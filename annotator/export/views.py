@@ -83,14 +83,14 @@ def _exports_page(request, form: ExportForm, preview: dict | None = None):
         "jobs": export_jobs()[:HISTORY_SIZE],
         "export_root": settings.EXPORT_ROOT,
     }
-    return render(request, "annotator/exports.html", context)
+    return render(request, "export/exports.html", context)
 
 
 @role_required(COORDINATOR)
 @require_GET
 def export_history(request):
     """The history table alone: the page polls it while an export runs."""
-    return render(request, "annotator/exports.html#export-history", {"jobs": export_jobs()[:HISTORY_SIZE]})
+    return render(request, "export/exports.html#export-history", {"jobs": export_jobs()[:HISTORY_SIZE]})
 
 
 @role_required(COORDINATOR)
