@@ -24,20 +24,9 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from annotator.similarity.embedder import Embedder, build_random_model, decode_image  # noqa: E402
-from bench.synthetic_frames import frame_pixels  # noqa: E402
+from bench.synthetic_frames import TINY_CONFIG, VIT_L16, frame_pixels  # noqa: E402
 
 TINY = os.getenv("BENCH_TINY") == "1"
-VIT_L16 = dict(
-    hidden_size=1024,
-    intermediate_size=4096,
-    num_hidden_layers=24,
-    num_attention_heads=16,
-    patch_size=16,
-    image_size=224,
-    num_register_tokens=4,
-    layerscale_value=1.0,
-)
-TINY_CONFIG = dict(VIT_L16, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2)
 IMAGES = int(os.getenv("BENCH_IMAGES", "96" if TINY else "8192"))
 BATCH = int(os.getenv("BENCH_BATCH", "16" if TINY else "256"))
 THREADS = int(os.getenv("BENCH_THREADS", str(max(1, (os.cpu_count() or 2) - 1))))

@@ -32,6 +32,8 @@ from urllib.parse import urlparse, urlunparse
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.synthetic_frames import TINY_CONFIG, VIT_L16  # noqa: E402
+
 TINY = os.getenv("BENCH_TINY") == "1"
 DEVICE = "cpu" if TINY else "cuda"
 VIDEOS = int(os.getenv("BENCH_VIDEOS", "2" if TINY else "8"))
@@ -40,17 +42,6 @@ BATCH = int(os.getenv("BENCH_BATCH", "16" if TINY else "256"))
 THREADS = int(os.getenv("BENCH_THREADS", str(max(1, (os.cpu_count() or 2) - 1))))
 FOLDER = Path(os.getenv("BENCH_DIR", "/tmp/sb-gpu-worker-bench-tiny" if TINY else "/tmp/sb-gpu-worker-bench"))
 FPS = 25
-VIT_L16 = dict(
-    hidden_size=1024,
-    intermediate_size=4096,
-    num_hidden_layers=24,
-    num_attention_heads=16,
-    patch_size=16,
-    image_size=224,
-    num_register_tokens=4,
-    layerscale_value=1.0,
-)
-TINY_CONFIG = dict(VIT_L16, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2)
 # A broker of its own when the embedded Redis is used: `make run` uses database 0 and `make test` database 1.
 BENCH_REDIS_DB = 15
 

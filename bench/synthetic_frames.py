@@ -1,10 +1,24 @@
-"""Synthetic 640x360 video frames with photo-like entropy: the JPEGs of bench/gpu_similarity.py and the videos
-bench/gpu_worker.py samples, so both benchmarks embed the same pictures. numpy and Pillow only."""
+"""What both GPU benchmarks embed: synthetic 640x360 video frames with photo-like entropy (the JPEGs of
+bench/gpu_similarity.py and the videos bench/gpu_worker.py samples) and the random DINOv3 configs (ViT-L/16 at
+224, and a tiny one for BENCH_TINY=1). numpy and Pillow only."""
 
 from __future__ import annotations
 
 import numpy as np
 from PIL import Image, ImageDraw
+
+# layerscale 1.0: with the default tiny layerscale a random model returns 1.0 for every pair.
+VIT_L16 = dict(
+    hidden_size=1024,
+    intermediate_size=4096,
+    num_hidden_layers=24,
+    num_attention_heads=16,
+    patch_size=16,
+    image_size=224,
+    num_register_tokens=4,
+    layerscale_value=1.0,
+)
+TINY_CONFIG = dict(VIT_L16, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2)
 
 WIDTH, HEIGHT = 640, 360
 _NOISE = np.random.default_rng(0).normal(0, 8, size=(HEIGHT + 64, WIDTH + 64, 3)).astype(np.float32)
