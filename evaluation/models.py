@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotator.export.format import item_id
@@ -24,6 +25,11 @@ def new_item_token() -> str:
 
 def new_completion_code() -> str:
     return secrets.token_hex(4).upper()
+
+
+def new_order_seed() -> str:
+    """A participant's secret seed: drawn by the server, never shown, so no order can be recomputed from outside."""
+    return secrets.token_hex(16)
 
 
 class Study(models.Model):
@@ -50,6 +56,18 @@ class Study(models.Model):
     open_cap = models.PositiveIntegerField(default=0, help_text="Participants the open link admits; 0: no open link.")
     completion_code = models.CharField(max_length=40, default=new_completion_code)
     redirect_url = models.URLField(blank=True, help_text="Where the end page sends participants, e.g. Prolific.")
+    # Integrity (issue 12): places are held by consented sessions for a limited time, and arrivals that find no
+    # item left get their own code (Prolific's "no places" convention), never the completion code.
+    session_minutes = models.PositiveIntegerField(
+        default=60, help_text="An unfinished session expires this long after consent, and its place goes back."
+    )
+    no_items_code = models.CharField(
+        max_length=40, default=new_completion_code, help_text="Given to arrivals no item can be served to."
+    )
+    no_items_url = models.URLField(blank=True, help_text="Where arrivals no item can be served to are sent back.")
+    turned_away = models.PositiveIntegerField(
+        default=0, help_text="Open-link arrivals told that no item was left for them (once per browser session)."
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
     created = models.DateTimeField(default=timezone.now)
 
@@ -62,9 +80,21 @@ class Study(models.Model):
 
     @property
     def open_slots_left(self) -> int:
+        """Open-link places not held by a session: unfinished sessions past their time limit give theirs back."""
         if not self.open_cap:
             return 0
-        return max(0, self.open_cap - self.participants.filter(via_open_link=True).count())
+        return max(0, self.open_cap - self.participants.filter(via_open_link=True).holding_place().count())
+
+    def has_items_for(self, participant: Participant | None = None, now=None) -> bool:
+        """True when some scored item has a free rater place (answers and live leases count) this person has not had."""
+        items = self.items.scored().with_free_place(self.raters_per_item, now)
+        if participant is not None and participant.pk:
+            items = items.exclude(assignments__participant=participant)
+        return items.exists()
+
+    def is_full(self) -> bool:
+        """Every scored item has all its answers: no place can ever open again, so no new invite can be used."""
+        return not self.items.scored().with_free_place(self.raters_per_item, answered_only=True).exists()
 
 
 class StudyItemQuerySet(models.QuerySet):
@@ -76,6 +106,16 @@ class StudyItemQuerySet(models.QuerySet):
 
     def attention(self):
         return self.filter(kind=StudyItem.Kind.ATTENTION)
+
+    def with_free_place(self, raters_per_item: int, now=None, *, answered_only: bool = False):
+        """Items fewer than `raters_per_item` assignments hold: answered ones, and (unless `answered_only`)
+        leased ones whose lease has not run out."""
+        assignments = Assignment.objects.filter(item=models.OuterRef("pk"))
+        holding = assignments.answered() if answered_only else assignments.holding(now)
+        taken = holding.order_by().values("item").annotate(n=models.Count("pk")).values("n")
+        return self.annotate(
+            places_taken=Coalesce(models.Subquery(taken, output_field=models.IntegerField()), 0)
+        ).filter(places_taken__lt=raters_per_item)
 
 
 class StudyItem(models.Model):
@@ -117,6 +157,15 @@ class StudyItem(models.Model):
         )
 
 
+class ParticipantQuerySet(models.QuerySet):
+    def holding_place(self, now=None):
+        """Sessions that hold a place: consented, not turned away, and finished or still within their time limit."""
+        now = now or timezone.now()
+        return self.filter(consented_at__isnull=False, turned_away_at__isnull=True).filter(
+            models.Q(finished_at__isnull=False) | models.Q(expires_at__gt=now)
+        )
+
+
 class Participant(models.Model):
     """Someone taking a study through an invite link (or the open link); no account."""
 
@@ -126,11 +175,19 @@ class Participant(models.Model):
     prolific_pid = models.CharField(max_length=100, blank=True)
     prolific_study_id = models.CharField(max_length=100, blank=True)
     prolific_session_id = models.CharField(max_length=100, blank=True)
-    attention_slots = models.JSONField(default=list, blank=True, help_text="Sequence numbers that get a check.")
     created = models.DateTimeField(default=timezone.now)
     consented_at = models.DateTimeField(null=True, blank=True)
     practice_done_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Integrity (issue 12). Every per-participant order (items, options, where the attention checks fall) comes
+    # from order_seed, which no page or API shows; tokens and ids, which the participant can see, play no part.
+    order_seed = models.CharField(max_length=64, default=new_order_seed, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Consent plus the study's time limit.")
+    turned_away_at = models.DateTimeField(
+        null=True, blank=True, help_text="When this participant was told that no item was left for them."
+    )
+
+    objects = ParticipantQuerySet.as_manager()
 
     class Meta:
         ordering = ["created", "pk"]
@@ -142,6 +199,10 @@ class Participant(models.Model):
     def stage(self) -> str:
         if self.finished_at:
             return "finished"
+        if self.turned_away_at:
+            return "turned away"
+        if self.is_expired():
+            return "expired"
         if self.practice_done_at:
             return "scored"
         if self.consented_at:
@@ -160,10 +221,29 @@ class Participant(models.Model):
         if changed:
             self.save(update_fields=changed)
 
+    def is_expired(self, now=None) -> bool:
+        """An unfinished session past its time limit: it holds no place and takes no more answers."""
+        return bool(not self.finished_at and self.expires_at and self.expires_at <= (now or timezone.now()))
+
     def consent(self, now=None) -> None:
+        """Agree to take part: the session starts and holds its place until the study's time limit."""
         if not self.consented_at:
-            self.consented_at = now or timezone.now()
-            self.save(update_fields=["consented_at"])
+            now = now or timezone.now()
+            self.consented_at = now
+            self.expires_at = now + timedelta(minutes=self.study.session_minutes)
+            self.turned_away_at = None  # an invite turned away earlier may be used once items are free again
+            self.save(update_fields=["consented_at", "expires_at", "turned_away_at"])
+
+    def turn_away(self, now=None) -> None:
+        """Record that no item could be served to this participant (reported apart, never as finished)."""
+        if not self.turned_away_at and not self.finished_at:
+            self.turned_away_at = now or timezone.now()
+            self.save(update_fields=["turned_away_at"])
+
+    def lease_until(self, now) -> datetime:
+        """When a lease given now ends: after STUDY_LEASE_MINUTES, but never after the session itself expires."""
+        lease = now + timedelta(minutes=settings.STUDY_LEASE_MINUTES)
+        return min(lease, self.expires_at) if self.expires_at else lease
 
     def finish_practice(self, now=None) -> None:
         if not self.practice_done_at:
@@ -222,7 +302,7 @@ class Assignment(models.Model):
 
     def renew_lease(self, now=None) -> None:
         now = now or timezone.now()
-        self.lease_expires = now + timedelta(minutes=settings.STUDY_LEASE_MINUTES)
+        self.lease_expires = self.participant.lease_until(now)
         self.save(update_fields=["lease_expires"])
 
     def record_answer(self, *, position: int, active_ms: int | None, client_key: str | None, now=None) -> None:

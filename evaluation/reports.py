@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 from collections import Counter, defaultdict
 
@@ -12,6 +11,7 @@ from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain
 from evaluation import metrics
 from evaluation.models import Assignment, ModelAnswer, Study, StudyItem
 from evaluation.sampling import ROUNDING_RULE
+from subtlebench.spreadsheet_csv import SafeCsvWriter
 
 # The paper's human baseline (per category in the paper's order, and its AVG), for comparison only.
 PAPER_HUMANS = {
@@ -136,6 +136,10 @@ def study_results(study: Study, now=None) -> dict:
             "participants": len(participants),
             "started": sum(1 for p in participants if p["stage"] != "invited"),
             "finished": sum(1 for p in participants if p["stage"] == "finished"),
+            # Arrivals no scored item could be served to: invites and consented sessions turned away, plus
+            # open-link arrivals (counted once per browser session); never counted as finished.
+            "turned_away": sum(1 for p in participants if p["stage"] == "turned away") + study.turned_away,
+            "expired": sum(1 for p in participants if p["stage"] == "expired"),
             "responses": len(scored),
             "responses_needed": needed,
             "items_complete": items_complete,
@@ -256,7 +260,7 @@ RESPONSE_COLUMNS = [
 def responses_csv(study: Study) -> str:
     """One row per answered (non-practice) item; for the coordinator, so it names the items."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    writer = SafeCsvWriter(buffer)  # prolific ids and options come from outside: no cell may run as a formula
     writer.writerow(RESPONSE_COLUMNS)
     answered = (
         Assignment.objects.filter(item__study=study, answered_at__isnull=False)

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import random
-
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 
 from annotator.export.services import ExportOptions, plan_export
 from annotator.models import Category, Domain, Pair
 from evaluation import sampling
 from evaluation.models import Participant, Study, StudyItem
-from subtlebench.errors import Invalid
+from subtlebench.errors import Conflict, Invalid
 
 
 class StudyError(Invalid):
@@ -51,6 +50,8 @@ def study_create(
     items_per_participant: int = 0,
     open_cap: int = 0,
     redirect_url: str = "",
+    session_minutes: int = 60,
+    no_items_url: str = "",
     invites: int = 0,
     created_by=None,
 ) -> Study:
@@ -59,6 +60,8 @@ def study_create(
         raise StudyError({"name": ["give the study a name."]})
     if not 0 < fraction <= 1:
         raise StudyError({"fraction": [f"must be more than 0 and at most 1, got {fraction}."]})
+    if not 1 <= session_minutes <= 7 * 24 * 60:
+        raise StudyError({"session_minutes": [f"give 1 to 10080 minutes (a week), got {session_minutes}."]})
     if raters_per_item < 1:
         raise StudyError({"raters_per_item": [f"at least 1 rater per item, got {raters_per_item}."]})
     unknown = {
@@ -102,6 +105,8 @@ def study_create(
         items_per_participant=items_per_participant,
         open_cap=open_cap,
         redirect_url=redirect_url,
+        session_minutes=session_minutes,
+        no_items_url=no_items_url,
         pool_size=len(pool),
         created_by=created_by,
     )
@@ -143,28 +148,29 @@ def study_add_attention_checks(*, study: Study, pair_ids) -> list[StudyItem]:
     return StudyItem.objects.bulk_create(rows)
 
 
-def _attention_slots(study: Study, token: str) -> list[int]:
-    """Random places for the attention checks among the participant's expected items."""
-    checks = study.items.attention().count()
-    if not checks:
-        return []
-    expected = study.items_per_participant or study.items.scored().count()
-    rng = random.Random(token)
-    return sorted(rng.sample(range(1, expected + checks + 1), checks))
-
-
 def participant_create(*, study: Study, via_open_link: bool = False) -> Participant:
-    participant = Participant(study=study, via_open_link=via_open_link)
-    participant.attention_slots = _attention_slots(study, participant.token)
-    participant.save()
-    return participant
+    """A new invite: it holds no place until someone agrees on its page."""
+    return Participant.objects.create(study=study, via_open_link=via_open_link)
+
+
+class StudyFullForInvites(Conflict):
+    """New invites asked for on a study no item of which has a free place: nobody they reach could take part."""
 
 
 @transaction.atomic
 def study_invite(*, study: Study, count: int) -> list[Participant]:
     if not 1 <= count <= 10000:
         raise StudyError({"count": [f"ask for 1 to 10000 invite links, got {count}."]})
+    if study.is_full():
+        raise StudyFullForInvites(
+            "This study is full: every item already has its raters, so a new invite could only be turned away."
+        )
     return [participant_create(study=study) for _ in range(count)]
+
+
+def study_count_turned_away(*, study: Study) -> None:
+    """Count one open-link arrival told that no item was left (the dashboard shows them apart)."""
+    Study.objects.filter(pk=study.pk).update(turned_away=F("turned_away") + 1)
 
 
 def invite_url(participant: Participant) -> str:

@@ -15,7 +15,7 @@ from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain
 from evaluation import model_results, reports, studies
 from evaluation.models import Study, StudyItem
 from evaluation.sampling import ROUNDING_RULE
-from subtlebench.errors import Invalid
+from subtlebench.errors import Conflict, Invalid
 from subtlebench.pages import error_response
 from subtlebench.roles import COORDINATOR, role_required
 
@@ -50,6 +50,23 @@ class StudyForm(forms.Form):
     invites = forms.IntegerField(initial=5, min_value=0, max_value=10000, label="Invite links")
     open_cap = forms.IntegerField(initial=0, min_value=0, label="Open-link cap (0: none)")
     redirect_url = forms.URLField(required=False, assume_scheme="https", label="Redirect URL when done")
+    session_minutes = forms.IntegerField(initial=60, min_value=1, max_value=10080, label="Time limit, min")
+    no_items_url = forms.URLField(required=False, assume_scheme="https", label="Return URL when no items are left")
+
+    # Each field once, in the row it belongs to: the page renders these rows and nothing else.
+    ROWS = (
+        ("name", "fraction", "seed"),
+        ("raters_per_item", "practice_count", "items_per_participant"),
+        ("invites", "open_cap", "session_minutes"),
+        ("redirect_url", "no_items_url"),
+    )
+    FILTER_ROWS = (("split", "split_val_fraction", "split_seed"),)
+
+    def rows(self):
+        return [[self[name] for name in row] for row in self.ROWS]
+
+    def filter_rows(self):
+        return [[self[name] for name in row] for row in self.FILTER_ROWS]
 
 
 class InviteForm(forms.Form):
@@ -139,11 +156,29 @@ def study_detail(request, pk):
 @require_GET
 def invite_list(request, pk):
     study = load_study(pk)
-    participants = study.participants.all()
-    rows = [{"p": p, "url": studies.invite_url(p)} for p in participants]
-    return render(
-        request, "evaluation/invites.html", {"study": study, "rows": rows, "form": InviteForm(initial={"count": 5})}
-    )
+    can_serve = study.has_items_for()
+    rows = [{"p": p, "url": studies.invite_url(p), **_link_state(p, can_serve)} for p in study.participants.all()]
+    context = {
+        "study": study,
+        "rows": rows,
+        "form": InviteForm(initial={"count": 5}),
+        "can_serve": can_serve,
+        "full": study.is_full(),
+        "usable": sum(1 for row in rows if row["usable"]),
+    }
+    return render(request, "evaluation/invites.html", context)
+
+
+def _link_state(participant, can_serve: bool) -> dict:
+    """Whether an invite link can still be used, and why not: what the invites page shows beside each link."""
+    stage = participant.stage
+    if stage in ("invited", "turned away") and not participant.consented_at:
+        if can_serve:
+            return {"usable": True, "state": "unused"}
+        return {"usable": False, "state": "no items left"}
+    if stage in ("practice", "scored"):
+        return {"usable": True, "state": "in progress"}
+    return {"usable": False, "state": {"finished": "used", "expired": "expired", "turned away": "no items left"}[stage]}
 
 
 @role_required(COORDINATOR)
@@ -151,11 +186,14 @@ def invite_list(request, pk):
 def invite_create(request, pk):
     study = load_study(pk)
     form = InviteForm(request.POST)
-    if form.is_valid():
-        studies.study_invite(study=study, count=form.cleaned_data["count"])
-        messages.success(request, f"{form.cleaned_data['count']} invite links added.")
-    else:
+    if not form.is_valid():
         messages.error(request, "Invite links: give a count from 1 to 10000.")
+        return redirect("study-invites", study.pk)
+    try:
+        studies.study_invite(study=study, count=form.cleaned_data["count"])
+    except (Invalid, Conflict) as error:
+        return error_response(request, error, back_to=reverse("study-invites", args=[study.pk]))
+    messages.success(request, f"{form.cleaned_data['count']} invite links added.")
     return redirect("study-invites", study.pk)
 
 
@@ -173,7 +211,7 @@ def attention_add(request, pk):
         return error_response(request, error, back_to=reverse("study-detail", args=[study.pk]))
     messages.success(
         request,
-        f"{len(added)} attention checks added: every participant gets them (those already started, at the end).",
+        f"{len(added)} attention checks added: every participant gets them, spread over the items still to come.",
     )
     return redirect("study-detail", study.pk)
 
