@@ -50,7 +50,13 @@ class StudyForm(forms.Form):
     invites = forms.IntegerField(initial=5, min_value=0, max_value=10000, label="Invite links")
     open_cap = forms.IntegerField(initial=0, min_value=0, label="Open-link cap (0: none)")
     redirect_url = forms.URLField(required=False, assume_scheme="https", label="Redirect URL when done")
-    session_minutes = forms.IntegerField(initial=60, min_value=1, max_value=10080, label="Time limit, min")
+    session_minutes = forms.IntegerField(
+        initial=60, min_value=1, max_value=10080, required=False, label="Time limit, min"
+    )
+
+    def clean_session_minutes(self):
+        value = self.cleaned_data["session_minutes"]
+        return 60 if value is None else value
     no_items_url = forms.URLField(required=False, assume_scheme="https", label="Return URL when no items are left")
 
     # Each field once, in the row it belongs to: the page renders these rows and nothing else.
