@@ -57,6 +57,7 @@ class StudyForm(forms.Form):
     def clean_session_minutes(self):
         value = self.cleaned_data["session_minutes"]
         return 60 if value is None else value
+
     no_items_url = forms.URLField(required=False, assume_scheme="https", label="Return URL when no items are left")
 
     # Each field once, in the row it belongs to: the page renders these rows and nothing else.
