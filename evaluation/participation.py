@@ -37,7 +37,10 @@ class NoItemsLeft(Conflict):
     """No scored item can be served to this arrival: every place of every item it could get is taken."""
 
 
-ALREADY_TOOK_PART = "This Prolific id has already taken part in this study, so it cannot take part again."
+ALREADY_TOOK_PART = (
+    "This Prolific id has already taken part in this study, so it cannot take part again. If that was you, "
+    "continue in the browser you started in, or through the link Prolific gives you for that session."
+)
 PROLIFIC_PARAMETERS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID")
 PARTICIPANT_FIELDS = ("prolific_pid", "prolific_study_id", "prolific_session_id")
 
