@@ -430,3 +430,47 @@ def test_every_csv_the_app_writes_goes_through_the_safe_writer():
             if path != helper and re.search(r"csv\.(writer|DictWriter)\(", text):
                 offenders.append(str(path.relative_to(root)))
     assert offenders == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_consents_on_the_open_link_never_exceed_its_cap():
+    import threading
+
+    from django.db import connection
+
+    make_pool(6)
+    study = studies.study_create(name="S", fraction=1, open_cap=3)
+    barrier = threading.Barrier(8)
+    outcomes = []
+
+    def arrive(number):
+        try:
+            barrier.wait()
+            participation.participant_join_open(study=study, params={"PROLIFIC_PID": f"p{number}"})
+            outcomes.append("in")
+        except participation.StudyFull:
+            outcomes.append("full")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=arrive, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["full"] * 5 + ["in"] * 3
+    assert study.participants.count() == 3
+
+
+def test_the_api_refuses_new_invites_on_a_full_study(client, coordinator):
+    from rest_framework.authtoken.models import Token
+
+    make_pair()
+    study = studies.study_create(name="S", fraction=1, practice_count=0, invites=1)
+    participation.participant_answer_all(participant=study.participants.get())
+    auth = {"HTTP_AUTHORIZATION": f"Token {Token.objects.create(user=coordinator).key}"}
+    response = client.post(
+        f"/api/studies/{study.pk}/invites/create/", {"count": 2}, content_type="application/json", **auth
+    )
+    assert response.status_code == 409 and "full" in response.json()["detail"]
+    assert study.participants.count() == 1
