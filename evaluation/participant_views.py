@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from evaluation import participation, studies
+from evaluation import participation, screens, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
 from subtlebench.errors import Forbidden, ServiceError
 from subtlebench.pages import error_response
@@ -74,19 +74,32 @@ def start(request, token):
     participant.record_url_parameters(request.GET)
     if participant.stage != "invited":
         return redirect(stage_url(participant))
-    return render(request, "evaluation/participant/start.html", {"participant": participant})
+    return render(request, "evaluation/participant/start.html", start_context(participant))
+
+
+def start_context(participant: Participant, **extra) -> dict:
+    return {"participant": participant, "study": participant.study} | extra
 
 
 @require_POST
 def consent(request, token):
     participant = load_participant(token)
+    if participant.consented_at:  # a second tab's form: the screen and time of the first consent stand
+        return redirect(stage_url(participant))
     if request.POST.get("agree") != "yes":
         return render(
             request,
             "evaluation/participant/start.html",
-            {"participant": participant, "error": "Please tick the box to agree before you start."},
+            start_context(participant, error="Please tick the box to agree before you start."),
             status=400,
         )
+    try:  # the page checked the window before showing the form; any client is held to the same minimum here
+        screen = screens.screen_from_form(request.POST, user_agent=request.headers.get("User-Agent", ""))
+        screens.screen_check(study=participant.study, screen=screen)
+    except ServiceError as error:
+        context = start_context(participant, error=error.detail)
+        return render(request, "evaluation/participant/start.html", context, status=error.status)
+    participant.record_screen(screen)
     participant.consent()
     return redirect(stage_url(participant))
 
@@ -133,8 +146,23 @@ def practice_answer(request, token, item_token):
         "correct": assignment.correct,
         "answer": options[0],
         "chosen": options[assignment.chosen],
-    }
+    } | practice_feedback_context(assignment)
     return render(request, "evaluation/participant/practice_feedback.html", context)
+
+
+def practice_feedback_context(assignment: Assignment) -> dict:
+    """The practice pair again, its options in the order shown, the right one (and a wrong choice) marked."""
+    options = assignment.item.pair.options
+    marked = [
+        {"text": options[index], "right": index == 0, "chosen": index == assignment.chosen}
+        for index in assignment.permutation
+    ]
+    return {
+        "question": assignment.item.pair.question,
+        "marked_options": marked,
+        "image_1": image_url(assignment, 1),
+        "image_2": image_url(assignment, 2),
+    }
 
 
 @require_GET
@@ -176,7 +204,9 @@ def done(request, token):
     participant = load_participant(token)
     if participant.stage != "finished":
         return redirect(stage_url(participant))
-    return render(request, "evaluation/participant/done.html", {"participant": participant, "study": participant.study})
+    study = participant.study
+    context = {"participant": participant, "study": study, "redirect_seconds": settings.STUDY_REDIRECT_SECONDS}
+    return render(request, "evaluation/participant/done.html", context)
 
 
 @require_http_methods(["GET", "HEAD"])
