@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from django import forms
 from django.conf import settings
 from django.contrib import messages
@@ -52,12 +54,14 @@ class StudyForm(forms.Form):
     redirect_url = forms.URLField(required=False, assume_scheme="https", label="Redirect URL when done")
     # What participants see (issue 12): the smallest window admitted, and the texts of the first page.
     min_viewport_width = forms.IntegerField(
-        initial=1024, min_value=0, max_value=10000, label="Smallest window width, px (0: any)"
+        initial=1024, min_value=0, max_value=10000, required=False, label="Smallest window width, px (0: any)"
     )
     min_viewport_height = forms.IntegerField(
-        initial=0, min_value=0, max_value=10000, label="Smallest window height, px (0: any)"
+        initial=0, min_value=0, max_value=10000, required=False, label="Smallest window height, px (0: any)"
     )
-    expected_minutes = forms.IntegerField(initial=15, min_value=1, max_value=600, label="Length, minutes")
+    expected_minutes = forms.IntegerField(
+        initial=15, min_value=1, max_value=600, required=False, label="Length, minutes"
+    )
     contact = forms.CharField(
         max_length=200,
         required=False,
@@ -145,6 +149,7 @@ def study_detail(request, pk):
     context = {
         "study": study,
         "active_sessions": Participant.objects.filter(study=study).active().count(),
+        "devices": sorted(Counter(p["device_class"] for p in results["participants"] if p["device_class"]).items()),
         "r": results,
         "category_rows": category_rows,
         "domain_rows": [{"name": d, "stats": s} for d, s in accuracy["domains"].items()],

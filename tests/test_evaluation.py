@@ -18,7 +18,7 @@ from annotator.models import Category, Domain, Pair
 from demo.studies import seed_demo_study
 from evaluation import model_results, participation, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
-from tests.factories import make_pair
+from tests.factories import DESKTOP_WINDOW, make_pair
 
 pytestmark = pytest.mark.django_db
 
@@ -113,7 +113,7 @@ def test_a_participant_goes_from_consent_through_practice_to_the_completion_code
         "se1",
     )
     assert client.post(base + "consent/", {}).status_code == 400
-    assert client.post(base + "consent/", {"agree": "yes"})["Location"] == base + "practice/"
+    assert client.post(base + "consent/", {"agree": "yes", **DESKTOP_WINDOW})["Location"] == base + "practice/"
     for _ in range(2):
         assert client.get(base + "practice/").status_code == 200
         assignment = Assignment.objects.filter(participant=participant, answered_at__isnull=True).get()
