@@ -186,8 +186,9 @@ def _participants(study: Study, rows: list[dict]) -> list[dict]:
 
 def _screen(participant) -> dict:
     """The window and device class measured at consent (issue 12); None before consent."""
+    measured = participant.viewport_width is not None
     return {
-        "viewport": f"{participant.viewport_width}×{participant.viewport_height}" if participant.viewport_width else None,
+        "viewport": f"{participant.viewport_width}×{participant.viewport_height}" if measured else None,
         "device_class": participant.device_class or None,
         "user_agent": participant.user_agent,
     }
