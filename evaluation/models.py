@@ -29,7 +29,7 @@ def new_completion_code() -> str:
 # What participants read before they agree (issue 12): each study's own copy, edited on the study form.
 DEFAULT_INSTRUCTIONS = (
     "You will see pairs of nearly identical images, a first image and a second image. For each pair, answer one "
-    "multiple-choice question about what differs between them.\n"
+    "multiple-choice question about what differs between them.\n\n"
     "Look at both images carefully: the differences are small on purpose."
 )
 DEFAULT_CONSENT = (

@@ -12,7 +12,7 @@ from annotator.models import Category, Domain
 from evaluation import participation, studies
 from evaluation.models import Assignment, Participant
 from tests.conftest import browser_login
-from tests.factories import make_pair
+from tests.factories import make_image, make_pair
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -34,15 +34,19 @@ def shot(page, name: str) -> None:
         page.screenshot(path=os.path.join(SHOTS, f"screens-{name}.png"), full_page=True)
 
 
-def make_study(**fields):
+def make_study(image_size=None, **fields):
+    """A small study; `image_size` gives every pair images of that (width, height) instead of 160×120."""
     for i in range(8):
-        make_pair(
+        pair = make_pair(
             category=[Category.TEMPORAL, Category.STATE][i % 2],
             domain=Domain.NATURAL,
             question="In which image is the apple peeled more?" if i % 2 else "Which image was taken later?",
             answer="second image",
             distractors=["first image", "neither image", "both images equally"] if i % 2 else ["first image"],
         )
+        if image_size:
+            pair.image_1, pair.image_2 = make_image(size=image_size), make_image(shift=2, size=image_size)
+            pair.save(update_fields=["image_1", "image_2"])
     return studies.study_create(name="Screens", fraction=0.25, practice_count=1, **fields)
 
 
@@ -94,7 +98,7 @@ def assert_options_reachable(page, viewport_height: int) -> None:
 def test_on_a_phone_the_pair_is_stacked_enlarges_to_the_full_width_with_pinch_zoom_and_the_options_fit(
     browser, live_server
 ):
-    study = make_study(min_viewport_width=360)
+    study = make_study(min_viewport_width=360, image_size=(150, 200))  # portrait images: the hardest to fit
     participant = studies.participant_create(study=study)
     context, page = phone(browser, live_server)
     page.goto(f"/p/{participant.token}/")
