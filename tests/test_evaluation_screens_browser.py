@@ -254,6 +254,15 @@ def test_a_window_below_the_minimum_is_stopped_before_consent_until_it_is_made_l
     participant.refresh_from_db()
     assert participant.consented_at is not None
     assert (participant.viewport_width, participant.device_class) == (1180, Participant.Device.TABLET)
+
+    # On the tablet the item fits either way up: side by side in landscape, stacked in portrait.
+    page.wait_for_selector("#answer-form")
+    assert_options_reachable(page, 820)
+    page.set_viewport_size({"width": 820, "height": 1180})
+    shot(page, "tablet-portrait")
+    first, second = box(page, ".p-images figure", 0), box(page, ".p-images figure", 1)
+    assert second["y"] >= first["y"] + first["height"]
+    assert_options_reachable(page, 1180)
     context.close()
 
 
