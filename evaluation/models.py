@@ -32,6 +32,19 @@ def new_order_seed() -> str:
     return secrets.token_hex(16)
 
 
+# What participants read before they agree (issue 12): each study's own copy, edited on the study form.
+DEFAULT_INSTRUCTIONS = (
+    "You will see pairs of nearly identical images, a first image and a second image. For each pair, answer one "
+    "multiple-choice question about what differs between them.\n\n"
+    "Look at both images carefully: the differences are small on purpose."
+)
+DEFAULT_CONSENT = (
+    "Your answers and the time you take are recorded for research on how well people and computer models see "
+    "small image differences. We store no name or e-mail address; a Prolific id is kept only to pay you."
+)
+DEFAULT_WITHDRAWAL = "Taking part is voluntary. You may stop at any time by closing this page, without giving a reason."
+
+
 class Study(models.Model):
     name = models.CharField(max_length=200)
     fraction = models.FloatField(default=0.1, help_text="Share of the pool to sample, in (0, 1].")
@@ -68,6 +81,18 @@ class Study(models.Model):
     turned_away = models.PositiveIntegerField(
         default=0, help_text="Open-link arrivals told that no item was left for them (once per browser session)."
     )
+    # Participants' screens and texts (issue 12, items 5 and 7).
+    min_viewport_width = models.PositiveIntegerField(
+        default=1024, help_text="Narrowest browser window (CSS px) admitted at consent; 0: any."
+    )
+    min_viewport_height = models.PositiveIntegerField(
+        default=0, help_text="Lowest browser window (CSS px) admitted at consent; 0: any."
+    )
+    expected_minutes = models.PositiveSmallIntegerField(default=15, help_text="How long the study takes, as told.")
+    contact = models.CharField(max_length=200, blank=True, help_text="Whom participants ask, e.g. an e-mail.")
+    instructions_text = models.TextField(default=DEFAULT_INSTRUCTIONS)
+    consent_text = models.TextField(default=DEFAULT_CONSENT)
+    withdrawal_text = models.TextField(default=DEFAULT_WITHDRAWAL)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
     created = models.DateTimeField(default=timezone.now)
 
@@ -77,6 +102,17 @@ class Study(models.Model):
 
     def __str__(self):
         return self.name
+
+    def viewport_problem(self, width: int, height: int) -> str:
+        """Why a browser window of width × height CSS px is too small for this study ("" when it is not)."""
+        short = []
+        if width < self.min_viewport_width:
+            short.append(f"at least {self.min_viewport_width} px wide")
+        if height < self.min_viewport_height:
+            short.append(f"at least {self.min_viewport_height} px high")
+        if not short:
+            return ""
+        return f"Your browser window is {width} × {height} px; this study needs a window {' and '.join(short)}."
 
     @property
     def open_slots_left(self) -> int:
@@ -165,9 +201,27 @@ class ParticipantQuerySet(models.QuerySet):
             models.Q(finished_at__isnull=False) | models.Q(expires_at__gt=now)
         )
 
+    def active(self, now=None):
+        """Sessions under way: holding a place unfinished, with a live item lease or agreed within a lease time."""
+        now = now or timezone.now()
+        recent = now - timedelta(minutes=settings.STUDY_LEASE_MINUTES)
+        leased = Assignment.objects.filter(
+            participant=models.OuterRef("pk"), answered_at__isnull=True, lease_expires__gt=now
+        )
+        return (
+            self.holding_place(now)
+            .filter(finished_at__isnull=True)
+            .filter(models.Q(consented_at__gt=recent) | models.Exists(leased))
+        )
+
 
 class Participant(models.Model):
     """Someone taking a study through an invite link (or the open link); no account."""
+
+    class Device(models.TextChoices):
+        PHONE = "phone"
+        TABLET = "tablet"
+        DESKTOP = "desktop"
 
     study = models.ForeignKey(Study, models.CASCADE, related_name="participants")
     token = models.CharField(max_length=64, unique=True, default=new_token)
@@ -186,6 +240,11 @@ class Participant(models.Model):
     turned_away_at = models.DateTimeField(
         null=True, blank=True, help_text="When this participant was told that no item was left for them."
     )
+    # The screen measured in the browser at consent (issue 12, item 5).
+    viewport_width = models.PositiveIntegerField(null=True, blank=True, help_text="window.innerWidth at consent.")
+    viewport_height = models.PositiveIntegerField(null=True, blank=True, help_text="window.innerHeight at consent.")
+    device_class = models.CharField(max_length=10, choices=Device.choices, blank=True)
+    user_agent = models.CharField(max_length=400, blank=True)
 
     objects = ParticipantQuerySet.as_manager()
 
@@ -194,6 +253,14 @@ class Participant(models.Model):
 
     def __str__(self):
         return f"participant {self.pk} of study {self.study_id}"
+
+    def record_screen(self, screen) -> None:
+        """Keep the viewport and device class measured at consent (a `screens.Screen`)."""
+        self.viewport_width = screen.width
+        self.viewport_height = screen.height
+        self.device_class = screen.device_class
+        self.user_agent = screen.user_agent[:400]
+        self.save(update_fields=["viewport_width", "viewport_height", "device_class", "user_agent"])
 
     @property
     def stage(self) -> str:

@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from evaluation import participation, studies
+from evaluation import participation, screens, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
 from subtlebench.errors import Forbidden, ServiceError
 from subtlebench.pages import error_response
@@ -88,6 +88,13 @@ def _start_page(request, study: Study, action: str, params, error: str = "", sta
     return render(request, "evaluation/participant/start.html", context, status=status)
 
 
+def _measured_screen(request, study: Study) -> screens.Screen:
+    """The window the consent form measured, held to the study's minimum here too (the page checks it first)."""
+    screen = screens.screen_from_form(request.POST, user_agent=request.headers.get("User-Agent", ""))
+    screens.screen_check(study=study, screen=screen)
+    return screen
+
+
 @require_GET
 def open_link(request, open_token):
     """The open link's consent page. A GET takes no place and creates nobody: that happens at consent."""
@@ -114,14 +121,17 @@ def open_consent(request, open_token):
     if request.POST.get("agree") != "yes":
         return _start_page(request, study, action, request.POST, error=AGREE_FIRST, status=400)
     try:
+        screen = _measured_screen(request, study)
         participant = participation.participant_join_open(
-            study=study, params=request.POST, resumable=request.session.get(_session_key(study), "")
+            study=study, params=request.POST, resumable=request.session.get(_session_key(study), ""), screen=screen
         )
     except participation.NoItemsLeft:
         _count_turned_away_once(request, study)
         return _no_items_page(request, study)
     except Forbidden as error:
         return _closed_page(request, error)
+    except ServiceError as error:  # a window below the study's minimum, or none measured
+        return _start_page(request, study, action, request.POST, error=error.detail, status=error.status)
     request.session[_session_key(study)] = participant.token
     return redirect(stage_url(participant))
 
@@ -152,16 +162,20 @@ def start(request, token):
 @require_POST
 def consent(request, token):
     participant = load_participant(token)
-    if participant.consented_at:
+    if participant.consented_at:  # a second tab's form: the screen and time of the first consent stand
         return redirect(stage_url(participant))
+    study = participant.study
     action = reverse("participant-consent", args=[token])
     if request.POST.get("agree") != "yes":
-        return _start_page(request, participant.study, action, request.POST, error=AGREE_FIRST, status=400)
+        return _start_page(request, study, action, request.POST, error=AGREE_FIRST, status=400)
     try:
-        participant = participation.participant_consent(participant=participant, params=request.POST)
+        screen = _measured_screen(request, study)
+        participant = participation.participant_consent(participant=participant, params=request.POST, screen=screen)
     except participation.AlreadyTakenPart as error:
         return _closed_page(request, error)
-    request.session[_session_key(participant.study)] = participant.token
+    except ServiceError as error:  # a window below the study's minimum, or none measured
+        return _start_page(request, study, action, request.POST, error=error.detail, status=error.status)
+    request.session[_session_key(study)] = participant.token
     return redirect(stage_url(participant))
 
 
@@ -210,8 +224,23 @@ def practice_answer(request, token, item_token):
         "correct": assignment.correct,
         "answer": options[0],
         "chosen": options[assignment.chosen],
-    }
+    } | practice_feedback_context(assignment)
     return render(request, "evaluation/participant/practice_feedback.html", context)
+
+
+def practice_feedback_context(assignment: Assignment) -> dict:
+    """The practice pair again, its options in the order shown, the right one (and a wrong choice) marked."""
+    options = assignment.item.pair.options
+    marked = [
+        {"text": options[index], "right": index == 0, "chosen": index == assignment.chosen}
+        for index in assignment.permutation
+    ]
+    return {
+        "question": assignment.item.pair.question,
+        "marked_options": marked,
+        "image_1": image_url(assignment, 1),
+        "image_2": image_url(assignment, 2),
+    }
 
 
 @require_GET
@@ -261,7 +290,8 @@ def done(request, token):
         return render(request, "evaluation/participant/expired.html", {"participant": participant, "study": study})
     if participant.stage != "finished":
         return redirect(stage_url(participant))
-    return render(request, "evaluation/participant/done.html", {"participant": participant, "study": study})
+    context = {"participant": participant, "study": study, "redirect_seconds": settings.STUDY_REDIRECT_SECONDS}
+    return render(request, "evaluation/participant/done.html", context)
 
 
 @require_http_methods(["GET", "HEAD"])

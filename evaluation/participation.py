@@ -101,7 +101,7 @@ def open_link_arrival_check(*, study: Study, now=None) -> None:
 
 
 @transaction.atomic
-def participant_join_open(*, study: Study, params, resumable: str = "", now=None) -> Participant:
+def participant_join_open(*, study: Study, params, resumable: str = "", screen=None, now=None) -> Participant:
     """Consent on the open link: a new participant while the cap allows and items are left, or the same session.
 
     The place is taken here, by a person agreeing, never by a GET; it goes back if the session runs past the
@@ -117,12 +117,14 @@ def participant_join_open(*, study: Study, params, resumable: str = "", now=None
     for name, field in zip(PROLIFIC_PARAMETERS, PARTICIPANT_FIELDS, strict=True):
         setattr(participant, field, _param(params, name))
     participant.save()
+    if screen is not None:
+        participant.record_screen(screen)
     participant.consent(now)
     return participant
 
 
 @transaction.atomic
-def participant_consent(*, participant: Participant, params, now=None) -> Participant:
+def participant_consent(*, participant: Participant, params, screen=None, now=None) -> Participant:
     """Consent on an invite link: the session starts, unless no item is left (then it is turned away).
 
     Returns the participant; its stage says which ("practice" or "turned away").
@@ -139,6 +141,8 @@ def participant_consent(*, participant: Participant, params, now=None) -> Partic
         participant.turn_away(now)
         return participant
     participant.record_url_parameters(params)
+    if screen is not None:
+        participant.record_screen(screen)
     participant.consent(now)
     return participant
 

@@ -182,9 +182,20 @@ def _participants(study: Study, rows: list[dict]) -> list[dict]:
                 "too_fast": sum(1 for r in scored if r["too_fast"]),
                 "attention_passed": sum(1 for r in checks if r["correct"]),
                 "attention_total": len(checks),
+                **_screen(p),
             }
         )
     return out
+
+
+def _screen(participant) -> dict:
+    """The window and device class measured at consent (issue 12); None before consent."""
+    measured = participant.viewport_width is not None
+    return {
+        "viewport": f"{participant.viewport_width}×{participant.viewport_height}" if measured else None,
+        "device_class": participant.device_class or None,
+        "user_agent": participant.user_agent,
+    }
 
 
 def _models(study: Study, scored: list[dict], human_categories: dict) -> list[dict]:
@@ -254,6 +265,10 @@ RESPONSE_COLUMNS = [
     "answered_at",
     "active_seconds",
     "too_fast",
+    "viewport_width",
+    "viewport_height",
+    "device_class",
+    "user_agent",
 ]
 
 
@@ -287,6 +302,10 @@ def responses_csv(study: Study) -> str:
                 a.answered_at.isoformat(),
                 f"{(a.active_ms or 0) / 1000:.3f}",
                 int(a.too_fast),
+                a.participant.viewport_width or "",
+                a.participant.viewport_height or "",
+                a.participant.device_class,
+                a.participant.user_agent,
             ]
         )
     return buffer.getvalue()

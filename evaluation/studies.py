@@ -54,8 +54,18 @@ def study_create(
     no_items_url: str = "",
     invites: int = 0,
     created_by=None,
+    min_viewport_width: int | None = None,
+    min_viewport_height: int | None = None,
+    expected_minutes: int | None = None,
+    contact: str = "",
+    instructions_text: str = "",
+    consent_text: str = "",
+    withdrawal_text: str = "",
 ) -> Study:
-    """Create a study and draw its frozen sample (and practice items) from the accepted pairs."""
+    """Create a study and draw its frozen sample (and practice items) from the accepted pairs.
+
+    The participant page's settings left out (None, or a blank text) keep the model's defaults.
+    """
     if not name.strip():
         raise StudyError({"name": ["give the study a name."]})
     if not 0 < fraction <= 1:
@@ -74,6 +84,15 @@ def study_create(
         raise StudyError({"split": [f"must be test, val or empty, got {split!r}."]})
     if not 0 <= split_val_fraction < 1:
         raise StudyError({"split_val_fraction": [f"must be at least 0 and below 1, got {split_val_fraction}."]})
+    page_fields = participant_page_fields(
+        min_viewport_width=min_viewport_width,
+        min_viewport_height=min_viewport_height,
+        expected_minutes=expected_minutes,
+        contact=contact,
+        instructions_text=instructions_text,
+        consent_text=consent_text,
+        withdrawal_text=withdrawal_text,
+    )
     practice_count = settings.STUDY_PRACTICE_COUNT if practice_count is None else practice_count
     pool = list(
         study_pool(
@@ -109,6 +128,7 @@ def study_create(
         no_items_url=no_items_url,
         pool_size=len(pool),
         created_by=created_by,
+        **page_fields,
     )
     strata = {pk: (category, domain) for pk, category, domain, _, _ in pool}
     rows = [
@@ -120,6 +140,24 @@ def study_create(
     if invites:
         study_invite(study=study, count=invites)
     return study
+
+
+def participant_page_fields(**values) -> dict:
+    """The participant-page settings of a new study, checked; None and blank texts keep the model's defaults."""
+    fields = {}
+    for name, value in values.items():
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        fields[name] = value.strip() if isinstance(value, str) else value
+    for name in ("min_viewport_width", "min_viewport_height"):
+        if name in fields and not 0 <= fields[name] <= 10000:
+            raise StudyError({name: [f"give 0 (any) to 10000 pixels, got {fields[name]}."]})
+    minutes = fields.get("expected_minutes", 1)
+    if not 1 <= minutes <= 600:
+        raise StudyError({"expected_minutes": [f"give the length as 1 to 600 minutes, got {minutes}."]})
+    if len(fields.get("contact", "")) > 200:
+        raise StudyError({"contact": [f"at most 200 characters, got {len(fields['contact'])}."]})
+    return fields
 
 
 @transaction.atomic

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from django import forms
 from django.conf import settings
 from django.contrib import messages
@@ -13,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain
 from evaluation import model_results, reports, studies
-from evaluation.models import Study, StudyItem
+from evaluation.models import DEFAULT_CONSENT, DEFAULT_INSTRUCTIONS, DEFAULT_WITHDRAWAL, Participant, Study, StudyItem
 from evaluation.sampling import ROUNDING_RULE
 from subtlebench.errors import Conflict, Invalid
 from subtlebench.pages import error_response
@@ -74,6 +76,32 @@ class StudyForm(forms.Form):
 
     def filter_rows(self):
         return [[self[name] for name in row] for row in self.FILTER_ROWS]
+
+    # What participants see (issue 12): the smallest window admitted, and the texts of the first page.
+    min_viewport_width = forms.IntegerField(
+        initial=1024, min_value=0, max_value=10000, required=False, label="Smallest window width, px (0: any)"
+    )
+    min_viewport_height = forms.IntegerField(
+        initial=0, min_value=0, max_value=10000, required=False, label="Smallest window height, px (0: any)"
+    )
+    expected_minutes = forms.IntegerField(
+        initial=15, min_value=1, max_value=600, required=False, label="Length, minutes"
+    )
+    contact = forms.CharField(
+        max_length=200,
+        required=False,
+        label="Contact for questions",
+        widget=forms.TextInput(attrs={"placeholder": "e.g. study-team@example.org"}),
+    )
+    instructions_text = forms.CharField(
+        initial=DEFAULT_INSTRUCTIONS, required=False, label="Instructions", widget=forms.Textarea(attrs={"rows": 4})
+    )
+    consent_text = forms.CharField(
+        initial=DEFAULT_CONSENT, required=False, label="Consent", widget=forms.Textarea(attrs={"rows": 3})
+    )
+    withdrawal_text = forms.CharField(
+        initial=DEFAULT_WITHDRAWAL, required=False, label="Withdrawal", widget=forms.Textarea(attrs={"rows": 2})
+    )
 
 
 class InviteForm(forms.Form):
@@ -145,6 +173,8 @@ def study_detail(request, pk):
     ]
     context = {
         "study": study,
+        "active_sessions": Participant.objects.filter(study=study).active().count(),
+        "devices": sorted(Counter(p["device_class"] for p in results["participants"] if p["device_class"]).items()),
         "r": results,
         "category_rows": category_rows,
         "domain_rows": [{"name": d, "stats": s} for d, s in accuracy["domains"].items()],
@@ -156,6 +186,8 @@ def study_detail(request, pk):
         "attention_items": study.items.attention(),
         "too_fast_seconds": settings.STUDY_TOO_FAST_SECONDS,
     }
+    if request.htmx:  # the live part polls itself while sessions are active
+        return render(request, "evaluation/study_detail.html#study-live", context)
     return render(request, "evaluation/study_detail.html", context)
 
 

@@ -18,7 +18,7 @@ from annotator.models import Category, Domain, Pair
 from demo.studies import seed_demo_study
 from evaluation import model_results, participation, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
-from tests.factories import make_pair
+from tests.factories import DESKTOP_WINDOW, make_pair
 
 pytestmark = pytest.mark.django_db
 
@@ -112,7 +112,9 @@ def test_a_participant_goes_from_consent_through_practice_to_the_completion_code
     carried = dict(re.findall(r'<input type="hidden" name="([A-Z_]+)" value="([^"]*)">', response.content.decode()))
     assert carried == {"PROLIFIC_PID": "pp1", "STUDY_ID": "st1", "SESSION_ID": "se1"}
     assert client.post(base + "consent/", carried).status_code == 400
-    assert client.post(base + "consent/", {"agree": "yes", **carried})["Location"] == base + "practice/"
+    assert (
+        client.post(base + "consent/", {"agree": "yes", **carried, **DESKTOP_WINDOW})["Location"] == base + "practice/"
+    )
     participant.refresh_from_db()
     assert (participant.prolific_pid, participant.prolific_study_id, participant.prolific_session_id) == (
         "pp1",

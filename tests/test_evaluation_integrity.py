@@ -20,7 +20,7 @@ from evaluation import participation, studies
 from evaluation.models import Participant, Study, StudyItem
 from evaluation.reports import study_results
 from subtlebench.spreadsheet_csv import FORMULA_STARTS, neutralised
-from tests.factories import make_pair
+from tests.factories import DESKTOP_WINDOW, make_pair
 
 pytestmark = pytest.mark.django_db
 
@@ -39,7 +39,7 @@ def open_url(study: Study, **params) -> str:
 
 def consent_open(client: Client, study: Study, **params) -> Participant:
     """Agree on the open link as a browser does: the page's form, posted with the parameters it carries."""
-    response = client.post(f"/p/open/{study.open_token}/consent/", {"agree": "yes", **params})
+    response = client.post(f"/p/open/{study.open_token}/consent/", {"agree": "yes", **params, **DESKTOP_WINDOW})
     assert response.status_code == 302, response.content
     token = response["Location"].split("/")[2]
     return Participant.objects.get(token=token)
@@ -212,7 +212,9 @@ def test_the_open_link_takes_places_at_consent_up_to_its_cap_and_the_same_browse
     consent_open(Client(), study, PROLIFIC_PID="a2", STUDY_ID="st", SESSION_ID="s2")
     late = Client()
     assert late.get(open_url(study, PROLIFIC_PID="a3")).status_code == 403
-    refused = late.post(f"/p/open/{study.open_token}/consent/", {"agree": "yes", "PROLIFIC_PID": "a3"})
+    refused = late.post(
+        f"/p/open/{study.open_token}/consent/", {"agree": "yes", "PROLIFIC_PID": "a3", **DESKTOP_WINDOW}
+    )
     assert refused.status_code == 403 and b"full" in refused.content
     assert study.participants.count() == 2
     # Agreeing is required: without the box ticked nobody is admitted.
@@ -265,13 +267,18 @@ def test_a_strangers_prolific_pid_gets_no_session_and_sees_already_taken_part():
         page = stranger.get(open_url(study, **params))
         assert page.status_code == 403 and b"already taken part" in page.content
         assert owner.token.encode() not in page.content
-        posted = stranger.post(f"/p/open/{study.open_token}/consent/", {"agree": "yes", **params})
+        posted = stranger.post(f"/p/open/{study.open_token}/consent/", {"agree": "yes", **params, **DESKTOP_WINDOW})
         assert posted.status_code == 403 and owner.token.encode() not in posted.content
     assert study.participants.count() == 1
     # An invite cannot take the id either.
     invite = studies.participant_create(study=study)
     assert Client().get(f"/p/{invite.token}/?PROLIFIC_PID=victim").status_code == 403
-    assert Client().post(f"/p/{invite.token}/consent/", {"agree": "yes", "PROLIFIC_PID": "victim"}).status_code == 403
+    assert (
+        Client()
+        .post(f"/p/{invite.token}/consent/", {"agree": "yes", "PROLIFIC_PID": "victim", **DESKTOP_WINDOW})
+        .status_code
+        == 403
+    )
     invite.refresh_from_db()
     assert invite.consented_at is None
     # The owner gets the session back: in the same browser session, or with Prolific's study and session ids.
@@ -300,7 +307,7 @@ def test_a_full_study_gives_the_no_items_code_never_the_completion_code_and_coun
     browser = Client()
     browser.get(open_url(study))
     browser.get(open_url(study))  # a reload in the same browser is one arrival
-    assert Client().post(f"/p/{unused.token}/consent/", {"agree": "yes"}).status_code == 302
+    assert Client().post(f"/p/{unused.token}/consent/", {"agree": "yes", **DESKTOP_WINDOW}).status_code == 302
     assert not Participant.objects.filter(study=study, via_open_link=True).exists()
     unused.refresh_from_db()
     assert unused.stage == "turned away" and unused.consented_at is None
@@ -326,7 +333,7 @@ def test_a_session_that_consented_before_the_study_filled_is_turned_away_not_fin
     study = studies.study_create(name="S", fraction=0.5, practice_count=1, invites=2)
     fast, slow = study.participants.all()
     for participant in (fast, slow):
-        assert client.post(f"/p/{participant.token}/consent/", {"agree": "yes"}).status_code == 302
+        assert client.post(f"/p/{participant.token}/consent/", {"agree": "yes", **DESKTOP_WINDOW}).status_code == 302
     participation.participant_answer_all(participant=fast)
     run_through_practice(slow)
     page = client.get(f"/p/{slow.token}/items/", follow=True)
