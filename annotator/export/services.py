@@ -485,7 +485,7 @@ def choose_val_groups(groups: dict[int, Counter], identity: dict[int, int], *, f
                     move(root, 1)
     if len(groups) >= 2 and not chosen:  # every group overshoots its quota: the one that overshoots least
         move(min(order, key=lambda root: change(groups[root])), 1)
-    if len(groups) >= 2 and len(chosen) == len(groups):  # test keeps the group whose leaving costs least
+    if len(chosen) == len(groups):  # test (the evaluator's default split) keeps the group whose leaving costs least
         move(min((r for r in order if r in chosen), key=lambda root: change(groups[root], -1)), -1)
     return chosen
 
