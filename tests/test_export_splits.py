@@ -12,7 +12,7 @@ from django.core.files.storage import default_storage
 from django.core.management import call_command
 
 from annotator.export.format import validate_dataset
-from annotator.export.services import ExportError, ExportOptions, benchmark_export
+from annotator.export.services import ExportOptions, benchmark_export
 from annotator.models import Pair
 from tests.export_fixtures import accepted_caption, all_records, make_pair, read_jsonl, video_with_pairs
 
@@ -104,13 +104,14 @@ def test_a_split_left_out_of_an_s3_export_is_removed_from_the_prefix(tmp_path, s
     assert "b/data/val.jsonl" not in keys and "b/data/test.jsonl" in keys
 
 
-def test_an_export_with_no_item_is_refused_and_the_dry_run_says_why(tmp_path):
+def test_an_export_with_no_item_writes_no_split_file_and_says_so(tmp_path):
     make_pair(answer="x", distractors=["x"])
-    with pytest.raises(ExportError, match="Nothing to export .*1 skipped.*cannot run on an empty benchmark"):
-        export(tmp_path)
-    assert not (tmp_path / "out").exists()
     dry = benchmark_export(options=ExportOptions(out=str(tmp_path / "out")), dry_run=True)
     assert dry["items"] == 0 and "no item to export" in dry["warnings"][0]
+    result = export(tmp_path)
+    assert result["left_out"] == ["test", "val"] and "cannot run on an empty benchmark" in result["warnings"][0]
+    assert not (tmp_path / "out/data/test.jsonl").exists() and not (tmp_path / "out/data/val.jsonl").exists()
+    assert "no item to export" in (tmp_path / "out/README.md").read_text()
 
 
 def test_no_group_straddles_the_splits_whatever_the_seed(tmp_path):

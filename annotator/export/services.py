@@ -495,9 +495,11 @@ def balance_answers(included: array, in_val: array, categories: list, id_hashes:
     about half the answers are "first image".
 
     Items that must keep their orientation (see `orientation_is_fixed`) count as they are; the others are ranked
-    by a hash of the seed and their item id, and the first ones of that ranking get the answer first, as many as
-    the half needs. The decision reads only item ids, never the stored orientation, so an export that is imported
-    and exported again comes out with every item the same way round.
+    by a hash of the seed and their item id: the first ones of that ranking get the answer first, the last ones
+    second, as many of each as the half needs. The decision reads item ids, not the stored orientation, so an
+    export that is imported and exported again comes out with every item the same way round. One exception: of
+    an odd count, the one item that may go either way stays as it is stored (that is just as balanced, and keeps
+    an already balanced dataset as it was).
     """
     fixed_first: Counter = Counter()
     fixed: Counter = Counter()
@@ -514,11 +516,12 @@ def balance_answers(included: array, in_val: array, categories: list, id_hashes:
     swapped = []
     for bucket, items in free.items():
         total = fixed[bucket] + len(items)
-        # An odd count leaves one item over: which side gets it goes by the seed, not always the same side.
-        half = total // 2 + (total % 2 and id_hash(f"{seed}:odd:{bucket}") % 2)
-        answer_first = min(max(half - fixed_first[bucket], 0), len(items))
+        # At least total // 2 answers first and at most total - total // 2, as far as the free items allow.
+        first_at_least = min(max(total // 2 - fixed_first[bucket], 0), len(items))
+        first_at_most = min(max(total - total // 2 - fixed_first[bucket], 0), len(items))
         for rank, (_, place, pk) in enumerate(sorted(items)):
-            if place != (1 if rank < answer_first else 2):
+            wanted = 1 if rank < first_at_least else 2 if rank >= first_at_most else place
+            if place != wanted:
                 swapped.append(pk)
     return array("q", sorted(swapped))
 
@@ -1052,11 +1055,6 @@ def benchmark_export(*, options: ExportOptions, progress=None, dry_run: bool = F
             "counts": plan.counts,
             "swapped": len(plan.swapped),
         }
-    if not plan.included:
-        raise ExportError(
-            f"Nothing to export ({plan.total} pairs considered, {plan.skipped_count} skipped): "
-            "the official evaluator cannot run on an empty benchmark."
-        )
     progress.start(plan.total)
     if options.is_s3:
         split_s3_uri(options.out)  # a malformed URI fails before any work
