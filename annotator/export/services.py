@@ -1,9 +1,11 @@
-"""Export finished pairs as the benchmark the official evaluation code loads: splits, images, card, manifest.
+"""Export finished pairs as the benchmark the official evaluation code loads: splits, images, provenance, card,
+manifest.
 
-Two streaming passes over the exportable pairs: the first checks each question and plans the leak-free
-split (union-find over videos and shared images), the second writes the JSONL lines and copies each image
-once. Everything is written into a temporary folder beside the target and renamed into place at the end;
-an S3 target is staged locally and uploaded images first, manifest last.
+Two streaming passes over the exportable pairs: the first checks each question, plans the leak-free split
+(union-find over videos, groups and shared images) and the orientation of the binary items, the second writes
+the JSONL lines and the provenance sidecar and copies each image once. Everything is written into a temporary
+folder beside the target and renamed into place at the end; an S3 target is staged locally and uploaded images
+first, manifest last.
 """
 
 from __future__ import annotations
