@@ -237,3 +237,24 @@ def test_the_job_counts_progress_while_it_streams_the_pairs(coordinator, export_
     job = finished_export(coordinator, str(export_root / "v1"), val_fraction=0)
     assert job.status == Job.Status.SUCCEEDED and job.total == job.done == 5 and job.result["items"] == 5
     assert advances == [2, 2, 1]
+
+
+def test_the_preview_warns_before_an_export_that_would_leave_val_out(client_for, coordinator, export_root):
+    from tests.export_fixtures import video_with_pairs
+
+    video_with_pairs(2)  # one video: one group, which cannot be split
+    page = client_for(coordinator)
+    html = page.post("/exports/", {"target": "v1", "val_fraction": "0.1", "seed": "0", "action": "preview"}).content
+    html = html.decode()
+    assert 'id="export-warnings"' in html
+    assert "The val split has no item: data/val.jsonl and its config are left out" in html
+    make_pair()  # a second group: val gets one
+    html = page.post("/exports/", {"target": "v1", "val_fraction": "0.1", "seed": "0", "action": "preview"}).content
+    assert b'id="export-warnings"' not in html
+
+
+def test_the_history_marks_a_split_that_was_left_out(client_for, coordinator, export_root):
+    make_pair()
+    finished_export(coordinator, str(export_root / "v1"), val_fraction=0)
+    html = client_for(coordinator).get("/exports/history/").content.decode()
+    assert 'title="no item: data/val.jsonl left out"' in html

@@ -2,12 +2,15 @@
 
 All or nothing: the whole folder is validated first (every violation with its file and line), and the
 rows and image files are written only when none is found; a failure while writing removes what it wrote.
+Each pair keeps its group (its video), so a re-export never splits a video across test and val: the `group`
+of an export's metadata/items.jsonl when the folder has one, else the video part of its source_id.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import re
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
@@ -18,6 +21,7 @@ from django.utils import timezone
 from PIL import Image as PILImage
 
 from annotator.export.format import SPLITS, item_id, iter_lines, record_item_id, split_path, validate_dataset
+from annotator.export.services import ITEMS_METADATA
 from annotator.models import Caption, Image, Pair
 from annotator.similarity.services import images_queue_embeddings
 from subtlebench.errors import Invalid
@@ -48,6 +52,41 @@ def read_records(root: Path) -> list[tuple[str, int, dict]]:
         if (root / split_path(split)).is_file()
         for number, record, _ in iter_lines(root / split_path(split))
     ]
+
+
+# `<video>_<frame 1>_<frame 2>`, the paper's ids of frame pairs; and for yt8m `<video>_<n>`, the id the export
+# derives for a pair without one (`format.exported_source_id`).
+FRAME_PAIR_ID = re.compile(r"(?P<video>.+)_\d+_\d+")
+DERIVED_ID = re.compile(r"(?P<video>.+)_\d+")
+GROUP_MAX = Pair._meta.get_field("group_key").max_length
+
+
+def source_group(source: str, source_id: str) -> str:
+    """The group of a pair that names none: its source and the video part of its source_id, or '' (a pair of its
+    own). For yt8m it is the key an export gives a video's pairs (`services.pair_group`)."""
+    match = FRAME_PAIR_ID.fullmatch(source_id) or (source == "yt8m" and DERIVED_ID.fullmatch(source_id))
+    return f"{source}:{match['video']}"[:GROUP_MAX] if match else ""
+
+
+def read_groups(root: Path) -> tuple[dict[str, str], list[str]]:
+    """The explicit groups of an export's metadata/items.jsonl, by item id ('' for an item it groups with no
+    other), and the problems of that file, each with its line. A folder without the file has none."""
+    path = root / ITEMS_METADATA
+    groups: dict[str, str] = {}
+    problems: list[str] = []
+    if not path.is_file():
+        return groups, problems
+    for number, line, error in iter_lines(path):
+        where = f"{ITEMS_METADATA}:{number}"
+        if error:
+            problems.append(f"{where}: {error}")
+        elif not isinstance(line, dict) or not isinstance(line.get("item_id"), str):
+            problems.append(f"{where}: a line must be a JSON object with a string 'item_id'")
+        elif not isinstance(line.get("group"), str | None) or len(line.get("group") or "") > GROUP_MAX:
+            problems.append(f"{where}: 'group' must be null or a string of at most {GROUP_MAX} characters")
+        else:
+            groups[line["item_id"]] = line.get("group") or ""
+    return groups, problems
 
 
 def clashes_with_database(records) -> list[str]:
@@ -94,7 +133,8 @@ def pairs_import(*, folder, user=None) -> dict:
     if problems:
         raise PairImportError(problems)
     records = read_records(root)
-    problems = clashes_with_database(records)
+    groups, problems = read_groups(root)
+    problems += clashes_with_database(records)
     if problems:
         raise PairImportError(problems)
     saved: list[str] = []
@@ -114,6 +154,7 @@ def pairs_import(*, folder, user=None) -> dict:
                     domain=record["domain"],
                     source=record["source"],
                     source_id=record["source_id"],
+                    group_key=groups.get(record_item_id(record), source_group(record["source"], record["source_id"])),
                     question=record["question"],
                     answer=record["answer"],
                     distractors=record["distractors"],

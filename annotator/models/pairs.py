@@ -72,6 +72,11 @@ class Pair(models.Model):
     domain = models.CharField(max_length=20, choices=Domain.choices, default=Domain.NATURAL)
     source = models.CharField(max_length=50, default="yt8m")
     source_id = models.CharField(max_length=200, blank=True)
+    # Imported pairs have no video: this keeps their grouping (e.g. "yt8m:<video>"), so an export never splits
+    # pairs of one video (or one scene) across test and val.
+    group_key = models.CharField(
+        max_length=200, blank=True, help_text="Pairs with one group key always land in one split of an export."
+    )
     question = models.TextField(blank=True)
     answer = models.TextField(blank=True)
     distractors = models.JSONField(default=list, blank=True)

@@ -50,6 +50,8 @@ class Command(BaseCommand):
             self.stdout.write(f"skipped pair {skipped['pair']}: {skipped['reason']}")
         if result["skipped_count"] > len(result["skipped"]):
             self.stdout.write(f"... and {result['skipped_count'] - len(result['skipped'])} more skipped")
+        for warning in result["warnings"]:
+            self.stderr.write(self.style.WARNING(f"warning: {warning}"))
         splits = ", ".join(f"{split} {result['splits'][split]}" for split in SPLITS)
         if result.get("dry_run"):
             self.stdout.write(f"Dry run: {result['items']} items ({splits}), {result['skipped_count']} skipped.")
