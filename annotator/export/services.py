@@ -135,6 +135,8 @@ ROW_FIELDS = (
     "domain",
     "source",
     "source_id",
+    "raw_folder",
+    "generation_info",
     "question",
     "answer",
     "distractors",
@@ -426,8 +428,8 @@ def record_of(row: dict, image_1: str, image_2: str) -> dict:
         "domain": row["domain"],
         "source": row["source"],
         "source_id": exported_source_id(source_id=row["source_id"], pair_id=row["pk"], yt8m_id=row["video__yt8m_id"]),
-        "raw_folder": f"{row['source']}_{row['category']}_pairs",
-        "generation_info": None,
+        "raw_folder": row["raw_folder"] or f"{row['source']}_{row['category']}_pairs",
+        "generation_info": row["generation_info"],
     }
     assert list(record) == list(FIELDS)
     return record
@@ -497,9 +499,11 @@ def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> di
         card_time = REPRODUCIBLE_TIME if options.reproducible else timezone.now().strftime("%Y-%m-%dT%H:%M:%SZ")
         card = dataset_card(options=options, counts=counts, sizes=sizes, models=plan.models, time=card_time)
         (root / CARD).write_bytes(card.encode())
-        for split in SPLITS:
+        for split in written_splits(sizes):
             manifest.write(f"{hashes[split].hexdigest()}  {split_path(split)}\n")
         manifest.write(f"{hashlib.sha256(card.encode()).hexdigest()}  {CARD}\n")
+    for split in set(SPLITS) - set(written_splits(sizes)):
+        os.remove(root / split_path(split))
     os.replace(manifest_part, root / MANIFEST)
     totals = split_totals(counts)
     return {
@@ -511,6 +515,12 @@ def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> di
         "card_time": card_time,
         "manifest_sha256": sha256_of(root / MANIFEST),
     }
+
+
+def written_splits(sizes: dict[str, int]) -> list[str]:
+    """The splits whose file the export keeps: an empty one crashes the official evaluator, so it is left out
+    (test stays when there is nothing at all, for validate_benchmark to say so)."""
+    return [split for split in SPLITS if sizes[split]] or ["test"]
 
 
 def yaml_str(value: str) -> str:
@@ -536,14 +546,14 @@ def dataset_card(*, options: ExportOptions, counts: dict, sizes: dict, models: l
         ("generation_info", "string"),
     ]
     lines = ["---", "configs:", "- config_name: default", "  data_files:"]
-    for split in SPLITS:
+    for split in written_splits(sizes):
         lines += [f"  - split: {split}", f"    path: {split_path(split)}"]
     lines += ["dataset_info:", "  features:"]
     for name, dtype in features:
         lines.append(f"  - name: {name}")
         lines.append("    sequence: string" if dtype is None else f"    dtype: {dtype}")
     lines.append("  splits:")
-    for split in SPLITS:
+    for split in written_splits(sizes):
         lines += [f"  - name: {split}", f"    num_bytes: {sizes[split]}", f"    num_examples: {totals[split]}"]
     lines += [f"  dataset_size: {sum(sizes.values())}", "---", ""]
 

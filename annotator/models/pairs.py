@@ -72,6 +72,10 @@ class Pair(models.Model):
     domain = models.CharField(max_length=20, choices=Domain.choices, default=Domain.NATURAL)
     source = models.CharField(max_length=50, default="yt8m")
     source_id = models.CharField(max_length=200, blank=True)
+    # An imported record's own raw_folder and generation_info, exported as they came (a round trip keeps them);
+    # empty / null for pairs made in the app, which export `<source>_<category>_pairs` and null.
+    raw_folder = models.CharField(max_length=200, blank=True)
+    generation_info = models.JSONField(null=True, blank=True)
     question = models.TextField(blank=True)
     answer = models.TextField(blank=True)
     distractors = models.JSONField(default=list, blank=True)
