@@ -53,7 +53,13 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def all_records(root: Path) -> list[dict]:
-    return read_jsonl(root / "data/test.jsonl") + read_jsonl(root / "data/val.jsonl")
+    """The records of both splits; an export leaves out the file of an empty split."""
+    return [
+        r
+        for split in ("test", "val")
+        if (root / f"data/{split}.jsonl").is_file()
+        for r in read_jsonl(root / f"data/{split}.jsonl")
+    ]
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:
