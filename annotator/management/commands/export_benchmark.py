@@ -17,7 +17,10 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--out", required=True, help="Target folder, or s3://bucket/prefix.")
+        parser.add_argument(
+            "--out", required=True, help="Target folder (its parent must exist), or s3://bucket/prefix."
+        )
+        parser.add_argument("--replace", action="store_true", help="Replace an earlier export at --out.")
         parser.add_argument("--val-fraction", type=float, default=0.1, help="Share of each category in val.")
         parser.add_argument("--seed", type=int, default=0, help="Seed of the split (same seed, same split).")
         parser.add_argument("--min-similarity", type=float, default=None, help="A stricter similarity bar.")
@@ -38,6 +41,7 @@ class Command(BaseCommand):
                 categories=tuple(opts["category"]),
                 domains=tuple(opts["domain"]),
                 reproducible=opts["reproducible"],
+                replace=opts["replace"],
             )
             result = benchmark_export(options=options, dry_run=opts["dry_run"])
         except ServiceError as error:  # bad options (Invalid) or a failed write (ExportError)
