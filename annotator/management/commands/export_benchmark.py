@@ -8,6 +8,7 @@ from annotator.export.format import SPLITS
 from annotator.export.services import ExportOptions, benchmark_export
 from annotator.models import Category, Domain
 from subtlebench.errors import ServiceError
+from subtlebench.progress import TerminalProgress
 
 
 class Command(BaseCommand):
@@ -43,7 +44,8 @@ class Command(BaseCommand):
                 reproducible=opts["reproducible"],
                 replace=opts["replace"],
             )
-            result = benchmark_export(options=options, dry_run=opts["dry_run"])
+            with TerminalProgress(self.stdout, "Exporting", unit="pair") as progress:
+                result = benchmark_export(options=options, dry_run=opts["dry_run"], progress=progress)
         except ServiceError as error:  # bad options (Invalid) or a failed write (ExportError)
             raise CommandError(str(error))
         for category in sorted(result["counts"]):
