@@ -410,3 +410,13 @@ def test_an_export_replaced_from_the_command_line_is_marked_replaced_in_its_job(
     job.refresh_from_db()
     assert job.result["replaced_by"] is None and job.result["replaced_at"]
     assert job.result["items"] == 1  # the rest of its record is kept
+
+
+def test_a_dry_run_says_what_a_real_run_would_refuse(tmp_path, capsys):
+    make_pair()
+    call_command("export_benchmark", "--out", str(tmp_path / "out"))
+    capsys.readouterr()
+    call_command("export_benchmark", "--out", str(tmp_path / "out"), "--dry-run")
+    assert "A real run would stop: " in capsys.readouterr().out
+    call_command("export_benchmark", "--out", str(tmp_path / "out"), "--dry-run", "--replace")
+    assert "A real run would stop" not in capsys.readouterr().out

@@ -278,7 +278,7 @@ def test_the_history_and_the_download_say_when_an_exports_folder_was_removed(cli
     shutil.rmtree(export_root / "v1")
     page = client_for(coordinator)
     history = page.get("/exports/history/").content.decode()
-    assert ">removed</span>" in history and f"{export_root / 'v1'} no longer holds an export" in history
+    assert ">removed</span>" in history and "Removed: its folder no longer holds an export." in history
     assert reverse("export-download", args=[job.pk]) not in history
     response = page.get(f"/exports/{job.pk}/download/")
     assert response.status_code == 410 and f"Export #{job.pk} is no longer available" in response.content.decode()
@@ -294,3 +294,14 @@ def test_the_api_refuses_to_replace_an_export_unless_asked(client_for, coordinat
     assert response.status_code == 202
     export_run(job_id=response.json()["id"])
     assert api.get(f"/api/exports/{old.pk}/").json()["download_url"] is None
+
+
+def test_the_preview_asks_about_replacing_an_earlier_export_at_once(client_for, coordinator, export_root):
+    make_pair()
+    finished_export(coordinator, str(export_root / "v1"))
+    response = client_for(coordinator).post(
+        "/exports/", {"target": "v1", "val_fraction": "0", "seed": "0", "action": "preview"}
+    )
+    html = response.content.decode()
+    assert "Preview: 1 items" in html and 'id="export-replace"' in html
+    assert Job.objects.filter(kind=Job.Kind.EXPORT).count() == 1

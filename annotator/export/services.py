@@ -637,7 +637,7 @@ REPLACE_HOW = (
 )
 
 
-def check_local_target(out: Path, *, replace: bool) -> None:
+def check_local_target(out: Path, *, replace: bool, create_root: bool = True) -> None:
     """Refuse a target that is not ours to write: a missing parent folder (never created, except the app's own
     EXPORT_ROOT), a folder that is not an earlier export, or an earlier export unless `replace`."""
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).exists())):
@@ -651,7 +651,8 @@ def check_local_target(out: Path, *, replace: bool) -> None:
                 f"{out.parent} does not exist: create the folder first, or check the path "
                 "(the export never creates a missing parent folder)"
             )
-        out.parent.mkdir(parents=True, exist_ok=True)
+        if create_root:
+            out.parent.mkdir(parents=True, exist_ok=True)
 
 
 def describe_local_export(out: Path) -> str:
@@ -682,11 +683,11 @@ def check_s3_target(uri: str, *, replace: bool) -> None:
     raise ExportTargetTaken(f"{uri} already holds an export ({existing}): {REPLACE_HOW}.", existing)
 
 
-def check_target(options: ExportOptions) -> None:
+def check_target(options: ExportOptions, *, dry_run: bool = False) -> None:
     if options.is_s3:
         check_s3_target(options.out, replace=options.replace)
     else:
-        check_local_target(Path(options.out).resolve(), replace=options.replace)
+        check_local_target(Path(options.out).resolve(), replace=options.replace, create_root=not dry_run)
 
 
 def export_jobs_at(out: str):
@@ -781,8 +782,13 @@ def benchmark_export(
     progress = progress or NoProgress()
     if options.is_s3:
         split_s3_uri(options.out)  # a malformed URI fails before any work
-    if not dry_run:
-        check_target(options)
+    target_problem = None
+    try:
+        check_target(options, dry_run=dry_run)
+    except ExportError as error:
+        if not dry_run:
+            raise
+        target_problem = str(error)  # a dry run still gives the counts, and says what a real run would refuse
     plan = plan_export(options)
     result = {
         "out": options.out,
@@ -794,7 +800,14 @@ def benchmark_export(
     }
     if dry_run:
         totals = split_totals(plan.counts)
-        return {**result, "dry_run": True, "items": sum(totals.values()), "splits": totals, "counts": plan.counts}
+        return {
+            **result,
+            "dry_run": True,
+            "items": sum(totals.values()),
+            "splits": totals,
+            "counts": plan.counts,
+            "target_problem": target_problem,
+        }
     progress.start(plan.total)
     if options.is_s3:
         with tempfile.TemporaryDirectory(prefix="export-") as tmp:
@@ -871,7 +884,7 @@ def export_gone_reason(job: Job) -> str | None:
         by = f"export #{result['replaced_by']}" if result.get("replaced_by") else "an export from the command line"
         return f"Replaced by {by} at {result['replaced_at'][:16].replace('T', ' ')}."
     if result.get("target") == "local" and not (Path(result["out"]) / MANIFEST).exists():
-        return f"Removed: {result['out']} no longer holds an export."
+        return "Removed: its folder no longer holds an export."
     return None
 
 

@@ -13,6 +13,7 @@ from annotator.export.services import (
     ExportOptions,
     ExportTargetTaken,
     benchmark_export,
+    check_target,
     export_download_url,
     export_folder_for_web,
     export_gone_reason,
@@ -74,11 +75,12 @@ def exports(request):
             options = form.options(replace=action == "replace")
             if action == "preview":
                 preview = benchmark_export(options=options, dry_run=True)
+                check_target(options, dry_run=True)  # ask about replacing now rather than after "Start"
             else:
                 export_start(options=options, user=request.user)
                 return redirect("exports")
         except ExportTargetTaken as taken:  # ask first; nothing is started or replaced without the confirmation
-            return _exports_page(request, form, taken=taken)
+            return _exports_page(request, form, preview, taken=taken)
         except (Invalid, Conflict) as error:  # a target that is a path; a storage or target problem (ExportError)
             return error_response(request, error, form=form, page=lambda message: _exports_page(request, form))
     return _exports_page(request, form, preview)

@@ -59,6 +59,8 @@ class Command(BaseCommand):
         splits = ", ".join(f"{split} {result['splits'][split]}" for split in SPLITS)
         if result.get("dry_run"):
             self.stdout.write(f"Dry run: {result['items']} items ({splits}), {result['skipped_count']} skipped.")
+            if result["target_problem"]:
+                self.stdout.write(self.style.WARNING(f"A real run would stop: {result['target_problem']}"))
         else:
             self.stdout.write(
                 self.style.SUCCESS(
