@@ -344,3 +344,34 @@ def test_the_command_prints_one_violation_per_line_and_exits_non_zero(export, ca
     assert len(lines) >= 3
     assert all(re.match(r"^[\w./]+(:\d+)?: \S", line) for line in lines), lines
     assert "data/val.jsonl: empty split" in "\n".join(lines)
+
+
+def test_it_catches_a_config_that_calls_one_split_by_the_others_name(export):
+    card = (export / "README.md").read_text()
+    swapped = card.replace("  - split: test\n    path: data/test.jsonl", "  - split: val\n    path: data/test.jsonl")
+    assert swapped != card
+    (export / "README.md").write_text(swapped)
+    reseal(export)
+    [problem] = all_violations(export)
+    assert re.fullmatch(r"README\.md:\d+: config split 'val' points at data/test\.jsonl, the test split", problem)
+
+
+def test_it_reads_the_other_forms_of_data_files_the_hub_reads(export):
+    card = (export / "README.md").read_text()
+    header, body = card.split("dataset_info:", 1)
+    for data_files in (
+        "  data_files:\n    test: data/test.jsonl\n    val: [data/val.jsonl]\n",
+        '  data_files: "data/*.jsonl"\n',
+    ):
+        (export / "README.md").write_text(
+            "---\nconfigs:\n- config_name: default\n" + data_files + "dataset_info:" + body
+        )
+        reseal(export)
+        assert all_violations(export) == [], data_files
+
+
+def test_a_manifest_written_from_dot_slash_paths_is_read_as_sha256sum_reads_it(export):
+    manifest = (export / "manifest.sha256").read_text()
+    (export / "manifest.sha256").write_text(manifest.replace("  ", "  ./"))
+    assert all_violations(export) == []
+    assert subprocess.run(["sha256sum", "--quiet", "-c", "manifest.sha256"], cwd=export).returncode == 0

@@ -417,24 +417,31 @@ def card_violations(root: Path, counts: dict[str, int]) -> Iterator[Violation]:
         yield Violation(CARD, at(header), "no configs: the Hub would not know which file is which split")
         configs = []
     for config in configs:
-        files = config.get("data_files") if isinstance(config, dict) else None
-        if not isinstance(files, list):
+        entries = config_data_files(config.get("data_files") if isinstance(config, dict) else None)
+        if entries is None:
             yield Violation(CARD, at(config), "a config needs data_files: a list of {split, path}")
             continue
-        for entry in files:
-            paths = entry.get("path") if isinstance(entry, dict) else None
-            for path in [paths] if isinstance(paths, str) else paths if isinstance(paths, list) else [None]:
-                if not isinstance(path, str) or image_path_problem(path):
-                    yield Violation(CARD, at(entry), f"data_files entry {entry!r} needs a relative path")
-                elif not (root / path).is_file():
-                    yield Violation(CARD, at(entry), f"config data file {path} does not exist")
-                else:
-                    configured.add(path)
+        for split, path, node in entries:
+            line = at(node) or at(config)
+            if not isinstance(path, str) or image_path_problem(path):
+                yield Violation(CARD, line, f"data_files entry {node!r} needs a relative path")
+                continue
+            matches = sorted(root.glob(path)) if any(c in path for c in "*?[") else [root / path]
+            found = [m.relative_to(root).as_posix() for m in matches if m.is_file()]
+            if not found:
+                yield Violation(CARD, line, f"config data file {path} does not exist")
+            for name in found:
+                configured.add(name)
+                named = PurePosixPath(name).stem if PurePosixPath(name).parent.as_posix() == "data" else None
+                if split is not None and named in SPLITS and named != split:
+                    yield Violation(CARD, line, f"config split {split!r} points at {name}, the {named} split")
     for split in counts:
         if split_path(split) not in configured:
             yield Violation(CARD, None, f"{split_path(split)} exists but no config of the card points at it")
 
     info = header.get("dataset_info")
+    if isinstance(info, list):  # one entry per config, as the Hub writes it for several configs
+        info = next((i for i in info if isinstance(i, dict) and i.get("config_name", "default") == "default"), None)
     splits = info.get("splits") if isinstance(info, dict) else None
     if not isinstance(splits, list):
         yield Violation(CARD, at(info) or at(header), "no dataset_info.splits with the count of each split")
@@ -456,6 +463,28 @@ def card_violations(root: Path, counts: dict[str, int]) -> Iterator[Violation]:
     for split in counts:
         if split not in listed:
             yield Violation(CARD, at(info), f"dataset_info.splits does not list {split!r} ({counts[split]} records)")
+
+
+def config_data_files(files) -> list[tuple[str | None, object, object]] | None:
+    """(split, path, node for its line) of each file a config names, in the forms the Hub reads: a path, a list
+    of paths, a {split: path(s)} mapping, or a list of {split, path(s)}; None when it is none of them."""
+    if isinstance(files, str):
+        return [(None, files, files)]
+    if isinstance(files, dict):
+        return [(split, path, files) for split, paths in files.items() for path in as_list(paths)]
+    if not isinstance(files, list):
+        return None
+    entries = []
+    for entry in files:
+        if isinstance(entry, dict):
+            entries += [(entry.get("split"), path, entry) for path in as_list(entry.get("path"))]
+        else:
+            entries.append((None, entry, entry))
+    return entries
+
+
+def as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
 
 
 MANIFEST_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
@@ -481,6 +510,7 @@ def manifest_violations(root: Path) -> Iterator[Violation]:
             if image_path_problem(path):
                 yield Violation(MANIFEST, number, f"{path!r} must be a path relative to the folder, without '..'")
                 continue
+            path = PurePosixPath(path).as_posix()  # `find . | xargs sha256sum` writes ./data/test.jsonl
             if path in listed:
                 yield Violation(MANIFEST, number, f"{path} is listed twice")
                 continue
