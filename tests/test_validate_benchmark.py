@@ -208,8 +208,7 @@ def test_it_refuses_a_configured_split_whose_file_is_missing(export):
 
 
 def test_it_refuses_an_export_without_its_test_split(export):
-    shutil.move(export / "data/test.jsonl", export / "test.jsonl.bak")
-    (export / "test.jsonl.bak").unlink()
+    (export / "data/test.jsonl").unlink()
     reseal(export)
     found = all_violations(export)
     assert (
