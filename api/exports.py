@@ -23,6 +23,7 @@ class ExportStartInputSerializer(serializers.Serializer):
     categories = serializers.ListField(child=serializers.ChoiceField(Category.choices), default=list)
     domains = serializers.ListField(child=serializers.ChoiceField(Domain.choices), default=list)
     reproducible = serializers.BooleanField(default=False)
+    replace = serializers.BooleanField(default=False, help_text="Replace an earlier export at the target.")
 
 
 class ExportOutputSerializer(serializers.Serializer):
@@ -44,18 +45,23 @@ class ExportOutputSerializer(serializers.Serializer):
         return f"/jobs/{job.pk}/"
 
     def get_download_url(self, job) -> str | None:
-        return f"/exports/{job.pk}/download/" if job.status == Job.Status.SUCCEEDED else None
+        if job.status != Job.Status.SUCCEEDED or "replaced_at" in (job.result or {}):
+            return None
+        return f"/exports/{job.pk}/download/"
 
 
 def export_jobs():
     return Job.objects.filter(kind=Job.Kind.EXPORT).select_related("created_by").order_by("-created")
 
 
-@extend_schema(request=ExportStartInputSerializer, responses={202: ExportOutputSerializer, **error_responses(400, 403)})
+@extend_schema(
+    request=ExportStartInputSerializer, responses={202: ExportOutputSerializer, **error_responses(400, 403, 409)}
+)
 @api_view(["POST"])
 @permission_classes([HasRole.of(COORDINATOR)])
 def export_start_api(request):
-    """Queue an export job; poll its detail (or /jobs/<id>/) for progress and counts."""
+    """Queue an export job; poll its detail (or /jobs/<id>/) for progress and counts. A target that already
+    holds an export answers 409 unless `replace` is true."""
     data = ExportStartInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     fields = dict(data.validated_data)

@@ -99,7 +99,7 @@ def test_a_split_left_out_of_an_s3_export_is_removed_from_the_prefix(tmp_path, s
     benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/b", val_fraction=0.3))
     keys = {o["Key"] for o in s3_client().list_objects_v2(Bucket=s3_bucket, Prefix="b/")["Contents"]}
     assert "b/data/val.jsonl" in keys
-    benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/b", val_fraction=0))
+    benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/b", val_fraction=0, replace=True))
     keys = {o["Key"] for o in s3_client().list_objects_v2(Bucket=s3_bucket, Prefix="b/")["Contents"]}
     assert "b/data/val.jsonl" not in keys and "b/data/test.jsonl" in keys
 

@@ -126,17 +126,36 @@ def stored_image(root: Path, path: str, source: str, saved: list[str]) -> Image:
     return image
 
 
-def pairs_import(*, folder, user=None) -> dict:
-    """Import every record of data/test.jsonl and data/val.jsonl as a submitted pair; returns the counts."""
+def captions_without_author(records, user) -> list[str]:
+    """A caption needs an author to be reviewed and credited: without a user, refuse rather than drop them."""
+    captioned = [f"{name}:{number}" for name, number, record in records if record["has_caption"]]
+    if user is None and captioned:
+        listed = ", ".join(captioned[:3]) + (f" and {len(captioned) - 3} more" if len(captioned) > 3 else "")
+        return [
+            f"{len(captioned)} record{'s have' if len(captioned) != 1 else ' has'} a caption ({listed}) and a "
+            "caption needs an author: run import_pairs with --user USERNAME to credit that user with the "
+            "captions; nothing was imported"
+        ]
+    return []
+
+
+def pairs_import(*, folder, user=None, progress=None) -> dict:
+    """Import every record of data/test.jsonl and data/val.jsonl as a submitted pair; returns the counts.
+
+    `progress` (optional) is told the number of records, then each one written, as a Job is.
+    """
     root = checked_import_root(folder)
-    problems = [str(violation) for violation in validate_dataset(root)]
+    # The records and their images; an export's card and manifest are not needed to import its pairs.
+    problems = [str(violation) for violation in validate_dataset(root, contract=False)]
     if problems:
         raise PairImportError(problems)
     records = read_records(root)
     groups, problems = read_groups(root)
-    problems += clashes_with_database(records)
+    problems += captions_without_author(records, user) or clashes_with_database(records)
     if problems:
         raise PairImportError(problems)
+    if progress is not None:
+        progress.start(len(records))
     saved: list[str] = []
     images: dict[str, Image] = {}
     captions = 0
@@ -155,6 +174,8 @@ def pairs_import(*, folder, user=None) -> dict:
                     source=record["source"],
                     source_id=record["source_id"],
                     group_key=groups.get(record_item_id(record), source_group(record["source"], record["source_id"])),
+                    raw_folder=record["raw_folder"],
+                    generation_info=record["generation_info"],
                     question=record["question"],
                     answer=record["answer"],
                     distractors=record["distractors"],
@@ -162,8 +183,7 @@ def pairs_import(*, folder, user=None) -> dict:
                     author=user,
                     submitted_at=now,
                 )
-                # A caption needs an author: without a user to credit, imported captions are left out.
-                if record["has_caption"] and user is not None:
+                if record["has_caption"]:  # with a user to credit: captions_without_author refused otherwise
                     Caption.objects.create(
                         pair=pair,
                         author=user,
@@ -172,6 +192,8 @@ def pairs_import(*, folder, user=None) -> dict:
                         submitted_at=now,
                     )
                     captions += 1
+                if progress is not None:
+                    progress.advance(1)
             # Standalone images are embedded like frames: the similarity worker scores these pairs next.
             images_queue_embeddings(images=images.values(), user=user)
     except BaseException:

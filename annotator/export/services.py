@@ -30,7 +30,7 @@ from bisect import bisect_left
 from collections import Counter, defaultdict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -77,6 +77,14 @@ class ExportError(Conflict):
     unfinished)."""
 
 
+class ExportTargetTaken(ExportError):
+    """The target already holds an export, and replacing it was not asked for; `existing` says which."""
+
+    def __init__(self, message: str, existing: str):
+        self.existing = existing
+        super().__init__(message)
+
+
 class ExportGone(NotFound):
     """The export's files are no longer where it wrote them; 410 Gone, the not-found of a thing that existed."""
 
@@ -92,6 +100,7 @@ class ExportOptions:
     categories: tuple[str, ...] = ()
     domains: tuple[str, ...] = ()
     reproducible: bool = False
+    replace: bool = False  # an earlier export at `out` is replaced only when asked
 
     def __post_init__(self):
         if not 0 <= self.val_fraction < 1:
@@ -151,6 +160,8 @@ ROW_FIELDS = (
     "source",
     "source_id",
     "group_key",
+    "raw_folder",
+    "generation_info",
     "question",
     "answer",
     "distractors",
@@ -679,8 +690,8 @@ def record_of(row: dict, image_1: str, image_2: str) -> dict:
         "domain": row["domain"],
         "source": row["source"],
         "source_id": exported_source_id(source_id=row["source_id"], pair_id=row["pk"], yt8m_id=row["video__yt8m_id"]),
-        "raw_folder": f"{row['source']}_{row['category']}_pairs",
-        "generation_info": None,
+        "raw_folder": row["raw_folder"] or f"{row['source']}_{row['category']}_pairs",
+        "generation_info": row["generation_info"],
     }
     assert list(record) == list(FIELDS)
     return record
@@ -915,7 +926,9 @@ def dataset_card(*, options: ExportOptions, tally: Tally, sizes: dict, models: l
         else "none recorded"
     )
     # Where it was written is not part of what it is: the same data exported elsewhere gives the same card.
-    options_text = json.dumps({k: v for k, v in options.as_dict().items() if k != "out"}, sort_keys=True)
+    options_text = json.dumps(
+        {k: v for k, v in options.as_dict().items() if k not in ("out", "replace")}, sort_keys=True
+    )
     lines += [
         "## Provenance",
         "",
@@ -966,9 +979,85 @@ def swap_into_place(staging: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def check_local_target(out: Path) -> None:
+REPLACE_HOW = (
+    "replace it explicitly (--replace on the command line, the confirmation on the exports page, "
+    '"replace": true in the API) or choose another target'
+)
+
+
+def check_local_target(out: Path, *, replace: bool, create_root: bool = True) -> None:
+    """Refuse a target that is not ours to write: a missing parent folder (never created, except the app's own
+    EXPORT_ROOT), a folder that is not an earlier export, or an earlier export unless `replace`."""
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).exists())):
         raise ExportError(f"{out} exists and is not an earlier export (no {MANIFEST}): refusing to replace it")
+    if (out / MANIFEST).exists() and not replace:
+        existing = describe_local_export(out)
+        raise ExportTargetTaken(f"{out} already holds an export ({existing}): {REPLACE_HOW}.", existing)
+    if not out.parent.is_dir():
+        if out.parent != Path(settings.EXPORT_ROOT).resolve():
+            raise ExportError(
+                f"{out.parent} does not exist: create the folder first, or check the path "
+                "(the export never creates a missing parent folder)"
+            )
+        if create_root:
+            out.parent.mkdir(parents=True, exist_ok=True)
+
+
+def describe_local_export(out: Path) -> str:
+    """An earlier export in words: the job that wrote it when one did, else when its manifest was written."""
+    job = export_jobs_at(str(out)).first()
+    if job is not None:
+        return f"export #{job.pk} of {job.finished:%Y-%m-%d %H:%M}"
+    written = datetime.fromtimestamp((out / MANIFEST).stat().st_mtime, tz=UTC)
+    return f"written {written:%Y-%m-%d %H:%M} UTC"
+
+
+def check_s3_target(uri: str, *, replace: bool) -> None:
+    """An S3 prefix with a manifest holds a finished export: replaced only when asked."""
+    if replace:
+        return
+    bucket, prefix = split_s3_uri(uri)
+    key = f"{prefix.strip('/')}/{MANIFEST}" if prefix.strip("/") else MANIFEST
+    try:
+        s3_client().head_object(Bucket=bucket, Key=key)
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return
+        raise ExportError(f"cannot read s3://{bucket}/{key}: {error}")
+    except BotoCoreError as error:
+        raise ExportError(f"cannot read s3://{bucket}/{key}: {error}")
+    job = export_jobs_at(uri).first()
+    existing = f"export #{job.pk} of {job.finished:%Y-%m-%d %H:%M}" if job else f"s3://{bucket}/{key} exists"
+    raise ExportTargetTaken(f"{uri} already holds an export ({existing}): {REPLACE_HOW}.", existing)
+
+
+def check_target(options: ExportOptions, *, dry_run: bool = False) -> None:
+    if options.is_s3:
+        check_s3_target(options.out, replace=options.replace)
+    else:
+        check_local_target(Path(options.out).resolve(), replace=options.replace, create_root=not dry_run)
+
+
+def export_jobs_at(out: str):
+    """The finished export jobs whose files are still the ones at `out` (not marked replaced), newest first."""
+    return (
+        Job.objects.filter(kind=Job.Kind.EXPORT, status=Job.Status.SUCCEEDED, result__out=out)
+        .exclude(result__has_key="replaced_at")
+        .order_by("-finished")
+    )
+
+
+def exports_mark_replaced(*, out: str, by_job: int | None) -> int:
+    """Mark the earlier exports at `out` as replaced (by which job, when), so the history shows it and offers no
+    dead download link. Recorded in the job's result: an export's history is its result."""
+    at = timezone.now().isoformat()
+    marked = 0
+    with transaction.atomic():
+        for job in export_jobs_at(out).exclude(pk=by_job).select_for_update():
+            job.result = {**job.result, "replaced_by": by_job, "replaced_at": at}
+            job.save(update_fields=["result"])
+            marked += 1
+    return marked
 
 
 def upload_file(client, path: Path, bucket: str, key: str) -> None:
@@ -1033,9 +1122,24 @@ def zip_folder(folder: Path, archive: Path) -> None:
 # --- Services ----------------------------------------------------------------------------------------------
 
 
-def benchmark_export(*, options: ExportOptions, progress=None, dry_run: bool = False) -> dict:
-    """Export the benchmark to options.out (a folder or s3://bucket/prefix); returns counts and provenance."""
+def benchmark_export(
+    *, options: ExportOptions, progress=None, dry_run: bool = False, job_id: int | None = None
+) -> dict:
+    """Export the benchmark to options.out (a folder or s3://bucket/prefix); returns counts and provenance.
+
+    The target is checked first (parent folder, an earlier export and `replace`); earlier export jobs at the
+    same target are marked replaced by `job_id` (None: the command line) once the new export is in place.
+    """
     progress = progress or NoProgress()
+    if options.is_s3:
+        split_s3_uri(options.out)  # a malformed URI fails before any work
+    target_problem = None
+    try:
+        check_target(options, dry_run=dry_run)
+    except ExportError as error:
+        if not dry_run:
+            raise
+        target_problem = str(error)  # a dry run still gives the counts, and says what a real run would refuse
     plan = plan_export(options)
     result = {
         "out": options.out,
@@ -1056,33 +1160,37 @@ def benchmark_export(*, options: ExportOptions, progress=None, dry_run: bool = F
             "warnings": left_out_warnings(totals),
             "counts": plan.counts,
             "swapped": len(plan.swapped),
+            "target_problem": target_problem,
         }
     progress.start(plan.total)
     if options.is_s3:
-        split_s3_uri(options.out)  # a malformed URI fails before any work
         with tempfile.TemporaryDirectory(prefix="export-") as tmp:
             staging = Path(tmp) / "export"
             result.update(write_export(options, plan, staging, progress))
+            check_target(options)  # an export may have landed there while this one was written
             result.update(upload_export(staging, options.out))
+        exports_mark_replaced(out=options.out, by_job=job_id)
         return result
     out = Path(options.out).resolve()
-    check_local_target(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
         result.update(write_export(options, plan, staging, progress))
+        check_local_target(out, replace=options.replace)  # an export may have landed there meanwhile
         swap_into_place(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     result["out"] = str(out)
+    exports_mark_replaced(out=str(out), by_job=job_id)
     return result
 
 
 def export_start(*, options: ExportOptions, user) -> Job:
-    """Record an export job and queue it once the row is committed."""
+    """Record an export job and queue it once the row is committed; a target that already holds an export is
+    refused (ExportTargetTaken) unless the options say replace. The job checks again when it runs."""
     from annotator.export.tasks import export_benchmark_task
 
+    check_target(options)
     with transaction.atomic():
         job = Job.objects.create(
             kind=Job.Kind.EXPORT,
@@ -1102,7 +1210,7 @@ def export_run(*, job_id: int) -> Job:
     options = ExportOptions.from_dict(job.result["options"])
     job.start()
     try:
-        result = benchmark_export(options=options, progress=job)
+        result = benchmark_export(options=options, progress=job, job_id=job.pk)
     except ExportError as error:
         job.finish(result={"options": options.as_dict()}, error=str(error))
         return job
@@ -1120,14 +1228,31 @@ def export_folder_for_web(name: str) -> str:
     return str(Path(settings.EXPORT_ROOT) / name)
 
 
+def export_gone_reason(job: Job) -> str | None:
+    """Why a finished export can no longer be downloaded (replaced, or its folder removed), or None.
+
+    From the job's record and one stat of the manifest: cheap enough for every row of the history.
+    """
+    result = job.result or {}
+    if "replaced_at" in result:
+        by = f"export #{result['replaced_by']}" if result.get("replaced_by") else "an export from the command line"
+        return f"Replaced by {by} at {result['replaced_at'][:16].replace('T', ' ')}."
+    if result.get("target") == "local" and not (Path(result["out"]) / MANIFEST).exists():
+        return "Removed: its folder no longer holds an export."
+    return None
+
+
 def export_zip(*, job: Job) -> Path:
     """The zip of a local export, built once (named by the manifest's hash) and reused for later downloads."""
     result = job.result or {}
     if job.status != Job.Status.SUCCEEDED or result.get("target") != "local":
         raise ExportError("Only a finished export to a local folder can be downloaded as a zip.")
     folder = Path(result["out"])
-    if not (folder / MANIFEST).exists() or sha256_of(folder / MANIFEST) != result["manifest_sha256"]:
-        raise ExportGone(f"{folder} no longer holds this export: a later export replaced it, or it was removed.")
+    gone = export_gone_reason(job)
+    if gone is None and sha256_of(folder / MANIFEST) != result["manifest_sha256"]:
+        gone = "Replaced: a later export (not recorded in this history) wrote other files there."
+    if gone:
+        raise ExportGone(f"{folder} no longer holds this export. {gone}")
     zips = Path(settings.EXPORT_ROOT) / ".zips"
     zips.mkdir(parents=True, exist_ok=True)
     archive = zips / f"{result['manifest_sha256']}.zip"

@@ -77,6 +77,10 @@ class Pair(models.Model):
     group_key = models.CharField(
         max_length=200, blank=True, help_text="Pairs with one group key always land in one split of an export."
     )
+    # An imported record's own raw_folder and generation_info, exported as they came (a round trip keeps them);
+    # empty / null for pairs made in the app, which export `<source>_<category>_pairs` and null.
+    raw_folder = models.CharField(max_length=200, blank=True)
+    generation_info = models.JSONField(null=True, blank=True)
     question = models.TextField(blank=True)
     answer = models.TextField(blank=True)
     distractors = models.JSONField(default=list, blank=True)

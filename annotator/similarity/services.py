@@ -508,6 +508,7 @@ def embeddings_compute(
     image_ids: Iterable[int] | None = None,
     retry_failed: bool = False,
     embedder=None,
+    progress=None,
 ) -> Job:
     """Embed the pending images in scope (a video's frames, some images, or all), batch by batch, then score
     the pairs that became computable. Advances the job per batch; each batch commits on its own, so a crash
@@ -520,6 +521,8 @@ def embeddings_compute(
     model = embedding_model_active(fresh=True)  # a model may have been activated a moment ago
     images = list(pending_images(video=video, image_ids=image_ids, retry_failed=retry_failed))
     job.start(total=len(images))
+    if progress is not None:  # a terminal's bar beside the job row (`compute_embeddings --sync`)
+        progress.start(len(images))
     fingerprint = model.fingerprint if model is not None else None
     problem = worker_model_problem(model)
     if problem:
@@ -546,6 +549,8 @@ def embeddings_compute(
                     log.warning("image %s (%s): %s", images[i].pk, images[i].file.name, message)
                     job.advance(1, error=f"image {images[i].pk} ({images[i].file.name}): {message}")
                 job.advance(len(vectors))
+                if progress is not None:
+                    progress.advance(len(batch.indices) + len(batch.failures))
                 embedded += len(vectors)
                 failed += len(failures)
         except Exception as error:  # e.g. out of memory at batch 1: the job must not stay "running"

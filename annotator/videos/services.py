@@ -206,6 +206,7 @@ def videos_import(
     created_by=None,
     sync: bool = False,
     title: str = "",
+    progress=None,
 ) -> Job:
     """Start an import Job over a source (or prepared entries): bad entries fail at once, each good one is
     sampled by a Celery task queued on commit, or in this process one after another when `sync`."""
@@ -257,8 +258,12 @@ def videos_import(
 
             for step in steps:
                 transaction.on_commit(partial(sample_video.delay, **step))
+    if sync and progress is not None:  # a terminal's bar (the job row counts every outcome itself)
+        progress.start(len(steps))
     for step in steps if sync else []:
         video_sample(**step)
+        if progress is not None:
+            progress.advance(1)
     job.refresh_from_db()
     return job
 
