@@ -17,6 +17,8 @@ class Video(Leasable):
         SAMPLING = "sampling"
         SAMPLED = "sampled"
         FAILED = "failed"
+        # Sampled, but frame files are gone from storage: never leased; re-importing or `repair` samples it again.
+        MISSING = "missing", "files missing"
 
     yt8m_id = models.CharField("YouTube-8M id", max_length=64, unique=True)
     title = models.CharField(max_length=300, blank=True)
@@ -63,6 +65,11 @@ class Video(Leasable):
             self.status = self.Status.SAMPLING
             self.error = ""
             self.save(update_fields=["status", "error", "updated"])
+
+    def mark_missing(self, error: str) -> None:
+        self.status = self.Status.MISSING
+        self.error = error
+        self.save(update_fields=["status", "error", "updated"])
 
     def mark_failed(self, error: str) -> bool:
         """Record a failure; a video that has frames keeps them and its status. True when the row changed."""
