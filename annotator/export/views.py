@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django import forms
 from django.conf import settings
 from django.http import FileResponse, HttpResponse
@@ -16,6 +18,7 @@ from annotator.export.services import (
     export_start,
     export_zip,
 )
+from annotator.jobs.services import clean_idempotency_key
 from annotator.models import Category, Domain, Job
 from subtlebench.errors import Conflict, Invalid, NotFound
 from subtlebench.pages import error_response
@@ -38,6 +41,8 @@ class ExportForm(forms.Form):
     )
     domains = forms.MultipleChoiceField(choices=Domain.choices, required=False, widget=forms.CheckboxSelectMultiple)
     reproducible = forms.BooleanField(required=False, help_text="Fixed card time: byte-identical reruns.")
+    # A fresh key per rendered form: a double submit, or a resubmit after a lost answer, makes one job.
+    idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
 
     def options(self) -> ExportOptions:
         data = self.cleaned_data
@@ -69,7 +74,8 @@ def exports(request):
             if request.POST.get("action") == "preview":
                 preview = benchmark_export(options=options, dry_run=True)
             else:
-                export_start(options=options, user=request.user)
+                key = clean_idempotency_key(form.cleaned_data["idempotency_key"])
+                export_start(options=options, user=request.user, idempotency_key=key)
                 return redirect("exports")
         except (Invalid, Conflict) as error:  # a target that is a path; a storage or target problem (ExportError)
             return error_response(request, error, form=form, page=lambda message: _exports_page(request, form))

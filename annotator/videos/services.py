@@ -27,7 +27,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
-from annotator.jobs.services import JobRun, UnitRef, job_create_once, job_task_add, job_task_claim
+from annotator.jobs.services import JobRun, UnitRef, job_create_once, job_for_key, job_task_add, job_task_claim
 from annotator.models import Domain, Frame, Image, Job, JobCancelled, JobTask, Pair, Video
 from annotator.similarity.services import video_queue_embeddings
 from annotator.videos import sampling
@@ -379,7 +379,8 @@ def video_sample(
         if run is None:
             return "taken"
     video = Video.objects.get(pk=video_id)
-    if video.is_sampled_as(source=source, every=every, count=count):
+    # A video sampled the same way is skipped, unless its frame files are gone: then it is sampled again.
+    if video.is_sampled_as(source=source, every=every, count=count) and video_check_files(video=video):
         if (video.labels, video.domain) != (labels, domain):  # a re-import may correct the metadata alone
             Video.objects.filter(pk=video_id).update(labels=labels, domain=domain, updated=timezone.now())
         _job_record(job_id, outcome="videos_skipped", run=run)
@@ -674,11 +675,21 @@ def _check_size(size: int) -> None:
 
 
 def videos_upload(
-    *, files, every: float | None = None, count: int | None = None, domain: str = Domain.NATURAL, created_by=None
+    *,
+    files,
+    every: float | None = None,
+    count: int | None = None,
+    domain: str = Domain.NATURAL,
+    created_by=None,
+    idempotency_key: str = "",
 ) -> Job:
     """Store uploaded files in a new folder under the first import root and import them as one job.
-    A file over MAX_UPLOAD_BYTES is not stored: it fails (named) while the others go on."""
+    A file over MAX_UPLOAD_BYTES is not stored: it fails (named) while the others go on. A resubmitted form (the
+    same idempotency key) stores nothing and answers the job of the first submit."""
     every, count = sampling_parameters(every, count)
+    existing = job_for_key(user=created_by, kind=Job.Kind.IMPORT, key=idempotency_key)
+    if existing is not None:
+        return existing
     folder = Path(settings.IMPORT_ROOTS[0]) / "uploads" / f"{timezone.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
     folder.mkdir(parents=True)
     entries, seen = [], set()
@@ -711,4 +722,5 @@ def videos_upload(
         domain=domain,
         created_by=created_by,
         title=f"Upload {names}"[:300],
+        idempotency_key=idempotency_key,
     )
