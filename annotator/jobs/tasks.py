@@ -1,4 +1,4 @@
-"""Celery tasks of jobs: the sweeper and the clean-up after crashes, both queued by beat."""
+"""Celery tasks of jobs: the sweeper (queued by beat), and the retry policy every task of a job declares."""
 
 from __future__ import annotations
 
@@ -23,11 +23,3 @@ def sweep_jobs() -> dict:
     from annotator.jobs.services import jobs_sweep
 
     return jobs_sweep()
-
-
-@shared_task(name="annotator.tasks.clean_up", acks_late=False, time_limit=3600, soft_time_limit=3500)
-def clean_up() -> dict:
-    """Remove orphaned frame files and stale export staging folders older than CLEANUP_GRACE_MINUTES."""
-    from annotator.jobs.cleanup import storage_clean_up
-
-    return storage_clean_up()

@@ -6,8 +6,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotator.jobs.services import job_cancel, job_retry, job_units_with_problems
-from annotator.models import Job
-from annotator.similarity.services import embedding_model_context
+from annotator.models import EmbeddingModel, Job
+from annotator.models.similarity import NO_ACTIVE_MODEL
 from subtlebench.errors import Conflict
 from subtlebench.pages import error_response
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_required
@@ -26,7 +26,10 @@ def job_list(request):
     context = {"jobs": jobs, "kind": kind, "kinds": Job.Kind.choices, "any_active": any(j.is_active for j in jobs)}
     if request.htmx:
         return render(request, "jobs/list.html#job-rows", context)
-    return render(request, "jobs/list.html", {**context, **embedding_model_context()})
+    # What templates/similarity/_model.html shows (similarity.services.embedding_model_context; the jobs package
+    # sits below similarity, so it reads the row itself).
+    model = {"embedding_model": EmbeddingModel.objects.current(), "no_embedding_model": NO_ACTIVE_MODEL}
+    return render(request, "jobs/list.html", {**context, **model})
 
 
 @role_required(ANNOTATOR, REVIEWER, COORDINATOR)

@@ -17,7 +17,6 @@ from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take
 from annotator.models import Category, Frame, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
 from annotator.similarity.services import pair_update_similarity
-from annotator.videos.services import video_check_files
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
 
 MAX_DRAFT_BYTES = 20_000
@@ -92,15 +91,10 @@ def _lease_next(user) -> Video | None:
     if held is not None:
         return lease_acquire(row=held, user=user, now=now)
     for candidates in lease_candidates(user, now):
-        # A video whose frame files are gone is marked `missing` and never handed out; the next one is tried.
-        for video in candidates.select_for_update(skip_locked=True, of=("self",))[:LEASE_FILE_CHECKS]:
-            if video_check_files(video=video):
-                return lease_acquire(row=video, user=user, now=now)
+        video = candidates.select_for_update(skip_locked=True, of=("self",)).first()
+        if video is not None:
+            return lease_acquire(row=video, user=user, now=now)
     return None
-
-
-# How many candidates of one query a lease checks for missing frame files before trying the next query.
-LEASE_FILE_CHECKS = 5
 
 
 def _lock_lease(video: Video, user) -> Video:

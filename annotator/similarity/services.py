@@ -602,12 +602,26 @@ def _embed_chunk(ids: list[int], fingerprint: str, embedder, progress, counts: d
     for pk, message in failures.items():
         log.warning("image %s (%s): %s", pk, locked[pk].file.name, message)
         progress.advance(1, error=f"image {pk} ({locked[pk].file.name}): {message}")
+    _check_videos_of_missing_files(failures)
     counts["embedded"] += len(vectors)
     counts["failed"] += len(failures)
     counts["by_others"] += len(gone) - len(vectors) - len(failures)
     if len(gone) - len(failures):
         progress.advance(len(gone) - len(failures))
     return [pk for pk in ids if pk not in locked and not wait]
+
+
+def _check_videos_of_missing_files(failures: dict[int, str]) -> None:
+    """A frame whose file is gone marks its video `missing` (never leased; re-import or `repair` samples it again)."""
+    gone = [pk for pk, message in failures.items() if "FileNotFoundError" in message or "No such file" in message]
+    if not gone:
+        return
+    for video in Video.objects.filter(frames__image_id__in=gone, status=Video.Status.SAMPLED).distinct():
+        missing = video.missing_files()
+        if missing:
+            with transaction.atomic():
+                Video.objects.select_for_update().get(pk=video.pk).mark_missing(missing)
+            log.error("video %s: %s frame file(s) missing from storage: marked missing", video.yt8m_id, len(missing))
 
 
 EMBED_VIDEO_TASK = "annotator.tasks.embed_video_frames"

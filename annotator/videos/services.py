@@ -539,37 +539,16 @@ def _delete_files(names: list[str]) -> None:
 # --- Missing files and orphans ---------------------------------------------------------------------------------
 
 
-def video_missing_files(video: Video) -> list[str]:
-    """The frame files (images and thumbnails) of the video that storage no longer has: one listing per run
-    folder, not one request per file."""
-    names = [n for pair in Image.objects.filter(frame__video=video).values_list("file", "thumbnail") for n in pair if n]
-    present: dict[str, set[str]] = {}
-    missing = []
-    for name in names:
-        folder, _, base = name.rpartition("/")
-        if folder not in present:
-            try:
-                present[folder] = set(default_storage.listdir(folder)[1])
-            except FileNotFoundError:
-                present[folder] = set()
-        if base not in present[folder]:
-            missing.append(name)
-    return missing
-
-
 def video_check_files(*, video: Video) -> bool:
-    """True when every frame file of a sampled video is in storage; else the video is marked `missing` (never
+    """True when every frame file of the video is in storage; else a sampled video is marked `missing` (never
     leased; a re-import or `manage.py repair` samples it again) with what is gone, and False."""
-    missing = video_missing_files(video)
+    missing = video.missing_files()
     if not missing:
         return True
     with transaction.atomic():
         locked = Video.objects.select_for_update().get(pk=video.pk)
         if locked.status == Video.Status.SAMPLED:
-            locked.mark_missing(
-                f"{locked.yt8m_id}: {len(missing)} frame file(s) missing from storage (first: {missing[0]}); "
-                "re-import it or run manage.py repair"
-            )
+            locked.mark_missing(missing)
             logger.error("%s", locked.error)
     video.refresh_from_db()
     return False

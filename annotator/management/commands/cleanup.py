@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from annotator.jobs.cleanup import storage_clean_up
+from annotator.cleanup.services import storage_clean_up
 
 
 class Command(BaseCommand):
