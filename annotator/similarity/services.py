@@ -571,8 +571,9 @@ def embeddings_compute(
         "embedded": counts["embedded"],
         "failed": counts["failed"],
         "pairs_scored": counts["scored"],
-        "embedded_by_other_workers": counts["by_others"],
     }
+    if counts["by_others"]:  # in scope, but embedded by another worker at the same time (counted once, here)
+        result["embedded_by_other_workers"] = counts["by_others"]
     job.finish(result=result)
     if run is not None:
         run.complete()
