@@ -124,8 +124,9 @@ class Job(models.Model):
 
 class JobTaskQuerySet(models.QuerySet):
     def unsent(self, before):
-        """Pending units created before `before`: their commit-time hand-over to the broker failed or never ran."""
-        return self.filter(status=JobTask.Status.PENDING, created__lt=before)
+        """Pending units whose commit-time hand-over to the broker failed (they say why), or never ran (created
+        before `before`)."""
+        return self.filter(status=JobTask.Status.PENDING).filter(models.Q(created__lt=before) | ~models.Q(error=""))
 
     def stale(self, before):
         """Running units whose worker has not beaten their heartbeat since `before`: it vanished."""
