@@ -226,18 +226,31 @@ def test_a_unit_whose_workers_keep_vanishing_is_given_up_and_its_job_fails_with_
 
 
 def close_the_database_for(seconds: float) -> None:
-    """Refuse new connections to this test database and end every other one (the worker's), then open it again."""
-    name = connection.settings_dict["NAME"]
-    with connection.cursor() as cursor:
-        cursor.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
-        try:
-            cursor.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                [name],
-            )
-            time.sleep(seconds)
-        finally:
-            cursor.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+    """Refuse new connections to this test database and end every other one (the worker's), then open it again.
+
+    PostgreSQL refuses that on a connection to the database itself, so it is done from the `postgres` database."""
+    import psycopg
+
+    db = connection.settings_dict
+    name = db["NAME"]
+    admin = psycopg.connect(
+        host=db["HOST"] or "127.0.0.1",
+        port=db["PORT"] or 5432,
+        user=db["USER"],
+        password=db["PASSWORD"] or None,
+        dbname="postgres",
+        autocommit=True,
+    )
+    ours = connection.cursor().connection.info.backend_pid
+    try:
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> %s", [name, ours]
+        )
+        time.sleep(seconds)
+    finally:
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        admin.close()
 
 
 def test_a_sampling_task_rides_out_a_database_outage_and_its_job_ends_succeeded(
