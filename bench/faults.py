@@ -51,6 +51,7 @@ def free_port() -> int:
 
 PG_PORT, REDIS_PORT, WEB_PORT = free_port(), free_port(), free_port()
 ENV = {
+    "DJANGO_SETTINGS_MODULE": "subtlebench.settings",
     "VAR_DIR": str(BASE / "var"),
     "LOCAL_PG_PORT": str(PG_PORT),
     "LOCAL_REDIS_PORT": str(REDIS_PORT),
@@ -63,9 +64,10 @@ ENV = {
     "MEDIA_ROOT": str(BASE / "media"),
     "IMPORT_ROOTS": str(BASE / "imports"),
     "EXPORT_ROOT": str(BASE / "exports"),
-    # Faults show within seconds: frequent heartbeats, a unit stale after 3 s, quick retries, a sweep every 2 s.
+    # Faults show within seconds: frequent heartbeats, a unit stale after 10 s (an embedding chunk on a busy CPU
+    # takes a few seconds between two beats), quick retries, a sweep every 2 s.
     "JOB_HEARTBEAT_SECONDS": "0.2",
-    "JOB_STALE_SECONDS": "3",
+    "JOB_STALE_SECONDS": "10",
     "JOB_SWEEP_SECONDS": "2",
     "JOB_MAX_ATTEMPTS": "5",
     "TASK_RETRY_BACKOFF_SECONDS": "1",
@@ -186,7 +188,15 @@ def start_instance() -> None:
 def stop_instance() -> None:
     for name in list(processes):
         stop(name)
+    pidfile = localservices.var_dir() / "redis" / "redis.pid"
+    redis_pid = int(pidfile.read_text().strip()) if pidfile.exists() else None
     localservices.stop(started_services)
+    # Redis saves on SIGTERM and stays up if it cannot: wait for it before the folder goes, then make sure.
+    deadline = time.monotonic() + 20
+    while localservices.port_open(REDIS_PORT) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if redis_pid and localservices.port_open(REDIS_PORT):
+        os.kill(redis_pid, signal.SIGKILL)
 
 
 def manage(*args: str) -> subprocess.CompletedProcess:
@@ -398,10 +408,13 @@ def postgres_restarted_mid_task() -> None:
     job = import_job(videos("pg", 1, seconds=16), every=0.04)
     wait(lambda: len(frame_files() - before) >= 40, 60, "sampling to write files")
     pgdata = localservices.var_dir() / "postgres"
+    log = localservices.var_dir() / "postgres.log"  # the server must not inherit a pipe this script waits on
     subprocess.run(
-        [localservices.postgres_bin() / "pg_ctl", "-D", pgdata, "-m", "fast", "-w", "restart"],
-        capture_output=True,
+        [localservices.postgres_bin() / "pg_ctl", "-D", pgdata, "-l", log, "-m", "fast", "-w", "restart"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         check=True,
+        timeout=120,
         **localservices.run_as_postgres_user(),
     )
     reconnect()

@@ -248,7 +248,9 @@ def test_a_coordinator_retries_a_failed_import_as_a_new_job(coordinator, h264_vi
         job_cancel(job=job, user=coordinator)  # a failed job is over
 
 
-def test_the_cancel_and_retry_pages_refuse_anonymous_users_wrong_roles_and_get(client, client_for, annotator):
+def test_the_cancel_and_retry_pages_refuse_anonymous_users_wrong_roles_and_get(
+    client, client_for, annotator, coordinator
+):
     job = Job.objects.create(kind=Job.Kind.IMPORT, title="x")
     urls = (f"/jobs/{job.pk}/cancel/", f"/jobs/{job.pk}/retry/")
     for url in urls:
@@ -258,6 +260,8 @@ def test_the_cancel_and_retry_pages_refuse_anonymous_users_wrong_roles_and_get(c
         assert client_for(annotator).get(url).status_code in (403, 405)
     page = client_for(annotator).get(f"/jobs/{job.pk}/").content.decode()
     assert "/cancel/" not in page  # only coordinators see the buttons
+    for url in urls:
+        assert client_for(coordinator).get(url).status_code == 405
     with pytest.raises(Forbidden):
         job_cancel(job=job, user=annotator)
 

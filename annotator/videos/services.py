@@ -583,22 +583,30 @@ def videos_repair(*, created_by=None, sync: bool = False) -> tuple[list[Video], 
 
 def frames_remove_orphans(*, older_than: float) -> list[str]:
     """Remove files under frames/ that no image references and that are older than `older_than` seconds (the files
-    of a killed sampling run; a running one's are younger than the grace period). Returns the names removed."""
-    referenced = set(Image.objects.values_list("file", flat=True))
-    referenced |= set(Image.objects.exclude(thumbnail="").values_list("thumbnail", flat=True))
+    of a killed sampling run; a running one's are younger than the grace period). Returns the names removed.
+
+    One folder per video (frames/<yt8m_id>/): its references are read through that video's frames, so memory
+    stays bounded by the largest video, not the whole library."""
     cutoff = timezone.now() - timedelta(seconds=older_than)
     removed = []
-    for name in _storage_walk("frames"):
-        if name in referenced:
-            continue
-        try:
-            modified = default_storage.get_modified_time(name)
-        except (NotImplementedError, FileNotFoundError):
-            continue
-        if modified > cutoff:
-            continue
-        _delete_files([name])
-        removed.append(name)
+    try:
+        folders = default_storage.listdir("frames")[0]
+    except FileNotFoundError:
+        return removed
+    for yt8m_id in folders:
+        images = Image.objects.filter(frame__video__yt8m_id=yt8m_id).values_list("file", "thumbnail")
+        referenced = {name for pair in images for name in pair if name}
+        for name in _storage_walk(f"frames/{yt8m_id}"):
+            if name in referenced:
+                continue
+            try:
+                modified = default_storage.get_modified_time(name)
+            except (NotImplementedError, FileNotFoundError):
+                continue
+            if modified > cutoff:
+                continue
+            _delete_files([name])
+            removed.append(name)
     return removed
 
 
