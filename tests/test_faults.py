@@ -43,8 +43,8 @@ FAST_WORKER = {
 
 @pytest.fixture(scope="session")
 def long_master(tmp_path_factory) -> Path:
-    """16 s at 25 fps, 480x360: 400 frames when every frame is sampled, a few seconds of work to interrupt."""
-    return write_h264(tmp_path_factory.mktemp("long") / "long.mp4", seconds=16, size=(480, 360), faststart=True)
+    """24 s at 25 fps, 480x360: 600 frames when every frame is sampled, seconds of work to interrupt."""
+    return write_h264(tmp_path_factory.mktemp("long") / "long.mp4", seconds=24, size=(480, 360), faststart=True)
 
 
 @pytest.fixture
@@ -178,7 +178,7 @@ def test_a_worker_killed_during_sampling_is_swept_and_the_restarted_worker_leave
     job = videos_import(source=str(long_video.parent), every=0.04)
     unit = job.tasks.get()
     # Kill the worker (SIGKILL: no warm shutdown, no acknowledgement) while it writes the frame files.
-    wait_until(lambda: len(stored_frame_files(settings)) >= 40, 60, "sampling to write files")
+    wait_until(lambda: len(stored_frame_files(settings)) >= 20, 60, "sampling to write files")
     worker.send_signal(signal.SIGKILL)
     worker.wait(timeout=20)
     assert not Frame.objects.exists()
@@ -194,9 +194,9 @@ def test_a_worker_killed_during_sampling_is_swept_and_the_restarted_worker_leave
     assert job.status == "succeeded", job.errors
     assert (job.done, job.total, job.result["videos_ok"], job.result["videos_failed"]) == (1, 1, 1, 0)
     video = Video.objects.get()
-    assert (video.status, video.frame_count) == ("sampled", 400)
-    assert [f.index for f in video.frames.all()] == list(range(400))
-    assert job.result["frames"] == 400
+    assert (video.status, video.frame_count) == ("sampled", 600)
+    assert [f.index for f in video.frames.all()] == list(range(600))
+    assert job.result["frames"] == 600
     unit.refresh_from_db()
     assert (unit.status, unit.attempts) == ("done", 2) and "stopped beating" in unit.error
 
@@ -264,7 +264,7 @@ def test_a_sampling_task_rides_out_a_database_outage_and_its_job_ends_succeeded(
     assert job.status == "succeeded", job.errors
     assert (job.done, job.total, job.result["videos_ok"]) == (1, 1, 1)
     video = Video.objects.get()
-    assert (video.status, video.frame_count) == ("sampled", 400)
+    assert (video.status, video.frame_count) == ("sampled", 600)
     assert referenced_files() <= stored_frame_files(settings)
     log = (settings.MEDIA_ROOT.parent / "worker-0.log").read_text()
     assert "Retry in" in log  # it did meet the outage, and retried
