@@ -174,26 +174,25 @@ def job_task_claim(*, unit: UnitRef) -> JobRun | None:
     now = timezone.now()
     stale = now - timedelta(seconds=settings.JOB_STALE_SECONDS)
     token = uuid.uuid4().hex
-    claimable = models.Q(status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED)) | models.Q(
-        status=JobTask.Status.RUNNING, heartbeat__lt=stale
-    )
-    if unit.celery_id:
-        # A retry of this very task (after a database error): the visibility timeout exceeds every time limit, so a
-        # message is only delivered again once its first run is over.
-        claimable |= models.Q(status=JobTask.Status.RUNNING, celery_id=unit.celery_id)
+    fields = {
+        "status": JobTask.Status.RUNNING,
+        "token": token,
+        "celery_id": unit.celery_id,
+        "worker": unit.worker[:200],
+        "heartbeat": now,
+    }
+    units = JobTask.objects.filter(pk=unit.unit_id, job__status__in=ACTIVE)
     with transaction.atomic():
-        claimed = (
-            JobTask.objects.filter(pk=unit.unit_id, job__status__in=ACTIVE)
-            .filter(claimable)
-            .update(
-                status=JobTask.Status.RUNNING,
-                token=token,
-                celery_id=unit.celery_id,
-                worker=unit.worker[:200],
-                heartbeat=now,
-                attempts=models.F("attempts") + 1,
+        claimed = 0
+        if unit.celery_id:
+            # A retry of this very task (after a database error) takes its unit back, as the same attempt: the
+            # visibility timeout exceeds every time limit, so a message is delivered again only once its run is over.
+            claimed = units.filter(status=JobTask.Status.RUNNING, celery_id=unit.celery_id).update(**fields)
+        if not claimed:
+            fresh = models.Q(status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED))
+            claimed = units.filter(fresh | models.Q(status=JobTask.Status.RUNNING, heartbeat__lt=stale)).update(
+                **fields, attempts=models.F("attempts") + 1
             )
-        )
         if not claimed:
             JobTask.objects.filter(pk=unit.unit_id, status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED)).exclude(
                 job__status__in=ACTIVE

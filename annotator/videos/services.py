@@ -27,7 +27,15 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
-from annotator.jobs.services import JobRun, UnitRef, job_create_once, job_for_key, job_task_add, job_task_claim
+from annotator.jobs.services import (
+    JobRun,
+    JobTaskLost,
+    UnitRef,
+    job_create_once,
+    job_for_key,
+    job_task_add,
+    job_task_claim,
+)
 from annotator.models import Domain, Frame, Image, Job, JobCancelled, JobTask, Pair, Video
 from annotator.similarity.services import video_queue_embeddings
 from annotator.videos import sampling
@@ -432,6 +440,8 @@ def video_sample(
     except JobCancelled as stop:
         _delete_files(written)
         logger.info("sampling %s stopped: %s", video.yt8m_id, stop)
+        if isinstance(stop, JobTaskLost):  # another run of this unit samples the video now: leave it to that one
+            return "taken"
         with transaction.atomic():
             Video.objects.select_for_update().get(pk=video_id).mark_failed(f"{video.yt8m_id}: sampling was cancelled")
             if run is not None:
