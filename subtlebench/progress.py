@@ -46,3 +46,18 @@ class TerminalProgress:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class ProgressTee:
+    """Reports to several progress targets at once: a job row (or its claimed unit) and a terminal's bar."""
+
+    def __init__(self, *targets):
+        self.targets = [target for target in targets if target is not None]
+
+    def start(self, total: int | None = None) -> None:
+        for target in self.targets:
+            target.start(total=total)
+
+    def advance(self, steps: int = 1, error: str | None = None) -> None:
+        for target in self.targets:
+            target.advance(steps, error=error)

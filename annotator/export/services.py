@@ -1185,39 +1185,64 @@ def benchmark_export(
     return result
 
 
-def export_start(*, options: ExportOptions, user) -> Job:
-    """Record an export job and queue it once the row is committed; a target that already holds an export is
-    refused (ExportTargetTaken) unless the options say replace. The job checks again when it runs."""
-    from annotator.export.tasks import export_benchmark_task
+def export_start(*, options: ExportOptions, user, idempotency_key: str = "") -> Job:
+    """Record an export job and its unit in one transaction; the unit is queued once committed (with the broker
+    away it waits, pending, for the sweeper). The same key from the same user returns the first job. A target
+    that already holds an export is refused (ExportTargetTaken) unless the options say replace; the job checks
+    again when it runs."""
+    from annotator.jobs.services import job_create_once, job_task_add
 
-    check_target(options)
-    with transaction.atomic():
+    @transaction.atomic
+    def create() -> Job:
+        check_target(options)
         job = Job.objects.create(
             kind=Job.Kind.EXPORT,
             title=f"Export to {options.out}",
             created_by=user,
+            idempotency_key=idempotency_key,
             result={"options": options.as_dict()},
         )
-        transaction.on_commit(lambda: export_benchmark_task.delay(job.pk))
-    return job
-
-
-def export_run(*, job_id: int) -> Job:
-    """Run a queued export job; a job that already finished is left as it is (a redelivered task is harmless)."""
-    job = Job.objects.get(pk=job_id)
-    if not job.is_active:
+        job_task_add(job=job, name="annotator.tasks.export_benchmark_task", kwargs={"job_id": job.pk})
         return job
+
+    return job_create_once(create, user=user, kind=Job.Kind.EXPORT, key=idempotency_key)[0]
+
+
+def export_run(*, job_id: int, unit=None) -> Job:
+    """Run a queued export job once: its unit is claimed with a compare-and-set, so a redelivered task (or a second
+    worker) finds it taken or done and changes nothing. A cancelled job stops at its next item."""
+    from django.db import InterfaceError, OperationalError
+
+    from annotator.jobs.services import UnitRef, job_task_claim
+    from annotator.models import JobCancelled, JobTask
+
+    if unit is None or unit.unit_id is None:  # called in this process, or a message of an older version
+        task = JobTask.objects.filter(job_id=job_id).order_by("pk").last()
+        unit = UnitRef(task.pk if task else None, worker=unit.worker if unit else "this process")
+    run = job_task_claim(unit=unit) if unit.unit_id is not None else None
+    job = run.job if run is not None else Job.objects.get(pk=job_id)
+    if (run is None and unit.unit_id is not None) or not job.is_active:
+        return job
+    Job.objects.filter(pk=job.pk).update(done=0)  # a re-run writes the whole export again: count it afresh
     options = ExportOptions.from_dict(job.result["options"])
-    job.start()
     try:
-        result = benchmark_export(options=options, progress=job, job_id=job.pk)
+        result = benchmark_export(options=options, progress=run or job, job_id=job.pk)
+    except JobCancelled:
+        if run is not None:
+            run.cancel()
+        job.refresh_from_db()
+        return job
     except ExportError as error:
         job.finish(result={"options": options.as_dict()}, error=str(error))
-        return job
+    except (OperationalError, InterfaceError):
+        raise  # the database is away: the task retries and runs the export again
     except Exception as error:
         job.finish(result={"options": options.as_dict()}, error=f"unexpected error: {error!r}")
         raise
-    job.finish(result=result)
+    else:
+        job.finish(result=result)
+    if run is not None:
+        run.complete()
     return job
 
 
@@ -1271,3 +1296,43 @@ def export_download_url(*, job: Job) -> str:
         Params={"Bucket": result["bucket"], "Key": result["zip_key"]},
         ExpiresIn=settings.S3_URL_EXPIRY,
     )
+
+
+# --- Clean-up after crashes ------------------------------------------------------------------------------------
+
+STAGING_NAME = re.compile(r"^\..+\.(tmp|old)-[0-9a-f]{8}(\.zip)?$")
+
+
+def export_staging_remove_stale(*, older_than: float, folders=None) -> list[str]:
+    """Remove the hidden staging and replaced folders (`.<name>.tmp-xxxxxxxx`, `.<name>.old-xxxxxxxx`) that a killed
+    export left beside its target, once untouched for `older_than` seconds. Looks in EXPORT_ROOT and beside every
+    local target of an export job. Returns the paths removed."""
+    places = {Path(settings.EXPORT_ROOT)}
+    for out in Job.objects.filter(kind=Job.Kind.EXPORT).values_list("result__options__out", flat=True):
+        if out and not str(out).startswith("s3://"):
+            places.add(Path(out).resolve().parent)
+    places.update(Path(folder) for folder in folders or ())
+    removed, cutoff = [], time.time() - older_than
+    for place in sorted(places):
+        if not place.is_dir():
+            continue
+        for entry in place.iterdir():
+            if not STAGING_NAME.match(entry.name) or _newest_mtime(entry) > cutoff:
+                continue
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(str(entry))
+    return removed
+
+
+def _newest_mtime(path: Path) -> float:
+    """The newest modification time in a folder (a running export keeps writing into its staging folder)."""
+    newest = path.lstat().st_mtime
+    if path.is_dir():
+        for root, dirs, files in os.walk(path):
+            for name in dirs + files:
+                with contextlib.suppress(OSError):
+                    newest = max(newest, os.lstat(os.path.join(root, name)).st_mtime)
+    return newest

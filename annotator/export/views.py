@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django import forms
 from django.conf import settings
 from django.http import FileResponse
@@ -20,6 +22,7 @@ from annotator.export.services import (
     export_start,
     export_zip,
 )
+from annotator.jobs.services import clean_idempotency_key
 from annotator.models import Category, Domain, Job
 from subtlebench.errors import Conflict, Invalid, NotFound
 from subtlebench.pages import error_response
@@ -42,6 +45,8 @@ class ExportForm(forms.Form):
     )
     domains = forms.MultipleChoiceField(choices=Domain.choices, required=False, widget=forms.CheckboxSelectMultiple)
     reproducible = forms.BooleanField(required=False, help_text="Fixed card time: byte-identical reruns.")
+    # A fresh key per rendered form: a double submit, or a resubmit after a lost answer, makes one job.
+    idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
 
     def options(self, replace: bool = False) -> ExportOptions:
         data = self.cleaned_data
@@ -77,7 +82,8 @@ def exports(request):
                 preview = benchmark_export(options=options, dry_run=True)
                 check_target(options, dry_run=True)  # ask about replacing now rather than after "Start"
             else:
-                export_start(options=options, user=request.user)
+                key = clean_idempotency_key(form.cleaned_data["idempotency_key"])
+                export_start(options=options, user=request.user, idempotency_key=key)
                 return redirect("exports")
         except ExportTargetTaken as taken:  # ask first; nothing is started or replaced without the confirmation
             return _exports_page(request, form, preview, taken=taken)
