@@ -48,8 +48,8 @@ class JobOutputSerializer(serializers.ModelSerializer):
 @api_view(["GET"])
 @permission_classes([HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)])
 def job_list(request):
-    """Jobs, newest first; filter with `?kind=import|similarity|export` and `?status=...`."""
-    jobs = Job.objects.select_related("created_by")
+    """Jobs of the kinds your role may see, newest first; filter with `?kind=...` and `?status=...`."""
+    jobs = Job.objects.visible_to(request.user).select_related("created_by")
     for field in ("kind", "status"):
         if request.query_params.get(field):
             jobs = jobs.filter(**{field: request.query_params[field]})
@@ -60,5 +60,6 @@ def job_list(request):
 @api_view(["GET"])
 @permission_classes([HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)])
 def job_detail(request, job_id):
-    job = get_object_or_404(Job.objects.select_related("created_by"), pk=job_id)
+    # Another role's kind of job is not found, as if it did not exist: its id says nothing either.
+    job = get_object_or_404(Job.objects.visible_to(request.user).select_related("created_by"), pk=job_id)
     return Response(JobOutputSerializer(job).data)

@@ -15,6 +15,7 @@ from evaluation import participation, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
 from subtlebench.errors import Forbidden, ServiceError
 from subtlebench.pages import error_response
+from subtlebench.throttles import ParticipantJoinThrottle, throttle_wait
 
 IMAGE_SALT = "evaluation.participant-image"
 
@@ -56,6 +57,17 @@ def stage_url(participant: Participant) -> str:
 
 @require_GET
 def open_link(request, open_token):
+    # Each join makes a participant: a script must not fill a study (or the table) from one address.
+    wait = throttle_wait(ParticipantJoinThrottle, request)
+    if wait is not None:
+        response = render(
+            request,
+            "evaluation/participant/closed.html",
+            {"message": f"Too many new participants from your address: try again in {int(wait) + 1} seconds."},
+            status=429,
+        )
+        response["Retry-After"] = str(int(wait) + 1)
+        return response
     study = get_object_or_404(Study, open_token=open_token)
     try:
         participant = participation.participant_join_open(study=study, params=request.GET)

@@ -15,7 +15,7 @@ JOBS_PER_PAGE = 50
 @role_required(ANNOTATOR, REVIEWER, COORDINATOR)
 @require_GET
 def job_list(request):
-    jobs = Job.objects.select_related("created_by")
+    jobs = Job.objects.visible_to(request.user).select_related("created_by")
     kind = request.GET.get("kind", "")
     if kind in Job.Kind.values:
         jobs = jobs.filter(kind=kind)
@@ -29,7 +29,7 @@ def job_list(request):
 @role_required(ANNOTATOR, REVIEWER, COORDINATOR)
 @require_GET
 def job_detail(request, job_id):
-    job = get_object_or_404(Job.objects.select_related("created_by"), pk=job_id)
+    job = get_object_or_404(Job.objects.visible_to(request.user).select_related("created_by"), pk=job_id)
     if request.htmx:
         return render(request, "jobs/detail.html#job-status", {"job": job})
     return render(request, "jobs/detail.html", {"job": job})

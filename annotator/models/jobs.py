@@ -7,6 +7,14 @@ from django.db import models
 from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
 
+from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role
+
+
+class JobQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        """The jobs of the kinds this user's roles may see (Job.KIND_ROLES); none for a user without a role."""
+        return self.filter(kind__in=[kind for kind, roles in Job.KIND_ROLES.items() if has_role(user, *roles)])
+
 
 class Job(models.Model):
     """A long-running job (import, similarity, export): the page polls this row for its progress."""
@@ -22,6 +30,14 @@ class Job(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
 
+    # Who may see a job of each kind, on the pages and in the API. Imports and exports are the coordinators' work,
+    # and their results and errors name server folders and files; a similarity run concerns everyone's pairs.
+    KIND_ROLES = {
+        Kind.IMPORT: (COORDINATOR,),
+        Kind.SIMILARITY: (ANNOTATOR, REVIEWER, COORDINATOR),
+        Kind.EXPORT: (COORDINATOR,),
+    }
+
     kind = models.CharField(max_length=20, choices=Kind.choices)
     title = models.CharField(max_length=300)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
@@ -33,6 +49,8 @@ class Job(models.Model):
     created = models.DateTimeField(default=timezone.now)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created"]
