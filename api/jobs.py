@@ -11,7 +11,8 @@ from rest_framework.response import Response
 from annotator.models import Job
 from api.errors import error_responses
 from api.pagination import page_response, paginated
-from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
+from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole, has_role
+from subtlebench.security import job_without_server_paths
 
 
 class JobOutputSerializer(serializers.ModelSerializer):
@@ -37,6 +38,13 @@ class JobOutputSerializer(serializers.ModelSerializer):
         ]
 
 
+def job_output(request, job) -> dict:
+    """A job as the API answers it: its errors and result name server paths, shortened for all but coordinators."""
+    if not has_role(request.user, COORDINATOR):
+        job_without_server_paths(job)
+    return JobOutputSerializer(job).data
+
+
 @extend_schema(
     parameters=[
         OpenApiParameter("kind", str, enum=Job.Kind.values, description="Only jobs of this kind."),
@@ -53,7 +61,7 @@ def job_list(request):
     for field in ("kind", "status"):
         if request.query_params.get(field):
             jobs = jobs.filter(**{field: request.query_params[field]})
-    return page_response(request, jobs, lambda page: JobOutputSerializer(page, many=True).data)
+    return page_response(request, jobs, lambda page: [job_output(request, job) for job in page])
 
 
 @extend_schema(responses={200: JobOutputSerializer, **error_responses(403, 404)})
@@ -62,4 +70,4 @@ def job_list(request):
 def job_detail(request, job_id):
     # Another role's kind of job is not found, as if it did not exist: its id says nothing either.
     job = get_object_or_404(Job.objects.visible_to(request.user).select_related("created_by"), pk=job_id)
-    return Response(JobOutputSerializer(job).data)
+    return Response(job_output(request, job))

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from annotator.models import Image, Pair, Video
 from annotator.similarity import services as similarity
 from api.errors import error_responses
-from api.server_paths import CoordinatorOnlyFields
+from api.server_paths import CoordinatorOnlyPaths
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 
 ANY_ROLE = HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)
@@ -23,10 +23,10 @@ class ImagesSimilarityInputSerializer(serializers.Serializer):
     image_2 = serializers.PrimaryKeyRelatedField(queryset=Image.objects.all())
 
 
-class EmbeddingModelSerializer(CoordinatorOnlyFields, serializers.Serializer):
+class EmbeddingModelSerializer(CoordinatorOnlyPaths, serializers.Serializer):
     """The active embedding model (`manage.py check_dinov3 --activate`)."""
 
-    coordinator_only = ("folder",)
+    coordinator_paths = ("folder",)
 
     fingerprint = serializers.CharField(help_text="Which weights, input size and dtype.")
     dim = serializers.IntegerField(help_text="Embedding width.")
@@ -34,7 +34,9 @@ class EmbeddingModelSerializer(CoordinatorOnlyFields, serializers.Serializer):
     dtype = serializers.CharField()
     image_size = serializers.IntegerField(help_text="Square input size in pixels.")
     demo = serializers.BooleanField(help_text="An untrained demo model: its similarities mean nothing.")
-    folder = serializers.CharField(help_text="The folder it was activated from; empty for anyone but a coordinator.")
+    folder = serializers.CharField(
+        help_text="The folder it was activated from (its last part only, for anyone but a coordinator)."
+    )
     activated_at = serializers.DateTimeField(allow_null=True)
     activated_by = serializers.CharField()
 

@@ -12,16 +12,16 @@ from annotator.models import Domain, Frame, Video
 from annotator.videos.services import ImportSourceError, videos_import
 from api.errors import error_responses
 from api.pagination import page_response, paginated
-from api.server_paths import CoordinatorOnlyFields
+from api.server_paths import CoordinatorOnlyPaths
 from subtlebench.errors import Invalid
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 
 READERS = HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)
 
 
-class VideoOutputSerializer(CoordinatorOnlyFields, serializers.ModelSerializer):
-    # Both name files on the server: empty for anyone but a coordinator.
-    coordinator_only = ("source", "error")
+class VideoOutputSerializer(CoordinatorOnlyPaths, serializers.ModelSerializer):
+    # Both name files on the server: their folders are for coordinators only.
+    coordinator_paths = ("source", "error")
 
     class Meta:
         model = Video

@@ -17,7 +17,7 @@ from django.core.management import get_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_SERVICES = ("web", "worker", "gpu-worker", "beat")
-ENV_READERS = {"getenv", "envbool", "envint", "envfloat", "envlist"}
+ENV_READERS = {"getenv", "envbool", "envint", "envfloat", "envlist", "envpaths"}
 
 
 @pytest.fixture(scope="module")

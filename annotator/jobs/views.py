@@ -7,7 +7,8 @@ from django.views.decorators.http import require_GET
 
 from annotator.models import Job
 from annotator.similarity.services import embedding_model_context
-from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, role_required
+from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_required
+from subtlebench.security import job_without_server_paths
 
 JOBS_PER_PAGE = 50
 
@@ -30,6 +31,8 @@ def job_list(request):
 @require_GET
 def job_detail(request, job_id):
     job = get_object_or_404(Job.objects.visible_to(request.user).select_related("created_by"), pk=job_id)
+    if not has_role(request.user, COORDINATOR):
+        job_without_server_paths(job)
     if request.htmx:
         return render(request, "jobs/detail.html#job-status", {"job": job})
     return render(request, "jobs/detail.html", {"job": job})

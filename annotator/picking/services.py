@@ -153,6 +153,8 @@ def video_release(
             lease_release(row=locked)  # a coordinator takes a video out of the queue, whoever holds it
         elif locked.lease_holder_id == user.pk:
             lease_release(row=locked, user=user)
+        elif reason is None:
+            return None  # "end my lease, if I hold one": nothing of anyone else's changes
         else:
             raise Forbidden(
                 f"You do not hold video {locked.yt8m_id}: only its lease holder or a coordinator can give it back "
