@@ -3,6 +3,7 @@ cache (Redis, shared by every web process), at the rates of REST_FRAMEWORK["DEFA
 
 from __future__ import annotations
 
+from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
 from subtlebench.security import client_ip
@@ -12,6 +13,10 @@ class ParticipantThrottle(SimpleRateThrottle):
     """Answers and item fetches of one participant's browser (or anyone probing participant tokens)."""
 
     scope = "participant"
+
+    def get_rate(self):
+        # The rates as configured now: DRF's own lookup keeps the dict it saw at import (tests change the rates).
+        return api_settings.DEFAULT_THROTTLE_RATES[self.scope]
 
     def get_cache_key(self, request, view):
         return self.cache_format % {"scope": self.scope, "ident": client_ip(request)}
