@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from evaluation.models import Assignment, Participant, Study, StudyItem
 from evaluation.studies import StudyError, participant_create
-from subtlebench.errors import Conflict, Forbidden
+from subtlebench.errors import Conflict, Forbidden, NotFound
 
 
 class LeaseLost(Conflict):
@@ -199,8 +199,8 @@ def assignment_answer(
         .filter(participant=participant, token=token)
         .first()
     )
-    if assignment is None:
-        raise StudyError("item: this item is not one of yours.")
+    if assignment is None:  # another participant's item, or none: not found, like an object one may not see
+        raise NotFound("This item is not one of yours.")
     if assignment.is_answered:
         return AnswerOutcome(assignment, recorded=False)
     if client_key and Assignment.objects.filter(client_key=client_key).exists():

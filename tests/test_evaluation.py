@@ -628,7 +628,7 @@ def test_the_participant_api_serves_the_current_item_and_takes_answers(client):
         client.post(
             f"/api/p/{participant.token}/item/nope/answer/", {"option": 1}, content_type="application/json"
         ).status_code
-        == 400
+        == 404  # not one of this participant's items (issue 13: another's item is not found either)
     )
 
 
