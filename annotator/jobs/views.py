@@ -21,7 +21,8 @@ def job_list(request):
     if kind in Job.Kind.values:
         jobs = jobs.filter(kind=kind)
     jobs = list(jobs[:JOBS_PER_PAGE])
-    context = {"jobs": jobs, "kind": kind, "kinds": Job.Kind.choices, "any_active": any(j.is_active for j in jobs)}
+    kinds = [(value, label) for value, label in Job.Kind.choices if has_role(request.user, *Job.KIND_ROLES[value])]
+    context = {"jobs": jobs, "kind": kind, "kinds": kinds, "any_active": any(j.is_active for j in jobs)}
     if request.htmx:
         return render(request, "jobs/list.html#job-rows", context)
     return render(request, "jobs/list.html", {**context, **embedding_model_context()})
