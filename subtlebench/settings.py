@@ -268,13 +268,19 @@ SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 # Content-Security-Policy (django-csp): scripts only from our own static files, no inline script, no framing.
 # Inline style attributes stay allowed: progress bars set their width inline, and htmx adds its indicator style.
+_s3_image_sources = []
+if S3_BUCKET:
+    _endpoint = urlparse(S3_ENDPOINT_URL)
+    _s3_image_sources = (
+        [f"{_endpoint.scheme}://{_endpoint.netloc}"] if _endpoint.netloc else ["https://*.amazonaws.com"]
+    )
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
         "script-src": ["'self'"],
         "style-src": ["'self'", "'unsafe-inline'"],
-        # Media in S3 are presigned URLs on the bucket's host.
-        "img-src": ["'self'", "data:", "blob:", *envlist("CSP_IMG_SOURCES", "")],
+        # Media in S3 are presigned URLs on the bucket's host: the endpoint's origin, or AWS's.
+        "img-src": ["'self'", "data:", "blob:", *_s3_image_sources, *envlist("CSP_IMG_SOURCES", "")],
         "connect-src": ["'self'"],
         "object-src": ["'none'"],
         "base-uri": ["'self'"],

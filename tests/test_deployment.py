@@ -341,3 +341,14 @@ def test_the_image_leaves_out_data_virtualenvs_and_git():
         assert dockerignore_excludes(patterns, path), f"{path} would be copied into the image"
     for path in ("manage.py", "subtlebench/settings.py", "static/js/participant.js", "templates/base.html"):
         assert not dockerignore_excludes(patterns, path), f"{path} is needed in the image"
+
+
+def test_the_content_security_policy_allows_the_media_bucket_and_nothing_else_by_default():
+    script = (
+        "import django; django.setup(); from django.conf import settings;"
+        "print(settings.CONTENT_SECURITY_POLICY['DIRECTIVES']['img-src'])"
+    )
+    plain = run_django(script, production_env())
+    assert plain.stdout.strip() == "[\"'self'\", 'data:', 'blob:']", plain.stderr
+    s3 = run_django(script, production_env(S3_BUCKET="media", S3_ENDPOINT_URL="https://minio.example.org:9000/"))
+    assert "'https://minio.example.org:9000'" in s3.stdout, s3.stderr
