@@ -18,9 +18,8 @@ ERROR_REF = "#/components/schemas/Error"
 @pytest.fixture(scope="module")
 def schema(django_db_blocker):
     """The schema a client downloads from /api/schema/."""
-    from rest_framework.test import APIClient
-
     from django.contrib.auth.models import User
+    from rest_framework.test import APIClient
 
     client = APIClient()
     client.force_authenticate(user=User(username="schema-reader"))  # the schema is for logged-in users (issue 13)

@@ -337,3 +337,36 @@ def test_a_heartbeat_never_takes_a_flagged_or_given_back_video(client_for, annot
     assert other.post(f"/api/videos/{given_back.pk}/heartbeat/").status_code == 200  # done: only for alice
     for video in Video.objects.filter(pk=flagged.pk):
         assert video.lease_holder_id is None
+
+
+def test_the_migration_carries_over_the_tokens_of_drfs_old_table(client, annotator):
+    from importlib import import_module
+
+    from django.apps import apps
+    from django.db import connection
+
+    migration = import_module("subtlebench.migrations.0001_api_tokens")
+    key = "9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b"
+    with connection.cursor() as cursor:  # DRF's authtoken table as an older deployment has it
+        cursor.execute(
+            "CREATE TABLE authtoken_token (key varchar(40) PRIMARY KEY, user_id integer, created timestamptz)"
+        )
+        cursor.execute("INSERT INTO authtoken_token VALUES (%s, %s, now())", [key, annotator.pk])
+    with connection.schema_editor() as editor:
+        migration.import_drf_tokens(apps, editor)
+    assert client.get("/api/videos/", HTTP_AUTHORIZATION=f"Token {key}").status_code == 200
+    assert ApiToken.objects.get().digest == token_digest(key)
+
+
+def test_an_administrator_revokes_any_token_in_the_admin(client, annotator):
+    from django.contrib.auth.models import User
+
+    token, key = api_token_create(user=annotator)
+    client.force_login(User.objects.create_superuser("root", password="password"))
+    response = client.post(
+        "/admin/subtlebench/apitoken/", {"action": "revoke", "_selected_action": [token.pk]}, follow=True
+    )
+    assert "1 token(s) revoked." in response.content.decode()
+    assert key not in client.get(f"/admin/subtlebench/apitoken/{token.pk}/change/").content.decode()
+    client.logout()
+    assert client.get("/api/videos/", HTTP_AUTHORIZATION=f"Token {key}").status_code in (401, 403)
