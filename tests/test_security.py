@@ -227,6 +227,8 @@ def test_every_answer_carries_the_security_headers(client, url):
     assert directives["script-src"] == "'self'"
     assert directives["frame-ancestors"] == "'none'"
     assert directives["object-src"] == "'none'"
+    assert directives["style-src"] == "'self'"  # style sheets from files only; style="" attributes allowed
+    assert directives["style-src-attr"] == "'unsafe-inline'"
     assert "unsafe-inline" not in directives["script-src"] and "unsafe-eval" not in policy
     assert response["X-Content-Type-Options"] == "nosniff"
     assert response["Referrer-Policy"] == "same-origin"
