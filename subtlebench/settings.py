@@ -218,7 +218,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
-    # Anonymous participant endpoints (api.throttles): per client IP, in the cache below.
+    # Anonymous participant endpoints (subtlebench.throttles): per client address, counted in CACHES.
     "DEFAULT_THROTTLE_RATES": {
         "participant": os.getenv("PARTICIPANT_THROTTLE_RATE", "120/min"),
         "participant_join": os.getenv("PARTICIPANT_JOIN_THROTTLE_RATE", "20/min"),
@@ -258,7 +258,7 @@ _proxy_ssl_header = os.getenv("SECURE_PROXY_SSL_HEADER", "").strip()
 if _proxy_ssl_header:
     SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https")
 SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "False")
-# /healthz answers over plain HTTP too: the compose health check and load balancers probe it inside the network.
+# /healthz answers over plain HTTP too: health checks probe it from inside the network.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", "0")
 SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", "False")
@@ -297,12 +297,12 @@ CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL, "KEY_PREFIX": "cache"}
 }
 
-# Failed logins (django-axes), on the login page, the admin and /api/token/: after AXES_FAILURE_LIMIT failures
-# for one username from one address, that pair is locked out for AXES_COOLOFF_MINUTES (each new try restarts it).
 # API tokens (account page, /api/tokens/): the expiry a token gets when none is asked for (0: none), and the longest.
 API_TOKEN_DEFAULT_DAYS = envint("API_TOKEN_DEFAULT_DAYS", "0")
 API_TOKEN_MAX_DAYS = envint("API_TOKEN_MAX_DAYS", "365")
 
+# Failed logins (django-axes), on the login page, the admin and /api/token/: after AXES_FAILURE_LIMIT failures
+# for one username from one address, that pair is locked out for AXES_COOLOFF_MINUTES (each new try restarts it).
 AXES_FAILURE_LIMIT = envint("AXES_FAILURE_LIMIT", "5")
 AXES_COOLOFF_TIME = timedelta(minutes=envint("AXES_COOLOFF_MINUTES", "15"))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]

@@ -51,7 +51,7 @@ def api_token_revoke(*, user, token_id: int) -> ApiToken:
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):
-    """`Authorization: Token <key>` against ApiToken: revoked and expired tokens fail like unknown ones."""
+    """`Authorization: Token <key>` against ApiToken: a revoked or expired token is refused, saying which."""
 
     def authenticate_credentials(self, key):
         now = timezone.now()
