@@ -6,7 +6,9 @@ WORKDIR /app
 COPY requirements.txt requirements-gpu.txt ./
 RUN pip install --no-cache-dir -r ${REQUIREMENTS}
 COPY . .
-RUN DEBUG=false SECRET_KEY=collectstatic-only python manage.py collectstatic --no-input
+# collectstatic loads the settings, which require these in production; it opens no database.
+RUN DEBUG=false SECRET_KEY=collectstatic-only DATABASE_URL=postgresql://collectstatic-only@localhost/none \
+    python manage.py collectstatic --no-input
 RUN useradd --create-home app && mkdir -p /data/media /data/exports && chown app /data/media /data/exports
 USER app
 EXPOSE 8000

@@ -71,6 +71,7 @@ ERROR_MEANINGS = {
     403: "Not logged in (no session, no valid token), or without the role or the ownership this needs.",
     404: "An object the request names does not exist.",
     409: "Conflict: the object moved on since the client saw it (someone else holds it, it was decided, it changed).",
+    429: "Too many requests (a throttle, or a login locked out after failed tries): wait `Retry-After` seconds.",
 }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.decorators import api_view, authentication_classes, permission_classes
+from rest_framework.decorators import api_view, authentication_classes, permission_classes, throttle_classes
 from rest_framework.response import Response
 
 from annotator.models import Category, Domain
@@ -16,6 +16,7 @@ from evaluation.models import Participant, Study
 from evaluation.participant_views import image_url
 from subtlebench.errors import Conflict
 from subtlebench.roles import COORDINATOR, HasRole
+from subtlebench.throttles import ParticipantThrottle
 
 Coordinator = HasRole.of(COORDINATOR)
 
@@ -202,10 +203,11 @@ def _participant(token: str) -> Participant:
     return get_object_or_404(Participant.objects.select_related("study"), token=token)
 
 
-@extend_schema(responses={200: ParticipantItemSerializer, **error_responses(404, 409)})
+@extend_schema(responses={200: ParticipantItemSerializer, **error_responses(404, 409, 429)})
 @api_view(["GET"])
 @authentication_classes([])
 @permission_classes([])
+@throttle_classes([ParticipantThrottle])
 def participant_item(request, token):
     """The participant's current item (the same one again until it is answered)."""
     participant = _participant(token)
@@ -241,12 +243,13 @@ def participant_item(request, token):
             "ParticipantAnswerOutput",
             {"recorded": serializers.BooleanField(help_text="false: a repeat, not counted again.")},
         ),
-        **error_responses(400, 404, 409),
+        **error_responses(400, 404, 409, 429),
     },
 )
 @api_view(["POST"])
 @authentication_classes([])
 @permission_classes([])
+@throttle_classes([ParticipantThrottle])
 def participant_answer(request, token, item_token):
     """Answer the item; a repeat (same item, or same client_key) is not counted twice."""
     participant = _participant(token)

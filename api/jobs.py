@@ -12,7 +12,8 @@ from annotator.jobs.services import job_cancel, job_retry
 from annotator.models import Job
 from api.errors import error_responses
 from api.pagination import page_response, paginated
-from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
+from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole, has_role
+from subtlebench.security import job_without_server_paths
 
 # The create endpoints of jobs (import, export) take this header: a retry with the same key answers the first job.
 IDEMPOTENCY_KEY = OpenApiParameter(
@@ -48,6 +49,13 @@ class JobOutputSerializer(serializers.ModelSerializer):
         ]
 
 
+def job_output(request, job) -> dict:
+    """A job as the API answers it: its errors and result name server paths, shortened for all but coordinators."""
+    if not has_role(request.user, COORDINATOR):
+        job_without_server_paths(job)
+    return JobOutputSerializer(job).data
+
+
 @extend_schema(
     parameters=[
         OpenApiParameter("kind", str, enum=Job.Kind.values, description="Only jobs of this kind."),
@@ -59,20 +67,21 @@ class JobOutputSerializer(serializers.ModelSerializer):
 @api_view(["GET"])
 @permission_classes([HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)])
 def job_list(request):
-    """Jobs, newest first; filter with `?kind=import|similarity|export` and `?status=...`."""
-    jobs = Job.objects.select_related("created_by")
+    """Jobs of the kinds your role may see, newest first; filter with `?kind=...` and `?status=...`."""
+    jobs = Job.objects.visible_to(request.user).select_related("created_by")
     for field in ("kind", "status"):
         if request.query_params.get(field):
             jobs = jobs.filter(**{field: request.query_params[field]})
-    return page_response(request, jobs, lambda page: JobOutputSerializer(page, many=True).data)
+    return page_response(request, jobs, lambda page: [job_output(request, job) for job in page])
 
 
 @extend_schema(responses={200: JobOutputSerializer, **error_responses(403, 404)})
 @api_view(["GET"])
 @permission_classes([HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)])
 def job_detail(request, job_id):
-    job = get_object_or_404(Job.objects.select_related("created_by"), pk=job_id)
-    return Response(JobOutputSerializer(job).data)
+    # Another role's kind of job is not found, as if it did not exist: its id says nothing either.
+    job = get_object_or_404(Job.objects.visible_to(request.user).select_related("created_by"), pk=job_id)
+    return Response(job_output(request, job))
 
 
 @extend_schema(request=None, responses={200: JobOutputSerializer, **error_responses(403, 404, 409)})
@@ -81,7 +90,7 @@ def job_detail(request, job_id):
 def job_cancel_api(request, job_id):
     """Cancel a queued or running job: units not started never run, running ones stop at their next unit."""
     job = job_cancel(job=get_object_or_404(Job, pk=job_id), user=request.user)
-    return Response(JobOutputSerializer(job).data)
+    return Response(job_output(request, job))
 
 
 @extend_schema(request=None, responses={201: JobOutputSerializer, **error_responses(403, 404, 409)})
@@ -90,4 +99,4 @@ def job_cancel_api(request, job_id):
 def job_retry_api(request, job_id):
     """Run a failed or cancelled job again, as a new job with the same units (work already done is skipped)."""
     again = job_retry(job=get_object_or_404(Job, pk=job_id), user=request.user)
-    return Response(JobOutputSerializer(again).data, status=status.HTTP_201_CREATED)
+    return Response(job_output(request, again), status=status.HTTP_201_CREATED)

@@ -69,9 +69,12 @@ class VideoReleaseOutputSerializer(serializers.Serializer):
     request=VideoReleaseInputSerializer, responses={200: VideoReleaseOutputSerializer, **error_responses(400, 403, 404)}
 )
 @api_view(["POST"])
-@permission_classes([HasRole.of(ANNOTATOR)])
+@permission_classes([HasRole.of(ANNOTATOR, COORDINATOR)])
 def lease_release(request, video_id: int):
-    """Give the video back: done with it, or skipped (no usable pair, bad video, inappropriate content)."""
+    """Give the video back: done with it, or skipped (no usable pair, bad video, inappropriate content).
+
+    Only the annotator who holds the video's lease, or a coordinator (whoever holds it), may: else 403.
+    """
     video = get_object_or_404(Video, pk=video_id)
     data = VideoReleaseInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)

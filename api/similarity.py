@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from annotator.models import Image, Pair, Video
 from annotator.similarity import services as similarity
 from api.errors import error_responses
+from api.server_paths import CoordinatorOnlyPaths
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 
 ANY_ROLE = HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)
@@ -22,8 +23,10 @@ class ImagesSimilarityInputSerializer(serializers.Serializer):
     image_2 = serializers.PrimaryKeyRelatedField(queryset=Image.objects.all())
 
 
-class EmbeddingModelSerializer(serializers.Serializer):
+class EmbeddingModelSerializer(CoordinatorOnlyPaths, serializers.Serializer):
     """The active embedding model (`manage.py check_dinov3 --activate`)."""
+
+    coordinator_paths = ("folder",)
 
     fingerprint = serializers.CharField(help_text="Which weights, input size and dtype.")
     dim = serializers.IntegerField(help_text="Embedding width.")
@@ -31,7 +34,9 @@ class EmbeddingModelSerializer(serializers.Serializer):
     dtype = serializers.CharField()
     image_size = serializers.IntegerField(help_text="Square input size in pixels.")
     demo = serializers.BooleanField(help_text="An untrained demo model: its similarities mean nothing.")
-    folder = serializers.CharField(help_text="The folder it was activated from.")
+    folder = serializers.CharField(
+        help_text="The folder it was activated from (its last part only, for anyone but a coordinator)."
+    )
     activated_at = serializers.DateTimeField(allow_null=True)
     activated_by = serializers.CharField()
 
@@ -65,7 +70,7 @@ def images_similarity(request):
         "model": model.fingerprint if model is not None else None,
         "embedding_model": similarity.embedding_model_summary(model),
     }
-    return Response(ImagesSimilarityOutputSerializer(output).data)
+    return Response(ImagesSimilarityOutputSerializer(output, context={"request": request}).data)
 
 
 class VideoEmbeddingsOutputSerializer(serializers.Serializer):
@@ -84,7 +89,8 @@ class VideoEmbeddingsOutputSerializer(serializers.Serializer):
 def video_embeddings(request, video_id: int):
     """How many of the video's frames are embedded, pending or failed under the current model."""
     video = get_object_or_404(Video, pk=video_id)
-    return Response(VideoEmbeddingsOutputSerializer(similarity.video_embedding_counts(video=video)).data)
+    counts = similarity.video_embedding_counts(video=video)
+    return Response(VideoEmbeddingsOutputSerializer(counts, context={"request": request}).data)
 
 
 class SuggestionsInputSerializer(serializers.Serializer):

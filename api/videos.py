@@ -14,13 +14,17 @@ from annotator.videos.services import ImportSourceError, videos_import
 from api.errors import error_responses
 from api.jobs import IDEMPOTENCY_KEY
 from api.pagination import page_response, paginated
+from api.server_paths import CoordinatorOnlyPaths
 from subtlebench.errors import Invalid
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 
 READERS = HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)
 
 
-class VideoOutputSerializer(serializers.ModelSerializer):
+class VideoOutputSerializer(CoordinatorOnlyPaths, serializers.ModelSerializer):
+    # Both name files on the server: their folders are for coordinators only.
+    coordinator_paths = ("source", "error")
+
     class Meta:
         model = Video
         fields = [
@@ -80,14 +84,17 @@ def video_list(request):
         if wanted not in Video.Status.values:
             raise Invalid({"status": [f"Unknown status {wanted!r}; one of {', '.join(Video.Status.values)}."]})
         videos = videos.filter(status=wanted)
-    return page_response(request, videos, lambda page: VideoOutputSerializer(page, many=True).data)
+    return page_response(
+        request, videos, lambda page: VideoOutputSerializer(page, many=True, context={"request": request}).data
+    )
 
 
 @extend_schema(responses={200: VideoOutputSerializer, **error_responses(403, 404)})
 @api_view(["GET"])
 @permission_classes([READERS])
 def video_detail(request, video_id):
-    return Response(VideoOutputSerializer(get_object_or_404(Video, pk=video_id)).data)
+    video = get_object_or_404(Video, pk=video_id)
+    return Response(VideoOutputSerializer(video, context={"request": request}).data)
 
 
 @extend_schema(responses={200: FrameOutputSerializer(many=True), **error_responses(403, 404)})

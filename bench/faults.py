@@ -155,16 +155,15 @@ def start_instance() -> None:
 
     django.setup()
     from django.contrib.auth.models import Group, User
-    from rest_framework.authtoken.models import Token
-
     from annotator.similarity.embedder import build_random_model
     from annotator.similarity.services import embedding_model_activate
     from bench.synthetic_frames import TINY_CONFIG
+    from subtlebench.tokens import api_token_create
 
     user = User.objects.create_user("cora", password="bench")
     user.groups.add(Group.objects.get(name="coordinator"))
     global TOKEN
-    TOKEN = Token.objects.create(user=user).key
+    TOKEN = api_token_create(user=user, name="bench/faults.py")[1]
     model = BASE / "dinov3-tiny"
     build_random_model(model, seed=0, **TINY_CONFIG)
     embedding_model_activate(folder=model, device="cpu", image_size=224, activated_by="bench/faults.py")

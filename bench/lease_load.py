@@ -50,9 +50,9 @@ def seed(videos: int, frames_per_video: int, clients: int) -> list[str]:
 
     django.setup()
     from django.contrib.auth.models import Group, User
-    from rest_framework.authtoken.models import Token
 
     from annotator.models import Frame, Image, Video
+    from subtlebench.tokens import api_token_create
 
     created = Video.objects.bulk_create(
         Video(yt8m_id=f"bench{v:05d}", source=f"/v/{v}.mp4", status=Video.Status.SAMPLED, frame_count=frames_per_video)
@@ -80,7 +80,7 @@ def seed(videos: int, frames_per_video: int, clients: int) -> list[str]:
     for c in range(clients):
         user = User.objects.create_user(f"bench{c:02d}", password="x")
         user.groups.add(group)
-        tokens.append(Token.objects.create(user=user).key)
+        tokens.append(api_token_create(user=user)[1])
     return tokens
 
 

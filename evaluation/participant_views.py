@@ -15,6 +15,7 @@ from evaluation import participation, screens, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
 from subtlebench.errors import Forbidden, ServiceError
 from subtlebench.pages import error_response
+from subtlebench.throttles import ParticipantJoinThrottle, throttle_wait
 
 IMAGE_SALT = "evaluation.participant-image"
 AGREE_FIRST = "Please tick the box to agree before you start."
@@ -95,9 +96,28 @@ def _measured_screen(request, study: Study) -> screens.Screen:
     return screen
 
 
+def _too_many_arrivals(request):
+    """A 429 page when one address opens the open link too often: a script must not fill a study (or the
+    participants table) from one address. Both the consent page and the consent count; None when allowed."""
+    wait = throttle_wait(ParticipantJoinThrottle, request)
+    if wait is None:
+        return None
+    response = render(
+        request,
+        "evaluation/participant/closed.html",
+        {"message": f"Too many new participants from your address: try again in {int(wait) + 1} seconds."},
+        status=429,
+    )
+    response["Retry-After"] = str(int(wait) + 1)
+    return response
+
+
 @require_GET
 def open_link(request, open_token):
     """The open link's consent page. A GET takes no place and creates nobody: that happens at consent."""
+    throttled = _too_many_arrivals(request)
+    if throttled is not None:
+        return throttled
     study = get_object_or_404(Study, open_token=open_token)
     try:
         existing = participation.participant_returning(
@@ -116,6 +136,9 @@ def open_link(request, open_token):
 
 @require_POST
 def open_consent(request, open_token):
+    throttled = _too_many_arrivals(request)
+    if throttled is not None:
+        return throttled
     study = get_object_or_404(Study, open_token=open_token)
     action = reverse("participant-open-consent", args=[open_token])
     if request.POST.get("agree") != "yes":

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from evaluation.models import Assignment, Participant, Study, StudyItem
 from evaluation.studies import StudyError
-from subtlebench.errors import Conflict, Forbidden
+from subtlebench.errors import Conflict, Forbidden, NotFound
 
 
 class LeaseLost(Conflict):
@@ -346,8 +346,8 @@ def assignment_answer(
         .filter(participant=participant, token=token)
         .first()
     )
-    if assignment is None:
-        raise StudyError("item: this item is not one of yours.")
+    if assignment is None:  # another participant's item, or none: not found, like an object one may not see
+        raise NotFound("This item is not one of yours.")
     if assignment.is_answered:
         return AnswerOutcome(assignment, recorded=False)
     _refuse_if_expired(assignment.participant, now)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -24,6 +25,12 @@ def envfloat(name: str, default: str) -> float:
 
 
 def envlist(name: str, default: str) -> list[str]:
+    """A list separated by commas (or spaces): host names and origins hold ":" (https://host, [::1])."""
+    return os.getenv(name, default).replace(",", " ").split()
+
+
+def envpaths(name: str, default: str) -> list[str]:
+    """Folders separated by ":" like PATH."""
     return [item for item in os.getenv(name, default).split(os.pathsep) if item]
 
 
@@ -54,8 +61,7 @@ if not SECRET_KEY:
     SECRET_KEY = "insecure-local-development-key-do-not-use-in-production"
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "*" if DEBUG else "localhost")
-# Origins are URLs (https://host), so they cannot be split on ":" like the other lists: commas or spaces.
-CSRF_TRUSTED_ORIGINS = os.getenv("CSRF_TRUSTED_ORIGINS", "").replace(",", " ").split()
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 PORT = envint("PORT", "8000")
 SITE_URL = os.getenv("SITE_URL", f"http://localhost:{PORT}")
 
@@ -67,9 +73,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "axes",
     "template_partials",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "subtlebench",
@@ -91,6 +97,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last: it turns a lockout that a login view (page or /api/token/) recorded into the lockout answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "subtlebench.urls"
@@ -113,10 +122,16 @@ TEMPLATES = [
 ]
 
 VAR_DIR = Path(os.getenv("VAR_DIR", BASE_DIR / "var"))
-DATABASE_URL = os.getenv("DATABASE_URL", "postgresql://postgres@127.0.0.1:54329/subtlebench")
+DATABASE_URL = os.getenv("DATABASE_URL", "" if not DEBUG else "postgresql://postgres@127.0.0.1:54329/subtlebench")
+if not DATABASE_URL:
+    raise ImproperlyConfigured(
+        "DATABASE_URL is not set. With DEBUG off it is required: postgresql://user:password@host:port/name."
+    )
 DATABASES = {"default": database_from_url(DATABASE_URL)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Axes first: it refuses a locked-out username+IP before the password is even checked.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -162,7 +177,7 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024**2
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024**2
 
 # Folders that imports (videos, manifests, pair datasets) may read from.
-IMPORT_ROOTS = [Path(p).resolve() for p in envlist("IMPORT_ROOTS", str(VAR_DIR / "imports"))]
+IMPORT_ROOTS = [Path(p).resolve() for p in envpaths("IMPORT_ROOTS", str(VAR_DIR / "imports"))]
 
 # Frame sampling.
 FRAME_MAX_SIDE = envint("FRAME_MAX_SIDE", "1280")
@@ -238,12 +253,20 @@ if CLEANUP_MINUTES:
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "subtlebench.tokens.ExpiringTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
+    # Anonymous participant endpoints (subtlebench.throttles): per client address, counted in CACHES.
+    "DEFAULT_THROTTLE_RATES": {
+        "participant": os.getenv("PARTICIPANT_THROTTLE_RATE", "120/min"),
+        "participant_join": os.getenv("PARTICIPANT_JOIN_THROTTLE_RATE", "20/min"),
+    },
+    # Proxies in front of the web server: the client address is taken that many hops from the right of
+    # X-Forwarded-For (None: REMOTE_ADDR, no proxy).
+    "NUM_PROXIES": envint("PROXY_COUNT", "0") or None,
     # Every error answers {"detail": ..., "errors": {field: [...]}}, DRF's own included.
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
 }
@@ -252,6 +275,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Videos, frames, pairs, captions, studies and jobs of a subtle-difference benchmark.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema names every endpoint and field: for logged-in users (session or token) only.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -267,6 +292,64 @@ SPECTACULAR_SETTINGS = {
 if not DEBUG:
     SESSION_COOKIE_SECURE = envbool("SECURE_COOKIES", "True")
     CSRF_COOKIE_SECURE = envbool("SECURE_COOKIES", "True")
+
+# Behind a TLS proxy (docs/operations.md): Django sees plain HTTP, so the proxy's header says what the client used.
+# SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto (the header the proxy sets to "https"; unset: no proxy is trusted).
+_proxy_ssl_header = os.getenv("SECURE_PROXY_SSL_HEADER", "").strip()
+if _proxy_ssl_header:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https")
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "False")
+# /healthz answers over plain HTTP too: health checks probe it from inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", "0")
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", "False")
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", "False")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy (django-csp): scripts only from our own static files, no inline script, no framing.
+# htmx's own indicator <style> is switched off in base.html (htmx-config meta): no inline style element.
+_s3_image_sources = []
+if S3_BUCKET:
+    _endpoint = urlparse(S3_ENDPOINT_URL)
+    _s3_image_sources = (
+        [f"{_endpoint.scheme}://{_endpoint.netloc}"] if _endpoint.netloc else ["https://*.amazonaws.com"]
+    )
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        # Style sheets only from our static files; style="" attributes stay (progress bars set their width).
+        "style-src": ["'self'"],
+        "style-src-attr": ["'unsafe-inline'"],
+        # Media in S3 are presigned URLs on the bucket's host: the endpoint's origin, or AWS's.
+        "img-src": ["'self'", "data:", "blob:", *_s3_image_sources, *envlist("CSP_IMG_SOURCES", "")],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'", *envlist("CSP_FORM_ACTIONS", "")],
+        "frame-ancestors": ["'none'"],
+    }
+}
+
+# Caches: DRF's throttles count requests here, shared by every web worker process (Redis, like the broker).
+CACHE_URL = os.getenv("CACHE_URL", CELERY_BROKER_URL)
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL, "KEY_PREFIX": "cache"}
+}
+
+# API tokens (account page, /api/tokens/): the expiry a token gets when none is asked for (0: none), and the longest.
+API_TOKEN_DEFAULT_DAYS = envint("API_TOKEN_DEFAULT_DAYS", "0")
+API_TOKEN_MAX_DAYS = envint("API_TOKEN_MAX_DAYS", "365")
+
+# Failed logins (django-axes), on the login page, the admin and /api/token/: after AXES_FAILURE_LIMIT failures
+# for one username from one address, that pair is locked out for AXES_COOLOFF_MINUTES (each new try restarts it).
+AXES_FAILURE_LIMIT = envint("AXES_FAILURE_LIMIT", "5")
+AXES_COOLOFF_TIME = timedelta(minutes=envint("AXES_COOLOFF_MINUTES", "15"))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "subtlebench.views.lockout"
+AXES_CLIENT_IP_CALLABLE = "subtlebench.security.client_ip"
 
 LOGGING = {
     "version": 1,

@@ -9,6 +9,8 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("account/tokens/", views.account_tokens, name="account-tokens"),
+    path("account/tokens/<int:token_id>/revoke/", views.account_token_revoke, name="account-token-revoke"),
     re_path(r"^media/(?P<name>.+)$", views.media, name="media"),
     path("admin/", admin.site.urls),
     path("api/", include("api.urls")),

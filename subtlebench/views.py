@@ -1,15 +1,24 @@
-"""Site-wide views: the home page, the health check, and media files from local storage."""
+"""Site-wide views: the home page, the health check, media files from local storage, the login lockout, and the
+account's API tokens."""
 
 from __future__ import annotations
 
 import mimetypes
 
+from axes.helpers import get_cool_off
 from django.contrib.auth.decorators import login_required
 from django.core.files.storage import default_storage
 from django.db import connection
-from django.http import FileResponse, Http404, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.http import FileResponse, Http404, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from subtlebench.errors import Invalid, ServiceError
+from subtlebench.models import ApiToken
+from subtlebench.pages import error_response
+from subtlebench.roles import roles_of
+from subtlebench.tokens import api_token_create, api_token_revoke
 
 
 @login_required
@@ -28,10 +37,67 @@ def healthz(request):
 @login_required
 @require_GET
 def media(request, name):
-    """Media from the local storage folder, for logged-in users only (S3 storage hands out signed URLs)."""
+    """Media from the local storage folder, for users with a role only (S3 storage hands out signed URLs).
+
+    Participants of studies have no account: they get each image through a signed, expiring URL of their own
+    (evaluation.participant_views.image), never through here. An account without a role sees nothing either.
+    """
+    if not roles_of(request.user):
+        raise Http404("No such file.")
     if ".." in name.split("/") or not default_storage.exists(name):
         raise Http404("No such file.")
     content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
     response = FileResponse(default_storage.open(name, "rb"), content_type=content_type)
     response["Cache-Control"] = "private, max-age=86400"
     return response
+
+
+def lockout(request, original_response=None, credentials=None):
+    """What django-axes answers once a username+address is locked out (AXES_LOCKOUT_CALLABLE): 429, and when to
+    try again, as the API's error body on /api/ and as a page elsewhere."""
+    cool_off = get_cool_off(request)
+    retry_at = timezone.now() + cool_off if cool_off else None
+    message = "Too many failed logins for this username from this address."
+    if retry_at:
+        message += f" Try again after {retry_at:%H:%M} UTC ({int(cool_off.total_seconds() // 60)} minutes)."
+    if request.path.startswith("/api/"):
+        response = JsonResponse({"detail": message, "errors": {}}, status=429)
+    else:
+        response = render(request, "registration/lockout.html", {"message": message, "retry_at": retry_at}, status=429)
+    if cool_off:
+        response["Retry-After"] = str(int(cool_off.total_seconds()))
+    return response
+
+
+def tokens_page(request, *, key: str = "", status: int = 200, error: str = ""):
+    tokens = ApiToken.objects.filter(user=request.user)
+    context = {"tokens": tokens, "new_key": key, "error": error, "now": timezone.now()}
+    return render(request, "account/tokens.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def account_tokens(request):
+    """Your API tokens: list them, make one (its key is shown once, here)."""
+    if request.method == "GET":
+        return tokens_page(request)
+    days = request.POST.get("expires_in_days", "").strip()
+    try:
+        if days and not days.isdigit():
+            raise Invalid({"expires_in_days": ["A whole number of days, or empty for no expiry."]})
+        _, key = api_token_create(
+            user=request.user, name=request.POST.get("name", ""), expires_in_days=int(days) if days else None
+        )
+    except ServiceError as error:
+        return error_response(request, error, page=lambda message: tokens_page(request, error=message))
+    return tokens_page(request, key=key, status=201)
+
+
+@login_required
+@require_POST
+def account_token_revoke(request, token_id: int):
+    try:
+        api_token_revoke(user=request.user, token_id=token_id)
+    except ServiceError as error:
+        return error_response(request, error, back_to="account-tokens")
+    return redirect("account-tokens")

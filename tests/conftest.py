@@ -26,6 +26,9 @@ def fast_settings(settings, tmp_path):
     settings.DINOV3_MODEL_DIR = ""
     settings.DINOV3_DEVICE = "cpu"
     settings.DINOV3_IMAGE_SIZE = 224
+    # Throttle counts live in the real Redis cache: a prefix of its own per test, so no test sees another's counts
+    # (and nothing is flushed: the broker of other tests shares that Redis).
+    settings.CACHES = {"default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}}
     settings.STORAGES = {
         **settings.STORAGES,
         "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_every_model_of_the_apps_is_registered():
-    models = [m for name in ("annotator", "evaluation") for m in apps.get_app_config(name).get_models()]
+    models = [m for name in ("annotator", "evaluation", "subtlebench") for m in apps.get_app_config(name).get_models()]
     missing = [m.__name__ for m in models if m not in admin.site._registry]
     assert missing == []
 
@@ -22,7 +22,7 @@ def test_every_change_list_opens_for_a_superuser(client):
     make_pair()  # a few rows, so list_display columns are rendered
     client.force_login(User.objects.create_superuser("root", password="password"))
     for model in admin.site._registry:
-        if model._meta.app_label not in ("annotator", "evaluation"):
+        if model._meta.app_label not in ("annotator", "evaluation", "subtlebench"):
             continue
         url = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
         response = client.get(url)

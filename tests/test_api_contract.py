@@ -18,10 +18,13 @@ ERROR_REF = "#/components/schemas/Error"
 @pytest.fixture(scope="module")
 def schema(django_db_blocker):
     """The schema a client downloads from /api/schema/."""
+    from django.contrib.auth.models import User
     from rest_framework.test import APIClient
 
+    client = APIClient()
+    client.force_authenticate(user=User(username="schema-reader"))  # the schema is for logged-in users (issue 13)
     with django_db_blocker.unblock():
-        response = APIClient().get("/api/schema/", {"format": "json"})
+        response = client.get("/api/schema/", {"format": "json"})
     assert response.status_code == 200
     return response.json()
 

@@ -14,7 +14,7 @@ CONFIGURATION = ROOT / "docs" / "configuration.md"
 # The code a deployment or a developer configures: the apps, the development tooling, manage.py.
 # bench/ and tests/ read their own knobs, documented beside them.
 APP_CODE = ("subtlebench", "annotator", "evaluation", "api", "demo", "devtools", "manage.py")
-ENV_HELPERS = {"envbool", "envint", "envfloat", "envlist"}  # settings.py: os.getenv with a type
+ENV_HELPERS = {"envbool", "envint", "envfloat", "envlist", "envpaths"}  # settings.py: os.getenv with a type
 
 
 def app_modules() -> list[Path]:

@@ -17,7 +17,7 @@ from django.core.management import get_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_SERVICES = ("web", "worker", "gpu-worker", "beat")
-ENV_READERS = {"getenv", "envbool", "envint", "envfloat", "envlist"}
+ENV_READERS = {"getenv", "envbool", "envint", "envfloat", "envlist", "envpaths"}
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +182,173 @@ def test_page_started_exports_land_on_a_volume_web_and_worker_share(compose):
     dockerfile = (ROOT / "Dockerfile").read_text().splitlines()
     owned = [line.split("chown app", 1)[1].split() for line in dockerfile if "chown app" in line]
     assert any(mounts[0][1] in folders for folders in owned), "the export folder must belong to the user app"
+
+
+# --- A deployment that starts (issue 13) ---------------------------------------------------------------------
+
+
+def production_env(**extra: str) -> dict:
+    """The environment of a production process: DEBUG off, a real-looking secret, the databases named."""
+    # Not the test process's own knobs: the TLS ones under test, nor the browser tests' DJANGO_ALLOW_ASYNC_UNSAFE.
+    prefixes = ("SECURE_", "CSRF_", "ALLOWED_", "DJANGO_ALLOW_ASYNC_UNSAFE")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(prefixes)}
+    env.update(
+        DJANGO_SETTINGS_MODULE="subtlebench.settings",
+        DEBUG="false",
+        SECRET_KEY="k3y-" + "ab9Xz7Qw" * 8,
+        DATABASE_URL=os.environ.get("DATABASE_URL") or "postgresql://subtlebench:pw@postgres:5432/subtlebench",
+    )
+    env.update(extra)
+    return env
+
+
+def documented_tls_settings() -> dict[str, str]:
+    """The production settings of docs/operations.md (the ```sh block under '## TLS'), as variables."""
+    text = (ROOT / "docs" / "operations.md").read_text()
+    block = re.search(r"## TLS\n.*?```sh\n(.*?)```", text, re.S)
+    assert block, "docs/operations.md must show the production settings under ## TLS"
+    variables = {}
+    for line in block[1].splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, value = line.partition("=")
+            variables[name] = value
+    return variables
+
+
+def run_django(script: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+def test_check_deploy_is_clean_with_the_documented_production_settings():
+    documented = documented_tls_settings()
+    assert documented["SECRET_KEY"].startswith("<")  # a placeholder: the test puts a real-looking one
+    documented.pop("SECRET_KEY")
+    assert {"SECURE_PROXY_SSL_HEADER", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS"} <= set(documented)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=production_env(**documented),
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues" in result.stdout
+    # And the documented values are the ones in force.
+    shown = run_django(
+        "import django; django.setup(); from django.conf import settings as s;"
+        "print(s.SECURE_PROXY_SSL_HEADER, s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS,"
+        " s.SECURE_HSTS_INCLUDE_SUBDOMAINS, s.SECURE_HSTS_PRELOAD, s.CSRF_TRUSTED_ORIGINS, s.ALLOWED_HOSTS)",
+        production_env(**documented),
+    )
+    assert shown.stdout.split("\n")[0] == (
+        "('HTTP_X_FORWARDED_PROTO', 'https') True 31536000 True True ['https://studio.example.org'] "
+        "['studio.example.org']"
+    ), shown.stderr
+
+
+def test_check_deploy_warns_without_the_tls_settings():
+    """The test above is not clean by accident: without HSTS and the redirect, check --deploy says so."""
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=production_env(ALLOWED_HOSTS="studio.example.org"),
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0
+    assert "security.W004" in result.stderr + result.stdout  # HSTS
+    assert "security.W008" in result.stderr + result.stdout  # SSL redirect
+
+
+def test_list_settings_are_comma_separated_and_take_https_origins_and_ipv6_hosts():
+    env = production_env(
+        ALLOWED_HOSTS="studio.example.org, [::1],localhost",
+        CSRF_TRUSTED_ORIGINS="https://studio.example.org,https://studio.internal:8443",
+    )
+    result = run_django(
+        "import django; django.setup()\n"
+        "from django.conf import settings; from django.core.management import call_command\n"
+        "print(settings.ALLOWED_HOSTS, settings.CSRF_TRUSTED_ORIGINS); call_command('check')",
+        env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        "['studio.example.org', '[::1]', 'localhost'] ['https://studio.example.org', 'https://studio.internal:8443']"
+        in result.stdout
+    )
+
+
+@pytest.mark.parametrize("missing", ["SECRET_KEY", "DATABASE_URL"])
+def test_settings_refuse_to_start_in_production_without_a_required_secret(missing):
+    env = production_env()
+    env.pop(missing)
+    result = run_django("import django; django.setup()", env)
+    assert result.returncode != 0
+    assert f"{missing} is not set. With DEBUG off it is required" in result.stderr
+
+
+def test_the_database_password_is_required_not_defaulted(compose):
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert "POSTGRES_PASSWORD:-" not in text, "no default database password"
+    assert compose["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
+    for name in APP_SERVICES:
+        assert "${POSTGRES_PASSWORD:?" in compose["services"][name]["environment"]["DATABASE_URL"]
+
+
+@pytest.mark.parametrize("name", APP_SERVICES)
+def test_the_tls_proxy_settings_reach_every_app_service(compose, name):
+    environment = compose["services"][name]["environment"]
+    for variable in ("SECURE_PROXY_SSL_HEADER", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS", "PROXY_COUNT"):
+        assert variable in environment, f"{name} does not pass {variable}"
+
+
+def dockerignore_excludes(pattern_list: list[str], path: str) -> bool:
+    """Docker's rule, enough for these patterns: a path is left out when it or a folder above it matches."""
+    import fnmatch
+
+    parts = path.split("/")
+    excluded = False
+    for pattern in pattern_list:
+        negate = pattern.startswith("!")
+        pattern = pattern.lstrip("!").strip("/")
+        for depth in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:depth])
+            if fnmatch.fnmatch(prefix, pattern) or fnmatch.fnmatch(prefix, pattern.replace("**/", "")):
+                excluded = not negate
+                break
+    return excluded
+
+
+def test_the_image_leaves_out_data_virtualenvs_and_git():
+    patterns = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    for path in (
+        ".git/HEAD",
+        ".venv/bin/python",
+        "var/postgres/PG_VERSION",
+        "var/media/frames/a.jpg",
+        "var/exports/v1/data.json",
+        "media/frames/a.jpg",
+        "exports/v1/data.json",
+        "imports/clip.mp4",
+        ".env",
+        "annotator/__pycache__/x.pyc",
+    ):
+        assert dockerignore_excludes(patterns, path), f"{path} would be copied into the image"
+    for path in ("manage.py", "subtlebench/settings.py", "static/js/participant.js", "templates/base.html"):
+        assert not dockerignore_excludes(patterns, path), f"{path} is needed in the image"
+
+
+def test_the_content_security_policy_allows_the_media_bucket_and_nothing_else_by_default():
+    script = (
+        "import django; django.setup(); from django.conf import settings;"
+        "print(settings.CONTENT_SECURITY_POLICY['DIRECTIVES']['img-src'])"
+    )
+    plain = run_django(script, production_env())
+    assert plain.stdout.strip() == "[\"'self'\", 'data:', 'blob:']", plain.stderr
+    s3 = run_django(script, production_env(S3_BUCKET="media", S3_ENDPOINT_URL="https://minio.example.org:9000/"))
+    assert "'https://minio.example.org:9000'" in s3.stdout, s3.stderr

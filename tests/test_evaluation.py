@@ -12,12 +12,12 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from annotator.models import Category, Domain, Pair
 from demo.studies import seed_demo_study
 from evaluation import model_results, participation, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
+from subtlebench.tokens import api_token_create
 from tests.factories import DESKTOP_WINDOW, make_pair
 
 pytestmark = pytest.mark.django_db
@@ -585,8 +585,8 @@ def test_api_endpoints_need_a_coordinator_and_the_right_method(client, client_fo
 
 
 def test_the_api_creates_a_study_invites_and_reports_results_with_a_token(client, coordinator, finished_study):
-    token = Token.objects.create(user=coordinator)
-    auth = {"HTTP_AUTHORIZATION": f"Token {token.key}"}
+    _, key = api_token_create(user=coordinator)
+    auth = {"HTTP_AUTHORIZATION": f"Token {key}"}
     created = client.post(
         "/api/studies/create/",
         {"name": "Api", "fraction": 0.5, "seed": 4, "invites": 2},
@@ -626,7 +626,7 @@ def test_the_participant_api_serves_the_current_item_and_takes_answers(client):
         client.post(
             f"/api/p/{participant.token}/item/nope/answer/", {"option": 1}, content_type="application/json"
         ).status_code
-        == 400
+        == 404  # not one of this participant's items (issue 13: another's item is not found either)
     )
 
 

@@ -470,12 +470,12 @@ def test_concurrent_consents_on_the_open_link_never_exceed_its_cap():
 
 
 def test_the_api_refuses_new_invites_on_a_full_study(client, coordinator):
-    from rest_framework.authtoken.models import Token
+    from subtlebench.tokens import api_token_create
 
     make_pair()
     study = studies.study_create(name="S", fraction=1, practice_count=0, invites=1)
     participation.participant_answer_all(participant=study.participants.get())
-    auth = {"HTTP_AUTHORIZATION": f"Token {Token.objects.create(user=coordinator).key}"}
+    auth = {"HTTP_AUTHORIZATION": f"Token {api_token_create(user=coordinator, name='test')[1]}"}
     response = client.post(
         f"/api/studies/{study.pk}/invites/create/", {"count": 2}, content_type="application/json", **auth
     )

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
+from playwright.sync_api import expect
 
 from annotator.models import Category, Domain
 from evaluation import participation, studies
@@ -244,7 +246,8 @@ def test_a_window_below_the_minimum_is_stopped_before_consent_until_it_is_made_l
 
     # Turned sideways it is still too narrow; full screen passes, and the form appears by itself.
     page.set_viewport_size({"width": 844, "height": 390})
-    assert "844 × 390 px" in page.inner_text("#screen-check")
+    # The page measures again on the resize event, which Chromium dispatches after the call returns.
+    expect(page.locator("#screen-check")).to_contain_text("844 × 390 px")
     page.set_viewport_size({"width": 1180, "height": 820})
     page.wait_for_selector("#consent-form", state="visible")
     assert page.locator("#screen-check").is_hidden()
@@ -285,7 +288,7 @@ def test_the_end_page_copies_the_code_and_counts_down_to_the_completion_url(brow
     assert page.get_attribute("#redirect", "href") == study.redirect_url
     seconds = [int(page.inner_text("[data-countdown]"))]
     page.click("#copy-code")
-    page.wait_for_function("document.getElementById('copy-status').textContent === 'Copied.'")
+    expect(page.locator("#copy-status")).to_have_text("Copied.")
     assert page.evaluate("navigator.clipboard.readText()") == study.completion_code
     time.sleep(1.1)
     seconds.append(int(page.inner_text("[data-countdown]")))
@@ -314,10 +317,10 @@ def test_the_dashboard_refreshes_itself_while_a_session_is_under_way_and_stops_a
     scored = participation.participant_next_item(participant=participant)
     participation.assignment_answer(participant=participant, token=scored.token, position=1)
     page.evaluate("window.markerBeforeRefresh = true")
-    page.wait_for_function("document.querySelector('#progress .kpi:nth-child(2) .value').textContent.startsWith('1 ')")
+    expect(page.locator("#progress .kpi:nth-child(2) .value")).to_have_text(re.compile(r"^1 "), timeout=15000)
     Assignment.objects.filter(participant=participant, answered_at__isnull=True).delete()
     participant.finish()
-    page.wait_for_function("!document.getElementById('study-live').hasAttribute('hx-trigger')", timeout=12000)
+    expect(page.locator("#study-live")).not_to_have_attribute("hx-trigger", re.compile(".*"), timeout=12000)
     assert "No session under way" in page.inner_text("#live-note")
     assert page.evaluate("window.markerBeforeRefresh") is True  # swapped in place, not reloaded
     assert "finished" in page.inner_text("#participants")

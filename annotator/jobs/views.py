@@ -11,6 +11,7 @@ from annotator.models.similarity import NO_ACTIVE_MODEL
 from subtlebench.errors import Conflict
 from subtlebench.pages import error_response
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_required
+from subtlebench.security import job_without_server_paths
 
 JOBS_PER_PAGE = 50
 
@@ -18,12 +19,13 @@ JOBS_PER_PAGE = 50
 @role_required(ANNOTATOR, REVIEWER, COORDINATOR)
 @require_GET
 def job_list(request):
-    jobs = Job.objects.select_related("created_by")
+    jobs = Job.objects.visible_to(request.user).select_related("created_by")
     kind = request.GET.get("kind", "")
     if kind in Job.Kind.values:
         jobs = jobs.filter(kind=kind)
     jobs = list(jobs[:JOBS_PER_PAGE])
-    context = {"jobs": jobs, "kind": kind, "kinds": Job.Kind.choices, "any_active": any(j.is_active for j in jobs)}
+    kinds = [(value, label) for value, label in Job.Kind.choices if has_role(request.user, *Job.KIND_ROLES[value])]
+    context = {"jobs": jobs, "kind": kind, "kinds": kinds, "any_active": any(j.is_active for j in jobs)}
     if request.htmx:
         return render(request, "jobs/list.html#job-rows", context)
     # What templates/similarity/_model.html shows (similarity.services.embedding_model_context; the jobs package
@@ -35,7 +37,9 @@ def job_list(request):
 @role_required(ANNOTATOR, REVIEWER, COORDINATOR)
 @require_GET
 def job_detail(request, job_id):
-    job = get_object_or_404(Job.objects.select_related("created_by"), pk=job_id)
+    job = get_object_or_404(Job.objects.visible_to(request.user).select_related("created_by"), pk=job_id)
+    if not has_role(request.user, COORDINATOR):
+        job_without_server_paths(job)
     context = {
         "job": job,
         "units": job_units_with_problems(job),

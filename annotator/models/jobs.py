@@ -14,11 +14,19 @@ from django.db import models
 from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
 
+from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role
+
 ACTIVE = ("queued", "running")
 
 
 class JobCancelled(Exception):
     """The job was cancelled (or finished) while this worker ran a unit of it: stop at the next unit."""
+
+
+class JobQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        """The jobs of the kinds this user's roles may see (Job.KIND_ROLES); none for a user without a role."""
+        return self.filter(kind__in=[kind for kind, roles in Job.KIND_ROLES.items() if has_role(user, *roles)])
 
 
 class Job(models.Model):
@@ -36,6 +44,14 @@ class Job(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
 
+    # Who may see a job of each kind, on the pages and in the API. Imports and exports are the coordinators' work,
+    # and their results and errors name server folders and files; a similarity run concerns everyone's pairs.
+    KIND_ROLES = {
+        Kind.IMPORT: (COORDINATOR,),
+        Kind.SIMILARITY: (ANNOTATOR, REVIEWER, COORDINATOR),
+        Kind.EXPORT: (COORDINATOR,),
+    }
+
     kind = models.CharField(max_length=20, choices=Kind.choices)
     title = models.CharField(max_length=300)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
@@ -50,6 +66,8 @@ class Job(models.Model):
     heartbeat = models.DateTimeField(null=True, blank=True, help_text="When a worker last reported progress.")
     # A client's key for "create this job": the same key again returns the job it made instead of a second one.
     idempotency_key = models.CharField(max_length=100, blank=True, default="")
+
+    objects = JobQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created"]

@@ -18,6 +18,7 @@ from annotator.models import Category, Frame, Pair, PairDraft, Review, Video, Vi
 from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
 from annotator.similarity.services import pair_update_similarity
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
+from subtlebench.roles import COORDINATOR, has_role
 
 MAX_DRAFT_BYTES = 20_000
 
@@ -116,6 +117,12 @@ def _lock_lease(video: Video, user) -> Video:
             f"Video {locked.yt8m_id} is now leased to another annotator: your lease ran out. "
             "Your draft is saved; ask for work to get a video."
         )
+    if not locked.is_held_by(user, now) and not videos_open_to(user, now).filter(pk=locked.pk).exists():
+        # Free, but given back: by this user (they are not offered it again), or flagged for everyone.
+        raise Conflict(
+            f"Video {locked.yt8m_id} was given back or flagged: it is out of your queue. "
+            "Your draft is saved; ask for work to get a video."
+        )
     try:
         return lease_acquire(row=locked, user=user, now=now)
     except LeaseHeld as error:
@@ -133,13 +140,26 @@ def video_release(
 ) -> VideoSkip | None:
     """Give the video back with a reason; the user is not offered it again (nobody is if it is bad).
 
+    Only the lease holder (their lease may have run out, if nobody took the video since) or a coordinator may:
+    anyone else gets Forbidden, and the video stays in everyone's queue.
+
     With reason None the lease just ends and the video stays in the user's queue (no skip record).
     """
     if reason is not None and reason not in VideoSkip.Reason.values:
         raise Invalid({"reason": [f"Unknown reason {reason!r}: use one of {', '.join(VideoSkip.Reason)}."]})
     with transaction.atomic():
         locked = Video.objects.select_for_update().get(pk=video.pk)
-        lease_release(row=locked, user=user)
+        if has_role(user, COORDINATOR):
+            lease_release(row=locked)  # a coordinator takes a video out of the queue, whoever holds it
+        elif locked.lease_holder_id == user.pk:
+            lease_release(row=locked, user=user)
+        elif reason is None:
+            return None  # "end my lease, if I hold one": nothing of anyone else's changes
+        else:
+            raise Forbidden(
+                f"You do not hold video {locked.yt8m_id}: only its lease holder or a coordinator can give it back "
+                "or flag it."
+            )
         if reason is None:
             return None
         return VideoSkip.objects.create(video=locked, user=user, reason=reason, note=note.strip())

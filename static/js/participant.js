@@ -1,5 +1,7 @@
 /* Participant pages (issue 12): the full-screen image viewer with pinch zoom, the window check before consent,
-   the completion code's copy button and the countdown to the completion URL. Each part runs where its markup is. */
+   the answer form (active time, one answer, number keys), Enter on the practice pages, the completion code's copy
+   button and the countdown to the completion URL. Each part runs where its markup is. No page has an inline
+   script: the Content-Security-Policy allows scripts from our static files only. */
 (() => {
   "use strict";
 
@@ -186,6 +188,36 @@
     form.addEventListener("submit", measure); // the size at the moment of consent is the one recorded
   }
 
+  // --- The answer form ------------------------------------------------------------------------------------
+  // Active time counts only while the tab is visible, so a break in another tab does not count. One answer only;
+  // keys 1-N choose an option (the viewer, while open, keeps its keys to itself).
+  function setUpAnswerForm(form) {
+    const buttons = Array.from(form.querySelectorAll("button.p-option"));
+    let active = 0, since = document.visibilityState === "visible" ? performance.now() : null, sent = false;
+    document.addEventListener("visibilitychange", () => {
+      if (document.visibilityState === "hidden" && since !== null) { active += performance.now() - since; since = null; }
+      else if (document.visibilityState === "visible" && since === null) { since = performance.now(); }
+    });
+    form.addEventListener("submit", (event) => {
+      if (sent) { event.preventDefault(); return; }
+      sent = true;
+      const total = active + (since !== null ? performance.now() - since : 0);
+      form.elements.active_ms.value = Math.round(total);
+      const chosen = event.submitter;
+      setTimeout(() => buttons.forEach((b) => { b.disabled = true; if (b === chosen) b.classList.add("chosen"); }), 0);
+    });
+    document.addEventListener("keydown", (event) => {
+      if (event.altKey || event.ctrlKey || event.metaKey || sent) return;
+      const n = Number(event.key);
+      if (Number.isInteger(n) && n >= 1 && n <= buttons.length) { event.preventDefault(); form.requestSubmit(buttons[n - 1]); }
+    });
+  }
+
+  // --- Enter follows the page's one link (practice feedback, practice done) -------------------------------
+  function setUpEnterClicks(link) {
+    document.addEventListener("keydown", (event) => { if (event.key === "Enter") link.click(); });
+  }
+
   // --- The end page ---------------------------------------------------------------------------------------
   function setUpCopy(button) {
     const status = document.getElementById(button.dataset.status);
@@ -221,6 +253,10 @@
 
   document.addEventListener("DOMContentLoaded", () => {
     document.querySelectorAll(".p-viewer").forEach(setUpViewer);
+    const form = document.getElementById("answer-form");
+    if (form) setUpAnswerForm(form);
+    const enter = document.querySelector("[data-enter-clicks]");
+    if (enter) setUpEnterClicks(enter);
     const check = document.getElementById("screen-check");
     if (check) setUpScreenCheck(check);
     document.querySelectorAll("[data-copy]").forEach(setUpCopy);

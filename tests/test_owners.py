@@ -1,0 +1,234 @@
+"""Owners checked on every write (issue 13): every write operation of the API schema, tried as a user who must not
+do it (the wrong role, or another user's object), answers 403 or 404 (409 where someone else holds the lease) and
+changes nothing in the database. A write operation the table does not cover fails the coverage test."""
+
+from __future__ import annotations
+
+import pytest
+from django.apps import apps
+from drf_spectacular.generators import SchemaGenerator
+
+from annotator.captions import services as captions
+from annotator.models import Category, Job, Pair
+from annotator.picking import services as picking
+from evaluation import participation, studies
+from subtlebench.tokens import api_token_create
+from tests.factories import make_pair, make_video
+
+WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+CAPTION = "The cup moved from the left edge of the table to its centre."
+
+
+@pytest.fixture
+def world(db, annotator, annotator2, reviewer, coordinator):
+    """Objects that belong to someone: alice's lease, pair, caption task, caption and token; a study's items."""
+    held = make_video(frames=3)
+    picking.video_heartbeat(video=held, user=annotator)
+    alices_pair = make_pair(status=Pair.Status.SUBMITTED, author=annotator, video=held)
+    ritas_pair = make_pair(status=Pair.Status.SUBMITTED, author=reviewer)
+    to_caption = [make_pair(author=coordinator) for _ in range(2)]
+    captions.caption_batch_create(
+        created_by=coordinator, title="t", selection="list", pair_ids=[p.pk for p in to_caption]
+    )
+    first = captions.caption_task_lease(user=annotator)
+    caption = captions.caption_submit(task_id=first.pk, user=annotator, text=CAPTION)
+    task = captions.caption_task_lease(user=annotator)  # alice holds this one now
+    for _ in range(4):
+        make_pair(category=Category.TEMPORAL)
+    study = studies.study_create(name="Owners", fraction=1.0, practice_count=0)
+    participants = [studies.participant_create(study=study) for _ in range(2)]
+    for participant in participants:
+        participant.consent()
+    assignment = participation.participant_next_item(participant=participants[0])
+    token, _ = api_token_create(user=annotator, name="alice's")
+    queued = Job.objects.create(kind=Job.Kind.EXPORT, title="queued", created_by=coordinator)
+    failed = Job.objects.create(kind=Job.Kind.EXPORT, title="failed", created_by=coordinator, status=Job.Status.FAILED)
+    return {
+        "queued_job": queued,
+        "failed_job": failed,
+        "video": held,
+        "pair": alices_pair,
+        "ritas_pair": ritas_pair,
+        "task": task,
+        "caption": caption,
+        "study": study,
+        "participants": participants,
+        "assignment": assignment,
+        "token": token,
+        "users": {"alice": annotator, "bob": annotator2, "rita": reviewer, "cora": coordinator},
+    }
+
+
+def pair_submit_body(w) -> dict:
+    return {
+        "video": w["video"].pk,
+        "index_a": 0,
+        "index_b": 1,
+        "category": "temporal",
+        "question": "Which image was taken later?",
+        "answer_frame": "b",
+        "client_key": "bob-takes-over-1",
+        "pair": w["pair"].pk,
+        "version": w["pair"].version,
+    }
+
+
+# (method, schema path): [(who, url, body, expected status), ...]; who is a user of the world, or "anonymous".
+# `who` never may do it: the wrong role, another user's object, or another participant's item.
+CASES = {
+    ("POST", "/api/captions/{caption_id}/choose/"): [("alice", "/api/captions/{caption}/choose/", None, 403)],
+    ("POST", "/api/captions/{caption_id}/review/"): [
+        ("alice", "/api/captions/{caption}/review/", {"decision": "accept"}, 403)
+    ],
+    ("POST", "/api/captions/batches/create/"): [("rita", "/api/captions/batches/create/", {"selection": "all"}, 403)],
+    ("PUT", "/api/captions/tasks/{task_id}/draft/"): [
+        ("rita", "/api/captions/tasks/{task}/draft/", {"text": "mine now"}, 403),
+        ("bob", "/api/captions/tasks/{task}/draft/", {"text": "mine now"}, 409),  # alice holds its lease
+    ],
+    ("POST", "/api/captions/tasks/{task_id}/skip/"): [
+        ("rita", "/api/captions/tasks/{task}/skip/", {"reason": "no"}, 403),
+        ("bob", "/api/captions/tasks/{task}/skip/", {"reason": "no"}, 409),
+    ],
+    ("POST", "/api/captions/tasks/{task_id}/submit/"): [
+        ("rita", "/api/captions/tasks/{task}/submit/", {"text": CAPTION}, 403),
+        ("bob", "/api/captions/tasks/{task}/submit/", {"text": CAPTION}, 409),
+    ],
+    ("POST", "/api/captions/tasks/lease/"): [("rita", "/api/captions/tasks/lease/", None, 403)],
+    ("POST", "/api/jobs/{job_id}/cancel/"): [
+        ("alice", "/api/jobs/{queued_job}/cancel/", None, 403),
+        ("rita", "/api/jobs/{queued_job}/cancel/", None, 403),
+    ],
+    ("POST", "/api/jobs/{job_id}/retry/"): [
+        ("alice", "/api/jobs/{failed_job}/retry/", None, 403),
+        ("rita", "/api/jobs/{failed_job}/retry/", None, 403),
+    ],
+    ("POST", "/api/exports/start/"): [("alice", "/api/exports/start/", {"target": "stolen"}, 403)],
+    ("POST", "/api/p/{token}/item/{item_token}/answer/"): [
+        ("anonymous", "/api/p/{other_participant}/item/{item}/answer/", {"option": 1}, 404)
+    ],
+    ("POST", "/api/pairs/{pair_id}/review/"): [
+        ("alice", "/api/pairs/{pair}/review/", {"decision": "accept", "version": 1}, 403),
+        ("rita", "/api/pairs/{ritas_pair}/review/", {"decision": "accept", "version": 1}, 403),  # her own pair
+    ],
+    ("POST", "/api/pairs/{pair_id}/similarity-override/"): [
+        ("rita", "/api/pairs/{pair}/similarity-override/", {"reason": "looks subtle"}, 403)
+    ],
+    ("POST", "/api/pairs/submit/"): [("bob", "/api/pairs/submit/", pair_submit_body, 403)],  # alice's pair
+    ("POST", "/api/studies/{id}/invites/create/"): [
+        ("alice", "/api/studies/{study}/invites/create/", {"count": 1}, 403)
+    ],
+    ("POST", "/api/studies/create/"): [("rita", "/api/studies/create/", {"name": "mine"}, 403)],
+    ("POST", "/api/token/"): [("anonymous", "/api/token/", {"username": "alice", "password": "guess"}, 400)],
+    ("POST", "/api/tokens/{token_id}/revoke/"): [("bob", "/api/tokens/{token}/revoke/", None, 404)],
+    ("POST", "/api/videos/{video_id}/assign/"): [("alice", "/api/videos/{video}/assign/", {"username": "alice"}, 403)],
+    ("PUT", "/api/videos/{video_id}/draft/"): [("rita", "/api/videos/{video}/draft/", {"state": {"q": "x"}}, 403)],
+    ("POST", "/api/videos/{video_id}/heartbeat/"): [
+        ("rita", "/api/videos/{video}/heartbeat/", None, 403),
+        ("bob", "/api/videos/{video}/heartbeat/", None, 409),  # alice holds it
+    ],
+    ("POST", "/api/videos/{video_id}/release/"): [
+        ("bob", "/api/videos/{video}/release/", {"reason": "inappropriate"}, 403),
+        ("rita", "/api/videos/{video}/release/", {"reason": "inappropriate"}, 403),
+    ],
+    ("POST", "/api/videos/import/"): [("alice", "/api/videos/import/", {"path": "."}, 403)],
+    ("POST", "/api/work/lease/"): [("rita", "/api/work/lease/", None, 403)],
+}
+ROWS = [(operation, *row) for operation, rows in CASES.items() for row in rows]
+
+
+def write_operations() -> set[tuple[str, str]]:
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    return {
+        (method.upper(), path)
+        for path, operations in schema["paths"].items()
+        for method in operations
+        if method.upper() in WRITE_METHODS
+    }
+
+
+def database_state() -> dict:
+    """Every row of the project's own apps, to show that a refused write changed nothing."""
+    state = {}
+    for label in ("annotator", "evaluation", "subtlebench"):
+        for model in apps.get_app_config(label).get_models():
+            state[model._meta.label] = list(model.objects.order_by("pk").values_list())
+    return state
+
+
+def url_of(template: str, w) -> str:
+    return template.format(
+        caption=w["caption"].pk,
+        task=w["task"].pk,
+        pair=w["pair"].pk,
+        ritas_pair=w["ritas_pair"].pk,
+        study=w["study"].pk,
+        token=w["token"].pk,
+        video=w["video"].pk,
+        item=w["assignment"].token,
+        other_participant=w["participants"][1].token,
+        queued_job=w["queued_job"].pk,
+        failed_job=w["failed_job"].pk,
+    )
+
+
+def test_the_table_covers_every_write_operation_of_the_schema():
+    covered = set(CASES)
+    missing = sorted(write_operations() - covered)
+    assert not missing, f"write operations without an owner test: add them to CASES: {missing}"
+    assert not covered - write_operations(), (
+        f"CASES names operations the schema no longer has: {covered - write_operations()}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("operation", "who", "template", "body", "expected"), ROWS, ids=[f"{r[0][0]} {r[2]} as {r[1]}" for r in ROWS]
+)
+def test_a_write_by_someone_who_may_not_is_refused_and_changes_nothing(
+    client, world, operation, who, template, body, expected
+):
+    if who != "anonymous":
+        client.force_login(world["users"][who])
+    before = database_state()
+    method = operation[0].lower()
+    payload = body(world) if callable(body) else body
+    response = getattr(client, method)(url_of(template, world), payload or {}, content_type="application/json")
+    assert response.status_code == expected, response.content[:300]
+    assert set(response.json()) == {"detail", "errors"}
+    assert database_state() == before
+
+
+# Their key is the password or the participant's token, not a login: the table above tries them with wrong keys.
+PUBLIC = {("POST", "/api/token/"), ("POST", "/api/p/{token}/item/{item_token}/answer/")}
+LOGGED_IN = sorted(set(CASES) - PUBLIC)
+
+
+@pytest.mark.parametrize("operation", LOGGED_IN, ids=[f"{m} {p}" for m, p in LOGGED_IN])
+def test_a_write_without_a_login_is_refused(client, world, operation):
+    method, path = operation
+    template = CASES[operation][0][1]
+    before = database_state()
+    response = getattr(client, method.lower())(url_of(template, world), {}, content_type="application/json")
+    assert response.status_code in (401, 403)
+    assert database_state() == before
+
+
+def test_the_right_owner_passes_where_the_wrong_one_was_refused(client, world):
+    """The refusals above are about who asks: the holder and a coordinator get through."""
+    client.force_login(world["users"]["alice"])
+    assert client.post(url_of("/api/videos/{video}/heartbeat/", world)).status_code == 200
+    assert client.post(url_of("/api/tokens/{token}/revoke/", world)).status_code == 200
+    draft = client.put(
+        url_of("/api/captions/tasks/{task}/draft/", world), {"text": "x"}, content_type="application/json"
+    )
+    assert draft.status_code == 200
+    client.force_login(world["users"]["cora"])
+    released = client.post(url_of("/api/videos/{video}/release/", world), {"reason": "bad_video"})
+    assert released.status_code == 200
+    client.logout()
+    participant = world["participants"][0]
+    answer = client.post(
+        f"/api/p/{participant.token}/item/{world['assignment'].token}/answer/",
+        {"option": 1},
+        content_type="application/json",
+    )
+    assert answer.status_code == 200 and answer.json()["recorded"] is True
