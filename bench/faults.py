@@ -155,6 +155,7 @@ def start_instance() -> None:
 
     django.setup()
     from django.contrib.auth.models import Group, User
+
     from annotator.similarity.embedder import build_random_model
     from annotator.similarity.services import embedding_model_activate
     from bench.synthetic_frames import TINY_CONFIG
