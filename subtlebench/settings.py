@@ -192,6 +192,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {"annotator.tasks.embed_*": {"queue": "similarity"}}
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", "3600")}
+# Workers that come back (issue 17): a worker keeps trying to reach Redis for as long as it is down (at start too),
+# and survives losing it with a task in flight (the transport's docstring says why it takes our own).
+if urlparse(CELERY_BROKER_URL).scheme in ("redis", "rediss"):
+    CELERY_BROKER_TRANSPORT = "subtlebench.celery:RedisTransport"
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_BEAT_SCHEDULE: dict = {}
 
 REST_FRAMEWORK = {
