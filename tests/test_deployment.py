@@ -182,3 +182,19 @@ def test_page_started_exports_land_on_a_volume_web_and_worker_share(compose):
     dockerfile = (ROOT / "Dockerfile").read_text().splitlines()
     owned = [line.split("chown app", 1)[1].split() for line in dockerfile if "chown app" in line]
     assert any(mounts[0][1] in folders for folders in owned), "the export folder must belong to the user app"
+
+
+@pytest.mark.parametrize("name", ("postgres", "redis", *APP_SERVICES))
+def test_every_long_running_service_is_restarted_when_it_dies(compose, name):
+    # A worker that dies (an out-of-memory kill, a bug) comes back without anyone there; `docker compose stop`
+    # still stops it for good.
+    assert compose["services"][name].get("restart") in ("always", "unless-stopped")
+
+
+def test_workers_wait_for_the_broker_instead_of_exiting():
+    from django.conf import settings
+
+    # A worker started before Redis, or one that lost it, keeps retrying rather than exiting.
+    assert settings.CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP is True
+    assert settings.CELERY_BROKER_CONNECTION_MAX_RETRIES is None
+    assert settings.CELERY_BROKER_TRANSPORT == "subtlebench.celery:RedisTransport"
