@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -41,6 +43,10 @@ class PairDraft(models.Model):
     author = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="pair_drafts")
     video = models.ForeignKey(Video, models.CASCADE, related_name="pair_drafts")
     state = models.JSONField(default=dict, blank=True)
+    # Optimistic versioning, as for pairs: each save names the version it was based on, and a save from a tab that
+    # did not see the latest one is refused (409). A submit deletes the draft, so the number grows with the clock
+    # (microseconds), not from 1: a draft made after a submit never reuses a version a stale tab still holds.
+    version = models.PositiveBigIntegerField(default=0)
     updated = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -48,3 +54,6 @@ class PairDraft(models.Model):
 
     def __str__(self):
         return f"draft of {self.author_id} on {self.video_id}"
+
+    def bump_version(self) -> None:
+        self.version = max(self.version + 1, time.time_ns() // 1000)
