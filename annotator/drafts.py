@@ -7,7 +7,15 @@ over the newer text, and the tab asks the annotator which one to keep.
 
 from __future__ import annotations
 
+import time
+
 from subtlebench.errors import Conflict
+
+
+def next_draft_version(current: int) -> int:
+    """The version after `current`. It grows with the clock (microseconds), not from 1, because a submit or a skip
+    deletes a draft: one made after it must never reuse a version that a stale tab still holds."""
+    return max(current + 1, time.time_ns() // 1000)
 
 
 class DraftChanged(Conflict):

@@ -119,3 +119,55 @@ def test_the_submit_answer_says_the_draft_version_now(client_for, annotator):
     assert response.status_code == 201, response.json()
     assert response.json()["draft_version"] == 0  # deleted: the next save starts from no draft
     assert put_draft(client, video, {"question": "next"}, 0).status_code == 200
+
+
+# --- Caption drafts: the same versioning ---------------------------------------------------------------------
+
+
+def leased_caption_task(annotator, coordinator):
+    from annotator.captions import services as captions
+    from tests.factories import make_pair, make_video
+
+    pair = make_pair(video=make_video(frames=2))
+    captions.caption_batch_create(created_by=coordinator, title="t", selection="list", pair_ids=[pair.pk])
+    return captions.caption_task_lease(user=annotator)
+
+
+def test_a_caption_draft_from_a_stale_tab_is_refused_and_writes_nothing(client_for, annotator, coordinator):
+    from annotator.models import Caption
+
+    task = leased_caption_task(annotator, coordinator)
+    client = client_for(annotator)
+    url = f"/captions/tasks/{task.pk}/draft/"
+    opened = client.post(url, {"text": "The red square moved", "version": 0}).json()["version"]
+    newer = client.post(url, {"text": "The red square moved to the right", "version": opened}).json()["version"]
+
+    stale = client.post(url, {"text": "The lamp is off", "version": opened})
+    assert stale.status_code == 409
+    assert stale.json()["errors"] == {"version": [f"The saved draft is version {newer}."]}
+    assert Caption.objects.get(task=task).text == "The red square moved to the right"
+    # The page a reload shows carries the version the next save is based on.
+    page = client.get(f"/captions/tasks/{task.pk}/")
+    assert f'data-draft-version="{newer}"'.encode() in page.content
+    # "Keep this tab's": a save without a version writes over, knowingly.
+    assert client.post(url, {"text": "The lamp is off"}).status_code == 200
+    assert Caption.objects.get(task=task).text == "The lamp is off"
+
+
+def test_a_caption_draft_version_must_be_a_number(client_for, annotator, coordinator):
+    task = leased_caption_task(annotator, coordinator)
+    response = client_for(annotator).post(f"/captions/tasks/{task.pk}/draft/", {"text": "x", "version": "new"})
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"version": ["Send the draft version as a whole number."]}
+
+
+def test_the_caption_api_refuses_a_stale_draft_too(client_for, annotator, coordinator):
+    task = leased_caption_task(annotator, coordinator)
+    client = client_for(annotator)
+    url = f"/api/captions/tasks/{task.pk}/draft/"
+    first = client.put(url, {"text": "one", "version": 0}, content_type="application/json")
+    assert first.status_code == 200
+    client.put(url, {"text": "two", "version": first.json()["version"]}, content_type="application/json")
+    stale = client.put(url, {"text": "three", "version": first.json()["version"]}, content_type="application/json")
+    assert stale.status_code == 409
+    assert stale.json()["detail"].startswith("The draft changed in another tab")

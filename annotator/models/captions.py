@@ -45,6 +45,8 @@ class Caption(models.Model):
     author = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, related_name="captions")
     text = models.TextField(blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT, db_index=True)
+    # Each autosave names the draft version it was based on (annotator/drafts.py): a second tab's is refused.
+    draft_version = models.PositiveBigIntegerField(default=0)
     client_key = models.CharField(max_length=64, null=True, blank=True, unique=True)
     chosen = models.BooleanField(default=False, help_text="The accepted caption the export uses for its pair.")
     created = models.DateTimeField(default=timezone.now)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from annotator.drafts import next_draft_version
 from annotator.models.videos import Video
 
 
@@ -44,8 +43,7 @@ class PairDraft(models.Model):
     video = models.ForeignKey(Video, models.CASCADE, related_name="pair_drafts")
     state = models.JSONField(default=dict, blank=True)
     # Optimistic versioning, as for pairs: each save names the version it was based on, and a save from a tab that
-    # did not see the latest one is refused (409). A submit deletes the draft, so the number grows with the clock
-    # (microseconds), not from 1: a draft made after a submit never reuses a version a stale tab still holds.
+    # did not see the latest one is refused (409); see annotator/drafts.py.
     version = models.PositiveBigIntegerField(default=0)
     updated = models.DateTimeField(auto_now=True)
 
@@ -56,4 +54,4 @@ class PairDraft(models.Model):
         return f"draft of {self.author_id} on {self.video_id}"
 
     def bump_version(self) -> None:
-        self.version = max(self.version + 1, time.time_ns() // 1000)
+        self.version = next_draft_version(self.version)
