@@ -1,4 +1,6 @@
-"""The errors services raise: invalid (400), forbidden (403), not found (404), conflict (409).
+"""The errors services raise: invalid (400), forbidden (403), not found (404), conflict (409); and unavailable
+(503), which nothing raises on purpose: it is what a database or broker that cannot be reached becomes
+(`dependency_unavailable`), so the API and the pages say so instead of answering a bare 500.
 
 Services raise one of these four kinds (or a subclass naming the case, e.g. `LeaseLost` is a `Conflict`);
 the API's exception handler and the pages' `error_response` turn them into a response with `status`.
@@ -62,6 +64,26 @@ class Conflict(ServiceError):
     """The object moved on since the client saw it (someone else holds it, it was decided, it changed)."""
 
     status = 409
+
+
+class Unavailable(ServiceError):
+    """A service this request needs (the database, the broker) cannot be reached: try again shortly."""
+
+    status = 503
+
+
+def dependency_unavailable(error: BaseException) -> Unavailable | None:
+    """The `Unavailable` a lost database or broker connection means; None for any other exception."""
+    from django.db import InterfaceError, OperationalError
+    from kombu.exceptions import OperationalError as BrokerError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    if isinstance(error, OperationalError | InterfaceError):
+        return Unavailable("The database cannot be reached right now; nothing was changed. Try again in a minute.")
+    if isinstance(error, BrokerError | RedisConnectionError | RedisTimeoutError):
+        return Unavailable("The task queue (Redis) cannot be reached right now. Try again in a minute.")
+    return None
 
 
 def validation_fields(error: ValidationError) -> dict[str, list[str]]:

@@ -1,15 +1,21 @@
-"""Site-wide views: the home page, the health check, and media files from local storage."""
+"""Site-wide views: the home page, the health check, media files from local storage, and the 500 handler."""
 
 from __future__ import annotations
 
 import mimetypes
+import sys
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.files.storage import default_storage
-from django.db import connection
-from django.http import FileResponse, Http404, HttpResponse
+from django.db import DatabaseError, connection
+from django.http import FileResponse, Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils.html import escape
+from django.views import defaults
 from django.views.decorators.http import require_GET
+
+from subtlebench.errors import ServiceError, dependency_unavailable, error_body
 
 
 @login_required
@@ -20,9 +26,53 @@ def home(request):
 
 @require_GET
 def healthz(request):
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    return HttpResponse("ok", content_type="text/plain")
+    """200 "ok" when the database and the broker answer; 503 with one line per dependency when either does not."""
+    checks = {"database": _database_problem(), "broker": _broker_problem()}
+    if not any(checks.values()):
+        return HttpResponse("ok", content_type="text/plain")
+    lines = [f"{name}: {problem or 'ok'}" for name, problem in checks.items()]
+    return HttpResponse("unavailable\n" + "\n".join(lines) + "\n", status=503, content_type="text/plain")
+
+
+def _database_problem() -> str:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError as error:
+        return f"unreachable ({_first_line(error)})"
+    return ""
+
+
+def _broker_problem() -> str:
+    import redis
+
+    # A short timeout: a load balancer's health check must not hang on a broker that swallows packets.
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        return f"unreachable ({_first_line(error)})"
+    finally:
+        client.close()
+    return ""
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def server_error(request):
+    """handler500: the API's error body under /api/, an HTML page elsewhere; 503 when the database or the broker
+    could not be reached (the exception being handled says which), 500 for anything else."""
+    error = sys.exc_info()[1]
+    unavailable = dependency_unavailable(error) if error is not None else None
+    if request.path.startswith("/api/"):
+        body = error_body(unavailable or ServiceError("Internal server error: it was logged. Try again later."))
+        return JsonResponse(body, status=unavailable.status if unavailable else 500)
+    if unavailable is None:
+        return defaults.server_error(request)
+    page = f"<!doctype html><title>Unavailable</title><h1>Service unavailable</h1><p>{escape(unavailable.detail)}</p>"
+    return HttpResponse(page, status=unavailable.status)
 
 
 @login_required
