@@ -14,7 +14,7 @@ from django.contrib.auth.models import Group, User
 from django.db import connection
 
 from devtools.localservices import BASE_DIR
-from tests.fault_fixtures import private_redis  # noqa: F401 (a fixture, used by name)
+from tests.fault_fixtures import private_redis, read_only_disk, small_disk  # noqa: F401 (fixtures, used by name)
 from tests.similarity_fixtures import tiny_dinov3_dir  # noqa: F401 (a session fixture, used by name)
 
 

@@ -135,3 +135,38 @@ def stop_process(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+# --- Disks that fail: a tiny tmpfs that fills up, a read-only one ------------------------------------------------
+
+
+def mount_tmpfs(folder: Path, options: str) -> None:
+    """Mount a tmpfs at `folder`. Tests run as root (here and in CI): a chmod stops no write of root's; a mount does."""
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True, text=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here: {mounted.stderr.strip()}")
+
+
+def unmount(folder: Path) -> None:
+    subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 16 KiB file system: an export or a few frames fill it (ENOSPC)."""
+    folder = tmp_path / "small-disk"
+    mount_tmpfs(folder, "size=16k,mode=755")
+    yield folder
+    unmount(folder)
+
+
+@pytest.fixture
+def read_only_disk(tmp_path):
+    """A read-only file system (EROFS), even for root."""
+    folder = tmp_path / "read-only"
+    mount_tmpfs(folder, "size=16k,ro")
+    yield folder
+    unmount(folder)

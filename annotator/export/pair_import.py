@@ -20,7 +20,7 @@ from PIL import Image as PILImage
 from annotator.export.format import SPLITS, item_id, iter_lines, record_item_id, split_path, validate_dataset
 from annotator.models import Caption, Image, Pair
 from annotator.similarity.services import images_queue_embeddings
-from subtlebench.errors import Invalid
+from subtlebench.errors import Invalid, file_error_detail
 
 
 class PairImportError(Invalid):
@@ -133,8 +133,11 @@ def pairs_import(*, folder, user=None) -> dict:
                     captions += 1
             # Standalone images are embedded like frames: the similarity worker scores these pairs next.
             images_queue_embeddings(images=images.values(), user=user)
-    except BaseException:
+    except BaseException as error:
         for name in saved:
             default_storage.delete(name)
+        if isinstance(error, OSError):  # a full disk, a missing or read-only media folder: one line with the path
+            where = getattr(default_storage, "location", None)
+            raise PairImportError([file_error_detail(error, what=f"Import of {root}", where=where)]) from error
         raise
     return {"pairs": len(records), "images": len(images), "captions": captions}

@@ -43,7 +43,7 @@ from annotator.export.format import (
     split_path,
 )
 from annotator.models import EmbeddingModel, Job, Pair
-from subtlebench.errors import Conflict, Invalid, NotFound
+from subtlebench.errors import Conflict, Invalid, NotFound, file_error_detail
 from subtlebench.storage import s3_client, split_s3_uri
 
 MANIFEST = "manifest.sha256"
@@ -691,18 +691,25 @@ def benchmark_export(*, options: ExportOptions, progress=None, dry_run: bool = F
     progress.start(plan.total)
     if options.is_s3:
         split_s3_uri(options.out)  # a malformed URI fails before any work
-        with tempfile.TemporaryDirectory(prefix="export-") as tmp:
-            staging = Path(tmp) / "export"
-            result.update(write_export(options, plan, staging, progress))
-            result.update(upload_export(staging, options.out))
+        try:
+            with tempfile.TemporaryDirectory(prefix="export-") as tmp:
+                staging = Path(tmp) / "export"
+                result.update(write_export(options, plan, staging, progress))
+                result.update(upload_export(staging, options.out))
+        except OSError as error:  # the local staging folder: a full disk, a missing or read-only temp folder
+            what = f"Export to {options.out}"
+            raise ExportError(file_error_detail(error, what=what, where=tempfile.gettempdir())) from error
         return result
     out = Path(options.out).resolve()
     check_local_target(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         result.update(write_export(options, plan, staging, progress))
         swap_into_place(staging, out)
+    except OSError as error:  # a full disk, a missing or read-only target: one line with the path, not a traceback
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ExportError(file_error_detail(error, what=f"Export to {out}", where=out.parent)) from error
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -29,7 +29,7 @@ from django.utils.text import get_valid_filename
 from annotator.models import Domain, Frame, Image, Job, Pair, Video
 from annotator.similarity.services import video_queue_embeddings
 from annotator.videos import sampling
-from subtlebench.errors import Invalid
+from subtlebench.errors import Invalid, file_error_detail
 
 logger = logging.getLogger(__name__)
 
@@ -365,6 +365,9 @@ def video_sample(
             default_storage.delete(name)
         if isinstance(error, sampling.SamplingError | ImportPathError | ResampleRefused):
             message = f"{video.yt8m_id}: {source} {error}"
+        elif isinstance(error, OSError):  # a full disk, a missing or read-only media folder: say which, in one line
+            where = getattr(default_storage, "location", None)
+            message = f"{video.yt8m_id}: {file_error_detail(error, what=f'sampling {source}', where=where)}"
         else:
             logger.exception("sampling %s (%s) failed", video.yt8m_id, source)
             message = f"{video.yt8m_id}: {source}: sampling failed ({type(error).__name__}: {error})"
