@@ -158,7 +158,7 @@ class PairSubmitInputSerializer(serializers.Serializer):
         required=False,
         allow_null=True,
         default=None,
-        help_text="The draft version this pair came from: that draft is emptied, a newer one (another tab's) kept.",
+        help_text="The draft version this pair came from: that draft is deleted, a newer one (another tab's) kept.",
     )
 
 
@@ -190,7 +190,9 @@ class PairOutputSerializer(serializers.ModelSerializer):
 
 
 class PairSubmitOutputSerializer(PairOutputSerializer):
-    draft_version = serializers.IntegerField(read_only=True, help_text="Your draft on this video's version now.")
+    draft_version = serializers.IntegerField(
+        read_only=True, help_text="Your draft on this video: its version now (0: none)."
+    )
 
     class Meta(PairOutputSerializer.Meta):
         fields = [*PairOutputSerializer.Meta.fields, "draft_version"]
