@@ -2,20 +2,13 @@
 
 One annotator may have a video or a caption task open in two tabs or browsers. Each autosave names the version of
 the draft it was based on; a save based on an older one is refused with `DraftChanged` (409) rather than written
-over the newer text, and the tab asks the annotator which one to keep.
+over the newer text, and the tab asks the annotator which one to keep. The versions: `next_draft_version`
+(annotator/models/picking.py).
 """
 
 from __future__ import annotations
 
-import time
-
 from subtlebench.errors import Conflict
-
-
-def next_draft_version(current: int) -> int:
-    """The version after `current`. It grows with the clock (microseconds), not from 1, because a submit or a skip
-    deletes a draft: one made after it must never reuse a version that a stale tab still holds."""
-    return max(current + 1, time.time_ns() // 1000)
 
 
 class DraftChanged(Conflict):

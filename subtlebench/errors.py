@@ -83,7 +83,7 @@ def dependency_unavailable(error: BaseException) -> Unavailable | None:
     from redis.exceptions import TimeoutError as RedisTimeoutError
 
     if isinstance(error, OperationalError | InterfaceError):
-        return Unavailable("The database cannot be reached right now; nothing was changed. Try again in a minute.")
+        return Unavailable("The database cannot be reached right now. Try again in a minute.")
     if isinstance(error, BrokerError | RedisConnectionError | RedisTimeoutError):
         return Unavailable("The task queue (Redis) cannot be reached right now. Try again in a minute.")
     return None

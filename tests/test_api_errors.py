@@ -88,7 +88,7 @@ def test_with_the_database_down_the_api_answers_json_503_and_pages_an_html_503(c
     assert api["Content-Type"] == JSON
     assert api["Retry-After"] == "30"
     assert api.json() == {
-        "detail": "The database cannot be reached right now; nothing was changed. Try again in a minute.",
+        "detail": "The database cannot be reached right now. Try again in a minute.",
         "errors": {},
     }
     assert page.status_code == 503

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from annotator.drafts import DraftChanged, next_draft_version
+from annotator.drafts import DraftChanged
 from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
 from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionSkip, CaptionTask, Pair
 from subtlebench.errors import Conflict, Forbidden, Invalid
@@ -254,7 +254,7 @@ def caption_draft_save(*, task_id: int, user, text: str, version: int | None = N
     if version is not None and version != caption.draft_version:
         raise DraftChanged(current=caption.draft_version, sent=version)
     caption.text = text
-    caption.draft_version = next_draft_version(caption.draft_version)
+    caption.bump_draft_version()
     caption.save()
     return caption
 

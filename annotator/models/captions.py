@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.pairs import Pair
+from annotator.models.picking import next_draft_version
 
 
 class CaptionQuerySet(models.QuerySet):
@@ -79,6 +80,9 @@ class Caption(models.Model):
 
     def __str__(self):
         return f"caption {self.pk} of pair {self.pair_id}"
+
+    def bump_draft_version(self) -> None:
+        self.draft_version = next_draft_version(self.draft_version)
 
     @staticmethod
     def length_problem(text: str) -> str | None:

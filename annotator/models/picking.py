@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from annotator.drafts import next_draft_version
 from annotator.models.videos import Video
 
 
@@ -36,6 +37,13 @@ class VideoSkip(models.Model):
         return f"{self.user_id} skipped {self.video_id}: {self.reason}"
 
 
+def next_draft_version(current: int) -> int:
+    """The draft version after `current` (pair drafts and caption drafts). It grows with the clock (microseconds),
+    not from 1, because a submit or a skip deletes a draft: one made after it must never reuse a version that a
+    stale tab still holds."""
+    return max(current + 1, time.time_ns() // 1000)
+
+
 class PairDraft(models.Model):
     """The workbench state of one annotator on one video, autosaved as they work, restored on reload."""
 
@@ -43,7 +51,7 @@ class PairDraft(models.Model):
     video = models.ForeignKey(Video, models.CASCADE, related_name="pair_drafts")
     state = models.JSONField(default=dict, blank=True)
     # Optimistic versioning, as for pairs: each save names the version it was based on, and a save from a tab that
-    # did not see the latest one is refused (409); see annotator/drafts.py.
+    # did not see the latest one is refused (409, annotator/drafts.py).
     version = models.PositiveBigIntegerField(default=0)
     updated = models.DateTimeField(auto_now=True)
 
