@@ -34,7 +34,7 @@ def test_an_export_to_a_full_disk_says_so_with_the_path_and_leaves_no_staging_fo
     assert list(small_disk.iterdir()) == []  # the hidden staging folder went with the failure
 
 
-def test_an_export_to_a_read_only_target_says_so_on_the_job(read_only_disk, coordinator, settings):
+def test_an_export_to_a_read_only_target_says_so_on_the_job_and_its_page(read_only_disk, coordinator, client_for):
     export_pairs(2)
     out = read_only_disk / "bench"
     job = export_start(options=ExportOptions(out=str(out)), user=coordinator)
@@ -44,6 +44,8 @@ def test_an_export_to_a_read_only_target_says_so_on_the_job(read_only_disk, coor
     [line] = job.errors
     assert line.startswith(f"Export to {out} failed: the file system is read-only, at {read_only_disk}/.bench.tmp-")
     assert line.endswith("[EROFS]")
+    page = client_for(coordinator).get(f"/jobs/{job.pk}/")
+    assert page.status_code == 200 and line.encode() in page.content
 
 
 def test_an_export_whose_folder_is_a_file_names_the_file(tmp_path):
