@@ -71,8 +71,13 @@ def server_error(request):
         return JsonResponse(body, status=unavailable.status if unavailable else 500)
     if unavailable is None:
         return defaults.server_error(request)
-    page = f"<!doctype html><title>Unavailable</title><h1>Service unavailable</h1><p>{escape(unavailable.detail)}</p>"
-    return HttpResponse(page, status=unavailable.status)
+    # No template: base.html reads the session and the user, which need the database that is down.
+    page = (
+        '<!doctype html><meta charset="utf-8"><title>Unavailable · SubtleBench Studio</title>'
+        '<body style="font: 15px/1.5 system-ui, sans-serif; color: #1f2933; max-width: 40rem; margin: 4rem auto">'
+        f"<h1 style='font-size: 1.3rem'>Service unavailable</h1><p>{escape(unavailable.detail)}</p></body>"
+    )
+    return HttpResponse(page, status=unavailable.status, headers={"Retry-After": "30"})
 
 
 @login_required
