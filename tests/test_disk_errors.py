@@ -60,6 +60,21 @@ def test_an_export_whose_folder_is_a_file_names_the_file(tmp_path):
     )
 
 
+def test_a_download_zip_that_fills_the_disk_says_so_and_leaves_no_partial_zip(
+    tmp_path, small_disk, coordinator, client_for, settings
+):
+    export_pairs()
+    job = export_start(options=ExportOptions(out=str(tmp_path / "bench")), user=coordinator)
+    export_run(job_id=job.pk)
+    settings.EXPORT_ROOT = small_disk  # where the zips are built
+    response = client_for(coordinator).get(f"/exports/{job.pk}/download/")
+    assert response.status_code == 409
+    assert response.content.decode() == (
+        f"The zip of {tmp_path / 'bench'} failed: the disk is full, writing under {small_disk / '.zips'} [ENOSPC]"
+    )
+    assert list((small_disk / ".zips").iterdir()) == []
+
+
 def test_importing_videos_onto_a_full_media_disk_fails_each_video_with_one_line(
     h264_video, small_disk, settings, capsys
 ):

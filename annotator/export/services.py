@@ -661,13 +661,17 @@ def upload_export(staging: Path, uri: str) -> dict:
 def zip_folder(folder: Path, archive: Path) -> None:
     """A stored (not deflated: JPEGs do not shrink) zip of an export, files in manifest order, streamed."""
     part = archive.parent / f".{archive.name}.part-{uuid.uuid4().hex[:8]}"
-    with open(folder / MANIFEST, encoding="utf-8") as manifest:
-        with zipfile.ZipFile(part, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-            for line in manifest:
-                name = line.rstrip("\n").split("  ", 1)[1]
-                zf.write(folder / name, name)
-            zf.write(folder / MANIFEST, MANIFEST)
-    os.replace(part, archive)
+    try:
+        with open(folder / MANIFEST, encoding="utf-8") as manifest:
+            with zipfile.ZipFile(part, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+                for line in manifest:
+                    name = line.rstrip("\n").split("  ", 1)[1]
+                    zf.write(folder / name, name)
+                zf.write(folder / MANIFEST, MANIFEST)
+        os.replace(part, archive)
+    except BaseException:  # a full disk mid-zip: no half-written zip stays behind
+        part.unlink(missing_ok=True)
+        raise
 
 
 # --- Services ----------------------------------------------------------------------------------------------
@@ -767,10 +771,13 @@ def export_zip(*, job: Job) -> Path:
     if not (folder / MANIFEST).exists() or sha256_of(folder / MANIFEST) != result["manifest_sha256"]:
         raise ExportGone(f"{folder} no longer holds this export: a later export replaced it, or it was removed.")
     zips = Path(settings.EXPORT_ROOT) / ".zips"
-    zips.mkdir(parents=True, exist_ok=True)
     archive = zips / f"{result['manifest_sha256']}.zip"
-    if not archive.exists():
-        zip_folder(folder, archive)
+    try:
+        zips.mkdir(parents=True, exist_ok=True)
+        if not archive.exists():
+            zip_folder(folder, archive)
+    except OSError as error:
+        raise ExportError(file_error_detail(error, what=f"The zip of {folder}", where=zips)) from error
     return archive
 
 
