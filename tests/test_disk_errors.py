@@ -114,3 +114,23 @@ def test_importing_pairs_into_a_read_only_media_folder_imports_nothing_and_says_
     assert line.startswith(f"Import of {folder.resolve()} failed: the file system is read-only, at {read_only_disk}")
     assert line.endswith("[EROFS]")
     assert Pair.objects.count() == 0 and Image.objects.count() == 0
+
+
+def test_an_upload_onto_a_full_disk_fails_that_file_named_and_stores_no_partial_file(
+    client_for, coordinator, h264_video, small_disk, settings
+):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    settings.IMPORT_ROOTS = [small_disk]
+    data = h264_video.read_bytes()
+    assert len(data) > 16 * 1024
+    response = client_for(coordinator).post(
+        "/videos/upload/",
+        {"files": [SimpleUploadedFile("beach.mp4", data, "video/mp4")], "frames": 3, "domain": "natural"},
+    )
+    job = Job.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
+    [folder] = (small_disk / "uploads").iterdir()
+    assert job.errors[0] == f"beach.mp4: storing the upload failed: the disk is full, writing under {folder} [ENOSPC]"
+    assert list(folder.iterdir()) == []
+    assert Video.objects.get().status == Video.Status.FAILED

@@ -497,10 +497,14 @@ def videos_upload(
             entry.yt8m_id = ""
         else:
             path = folder / name
-            with path.open("wb") as handle:
-                for chunk in upload.chunks():
-                    handle.write(chunk)
-            entry.source = str(path.resolve())
+            try:
+                with path.open("wb") as handle:
+                    for chunk in upload.chunks():
+                        handle.write(chunk)
+                entry.source = str(path.resolve())
+            except OSError as error:  # a full or read-only disk: this file fails, named, with the reason
+                path.unlink(missing_ok=True)
+                entry.error = f"{name}: {file_error_detail(error, what='storing the upload', where=folder)}"
         seen.add(stem)
         entries.append(entry)
     names = ", ".join(entry.label for entry in entries)
