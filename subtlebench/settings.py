@@ -199,6 +199,9 @@ if urlparse(CELERY_BROKER_URL).scheme in ("redis", "rediss"):
 CELERY_BROKER_CONNECTION_RETRY = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# A task in flight is not cancelled when Redis drops: a long export keeps going and its ack reaches Redis once it
+# is back (cancelling would requeue it to start over, after the visibility timeout).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BEAT_SCHEDULE: dict = {}
 
 REST_FRAMEWORK = {
