@@ -11,7 +11,7 @@ import pytest
 from annotator.drafts import DraftChanged
 from annotator.models import PairDraft
 from annotator.picking import services as picking
-from tests.test_picking import bulk_video, submit
+from tests.test_picking import bulk_video, run_at_once, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -64,6 +64,23 @@ def test_two_tabs_that_both_start_from_no_draft_do_not_both_win(annotator):
     with pytest.raises(DraftChanged):
         picking.pair_draft_save(video=video, user=annotator, state={"question": "second tab"}, version=0)
     assert PairDraft.objects.get().state == {"question": "first tab"}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("base", ["no draft yet", "one draft"])
+def test_two_tabs_saving_at_the_same_moment_from_one_version_leave_one_winner(annotator, base):
+    video = bulk_video(3)
+    seen = 0
+    if base == "one draft":
+        seen = picking.pair_draft_save(video=video, user=annotator, state={"question": "start"}, version=0).version
+
+    def save(text):
+        return lambda: picking.pair_draft_save(video=video, user=annotator, state={"question": text}, version=seen)
+
+    results = run_at_once(save("tab one"), save("tab two"))
+    winners = [result for result in results if isinstance(result, PairDraft)]
+    assert len(winners) == 1 and sum(isinstance(result, DraftChanged) for result in results) == 1, results
+    assert PairDraft.objects.get().state == winners[0].state
 
 
 def test_a_save_without_a_version_still_replaces_the_draft(client_for, annotator):

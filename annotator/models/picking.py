@@ -6,6 +6,7 @@ import time
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from annotator.models.videos import Video
@@ -61,5 +62,7 @@ class PairDraft(models.Model):
     def __str__(self):
         return f"draft of {self.author_id} on {self.video_id}"
 
-    def bump_version(self) -> None:
-        self.version = next_draft_version(self.version)
+    @staticmethod
+    def next_version_expression():
+        """`next_draft_version` of the row's own version, for an UPDATE that sets it in the database."""
+        return Greatest(models.F("version") + 1, models.Value(next_draft_version(0)))

@@ -16,6 +16,7 @@ from django.utils import timezone
 from annotator.drafts import DraftChanged
 from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
 from annotator.models import Category, Frame, Pair, PairDraft, Review, Video, VideoSkip
+from annotator.models.picking import next_draft_version
 from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
 from annotator.similarity.services import pair_update_similarity
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
@@ -175,16 +176,25 @@ def pair_draft_save(*, video: Video, user, state: dict, version: int | None = No
         raise Invalid({"state": ["The draft must be a JSON object."]})
     if len(json.dumps(state)) > MAX_DRAFT_BYTES:
         raise Invalid({"state": [f"The draft is larger than {MAX_DRAFT_BYTES} bytes."]})
+    drafts = PairDraft.objects.filter(author=user, video=video)
+
+    def write_over(based_on) -> bool:
+        return bool(based_on.update(state=state, version=PairDraft.next_version_expression(), updated=timezone.now()))
+
     with transaction.atomic():
-        # get_or_create then lock: two first saves of two tabs meet on the unique constraint, not in a lost update.
-        PairDraft.objects.get_or_create(author=user, video=video)
-        draft = PairDraft.objects.select_for_update().get(author=user, video=video)
-        if version is not None and version != draft.version:
-            raise DraftChanged(current=draft.version, sent=version)
-        draft.state = state
-        draft.bump_version()
-        draft.save(update_fields=["state", "version", "updated"])
-        return draft
+        # A compare-and-set: the UPDATE writes only over the version the tab saw (over any, without a version).
+        if write_over(drafts if version is None else drafts.filter(version=version)):
+            return drafts.get()
+        if version in (None, 0) and not drafts.exists():
+            try:
+                with transaction.atomic():  # two first saves of two tabs meet on the unique constraint
+                    first = next_draft_version(0)
+                    return PairDraft.objects.create(author=user, video=video, state=state, version=first)
+            except IntegrityError:
+                if version is None and write_over(drafts):
+                    return drafts.get()
+        current = drafts.values_list("version", flat=True).first() or 0
+        raise DraftChanged(current=current, sent=version)
 
 
 def pair_draft_of(*, video: Video, user) -> PairDraft:
