@@ -262,6 +262,9 @@ def page(browser, live_server):
     context.set_default_timeout(15000)
     page = context.new_page()
     yield page
+    # Closing fires the page's pagehide autosave (a keepalive request): abort it, or it reaches the live server
+    # while the test database is being flushed, and the two deadlock.
+    context.route("**/*", lambda route: route.abort())
     context.close()
 
 
