@@ -145,10 +145,18 @@ def caption_task_lease(request):
 
 class CaptionDraftInputSerializer(serializers.Serializer):
     text = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    version = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0,
+        help_text="The draft version this text was based on (0: none yet); a newer saved draft answers 409.",
+    )
 
 
 class CaptionDraftOutputSerializer(serializers.Serializer):
     text = serializers.CharField()
+    version = serializers.IntegerField(source="draft_version", help_text="The draft version now saved.")
     saved = serializers.DateTimeField(source="updated")
     leased_until = serializers.DateTimeField(source="task.lease_expires")
 

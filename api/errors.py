@@ -2,11 +2,14 @@
 
 `exception_handler` (settings REST_FRAMEWORK EXCEPTION_HANDLER) answers every error this way: the services' four
 kinds (subtlebench.errors), Django's ValidationError, PermissionDenied and Http404, and DRF's own (serializer
-validation, not authenticated, wrong method, malformed body, throttling...). Views raise; they never build an
-error response themselves.
+validation, not authenticated, wrong method, malformed body, throttling...), and a database or broker that cannot
+be reached (503). Views raise; they never build an error response themselves. Any other exception is a 500 that
+`subtlebench.views.server_error` answers in the same body under /api/; an unknown /api/ URL is `api.views.not_found`.
 """
 
 from __future__ import annotations
+
+import logging
 
 from django.core.exceptions import ValidationError
 from drf_spectacular.utils import OpenApiResponse
@@ -16,13 +19,19 @@ from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from subtlebench.errors import ServiceError, error_body, error_status
+from subtlebench.errors import ServiceError, dependency_unavailable, error_body, error_status
+
+logger = logging.getLogger(__name__)
 
 
 def exception_handler(exc, context) -> Response | None:
     if isinstance(exc, ServiceError | ValidationError):
         set_rollback()
         return Response(error_body(exc), status=error_status(exc))
+    unavailable = dependency_unavailable(exc)
+    if unavailable is not None:
+        logger.error("API %s: %s (%r)", context["request"].path, unavailable.detail, exc)
+        return Response(error_body(unavailable), status=unavailable.status, headers={"Retry-After": "30"})
     # DRF's handler turns Http404, PermissionDenied and its own exceptions into a response with the right status
     # and headers (WWW-Authenticate, Retry-After); only its body changes here. Anything else stays a 500.
     response = drf_exception_handler(exc, context)
@@ -72,6 +81,7 @@ ERROR_MEANINGS = {
     404: "An object the request names does not exist.",
     409: "Conflict: the object moved on since the client saw it (someone else holds it, it was decided, it changed).",
     429: "Too many requests (a throttle, or a login locked out after failed tries): wait `Retry-After` seconds.",
+    503: "The database or the task queue cannot be reached right now: retry after the Retry-After seconds.",
 }
 
 

@@ -110,23 +110,34 @@ def video_assign(request, video_id: int):
 
 class PairDraftSerializer(serializers.Serializer):
     state = serializers.JSONField()
+    version = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0,
+        help_text="PUT: the draft version this state was based on (0: none yet); a newer saved draft answers 409. "
+        "The answer: the version now saved.",
+    )
     updated = serializers.DateTimeField(read_only=True, required=False)
 
 
 @extend_schema(methods=["GET"], responses={200: PairDraftSerializer, **error_responses(403, 404)})
 @extend_schema(
-    methods=["PUT"], request=PairDraftSerializer, responses={200: PairDraftSerializer, **error_responses(400, 403, 404)}
+    methods=["PUT"],
+    request=PairDraftSerializer,
+    responses={200: PairDraftSerializer, **error_responses(400, 403, 404, 409)},
 )
 @api_view(["GET", "PUT"])
 @permission_classes([HasRole.of(ANNOTATOR)])
 def draft(request, video_id: int):
-    """GET your autosaved workbench state for a video; PUT replaces it (the workbench does, as you type)."""
+    """GET your autosaved workbench state for a video; PUT replaces it (the workbench does, as you type), 409 if
+    another tab saved a newer draft since the version you send."""
     video = get_object_or_404(Video, pk=video_id)
     if request.method == "GET":
-        return Response({"state": picking.pair_draft_state(video=video, user=request.user)})
+        return Response(PairDraftSerializer(picking.pair_draft_of(video=video, user=request.user)).data)
     data = PairDraftSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    saved = picking.pair_draft_save(video=video, user=request.user, state=data.validated_data["state"])
+    saved = picking.pair_draft_save(video=video, user=request.user, **data.validated_data)
     return Response(PairDraftSerializer(saved).data)
 
 
@@ -146,6 +157,12 @@ class PairSubmitInputSerializer(serializers.Serializer):
     )
     pair = serializers.IntegerField(required=False, allow_null=True, default=None, help_text="Resubmit this pair.")
     version = serializers.IntegerField(required=False, allow_null=True, default=None)
+    draft_version = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The draft version this pair came from: that draft is deleted, a newer one (another tab's) kept.",
+    )
 
 
 class PairOutputSerializer(serializers.ModelSerializer):
@@ -175,11 +192,20 @@ class PairOutputSerializer(serializers.ModelSerializer):
         ]
 
 
+class PairSubmitOutputSerializer(PairOutputSerializer):
+    draft_version = serializers.IntegerField(
+        read_only=True, help_text="Your draft on this video: its version now (0: none)."
+    )
+
+    class Meta(PairOutputSerializer.Meta):
+        fields = [*PairOutputSerializer.Meta.fields, "draft_version"]
+
+
 @extend_schema(
     request=PairSubmitInputSerializer,
     responses={
-        201: OpenApiResponse(PairOutputSerializer, description="A new pair, or a new version of your pair."),
-        200: OpenApiResponse(PairOutputSerializer, description="This client key was sent before: the same pair."),
+        201: OpenApiResponse(PairSubmitOutputSerializer, description="A new pair, or a new version of your pair."),
+        200: OpenApiResponse(PairSubmitOutputSerializer, description="This client key was sent before: the same pair."),
         **error_responses(400, 403, 404, 409),
     },
 )
@@ -192,7 +218,10 @@ def pair_submit(request):
     fields = dict(data.validated_data)
     video = get_object_or_404(Video, pk=fields.pop("video"))
     pair, created = picking.pair_submit(user=request.user, video=video, pair_id=fields.pop("pair"), **fields)
-    return Response(PairOutputSerializer(pair).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+    pair.draft_version = picking.pair_draft_of(video=video, user=request.user).version
+    return Response(
+        PairSubmitOutputSerializer(pair).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+    )
 
 
 class PairReviewInputSerializer(serializers.Serializer):

@@ -1,6 +1,6 @@
 from csp.decorators import csp_update
 from django.contrib.auth.decorators import login_required
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from api import captions, evaluation, exports, jobs, picking, similarity, videos, views
@@ -66,4 +66,6 @@ urlpatterns = [
     path("exports/", exports.export_list_api, name="api-export-list"),
     path("exports/start/", exports.export_start_api, name="api-export-start"),
     path("exports/<int:job_id>/", exports.export_detail_api, name="api-export-detail"),
+    # Last: any other /api/ URL answers the JSON 404, not the HTML page.
+    re_path(r"^(?P<path>.*)$", views.not_found, name="api-not-found"),
 ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth import authenticate
+from django.http import HttpResponsePermanentRedirect
+from django.urls import Resolver404, resolve
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import api_view, authentication_classes, permission_classes
@@ -11,7 +13,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from api.errors import error_responses
-from subtlebench.errors import Invalid
+from subtlebench.errors import Invalid, NotFound
 from subtlebench.models import ApiToken
 from subtlebench.tokens import api_token_create, api_token_revoke
 
@@ -80,3 +82,28 @@ def token_revoke(request, token_id: int):
     """Revoke one of your tokens: it stops working at once. Another user's token is not found (404)."""
     token = api_token_revoke(user=request.user, token_id=token_id)
     return Response(ApiTokenOutputSerializer(token).data)
+
+
+@extend_schema(exclude=True)
+@api_view(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
+@authentication_classes([])
+@permission_classes([])
+def not_found(request, path: str):
+    """Every /api/ URL no endpoint matches: the one error body, 404, never the HTML page (also with DEBUG on).
+
+    A GET without the trailing slash of a real endpoint is redirected, as Django's APPEND_SLASH did before this
+    catch-all matched everything."""
+    with_slash = f"{request.path}/"
+    if not request.path.endswith("/") and _is_endpoint(with_slash):
+        if request.method in ("GET", "HEAD"):
+            query = request.META.get("QUERY_STRING", "")
+            return HttpResponsePermanentRedirect(f"{with_slash}?{query}" if query else with_slash)
+        raise NotFound(f"No API endpoint at {request.path}: did you mean {with_slash} (with the slash)?")
+    raise NotFound(f"No API endpoint at {request.path}. The endpoints are listed at /api/docs/.")
+
+
+def _is_endpoint(path: str) -> bool:
+    try:
+        return resolve(path).func is not not_found
+    except Resolver404:
+        return False

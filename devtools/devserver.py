@@ -1,6 +1,9 @@
 """`make run`: embedded services, migrations, demo data, then the web server, a Celery worker and beat.
 
-Ctrl-C stops everything it started.
+The three run under a small supervisor: one that exits is started again after a backoff (1 s, doubling to 30 s),
+and never takes the others or the embedded databases down with it. Ctrl-C (or SIGTERM) stops everything it
+started. A process that keeps exiting right after its start (five times in a row) is a setup error, not a crash:
+then everything stops, with its output above.
 """
 
 from __future__ import annotations
@@ -10,70 +13,123 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 from devtools.localservices import BASE_DIR, ensure_started, stop, var_dir
 
 DEMO_LOGINS = ("coordinator", "annotator1", "annotator2", "reviewer")
+# A process that ran this long before exiting was working: its next restart starts the backoff over.
+STEADY_SECONDS = 30.0
+BACKOFF_MAX_SECONDS = 30.0
+QUICK_EXITS_BEFORE_GIVING_UP = 5
 
 
 def manage(*args: str) -> None:
     subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, check=True)
 
 
+@dataclass
+class Supervised:
+    """One long-running process of `make run` and its restart state."""
+
+    name: str
+    command: list[str]
+    process: subprocess.Popen | None = None
+    started_at: float = 0.0
+    quick_exits: int = 0
+    restart_at: float | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(self.command, cwd=BASE_DIR)
+        self.started_at = time.monotonic()
+        self.restart_at = None
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+
+    def wait_stopped(self, seconds: float = 15) -> None:
+        if self.process is None:
+            return
+        try:
+            self.process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def say(message: str) -> None:
+    print(f"  [make run] {message}", flush=True)
+
+
+def supervise(services: list[Supervised], poll_seconds: float = 0.5) -> int:
+    """Run the services until Ctrl-C or SIGTERM (0), restarting any that exit; 1 if one keeps failing at start."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        for service in services:
+            service.start()
+        while True:
+            now = time.monotonic()
+            for service in services:
+                if service.restart_at is not None:
+                    if now >= service.restart_at:
+                        say(f"starting {service.name} again")
+                        service.start()
+                    continue
+                code = service.process.poll()
+                if code is None:
+                    continue
+                ran = now - service.started_at
+                service.quick_exits = 1 if ran >= STEADY_SECONDS else service.quick_exits + 1
+                if service.quick_exits >= QUICK_EXITS_BEFORE_GIVING_UP:
+                    say(
+                        f"{service.name} exited {service.quick_exits} times in a row right after starting "
+                        f"(exit code {code}); stopping everything. Its output is above."
+                    )
+                    return 1
+                delay = min(BACKOFF_MAX_SECONDS, 2.0 ** (service.quick_exits - 1))
+                say(f"{service.name} exited (code {code}) after {ran:.0f} s; restarting it in {delay:.0f} s")
+                service.restart_at = now + delay
+            time.sleep(poll_seconds)
+    except (KeyboardInterrupt, SystemExit):
+        return 0
+    finally:
+        for service in services:
+            service.stop()
+        for service in services:
+            service.wait_stopped()
+
+
+def app_services(port: str) -> list[Supervised]:
+    celery = f"{os.path.dirname(sys.executable)}/celery"
+    return [
+        Supervised("web server", [sys.executable, "manage.py", "runserver", "--noreload", f"0.0.0.0:{port}"]),
+        Supervised(
+            "worker",
+            [celery, "-A", "subtlebench", "worker", "-Q", "default,similarity", "--concurrency", "2", "-l", "INFO"],
+        ),
+        Supervised(
+            "beat",
+            [celery, "-A", "subtlebench", "beat", "-l", "INFO", "--schedule", str(var_dir() / "celerybeat-schedule")],
+        ),
+    ]
+
+
 def main() -> int:
     started = ensure_started()
     port = os.getenv("PORT", "8000")
-    bin_dir = os.path.dirname(sys.executable)
-    processes: list[subprocess.Popen] = []
     try:
         manage("migrate", "--no-input")
         manage("seed_demo")
-        commands = [
-            [sys.executable, "manage.py", "runserver", "--noreload", f"0.0.0.0:{port}"],
-            [
-                f"{bin_dir}/celery",
-                "-A",
-                "subtlebench",
-                "worker",
-                "-Q",
-                "default,similarity",
-                "--concurrency",
-                "2",
-                "--loglevel",
-                "INFO",
-            ],
-            [
-                f"{bin_dir}/celery",
-                "-A",
-                "subtlebench",
-                "beat",
-                "--loglevel",
-                "INFO",
-                "--schedule",
-                str(var_dir() / "celerybeat-schedule"),
-            ],
-        ]
-        for command in commands:
-            processes.append(subprocess.Popen(command, cwd=BASE_DIR))
-        time.sleep(2)
-        print(f"\n  SubtleBench Studio is running at http://localhost:{port}/", flush=True)
+        print(f"\n  SubtleBench Studio is starting at http://localhost:{port}/", flush=True)
         print(f"  Demo logins (password 'demo'): {', '.join(DEMO_LOGINS)}", flush=True)
         print("  Ctrl-C stops the web server, the worker, beat and the embedded services.\n", flush=True)
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        while all(process.poll() is None for process in processes):
-            time.sleep(0.5)
-        return 1
+        return supervise(app_services(port))
     except KeyboardInterrupt:
         return 0
     finally:
-        for process in processes:
-            if process.poll() is None:
-                process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        # Only here, once supervise() has returned (Ctrl-C, SIGTERM, or a process that cannot start): a worker
+        # that died on its own never reaches this line.
         stop(started)
 
 

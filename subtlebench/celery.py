@@ -1,15 +1,46 @@
-"""The Celery application: Redis broker, tasks discovered in each workflow package's tasks.py."""
+"""The Celery application: Redis broker, tasks discovered in each workflow package's tasks.py.
+
+Also the Redis transport the app uses (settings CELERY_BROKER_TRANSPORT), with which a worker survives losing
+Redis while a task is in flight.
+"""
 
 from __future__ import annotations
 
 import os
 
 from celery import Celery
+from kombu.transport import redis
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "subtlebench.settings")
 
 # Workflow packages with a tasks.py. Task names stay `annotator.tasks.*` (routes and queued messages use them).
 TASK_PACKAGES = ["annotator.videos", "annotator.similarity", "annotator.export", "annotator.jobs", "annotator.cleanup"]
+
+
+class RedisChannel(redis.Channel):
+    """kombu's Redis channel, which keeps the broker's address after its connection was lost.
+
+    When a worker loses Redis, Celery `collect()`s the connection, which drops the transport's broker address
+    (`transport.client = None`), and then closes it. The channel of a task in flight still has work to do through
+    that transport: put the unacknowledged message back on close, and acknowledge it when the task ends. Without
+    an address both raised `AttributeError: 'NoneType' object has no attribute 'hostname'`, which is not a
+    connection error, so the worker's main process died ("Unrecoverable error"). With it, the close fails as a
+    connection error (ignored: the message stays in Redis's unacked set), and the ack reaches Redis once it is back.
+    """
+
+    def __init__(self, connection, *args, **kwargs):
+        self.broker = connection.client
+        super().__init__(connection, *args, **kwargs)
+
+    def _connparams(self, asynchronous=False):
+        if self.connection.client is None:
+            self.connection.client = self.broker
+        return super()._connparams(asynchronous=asynchronous)
+
+
+class RedisTransport(redis.Transport):
+    Channel = RedisChannel
+
 
 app = Celery("subtlebench")
 app.config_from_object("django.conf:settings", namespace="CELERY")

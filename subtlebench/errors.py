@@ -1,4 +1,6 @@
-"""The errors services raise: invalid (400), forbidden (403), not found (404), conflict (409).
+"""The errors services raise: invalid (400), forbidden (403), not found (404), conflict (409); and unavailable
+(503), which nothing raises on purpose: it is what a database or broker that cannot be reached becomes
+(`dependency_unavailable`), so the API and the pages say so instead of answering a bare 500.
 
 Services raise one of these four kinds (or a subclass naming the case, e.g. `LeaseLost` is a `Conflict`);
 the API's exception handler and the pages' `error_response` turn them into a response with `status`.
@@ -10,6 +12,9 @@ Every error reads as `detail` (one text that says what and where) and `errors` (
 """
 
 from __future__ import annotations
+
+import errno
+import os
 
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.http import Http404
@@ -62,6 +67,53 @@ class Conflict(ServiceError):
     """The object moved on since the client saw it (someone else holds it, it was decided, it changed)."""
 
     status = 409
+
+
+class Unavailable(ServiceError):
+    """A service this request needs (the database, the broker) cannot be reached: try again shortly."""
+
+    status = 503
+
+
+def dependency_unavailable(error: BaseException) -> Unavailable | None:
+    """The `Unavailable` a lost database or broker connection means; None for any other exception."""
+    from django.db import InterfaceError, OperationalError
+    from kombu.exceptions import OperationalError as BrokerError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    if isinstance(error, OperationalError | InterfaceError):
+        return Unavailable("The database cannot be reached right now. Try again in a minute.")
+    if isinstance(error, BrokerError | RedisConnectionError | RedisTimeoutError):
+        return Unavailable("The task queue (Redis) cannot be reached right now. Try again in a minute.")
+    return None
+
+
+# Why a file operation failed, in words an operator acts on; the errno's own name follows in brackets.
+FILE_ERROR_REASONS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EFBIG: "the file is too large for this file system",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOENT: "no such file or folder",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.EISDIR: "it is a folder, not a file",
+    errno.EEXIST: "a file is in the way where a folder should be",
+    errno.EIO: "input/output error (a failing disk or a lost network mount)",
+}
+
+
+def file_error_detail(error: OSError, *, what: str, where: str | os.PathLike | None = None) -> str:
+    """One line for a failed file operation: what failed, why in words, and where (the file the error names, or
+    `where` when it names none, as a write() that hit a full disk does). E.g. "Export to /data/exports/b failed:
+    the disk is full, writing under /data/exports [ENOSPC]"."""
+    path = error.filename or where
+    reason = FILE_ERROR_REASONS.get(error.errno, (error.strerror or str(error) or type(error).__name__).lower())
+    place = f", at {path}" if error.filename else (f", writing under {path}" if path else "")
+    code = f" [{errno.errorcode[error.errno]}]" if error.errno in errno.errorcode else ""
+    return f"{what} failed: {reason}{place}{code}"
 
 
 def validation_fields(error: ValidationError) -> dict[str, list[str]]:

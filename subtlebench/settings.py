@@ -218,7 +218,16 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 # Queueing follow-up work with the broker down gives up within a second or two: the unit stays pending in the
 # database (annotator.models.JobTask) and the sweeper hands it over when the broker is back.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.3, "interval_max": 0.5}
+# Workers that come back (issue 17): a worker keeps trying to reach Redis for as long as it is down (at start too),
+# and survives losing it with a task in flight (the transport's docstring says why it takes our own).
+if urlparse(CELERY_BROKER_URL).scheme in ("redis", "rediss"):
+    CELERY_BROKER_TRANSPORT = "subtlebench.celery:RedisTransport"
+CELERY_BROKER_CONNECTION_RETRY = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# A task in flight is not cancelled when Redis drops: a long export keeps going and its ack reaches Redis once it
+# is back (cancelling would requeue it to start over, after the visibility timeout).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BEAT_SCHEDULE: dict = {}
 # Jobs: a running task beats its unit's heartbeat every JOB_HEARTBEAT_SECONDS; a unit silent for JOB_STALE_SECONDS
 # lost its worker and is requeued by the sweeper (every JOB_SWEEP_SECONDS), up to JOB_MAX_ATTEMPTS claims, then

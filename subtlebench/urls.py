@@ -17,3 +17,6 @@ urlpatterns = [
     path("", include("annotator.urls")),
     path("", include("evaluation.urls")),
 ]
+
+# 500s (DEBUG off): the API's JSON body under /api/, 503 when the database or broker is down (subtlebench/views.py).
+handler500 = "subtlebench.views.server_error"

@@ -1,20 +1,24 @@
-"""Site-wide views: the home page, the health check, media files from local storage, the login lockout, and the
-account's API tokens."""
+"""Site-wide views: the home page, the health check, media files from local storage, the 500 handler, the login
+lockout, and the account's API tokens."""
 
 from __future__ import annotations
 
 import mimetypes
+import sys
 
 from axes.helpers import get_cool_off
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.files.storage import default_storage
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.html import escape
+from django.views import defaults
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from subtlebench.errors import Invalid, ServiceError
+from subtlebench.errors import Invalid, ServiceError, dependency_unavailable, error_body
 from subtlebench.models import ApiToken
 from subtlebench.pages import error_response
 from subtlebench.roles import roles_of
@@ -29,9 +33,58 @@ def home(request):
 
 @require_GET
 def healthz(request):
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    return HttpResponse("ok", content_type="text/plain")
+    """200 "ok" when the database and the broker answer; 503 with one line per dependency when either does not."""
+    checks = {"database": _database_problem(), "broker": _broker_problem()}
+    if not any(checks.values()):
+        return HttpResponse("ok", content_type="text/plain")
+    lines = [f"{name}: {problem or 'ok'}" for name, problem in checks.items()]
+    return HttpResponse("unavailable\n" + "\n".join(lines) + "\n", status=503, content_type="text/plain")
+
+
+def _database_problem() -> str:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError as error:
+        return f"unreachable ({_first_line(error)})"
+    return ""
+
+
+def _broker_problem() -> str:
+    import redis
+
+    # A short timeout: a load balancer's health check must not hang on a broker that swallows packets.
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        return f"unreachable ({_first_line(error)})"
+    finally:
+        client.close()
+    return ""
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def server_error(request):
+    """handler500: the API's error body under /api/, an HTML page elsewhere; 503 when the database or the broker
+    could not be reached (the exception being handled says which), 500 for anything else."""
+    error = sys.exc_info()[1]
+    unavailable = dependency_unavailable(error) if error is not None else None
+    if request.path.startswith("/api/"):
+        body = error_body(unavailable or ServiceError("Internal server error: it was logged. Try again later."))
+        return JsonResponse(body, status=unavailable.status if unavailable else 500)
+    if unavailable is None:
+        return defaults.server_error(request)
+    # No template: base.html reads the session and the user, which need the database that is down.
+    page = (
+        '<!doctype html><meta charset="utf-8"><title>Unavailable · SubtleBench Studio</title>'
+        '<body style="font: 15px/1.5 system-ui, sans-serif; color: #1f2933; max-width: 40rem; margin: 4rem auto">'
+        f"<h1 style='font-size: 1.3rem'>Service unavailable</h1><p>{escape(unavailable.detail)}</p></body>"
+    )
+    return HttpResponse(page, status=unavailable.status, headers={"Retry-After": "30"})
 
 
 @login_required

@@ -14,6 +14,7 @@ from django.contrib.auth.models import Group, User
 from django.db import connection
 
 from devtools.localservices import BASE_DIR
+from tests.fault_fixtures import private_redis, read_only_disk, small_disk  # noqa: F401 (fixtures, used by name)
 from tests.similarity_fixtures import tiny_dinov3_dir  # noqa: F401 (a session fixture, used by name)
 
 
@@ -264,6 +265,9 @@ def page(browser, live_server):
     context.set_default_timeout(15000)
     page = context.new_page()
     yield page
+    # Closing fires the page's pagehide autosave (a keepalive request): abort it, or it reaches the live server
+    # while the test database is being flushed, and the two deadlock.
+    context.route("**/*", lambda route: route.abort())
     context.close()
 
 

@@ -352,3 +352,19 @@ def test_the_content_security_policy_allows_the_media_bucket_and_nothing_else_by
     assert plain.stdout.strip() == "[\"'self'\", 'data:', 'blob:']", plain.stderr
     s3 = run_django(script, production_env(S3_BUCKET="media", S3_ENDPOINT_URL="https://minio.example.org:9000/"))
     assert "'https://minio.example.org:9000'" in s3.stdout, s3.stderr
+
+
+@pytest.mark.parametrize("name", ("postgres", "redis", *APP_SERVICES))
+def test_every_long_running_service_is_restarted_when_it_dies(compose, name):
+    # A worker that dies (an out-of-memory kill, a bug) comes back without anyone there; `docker compose stop`
+    # still stops it for good.
+    assert compose["services"][name].get("restart") in ("always", "unless-stopped")
+
+
+def test_workers_wait_for_the_broker_instead_of_exiting():
+    from django.conf import settings
+
+    # A worker started before Redis, or one that lost it, keeps retrying rather than exiting.
+    assert settings.CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP is True
+    assert settings.CELERY_BROKER_CONNECTION_MAX_RETRIES is None
+    assert settings.CELERY_BROKER_TRANSPORT == "subtlebench.celery:RedisTransport"

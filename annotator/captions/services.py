@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from annotator.drafts import DraftChanged
 from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
 from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionSkip, CaptionTask, Pair
 from subtlebench.errors import Conflict, Forbidden, Invalid
@@ -239,14 +240,21 @@ def caption_draft_of(task: CaptionTask, user) -> Caption | None:
 
 
 @transaction.atomic
-def caption_draft_save(*, task_id: int, user, text: str) -> Caption:
-    """Autosave: store the draft text and renew the lease (the autosave doubles as the heartbeat)."""
+def caption_draft_save(*, task_id: int, user, text: str, version: int | None = None) -> Caption:
+    """Autosave: store the draft text and renew the lease (the autosave doubles as the heartbeat).
+
+    `version` is the draft version the text was based on (0: none yet): if another tab of this annotator saved
+    since, nothing is written (`DraftChanged`, 409). Without one (an older client) the last save wins.
+    """
     if len(text) > 4 * settings.CAPTION_MAX_CHARS:
         raise Invalid({"text": f"The draft is over {4 * settings.CAPTION_MAX_CHARS} characters long."})
-    task = CaptionTask.objects.select_for_update().get(pk=task_id)
+    task = CaptionTask.objects.select_for_update().get(pk=task_id)  # also serialises two tabs' saves
     _claim(task, user, timezone.now())
     caption = caption_draft_of(task, user) or Caption(task=task, pair_id=task.pair_id, author=user)
+    if version is not None and version != caption.draft_version:
+        raise DraftChanged(current=caption.draft_version, sent=version)
     caption.text = text
+    caption.bump_draft_version()
     caption.save()
     return caption
 

@@ -140,6 +140,7 @@ def _workbench(request, task: CaptionTask, text: str | None = None, error: str =
         "task": task,
         "pair": task.pair,
         "text": draft.text if text is None and draft else (text or ""),
+        "draft_version": draft.draft_version if draft else 0,
         "client_key": request.POST.get("client_key") or uuid.uuid4().hex,
         "error": error,
         "guidelines": captions.GUIDELINES,
@@ -162,13 +163,28 @@ def caption_workbench(request, task_id: int):
 @role_required(ANNOTATOR)
 @require_POST
 def caption_draft(request, task_id: int):
-    """Autosave and heartbeat: JSON, for the workbench's script (errors in the API's shape)."""
+    """Autosave and heartbeat: JSON, for the workbench's script (errors in the API's shape). A `version` the draft
+    was based on makes a save from a stale tab a 409 (annotator/drafts.py); without one the save writes over."""
     get_object_or_404(CaptionTask, pk=task_id)
     try:
-        caption = captions.caption_draft_save(task_id=task_id, user=request.user, text=request.POST.get("text", ""))
+        version = request.POST.get("version")
+        if version is not None and not version.isdigit():
+            raise Invalid({"version": ["Send the draft version as a whole number."]})
+        caption = captions.caption_draft_save(
+            task_id=task_id,
+            user=request.user,
+            text=request.POST.get("text", ""),
+            version=None if version is None else int(version),
+        )
     except (Invalid, Forbidden, Conflict) as error:
         return error_response(request, error)
-    return JsonResponse({"saved": caption.updated.isoformat(), "lease_until": caption.task.lease_expires.isoformat()})
+    return JsonResponse(
+        {
+            "saved": caption.updated.isoformat(),
+            "lease_until": caption.task.lease_expires.isoformat(),
+            "version": caption.draft_version,
+        }
+    )
 
 
 @role_required(ANNOTATOR)

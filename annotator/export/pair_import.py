@@ -24,7 +24,7 @@ from annotator.export.format import SPLITS, item_id, iter_lines, record_item_id,
 from annotator.export.services import ITEMS_METADATA
 from annotator.models import Caption, Image, Pair
 from annotator.similarity.services import images_queue_embeddings
-from subtlebench.errors import Invalid
+from subtlebench.errors import Invalid, file_error_detail
 
 
 class PairImportError(Invalid):
@@ -196,8 +196,11 @@ def pairs_import(*, folder, user=None, progress=None) -> dict:
                     progress.advance(1)
             # Standalone images are embedded like frames: the similarity worker scores these pairs next.
             images_queue_embeddings(images=images.values(), user=user)
-    except BaseException:
+    except BaseException as error:
         for name in saved:
             default_storage.delete(name)
+        if isinstance(error, OSError):  # a full disk, a missing or read-only media folder: one line with the path
+            where = getattr(default_storage, "location", None)
+            raise PairImportError([file_error_detail(error, what=f"Import of {root}", where=where)]) from error
         raise
     return {"pairs": len(records), "images": len(images), "captions": captions}

@@ -51,7 +51,7 @@ from annotator.export.format import (
     split_path,
 )
 from annotator.models import Category, EmbeddingModel, Job, Pair, Review
-from subtlebench.errors import Conflict, Invalid, NotFound
+from subtlebench.errors import Conflict, Invalid, NotFound, file_error_detail
 from subtlebench.storage import s3_client, split_s3_uri
 
 MANIFEST = "manifest.sha256"
@@ -1110,13 +1110,17 @@ def upload_export(staging: Path, uri: str) -> dict:
 def zip_folder(folder: Path, archive: Path) -> None:
     """A stored (not deflated: JPEGs do not shrink) zip of an export, files in manifest order, streamed."""
     part = archive.parent / f".{archive.name}.part-{uuid.uuid4().hex[:8]}"
-    with open(folder / MANIFEST, encoding="utf-8") as manifest:
-        with zipfile.ZipFile(part, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-            for line in manifest:
-                name = line.rstrip("\n").split("  ", 1)[1]
-                zf.write(folder / name, name)
-            zf.write(folder / MANIFEST, MANIFEST)
-    os.replace(part, archive)
+    try:
+        with open(folder / MANIFEST, encoding="utf-8") as manifest:
+            with zipfile.ZipFile(part, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+                for line in manifest:
+                    name = line.rstrip("\n").split("  ", 1)[1]
+                    zf.write(folder / name, name)
+                zf.write(folder / MANIFEST, MANIFEST)
+        os.replace(part, archive)
+    except BaseException:  # a full disk mid-zip: no half-written zip stays behind
+        part.unlink(missing_ok=True)
+        raise
 
 
 # --- Services ----------------------------------------------------------------------------------------------
@@ -1164,19 +1168,27 @@ def benchmark_export(
         }
     progress.start(plan.total)
     if options.is_s3:
-        with tempfile.TemporaryDirectory(prefix="export-") as tmp:
-            staging = Path(tmp) / "export"
-            result.update(write_export(options, plan, staging, progress))
-            check_target(options)  # an export may have landed there while this one was written
-            result.update(upload_export(staging, options.out))
+        try:
+            with tempfile.TemporaryDirectory(prefix="export-") as tmp:
+                staging = Path(tmp) / "export"
+                result.update(write_export(options, plan, staging, progress))
+                check_target(options)  # an export may have landed there while this one was written
+                result.update(upload_export(staging, options.out))
+        except OSError as error:  # the local staging folder: a full disk, a missing or read-only temp folder
+            what = f"Export to {options.out}"
+            raise ExportError(file_error_detail(error, what=what, where=tempfile.gettempdir())) from error
         exports_mark_replaced(out=options.out, by_job=job_id)
         return result
     out = Path(options.out).resolve()
     staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         result.update(write_export(options, plan, staging, progress))
         check_local_target(out, replace=options.replace)  # an export may have landed there meanwhile
         swap_into_place(staging, out)
+    except OSError as error:  # a full disk, a missing or read-only target: one line with the path, not a traceback
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ExportError(file_error_detail(error, what=f"Export to {out}", where=out.parent)) from error
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -1279,10 +1291,13 @@ def export_zip(*, job: Job) -> Path:
     if gone:
         raise ExportGone(f"{folder} no longer holds this export. {gone}")
     zips = Path(settings.EXPORT_ROOT) / ".zips"
-    zips.mkdir(parents=True, exist_ok=True)
     archive = zips / f"{result['manifest_sha256']}.zip"
-    if not archive.exists():
-        zip_folder(folder, archive)
+    try:
+        zips.mkdir(parents=True, exist_ok=True)
+        if not archive.exists():
+            zip_folder(folder, archive)
+    except OSError as error:
+        raise ExportError(file_error_detail(error, what=f"The zip of {folder}", where=zips)) from error
     return archive
 
 

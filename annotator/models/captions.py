@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.pairs import Pair
+from annotator.models.picking import next_draft_version
 
 
 class CaptionQuerySet(models.QuerySet):
@@ -45,6 +46,8 @@ class Caption(models.Model):
     author = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, related_name="captions")
     text = models.TextField(blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT, db_index=True)
+    # Each autosave names the draft version it was based on (annotator/drafts.py): a second tab's is refused.
+    draft_version = models.PositiveBigIntegerField(default=0)
     client_key = models.CharField(max_length=64, null=True, blank=True, unique=True)
     chosen = models.BooleanField(default=False, help_text="The accepted caption the export uses for its pair.")
     created = models.DateTimeField(default=timezone.now)
@@ -77,6 +80,9 @@ class Caption(models.Model):
 
     def __str__(self):
         return f"caption {self.pk} of pair {self.pair_id}"
+
+    def bump_draft_version(self) -> None:
+        self.draft_version = next_draft_version(self.draft_version)
 
     @staticmethod
     def length_problem(text: str) -> str | None:

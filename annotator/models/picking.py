@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from annotator.models.videos import Video
@@ -35,12 +38,22 @@ class VideoSkip(models.Model):
         return f"{self.user_id} skipped {self.video_id}: {self.reason}"
 
 
+def next_draft_version(current: int) -> int:
+    """The draft version after `current` (pair drafts and caption drafts). It grows with the clock (microseconds),
+    not from 1, because a submit or a skip deletes a draft: one made after it must never reuse a version that a
+    stale tab still holds."""
+    return max(current + 1, time.time_ns() // 1000)
+
+
 class PairDraft(models.Model):
     """The workbench state of one annotator on one video, autosaved as they work, restored on reload."""
 
     author = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="pair_drafts")
     video = models.ForeignKey(Video, models.CASCADE, related_name="pair_drafts")
     state = models.JSONField(default=dict, blank=True)
+    # Optimistic versioning, as for pairs: each save names the version it was based on, and a save from a tab that
+    # did not see the latest one is refused (409, annotator/drafts.py).
+    version = models.PositiveBigIntegerField(default=0)
     updated = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -48,3 +61,8 @@ class PairDraft(models.Model):
 
     def __str__(self):
         return f"draft of {self.author_id} on {self.video_id}"
+
+    @staticmethod
+    def next_version_expression():
+        """`next_draft_version` of the row's own version, for an UPDATE that sets it in the database."""
+        return Greatest(models.F("version") + 1, models.Value(next_draft_version(0)))

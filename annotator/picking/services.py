@@ -13,8 +13,10 @@ from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery,
 from django.db.models.functions import Coalesce, TruncHour
 from django.utils import timezone
 
+from annotator.drafts import DraftChanged
 from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
 from annotator.models import Category, Frame, Pair, PairDraft, Review, Video, VideoSkip
+from annotator.models.picking import next_draft_version
 from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
 from annotator.similarity.services import pair_update_similarity
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
@@ -183,20 +185,54 @@ def video_assign(*, video: Video, user, by) -> Video:
 # --- Drafts ---------------------------------------------------------------------------------------------------
 
 
-def pair_draft_save(*, video: Video, user, state: dict) -> PairDraft:
-    """Store the workbench state as typed; it comes back on reload. Never needs the lease: work is never lost."""
+def pair_draft_save(*, video: Video, user, state: dict, version: int | None = None) -> PairDraft:
+    """Store the workbench state as typed; it comes back on reload. Never needs the lease: work is never lost.
+
+    `version` is the draft version the state was based on (0: no draft yet). Another tab of the same annotator
+    may have saved since: then nothing is written and `DraftChanged` says which version is there now. Without a
+    version (an older client) the save is last-writer-wins, as before.
+    """
     if not isinstance(state, dict):
         raise Invalid({"state": ["The draft must be a JSON object."]})
     if len(json.dumps(state)) > MAX_DRAFT_BYTES:
         raise Invalid({"state": [f"The draft is larger than {MAX_DRAFT_BYTES} bytes."]})
+    drafts = PairDraft.objects.filter(author=user, video=video)
+
+    def write_over(based_on) -> bool:
+        return bool(based_on.update(state=state, version=PairDraft.next_version_expression(), updated=timezone.now()))
+
     with transaction.atomic():
-        draft, _ = PairDraft.objects.update_or_create(author=user, video=video, defaults={"state": state})
-        return draft
+        # A compare-and-set: the UPDATE writes only over the version the tab saw (over any, without a version).
+        if write_over(drafts if version is None else drafts.filter(version=version)):
+            return drafts.get()
+        if version in (None, 0) and not drafts.exists():
+            try:
+                with transaction.atomic():  # two first saves of two tabs meet on the unique constraint
+                    first = next_draft_version(0)
+                    return PairDraft.objects.create(author=user, video=video, state=state, version=first)
+            except IntegrityError:
+                if version is None and write_over(drafts):
+                    return drafts.get()
+        current = drafts.values_list("version", flat=True).first() or 0
+        raise DraftChanged(current=current, sent=version)
+
+
+def pair_draft_of(*, video: Video, user) -> PairDraft:
+    """The annotator's draft on a video; an unsaved empty one (version 0) when they have none."""
+    return PairDraft.objects.filter(author=user, video=video).first() or PairDraft(author=user, video=video)
 
 
 def pair_draft_state(*, video: Video, user) -> dict:
-    draft = PairDraft.objects.filter(author=user, video=video).first()
-    return draft.state if draft else {}
+    return pair_draft_of(video=video, user=user).state
+
+
+def _draft_delete_after_submit(*, video: Video, user, draft_version: int | None) -> None:
+    """Delete the draft the submitted pair came from. A draft another tab saved after the one this submit was
+    based on is that tab's work: it stays."""
+    drafts = PairDraft.objects.filter(author=user, video=video)
+    if draft_version is not None:
+        drafts = drafts.filter(version=draft_version)
+    drafts.delete()
 
 
 # --- Submitting -----------------------------------------------------------------------------------------------
@@ -249,6 +285,7 @@ def pair_submit(
     client_key: str,
     pair_id: int | None = None,
     version: int | None = None,
+    draft_version: int | None = None,
 ) -> tuple[Pair, bool]:
     """Submit a new pair (or a new version of one's own submitted or rejected pair) for review.
 
@@ -323,7 +360,7 @@ def pair_submit(
             pair.save()
             if pair.similarity is None:
                 pair_update_similarity(pair=pair)
-            PairDraft.objects.filter(author=user, video=video).delete()
+            _draft_delete_after_submit(video=video, user=user, draft_version=draft_version)
     except IntegrityError:
         # The same key raced in from a second request: the first one won, return its pair.
         existing = Pair.objects.filter(client_key=client_key, author=user).first()

@@ -113,13 +113,15 @@ def workbench(request, video_id: int):
                 "editable": mine and pair.status in (Pair.Status.SUBMITTED, Pair.Status.REJECTED),
             }
         )
+    draft = picking.pair_draft_of(video=video, user=request.user)
     holder = video.holder_now(now)
     now_held = holder is not None and holder.pk == request.user.pk
     config = {
         "video": {"id": video.pk, "yt8m_id": video.yt8m_id, "domain": video.domain, "title": video.title},
         "frames": frames,
         "pairs": pairs,
-        "draft": picking.pair_draft_state(video=video, user=request.user),
+        "draft": draft.state,
+        "draft_version": draft.version,
         "templates": template_table(),
         "categories": list(Category.values),
         "keys": CATEGORY_KEYS,

@@ -39,7 +39,7 @@ from annotator.jobs.services import (
 from annotator.models import Domain, Frame, Image, Job, JobCancelled, JobTask, Pair, Video
 from annotator.similarity.services import video_queue_embeddings
 from annotator.videos import sampling
-from subtlebench.errors import Invalid
+from subtlebench.errors import Invalid, file_error_detail
 
 logger = logging.getLogger(__name__)
 
@@ -457,6 +457,9 @@ def video_sample(
         _delete_files(written)
         if isinstance(error, sampling.SamplingError | ImportPathError | ResampleRefused):
             message = f"{video.yt8m_id}: {source} {error}"
+        elif isinstance(error, OSError):  # a full disk, a missing or read-only media folder: say which, in one line
+            where = getattr(default_storage, "location", None)
+            message = f"{video.yt8m_id}: {file_error_detail(error, what=f'sampling {source}', where=where)}"
         else:
             logger.exception("sampling %s (%s) failed", video.yt8m_id, source)
             message = f"{video.yt8m_id}: {source}: sampling failed ({type(error).__name__}: {error})"
@@ -710,10 +713,14 @@ def videos_upload(
             entry.yt8m_id = ""
         else:
             path = folder / name
-            with path.open("wb") as handle:
-                for chunk in upload.chunks():
-                    handle.write(chunk)
-            entry.source = str(path.resolve())
+            try:
+                with path.open("wb") as handle:
+                    for chunk in upload.chunks():
+                        handle.write(chunk)
+                entry.source = str(path.resolve())
+            except OSError as error:  # a full or read-only disk: this file fails, named, with the reason
+                path.unlink(missing_ok=True)
+                entry.error = f"{name}: {file_error_detail(error, what='storing the upload', where=folder)}"
         seen.add(stem)
         entries.append(entry)
     names = ", ".join(entry.label for entry in entries)

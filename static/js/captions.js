@@ -114,25 +114,64 @@
     const min = Number(form.dataset.min), max = Number(form.dataset.max);
     const dialog = document.getElementById("skip-dialog");
     let timer = null, lastSaved = text.value, submitting = false;
-
+    // Each save names the draft version it was based on; a 409 means another tab saved since (issue 17): stop
+    // saving, keep this tab's text, and let the annotator choose.
+    let version = Number(form.dataset.draftVersion) || 0;
+    let conflict = false;
+    const conflictBox = form.querySelector("[data-draft-conflict]");
+    const conflictText = conflictBox.querySelector("[data-conflict-text]");
+    const loadNewer = conflictBox.querySelector("[data-action=load-newer]");
+    const keepMine = conflictBox.querySelector("[data-action=keep-mine]");
+    const stashKey = `caption-stash-${form.dataset.draftUrl}`;
+    const quote = (value) => (value.trim() ? `“${value.length > 80 ? value.slice(0, 80) + "…" : value}”` : "an empty text");
+    function showConflict() {
+      conflict = true;
+      conflictText.textContent = "The draft changed in another tab. This tab's text is kept here and not saved until you choose.";
+      loadNewer.hidden = false;
+      keepMine.textContent = "Keep this tab's";
+      conflictBox.hidden = false;
+      saveState.classList.add("save-error");
+      saveState.textContent = "Not saved: the draft changed in another tab";
+    }
+    // "Load the newer draft": the page comes back with the saved one; this tab's text waits in sessionStorage,
+    // one click from being put back.
+    loadNewer.addEventListener("click", () => {
+      sessionStorage.setItem(stashKey, text.value);
+      window.location.reload();
+    });
+    keepMine.addEventListener("click", () => {
+      const stashed = sessionStorage.getItem(stashKey);
+      if (stashed !== null) { text.value = stashed; sessionStorage.removeItem(stashKey); updateCount(); }
+      conflict = false;
+      conflictBox.hidden = true;
+      save(true, true); // without a version: written over the other tab's draft, knowingly
+    });
+    if (sessionStorage.getItem(stashKey) !== null) {
+      conflictText.textContent = `Loaded the newer draft. This tab's text was ${quote(sessionStorage.getItem(stashKey))}.`;
+      loadNewer.hidden = true;
+      keepMine.textContent = "Back to this tab's text";
+      conflictBox.hidden = false;
+    }
     function updateCount() {
       const n = text.value.trim().length;
       count.textContent = `${n} / ${max}`;
       count.classList.toggle("error", n > 0 && n < min);
     }
-    async function save(force) {
-      if (submitting || (!force && text.value === lastSaved)) return;
+    async function save(force, overwrite = false) {
+      if (submitting || conflict || (!force && text.value === lastSaved)) return;
       const value = text.value;
       saveState.textContent = "Saving…";
       try {
         const response = await fetch(form.dataset.draftUrl, {
           method: "POST",
           headers: { "X-CSRFToken": csrf(), "Content-Type": "application/x-www-form-urlencoded" },
-          body: new URLSearchParams({ text: value }),
+          body: new URLSearchParams(overwrite ? { text: value } : { text: value, version }),
         });
         const data = await response.json();
+        if (response.status === 409) return showConflict();
         if (!response.ok) throw new Error(data.detail || response.statusText);
         lastSaved = value;
+        version = data.version;
         saveState.classList.remove("save-error");
         saveState.textContent = "Saved " + new Date(data.saved).toLocaleTimeString();
         const lease = document.querySelector("[data-lease]");

@@ -276,24 +276,72 @@
     button.addEventListener("click", () => { state.answer_frame = button.dataset.frame; renderEditor(); changed(); });
   }
 
-  /* --- Autosave: debounced PUT of the whole state; a reload or a crash comes back to it. --- */
+  /* --- Autosave: debounced PUT of the whole state; a reload or a crash comes back to it. Each save names the
+     draft version it was based on: if another tab of this annotator saved since, the server refuses (409), this
+     tab stops saving, keeps its text on screen and asks which draft to keep (conflict, below). --- */
   let saveTimer = null;
   let dirty = false;
+  let draftVersion = Number(config.draft_version) || 0;
+  let conflict = null; // the newer draft another tab saved ({state, version}) while the annotator decides
+  let stashed = null; // this tab's state, kept after "Load the newer draft" until it is saved over or dropped
   const saveStatus = (text, cls = "muted") => { const el = $("save-status"); el.textContent = text; el.className = `save-status ${cls}`; };
   async function save() {
     clearTimeout(saveTimer);
-    if (!dirty) return;
+    if (!dirty || conflict) return;
     dirty = false;
     saveStatus("Saving…");
-    const result = await api("PUT", `/api/videos/${config.video.id}/draft/`, { state });
+    const result = await api("PUT", `/api/videos/${config.video.id}/draft/`, { state, version: draftVersion });
     if (result.ok) {
+      draftVersion = result.data.version;
       saveStatus(dirty ? "Saving…" : "Draft saved", "saved");
+    } else if (result.status === 409) {
+      dirty = true;
+      await showConflict();
     } else {
       dirty = true;
       saveStatus(result.status ? `Not saved: ${(result.data && result.data.detail) || result.status}` : "Offline: retrying", "unsaved");
       saveTimer = setTimeout(save, 3000);
     }
   }
+  const copy = (value) => JSON.parse(JSON.stringify(value));
+  const describe = (s) => (s && s.question ? `“${s.question.length > 60 ? s.question.slice(0, 60) + "…" : s.question}”` : "an empty draft");
+  async function showConflict() {
+    const result = await api("GET", `/api/videos/${config.video.id}/draft/`);
+    conflict = result.ok ? { state: result.data.state || {}, version: result.data.version } : { state: {}, version: null };
+    $("draft-conflict-text").textContent =
+      `The draft changed in another tab (now ${describe(conflict.state)}). This tab's work is kept on screen and not saved until you choose.`;
+    $("draft-load-newer").hidden = false;
+    $("draft-keep-mine").textContent = "Keep this tab's";
+    $("draft-conflict").hidden = false;
+    saveStatus("Not saved: the draft changed in another tab", "unsaved");
+  }
+  function applyState(next) {
+    Object.assign(state, blank(), next);
+    if (!Array.isArray(state.distractors) || !state.distractors.length) state.distractors = [""];
+    state.cursor = Math.min(Math.max(0, state.cursor | 0), Math.max(0, frames.length - 1));
+  }
+  $("draft-load-newer").addEventListener("click", () => {
+    // This tab's version stays one click away: nothing is dropped without the annotator saying so.
+    stashed = copy(state);
+    applyState(conflict.state);
+    draftVersion = conflict.version;
+    conflict = null;
+    dirty = false;
+    renderEditor(); renderStrip(); renderViewers(); renderSimilarity();
+    $("draft-conflict-text").textContent = `Loaded the newer draft. This tab's version was ${describe(stashed)}.`;
+    $("draft-load-newer").hidden = true;
+    $("draft-keep-mine").textContent = "Back to this tab's version";
+    saveStatus("Draft loaded", "saved");
+  });
+  $("draft-keep-mine").addEventListener("click", async () => {
+    if (stashed) { applyState(stashed); stashed = null; renderEditor(); renderStrip(); renderViewers(); renderSimilarity(); }
+    else if (conflict) draftVersion = conflict.version; // save over the newer draft, knowingly
+    if (draftVersion === null) { const now = await api("GET", `/api/videos/${config.video.id}/draft/`); draftVersion = now.ok ? now.data.version : 0; }
+    conflict = null;
+    $("draft-conflict").hidden = true;
+    dirty = true;
+    save();
+  });
   function scheduleSave() {
     dirty = true;
     saveStatus("Unsaved changes");
@@ -301,11 +349,11 @@
     saveTimer = setTimeout(save, SAVE_DELAY_MS);
   }
   window.addEventListener("pagehide", () => {
-    if (dirty) {
+    if (dirty && !conflict) {
       fetch(`/api/videos/${config.video.id}/draft/`, {
         method: "PUT", keepalive: true, credentials: "same-origin",
         headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
-        body: JSON.stringify({ state }),
+        body: JSON.stringify({ state, version: draftVersion }),
       });
     }
   });
@@ -343,13 +391,14 @@
       video: config.video.id, index_a: state.a, index_b: state.b, category: state.category,
       question: state.question, answer: t.binary ? "" : state.answer,
       distractors: t.binary ? [] : state.distractors, answer_frame: t.binary && !t.derived ? state.answer_frame : "",
-      client_key: state.client_key, pair: state.pair, version: state.version,
+      client_key: state.client_key, pair: state.pair, version: state.version, draft_version: draftVersion,
     };
     const result = await api("POST", "/api/pairs/submit/", payload);
     submitting = false;
     $("submit-pair").disabled = false;
     if (result.ok) {
       const pair = result.data;
+      draftVersion = pair.draft_version;
       showErrors([]);
       upsertPair({ ...pair, mine: true, editable: true, author: "you", rejection: "",
         index_a: state.a, index_b: state.b, answer_frame: t.binary ? (t.derived ? derivedAnswerFrame() : state.answer_frame) : "" });

