@@ -4,6 +4,8 @@ is left behind. Real conditions: a 16 KiB tmpfs that fills up, a read-only tmpfs
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -69,9 +71,11 @@ def test_a_download_zip_that_fills_the_disk_says_so_and_leaves_no_partial_zip(
     settings.EXPORT_ROOT = small_disk  # where the zips are built
     response = client_for(coordinator).get(f"/exports/{job.pk}/download/")
     assert response.status_code == 409
-    assert response.content.decode() == (
+    problem = re.search(r'<p id="download-problem">(.*?)</p>', response.content.decode())[1]
+    assert problem == (
         f"The zip of {tmp_path / 'bench'} failed: the disk is full, writing under {small_disk / '.zips'} [ENOSPC]"
     )
+    assert "is no longer available" not in response.content.decode()  # the export itself is still there
     assert list((small_disk / ".zips").iterdir()) == []
 
 
@@ -103,12 +107,12 @@ def test_importing_videos_into_a_read_only_media_folder_says_read_only(h264_vide
 
 
 def test_importing_pairs_into_a_read_only_media_folder_imports_nothing_and_says_where(
-    tmp_path, read_only_disk, settings, capsys
+    tmp_path, read_only_disk, settings, capsys, annotator
 ):
     folder = small_dataset(tmp_path / "in")
     settings.MEDIA_ROOT = read_only_disk
     with pytest.raises(CommandError) as error:
-        call_command("import_pairs", str(folder))
+        call_command("import_pairs", str(folder), "--user", annotator.username)  # its captions need an author
     assert str(error.value) == f"nothing imported: 1 problem(s) in {folder}"
     line = capsys.readouterr().err.strip()
     assert line.startswith(f"Import of {folder.resolve()} failed: the file system is read-only, at {read_only_disk}")

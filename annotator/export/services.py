@@ -11,6 +11,7 @@ first, manifest last.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import hmac
 import json
@@ -993,6 +994,9 @@ def check_local_target(out: Path, *, replace: bool, create_root: bool = True) ->
     if (out / MANIFEST).exists() and not replace:
         existing = describe_local_export(out)
         raise ExportTargetTaken(f"{out} already holds an export ({existing}): {REPLACE_HOW}.", existing)
+    if out.parent.exists() and not out.parent.is_dir():
+        in_the_way = FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(out.parent))
+        raise ExportError(file_error_detail(in_the_way, what=f"Export to {out}"))
     if not out.parent.is_dir():
         if out.parent != Path(settings.EXPORT_ROOT).resolve():
             raise ExportError(
@@ -1000,7 +1004,10 @@ def check_local_target(out: Path, *, replace: bool, create_root: bool = True) ->
                 "(the export never creates a missing parent folder)"
             )
         if create_root:
-            out.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                out.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise ExportError(file_error_detail(error, what=f"Export to {out}", where=out.parent)) from error
 
 
 def describe_local_export(out: Path) -> str:

@@ -132,11 +132,12 @@ def export_download(request, job_id: int):
         if target == "s3":
             return redirect(export_download_url(job=job))
         archive = export_zip(job=job)
-    except (NotFound, Conflict) as error:  # files replaced or removed since (ExportGone, 410): the page says so
+    except (NotFound, Conflict) as error:  # files replaced or removed since (ExportGone, 410), or no room for the zip
+        context = {"job": job, "gone": isinstance(error, NotFound)}
         return error_response(
             request,
             error,
-            page=lambda message: render(request, "export/export_gone.html", {"job": job, "message": message}),
+            page=lambda message: render(request, "export/export_gone.html", {**context, "message": message}),
         )
     name = f"{job.result['out'].rstrip('/').rsplit('/', 1)[-1]}-{job.pk}.zip"
     return FileResponse(open(archive, "rb"), as_attachment=True, filename=name, content_type="application/zip")
