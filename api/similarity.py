@@ -12,7 +12,9 @@ from rest_framework.response import Response
 from annotator.models import Image, Pair, Video
 from annotator.similarity import services as similarity
 from api.errors import error_responses
+from api.fields import free_text
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
+from subtlebench.text import NOTE_MAX
 
 ANY_ROLE = HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)
 
@@ -122,7 +124,7 @@ def video_suggestions(request, video_id: int):
 
 
 class PairOverrideInputSerializer(serializers.Serializer):
-    reason = serializers.CharField(allow_blank=True)
+    reason = free_text(NOTE_MAX, allow_blank=True)
 
 
 class PairOverrideOutputSerializer(serializers.Serializer):

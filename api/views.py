@@ -14,8 +14,8 @@ from subtlebench.errors import Invalid
 
 
 class TokenInputSerializer(serializers.Serializer):
-    username = serializers.CharField()
-    password = serializers.CharField()
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(max_length=4096, trim_whitespace=False)
 
 
 class TokenOutputSerializer(serializers.Serializer):

@@ -15,3 +15,6 @@ urlpatterns = [
     path("", include("annotator.urls")),
     path("", include("evaluation.urls")),
 ]
+
+# Unmatched addresses under /api/ answer JSON (the schema's 404), pages the HTML page.
+handler404 = "subtlebench.views.not_found"

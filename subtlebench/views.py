@@ -7,9 +7,12 @@ import mimetypes
 from django.contrib.auth.decorators import login_required
 from django.core.files.storage import default_storage
 from django.db import connection
-from django.http import FileResponse, Http404, HttpResponse
+from django.http import FileResponse, Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.views import defaults
 from django.views.decorators.http import require_GET
+
+from subtlebench.errors import NotFound, error_body
 
 
 @login_required
@@ -35,3 +38,12 @@ def media(request, name):
     response = FileResponse(default_storage.open(name, "rb"), content_type=content_type)
     response["Cache-Control"] = "private, max-age=86400"
     return response
+
+
+def not_found(request, exception=None):
+    """handler404: an address under /api/ that matches no endpoint (`/api/videos/abc/`) answers the API's JSON
+    error body, as the schema documents its 404s; pages keep the HTML page."""
+    if request.path.startswith("/api/"):
+        error = NotFound(f"There is no API endpoint at {request.path}.")
+        return JsonResponse(error_body(error), status=404)
+    return defaults.page_not_found(request, exception)
