@@ -1,15 +1,15 @@
 """The API's body parsers: DRF's own, then every string of the body (keys too) checked for control characters.
 
 Set as REST_FRAMEWORK DEFAULT_PARSER_CLASSES, so every endpoint, present and future, refuses a NUL (or another
-C0 control) in any field, a JSONField such as a draft's state included, with a 400 naming the field. Forms under
-/api/ are checked by `subtlebench.middleware` already for POST; these parsers cover PUT and PATCH as well.
+C0 control) in any field, a JSONField such as a draft's state included, with a 400 naming the field. Query strings
+are checked by `subtlebench.middleware`, before any view.
 """
 
 from __future__ import annotations
 
 from rest_framework import parsers
 
-from subtlebench.text import refuse_control_characters
+from subtlebench.text import query_fields, refuse_control_characters
 
 
 class JSONParser(parsers.JSONParser):
@@ -22,12 +22,12 @@ class JSONParser(parsers.JSONParser):
 class FormParser(parsers.FormParser):
     def parse(self, stream, media_type=None, parser_context=None):
         data = super().parse(stream, media_type, parser_context)
-        refuse_control_characters({key: data.getlist(key) for key in data})
+        refuse_control_characters(query_fields(data))
         return data
 
 
 class MultiPartParser(parsers.MultiPartParser):
     def parse(self, stream, media_type=None, parser_context=None):
         parsed = super().parse(stream, media_type, parser_context)
-        refuse_control_characters({key: parsed.data.getlist(key) for key in parsed.data})
+        refuse_control_characters(query_fields(parsed.data))
         return parsed

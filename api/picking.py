@@ -112,7 +112,11 @@ class PairDraftSerializer(serializers.Serializer):
     updated = serializers.DateTimeField(read_only=True, required=False)
 
 
-@extend_schema(methods=["GET"], responses={200: PairDraftSerializer, **error_responses(403, 404)})
+class PairDraftStateSerializer(serializers.Serializer):
+    state = serializers.JSONField(help_text="The autosaved state; {} when there is none.")
+
+
+@extend_schema(methods=["GET"], responses={200: PairDraftStateSerializer, **error_responses(403, 404)})
 @extend_schema(
     methods=["PUT"], request=PairDraftSerializer, responses={200: PairDraftSerializer, **error_responses(400, 403, 404)}
 )

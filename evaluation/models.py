@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from annotator.export.format import item_id
 from annotator.models import Category, Domain, Pair
+from subtlebench.text import NAME_MAX, NOTE_MAX, single_line, text_validators
 
 
 def new_token() -> str:
@@ -27,7 +28,7 @@ def new_completion_code() -> str:
 
 
 class Study(models.Model):
-    name = models.CharField(max_length=200)
+    name = models.CharField(max_length=NAME_MAX, validators=[single_line])
     fraction = models.FloatField(default=0.1, help_text="Share of the pool to sample, in (0, 1].")
     seed = models.IntegerField(default=0)
     raters_per_item = models.PositiveSmallIntegerField(default=1)
@@ -244,7 +245,7 @@ class ModelRun(models.Model):
     """A model's results file from the official evaluation code, matched to the study's sampled items."""
 
     study = models.ForeignKey(Study, models.CASCADE, related_name="model_runs")
-    name = models.CharField(max_length=200)
+    name = models.CharField(max_length=NAME_MAX, validators=[single_line])
     file_name = models.CharField(max_length=300, blank=True)
     entries = models.PositiveIntegerField(default=0, help_text="Entries in the file.")
     matched = models.PositiveIntegerField(default=0, help_text="Entries that are scored items of this study.")
@@ -260,7 +261,7 @@ class ModelRun(models.Model):
 class ModelAnswer(models.Model):
     run = models.ForeignKey(ModelRun, models.CASCADE, related_name="answers")
     item = models.ForeignKey(StudyItem, models.CASCADE, related_name="model_answers")
-    predicted = models.TextField(blank=True)
+    predicted = models.TextField(blank=True, max_length=NOTE_MAX, validators=text_validators(NOTE_MAX))
     is_correct = models.BooleanField()
 
     class Meta:

@@ -26,7 +26,7 @@ class LeaseLost(Conflict):
 def participant_join_open(*, study: Study, params) -> Participant:
     """The open link: resume the participant with this PROLIFIC_PID, or admit a new one while the cap allows."""
     Study.objects.select_for_update().get(pk=study.pk)  # one admission at a time keeps the cap exact
-    pid = (params.get("PROLIFIC_PID") or "").strip()
+    pid = (params.get("PROLIFIC_PID") or "").strip()[:100]  # as record_url_parameters keeps it
     if pid:
         existing = study.participants.filter(prolific_pid=pid).first()
         if existing:

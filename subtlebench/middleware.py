@@ -1,9 +1,9 @@
-"""Refuse control characters in the query string and form bodies of every request, before a view.
+"""Refuse control characters in the query string and the form bodies of pages, before any view.
 
 A NUL in `?PROLIFIC_PID=` or a form field would reach a query and fail in PostgreSQL (a 500); every view, present
 and future, is covered here at once. The answer is a 400 naming the field: the one JSON error body under /api/,
 the error page elsewhere. An address with one (`/p/%00/`) names nothing: 404. API bodies (JSON, and forms sent with
-PUT or PATCH) are checked by the API's parsers (`api.parsers`).
+PUT, PATCH or POST) are checked by the API's parsers (`api.parsers`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from django.shortcuts import render
 
 from subtlebench.errors import Invalid
 from subtlebench.pages import error_response
-from subtlebench.text import control_characters_in
+from subtlebench.text import control_characters_in, query_fields
 from subtlebench.views import not_found
 
 
@@ -25,20 +25,16 @@ class ControlCharacterMiddleware:
         if control_characters_in(request.path):
             # No object is named with a control character: the address names nothing (and would fail a query).
             return not_found(request, Http404("No page or object has a control character in its address."))
-        found = control_characters_in(_fields(request.GET))
-        if request.method == "POST" and request.content_type in FORM_TYPES:
-            found.update(control_characters_in(_fields(request.POST)))
+        found = control_characters_in(query_fields(request.GET))
+        # Pages' forms; the API's bodies are its parsers' to read (a view that takes none never parses one).
+        if request.method == "POST" and request.content_type in FORM_TYPES and not request.path.startswith("/api/"):
+            found.update(control_characters_in(query_fields(request.POST)))
         if found:
             return invalid_request(request, Invalid(found))
         return self.get_response(request)
 
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
-
-
-def _fields(query) -> dict:
-    """A QueryDict as a dict of lists (keys checked too), every value of a repeated field included."""
-    return {key: query.getlist(key) if len(query.getlist(key)) > 1 else query[key] for key in query}
 
 
 def invalid_request(request, error: Invalid):

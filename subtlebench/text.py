@@ -13,19 +13,37 @@ from __future__ import annotations
 import re
 
 from django.core.validators import MaxLengthValidator
+from django.db import models
 from django.utils.deconstruct import deconstructible
 
 from subtlebench.errors import Invalid
 
 # Lengths of free text, in characters.
 NAME_MAX = 200  # names, titles, labels: one line
-SHORT_TEXT_MAX = 300  # an answer, one option, an export's folder name
-QUESTION_MAX = 1000
+SHORT_TEXT_MAX = 200  # an answer, one option
+QUESTION_MAX = 500
 NOTE_MAX = 2000  # reasons, notes, comments
 CAPTION_TEXT_MAX = 5000  # the hard ceiling; CAPTION_MAX_CHARS is the configured (lower) limit of a caption
 OPTIONS_MAX = 20  # distractors of one question
 EXPORT_NAME_MAX = 100  # a folder name under EXPORT_ROOT (file systems allow 255 bytes)
-DRAFT_STATE_MAX_BYTES = 64 * 1024  # an autosaved workbench state, as JSON
+
+
+def text_limits() -> dict[str, int]:
+    """The limits by name, for templates (`maxlength="{{ limits.question }}"`)."""
+    from django.conf import settings
+
+    return {
+        "name": NAME_MAX,
+        "question": QUESTION_MAX,
+        "option": SHORT_TEXT_MAX,
+        "note": NOTE_MAX,
+        "caption": min(settings.CAPTION_MAX_CHARS, CAPTION_TEXT_MAX),
+        "export_name": EXPORT_NAME_MAX,
+        "username": 150,
+        "password": 4096,
+        "key": 64,
+    }
+
 
 # C0 controls and DEL; tab, newline and carriage return are the whitespace of multi-line text.
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -62,6 +80,11 @@ def control_characters_in(data, where: str = "") -> dict[str, list[str]]:
         for index, value in enumerate(data):
             found.update(control_characters_in(value, f"{where}.{index}" if where else str(index)))
     return found
+
+
+def query_fields(query) -> dict:
+    """A QueryDict as plain data to check: a value per field, a list for a repeated field (`x.1` names its second)."""
+    return {key: values if len(values := query.getlist(key)) > 1 else values[0] if values else "" for key in query}
 
 
 def refuse_control_characters(data, where: str = "") -> None:
@@ -103,3 +126,39 @@ multi_line = MultiLineValidator()
 def text_validators(max_length: int, *, lines: str = "multi") -> list:
     """The validators of a free-text model field: its length limit and its control characters."""
     return [MaxLengthValidator(max_length), multi_line if lines == "multi" else single_line]
+
+
+def options_validator(value) -> None:
+    """A question's distractors (a JSON list): at most OPTIONS_MAX texts of one line, each SHORT_TEXT_MAX long."""
+    if not isinstance(value, list):
+        raise Invalid("The options must be a list of texts.")
+    if len(value) > OPTIONS_MAX:
+        raise Invalid(f"{len(value)} options; at most {OPTIONS_MAX}.")
+    for text in value:
+        if not isinstance(text, str):
+            raise Invalid("Each option must be a text.")
+        if len(text) > SHORT_TEXT_MAX:
+            raise Invalid(f"An option has {len(text)} characters; at most {SHORT_TEXT_MAX}.")
+        single_line(text)
+
+
+def refuse_bad_text(sender, instance, update_fields=None, raw=False, **kwargs) -> None:
+    """pre_save: a text field longer than its max_length, or holding NUL, raises Invalid naming the field, instead
+    of a DataError from the database (a TextField's max_length is otherwise only a hint to forms)."""
+    if raw:  # fixtures load as they are
+        return
+    errors: dict[str, list[str]] = {}
+    for field in sender._meta.concrete_fields:
+        if not isinstance(field, models.CharField | models.TextField):
+            continue
+        if update_fields is not None and field.name not in update_fields:
+            continue
+        value = getattr(instance, field.attname)
+        if not isinstance(value, str):
+            continue
+        if field.max_length is not None and len(value) > field.max_length:
+            errors[field.name] = [f"{len(value)} characters; at most {field.max_length}."]
+        elif "\x00" in value:
+            errors[field.name] = [control_message("U+0000")]
+    if errors:
+        raise Invalid(errors)

@@ -16,5 +16,6 @@ urlpatterns = [
     path("", include("evaluation.urls")),
 ]
 
-# Unmatched addresses under /api/ answer JSON (the schema's 404), pages the HTML page.
+# Under /api/ these answer the API's JSON error body (the schema's 400 and 404), elsewhere the HTML page.
+handler400 = "subtlebench.views.bad_request"
 handler404 = "subtlebench.views.not_found"

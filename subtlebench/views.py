@@ -12,7 +12,7 @@ from django.shortcuts import render
 from django.views import defaults
 from django.views.decorators.http import require_GET
 
-from subtlebench.errors import NotFound, error_body
+from subtlebench.errors import Invalid, NotFound, error_body
 
 
 @login_required
@@ -47,3 +47,12 @@ def not_found(request, exception=None):
         error = NotFound(f"There is no API endpoint at {request.path}.")
         return JsonResponse(error_body(error), status=404)
     return defaults.page_not_found(request, exception)
+
+
+def bad_request(request, exception=None):
+    """handler400 (a body Django cannot parse, such as multipart without a boundary): the API's JSON error body
+    under /api/, the error page elsewhere, rendered with the request like every page."""
+    error = Invalid("The request could not be read: its body or headers are malformed.")
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body(error), status=400)
+    return render(request, "400.html", {"message": error.detail}, status=400)
