@@ -23,8 +23,9 @@ from tests.conftest import make_user
 from tests.factories import make_pair, make_video
 
 FUZZ_EXAMPLES = int(os.getenv("FUZZ_EXAMPLES", "8"))
-# The coverage phase (each boundary, missing and wrong-typed field, unexpected methods) for these roles.
-FUZZ_COVERAGE_ROLES = os.getenv("FUZZ_COVERAGE_ROLES", "coordinator").split(",")
+# The coverage phase (each boundary, missing and wrong-typed field, unexpected methods: about 2000 cases, minutes)
+# for these roles, in a deeper run: FUZZ_COVERAGE_ROLES=coordinator.
+FUZZ_COVERAGE_ROLES = os.getenv("FUZZ_COVERAGE_ROLES", "").split(",")
 ROLES = ["anonymous", "annotator", "reviewer", "coordinator"]
 CHECKS = [
     "not_a_server_error",
@@ -76,12 +77,13 @@ def world(transactional_db):
     caption = Caption.objects.create(
         pair=accepted[1], author=author, text="The red square moved a little to the right.", status="submitted"
     )
-    study = studies.study_create(name="Fuzz", fraction=1, practice_count=1, open_cap=5)
+    study = studies.study_create(name="Fuzz", fraction=0.5, practice_count=1, open_cap=5)
     participant = studies.participant_create(study=study)
     participant.consent()
     while (assignment := participation.participant_next_practice(participant=participant)) is not None:
         participation.assignment_answer(participant=participant, token=assignment.token, position=1)
     item = participation.participant_next_item(participant=participant)
+    assert item is not None
     job = Job.objects.create(kind=Job.Kind.EXPORT, title="Export", status=Job.Status.SUCCEEDED, result={"items": 3})
     return {
         "video_id": [video.pk],
