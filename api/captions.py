@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from annotator.captions import services as captions
 from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionTask
 from api.errors import error_responses
-from api.fields import SMALL_MAX, free_text, whole_number
+from api.fields import ID_MAX, SMALL_MAX, free_text, whole_number
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 from subtlebench.text import CAPTION_TEXT_MAX, NAME_MAX, NOTE_MAX
 
@@ -34,10 +34,10 @@ class CaptionBatchInputSerializer(serializers.Serializer):
     title = free_text(NAME_MAX, lines="single", required=False, allow_blank=True, default="")
     selection = serializers.ChoiceField(choices=CaptionBatch.Selection.choices)
     pair_ids = serializers.ListField(
-        child=whole_number(low=1, high=2**63 - 1), required=False, default=list, max_length=100000
+        child=whole_number(low=1, high=ID_MAX), required=False, default=list, max_length=100000
     )
     fraction = serializers.FloatField(required=False, allow_null=True, default=None)
-    seed = whole_number(required=False, allow_null=True, default=None, high=2**63 - 1)
+    seed = whole_number(required=False, allow_null=True, default=None, high=ID_MAX)
     captions_per_item = whole_number(required=False, default=1, low=1, high=SMALL_MAX)
     show_question = serializers.BooleanField(required=False, default=False)
     allow_own_pairs = serializers.BooleanField(required=False, default=False)

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from annotator.models import Image, Pair, Video
 from annotator.similarity import services as similarity
 from api.errors import error_responses
-from api.fields import free_text
+from api.fields import ObjectIdField, free_text
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 from subtlebench.text import NOTE_MAX
 
@@ -20,8 +20,8 @@ ANY_ROLE = HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)
 
 
 class ImagesSimilarityInputSerializer(serializers.Serializer):
-    image_1 = serializers.PrimaryKeyRelatedField(queryset=Image.objects.all())
-    image_2 = serializers.PrimaryKeyRelatedField(queryset=Image.objects.all())
+    image_1 = ObjectIdField(queryset=Image.objects.all())
+    image_2 = ObjectIdField(queryset=Image.objects.all())
 
 
 class EmbeddingModelSerializer(serializers.Serializer):

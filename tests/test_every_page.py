@@ -157,7 +157,7 @@ def test_the_job_page_shows_an_export_result_that_counts_its_items(client_for, c
     page = client_for(coordinator).get(f"/jobs/{job.pk}/")
     assert page.status_code == 200
     html = page.content.decode()
-    assert "<dt>items</dt><dd class=\"mono\">12</dd>" in html
+    assert '<dt>items</dt><dd class="mono">12</dd>' in html
 
 
 def test_no_template_looks_up_a_dict_method():
