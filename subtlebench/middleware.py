@@ -37,8 +37,13 @@ class ControlCharacterMiddleware:
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
+def wants_json(request) -> bool:
+    """The API, and a page's script that asks for JSON (`Accept: application/json`, e.g. the caption autosave)."""
+    return request.path.startswith("/api/") or request.headers.get("Accept", "").startswith("application/json")
+
+
 def invalid_request(request, error: Invalid):
-    if request.path.startswith("/api/"):
+    if wants_json(request):
         return error_response(request, error)
     return error_response(
         request, error, page=lambda message: render(request, "400.html", {"message": message}, status=400)

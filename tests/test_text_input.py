@@ -32,7 +32,7 @@ def api_error(response, status: int = 400) -> dict:
 def open_study() -> Study:
     for _ in range(4):
         make_pair()
-    return studies.study_create(name="Open", fraction=1, practice_count=1, open_cap=5)
+    return studies.study_create(name="Open", fraction=0.5, practice_count=1, open_cap=5)
 
 
 # --- Control characters ------------------------------------------------------------------------------------
@@ -72,6 +72,28 @@ def test_a_nul_in_a_page_form_is_refused_and_nothing_is_stored(client_for, coord
     assert response.status_code == 400
     assert b"name" in response.content and b"NUL" in response.content
     assert not Study.objects.exists()
+
+
+def test_a_page_script_that_asks_for_json_gets_the_json_error_body(client_for, annotator):
+    response = client_for(annotator).post(
+        "/captions/tasks/1/draft/", {"text": "a\x00b"}, HTTP_ACCEPT="application/json"
+    )
+    assert list(api_error(response)["errors"]) == ["text"]
+
+
+def test_a_participant_answer_with_an_infinite_time_is_not_a_server_error(client):
+    study = open_study()
+    participant = studies.participant_create(study=study)
+    participant.consent()
+    from evaluation import participation
+
+    while (assignment := participation.participant_next_practice(participant=participant)) is not None:
+        participation.assignment_answer(participant=participant, token=assignment.token, position=1)
+    item = participation.participant_next_item(participant=participant)
+    response = client.post(f"/p/{participant.token}/items/{item.token}/", {"option": "1", "active_ms": "1e999"})
+    assert response.status_code == 302
+    item.refresh_from_db()
+    assert item.answered_at is not None and item.active_ms is not None
 
 
 def test_a_nul_anywhere_in_a_json_body_is_refused_naming_its_path(client_for, annotator):
