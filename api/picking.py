@@ -138,10 +138,10 @@ class PairSubmitInputSerializer(serializers.Serializer):
     index_a = whole_number(help_text="Frame A's index in the video.")
     index_b = whole_number()
     category = serializers.ChoiceField(choices=Category.choices)
-    question = free_text(QUESTION_MAX, lines="single", allow_blank=True)
-    answer = free_text(SHORT_TEXT_MAX, lines="single", allow_blank=True, required=False, default="")
+    question = free_text(QUESTION_MAX, allow_blank=True)
+    answer = free_text(SHORT_TEXT_MAX, allow_blank=True, required=False, default="")
     distractors = serializers.ListField(
-        child=free_text(SHORT_TEXT_MAX, lines="single", allow_blank=True),
+        child=free_text(SHORT_TEXT_MAX, allow_blank=True),
         required=False,
         default=list,
         max_length=OPTIONS_MAX,
@@ -204,10 +204,10 @@ def pair_submit(request):
 class PairCorrectionsSerializer(serializers.Serializer):
     """Only the fields the reviewer changed."""
 
-    question = free_text(QUESTION_MAX, lines="single", required=False, allow_blank=True)
-    answer = free_text(SHORT_TEXT_MAX, lines="single", required=False, allow_blank=True)
+    question = free_text(QUESTION_MAX, required=False, allow_blank=True)
+    answer = free_text(SHORT_TEXT_MAX, required=False, allow_blank=True)
     distractors = serializers.ListField(
-        child=free_text(SHORT_TEXT_MAX, lines="single", allow_blank=True), required=False, max_length=OPTIONS_MAX
+        child=free_text(SHORT_TEXT_MAX, allow_blank=True), required=False, max_length=OPTIONS_MAX
     )
 
 

@@ -10,7 +10,7 @@ from django.db.models import Count
 from annotator.export.format import Problem, option_clean, option_key, question_problems
 from annotator.models import Category, Pair
 from subtlebench.errors import Invalid
-from subtlebench.text import QUESTION_MAX, SHORT_TEXT_MAX, options_validator
+from subtlebench.text import OPTIONS_MAX, QUESTION_MAX, SHORT_TEXT_MAX
 
 FIRST = "first image"
 SECOND = "second image"
@@ -114,15 +114,16 @@ def question_validate(*, category: str, question: str, answer: str, distractors:
 
 
 def _refuse_oversized(question: str, answer: str, distractors: list) -> None:
-    """The length limits of the model fields, checked before anything else reads the texts."""
+    """The length limits of the model fields, checked before anything else reads the texts. Line breaks and
+    invisible characters are the format's rules (`question_problems`), so every entry point words them alike."""
     errors: dict[str, list[str]] = {}
     for name, value, limit in (("question", question, QUESTION_MAX), ("answer", answer, SHORT_TEXT_MAX)):
         if len(value) > limit:
             errors[name] = [f"{len(value)} characters; at most {limit}."]
-    try:
-        options_validator(list(distractors))
-    except Invalid as error:
-        errors["distractors"] = error.messages
+    if len(distractors) > OPTIONS_MAX:
+        errors["distractors"] = [f"{len(distractors)} options; at most {OPTIONS_MAX}."]
+    elif any(isinstance(text, str) and len(text) > SHORT_TEXT_MAX for text in distractors):
+        errors["distractors"] = [f"An option is longer than {SHORT_TEXT_MAX} characters."]
     if errors:
         raise Invalid(errors)
 
