@@ -11,6 +11,7 @@ from annotator.models import (
     Image,
     ImageEmbedding,
     Job,
+    JobTask,
     Pair,
     PairDraft,
     Review,
@@ -67,6 +68,15 @@ class CaptionAdmin(admin.ModelAdmin):
 class JobAdmin(admin.ModelAdmin):
     list_display = ("title", "kind", "status", "done", "total", "created", "finished")
     list_filter = ("kind", "status")
+
+
+@admin.register(JobTask)
+class JobTaskAdmin(admin.ModelAdmin):
+    """The units of jobs (the outbox): where a stuck job's work is, which worker had it, why it was requeued."""
+
+    list_display = ("pk", "job", "name", "status", "attempts", "sends", "worker", "heartbeat")
+    list_filter = ("status", "name")
+    raw_id_fields = ("job",)
 
 
 @admin.register(EmbeddingModel)

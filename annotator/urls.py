@@ -15,6 +15,8 @@ urlpatterns = [
     # Jobs
     path("jobs/", views_jobs.job_list, name="job-list"),
     path("jobs/<int:job_id>/", views_jobs.job_detail, name="job-detail"),
+    path("jobs/<int:job_id>/cancel/", views_jobs.job_cancel_view, name="job-cancel"),
+    path("jobs/<int:job_id>/retry/", views_jobs.job_retry_view, name="job-retry"),
     # Similarity
     # Pair picking and review
     path("work/", views_picking.work, name="picking-work"),

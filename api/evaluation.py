@@ -46,6 +46,10 @@ class StudyOutputSerializer(serializers.ModelSerializer):
             "open_url",
             "completion_code",
             "redirect_url",
+            "session_minutes",
+            "no_items_code",
+            "no_items_url",
+            "turned_away",
             "created",
             "scored_items",
         ]
@@ -72,6 +76,8 @@ class StudyCreateInputSerializer(serializers.Serializer):
     invites = whole_number(default=0, high=10000)
     open_cap = whole_number(default=0, high=100000)
     redirect_url = serializers.URLField(default="", allow_blank=True, max_length=200)  # the column's
+    session_minutes = whole_number(default=60, low=1, high=10080)
+    no_items_url = serializers.URLField(default="", allow_blank=True, max_length=200)  # the column's
 
 
 class InviteOutputSerializer(serializers.Serializer):
@@ -183,7 +189,9 @@ class ParticipantItemSerializer(serializers.Serializer):
     question = serializers.CharField(required=False)
     options = serializers.ListField(child=serializers.CharField(), required=False)
     images = serializers.ListField(child=serializers.CharField(), required=False)
-    completion_code = serializers.CharField(required=False)
+    completion_code = serializers.CharField(required=False, help_text="Only for a participant who answered items.")
+    no_items = serializers.BooleanField(required=False, help_text="No scored item could be served: not finished.")
+    no_items_code = serializers.CharField(required=False, help_text="The study's code for arrivals with no item.")
 
 
 class ParticipantAnswerInputSerializer(serializers.Serializer):
@@ -205,9 +213,13 @@ def participant_item(request, token):
     participant = _participant(token)
     if participant.stage in ("invited", "practice"):
         raise Conflict("Agree to the study and finish the practice on its pages first.")
+    if participant.stage == "turned away":
+        return Response({"done": True, "no_items": True, "no_items_code": participant.study.no_items_code})
     assignment = participation.participant_next_item(participant=participant)
     if assignment is None:
-        participant.refresh_from_db(fields=["finished_at"])
+        participant.refresh_from_db(fields=["finished_at", "turned_away_at"])
+        if participant.stage == "turned away":
+            return Response({"done": True, "no_items": True, "no_items_code": participant.study.no_items_code})
         if participant.finished_at is None:
             return Response({"done": False, "wait": True})
         return Response({"done": True, "completion_code": participant.study.completion_code})

@@ -9,9 +9,11 @@ from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
 from annotator.export.services import ExportOptions, export_folder_for_web, export_start
+from annotator.jobs.services import clean_idempotency_key
 from annotator.models import Category, Domain, Job
 from api.errors import error_responses
 from api.fields import INT32_MAX, free_text, whole_number
+from api.jobs import IDEMPOTENCY_KEY
 from api.pagination import page_response, paginated
 from subtlebench.roles import COORDINATOR, HasRole
 from subtlebench.text import SHORT_TEXT_MAX
@@ -27,6 +29,7 @@ class ExportStartInputSerializer(serializers.Serializer):
     categories = serializers.ListField(child=serializers.ChoiceField(Category.choices), default=list, max_length=20)
     domains = serializers.ListField(child=serializers.ChoiceField(Domain.choices), default=list, max_length=20)
     reproducible = serializers.BooleanField(default=False)
+    replace = serializers.BooleanField(default=False, help_text="Replace an earlier export at the target.")
 
 
 class ExportOutputSerializer(serializers.Serializer):
@@ -48,24 +51,33 @@ class ExportOutputSerializer(serializers.Serializer):
         return f"/jobs/{job.pk}/"
 
     def get_download_url(self, job) -> str | None:
-        return f"/exports/{job.pk}/download/" if job.status == Job.Status.SUCCEEDED else None
+        if job.status != Job.Status.SUCCEEDED or "replaced_at" in (job.result or {}):
+            return None
+        return f"/exports/{job.pk}/download/"
 
 
 def export_jobs():
     return Job.objects.filter(kind=Job.Kind.EXPORT).select_related("created_by").order_by("-created")
 
 
-@extend_schema(request=ExportStartInputSerializer, responses={202: ExportOutputSerializer, **error_responses(400, 403)})
+@extend_schema(
+    request=ExportStartInputSerializer,
+    parameters=[IDEMPOTENCY_KEY],
+    responses={202: ExportOutputSerializer, **error_responses(400, 403, 409)},
+)
 @api_view(["POST"])
 @permission_classes([HasRole.of(COORDINATOR)])
 def export_start_api(request):
-    """Queue an export job; poll its detail (or /jobs/<id>/) for progress and counts."""
+    """Queue an export job; poll its detail (or /jobs/<id>/) for progress and counts. A target that already
+    holds an export answers 409 unless `replace` is true. With an `Idempotency-Key` header a retried request
+    answers the job the first one made."""
     data = ExportStartInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     fields = dict(data.validated_data)
     target = fields.pop("target").strip()
     options = ExportOptions(**fields, out=target if target.startswith("s3://") else export_folder_for_web(target))
-    job = export_start(options=options, user=request.user)
+    key = clean_idempotency_key(request.headers.get("Idempotency-Key"))
+    job = export_start(options=options, user=request.user, idempotency_key=key)
     return Response(ExportOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

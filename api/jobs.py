@@ -4,14 +4,24 @@ from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers
+from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
+from annotator.jobs.services import job_cancel, job_retry
 from annotator.models import Job
 from api.errors import error_responses
 from api.pagination import page_response, paginated
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
+
+# The create endpoints of jobs (import, export) take this header: a retry with the same key answers the first job.
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description="Any unique text per intended job (e.g. a UUID): a retry with the same key creates no second job.",
+)
 
 
 class JobOutputSerializer(serializers.ModelSerializer):
@@ -34,6 +44,7 @@ class JobOutputSerializer(serializers.ModelSerializer):
             "created",
             "started",
             "finished",
+            "heartbeat",
         ]
 
 
@@ -62,3 +73,21 @@ def job_list(request):
 def job_detail(request, job_id):
     job = get_object_or_404(Job.objects.select_related("created_by"), pk=job_id)
     return Response(JobOutputSerializer(job).data)
+
+
+@extend_schema(request=None, responses={200: JobOutputSerializer, **error_responses(403, 404, 409)})
+@api_view(["POST"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def job_cancel_api(request, job_id):
+    """Cancel a queued or running job: units not started never run, running ones stop at their next unit."""
+    job = job_cancel(job=get_object_or_404(Job, pk=job_id), user=request.user)
+    return Response(JobOutputSerializer(job).data)
+
+
+@extend_schema(request=None, responses={201: JobOutputSerializer, **error_responses(403, 404, 409)})
+@api_view(["POST"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def job_retry_api(request, job_id):
+    """Run a failed or cancelled job again, as a new job with the same units (work already done is skipped)."""
+    again = job_retry(job=get_object_or_404(Job, pk=job_id), user=request.user)
+    return Response(JobOutputSerializer(again).data, status=status.HTTP_201_CREATED)

@@ -11,6 +11,8 @@ urlpatterns = [
     # Jobs
     path("jobs/", jobs.job_list, name="api-job-list"),
     path("jobs/<int:job_id>/", jobs.job_detail, name="api-job-detail"),
+    path("jobs/<int:job_id>/cancel/", jobs.job_cancel_api, name="api-job-cancel"),
+    path("jobs/<int:job_id>/retry/", jobs.job_retry_api, name="api-job-retry"),
     # Videos and frames
     # Similarity
     # Picking and review

@@ -8,10 +8,12 @@ from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
+from annotator.jobs.services import clean_idempotency_key
 from annotator.models import Domain, Frame, Video
 from annotator.videos.services import ImportSourceError, videos_import
 from api.errors import error_responses
 from api.fields import free_text, whole_number
+from api.jobs import IDEMPOTENCY_KEY
 from api.pagination import page_response, paginated
 from subtlebench.errors import Invalid
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
@@ -127,12 +129,16 @@ class VideoImportOutputSerializer(serializers.Serializer):
 
 
 @extend_schema(
-    request=VideoImportInputSerializer, responses={202: VideoImportOutputSerializer, **error_responses(400, 403)}
+    request=VideoImportInputSerializer,
+    parameters=[IDEMPOTENCY_KEY],
+    responses={202: VideoImportOutputSerializer, **error_responses(400, 403)},
 )
 @api_view(["POST"])
 @permission_classes([HasRole.of(COORDINATOR)])
 def video_import(request):
-    """Start an import job; each video is sampled by a worker. Follow it at /api/jobs/<job_id>/."""
+    """Start an import job; each video is sampled by a worker. Follow it at /api/jobs/<job_id>/.
+
+    Send an `Idempotency-Key` header to retry safely: the same key answers the job the first request made."""
     data = VideoImportInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     try:
@@ -142,6 +148,7 @@ def video_import(request):
             count=data.validated_data.get("frames"),
             domain=data.validated_data["domain"],
             created_by=request.user,
+            idempotency_key=clean_idempotency_key(request.headers.get("Idempotency-Key")),
         )
     except ImportSourceError as error:  # the service's source is this endpoint's `path`
         raise Invalid({"path": error.messages}) from error

@@ -23,13 +23,14 @@ def seed_demo_study(stdout=None) -> Study | None:
     # Four participants share the rater places evenly, so each has answers to show.
     study.items_per_participant = -(-study.items.scored().count() * study.raters_per_item // 4)
     study.save(update_fields=["items_per_participant"])
+    # Invites made while places are free: once the four fill every item, the invites page shows them unusable.
+    studies.study_invite(study=study, count=3)
     for number, accuracy in enumerate((0.95, 0.9, 0.85, 1.0), start=1):
         participant = studies.participant_create(study=study)
         participant.record_url_parameters(
             {"PROLIFIC_PID": f"demo-{number:02d}", "STUDY_ID": "demo", "SESSION_ID": f"s{number}"}
         )
         participation.participant_answer_all(participant=participant, accuracy=accuracy, seed=number)
-    studies.study_invite(study=study, count=3)
     if stdout:
         stdout.write(
             f"Demo study: '{study.name}' with {study.items.scored().count()} items and 4 finished participants."

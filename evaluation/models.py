@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotator.export.format import item_id
 from annotator.models import Category, Domain, Pair
-from subtlebench.text import NAME_MAX, NOTE_MAX, single_line, text_validators
+from subtlebench.text import NAME_MAX, NOTE_MAX, PAGE_TEXT_MAX, single_line, text_validators
 
 
 def new_token() -> str:
@@ -25,6 +26,24 @@ def new_item_token() -> str:
 
 def new_completion_code() -> str:
     return secrets.token_hex(4).upper()
+
+
+def new_order_seed() -> str:
+    """A participant's secret seed: drawn by the server, never shown, so no order can be recomputed from outside."""
+    return secrets.token_hex(16)
+
+
+# What participants read before they agree (issue 12): each study's own copy, edited on the study form.
+DEFAULT_INSTRUCTIONS = (
+    "You will see pairs of nearly identical images, a first image and a second image. For each pair, answer one "
+    "multiple-choice question about what differs between them.\n\n"
+    "Look at both images carefully: the differences are small on purpose."
+)
+DEFAULT_CONSENT = (
+    "Your answers and the time you take are recorded for research on how well people and computer models see "
+    "small image differences. We store no name or e-mail address; a Prolific id is kept only to pay you."
+)
+DEFAULT_WITHDRAWAL = "Taking part is voluntary. You may stop at any time by closing this page, without giving a reason."
 
 
 class Study(models.Model):
@@ -51,6 +70,38 @@ class Study(models.Model):
     open_cap = models.PositiveIntegerField(default=0, help_text="Participants the open link admits; 0: no open link.")
     completion_code = models.CharField(max_length=40, default=new_completion_code)
     redirect_url = models.URLField(blank=True, help_text="Where the end page sends participants, e.g. Prolific.")
+    # Integrity (issue 12): places are held by consented sessions for a limited time, and arrivals that find no
+    # item left get their own code (Prolific's "no places" convention), never the completion code.
+    session_minutes = models.PositiveIntegerField(
+        default=60, help_text="An unfinished session expires this long after consent, and its place goes back."
+    )
+    no_items_code = models.CharField(
+        max_length=40, default=new_completion_code, help_text="Given to arrivals no item can be served to."
+    )
+    no_items_url = models.URLField(blank=True, help_text="Where arrivals no item can be served to are sent back.")
+    turned_away = models.PositiveIntegerField(
+        default=0, help_text="Open-link arrivals told that no item was left for them (once per browser session)."
+    )
+    # Participants' screens and texts (issue 12, items 5 and 7).
+    min_viewport_width = models.PositiveIntegerField(
+        default=1024, help_text="Narrowest browser window (CSS px) admitted at consent; 0: any."
+    )
+    min_viewport_height = models.PositiveIntegerField(
+        default=0, help_text="Lowest browser window (CSS px) admitted at consent; 0: any."
+    )
+    expected_minutes = models.PositiveSmallIntegerField(default=15, help_text="How long the study takes, as told.")
+    contact = models.CharField(
+        max_length=200, blank=True, validators=[single_line], help_text="Whom participants ask, e.g. an e-mail."
+    )
+    instructions_text = models.TextField(
+        default=DEFAULT_INSTRUCTIONS, max_length=PAGE_TEXT_MAX, validators=text_validators(PAGE_TEXT_MAX)
+    )
+    consent_text = models.TextField(
+        default=DEFAULT_CONSENT, max_length=PAGE_TEXT_MAX, validators=text_validators(PAGE_TEXT_MAX)
+    )
+    withdrawal_text = models.TextField(
+        default=DEFAULT_WITHDRAWAL, max_length=PAGE_TEXT_MAX, validators=text_validators(PAGE_TEXT_MAX)
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
     created = models.DateTimeField(default=timezone.now)
 
@@ -61,11 +112,34 @@ class Study(models.Model):
     def __str__(self):
         return self.name
 
+    def viewport_problem(self, width: int, height: int) -> str:
+        """Why a browser window of width × height CSS px is too small for this study ("" when it is not)."""
+        short = []
+        if width < self.min_viewport_width:
+            short.append(f"at least {self.min_viewport_width} px wide")
+        if height < self.min_viewport_height:
+            short.append(f"at least {self.min_viewport_height} px high")
+        if not short:
+            return ""
+        return f"Your browser window is {width} × {height} px; this study needs a window {' and '.join(short)}."
+
     @property
     def open_slots_left(self) -> int:
+        """Open-link places not held by a session: unfinished sessions past their time limit give theirs back."""
         if not self.open_cap:
             return 0
-        return max(0, self.open_cap - self.participants.filter(via_open_link=True).count())
+        return max(0, self.open_cap - self.participants.filter(via_open_link=True).holding_place().count())
+
+    def has_items_for(self, participant: Participant | None = None, now=None) -> bool:
+        """True when some scored item has a free rater place (answers and live leases count) this person has not had."""
+        items = self.items.scored().with_free_place(self.raters_per_item, now)
+        if participant is not None and participant.pk:
+            items = items.exclude(assignments__participant=participant)
+        return items.exists()
+
+    def is_full(self) -> bool:
+        """Every scored item has all its answers: no place can ever open again, so no new invite can be used."""
+        return not self.items.scored().with_free_place(self.raters_per_item, answered_only=True).exists()
 
 
 class StudyItemQuerySet(models.QuerySet):
@@ -77,6 +151,16 @@ class StudyItemQuerySet(models.QuerySet):
 
     def attention(self):
         return self.filter(kind=StudyItem.Kind.ATTENTION)
+
+    def with_free_place(self, raters_per_item: int, now=None, *, answered_only: bool = False):
+        """Items fewer than `raters_per_item` assignments hold: answered ones, and (unless `answered_only`)
+        leased ones whose lease has not run out."""
+        assignments = Assignment.objects.filter(item=models.OuterRef("pk"))
+        holding = assignments.answered() if answered_only else assignments.holding(now)
+        taken = holding.order_by().values("item").annotate(n=models.Count("pk")).values("n")
+        return self.annotate(
+            places_taken=Coalesce(models.Subquery(taken, output_field=models.IntegerField()), 0)
+        ).filter(places_taken__lt=raters_per_item)
 
 
 class StudyItem(models.Model):
@@ -118,8 +202,35 @@ class StudyItem(models.Model):
         )
 
 
+class ParticipantQuerySet(models.QuerySet):
+    def holding_place(self, now=None):
+        """Sessions that hold a place: consented, not turned away, and finished or still within their time limit."""
+        now = now or timezone.now()
+        return self.filter(consented_at__isnull=False, turned_away_at__isnull=True).filter(
+            models.Q(finished_at__isnull=False) | models.Q(expires_at__gt=now)
+        )
+
+    def active(self, now=None):
+        """Sessions under way: holding a place unfinished, with a live item lease or agreed within a lease time."""
+        now = now or timezone.now()
+        recent = now - timedelta(minutes=settings.STUDY_LEASE_MINUTES)
+        leased = Assignment.objects.filter(
+            participant=models.OuterRef("pk"), answered_at__isnull=True, lease_expires__gt=now
+        )
+        return (
+            self.holding_place(now)
+            .filter(finished_at__isnull=True)
+            .filter(models.Q(consented_at__gt=recent) | models.Exists(leased))
+        )
+
+
 class Participant(models.Model):
     """Someone taking a study through an invite link (or the open link); no account."""
+
+    class Device(models.TextChoices):
+        PHONE = "phone"
+        TABLET = "tablet"
+        DESKTOP = "desktop"
 
     study = models.ForeignKey(Study, models.CASCADE, related_name="participants")
     token = models.CharField(max_length=64, unique=True, default=new_token)
@@ -127,11 +238,24 @@ class Participant(models.Model):
     prolific_pid = models.CharField(max_length=100, blank=True)
     prolific_study_id = models.CharField(max_length=100, blank=True)
     prolific_session_id = models.CharField(max_length=100, blank=True)
-    attention_slots = models.JSONField(default=list, blank=True, help_text="Sequence numbers that get a check.")
     created = models.DateTimeField(default=timezone.now)
     consented_at = models.DateTimeField(null=True, blank=True)
     practice_done_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Integrity (issue 12). Every per-participant order (items, options, where the attention checks fall) comes
+    # from order_seed, which no page or API shows; tokens and ids, which the participant can see, play no part.
+    order_seed = models.CharField(max_length=64, default=new_order_seed, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Consent plus the study's time limit.")
+    turned_away_at = models.DateTimeField(
+        null=True, blank=True, help_text="When this participant was told that no item was left for them."
+    )
+    # The screen measured in the browser at consent (issue 12, item 5).
+    viewport_width = models.PositiveIntegerField(null=True, blank=True, help_text="window.innerWidth at consent.")
+    viewport_height = models.PositiveIntegerField(null=True, blank=True, help_text="window.innerHeight at consent.")
+    device_class = models.CharField(max_length=10, choices=Device.choices, blank=True)
+    user_agent = models.CharField(max_length=400, blank=True)
+
+    objects = ParticipantQuerySet.as_manager()
 
     class Meta:
         ordering = ["created", "pk"]
@@ -139,10 +263,22 @@ class Participant(models.Model):
     def __str__(self):
         return f"participant {self.pk} of study {self.study_id}"
 
+    def record_screen(self, screen) -> None:
+        """Keep the viewport and device class measured at consent (a `screens.Screen`)."""
+        self.viewport_width = screen.width
+        self.viewport_height = screen.height
+        self.device_class = screen.device_class
+        self.user_agent = screen.user_agent[:400]
+        self.save(update_fields=["viewport_width", "viewport_height", "device_class", "user_agent"])
+
     @property
     def stage(self) -> str:
         if self.finished_at:
             return "finished"
+        if self.turned_away_at:
+            return "turned away"
+        if self.is_expired():
+            return "expired"
         if self.practice_done_at:
             return "scored"
         if self.consented_at:
@@ -161,10 +297,29 @@ class Participant(models.Model):
         if changed:
             self.save(update_fields=changed)
 
+    def is_expired(self, now=None) -> bool:
+        """An unfinished session past its time limit: it holds no place and takes no more answers."""
+        return bool(not self.finished_at and self.expires_at and self.expires_at <= (now or timezone.now()))
+
     def consent(self, now=None) -> None:
+        """Agree to take part: the session starts and holds its place until the study's time limit."""
         if not self.consented_at:
-            self.consented_at = now or timezone.now()
-            self.save(update_fields=["consented_at"])
+            now = now or timezone.now()
+            self.consented_at = now
+            self.expires_at = now + timedelta(minutes=self.study.session_minutes)
+            self.turned_away_at = None  # an invite turned away earlier may be used once items are free again
+            self.save(update_fields=["consented_at", "expires_at", "turned_away_at"])
+
+    def turn_away(self, now=None) -> None:
+        """Record that no item could be served to this participant (reported apart, never as finished)."""
+        if not self.turned_away_at and not self.finished_at:
+            self.turned_away_at = now or timezone.now()
+            self.save(update_fields=["turned_away_at"])
+
+    def lease_until(self, now) -> datetime:
+        """When a lease given now ends: after STUDY_LEASE_MINUTES, but never after the session itself expires."""
+        lease = now + timedelta(minutes=settings.STUDY_LEASE_MINUTES)
+        return min(lease, self.expires_at) if self.expires_at else lease
 
     def finish_practice(self, now=None) -> None:
         if not self.practice_done_at:
@@ -223,7 +378,7 @@ class Assignment(models.Model):
 
     def renew_lease(self, now=None) -> None:
         now = now or timezone.now()
-        self.lease_expires = now + timedelta(minutes=settings.STUDY_LEASE_MINUTES)
+        self.lease_expires = self.participant.lease_until(now)
         self.save(update_fields=["lease_expires"])
 
     def record_answer(self, *, position: int, active_ms: int | None, client_key: str | None, now=None) -> None:

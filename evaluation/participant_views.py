@@ -6,17 +6,18 @@ import mimetypes
 
 from django.conf import settings
 from django.core import signing
-from django.http import Http404, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from evaluation import participation, studies
+from evaluation import participation, screens, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
 from subtlebench.errors import Forbidden, ServiceError
 from subtlebench.pages import error_response
 
 IMAGE_SALT = "evaluation.participant-image"
+AGREE_FIRST = "Please tick the box to agree before you start."
 
 
 def load_participant(token: str) -> Participant:
@@ -50,53 +51,143 @@ def stage_url(participant: Participant) -> str:
         "practice": "participant-practice",
         "scored": "participant-item",
         "finished": "participant-done",
+        "turned away": "participant-done",
+        "expired": "participant-done",
     }[participant.stage]
     return reverse(name, args=[participant.token])
 
 
+def _session_key(study: Study) -> str:
+    return f"study-{study.pk}-participant"
+
+
+def _closed_page(request, error, title: str = "Not available"):
+    if isinstance(error, participation.AlreadyTakenPart):
+        title = "You have already taken part"
+    return error_response(
+        request,
+        error,
+        page=lambda message: render(
+            request, "evaluation/participant/closed.html", {"message": message, "title": title}
+        ),
+    )
+
+
+def _no_items_page(request, study: Study):
+    """No scored item can be served: the study's own "no items" code and return URL, never the completion code."""
+    return render(request, "evaluation/participant/no_items.html", {"study": study}, status=200)
+
+
+def _start_page(request, study: Study, action: str, params, error: str = "", status: int = 200):
+    context = {
+        "study": study,
+        "action": action,
+        "prolific": participation.prolific_parameters(params),
+        "error": error,
+    }
+    return render(request, "evaluation/participant/start.html", context, status=status)
+
+
+def _measured_screen(request, study: Study) -> screens.Screen:
+    """The window the consent form measured, held to the study's minimum here too (the page checks it first)."""
+    screen = screens.screen_from_form(request.POST, user_agent=request.headers.get("User-Agent", ""))
+    screens.screen_check(study=study, screen=screen)
+    return screen
+
+
 @require_GET
 def open_link(request, open_token):
+    """The open link's consent page. A GET takes no place and creates nobody: that happens at consent."""
     study = get_object_or_404(Study, open_token=open_token)
     try:
-        participant = participation.participant_join_open(study=study, params=request.GET)
-    except Forbidden as error:  # full, or no open link
-        return error_response(
-            request,
-            error,
-            page=lambda message: render(request, "evaluation/participant/closed.html", {"message": message}),
+        existing = participation.participant_returning(
+            study=study, params=request.GET, resumable=request.session.get(_session_key(study), "")
         )
-    return HttpResponseRedirect(stage_url(participant))
+        if existing is not None:
+            return redirect(stage_url(existing))
+        participation.open_link_arrival_check(study=study)
+    except participation.NoItemsLeft:
+        _count_turned_away_once(request, study)
+        return _no_items_page(request, study)
+    except Forbidden as error:  # full, no open link, or a Prolific id that already took part
+        return _closed_page(request, error)
+    return _start_page(request, study, reverse("participant-open-consent", args=[open_token]), request.GET)
+
+
+@require_POST
+def open_consent(request, open_token):
+    study = get_object_or_404(Study, open_token=open_token)
+    action = reverse("participant-open-consent", args=[open_token])
+    if request.POST.get("agree") != "yes":
+        return _start_page(request, study, action, request.POST, error=AGREE_FIRST, status=400)
+    try:
+        screen = _measured_screen(request, study)
+        participant = participation.participant_join_open(
+            study=study, params=request.POST, resumable=request.session.get(_session_key(study), ""), screen=screen
+        )
+    except participation.NoItemsLeft:
+        _count_turned_away_once(request, study)
+        return _no_items_page(request, study)
+    except Forbidden as error:
+        return _closed_page(request, error)
+    except ServiceError as error:  # a window below the study's minimum, or none measured
+        return _start_page(request, study, action, request.POST, error=error.detail, status=error.status)
+    request.session[_session_key(study)] = participant.token
+    return redirect(stage_url(participant))
+
+
+def _count_turned_away_once(request, study: Study) -> None:
+    key = f"study-{study.pk}-turned-away"
+    if not request.session.get(key):
+        studies.study_count_turned_away(study=study)
+        request.session[key] = True
 
 
 @require_GET
 def start(request, token):
+    """An invite's consent page: like the open link's, it takes nothing on a GET."""
     participant = load_participant(token)
-    participant.record_url_parameters(request.GET)
-    if participant.stage != "invited":
+    if participant.consented_at or participant.finished_at:
         return redirect(stage_url(participant))
-    return render(request, "evaluation/participant/start.html", {"participant": participant})
+    study = participant.study
+    pid = participation.prolific_parameters(request.GET).get("PROLIFIC_PID")
+    if pid and study.participants.filter(prolific_pid=pid).exclude(pk=participant.pk).exists():
+        return _closed_page(request, participation.AlreadyTakenPart(participation.ALREADY_TOOK_PART))
+    if not study.has_items_for(participant):
+        participant.turn_away()
+        return _no_items_page(request, study)
+    return _start_page(request, study, reverse("participant-consent", args=[token]), request.GET)
 
 
 @require_POST
 def consent(request, token):
     participant = load_participant(token)
+    if participant.consented_at:  # a second tab's form: the screen and time of the first consent stand
+        return redirect(stage_url(participant))
+    study = participant.study
+    action = reverse("participant-consent", args=[token])
     if request.POST.get("agree") != "yes":
-        return render(
-            request,
-            "evaluation/participant/start.html",
-            {"participant": participant, "error": "Please tick the box to agree before you start."},
-            status=400,
-        )
-    participant.consent()
+        return _start_page(request, study, action, request.POST, error=AGREE_FIRST, status=400)
+    try:
+        screen = _measured_screen(request, study)
+        participant = participation.participant_consent(participant=participant, params=request.POST, screen=screen)
+    except participation.AlreadyTakenPart as error:
+        return _closed_page(request, error)
+    except ServiceError as error:  # a window below the study's minimum, or none measured
+        return _start_page(request, study, action, request.POST, error=error.detail, status=error.status)
+    request.session[_session_key(study)] = participant.token
     return redirect(stage_url(participant))
 
 
 @require_GET
 def practice(request, token):
     participant = load_participant(token)
-    if participant.stage == "invited":
+    if participant.stage != "practice":
         return redirect(stage_url(participant))
-    assignment = participation.participant_next_practice(participant=participant)
+    try:
+        assignment = participation.participant_next_practice(participant=participant)
+    except participation.SessionExpired:
+        return redirect(stage_url(participant))
     if assignment is None and not participant.study.practice_count:
         return redirect("participant-item", token)  # no practice block: straight to the items
     if assignment is None:
@@ -133,21 +224,39 @@ def practice_answer(request, token, item_token):
         "correct": assignment.correct,
         "answer": options[0],
         "chosen": options[assignment.chosen],
-    }
+    } | practice_feedback_context(assignment)
     return render(request, "evaluation/participant/practice_feedback.html", context)
+
+
+def practice_feedback_context(assignment: Assignment) -> dict:
+    """The practice pair again, its options in the order shown, the right one (and a wrong choice) marked."""
+    options = assignment.item.pair.options
+    marked = [
+        {"text": options[index], "right": index == 0, "chosen": index == assignment.chosen}
+        for index in assignment.permutation
+    ]
+    return {
+        "question": assignment.item.pair.question,
+        "marked_options": marked,
+        "image_1": image_url(assignment, 1),
+        "image_2": image_url(assignment, 2),
+    }
 
 
 @require_GET
 def item(request, token):
     participant = load_participant(token)
-    if participant.stage in ("invited", "practice"):
+    if participant.stage != "scored":
         return redirect(stage_url(participant))
-    assignment = participation.participant_next_item(participant=participant)
+    try:
+        assignment = participation.participant_next_item(participant=participant)
+    except participation.SessionExpired:
+        return redirect(stage_url(participant))
     if assignment is None:
-        participant.refresh_from_db(fields=["finished_at"])
-        if participant.finished_at is None:
+        participant.refresh_from_db(fields=["finished_at", "turned_away_at"])
+        if participant.stage == "scored":
             return render(request, "evaluation/participant/wait.html", {"participant": participant})
-        return redirect("participant-done", token)
+        return redirect(stage_url(participant))
     context = item_context(assignment) | {
         "practice": False,
         "action": reverse("participant-answer", args=[token, assignment.token]),
@@ -174,9 +283,15 @@ def answer(request, token, item_token):
 @require_GET
 def done(request, token):
     participant = load_participant(token)
+    study = participant.study
+    if participant.stage == "turned away":
+        return _no_items_page(request, study)
+    if participant.stage == "expired":
+        return render(request, "evaluation/participant/expired.html", {"participant": participant, "study": study})
     if participant.stage != "finished":
         return redirect(stage_url(participant))
-    return render(request, "evaluation/participant/done.html", {"participant": participant, "study": participant.study})
+    context = {"participant": participant, "study": study, "redirect_seconds": settings.STUDY_REDIRECT_SECONDS}
+    return render(request, "evaluation/participant/done.html", context)
 
 
 @require_http_methods(["GET", "HEAD"])

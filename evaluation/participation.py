@@ -7,14 +7,13 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import CharField, Count, IntegerField, OuterRef, Q, Subquery, Value
 from django.db.models.functions import MD5, Cast, Coalesce, Concat
 from django.utils import timezone
 
 from evaluation.models import Assignment, Participant, Study, StudyItem
-from evaluation.studies import StudyError, participant_create
+from evaluation.studies import StudyError
 from subtlebench.errors import Conflict, Forbidden
 
 
@@ -22,47 +21,166 @@ class LeaseLost(Conflict):
     """The participant's lease on an item expired and the item went to someone else."""
 
 
-@transaction.atomic
-def participant_join_open(*, study: Study, params) -> Participant:
-    """The open link: resume the participant with this PROLIFIC_PID, or admit a new one while the cap allows."""
-    Study.objects.select_for_update().get(pk=study.pk)  # one admission at a time keeps the cap exact
-    pid = (params.get("PROLIFIC_PID") or "").strip()[:100]  # as record_url_parameters keeps it
-    if pid:
-        existing = study.participants.filter(prolific_pid=pid).first()
-        if existing:
-            return existing
+class SessionExpired(Conflict):
+    """The participant's session ran past the study's time limit: its place went back and it takes no answers."""
+
+
+class AlreadyTakenPart(Forbidden):
+    """A Prolific id that already has a session in this study, arriving without proof that it is the same one."""
+
+
+class StudyFull(Forbidden):
+    """Every place of the open link is held by a consented session."""
+
+
+class NoItemsLeft(Conflict):
+    """No scored item can be served to this arrival: every place of every item it could get is taken."""
+
+
+ALREADY_TOOK_PART = (
+    "This Prolific id has already taken part in this study, so it cannot take part again. If that was you, "
+    "continue in the browser you started in, or through the link Prolific gives you for that session."
+)
+PROLIFIC_PARAMETERS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID")
+PARTICIPANT_FIELDS = ("prolific_pid", "prolific_study_id", "prolific_session_id")
+
+
+def _param(params, name: str) -> str:
+    return (params.get(name) or "").strip()[:100]
+
+
+def prolific_parameters(params) -> dict[str, str]:
+    """The Prolific parameters of a request, to carry from the consent page's GET to its POST."""
+    return {name: _param(params, name) for name in PROLIFIC_PARAMETERS if _param(params, name)}
+
+
+def _rng(participant: Participant, purpose: str, key) -> random.Random:
+    """A generator for one decision about one participant, from the participant's secret seed only."""
+    return random.Random(f"{participant.order_seed}:{purpose}:{key}")
+
+
+def _serving_order(participant: Participant):
+    """A per-participant order of items that only the server can compute (the seed is never shown)."""
+    return MD5(Concat(Value(participant.order_seed), Value(":"), Cast("pk", CharField())))
+
+
+def participant_returning(*, study: Study, params, resumable: str = "") -> Participant | None:
+    """The session an open-link arrival may have back, None for a newcomer; AlreadyTakenPart for a known id.
+
+    A Prolific id alone proves nothing (other studies and researchers see it): the session comes back only to
+    the browser session that started it (`resumable`, the token it holds) or with the STUDY_ID and SESSION_ID
+    Prolific gave that session.
+    """
+    pid = _param(params, "PROLIFIC_PID")
+    if resumable:
+        mine = study.participants.filter(token=resumable).first()
+        if mine is not None and (not pid or mine.prolific_pid in ("", pid)):
+            return mine
+    if not pid:
+        return None
+    existing = study.participants.filter(prolific_pid=pid).first()
+    if existing is None:
+        return None
+    same_ids = (_param(params, "STUDY_ID"), _param(params, "SESSION_ID")) == (
+        existing.prolific_study_id,
+        existing.prolific_session_id,
+    )
+    if same_ids and existing.prolific_study_id and existing.prolific_session_id:
+        return existing
+    raise AlreadyTakenPart(ALREADY_TOOK_PART)
+
+
+def open_link_arrival_check(*, study: Study, now=None) -> None:
+    """Why a newcomer on the open link cannot start, raised before the consent page is shown; None when it can."""
+    if not study.open_cap:
+        raise Forbidden("This study has no open link.")
     if study.open_slots_left <= 0:
-        raise Forbidden("This study is full or has no open link.")
-    participant = participant_create(study=study, via_open_link=True)
+        raise StudyFull("This study is full: every place is taken.")
+    if not study.has_items_for(None, now):
+        raise NoItemsLeft("Every item of this study already has its answers, so there is nothing left for you.")
+
+
+@transaction.atomic
+def participant_join_open(*, study: Study, params, resumable: str = "", screen=None, now=None) -> Participant:
+    """Consent on the open link: a new participant while the cap allows and items are left, or the same session.
+
+    The place is taken here, by a person agreeing, never by a GET; it goes back if the session runs past the
+    study's time limit unfinished.
+    """
+    now = now or timezone.now()
+    study = Study.objects.select_for_update().get(pk=study.pk)  # one admission at a time keeps the cap exact
+    existing = participant_returning(study=study, params=params, resumable=resumable)
+    if existing is not None:
+        return existing
+    open_link_arrival_check(study=study, now=now)
+    participant = Participant(study=study, via_open_link=True)
+    for name, field in zip(PROLIFIC_PARAMETERS, PARTICIPANT_FIELDS, strict=True):
+        setattr(participant, field, _param(params, name))
+    participant.save()
+    if screen is not None:
+        participant.record_screen(screen)
+    participant.consent(now)
+    return participant
+
+
+@transaction.atomic
+def participant_consent(*, participant: Participant, params, screen=None, now=None) -> Participant:
+    """Consent on an invite link: the session starts, unless no item is left (then it is turned away).
+
+    Returns the participant; its stage says which ("practice" or "turned away").
+    """
+    now = now or timezone.now()
+    participant = Participant.objects.select_for_update(of=("self",)).select_related("study").get(pk=participant.pk)
+    if participant.consented_at:
+        return participant
+    study = participant.study
+    pid = _param(params, "PROLIFIC_PID")
+    if pid and study.participants.filter(prolific_pid=pid).exclude(pk=participant.pk).exists():
+        raise AlreadyTakenPart(ALREADY_TOOK_PART)
+    if not study.has_items_for(participant, now):
+        participant.turn_away(now)
+        return participant
     participant.record_url_parameters(params)
+    if screen is not None:
+        participant.record_screen(screen)
+    participant.consent(now)
     return participant
 
 
 def _new_assignment(participant: Participant, item: StudyItem, sequence: int, now) -> Assignment:
-    options = len(item.pair.distractors) + 1
-    permutation = list(range(options))
-    random.Random(f"{participant.token}:{item.pk}").shuffle(permutation)
+    permutation = list(range(len(item.pair.distractors) + 1))
+    _rng(participant, "options", item.pk).shuffle(permutation)
     return Assignment.objects.create(
         participant=participant,
         item=item,
         sequence=sequence,
         permutation=permutation,
         served_at=now,
-        lease_expires=now + timedelta(minutes=settings.STUDY_LEASE_MINUTES),
+        lease_expires=participant.lease_until(now),
     )
+
+
+def _refuse_if_expired(participant: Participant, now) -> None:
+    if participant.is_expired(now):
+        raise SessionExpired("Your time for this study ran out, so it takes no more answers.")
 
 
 @transaction.atomic
 def participant_next_practice(*, participant: Participant, now=None) -> Assignment | None:
     """The participant's current practice item, or None when the practice block is done."""
     now = now or timezone.now()
-    participant = Participant.objects.select_for_update().get(pk=participant.pk)
+    participant = Participant.objects.select_for_update(of=("self",)).select_related("study").get(pk=participant.pk)
+    _refuse_if_expired(participant, now)
     done = participant.assignments.filter(item__kind=StudyItem.Kind.PRACTICE)
     open_ = done.filter(answered_at__isnull=True).select_related("item__pair").first()
     if open_:
         return open_
     item = (
-        participant.study.items.practice().exclude(assignments__participant=participant).select_related("pair").first()
+        participant.study.items.practice()
+        .exclude(assignments__participant=participant)
+        .order_by(_serving_order(participant))
+        .select_related("pair")
+        .first()
     )
     if item is None:
         participant.finish_practice(now)
@@ -74,20 +192,32 @@ def _scored_kinds():
     return [StudyItem.Kind.SCORED, StudyItem.Kind.ATTENTION]
 
 
+def _check_comes_next(participant: Participant, sequence: int, checks_left: int, scored_to_come: int) -> bool:
+    """Whether the item at `sequence` is an attention check: each of the places still to come is equally likely.
+
+    Drawing check k of n places with chance k / n, place by place, spreads the checks uniformly over the rest
+    of the session, also when they were added after the participant started (or was invited).
+    """
+    draw = _rng(participant, "attention", sequence).random()
+    return draw * (scored_to_come + checks_left) < checks_left
+
+
 @transaction.atomic
 def participant_next_item(*, participant: Participant, now=None) -> Assignment | None:
     """The participant's current scored (or attention-check) item: the open one again, or a newly leased one.
 
-    None when the participant is done; they are then marked finished.
+    None when there is none: the participant is then finished, turned away (no scored item could ever be
+    served to them), or waiting for leased places (neither of those set).
     """
     now = now or timezone.now()
     # Locking the participant serialises two tabs of one participant; other participants run in parallel.
     participant = Participant.objects.select_for_update(of=("self",)).select_related("study").get(pk=participant.pk)
-    if participant.finished_at:
+    if participant.finished_at or participant.turned_away_at:
         return None
+    _refuse_if_expired(participant, now)
     study = participant.study
     mine = participant.assignments.filter(item__kind__in=_scored_kinds())
-    open_ = mine.filter(answered_at__isnull=True).select_related("item__pair").first()
+    open_ = mine.filter(answered_at__isnull=True).select_related("item__pair", "participant").first()
     if open_:
         if open_.lease_is_live(now) or _has_room(open_.item, now, excluding=open_):
             open_.renew_lease(now)
@@ -95,21 +225,38 @@ def participant_next_item(*, participant: Participant, now=None) -> Assignment |
         open_.delete()  # the lease ran out and the item went to someone else
     sequence = mine.count() + 1
     scored_done = mine.filter(item__kind=StudyItem.Kind.SCORED).count()
-    checks_left = study.items.attention().exclude(assignments__participant=participant).select_related("pair")
-    quota_reached = bool(study.items_per_participant) and scored_done >= study.items_per_participant
-    if sequence in participant.attention_slots or quota_reached:
-        check = checks_left.first()
-        if check:
-            return _new_assignment(participant, check, sequence, now)
-    if not quota_reached:
+    checks_left = list(
+        study.items.attention()
+        .exclude(assignments__participant=participant)
+        .order_by(_serving_order(participant))
+        .select_related("pair")
+    )
+    quota_left = study.items_per_participant - scored_done if study.items_per_participant else None
+    if quota_left is not None and quota_left <= 0:
+        if checks_left:
+            return _new_assignment(participant, checks_left[0], sequence, now)
+        participant.finish(now)
+        return None
+    free = (
+        study.items.scored().exclude(assignments__participant=participant).with_free_place(study.raters_per_item, now)
+    )
+    scored_to_come = free.count() if quota_left is None else min(free.count(), quota_left)
+    if scored_to_come:
+        if checks_left and _check_comes_next(participant, sequence, len(checks_left), scored_to_come):
+            return _new_assignment(participant, checks_left[0], sequence, now)
         item = _lease_scored_item(participant, study, now)
         if item:
             return _new_assignment(participant, item, sequence, now)
-    check = checks_left.first()
-    if check:
-        return _new_assignment(participant, check, sequence, now)
-    if not quota_reached and _places_may_open(participant, study):
-        return None  # every free place is leased to someone else for now: the participant waits, not done
+    if not scored_done:
+        # Nothing scored was ever served: no attention checks, no completion code for zero answers.
+        if _places_may_open(participant, study):
+            return None  # every free place is leased to someone else for now: the participant waits
+        participant.turn_away(now)
+        return None
+    if checks_left:
+        return _new_assignment(participant, checks_left[0], sequence, now)
+    if _places_may_open(participant, study):
+        return None
     participant.finish(now)
     return None
 
@@ -154,7 +301,7 @@ def _lease_scored_item(participant: Participant, study: Study, now) -> StudyItem
         .annotate(n=Count("pk"))
         .values("n")
     )
-    order = MD5(Concat(Value(participant.token), Cast("pk", CharField())))
+    order = _serving_order(participant)
     skipped: list[int] = []
     while True:
         item = (
@@ -195,7 +342,7 @@ def assignment_answer(
     now = now or timezone.now()
     assignment = (
         Assignment.objects.select_for_update(of=("self",))
-        .select_related("item__study", "item__pair")
+        .select_related("item__study", "item__pair", "participant__study")
         .filter(participant=participant, token=token)
         .first()
     )
@@ -203,6 +350,7 @@ def assignment_answer(
         raise StudyError("item: this item is not one of yours.")
     if assignment.is_answered:
         return AnswerOutcome(assignment, recorded=False)
+    _refuse_if_expired(assignment.participant, now)
     if client_key and Assignment.objects.filter(client_key=client_key).exists():
         raise StudyError({"client_key": ["this key was already used for another answer."]})
     try:
@@ -228,7 +376,7 @@ def participant_answer_all(*, participant: Participant, accuracy: float = 0.95, 
     """Run a participant through consent, practice and every item (for the demo); returns answers given."""
     rng = random.Random(seed)
     now = now or timezone.now()
-    participant.consent(now)
+    participant = participant_consent(participant=participant, params={}, now=now)
     given = 0
     while (a := participant_next_practice(participant=participant, now=now)) is not None:
         assignment_answer(participant=participant, token=a.token, position=1, now=now)

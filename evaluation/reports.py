@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 from collections import Counter, defaultdict
 
@@ -12,6 +11,7 @@ from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain
 from evaluation import metrics
 from evaluation.models import Assignment, ModelAnswer, Study, StudyItem
 from evaluation.sampling import ROUNDING_RULE
+from subtlebench.spreadsheet_csv import SafeCsvWriter
 
 # The paper's human baseline (per category in the paper's order, and its AVG), for comparison only.
 PAPER_HUMANS = {
@@ -136,6 +136,10 @@ def study_results(study: Study, now=None) -> dict:
             "participants": len(participants),
             "started": sum(1 for p in participants if p["stage"] != "invited"),
             "finished": sum(1 for p in participants if p["stage"] == "finished"),
+            # Arrivals no scored item could be served to: invites and consented sessions turned away, plus
+            # open-link arrivals (counted once per browser session); never counted as finished.
+            "turned_away": sum(1 for p in participants if p["stage"] == "turned away") + study.turned_away,
+            "expired": sum(1 for p in participants if p["stage"] == "expired"),
             "responses": len(scored),
             "responses_needed": needed,
             "items_complete": items_complete,
@@ -178,9 +182,20 @@ def _participants(study: Study, rows: list[dict]) -> list[dict]:
                 "too_fast": sum(1 for r in scored if r["too_fast"]),
                 "attention_passed": sum(1 for r in checks if r["correct"]),
                 "attention_total": len(checks),
+                **_screen(p),
             }
         )
     return out
+
+
+def _screen(participant) -> dict:
+    """The window and device class measured at consent (issue 12); None before consent."""
+    measured = participant.viewport_width is not None
+    return {
+        "viewport": f"{participant.viewport_width}×{participant.viewport_height}" if measured else None,
+        "device_class": participant.device_class or None,
+        "user_agent": participant.user_agent,
+    }
 
 
 def _models(study: Study, scored: list[dict], human_categories: dict) -> list[dict]:
@@ -250,13 +265,17 @@ RESPONSE_COLUMNS = [
     "answered_at",
     "active_seconds",
     "too_fast",
+    "viewport_width",
+    "viewport_height",
+    "device_class",
+    "user_agent",
 ]
 
 
 def responses_csv(study: Study) -> str:
     """One row per answered (non-practice) item; for the coordinator, so it names the items."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    writer = SafeCsvWriter(buffer)  # prolific ids and options come from outside: no cell may run as a formula
     writer.writerow(RESPONSE_COLUMNS)
     answered = (
         Assignment.objects.filter(item__study=study, answered_at__isnull=False)
@@ -283,6 +302,10 @@ def responses_csv(study: Study) -> str:
                 a.answered_at.isoformat(),
                 f"{(a.active_ms or 0) / 1000:.3f}",
                 int(a.too_fast),
+                a.participant.viewport_width or "",
+                a.participant.viewport_height or "",
+                a.participant.device_class,
+                a.participant.user_agent,
             ]
         )
     return buffer.getvalue()

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import random
-
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 
 from annotator.export.services import ExportOptions, plan_export
 from annotator.models import Category, Domain, Pair
 from evaluation import sampling
 from evaluation.models import Participant, Study, StudyItem
-from subtlebench.errors import Invalid
+from subtlebench.errors import Conflict, Invalid
 
 
 class StudyError(Invalid):
@@ -51,14 +50,28 @@ def study_create(
     items_per_participant: int = 0,
     open_cap: int = 0,
     redirect_url: str = "",
+    session_minutes: int = 60,
+    no_items_url: str = "",
     invites: int = 0,
     created_by=None,
+    min_viewport_width: int | None = None,
+    min_viewport_height: int | None = None,
+    expected_minutes: int | None = None,
+    contact: str = "",
+    instructions_text: str = "",
+    consent_text: str = "",
+    withdrawal_text: str = "",
 ) -> Study:
-    """Create a study and draw its frozen sample (and practice items) from the accepted pairs."""
+    """Create a study and draw its frozen sample (and practice items) from the accepted pairs.
+
+    The participant page's settings left out (None, or a blank text) keep the model's defaults.
+    """
     if not name.strip():
         raise StudyError({"name": ["give the study a name."]})
     if not 0 < fraction <= 1:
         raise StudyError({"fraction": [f"must be more than 0 and at most 1, got {fraction}."]})
+    if not 1 <= session_minutes <= 7 * 24 * 60:
+        raise StudyError({"session_minutes": [f"give 1 to 10080 minutes (a week), got {session_minutes}."]})
     if raters_per_item < 1:
         raise StudyError({"raters_per_item": [f"at least 1 rater per item, got {raters_per_item}."]})
     unknown = {
@@ -71,6 +84,15 @@ def study_create(
         raise StudyError({"split": [f"must be test, val or empty, got {split!r}."]})
     if not 0 <= split_val_fraction < 1:
         raise StudyError({"split_val_fraction": [f"must be at least 0 and below 1, got {split_val_fraction}."]})
+    page_fields = participant_page_fields(
+        min_viewport_width=min_viewport_width,
+        min_viewport_height=min_viewport_height,
+        expected_minutes=expected_minutes,
+        contact=contact,
+        instructions_text=instructions_text,
+        consent_text=consent_text,
+        withdrawal_text=withdrawal_text,
+    )
     practice_count = settings.STUDY_PRACTICE_COUNT if practice_count is None else practice_count
     pool = list(
         study_pool(
@@ -102,8 +124,11 @@ def study_create(
         items_per_participant=items_per_participant,
         open_cap=open_cap,
         redirect_url=redirect_url,
+        session_minutes=session_minutes,
+        no_items_url=no_items_url,
         pool_size=len(pool),
         created_by=created_by,
+        **page_fields,
     )
     strata = {pk: (category, domain) for pk, category, domain, _, _ in pool}
     rows = [
@@ -115,6 +140,24 @@ def study_create(
     if invites:
         study_invite(study=study, count=invites)
     return study
+
+
+def participant_page_fields(**values) -> dict:
+    """The participant-page settings of a new study, checked; None and blank texts keep the model's defaults."""
+    fields = {}
+    for name, value in values.items():
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        fields[name] = value.strip() if isinstance(value, str) else value
+    for name in ("min_viewport_width", "min_viewport_height"):
+        if name in fields and not 0 <= fields[name] <= 10000:
+            raise StudyError({name: [f"give 0 (any) to 10000 pixels, got {fields[name]}."]})
+    minutes = fields.get("expected_minutes", 1)
+    if not 1 <= minutes <= 600:
+        raise StudyError({"expected_minutes": [f"give the length as 1 to 600 minutes, got {minutes}."]})
+    if len(fields.get("contact", "")) > 200:
+        raise StudyError({"contact": [f"at most 200 characters, got {len(fields['contact'])}."]})
+    return fields
 
 
 @transaction.atomic
@@ -143,28 +186,29 @@ def study_add_attention_checks(*, study: Study, pair_ids) -> list[StudyItem]:
     return StudyItem.objects.bulk_create(rows)
 
 
-def _attention_slots(study: Study, token: str) -> list[int]:
-    """Random places for the attention checks among the participant's expected items."""
-    checks = study.items.attention().count()
-    if not checks:
-        return []
-    expected = study.items_per_participant or study.items.scored().count()
-    rng = random.Random(token)
-    return sorted(rng.sample(range(1, expected + checks + 1), checks))
-
-
 def participant_create(*, study: Study, via_open_link: bool = False) -> Participant:
-    participant = Participant(study=study, via_open_link=via_open_link)
-    participant.attention_slots = _attention_slots(study, participant.token)
-    participant.save()
-    return participant
+    """A new invite: it holds no place until someone agrees on its page."""
+    return Participant.objects.create(study=study, via_open_link=via_open_link)
+
+
+class StudyFullForInvites(Conflict):
+    """New invites asked for on a study no item of which has a free place: nobody they reach could take part."""
 
 
 @transaction.atomic
 def study_invite(*, study: Study, count: int) -> list[Participant]:
     if not 1 <= count <= 10000:
         raise StudyError({"count": [f"ask for 1 to 10000 invite links, got {count}."]})
+    if study.is_full():
+        raise StudyFullForInvites(
+            "This study is full: every item already has its raters, so a new invite could only be turned away."
+        )
     return [participant_create(study=study) for _ in range(count)]
+
+
+def study_count_turned_away(*, study: Study) -> None:
+    """Count one open-link arrival told that no item was left (the dashboard shows them apart)."""
+    Study.objects.filter(pk=study.pk).update(turned_away=F("turned_away") + 1)
 
 
 def invite_url(participant: Participant) -> str:

@@ -18,6 +18,7 @@ urlpatterns = [
     path("studies/<int:pk>/responses.csv", views.responses_csv, name="study-responses-csv"),
     path("studies/<int:pk>/summary.json", views.summary_json, name="study-summary-json"),
     path("p/open/<str:open_token>/", p.open_link, name="participant-open"),
+    path("p/open/<str:open_token>/consent/", p.open_consent, name="participant-open-consent"),
     path("p/<str:token>/", p.start, name="participant-start"),
     path("p/<str:token>/consent/", p.consent, name="participant-consent"),
     path("p/<str:token>/practice/", p.practice, name="participant-practice"),

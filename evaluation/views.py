@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from django import forms
 from django.conf import settings
 from django.contrib import messages
@@ -13,12 +15,12 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain
 from evaluation import model_results, reports, studies
-from evaluation.models import Study, StudyItem
+from evaluation.models import DEFAULT_CONSENT, DEFAULT_INSTRUCTIONS, DEFAULT_WITHDRAWAL, Participant, Study, StudyItem
 from evaluation.sampling import ROUNDING_RULE
-from subtlebench.errors import Invalid
+from subtlebench.errors import Conflict, Invalid
 from subtlebench.pages import error_response
 from subtlebench.roles import COORDINATOR, role_required
-from subtlebench.text import NAME_MAX, single_line
+from subtlebench.text import NAME_MAX, PAGE_TEXT_MAX, single_line
 
 # The study's integer columns hold 32 bits: a larger seed would fail the INSERT.
 SEED_BOUND = 2**31 - 1
@@ -56,6 +58,71 @@ class StudyForm(forms.Form):
     invites = forms.IntegerField(initial=5, min_value=0, max_value=10000, label="Invite links")
     open_cap = forms.IntegerField(initial=0, min_value=0, max_value=100000, label="Open-link cap (0: none)")
     redirect_url = forms.URLField(required=False, max_length=200, assume_scheme="https", label="Redirect URL when done")
+    session_minutes = forms.IntegerField(
+        initial=60, min_value=1, max_value=10080, required=False, label="Time limit, min"
+    )
+
+    def clean_session_minutes(self):
+        value = self.cleaned_data["session_minutes"]
+        return 60 if value is None else value
+
+    no_items_url = forms.URLField(
+        required=False, max_length=200, assume_scheme="https", label="Return URL when no items are left"
+    )
+
+    # Each field once, in the row it belongs to: the page renders these rows and nothing else.
+    ROWS = (
+        ("name", "fraction", "seed"),
+        ("raters_per_item", "practice_count", "items_per_participant"),
+        ("invites", "open_cap", "session_minutes"),
+        ("redirect_url", "no_items_url"),
+    )
+    FILTER_ROWS = (("split", "split_val_fraction", "split_seed"),)
+
+    def rows(self):
+        return [[self[name] for name in row] for row in self.ROWS]
+
+    def filter_rows(self):
+        return [[self[name] for name in row] for row in self.FILTER_ROWS]
+
+    # What participants see (issue 12): the smallest window admitted, and the texts of the first page.
+    min_viewport_width = forms.IntegerField(
+        initial=1024, min_value=0, max_value=10000, required=False, label="Smallest window width, px (0: any)"
+    )
+    min_viewport_height = forms.IntegerField(
+        initial=0, min_value=0, max_value=10000, required=False, label="Smallest window height, px (0: any)"
+    )
+    expected_minutes = forms.IntegerField(
+        initial=15, min_value=1, max_value=600, required=False, label="Length, minutes"
+    )
+    contact = forms.CharField(
+        max_length=200,
+        validators=[single_line],
+        required=False,
+        label="Contact for questions",
+        widget=forms.TextInput(attrs={"placeholder": "e.g. study-team@example.org"}),
+    )
+    instructions_text = forms.CharField(
+        max_length=PAGE_TEXT_MAX,
+        initial=DEFAULT_INSTRUCTIONS,
+        required=False,
+        label="Instructions",
+        widget=forms.Textarea(attrs={"rows": 4}),
+    )
+    consent_text = forms.CharField(
+        max_length=PAGE_TEXT_MAX,
+        initial=DEFAULT_CONSENT,
+        required=False,
+        label="Consent",
+        widget=forms.Textarea(attrs={"rows": 3}),
+    )
+    withdrawal_text = forms.CharField(
+        max_length=PAGE_TEXT_MAX,
+        initial=DEFAULT_WITHDRAWAL,
+        required=False,
+        label="Withdrawal",
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
 
 
 class InviteForm(forms.Form):
@@ -131,6 +198,8 @@ def study_detail(request, pk):
     ]
     context = {
         "study": study,
+        "active_sessions": Participant.objects.filter(study=study).active().count(),
+        "devices": sorted(Counter(p["device_class"] for p in results["participants"] if p["device_class"]).items()),
         "r": results,
         "category_rows": category_rows,
         "domain_rows": [{"name": d, "stats": s} for d, s in accuracy["domains"].items()],
@@ -142,6 +211,8 @@ def study_detail(request, pk):
         "attention_items": study.items.attention(),
         "too_fast_seconds": settings.STUDY_TOO_FAST_SECONDS,
     }
+    if request.htmx:  # the live part polls itself while sessions are active
+        return render(request, "evaluation/study_detail.html#study-live", context)
     return render(request, "evaluation/study_detail.html", context)
 
 
@@ -149,11 +220,29 @@ def study_detail(request, pk):
 @require_GET
 def invite_list(request, pk):
     study = load_study(pk)
-    participants = study.participants.all()
-    rows = [{"p": p, "url": studies.invite_url(p)} for p in participants]
-    return render(
-        request, "evaluation/invites.html", {"study": study, "rows": rows, "form": InviteForm(initial={"count": 5})}
-    )
+    can_serve = study.has_items_for()
+    rows = [{"p": p, "url": studies.invite_url(p), **_link_state(p, can_serve)} for p in study.participants.all()]
+    context = {
+        "study": study,
+        "rows": rows,
+        "form": InviteForm(initial={"count": 5}),
+        "can_serve": can_serve,
+        "full": study.is_full(),
+        "usable": sum(1 for row in rows if row["usable"]),
+    }
+    return render(request, "evaluation/invites.html", context)
+
+
+def _link_state(participant, can_serve: bool) -> dict:
+    """Whether an invite link can still be used, and why not: what the invites page shows beside each link."""
+    stage = participant.stage
+    if stage in ("invited", "turned away") and not participant.consented_at:
+        if can_serve:
+            return {"usable": True, "state": "unused"}
+        return {"usable": False, "state": "no items left"}
+    if stage in ("practice", "scored"):
+        return {"usable": True, "state": "in progress"}
+    return {"usable": False, "state": {"finished": "used", "expired": "expired", "turned away": "no items left"}[stage]}
 
 
 @role_required(COORDINATOR)
@@ -161,11 +250,14 @@ def invite_list(request, pk):
 def invite_create(request, pk):
     study = load_study(pk)
     form = InviteForm(request.POST)
-    if form.is_valid():
-        studies.study_invite(study=study, count=form.cleaned_data["count"])
-        messages.success(request, f"{form.cleaned_data['count']} invite links added.")
-    else:
+    if not form.is_valid():
         messages.error(request, "Invite links: give a count from 1 to 10000.")
+        return redirect("study-invites", study.pk)
+    try:
+        studies.study_invite(study=study, count=form.cleaned_data["count"])
+    except (Invalid, Conflict) as error:
+        return error_response(request, error, back_to=reverse("study-invites", args=[study.pk]))
+    messages.success(request, f"{form.cleaned_data['count']} invite links added.")
     return redirect("study-invites", study.pk)
 
 
@@ -183,7 +275,7 @@ def attention_add(request, pk):
         return error_response(request, error, back_to=reverse("study-detail", args=[study.pk]))
     messages.success(
         request,
-        f"{len(added)} attention checks added: every participant gets them (those already started, at the end).",
+        f"{len(added)} attention checks added: every participant gets them, spread over the items still to come.",
     )
     return redirect("study-detail", study.pk)
 

@@ -9,7 +9,7 @@ from celery import Celery
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "subtlebench.settings")
 
 # Workflow packages with a tasks.py. Task names stay `annotator.tasks.*` (routes and queued messages use them).
-TASK_PACKAGES = ["annotator.videos", "annotator.similarity", "annotator.export"]
+TASK_PACKAGES = ["annotator.videos", "annotator.similarity", "annotator.export", "annotator.jobs", "annotator.cleanup"]
 
 app = Celery("subtlebench")
 app.config_from_object("django.conf:settings", namespace="CELERY")

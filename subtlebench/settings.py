@@ -192,8 +192,49 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {"annotator.tasks.embed_*": {"queue": "similarity"}}
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", "3600")}
+# Redis hands an unacknowledged task to another worker after the visibility timeout: it must exceed the longest
+# task's time_limit (the embedding runs, 12 h), or a running task would run twice (tests/test_faults.py checks).
+# A worker that vanished is found much sooner by its job's heartbeat (JOB_STALE_SECONDS).
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", str(13 * 3600)),
+    # A broker that is down answers "connection refused" at once; one that hangs must not hang a request.
+    "socket_connect_timeout": 3,
+    "socket_timeout": 10,
+}
+# Queueing follow-up work with the broker down gives up within a second or two: the unit stays pending in the
+# database (annotator.models.JobTask) and the sweeper hands it over when the broker is back.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.3, "interval_max": 0.5}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE: dict = {}
+# Jobs: a running task beats its unit's heartbeat every JOB_HEARTBEAT_SECONDS; a unit silent for JOB_STALE_SECONDS
+# lost its worker and is requeued by the sweeper (every JOB_SWEEP_SECONDS), up to JOB_MAX_ATTEMPTS claims, then
+# failed with the reason. A unit the broker accepted but no worker started within JOB_LOST_SECONDS is sent again.
+JOB_HEARTBEAT_SECONDS = envfloat("JOB_HEARTBEAT_SECONDS", "20")
+JOB_STALE_SECONDS = envfloat("JOB_STALE_SECONDS", "300")
+JOB_SWEEP_SECONDS = envfloat("JOB_SWEEP_SECONDS", "60")
+JOB_MAX_ATTEMPTS = envint("JOB_MAX_ATTEMPTS", "3")
+JOB_LOST_SECONDS = envfloat("JOB_LOST_SECONDS", str(3 * 3600))
+# Task retries on a database error back off exponentially (with jitter) up to the maximum: 10 retries ride out a
+# database restart of several minutes.
+TASK_RETRY_BACKOFF_SECONDS = envint("TASK_RETRY_BACKOFF_SECONDS", "5")
+TASK_RETRY_BACKOFF_MAX_SECONDS = envint("TASK_RETRY_BACKOFF_MAX_SECONDS", "60")
+TASK_MAX_RETRIES = envint("TASK_MAX_RETRIES", "10")
+# Clean-up after crashes (every CLEANUP_MINUTES, 0: never): frame files no row references and export staging
+# folders, once older than CLEANUP_GRACE_MINUTES (longer than any task's time limit, so nothing in use is taken).
+CLEANUP_MINUTES = envint("CLEANUP_MINUTES", "60")
+CLEANUP_GRACE_MINUTES = envfloat("CLEANUP_GRACE_MINUTES", "420")
+if JOB_SWEEP_SECONDS:
+    CELERY_BEAT_SCHEDULE["sweep-jobs"] = {
+        "task": "annotator.tasks.sweep_jobs",
+        "schedule": JOB_SWEEP_SECONDS,
+        "options": {"expires": JOB_SWEEP_SECONDS},
+    }
+if CLEANUP_MINUTES:
+    CELERY_BEAT_SCHEDULE["clean-up"] = {
+        "task": "annotator.tasks.clean_up",
+        "schedule": 60.0 * CLEANUP_MINUTES,
+        "options": {"expires": 60.0 * CLEANUP_MINUTES},
+    }
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -243,6 +284,7 @@ STUDY_LEASE_MINUTES = envint("STUDY_LEASE_MINUTES", "20")
 STUDY_IMAGE_URL_MAX_AGE = envint("STUDY_IMAGE_URL_MAX_AGE", "1800")
 STUDY_TOO_FAST_SECONDS = envfloat("STUDY_TOO_FAST_SECONDS", "1.5")
 STUDY_PRACTICE_COUNT = envint("STUDY_PRACTICE_COUNT", "3")
+STUDY_REDIRECT_SECONDS = envint("STUDY_REDIRECT_SECONDS", "10")  # the end page's countdown to the completion URL
 # Pair picking and review.
 PAIRS_PER_CATEGORY_TARGET = envint("PAIRS_PER_CATEGORY_TARGET", "1000")
 # Captions (issue 5): length bounds of a caption and the quality signals.

@@ -79,6 +79,9 @@ class S3Storage(Storage):
     def size(self, name):
         return self.client.head_object(Bucket=self.bucket, Key=self.key(name))["ContentLength"]
 
+    def get_modified_time(self, name):
+        return self.client.head_object(Bucket=self.bucket, Key=self.key(name))["LastModified"]
+
     def url(self, name):
         return self.client.generate_presigned_url(
             "get_object",

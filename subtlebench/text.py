@@ -23,6 +23,7 @@ NAME_MAX = 200  # names, titles, labels: one line
 SHORT_TEXT_MAX = 200  # an answer, one option
 QUESTION_MAX = 500
 NOTE_MAX = 2000  # reasons, notes, comments
+PAGE_TEXT_MAX = 5000  # a study's texts for participants (instructions, consent, withdrawal)
 CAPTION_TEXT_MAX = 5000  # the hard ceiling; CAPTION_MAX_CHARS is the configured (lower) limit of a caption
 OPTIONS_MAX = 20  # distractors of one question
 EXPORT_NAME_MAX = 100  # a folder name under EXPORT_ROOT (file systems allow 255 bytes)
@@ -37,6 +38,7 @@ def text_limits() -> dict[str, int]:
         "question": QUESTION_MAX,
         "option": SHORT_TEXT_MAX,
         "note": NOTE_MAX,
+        "page_text": PAGE_TEXT_MAX,
         "caption": min(settings.CAPTION_MAX_CHARS, CAPTION_TEXT_MAX),
         "export_name": EXPORT_NAME_MAX,
         "username": 150,

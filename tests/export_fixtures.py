@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from pathlib import Path
@@ -52,7 +53,13 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def all_records(root: Path) -> list[dict]:
-    return read_jsonl(root / "data/test.jsonl") + read_jsonl(root / "data/val.jsonl")
+    """The records of both splits; an export leaves out the file of an empty split."""
+    return [
+        r
+        for split in ("test", "val")
+        if (root / f"data/{split}.jsonl").is_file()
+        for r in read_jsonl(root / f"data/{split}.jsonl")
+    ]
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:
@@ -81,10 +88,17 @@ def record(n: int = 1, **fields) -> dict:
     return base
 
 
-def write_dataset(root: Path, test: list[dict], val: list[dict] = (), images: bool = True) -> Path:
-    """A dataset folder in the benchmark format, with a real JPEG at every image path the records name."""
+def write_dataset(
+    root: Path, test: list[dict], val: list[dict] = (), images: bool = True, package: bool = False
+) -> Path:
+    """A dataset folder in the benchmark format, with a real JPEG at every image path the records name.
+
+    With `package`, as an export leaves it: no empty split file, a card with the counts and a manifest.
+    """
     (root / "data").mkdir(parents=True, exist_ok=True)
     for split, records in (("test", test), ("val", val)):
+        if package and not records:
+            continue
         lines = [r if isinstance(r, str) else json.dumps(r) for r in records]
         (root / f"data/{split}.jsonl").write_text("".join(line + "\n" for line in lines))
         if not images:
@@ -97,4 +111,27 @@ def write_dataset(root: Path, test: list[dict], val: list[dict] = (), images: bo
                 if isinstance(path, str) and ".." not in path and not (root / path).exists():
                     (root / path).parent.mkdir(parents=True, exist_ok=True)
                     (root / path).write_bytes(jpeg_bytes(shift * 3 + (field == "image_2")))
+    if package:
+        write_package(root)
     return root
+
+
+def write_package(root: Path) -> None:
+    """The card (configs and dataset_info with each split's count) and the manifest of every file."""
+    splits = [s for s in ("test", "val") if (root / f"data/{s}.jsonl").is_file()]
+    lines = ["---", "configs:", "- config_name: default", "  data_files:"]
+    for split in splits:
+        lines += [f"  - split: {split}", f"    path: data/{split}.jsonl"]
+    lines += ["dataset_info:", "  splits:"]
+    for split in splits:
+        count = sum(1 for line in (root / f"data/{split}.jsonl").read_text().splitlines() if line.strip())
+        lines += [f"  - name: {split}", f"    num_examples: {count}"]
+    lines += ["---", "", "# A test dataset", ""]
+    (root / "README.md").write_text("\n".join(lines))
+    write_manifest(root)
+
+
+def write_manifest(root: Path) -> None:
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.name != "manifest.sha256")
+    entries = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(root).as_posix()}\n" for p in files]
+    (root / "manifest.sha256").write_text("".join(entries))

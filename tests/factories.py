@@ -100,3 +100,7 @@ def make_pair(
         decided_at=now if status in (Pair.Status.ACCEPTED, Pair.Status.REJECTED) else None,
         **defaults,
     )
+
+
+# What a participant's consent form sends from a desktop browser window (the window check, issue 12).
+DESKTOP_WINDOW = {"viewport_width": "1440", "viewport_height": "900", "pointer": "fine", "touch_points": "0"}

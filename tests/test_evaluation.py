@@ -18,7 +18,7 @@ from annotator.models import Category, Domain, Pair
 from demo.studies import seed_demo_study
 from evaluation import model_results, participation, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
-from tests.factories import make_pair
+from tests.factories import DESKTOP_WINDOW, make_pair
 
 pytestmark = pytest.mark.django_db
 
@@ -107,13 +107,20 @@ def test_a_participant_goes_from_consent_through_practice_to_the_completion_code
     response = client.get(base + "?PROLIFIC_PID=pp1&STUDY_ID=st1&SESSION_ID=se1")
     assert b"Consent" in response.content
     participant.refresh_from_db()
+    assert participant.prolific_pid == "" and participant.consented_at is None  # a GET writes nothing
+    # The consent form carries Prolific's parameters; agreeing records them.
+    carried = dict(re.findall(r'<input type="hidden" name="([A-Z_]+)" value="([^"]*)">', response.content.decode()))
+    assert carried == {"PROLIFIC_PID": "pp1", "STUDY_ID": "st1", "SESSION_ID": "se1"}
+    assert client.post(base + "consent/", carried).status_code == 400
+    assert (
+        client.post(base + "consent/", {"agree": "yes", **carried, **DESKTOP_WINDOW})["Location"] == base + "practice/"
+    )
+    participant.refresh_from_db()
     assert (participant.prolific_pid, participant.prolific_study_id, participant.prolific_session_id) == (
         "pp1",
         "st1",
         "se1",
     )
-    assert client.post(base + "consent/", {}).status_code == 400
-    assert client.post(base + "consent/", {"agree": "yes"})["Location"] == base + "practice/"
     for _ in range(2):
         assert client.get(base + "practice/").status_code == 200
         assignment = Assignment.objects.filter(participant=participant, answered_at__isnull=True).get()
@@ -235,18 +242,6 @@ def test_attention_checks_reach_every_participant_and_are_reported_apart():
     assert results["accuracy"]["micro"]["accuracy"] == 1.0 and results["accuracy"]["micro"]["n"] == scored
     assert results["attention_checks"]["n"] == 1 and results["attention_checks"]["correct"] == 0
     assert results["participants"][0]["attention_total"] == 1
-
-
-def test_the_open_link_admits_up_to_its_cap_and_resumes_a_known_prolific_id(client):
-    make_pool(6)
-    study = studies.study_create(name="S", fraction=1, open_cap=2)
-    first = client.get(f"/p/open/{study.open_token}/?PROLIFIC_PID=a1")
-    again = client.get(f"/p/open/{study.open_token}/?PROLIFIC_PID=a1")
-    assert first["Location"] == again["Location"]
-    client.get(f"/p/open/{study.open_token}/?PROLIFIC_PID=a2")
-    full = client.get(f"/p/open/{study.open_token}/?PROLIFIC_PID=a3")
-    assert full.status_code == 403 and b"full" in full.content
-    assert study.participants.count() == 2
 
 
 @pytest.mark.django_db(transaction=True)
@@ -427,7 +422,10 @@ def test_it_rejects_bad_results_files_with_the_entry_index(content, message):
 @pytest.fixture
 def finished_study():
     make_pool(12)
-    study = studies.study_create(name="Finished", fraction=0.5, raters_per_item=2, practice_count=1)
+    # Three participants share the 12 rater places (6 items, 2 raters each), 4 answers each.
+    study = studies.study_create(
+        name="Finished", fraction=0.5, raters_per_item=2, practice_count=1, items_per_participant=4
+    )
     for number in range(3):
         participant = studies.participant_create(study=study)
         participation.participant_answer_all(participant=participant, accuracy=0.8, seed=number)

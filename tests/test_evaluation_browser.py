@@ -8,7 +8,7 @@ import pytest
 
 from annotator.models import Category, Domain
 from evaluation import studies
-from evaluation.models import Assignment, StudyItem
+from evaluation.models import Assignment, Study, StudyItem
 from tests.conftest import browser_login
 from tests.factories import make_pair
 
@@ -88,3 +88,27 @@ def test_a_participant_practises_answers_every_item_by_keyboard_and_the_dashboar
     assert f"n {scored}" in coordinator_page.inner_text("#acc-micro")
     shot(coordinator_page, "6-dashboard")
     context.close()
+
+
+def test_the_study_form_asks_fraction_and_seed_once_and_the_study_is_drawn_with_what_was_typed(page, coordinator):
+    for i in range(12):
+        make_pair(category=[Category.TEMPORAL, Category.STATE, Category.ACTION][i % 3], domain=Domain.NATURAL)
+    browser_login(page, "cora")
+    page.goto("/studies/")
+    page.click("summary")  # open "Filter the pool": nothing in it may repeat a field above
+    for name in ("name", "fraction", "seed", "split_val_fraction", "split_seed", "session_minutes"):
+        assert page.locator(f"[name={name}]").count() == 1, name
+    page.fill("[name=name]", "Typed in the browser")
+    page.fill("[name=fraction]", "1")
+    page.fill("[name=seed]", "3")
+    page.fill("[name=invites]", "0")
+    page.fill("[name=session_minutes]", "45")
+    shot(page, "0-study-form")
+    with page.expect_navigation():
+        page.click("button:has-text('Draw the sample')")
+    study = Study.objects.get(name="Typed in the browser")
+    assert page.url.endswith(f"/studies/{study.pk}/")
+    assert (study.fraction, study.seed, study.session_minutes) == (1.0, 3, 45)
+    assert study.items.scored().count() == 12  # the whole pool: fraction 1, not the default 0.1
+    assert "seed 3 · fraction 1.0" in page.inner_text(".toolbar")
+    assert "Time limit 45 min" in page.inner_text("#session-limit")

@@ -6,6 +6,7 @@ import hashlib
 import io
 import zipfile
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 from django.core.files.storage import default_storage
@@ -45,7 +46,8 @@ def test_it_writes_records_the_official_evaluator_reads(tmp_path, reviewer):
 
     assert result["items"] == 2 and result["splits"] == {"test": 2, "val": 0}
     records = {r["category"]: r for r in read_jsonl(out / "data/test.jsonl")}
-    assert (out / "data/val.jsonl").read_text() == ""
+    assert not (out / "data/val.jsonl").exists()  # an empty split is left out, not written empty
+    assert result["left_out"] == ["val"] and "val split has no item" in result["warnings"][0]
     for r in records.values():
         assert list(r) == list(FIELDS)
         assert r["raw_folder"] == f"yt8m_{r['category']}_pairs" and r["generation_info"] is None
@@ -63,7 +65,10 @@ def test_it_names_image_files_by_content_without_frame_index_or_timestamp(tmp_pa
     pair = make_pair()
     export(tmp_path, val_fraction=0)
     r = read_jsonl(tmp_path / "out/data/test.jsonl")[0]
-    for field, image in (("image_1", pair.image_1), ("image_2", pair.image_2)):
+    [provenance] = read_jsonl(tmp_path / "out/metadata/items.jsonl")
+    # The export may trade the images of a binary item to balance the answers; the metadata says so.
+    images = (pair.image_2, pair.image_1) if provenance["swapped"] else (pair.image_1, pair.image_2)
+    for field, image in zip(("image_1", "image_2"), images, strict=True):
         digest = hashlib.sha256(image.file.read()).hexdigest()
         assert r[field] == f"images/yt8m/temporal/{digest[:32]}.jpg"
         assert "000000" not in r[field] and "000001" not in r[field]
@@ -131,7 +136,7 @@ def test_it_changes_the_split_with_the_seed_and_keeps_it_without(tmp_path):
         make_pair()
 
     def val_ids(name, seed):
-        export(tmp_path, name=name, val_fraction=0.3, seed=seed)
+        export(tmp_path, name=name, val_fraction=0.3, seed=seed, replace=True)
         return {r["source_id"] for r in read_jsonl(tmp_path / name / "data/val.jsonl")}
 
     assert val_ids("a", 1) == val_ids("b", 1)
@@ -235,7 +240,7 @@ def test_a_failed_export_leaves_the_previous_one_intact(tmp_path):
     default_storage.delete(broken.image_2.file.name)
 
     with pytest.raises(ExportError, match=rf"pair {broken.pk}: image {broken.image_2_id} file .* cannot be read"):
-        export(tmp_path)
+        export(tmp_path, replace=True)
 
     assert tree_bytes(tmp_path / "out") == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["media", "out"]  # no temporary folder left behind
@@ -359,3 +364,63 @@ def test_a_derived_source_id_that_clashes_with_a_real_one_is_skipped_with_its_re
             "reason": f"its derived item id 'temporal_yt8m_{real.source_id}' is taken by another pair's source_id",
         }
     ]
+
+
+# --- Honest targets ------------------------------------------------------------------------------------------
+
+
+def test_it_refuses_a_target_whose_parent_folder_is_missing_and_creates_nothing(tmp_path):
+    make_pair()
+    with pytest.raises(CommandError, match=r"missing/dir does not exist: create the folder first"):
+        call_command("export_benchmark", "--out", str(tmp_path / "missing/dir/x"))
+    assert not (tmp_path / "missing").exists()
+    with pytest.raises(CommandError, match=r"^/nonexistent/dir does not exist"):
+        call_command("export_benchmark", "--out", "/nonexistent/dir/x")
+    assert not Path("/nonexistent").exists()
+
+
+def test_it_replaces_an_earlier_export_only_with_replace(tmp_path, capsys):
+    make_pair()
+    call_command("export_benchmark", "--out", str(tmp_path / "out"), "--val-fraction", "0")
+    before = tree_bytes(tmp_path / "out")
+    make_pair()
+    with pytest.raises(CommandError, match=r"out already holds an export \(written .*\): replace it explicitly"):
+        call_command("export_benchmark", "--out", str(tmp_path / "out"), "--val-fraction", "0")
+    assert tree_bytes(tmp_path / "out") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["media", "out"]  # nothing was staged
+
+    call_command("export_benchmark", "--out", str(tmp_path / "out"), "--val-fraction", "0", "--replace")
+    assert len(read_jsonl(tmp_path / "out/data/test.jsonl")) == 2
+    assert list(validate_dataset(tmp_path / "out")) == []
+
+
+def test_it_replaces_an_export_in_s3_only_with_replace(s3_bucket):
+    make_pair()
+    benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/bench"))
+    make_pair()
+    with pytest.raises(ExportError, match=rf"s3://{s3_bucket}/bench already holds an export"):
+        benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/bench"))
+    result = benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/bench", replace=True))
+    assert result["items"] == 2
+
+
+def test_an_export_replaced_from_the_command_line_is_marked_replaced_in_its_job(tmp_path, coordinator):
+    from annotator.export.services import export_run, export_start
+
+    make_pair()
+    job = export_run(job_id=export_start(options=ExportOptions(out=str(tmp_path / "out")), user=coordinator).pk)
+    assert job.status == "succeeded" and "replaced_at" not in job.result
+    call_command("export_benchmark", "--out", str(tmp_path / "out"), "--replace")
+    job.refresh_from_db()
+    assert job.result["replaced_by"] is None and job.result["replaced_at"]
+    assert job.result["items"] == 1  # the rest of its record is kept
+
+
+def test_a_dry_run_says_what_a_real_run_would_refuse(tmp_path, capsys):
+    make_pair()
+    call_command("export_benchmark", "--out", str(tmp_path / "out"))
+    capsys.readouterr()
+    call_command("export_benchmark", "--out", str(tmp_path / "out"), "--dry-run")
+    assert "A real run would stop: " in capsys.readouterr().out
+    call_command("export_benchmark", "--out", str(tmp_path / "out"), "--dry-run", "--replace")
+    assert "A real run would stop" not in capsys.readouterr().out

@@ -44,6 +44,12 @@ BAD = [
         distractors=["first image ", "second image"],
     ),
     case("is among the distractors (as 'A car')", field="answer", answer="a\u00a0 car", distractors=["A car"]),
+    case(
+        "the answer 'to the right' is among the distractors (as 'TO THE RIGHT  ')",
+        field="answer",
+        answer="to the right",
+        distractors=["to the left", "TO THE RIGHT  "],
+    ),
     case("is among the distractors (as 'ä car')", field="answer", answer="A\u0308 CAR", distractors=["\u00e4 car"]),
     case("the answer is empty", field="answer", answer=""),
     case("the answer is empty", field="answer", answer="  "),
@@ -135,7 +141,7 @@ def test_every_entry_point_accepts_a_good_question(tmp_path, capsys, category, a
 
     assert editor_verdict(**fields, category=category) == {}
 
-    root = write_dataset(tmp_path / "in", [record(1, category=category, **fields)])
+    root = write_dataset(tmp_path / "in", [record(1, category=category, **fields)], package=True)
     assert validate_verdict(root, capsys) == []
     assert import_verdict(root) == []
     assert Pair.objects.get().distractors == distractors
@@ -206,7 +212,7 @@ def test_model_result_matching_reads_no_video_per_item(django_assert_max_num_que
 def test_an_id_whose_source_runs_into_its_source_id_is_a_duplicate_everywhere(tmp_path):
     first = record(1, source="levir", source_id="cd_1")
     second = record(2, source="levir_cd", source_id="1")
-    root = write_dataset(tmp_path / "in", [first, second])
+    root = write_dataset(tmp_path / "in", [first, second], package=True)
     assert [str(v) for v in validate_dataset(root)] == [
         "data/test.jsonl:2: duplicate item id 'existence_levir_cd_1' (first at data/test.jsonl:1)"
     ]

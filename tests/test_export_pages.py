@@ -142,13 +142,15 @@ def test_it_downloads_a_local_export_as_a_zip_built_once(client_for, coordinator
     assert built.stat().st_mtime_ns == stamp
 
 
-def test_a_replaced_export_can_no_longer_be_downloaded(client_for, coordinator, export_root):
+def test_a_replaced_export_can_no_longer_be_downloaded_and_its_page_says_why(client_for, coordinator, export_root):
     make_pair()
     old = finished_export(coordinator, str(export_root / "v1"))
     make_pair()
-    finished_export(coordinator, str(export_root / "v1"))
+    new = finished_export(coordinator, str(export_root / "v1"), replace=True)
     response = client_for(coordinator).get(f"/exports/{old.pk}/download/")
-    assert response.status_code == 410 and "no longer holds this export" in response.content.decode()
+    html = response.content.decode()
+    assert response.status_code == 410 and "no longer holds this export" in html
+    assert f"Replaced by export #{new.pk}" in html and "<h1>Export" in html and 'href="/exports/"' in html
 
 
 def test_it_hands_out_a_presigned_url_for_an_s3_export(client_for, coordinator, s3_bucket):
@@ -237,3 +239,90 @@ def test_the_job_counts_progress_while_it_streams_the_pairs(coordinator, export_
     job = finished_export(coordinator, str(export_root / "v1"), val_fraction=0)
     assert job.status == Job.Status.SUCCEEDED and job.total == job.done == 5 and job.result["items"] == 5
     assert advances == [2, 2, 1]
+
+
+def test_the_preview_warns_before_an_export_that_would_leave_val_out(client_for, coordinator, export_root):
+    from tests.export_fixtures import video_with_pairs
+
+    video_with_pairs(2)  # one video: one group, which cannot be split
+    page = client_for(coordinator)
+    html = page.post("/exports/", {"target": "v1", "val_fraction": "0.1", "seed": "0", "action": "preview"}).content
+    html = html.decode()
+    assert 'id="export-warnings"' in html
+    assert "The val split has no item: data/val.jsonl and its config are left out" in html
+    make_pair()  # a second group: val gets one
+    html = page.post("/exports/", {"target": "v1", "val_fraction": "0.1", "seed": "0", "action": "preview"}).content
+    assert b'id="export-warnings"' not in html
+
+
+def test_the_history_marks_a_split_that_was_left_out(client_for, coordinator, export_root):
+    make_pair()
+    finished_export(coordinator, str(export_root / "v1"), val_fraction=0)
+    html = client_for(coordinator).get("/exports/history/").content.decode()
+    assert 'title="no item: data/val.jsonl left out"' in html
+
+
+def test_starting_an_export_over_an_earlier_one_asks_first_and_replaces_only_when_confirmed(
+    client_for, coordinator, export_root, django_capture_on_commit_callbacks
+):
+    make_pair()
+    old = finished_export(coordinator, str(export_root / "v1"))
+    page = client_for(coordinator)
+    form = {"target": "v1", "val_fraction": "0", "seed": "0"}
+
+    response = page.post("/exports/", {**form, "action": "start"})
+    html = response.content.decode()
+    assert response.status_code == 200 and 'id="export-replace"' in html
+    assert f"This target already holds an export</strong> (export #{old.pk} of" in html
+    assert 'name="action" value="replace"' in html
+    assert Job.objects.filter(kind=Job.Kind.EXPORT).count() == 1  # nothing started
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert page.post("/exports/", {**form, "action": "replace"}).status_code == 302
+    new = Job.objects.filter(kind=Job.Kind.EXPORT).exclude(pk=old.pk).get()
+    assert new.result["options"]["replace"] is True
+    export_run(job_id=new.pk)
+
+    old.refresh_from_db()
+    assert old.result["replaced_by"] == new.pk
+    history = page.get("/exports/history/").content.decode()
+    assert reverse("export-download", args=[new.pk]) in history
+    assert reverse("export-download", args=[old.pk]) not in history  # no dead link
+    assert f"Replaced by export #{new.pk}" in history and ">replaced</span>" in history
+
+
+def test_the_history_and_the_download_say_when_an_exports_folder_was_removed(client_for, coordinator, export_root):
+    import shutil
+
+    make_pair()
+    job = finished_export(coordinator, str(export_root / "v1"))
+    shutil.rmtree(export_root / "v1")
+    page = client_for(coordinator)
+    history = page.get("/exports/history/").content.decode()
+    assert ">removed</span>" in history and "Removed: its folder no longer holds an export." in history
+    assert reverse("export-download", args=[job.pk]) not in history
+    response = page.get(f"/exports/{job.pk}/download/")
+    assert response.status_code == 410 and f"Export #{job.pk} is no longer available" in response.content.decode()
+
+
+def test_the_api_refuses_to_replace_an_export_unless_asked(client_for, coordinator, export_root):
+    make_pair()
+    old = finished_export(coordinator, str(export_root / "v1"))
+    api = client_for(coordinator)
+    response = api.post("/api/exports/start/", {"target": "v1"}, "application/json")
+    assert response.status_code == 409 and "already holds an export" in response.json()["detail"]
+    response = api.post("/api/exports/start/", {"target": "v1", "replace": True}, "application/json")
+    assert response.status_code == 202
+    export_run(job_id=response.json()["id"])
+    assert api.get(f"/api/exports/{old.pk}/").json()["download_url"] is None
+
+
+def test_the_preview_asks_about_replacing_an_earlier_export_at_once(client_for, coordinator, export_root):
+    make_pair()
+    finished_export(coordinator, str(export_root / "v1"))
+    response = client_for(coordinator).post(
+        "/exports/", {"target": "v1", "val_fraction": "0", "seed": "0", "action": "preview"}
+    )
+    html = response.content.decode()
+    assert "Preview: 1 items" in html and 'id="export-replace"' in html
+    assert Job.objects.filter(kind=Job.Kind.EXPORT).count() == 1

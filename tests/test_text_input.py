@@ -223,8 +223,8 @@ def test_every_free_text_column_has_a_length_limit():
         for field in model._meta.concrete_fields
         if isinstance(field, models.TextField) and not field.max_length
     ]
-    # Written by the server, never typed: a video's sampling error and a caption's derived search text.
-    assert set(unbounded) <= {"Video.error", "Caption.normalized", "ImageEmbedding.error"}, unbounded
+    # Written by the server, never typed: errors of sampling, embedding and job units, a caption's search text.
+    assert set(unbounded) <= {"Video.error", "Caption.normalized", "ImageEmbedding.error", "JobTask.error"}, unbounded
 
 
 def test_every_text_input_of_every_editor_has_a_maxlength():

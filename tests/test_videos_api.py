@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from annotator.models import Job, Video
-from annotator.videos.tasks import sample_video
 from tests.conftest import wait_until
 from tests.factories import make_video
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
+from tests.video_fixtures import queued_unit, run_queued
 
 pytestmark = pytest.mark.django_db
 
@@ -94,8 +94,8 @@ def test_a_coordinator_starts_an_import_and_gets_the_job_id(
     job = Job.objects.get(pk=response.json()["job_id"])
     assert (job.kind, job.total, job.created_by) == ("import", 1, coordinator)
     assert response.json()["job_url"].endswith(f"/api/jobs/{job.pk}/")
-    assert [callback.keywords["source"] for callback in callbacks] == [str(h264_video.resolve())]
-    sample_video(**callbacks[0].keywords)
+    assert [queued_unit(callback).kwargs["source"] for callback in callbacks] == [str(h264_video.resolve())]
+    run_queued(callbacks[0])
     assert Video.objects.get().frame_count == 3
 
 

@@ -8,9 +8,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from annotator.models import Job, Video
-from annotator.videos.tasks import sample_video
 from tests.factories import make_video
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
+from tests.video_fixtures import run_queued
 
 pytestmark = pytest.mark.django_db
 
@@ -100,7 +100,7 @@ def test_it_uploads_videos_as_an_import_job_and_fails_an_oversized_one(
     stored = list((settings.IMPORT_ROOTS[0] / "uploads").rglob("*.mp4"))
     assert [p.name for p in stored] == ["beach_walk.mp4"]
     assert len(callbacks) == 1
-    sample_video(**callbacks[0].keywords)
+    run_queued(callbacks[0])
     video = Video.objects.get(yt8m_id="beach_walk")
     assert (video.status, video.frame_count, video.title) == ("sampled", 3, "beach_walk.mp4")
     job.refresh_from_db()

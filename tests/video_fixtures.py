@@ -68,3 +68,18 @@ def h264_video(h264_master, tmp_path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(h264_master.read_bytes())
     return target
+
+
+def queued_unit(callback):
+    """The job unit (JobTask) a captured commit hook hands to the broker."""
+    from annotator.models import JobTask
+
+    return JobTask.objects.get(pk=callback.keywords["task_id"])
+
+
+def run_queued(callback) -> str:
+    """Run in this process what a worker runs for the sampling unit a captured commit hook queues."""
+    from annotator.videos.tasks import sample_video
+
+    unit = queued_unit(callback)
+    return sample_video(**unit.kwargs, unit_id=unit.pk)

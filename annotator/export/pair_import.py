@@ -2,12 +2,15 @@
 
 All or nothing: the whole folder is validated first (every violation with its file and line), and the
 rows and image files are written only when none is found; a failure while writing removes what it wrote.
+Each pair keeps its group (its video), so a re-export never splits a video across test and val: the `group`
+of an export's metadata/items.jsonl when the folder has one, else the video part of its source_id.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import re
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
@@ -18,6 +21,7 @@ from django.utils import timezone
 from PIL import Image as PILImage
 
 from annotator.export.format import SPLITS, item_id, iter_lines, record_item_id, split_path, validate_dataset
+from annotator.export.services import ITEMS_METADATA
 from annotator.models import Caption, Image, Pair
 from annotator.similarity.services import images_queue_embeddings
 from subtlebench.errors import Invalid
@@ -48,6 +52,41 @@ def read_records(root: Path) -> list[tuple[str, int, dict]]:
         if (root / split_path(split)).is_file()
         for number, record, _ in iter_lines(root / split_path(split))
     ]
+
+
+# `<video>_<frame 1>_<frame 2>`, the paper's ids of frame pairs; and for yt8m `<video>_<n>`, the id the export
+# derives for a pair without one (`format.exported_source_id`).
+FRAME_PAIR_ID = re.compile(r"(?P<video>.+)_\d+_\d+")
+DERIVED_ID = re.compile(r"(?P<video>.+)_\d+")
+GROUP_MAX = Pair._meta.get_field("group_key").max_length
+
+
+def source_group(source: str, source_id: str) -> str:
+    """The group of a pair that names none: its source and the video part of its source_id, or '' (a pair of its
+    own). For yt8m it is the key an export gives a video's pairs (`services.pair_group`)."""
+    match = FRAME_PAIR_ID.fullmatch(source_id) or (source == "yt8m" and DERIVED_ID.fullmatch(source_id))
+    return f"{source}:{match['video']}"[:GROUP_MAX] if match else ""
+
+
+def read_groups(root: Path) -> tuple[dict[str, str], list[str]]:
+    """The explicit groups of an export's metadata/items.jsonl, by item id ('' for an item it groups with no
+    other), and the problems of that file, each with its line. A folder without the file has none."""
+    path = root / ITEMS_METADATA
+    groups: dict[str, str] = {}
+    problems: list[str] = []
+    if not path.is_file():
+        return groups, problems
+    for number, line, error in iter_lines(path):
+        where = f"{ITEMS_METADATA}:{number}"
+        if error:
+            problems.append(f"{where}: {error}")
+        elif not isinstance(line, dict) or not isinstance(line.get("item_id"), str):
+            problems.append(f"{where}: a line must be a JSON object with a string 'item_id'")
+        elif not isinstance(line.get("group"), str | None) or len(line.get("group") or "") > GROUP_MAX:
+            problems.append(f"{where}: 'group' must be null or a string of at most {GROUP_MAX} characters")
+        else:
+            groups[line["item_id"]] = line.get("group") or ""
+    return groups, problems
 
 
 def clashes_with_database(records) -> list[str]:
@@ -87,16 +126,36 @@ def stored_image(root: Path, path: str, source: str, saved: list[str]) -> Image:
     return image
 
 
-def pairs_import(*, folder, user=None) -> dict:
-    """Import every record of data/test.jsonl and data/val.jsonl as a submitted pair; returns the counts."""
+def captions_without_author(records, user) -> list[str]:
+    """A caption needs an author to be reviewed and credited: without a user, refuse rather than drop them."""
+    captioned = [f"{name}:{number}" for name, number, record in records if record["has_caption"]]
+    if user is None and captioned:
+        listed = ", ".join(captioned[:3]) + (f" and {len(captioned) - 3} more" if len(captioned) > 3 else "")
+        return [
+            f"{len(captioned)} record{'s have' if len(captioned) != 1 else ' has'} a caption ({listed}) and a "
+            "caption needs an author: run import_pairs with --user USERNAME to credit that user with the "
+            "captions; nothing was imported"
+        ]
+    return []
+
+
+def pairs_import(*, folder, user=None, progress=None) -> dict:
+    """Import every record of data/test.jsonl and data/val.jsonl as a submitted pair; returns the counts.
+
+    `progress` (optional) is told the number of records, then each one written, as a Job is.
+    """
     root = checked_import_root(folder)
-    problems = [str(violation) for violation in validate_dataset(root)]
+    # The records and their images; an export's card and manifest are not needed to import its pairs.
+    problems = [str(violation) for violation in validate_dataset(root, contract=False)]
     if problems:
         raise PairImportError(problems)
     records = read_records(root)
-    problems = clashes_with_database(records)
+    groups, problems = read_groups(root)
+    problems += captions_without_author(records, user) or clashes_with_database(records)
     if problems:
         raise PairImportError(problems)
+    if progress is not None:
+        progress.start(len(records))
     saved: list[str] = []
     images: dict[str, Image] = {}
     captions = 0
@@ -114,6 +173,9 @@ def pairs_import(*, folder, user=None) -> dict:
                     domain=record["domain"],
                     source=record["source"],
                     source_id=record["source_id"],
+                    group_key=groups.get(record_item_id(record), source_group(record["source"], record["source_id"])),
+                    raw_folder=record["raw_folder"],
+                    generation_info=record["generation_info"],
                     question=record["question"],
                     answer=record["answer"],
                     distractors=record["distractors"],
@@ -121,8 +183,7 @@ def pairs_import(*, folder, user=None) -> dict:
                     author=user,
                     submitted_at=now,
                 )
-                # A caption needs an author: without a user to credit, imported captions are left out.
-                if record["has_caption"] and user is not None:
+                if record["has_caption"]:  # with a user to credit: captions_without_author refused otherwise
                     Caption.objects.create(
                         pair=pair,
                         author=user,
@@ -131,6 +192,8 @@ def pairs_import(*, folder, user=None) -> dict:
                         submitted_at=now,
                     )
                     captions += 1
+                if progress is not None:
+                    progress.advance(1)
             # Standalone images are embedded like frames: the similarity worker scores these pairs next.
             images_queue_embeddings(images=images.values(), user=user)
     except BaseException:

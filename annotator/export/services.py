@@ -1,18 +1,24 @@
-"""Export finished pairs as the benchmark the official evaluation code loads: splits, images, card, manifest.
+"""Export finished pairs as the benchmark the official evaluation code loads: splits, images, provenance, card,
+manifest.
 
-Two streaming passes over the exportable pairs: the first checks each question and plans the leak-free
-split (union-find over videos and shared images), the second writes the JSONL lines and copies each image
-once. Everything is written into a temporary folder beside the target and renamed into place at the end;
-an S3 target is staged locally and uploaded images first, manifest last.
+Two streaming passes over the exportable pairs: the first checks each question, plans the leak-free split
+(union-find over videos, groups and shared images) and the orientation of the binary items, the second writes
+the JSONL lines and the provenance sidecar and copies each image once. Everything is written into a temporary
+folder beside the target and renamed into place at the end; an S3 target is staged locally and uploaded images
+first, manifest last.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
+import math
 import os
+import re
 import shutil
+import statistics
 import tempfile
 import threading
 import time
@@ -24,13 +30,14 @@ from bisect import bisect_left
 from collections import Counter, defaultdict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.files.storage import FileSystemStorage, default_storage
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
 from annotator.export.format import (
@@ -39,28 +46,44 @@ from annotator.export.format import (
     SPLITS,
     exported_source_id,
     item_id,
+    option_key,
     question_problems,
     split_path,
 )
-from annotator.models import EmbeddingModel, Job, Pair
+from annotator.models import Category, EmbeddingModel, Job, Pair, Review
 from subtlebench.errors import Conflict, Invalid, NotFound
 from subtlebench.storage import s3_client, split_s3_uri
 from subtlebench.text import EXPORT_NAME_MAX
 
 MANIFEST = "manifest.sha256"
 CARD = "README.md"
+ITEMS_METADATA = "metadata/items.jsonl"  # provenance per item, beside the official records (never in them)
 REPRODUCIBLE_TIME = "1970-01-01T00:00:00Z"
 CHUNK = 2000
 COPY_WINDOW = 256  # rows whose image copies may be in flight at once
 UPLOAD_ATTEMPTS = 4
 UPLOAD_PAUSE = 0.5  # seconds before the second attempt; doubles after each failure
 SKIPPED_KEPT = 200  # a job row keeps this many skipped items with their reasons (the count is always exact)
+BINARY_CATEGORIES = frozenset(
+    {Category.STATE, Category.EMOTION, Category.TEMPORAL, Category.QUANTITY, Category.QUALITY}
+)
+FIRST, SECOND = "first image", "second image"
+# A question that names an image by its place would be wrong once the two images trade places.
+NAMES_A_PLACE = re.compile(r"\b(first|second|former|latter)\b", re.IGNORECASE)
 
 
 class ExportError(Conflict):
     """The export could not be written (a target in the way, an unreadable stored file, a failed upload): a previous
     local export is left as it was; an S3 prefix is left without its manifest (the sign that an export there is
     unfinished)."""
+
+
+class ExportTargetTaken(ExportError):
+    """The target already holds an export, and replacing it was not asked for; `existing` says which."""
+
+    def __init__(self, message: str, existing: str):
+        self.existing = existing
+        super().__init__(message)
 
 
 class ExportGone(NotFound):
@@ -78,6 +101,7 @@ class ExportOptions:
     categories: tuple[str, ...] = ()
     domains: tuple[str, ...] = ()
     reproducible: bool = False
+    replace: bool = False  # an earlier export at `out` is replaced only when asked
 
     def __post_init__(self):
         if not 0 <= self.val_fraction < 1:
@@ -136,17 +160,41 @@ ROW_FIELDS = (
     "domain",
     "source",
     "source_id",
+    "group_key",
+    "raw_folder",
+    "generation_info",
     "question",
     "answer",
     "distractors",
     "similarity_model",
     "caption_text",
 )
+# Pass two also writes each item's provenance (metadata/items.jsonl).
+PROVENANCE_FIELDS = (
+    "similarity",
+    "similarity_override_reason",
+    "similarity_override_by_id",
+    "similarity_override_at",
+    "author_id",
+    "reviewer_id",
+    "image_1__original_name",
+    "image_2__original_name",
+    "image_1__frame__timestamp",
+    "image_2__frame__timestamp",
+)
 
 
-def iter_rows(options: ExportOptions):
+def iter_rows(options: ExportOptions, *, provenance: bool = False):
     """Rows as dicts, fetched in chunks through a server-side cursor: memory stays flat as the count grows."""
-    return export_queryset(options).values(*ROW_FIELDS).iterator(chunk_size=CHUNK)
+    pairs = export_queryset(options)
+    if not provenance:
+        return pairs.values(*ROW_FIELDS).iterator(chunk_size=CHUNK)
+    # The reviewer who accepted it: the latest accepting review (a correction accepts too).
+    accepting = Review.objects.filter(
+        pair=OuterRef("pk"), decision__in=[Review.Decision.ACCEPT, Review.Decision.CORRECT]
+    ).order_by("-created", "-pk")
+    pairs = pairs.annotate(reviewer_id=Subquery(accepting.values("reviewer_id")[:1]))
+    return pairs.values(*ROW_FIELDS, *PROVENANCE_FIELDS).iterator(chunk_size=CHUNK)
 
 
 def row_problem(row: dict) -> str | None:
@@ -194,6 +242,7 @@ class Plan:
 
     included: array = field(default_factory=lambda: array("q"))
     val: array = field(default_factory=lambda: array("q"))
+    swapped: array = field(default_factory=lambda: array("q"))  # binary items written with the images traded
     skipped: list[dict] = field(default_factory=list)
     skipped_count: int = 0
     counts: dict = field(default_factory=dict)
@@ -205,6 +254,9 @@ class Plan:
         if not contains(self.included, pair_id):
             return None
         return "val" if contains(self.val, pair_id) else "test"
+
+    def is_swapped(self, pair_id: int) -> bool:
+        return contains(self.swapped, pair_id)
 
     def skip(self, pair_id: int, reason: str) -> None:
         self.skipped_count += 1
@@ -258,20 +310,53 @@ def id_hash(identifier: str) -> int:
     return int.from_bytes(hashlib.blake2b(identifier.encode(), digest_size=8).digest(), "big", signed=True)
 
 
-def group_order_key(seed: int, group_min_pk: int) -> bytes:
-    return hashlib.sha256(f"{seed}:{group_min_pk}".encode()).digest()
+def group_order_key(seed: int, identity: int) -> bytes:
+    return hashlib.sha256(f"{seed}:{identity}".encode()).digest()
+
+
+def pair_group(*, group_key: str, yt8m_id: str | None) -> str:
+    """The group a pair shares with others: its stored key (an imported pair's video), else its video; or ''.
+
+    A video's key has the form `pair_import.source_group` derives from a yt8m source_id, so a re-imported export
+    groups its pairs as the first export did.
+    """
+    return group_key or (f"yt8m:{yt8m_id}" if yt8m_id else "")
+
+
+def answer_place(row: dict) -> int:
+    """1 or 2 when the answer of a binary question names the first or the second image; 0 for any other."""
+    if row["category"] not in BINARY_CATEGORIES or len(row["distractors"]) != 1:
+        return 0
+    options = (option_key(row["answer"]), option_key(row["distractors"][0]))
+    return {(FIRST, SECOND): 1, (SECOND, FIRST): 2}.get(options, 0)
+
+
+def orientation_is_fixed(row: dict) -> bool:
+    """A caption describes the second image against the first, and a question may name an image by its place:
+    trading the images of such an item would make it wrong, so it keeps its stored orientation."""
+    return bool((row["caption_text"] or "").strip()) or bool(NAMES_A_PLACE.search(row["question"]))
 
 
 def plan_export(options: ExportOptions) -> Plan:
-    """Pass one: check every question, skip duplicates, group pairs by video and shared images, split."""
+    """Pass one: check every question, skip duplicates, group pairs, split them, balance the binary answers.
+
+    The split and the orientations derive from item ids (never database ids), so the same items give the same
+    plan in any database: an export imported elsewhere and exported again with the same seed is the same export.
+    """
     plan = Plan()
     uf = UnionFind()
     # Columns of the included pairs, in id order: compact arrays, with names as indexes into small lists.
-    nodes, category_of, domain_of = array("q"), array("b"), array("b")
+    nodes, id_hashes = array("q"), array("q")
+    category_of, domain_of, places = array("b"), array("b"), array("b")
     names: dict[str, int] = {}
     clashes = item_id_clashes(options)
     models: set[str] = set()
-    content_nodes: dict[str, int] = {}  # a known content hash joins images that are copies of each other
+    # Nodes for a known content hash (images that are copies of each other) and for a group key.
+    named_nodes: dict[str, int] = {}
+
+    def named_node(name: str) -> int:
+        return -named_nodes.setdefault(name, len(named_nodes) + 1)
+
     for row in iter_rows(options):
         plan.total += 1
         problem = row_problem(row)
@@ -284,50 +369,175 @@ def plan_export(options: ExportOptions) -> Plan:
         uf.union(first, image_node(row["image_2_id"]))
         if row["video_id"]:
             uf.union(first, video_node(row["video_id"]))
+        group = pair_group(group_key=row["group_key"], yt8m_id=row["video__yt8m_id"])
+        if group:
+            uf.union(first, named_node(f"group:{group}"))
         for digest in (row["image_1__sha256"], row["image_2__sha256"]):
             if digest:
-                uf.union(first, -content_nodes.setdefault(digest, len(content_nodes) + 1))
+                uf.union(first, named_node(f"sha256:{digest}"))
+        identifier = item_id(
+            category=row["category"],
+            source=row["source"],
+            source_id=row["source_id"],
+            pair_id=row["pk"],
+            yt8m_id=row["video__yt8m_id"],
+        )
         plan.included.append(row["pk"])
         nodes.append(first)
+        id_hashes.append(id_hash(identifier))
         category_of.append(names.setdefault(row["category"], len(names)))
         domain_of.append(names.setdefault(row["domain"], len(names)))
+        place = answer_place(row)
+        places.append(-place if place and orientation_is_fixed(row) else place)
         if row["similarity_model"]:
             models.add(row["similarity_model"])
+    named_nodes.clear()
     name_of = {index: name for name, index in names.items()}
 
-    groups: dict[int, Counter] = defaultdict(Counter)
-    group_min: dict[int, int] = {}
-    per_category: Counter = Counter()
-    for pk, node, category_index in zip(plan.included, nodes, category_of, strict=True):
-        category = name_of[category_index]
+    groups: dict[int, Counter] = defaultdict(Counter)  # root -> items per (category, domain)
+    identity: dict[int, int] = {}  # root -> the smallest id hash of its items: the same in every database
+    for node, category_index, domain_index, hashed in zip(nodes, category_of, domain_of, id_hashes, strict=True):
         root = uf.find(node)
-        groups[root][category] += 1
-        group_min[root] = min(group_min.get(root, pk), pk)
-        per_category[category] += 1
-
-    target = {c: options.val_fraction * n for c, n in per_category.items()}
-    in_val: Counter = Counter()
-    val_groups: set[int] = set()
-    # Walk the groups in an order fixed by the seed; each goes to val when that brings its main category closer
-    # to the asked fraction. Same database and options: same order, same split.
-    for root in sorted(groups, key=lambda r: group_order_key(options.seed, group_min[r])):
-        sizes = groups[root]
-        main = min(sizes, key=lambda c: (-sizes[c], c))
-        before, after = in_val[main], in_val[main] + sizes[main]
-        if abs(after - target[main]) < abs(before - target[main]):
-            val_groups.add(root)
-            in_val.update(sizes)
+        groups[root][(name_of[category_index], name_of[domain_index])] += 1
+        identity[root] = min(identity.get(root, hashed), hashed)
+    val_roots = choose_val_groups(groups, identity, fraction=options.val_fraction, seed=options.seed)
+    del groups, identity
 
     counts: dict = {}
+    in_val = array("b")
     for pk, node, category_index, domain_index in zip(plan.included, nodes, category_of, domain_of, strict=True):
-        split = "val" if uf.find(node) in val_groups else "test"
+        split = "val" if uf.find(node) in val_roots else "test"
+        in_val.append(split == "val")
         if split == "val":
             plan.val.append(pk)  # ids arrive in ascending order: the array stays sorted
         cell = counts.setdefault(name_of[category_index], {}).setdefault(name_of[domain_index], {"test": 0, "val": 0})
         cell[split] += 1
+    del uf, nodes
+    categories = [name_of[index] for index in category_of]
+    plan.swapped = balance_answers(plan.included, in_val, categories, id_hashes, places, seed=options.seed)
     plan.counts = counts
     plan.models = sorted(models)
     return plan
+
+
+def round_half_up(value: float) -> int:
+    return math.floor(value + 0.5)
+
+
+def largest_remainders(shares: dict, total: int, seed: int) -> dict:
+    """Whole numbers summing to `total`, each the floor of its share plus one for the largest remainders.
+
+    Ties go by a hash of the seed and the key, so that no category always wins a tie.
+    """
+    quota = {key: math.floor(share) for key, share in shares.items()}
+    ranked = sorted(
+        shares,
+        key=lambda key: (quota[key] - shares[key], hashlib.sha256(f"{seed}:{key}".encode()).digest()),
+    )
+    for key in ranked[: max(0, total - sum(quota.values()))]:
+        quota[key] += 1
+    return quota
+
+
+def choose_val_groups(groups: dict[int, Counter], identity: dict[int, int], *, fraction: float, seed: int) -> set:
+    """The groups that go to val: about `fraction` of the items, stratified by category and domain.
+
+    val gets round(fraction x items), shared among the categories by largest remainders (and within a category
+    among its domains): a category too small for its own val item still counts towards the whole. The groups are
+    walked in an order fixed by the seed and the groups' item ids; a group joins val when that brings the
+    categories (then the cells) closer to their quotas. With two groups or more and a fraction above 0, each
+    split gets at least one group: the official evaluator cannot run on an empty split.
+    """
+    if fraction <= 0 or not groups:
+        return set()
+    cells: Counter = Counter()
+    for sizes in groups.values():
+        cells.update(sizes)
+    wanted = round_half_up(fraction * sum(cells.values()))
+    if len(groups) >= 2:
+        wanted = max(wanted, 1)
+    per_category: Counter = Counter()
+    for (category, _), size in cells.items():
+        per_category[category] += size
+    category_quota = largest_remainders({c: fraction * n for c, n in per_category.items()}, wanted, seed)
+    cell_quota: dict = {}
+    for category, quota in category_quota.items():
+        shares = {cell: quota * size / per_category[category] for cell, size in cells.items() if cell[0] == category}
+        cell_quota.update(largest_remainders(shares, quota, seed))
+
+    in_category: Counter = Counter()
+    in_cell: Counter = Counter()
+
+    def change(sizes: Counter, sign: int = 1) -> tuple[int, int]:
+        """How much adding (sign 1) or removing (-1) a group moves val away from its quotas: (categories, cells)."""
+        by_category: Counter = Counter()
+        cell_change = 0
+        for cell, size in sizes.items():
+            by_category[cell[0]] += size
+            now = in_cell[cell]
+            cell_change += abs(now + sign * size - cell_quota[cell]) - abs(now - cell_quota[cell])
+        category_change = sum(
+            abs(in_category[c] + sign * size - category_quota[c]) - abs(in_category[c] - category_quota[c])
+            for c, size in by_category.items()
+        )
+        return category_change, cell_change
+
+    def move(root: int, sign: int) -> None:
+        for cell, size in groups[root].items():
+            in_cell[cell] += sign * size
+            in_category[cell[0]] += sign * size
+        (chosen.add if sign > 0 else chosen.discard)(root)
+
+    order = sorted(groups, key=lambda root: group_order_key(seed, identity[root]))
+    chosen: set[int] = set()
+    # First the groups that bring both their category and their cell closer, then those that help the category.
+    for strict in (True, False):
+        for root in order:
+            if root not in chosen:
+                category_change, cell_change = change(groups[root])
+                if (category_change < 0 and cell_change < 0) if strict else (category_change, cell_change) < (0, 0):
+                    move(root, 1)
+    if len(groups) >= 2 and not chosen:  # every group overshoots its quota: the one that overshoots least
+        move(min(order, key=lambda root: change(groups[root])), 1)
+    if len(chosen) == len(groups):  # test (the evaluator's default split) keeps the group whose leaving costs least
+        move(min((r for r in order if r in chosen), key=lambda root: change(groups[root], -1)), -1)
+    return chosen
+
+
+def balance_answers(included: array, in_val: array, categories: list, id_hashes: array, places: array, *, seed):
+    """The sorted ids of the binary items whose two images the export swaps, so that in each split and category
+    about half the answers are "first image".
+
+    Items that must keep their orientation (see `orientation_is_fixed`) count as they are; the others are ranked
+    by a hash of the seed and their item id: the first ones of that ranking get the answer first, the last ones
+    second, as many of each as the half needs. The decision reads item ids, not the stored orientation, so an
+    export that is imported and exported again comes out with every item the same way round. One exception: of
+    an odd count, the one item that may go either way stays as it is stored (that is just as balanced, and keeps
+    an already balanced dataset as it was).
+    """
+    fixed_first: Counter = Counter()
+    fixed: Counter = Counter()
+    free: dict[tuple, list] = defaultdict(list)  # (split, category) -> [(rank, stored place, pair id)]
+    for pk, val, category, hashed, place in zip(included, in_val, categories, id_hashes, places, strict=True):
+        if not place:
+            continue
+        bucket = ("val" if val else "test", category)
+        if place < 0:
+            fixed[bucket] += 1
+            fixed_first[bucket] += place == -1
+        else:
+            free[bucket].append((id_hash(f"{seed}:orientation:{hashed}"), place, pk))
+    swapped = []
+    for bucket, items in free.items():
+        total = fixed[bucket] + len(items)
+        # At least total // 2 answers first and at most total - total // 2, as far as the free items allow.
+        first_at_least = min(max(total // 2 - fixed_first[bucket], 0), len(items))
+        first_at_most = min(max(total - total // 2 - fixed_first[bucket], 0), len(items))
+        for rank, (_, place, pk) in enumerate(sorted(items)):
+            wanted = 1 if rank < first_at_least else 2 if rank >= first_at_most else place
+            if place != wanted:
+                swapped.append(pk)
+    return array("q", sorted(swapped))
 
 
 def split_totals(counts: dict) -> dict[str, int]:
@@ -412,6 +622,60 @@ class ImageWriter:
                 os.remove(os.path.join(self.root, path))
 
 
+def opaque_user_id(user_id: int | None) -> str | None:
+    """A stable id for a user that tells nothing about who it is: an HMAC of the user's id under SECRET_KEY."""
+    if user_id is None:
+        return None
+    return hmac.new(settings.SECRET_KEY.encode(), f"user:{user_id}".encode(), hashlib.sha256).hexdigest()[:16]
+
+
+def utc_text(moment) -> str | None:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if moment else None
+
+
+def provenance_of(row: dict, *, identifier: str, split: str, swapped: bool, input_size: int | None) -> dict:
+    """One line of metadata/items.jsonl: where the item came from and who vouched for it, by opaque ids.
+
+    `row` is the item as written (images already traded when `swapped`), so origins follow image_1, image_2.
+    """
+    override = None
+    if row["similarity_override_reason"]:
+        override = {
+            "by": opaque_user_id(row["similarity_override_by_id"]),
+            "at": utc_text(row["similarity_override_at"]),
+            "reason": row["similarity_override_reason"],
+        }
+    if row["video__yt8m_id"]:
+        origin = {
+            "video": row["video__yt8m_id"],
+            "timestamps": [row["image_1__frame__timestamp"], row["image_2__frame__timestamp"]],
+        }
+    else:
+        origin = {"source": row["source"], "files": [row["image_1__original_name"], row["image_2__original_name"]]}
+    return {
+        "item_id": identifier,
+        "split": split,
+        "similarity": row["similarity"],
+        "similarity_model": row["similarity_model"] or None,
+        "input_size": input_size,
+        "similarity_override": override,
+        "origin": origin,
+        "group": pair_group(group_key=row["group_key"], yt8m_id=row["video__yt8m_id"]) or None,
+        "annotator": opaque_user_id(row["author_id"]),
+        "reviewer": opaque_user_id(row["reviewer_id"]),
+        "swapped": swapped,
+    }
+
+
+def swapped_row(row: dict) -> dict:
+    """The row with its two images traded and its answer flipped: "first image" becomes "second image"."""
+    row = dict(row)
+    for suffix in ("_id", "__file", "__sha256", "__original_name", "__frame__timestamp"):
+        row[f"image_1{suffix}"], row[f"image_2{suffix}"] = row[f"image_2{suffix}"], row[f"image_1{suffix}"]
+    row["answer"], row["distractors"] = row["distractors"][0], [row["answer"]]
+    return row
+
+
 def record_of(row: dict, image_1: str, image_2: str) -> dict:
     caption = row["caption_text"]
     has_caption = bool(caption and caption.strip())
@@ -427,8 +691,8 @@ def record_of(row: dict, image_1: str, image_2: str) -> dict:
         "domain": row["domain"],
         "source": row["source"],
         "source_id": exported_source_id(source_id=row["source_id"], pair_id=row["pk"], yt8m_id=row["video__yt8m_id"]),
-        "raw_folder": f"{row['source']}_{row['category']}_pairs",
-        "generation_info": None,
+        "raw_folder": row["raw_folder"] or f"{row['source']}_{row['category']}_pairs",
+        "generation_info": row["generation_info"],
     }
     assert list(record) == list(FIELDS)
     return record
@@ -447,34 +711,93 @@ def app_version() -> str:
         return tomllib.load(file)["project"]["version"]
 
 
+@dataclass
+class Tally:
+    """What pass two wrote: counts per category x domain and split, binary answers, similarities, overrides."""
+
+    counts: dict = field(default_factory=dict)
+    # category -> split -> [items whose answer is "first image", binary items]
+    answer_first: dict = field(default_factory=dict)
+    similarities: array = field(default_factory=lambda: array("d"))
+    overrides: int = 0
+
+    def add(self, row: dict, split: str) -> None:
+        cell = self.counts.setdefault(row["category"], {}).setdefault(row["domain"], {"test": 0, "val": 0})
+        cell[split] += 1
+        place = answer_place(row)
+        if place:
+            shares = self.answer_first.setdefault(row["category"], {s: [0, 0] for s in SPLITS})[split]
+            shares[0] += place == 1
+            shares[1] += 1
+        if row["similarity"] is not None:
+            self.similarities.append(row["similarity"])
+        self.overrides += bool(row["similarity_override_reason"])
+
+    def similarity_summary(self) -> dict | None:
+        """min, 5th percentile and median of the exported items' similarities (inclusive quantiles)."""
+        values = sorted(self.similarities)
+        if not values:
+            return None
+        p5 = statistics.quantiles(values, n=20, method="inclusive")[0] if len(values) > 1 else values[0]
+        return {"min": values[0], "p5": p5, "median": statistics.median(values), "count": len(values)}
+
+
+def left_out_warnings(totals: dict) -> list[str]:
+    """What the command, the page and the card say about a split with no item (its file is not written)."""
+    if not any(totals.values()):
+        return ["There is no item to export: the official evaluator cannot run on an empty benchmark."]
+    return [
+        f"The {split} split has no item: {split_path(split)} and its config are left out "
+        "(the official evaluator cannot run on an empty split)."
+        for split in SPLITS
+        if not totals[split]
+    ]
+
+
 def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> dict:
-    """Pass two: the JSONL files line by line, each image once, the card, and the manifest last."""
+    """Pass two: the JSONL files line by line, each image once, the provenance, the card, and the manifest last."""
     (root / "data").mkdir(parents=True)
-    counts: dict = {}
+    (root / ITEMS_METADATA).parent.mkdir()
+    tally = Tally()
     manifest_part = root / f".{MANIFEST}.part"
-    hashes = {split: hashlib.sha256() for split in SPLITS}
+    hashes = {name: hashlib.sha256() for name in (*SPLITS, ITEMS_METADATA)}
     sizes = dict.fromkeys(SPLITS, 0)
+    sizes_of_models = dict(
+        EmbeddingModel.objects.filter(fingerprint__in=plan.models).values_list("fingerprint", "image_size")
+    )
     with (
         open(manifest_part, "w", encoding="utf-8") as manifest,
         open(root / split_path("test"), "wb") as test_file,
         open(root / split_path("val"), "wb") as val_file,
+        open(root / ITEMS_METADATA, "wb") as metadata_file,
     ):
         files = {"test": test_file, "val": val_file}
         images = ImageWriter(root, manifest, settings.EXPORT_COPY_THREADS)
         window: deque = deque()  # rows whose images are being copied, in id order; bounded, so memory is too
 
-        def write_line(row: dict, split: str) -> None:
+        def write_line(row: dict, split: str, swapped: bool) -> None:
             image_1, image_2 = images.resolve(row["image_1_id"]), images.resolve(row["image_2_id"])
-            line = (json.dumps(record_of(row, image_1, image_2), ensure_ascii=False) + "\n").encode()
+            record = record_of(row, image_1, image_2)
+            line = (json.dumps(record, ensure_ascii=False) + "\n").encode()
             files[split].write(line)
             hashes[split].update(line)
             sizes[split] += len(line)
-            cell = counts.setdefault(row["category"], {}).setdefault(row["domain"], {"test": 0, "val": 0})
-            cell[split] += 1
+            identifier = item_id(category=record["category"], source=record["source"], source_id=record["source_id"])
+            provenance = provenance_of(
+                row,
+                identifier=identifier,
+                split=split,
+                swapped=swapped,
+                input_size=sizes_of_models.get(row["similarity_model"]),
+            )
+            line = (json.dumps(provenance, ensure_ascii=False) + "\n").encode()
+            metadata_file.write(line)
+            hashes[ITEMS_METADATA].update(line)
+            tally.add(row, split)
 
         try:
             pending = 0
-            for row in iter_rows(options):
+            for row in iter_rows(options, provenance=True):
                 pending += 1
                 if pending == CHUNK:
                     progress.advance(pending)
@@ -482,11 +805,14 @@ def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> di
                 split = plan.split_of(row["pk"])
                 if split is None:  # skipped in pass one, or created since: not part of this export's plan
                     continue
+                swapped = plan.is_swapped(row["pk"])
+                if swapped:
+                    row = swapped_row(row)
                 for n in ("1", "2"):
                     images.submit(
                         row[f"image_{n}_id"], row[f"image_{n}__file"], row["source"], row["category"], row["pk"]
                     )
-                window.append((row, split))
+                window.append((row, split, swapped))
                 if len(window) > COPY_WINDOW:
                     write_line(*window.popleft())
             while window:
@@ -495,56 +821,71 @@ def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> di
         finally:
             images.close()
         image_count = len(images.written)
+        totals = split_totals(tally.counts)
+        written = [split for split in SPLITS if totals[split]]
         card_time = REPRODUCIBLE_TIME if options.reproducible else timezone.now().strftime("%Y-%m-%dT%H:%M:%SZ")
-        card = dataset_card(options=options, counts=counts, sizes=sizes, models=plan.models, time=card_time)
+        card = dataset_card(options=options, tally=tally, sizes=sizes, models=plan.models, time=card_time)
         (root / CARD).write_bytes(card.encode())
-        for split in SPLITS:
+        for split in written:
             manifest.write(f"{hashes[split].hexdigest()}  {split_path(split)}\n")
+        manifest.write(f"{hashes[ITEMS_METADATA].hexdigest()}  {ITEMS_METADATA}\n")
         manifest.write(f"{hashlib.sha256(card.encode()).hexdigest()}  {CARD}\n")
+    for split in SPLITS:
+        if split not in written:  # an empty file would crash the evaluator; a missing one says "no such split"
+            (root / split_path(split)).unlink()
     os.replace(manifest_part, root / MANIFEST)
-    totals = split_totals(counts)
     return {
         "items": sum(totals.values()),
         "splits": totals,
+        "left_out": [split for split in SPLITS if split not in written],
+        "warnings": left_out_warnings(totals),
         "images": image_count,
-        "counts": counts,
+        "counts": tally.counts,
+        "answer_first": tally.answer_first,
+        "swapped": len(plan.swapped),
+        "overrides": tally.overrides,
+        "similarity": tally.similarity_summary(),
         "similarity_models": plan.models,
         "card_time": card_time,
         "manifest_sha256": sha256_of(root / MANIFEST),
     }
 
 
-def yaml_str(value: str) -> str:
-    return json.dumps(value)  # a JSON string is a valid YAML scalar
+FEATURES = (
+    ("image_1", "dtype: string"),
+    ("image_2", "dtype: string"),
+    ("question", "dtype: string"),
+    ("answer", "dtype: string"),
+    ("distractors", "list: string"),
+    ("has_caption", "dtype: bool"),
+    ("caption", "dtype: string"),
+    ("category", "dtype: string"),
+    ("domain", "dtype: string"),
+    ("source", "dtype: string"),
+    ("source_id", "dtype: string"),
+    ("raw_folder", "dtype: string"),
+    ("generation_info", "dtype: string"),  # always null in this app's exports
+)
 
 
-def dataset_card(*, options: ExportOptions, counts: dict, sizes: dict, models: list[str], time: str) -> str:
-    """The README.md: a YAML header as on the benchmark's card (configs, dataset_info), counts, provenance."""
+def percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "-"
+
+
+def dataset_card(*, options: ExportOptions, tally: Tally, sizes: dict, models: list[str], time: str) -> str:
+    """The README.md: a YAML header the Hugging Face Hub reads (configs, dataset_info), counts, answer balance,
+    provenance. Only the splits with items are configured: an empty split is not written at all."""
+    counts = tally.counts
     totals = split_totals(counts)
-    features = [
-        ("image_1", "string"),
-        ("image_2", "string"),
-        ("question", "string"),
-        ("answer", "string"),
-        ("distractors", None),
-        ("has_caption", "bool"),
-        ("caption", "string"),
-        ("category", "string"),
-        ("domain", "string"),
-        ("source", "string"),
-        ("source_id", "string"),
-        ("raw_folder", "string"),
-        ("generation_info", "string"),
-    ]
-    lines = ["---", "configs:", "- config_name: default", "  data_files:"]
-    for split in SPLITS:
+    written = [split for split in SPLITS if totals[split]]
+    lines = ["---", "pretty_name: SubtleBench Studio export", "configs:", "- config_name: default", "  data_files:"]
+    for split in written:
         lines += [f"  - split: {split}", f"    path: {split_path(split)}"]
     lines += ["dataset_info:", "  features:"]
-    for name, dtype in features:
-        lines.append(f"  - name: {name}")
-        lines.append("    sequence: string" if dtype is None else f"    dtype: {dtype}")
+    for name, dtype in FEATURES:
+        lines += [f"  - name: {name}", f"    {dtype}"]
     lines.append("  splits:")
-    for split in SPLITS:
+    for split in written:
         lines += [f"  - name: {split}", f"    num_bytes: {sizes[split]}", f"    num_examples: {totals[split]}"]
     lines += [f"  dataset_size: {sum(sizes.values())}", "---", ""]
 
@@ -552,21 +893,43 @@ def dataset_card(*, options: ExportOptions, counts: dict, sizes: dict, models: l
         "# SubtleBench Studio export",
         "",
         "Pairs of nearly identical images with a multiple-choice question about their difference, in the",
-        "format of VLM-SubtleBench (`data/test.jsonl`, `data/val.jsonl`, image paths relative to this folder).",
+        "format of VLM-SubtleBench (`data/<split>.jsonl`, image paths relative to this folder).",
         f"No video and no image is shared between the splits. `{MANIFEST}` lists the sha256 of every file.",
         "",
-        "## Counts",
-        "",
-        "| category | domain | test | val |",
-        "|---|---|---:|---:|",
     ]
+    for warning in left_out_warnings(totals):
+        lines += [f"> **Note:** {warning}", ""]
+    lines += ["## Counts", "", "| category | domain | test | val |", "|---|---|---:|---:|"]
     for category in sorted(counts):
         for domain in sorted(counts[category]):
             cell = counts[category][domain]
             lines.append(f"| {category} | {domain} | {cell['test']} | {cell['val']} |")
     lines += [f"| **all** | | **{totals['test']}** | **{totals['val']}** |", ""]
+    if tally.answer_first:
+        lines += [
+            "## Answer balance",
+            "",
+            'Share of "first image" among the answers of the binary categories: the export puts the correct image',
+            "first or second so that each category is near 50% in each split (`swapped` in the item metadata).",
+            "",
+            "| category | test | val |",
+            "|---|---:|---:|",
+        ]
+        for category in sorted(tally.answer_first):
+            shares = tally.answer_first[category]
+            row = " | ".join(f"{percent(*shares[s])} ({shares[s][0]}/{shares[s][1]})" for s in SPLITS)
+            lines.append(f"| {category} | {row} |")
+        lines.append("")
+    summary = tally.similarity_summary()
+    similarity = (
+        f"min {summary['min']:.4f}, 5th percentile {summary['p5']:.4f}, median {summary['median']:.4f}"
+        if summary
+        else "none recorded"
+    )
     # Where it was written is not part of what it is: the same data exported elsewhere gives the same card.
-    options_text = json.dumps({k: v for k, v in options.as_dict().items() if k != "out"}, sort_keys=True)
+    options_text = json.dumps(
+        {k: v for k, v in options.as_dict().items() if k not in ("out", "replace")}, sort_keys=True
+    )
     lines += [
         "## Provenance",
         "",
@@ -574,11 +937,18 @@ def dataset_card(*, options: ExportOptions, counts: dict, sizes: dict, models: l
         f"- similarity models: {', '.join(f'`{m}`' for m in models) or 'none recorded'}",
         f"- similarity threshold: {settings.SIMILARITY_THRESHOLD}"
         + (f" (export minimum {options.min_similarity})" if options.min_similarity is not None else ""),
+        f"- similarity of the items: {similarity}",
+        f"- items accepted through a coordinator's override of the threshold: {tally.overrides}",
         f"- DINOv3 input size: {input_sizes(models)}",
         f"- at most {MAX_DISTRACTORS} distractors per question",
         f"- split seed: {options.seed}, val fraction: {options.val_fraction}",
         f"- options: `{options_text}`",
         f"- exported: {time}",
+        "",
+        f"`{ITEMS_METADATA}` holds one line per item, keyed by the evaluator's item id (`category_source_source_id`):",
+        "split, similarity, model fingerprint, input size, any override (by whom, when, why), origin (video and",
+        "frame timestamps, or the imported files), group, annotator and reviewer as opaque ids, and whether the",
+        "images were swapped. The evaluator does not read it, and the configs above leave it out.",
         "",
     ]
     return "\n".join(lines)
@@ -610,9 +980,85 @@ def swap_into_place(staging: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def check_local_target(out: Path) -> None:
+REPLACE_HOW = (
+    "replace it explicitly (--replace on the command line, the confirmation on the exports page, "
+    '"replace": true in the API) or choose another target'
+)
+
+
+def check_local_target(out: Path, *, replace: bool, create_root: bool = True) -> None:
+    """Refuse a target that is not ours to write: a missing parent folder (never created, except the app's own
+    EXPORT_ROOT), a folder that is not an earlier export, or an earlier export unless `replace`."""
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).exists())):
         raise ExportError(f"{out} exists and is not an earlier export (no {MANIFEST}): refusing to replace it")
+    if (out / MANIFEST).exists() and not replace:
+        existing = describe_local_export(out)
+        raise ExportTargetTaken(f"{out} already holds an export ({existing}): {REPLACE_HOW}.", existing)
+    if not out.parent.is_dir():
+        if out.parent != Path(settings.EXPORT_ROOT).resolve():
+            raise ExportError(
+                f"{out.parent} does not exist: create the folder first, or check the path "
+                "(the export never creates a missing parent folder)"
+            )
+        if create_root:
+            out.parent.mkdir(parents=True, exist_ok=True)
+
+
+def describe_local_export(out: Path) -> str:
+    """An earlier export in words: the job that wrote it when one did, else when its manifest was written."""
+    job = export_jobs_at(str(out)).first()
+    if job is not None:
+        return f"export #{job.pk} of {job.finished:%Y-%m-%d %H:%M}"
+    written = datetime.fromtimestamp((out / MANIFEST).stat().st_mtime, tz=UTC)
+    return f"written {written:%Y-%m-%d %H:%M} UTC"
+
+
+def check_s3_target(uri: str, *, replace: bool) -> None:
+    """An S3 prefix with a manifest holds a finished export: replaced only when asked."""
+    if replace:
+        return
+    bucket, prefix = split_s3_uri(uri)
+    key = f"{prefix.strip('/')}/{MANIFEST}" if prefix.strip("/") else MANIFEST
+    try:
+        s3_client().head_object(Bucket=bucket, Key=key)
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return
+        raise ExportError(f"cannot read s3://{bucket}/{key}: {error}")
+    except BotoCoreError as error:
+        raise ExportError(f"cannot read s3://{bucket}/{key}: {error}")
+    job = export_jobs_at(uri).first()
+    existing = f"export #{job.pk} of {job.finished:%Y-%m-%d %H:%M}" if job else f"s3://{bucket}/{key} exists"
+    raise ExportTargetTaken(f"{uri} already holds an export ({existing}): {REPLACE_HOW}.", existing)
+
+
+def check_target(options: ExportOptions, *, dry_run: bool = False) -> None:
+    if options.is_s3:
+        check_s3_target(options.out, replace=options.replace)
+    else:
+        check_local_target(Path(options.out).resolve(), replace=options.replace, create_root=not dry_run)
+
+
+def export_jobs_at(out: str):
+    """The finished export jobs whose files are still the ones at `out` (not marked replaced), newest first."""
+    return (
+        Job.objects.filter(kind=Job.Kind.EXPORT, status=Job.Status.SUCCEEDED, result__out=out)
+        .exclude(result__has_key="replaced_at")
+        .order_by("-finished")
+    )
+
+
+def exports_mark_replaced(*, out: str, by_job: int | None) -> int:
+    """Mark the earlier exports at `out` as replaced (by which job, when), so the history shows it and offers no
+    dead download link. Recorded in the job's result: an export's history is its result."""
+    at = timezone.now().isoformat()
+    marked = 0
+    with transaction.atomic():
+        for job in export_jobs_at(out).exclude(pk=by_job).select_for_update():
+            job.result = {**job.result, "replaced_by": by_job, "replaced_at": at}
+            job.save(update_fields=["result"])
+            marked += 1
+    return marked
 
 
 def upload_file(client, path: Path, bucket: str, key: str) -> None:
@@ -641,8 +1087,11 @@ def upload_export(staging: Path, uri: str) -> dict:
     def key(name: str) -> str:
         return f"{prefix}/{name}" if prefix else name
 
+    # A split left out this time must not survive from an earlier export at this prefix: readers would load it.
+    stale = [split_path(split) for split in SPLITS if not (staging / split_path(split)).exists()]
     try:
-        client.delete_object(Bucket=bucket, Key=key(MANIFEST))
+        for name in (MANIFEST, *stale):
+            client.delete_object(Bucket=bucket, Key=key(name))
     except (ClientError, BotoCoreError) as error:
         raise ExportError(f"cannot write to s3://{bucket}/{prefix}: {error}")
     for want_images in (True, False):  # two streaming passes over the manifest: images, then the rest
@@ -674,9 +1123,24 @@ def zip_folder(folder: Path, archive: Path) -> None:
 # --- Services ----------------------------------------------------------------------------------------------
 
 
-def benchmark_export(*, options: ExportOptions, progress=None, dry_run: bool = False) -> dict:
-    """Export the benchmark to options.out (a folder or s3://bucket/prefix); returns counts and provenance."""
+def benchmark_export(
+    *, options: ExportOptions, progress=None, dry_run: bool = False, job_id: int | None = None
+) -> dict:
+    """Export the benchmark to options.out (a folder or s3://bucket/prefix); returns counts and provenance.
+
+    The target is checked first (parent folder, an earlier export and `replace`); earlier export jobs at the
+    same target are marked replaced by `job_id` (None: the command line) once the new export is in place.
+    """
     progress = progress or NoProgress()
+    if options.is_s3:
+        split_s3_uri(options.out)  # a malformed URI fails before any work
+    target_problem = None
+    try:
+        check_target(options, dry_run=dry_run)
+    except ExportError as error:
+        if not dry_run:
+            raise
+        target_problem = str(error)  # a dry run still gives the counts, and says what a real run would refuse
     plan = plan_export(options)
     result = {
         "out": options.out,
@@ -686,62 +1150,100 @@ def benchmark_export(*, options: ExportOptions, progress=None, dry_run: bool = F
         "skipped": plan.skipped,
         "skipped_count": plan.skipped_count,
     }
+    totals = split_totals(plan.counts)
     if dry_run:
-        totals = split_totals(plan.counts)
-        return {**result, "dry_run": True, "items": sum(totals.values()), "splits": totals, "counts": plan.counts}
+        return {
+            **result,
+            "dry_run": True,
+            "items": sum(totals.values()),
+            "splits": totals,
+            "left_out": [split for split in SPLITS if not totals[split]],
+            "warnings": left_out_warnings(totals),
+            "counts": plan.counts,
+            "swapped": len(plan.swapped),
+            "target_problem": target_problem,
+        }
     progress.start(plan.total)
     if options.is_s3:
-        split_s3_uri(options.out)  # a malformed URI fails before any work
         with tempfile.TemporaryDirectory(prefix="export-") as tmp:
             staging = Path(tmp) / "export"
             result.update(write_export(options, plan, staging, progress))
+            check_target(options)  # an export may have landed there while this one was written
             result.update(upload_export(staging, options.out))
+        exports_mark_replaced(out=options.out, by_job=job_id)
         return result
     out = Path(options.out).resolve()
-    check_local_target(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
         result.update(write_export(options, plan, staging, progress))
+        check_local_target(out, replace=options.replace)  # an export may have landed there meanwhile
         swap_into_place(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     result["out"] = str(out)
+    exports_mark_replaced(out=str(out), by_job=job_id)
     return result
 
 
-def export_start(*, options: ExportOptions, user) -> Job:
-    """Record an export job and queue it once the row is committed."""
-    from annotator.export.tasks import export_benchmark_task
+def export_start(*, options: ExportOptions, user, idempotency_key: str = "") -> Job:
+    """Record an export job and its unit in one transaction; the unit is queued once committed (with the broker
+    away it waits, pending, for the sweeper). The same key from the same user returns the first job. A target
+    that already holds an export is refused (ExportTargetTaken) unless the options say replace; the job checks
+    again when it runs."""
+    from annotator.jobs.services import job_create_once, job_task_add
 
-    with transaction.atomic():
+    @transaction.atomic
+    def create() -> Job:
+        check_target(options)
         job = Job.objects.create(
             kind=Job.Kind.EXPORT,
             title=f"Export to {options.out}",
             created_by=user,
+            idempotency_key=idempotency_key,
             result={"options": options.as_dict()},
         )
-        transaction.on_commit(lambda: export_benchmark_task.delay(job.pk))
-    return job
-
-
-def export_run(*, job_id: int) -> Job:
-    """Run a queued export job; a job that already finished is left as it is (a redelivered task is harmless)."""
-    job = Job.objects.get(pk=job_id)
-    if not job.is_active:
+        job_task_add(job=job, name="annotator.tasks.export_benchmark_task", kwargs={"job_id": job.pk})
         return job
+
+    return job_create_once(create, user=user, kind=Job.Kind.EXPORT, key=idempotency_key)[0]
+
+
+def export_run(*, job_id: int, unit=None) -> Job:
+    """Run a queued export job once: its unit is claimed with a compare-and-set, so a redelivered task (or a second
+    worker) finds it taken or done and changes nothing. A cancelled job stops at its next item."""
+    from django.db import InterfaceError, OperationalError
+
+    from annotator.jobs.services import UnitRef, job_task_claim
+    from annotator.models import JobCancelled, JobTask
+
+    if unit is None or unit.unit_id is None:  # called in this process, or a message of an older version
+        task = JobTask.objects.filter(job_id=job_id).order_by("pk").last()
+        unit = UnitRef(task.pk if task else None, worker=unit.worker if unit else "this process")
+    run = job_task_claim(unit=unit) if unit.unit_id is not None else None
+    job = run.job if run is not None else Job.objects.get(pk=job_id)
+    if (run is None and unit.unit_id is not None) or not job.is_active:
+        return job
+    Job.objects.filter(pk=job.pk).update(done=0)  # a re-run writes the whole export again: count it afresh
     options = ExportOptions.from_dict(job.result["options"])
-    job.start()
     try:
-        result = benchmark_export(options=options, progress=job)
+        result = benchmark_export(options=options, progress=run or job, job_id=job.pk)
+    except JobCancelled:
+        if run is not None:
+            run.cancel()
+        job.refresh_from_db()
+        return job
     except ExportError as error:
         job.finish(result={"options": options.as_dict()}, error=str(error))
-        return job
+    except (OperationalError, InterfaceError):
+        raise  # the database is away: the task retries and runs the export again
     except Exception as error:
         job.finish(result={"options": options.as_dict()}, error=f"unexpected error: {error!r}")
         raise
-    job.finish(result=result)
+    else:
+        job.finish(result=result)
+    if run is not None:
+        run.complete()
     return job
 
 
@@ -754,14 +1256,31 @@ def export_folder_for_web(name: str) -> str:
     return str(Path(settings.EXPORT_ROOT) / name)
 
 
+def export_gone_reason(job: Job) -> str | None:
+    """Why a finished export can no longer be downloaded (replaced, or its folder removed), or None.
+
+    From the job's record and one stat of the manifest: cheap enough for every row of the history.
+    """
+    result = job.result or {}
+    if "replaced_at" in result:
+        by = f"export #{result['replaced_by']}" if result.get("replaced_by") else "an export from the command line"
+        return f"Replaced by {by} at {result['replaced_at'][:16].replace('T', ' ')}."
+    if result.get("target") == "local" and not (Path(result["out"]) / MANIFEST).exists():
+        return "Removed: its folder no longer holds an export."
+    return None
+
+
 def export_zip(*, job: Job) -> Path:
     """The zip of a local export, built once (named by the manifest's hash) and reused for later downloads."""
     result = job.result or {}
     if job.status != Job.Status.SUCCEEDED or result.get("target") != "local":
         raise ExportError("Only a finished export to a local folder can be downloaded as a zip.")
     folder = Path(result["out"])
-    if not (folder / MANIFEST).exists() or sha256_of(folder / MANIFEST) != result["manifest_sha256"]:
-        raise ExportGone(f"{folder} no longer holds this export: a later export replaced it, or it was removed.")
+    gone = export_gone_reason(job)
+    if gone is None and sha256_of(folder / MANIFEST) != result["manifest_sha256"]:
+        gone = "Replaced: a later export (not recorded in this history) wrote other files there."
+    if gone:
+        raise ExportGone(f"{folder} no longer holds this export. {gone}")
     zips = Path(settings.EXPORT_ROOT) / ".zips"
     zips.mkdir(parents=True, exist_ok=True)
     archive = zips / f"{result['manifest_sha256']}.zip"
@@ -780,3 +1299,43 @@ def export_download_url(*, job: Job) -> str:
         Params={"Bucket": result["bucket"], "Key": result["zip_key"]},
         ExpiresIn=settings.S3_URL_EXPIRY,
     )
+
+
+# --- Clean-up after crashes ------------------------------------------------------------------------------------
+
+STAGING_NAME = re.compile(r"^\..+\.(tmp|old)-[0-9a-f]{8}(\.zip)?$")
+
+
+def export_staging_remove_stale(*, older_than: float, folders=None) -> list[str]:
+    """Remove the hidden staging and replaced folders (`.<name>.tmp-xxxxxxxx`, `.<name>.old-xxxxxxxx`) that a killed
+    export left beside its target, once untouched for `older_than` seconds. Looks in EXPORT_ROOT and beside every
+    local target of an export job. Returns the paths removed."""
+    places = {Path(settings.EXPORT_ROOT)}
+    for out in Job.objects.filter(kind=Job.Kind.EXPORT).values_list("result__options__out", flat=True):
+        if out and not str(out).startswith("s3://"):
+            places.add(Path(out).resolve().parent)
+    places.update(Path(folder) for folder in folders or ())
+    removed, cutoff = [], time.time() - older_than
+    for place in sorted(places):
+        if not place.is_dir():
+            continue
+        for entry in place.iterdir():
+            if not STAGING_NAME.match(entry.name) or _newest_mtime(entry) > cutoff:
+                continue
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(str(entry))
+    return removed
+
+
+def _newest_mtime(path: Path) -> float:
+    """The newest modification time in a folder (a running export keeps writing into its staging folder)."""
+    newest = path.lstat().st_mtime
+    if path.is_dir():
+        for root, dirs, files in os.walk(path):
+            for name in dirs + files:
+                with contextlib.suppress(OSError):
+                    newest = max(newest, os.lstat(os.path.join(root, name)).st_mtime)
+    return newest

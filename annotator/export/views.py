@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django import forms
 from django.conf import settings
-from django.http import FileResponse, HttpResponse
+from django.http import FileResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotator.export.services import (
+    ExportGone,
     ExportOptions,
+    ExportTargetTaken,
     benchmark_export,
+    check_target,
     export_download_url,
     export_folder_for_web,
+    export_gone_reason,
     export_start,
     export_zip,
 )
+from annotator.jobs.services import clean_idempotency_key
 from annotator.models import Category, Domain, Job
 from subtlebench.errors import Conflict, Invalid, NotFound
 from subtlebench.pages import error_response
@@ -40,8 +47,10 @@ class ExportForm(forms.Form):
     )
     domains = forms.MultipleChoiceField(choices=Domain.choices, required=False, widget=forms.CheckboxSelectMultiple)
     reproducible = forms.BooleanField(required=False, help_text="Fixed card time: byte-identical reruns.")
+    # A fresh key per rendered form: a double submit, or a resubmit after a lost answer, makes one job.
+    idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
 
-    def options(self) -> ExportOptions:
+    def options(self, replace: bool = False) -> ExportOptions:
         data = self.cleaned_data
         target = data["target"].strip()
         out = target if target.startswith("s3://") else export_folder_for_web(target)
@@ -53,6 +62,7 @@ class ExportForm(forms.Form):
             categories=tuple(data["categories"]),
             domains=tuple(data["domains"]),
             reproducible=data["reproducible"],
+            replace=replace,
         )
 
 
@@ -66,23 +76,38 @@ def exports(request):
     form = ExportForm(request.POST or None)
     preview = None
     if request.method == "POST" and form.is_valid():
+        action = request.POST.get("action")
         try:
-            options = form.options()
-            if request.POST.get("action") == "preview":
+            # "replace" is the confirmation the page asks for when the target already holds an export.
+            options = form.options(replace=action == "replace")
+            if action == "preview":
                 preview = benchmark_export(options=options, dry_run=True)
+                check_target(options, dry_run=True)  # ask about replacing now rather than after "Start"
             else:
-                export_start(options=options, user=request.user)
+                key = clean_idempotency_key(form.cleaned_data["idempotency_key"])
+                export_start(options=options, user=request.user, idempotency_key=key)
                 return redirect("exports")
+        except ExportTargetTaken as taken:  # ask first; nothing is started or replaced without the confirmation
+            return _exports_page(request, form, preview, taken=taken)
         except (Invalid, Conflict) as error:  # a target that is a path; a storage or target problem (ExportError)
             return error_response(request, error, form=form, page=lambda message: _exports_page(request, form))
     return _exports_page(request, form, preview)
 
 
-def _exports_page(request, form: ExportForm, preview: dict | None = None):
+def history_rows():
+    """The latest export jobs, each with `gone`: why its files can no longer be downloaded, or None."""
+    jobs = list(export_jobs()[:HISTORY_SIZE])
+    for job in jobs:
+        job.gone = export_gone_reason(job) if job.status == Job.Status.SUCCEEDED else None
+    return jobs
+
+
+def _exports_page(request, form: ExportForm, preview: dict | None = None, taken: ExportTargetTaken | None = None):
     context = {
         "form": form,
         "preview": preview,
-        "jobs": export_jobs()[:HISTORY_SIZE],
+        "taken": taken,
+        "jobs": history_rows(),
         "export_root": settings.EXPORT_ROOT,
     }
     return render(request, "export/exports.html", context)
@@ -92,7 +117,7 @@ def _exports_page(request, form: ExportForm, preview: dict | None = None):
 @require_GET
 def export_history(request):
     """The history table alone: the page polls it while an export runs."""
-    return render(request, "export/exports.html#export-history", {"jobs": export_jobs()[:HISTORY_SIZE]})
+    return render(request, "export/exports.html#export-history", {"jobs": history_rows()})
 
 
 @role_required(COORDINATOR)
@@ -103,10 +128,17 @@ def export_download(request, job_id: int):
     if job.status != Job.Status.SUCCEEDED or target not in ("local", "s3"):
         raise NotFound("This export has not finished.")
     try:
+        gone = export_gone_reason(job)
+        if gone:
+            raise ExportGone(f"{job.result['out']} no longer holds this export. {gone}")
         if target == "s3":
             return redirect(export_download_url(job=job))
         archive = export_zip(job=job)
-    except (NotFound, Conflict) as error:  # files replaced or removed since (ExportGone, 410)
-        return error_response(request, error, page=lambda message: HttpResponse(message, content_type="text/plain"))
+    except (NotFound, Conflict) as error:  # files replaced or removed since (ExportGone, 410): the page says so
+        return error_response(
+            request,
+            error,
+            page=lambda message: render(request, "export/export_gone.html", {"job": job, "message": message}),
+        )
     name = f"{job.result['out'].rstrip('/').rsplit('/', 1)[-1]}-{job.pk}.zip"
     return FileResponse(open(archive, "rb"), as_attachment=True, filename=name, content_type="application/zip")

@@ -1,13 +1,16 @@
-"""The jobs page: every long job (import, similarity, export) with a live progress bar."""
+"""The jobs page: every long job (import, similarity, export) with a live progress bar; cancel and retry."""
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
 
-from annotator.models import Job
-from annotator.similarity.services import embedding_model_context
-from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, role_required
+from annotator.jobs.services import job_cancel, job_retry, job_units_with_problems
+from annotator.models import EmbeddingModel, Job
+from annotator.models.similarity import NO_ACTIVE_MODEL
+from subtlebench.errors import Conflict
+from subtlebench.pages import error_response
+from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_required
 
 JOBS_PER_PAGE = 50
 
@@ -23,13 +26,43 @@ def job_list(request):
     context = {"jobs": jobs, "kind": kind, "kinds": Job.Kind.choices, "any_active": any(j.is_active for j in jobs)}
     if request.htmx:
         return render(request, "jobs/list.html#job-rows", context)
-    return render(request, "jobs/list.html", {**context, **embedding_model_context()})
+    # What templates/similarity/_model.html shows (similarity.services.embedding_model_context; the jobs package
+    # sits below similarity, so it reads the row itself).
+    model = {"embedding_model": EmbeddingModel.objects.current(), "no_embedding_model": NO_ACTIVE_MODEL}
+    return render(request, "jobs/list.html", {**context, **model})
 
 
 @role_required(ANNOTATOR, REVIEWER, COORDINATOR)
 @require_GET
 def job_detail(request, job_id):
     job = get_object_or_404(Job.objects.select_related("created_by"), pk=job_id)
+    context = {
+        "job": job,
+        "units": job_units_with_problems(job),
+        "can_manage": has_role(request.user, COORDINATOR),
+    }
     if request.htmx:
-        return render(request, "jobs/detail.html#job-status", {"job": job})
-    return render(request, "jobs/detail.html", {"job": job})
+        return render(request, "jobs/detail.html#job-status", context)
+    return render(request, "jobs/detail.html", context)
+
+
+@role_required(COORDINATOR)
+@require_POST
+def job_cancel_view(request, job_id):
+    job = get_object_or_404(Job, pk=job_id)
+    try:
+        job_cancel(job=job, user=request.user)
+    except Conflict as error:
+        return error_response(request, error, back_to=f"/jobs/{job.pk}/")
+    return redirect(f"/jobs/{job.pk}/")
+
+
+@role_required(COORDINATOR)
+@require_POST
+def job_retry_view(request, job_id):
+    job = get_object_or_404(Job, pk=job_id)
+    try:
+        again = job_retry(job=job, user=request.user)
+    except Conflict as error:
+        return error_response(request, error, back_to=f"/jobs/{job.pk}/")
+    return redirect(f"/jobs/{again.pk}/")

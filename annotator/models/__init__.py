@@ -10,7 +10,7 @@ from annotator.models.captions import (
     CaptionTask,
     CaptionTaskQuerySet,
 )
-from annotator.models.jobs import Job
+from annotator.models.jobs import Job, JobCancelled, JobTask
 from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.pairs import Pair, PairQuerySet, Review
 from annotator.models.picking import PairDraft, VideoSkip
@@ -35,6 +35,8 @@ __all__ = [
     "Image",
     "ImageEmbedding",
     "Job",
+    "JobCancelled",
+    "JobTask",
     "LeaseQuerySet",
     "Leasable",
     "Pair",

@@ -1,4 +1,11 @@
-"""Long-running jobs (import, similarity, export) whose progress the pages poll."""
+"""Long-running jobs (import, similarity, export) whose progress the pages poll, and their units of work.
+
+A `JobTask` is one Celery task of a job (one video to sample, one embedding run, one export), written in the same
+transaction as the rows it works on: the outbox. It is handed to the broker after the commit; when the broker is
+away it stays pending with the reason, and the sweeper (annotator.jobs.services.jobs_sweep) hands it over later.
+A worker claims it with a compare-and-set and beats its heartbeat while it runs, so a unit is run and counted once,
+and one whose worker vanished is found and requeued or failed.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,12 @@ from django.conf import settings
 from django.db import models
 from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
+
+ACTIVE = ("queued", "running")
+
+
+class JobCancelled(Exception):
+    """The job was cancelled (or finished) while this worker ran a unit of it: stop at the next unit."""
 
 
 class Job(models.Model):
@@ -21,6 +34,7 @@ class Job(models.Model):
         RUNNING = "running"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
+        CANCELLED = "cancelled"
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
     title = models.CharField(max_length=300)
@@ -33,9 +47,19 @@ class Job(models.Model):
     created = models.DateTimeField(default=timezone.now)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
+    heartbeat = models.DateTimeField(null=True, blank=True, help_text="When a worker last reported progress.")
+    # A client's key for "create this job": the same key again returns the job it made instead of a second one.
+    idempotency_key = models.CharField(max_length=100, blank=True, default="")
 
     class Meta:
         ordering = ["-created"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["created_by", "kind", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="job_unique_idempotency_key",
+            )
+        ]
 
     def __str__(self):
         return f"{self.kind}: {self.title}"
@@ -51,33 +75,105 @@ class Job(models.Model):
     def percent(self) -> int:
         if self.status == self.Status.SUCCEEDED:
             return 100
-        return int(100 * self.done / self.total) if self.total else 0
+        return min(100, int(100 * self.done / self.total)) if self.total else 0
 
     @property
     def is_active(self) -> bool:
-        return self.status in (self.Status.QUEUED, self.Status.RUNNING)
+        return self.status in ACTIVE
+
+    @property
+    def can_retry(self) -> bool:
+        return self.status in (self.Status.FAILED, self.Status.CANCELLED)
 
     def start(self, total: int | None = None) -> None:
-        self.status = self.Status.RUNNING
-        self.started = self.started or timezone.now()
+        """Mark the job running (from queued: a compare-and-set); a finished or cancelled job raises JobCancelled."""
+        now = timezone.now()
+        fields = {"status": self.Status.RUNNING, "started": self.started or now, "heartbeat": now}
         if total is not None:
-            self.total = total
-        self.save(update_fields=["status", "started", "total"])
+            fields["total"] = total
+        if not Job.objects.filter(pk=self.pk, status__in=ACTIVE).update(**fields):
+            self.refresh_from_db()
+            raise JobCancelled(f"job {self.pk} is {self.status}")
+        for name, value in fields.items():
+            setattr(self, name, value)
 
     def advance(self, steps: int = 1, error: str | None = None) -> None:
-        """Count progress with an UPDATE so concurrent workers of one job never lose a step."""
-        updates = {"done": models.F("done") + steps}
+        """Count progress with an UPDATE so concurrent workers of one job never lose a step; beats the heartbeat.
+        Raises JobCancelled when the job is no longer active, so a cancelled job's work stops at its next unit."""
+        updates = {"done": models.F("done") + steps, "heartbeat": timezone.now()}
         if error:
             appended = models.Value([error], output_field=models.JSONField())
             updates["errors"] = CombinedExpression(models.F("errors"), "||", appended)
-        Job.objects.filter(pk=self.pk).update(**updates)
-        self.refresh_from_db(fields=["done", "errors"])
+        changed = Job.objects.filter(pk=self.pk, status__in=ACTIVE).update(**updates)
+        self.refresh_from_db(fields=["done", "errors", "status"])
+        if not changed:
+            raise JobCancelled(f"job {self.pk} is {self.status}")
 
-    def finish(self, result: dict | None = None, error: str | None = None) -> None:
-        self.refresh_from_db(fields=["done", "errors"])
-        if error:
-            self.errors = [*self.errors, error]
-        self.status = self.Status.FAILED if error else self.Status.SUCCEEDED
-        self.result = result or {}
-        self.finished = timezone.now()
-        self.save(update_fields=["status", "result", "errors", "finished"])
+    def finish(self, result: dict | None = None, error: str | None = None) -> bool:
+        """Succeed or fail the job, once: a job already finished or cancelled is left as it is (False)."""
+        self.refresh_from_db(fields=["done", "errors", "status"])
+        if not self.is_active:
+            return False
+        errors = [*self.errors, error] if error else self.errors
+        fields = {
+            "status": self.Status.FAILED if error else self.Status.SUCCEEDED,
+            "result": result or {},
+            "errors": errors,
+            "finished": timezone.now(),
+        }
+        if not Job.objects.filter(pk=self.pk, status__in=ACTIVE).update(**fields):
+            self.refresh_from_db()
+            return False
+        for name, value in fields.items():
+            setattr(self, name, value)
+        return True
+
+
+class JobTaskQuerySet(models.QuerySet):
+    def unsent(self, before):
+        """Pending units whose commit-time hand-over to the broker failed (they say why), or never ran (created
+        before `before`)."""
+        return self.filter(status=JobTask.Status.PENDING).filter(models.Q(created__lt=before) | ~models.Q(error=""))
+
+    def stale(self, before):
+        """Running units whose worker has not beaten their heartbeat since `before`: it vanished."""
+        return self.filter(status=JobTask.Status.RUNNING, heartbeat__lt=before)
+
+    def lost(self, before):
+        """Units the broker accepted before `before` that no worker ever started (their message was lost)."""
+        return self.filter(status=JobTask.Status.QUEUED, queued_at__lt=before)
+
+
+class JobTask(models.Model):
+    """One unit of a job's work and the Celery task that runs it (the outbox row; see the module docstring)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"  # written, not yet accepted by the broker
+        QUEUED = "queued"  # accepted by the broker
+        RUNNING = "running"  # claimed by a worker (`token`), which beats `heartbeat`
+        DONE = "done"  # its outcome is counted on the job
+        FAILED = "failed"  # given up (attempts used up), counted as a failure
+        CANCELLED = "cancelled"
+
+    job = models.ForeignKey(Job, models.CASCADE, related_name="tasks")
+    name = models.CharField(max_length=200, help_text="The Celery task's name.")
+    kwargs = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True)
+    attempts = models.PositiveIntegerField(default=0, help_text="How many times a worker claimed it.")
+    sends = models.PositiveIntegerField(default=0, help_text="How many times the broker accepted it.")
+    token = models.CharField(max_length=32, blank=True, help_text="The current claim's token.")
+    celery_id = models.CharField(max_length=64, blank=True, help_text="The Celery task id of the current claim.")
+    worker = models.CharField(max_length=200, blank=True, help_text="The worker of the current claim.")
+    heartbeat = models.DateTimeField(null=True, blank=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, help_text="The last reason it was not sent, requeued or failed.")
+    created = models.DateTimeField(default=timezone.now)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    objects = JobTaskQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self):
+        return f"{self.name} #{self.pk} of job {self.job_id} ({self.status})"

@@ -73,6 +73,15 @@ class Pair(models.Model):
     domain = models.CharField(max_length=20, choices=Domain.choices, default=Domain.NATURAL)
     source = models.CharField(max_length=50, default="yt8m")
     source_id = models.CharField(max_length=200, blank=True)
+    # Imported pairs have no video: this keeps their grouping (e.g. "yt8m:<video>"), so an export never splits
+    # pairs of one video (or one scene) across test and val.
+    group_key = models.CharField(
+        max_length=200, blank=True, help_text="Pairs with one group key always land in one split of an export."
+    )
+    # An imported record's own raw_folder and generation_info, exported as they came (a round trip keeps them);
+    # empty / null for pairs made in the app, which export `<source>_<category>_pairs` and null.
+    raw_folder = models.CharField(max_length=200, blank=True)
+    generation_info = models.JSONField(null=True, blank=True)
     question = models.TextField(
         blank=True, max_length=QUESTION_MAX, validators=text_validators(QUESTION_MAX, lines="single")
     )

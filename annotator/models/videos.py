@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.core.files.storage import default_storage
 from django.db import models
 from django.utils import timezone
 
@@ -18,6 +19,8 @@ class Video(Leasable):
         SAMPLING = "sampling"
         SAMPLED = "sampled"
         FAILED = "failed"
+        # Sampled, but frame files are gone from storage: never leased; re-importing or `repair` samples it again.
+        MISSING = "missing", "files missing"
 
     yt8m_id = models.CharField("YouTube-8M id", max_length=64, unique=True)
     title = models.CharField(max_length=300, blank=True, validators=[single_line])
@@ -64,6 +67,32 @@ class Video(Leasable):
             self.status = self.Status.SAMPLING
             self.error = ""
             self.save(update_fields=["status", "error", "updated"])
+
+    def missing_files(self) -> list[str]:
+        """The frame files (images and thumbnails) storage no longer has: one listing per folder, not one request
+        per file."""
+        names = [n for pair in Image.objects.filter(frame__video=self).values_list("file", "thumbnail") for n in pair]
+        present: dict[str, set[str]] = {}
+        missing = []
+        for name in filter(None, names):
+            folder, _, base = name.rpartition("/")
+            if folder not in present:
+                try:
+                    present[folder] = set(default_storage.listdir(folder)[1])
+                except FileNotFoundError:
+                    present[folder] = set()
+            if base not in present[folder]:
+                missing.append(name)
+        return missing
+
+    def mark_missing(self, missing: list[str]) -> None:
+        """Frame files are gone: the video is never leased until it is sampled again."""
+        self.status = self.Status.MISSING
+        self.error = (
+            f"{self.yt8m_id}: {len(missing)} frame file(s) missing from storage (first: {missing[0]}); "
+            "re-import it or run manage.py repair"
+        )
+        self.save(update_fields=["status", "error", "updated"])
 
     def mark_failed(self, error: str) -> bool:
         """Record a failure; a video that has frames keeps them and its status. True when the row changed."""

@@ -17,12 +17,14 @@ from pathlib import Path
 import numpy as np
 from django.conf import settings
 from django.core.files.storage import default_storage
-from django.db import models, transaction
+from django.db import InterfaceError, OperationalError, models, transaction
 from django.utils import timezone
 
-from annotator.models import EmbeddingModel, Frame, Image, ImageEmbedding, Job, Pair, Video
+from annotator.jobs.services import job_task_add, job_task_claim
+from annotator.models import EmbeddingModel, Frame, Image, ImageEmbedding, Job, JobCancelled, Pair, Video
 from annotator.models.similarity import NO_ACTIVE_MODEL
 from subtlebench.errors import Forbidden, Invalid
+from subtlebench.progress import ProgressTee
 from subtlebench.roles import COORDINATOR, has_role
 
 log = logging.getLogger(__name__)
@@ -501,6 +503,10 @@ def embedding_job_create(*, title: str, user=None) -> Job:
     return Job.objects.create(kind=Job.Kind.SIMILARITY, title=title, created_by=user)
 
 
+# Images locked and embedded per transaction: a few batches, so the embedder keeps its decode-ahead pipeline full.
+LOCK_BATCHES = 4
+
+
 def embeddings_compute(
     *,
     job: Job,
@@ -508,25 +514,35 @@ def embeddings_compute(
     image_ids: Iterable[int] | None = None,
     retry_failed: bool = False,
     embedder=None,
+    run=None,
+    progress=None,
 ) -> Job:
-    """Embed the pending images in scope (a video's frames, some images, or all), batch by batch, then score
-    the pairs that became computable. Advances the job per batch; each batch commits on its own, so a crash
-    loses at most one batch and a re-run picks up where this one stopped.
+    """Embed the pending images in scope (a video's frames, some images, or all), a few batches at a time, then
+    score the pairs that became computable. Each chunk commits on its own, so a crash loses at most one chunk and
+    a re-run picks up where this one stopped (its progress goes on from what was counted: nothing twice).
+
+    Workers never embed an image twice: each chunk's images are locked (FOR UPDATE SKIP LOCKED) while they are
+    embedded; images another worker holds are left to it, waited for at the end, and counted as done here.
+    `run` (a claimed unit, annotator.jobs.services.JobRun) beats the heartbeat and stops a cancelled job.
 
     Without an active model, or when this worker's copy of it is not the active one (other weights, another
     device), the job fails with the reason (also in the worker log) and everything stays pending.
     """
+    # The job row (through its claimed unit when a worker runs it) and, from `compute_embeddings --sync`, a
+    # terminal's bar.
+    progress = ProgressTee(run or job, progress)
     image_ids = list(image_ids) if image_ids is not None else None
     model = embedding_model_active(fresh=True)  # a model may have been activated a moment ago
     images = list(pending_images(video=video, image_ids=image_ids, retry_failed=retry_failed))
-    job.start(total=len(images))
+    job.refresh_from_db(fields=["done"])
+    progress.start(total=job.done + len(images))  # a re-run after a crash goes on from what the first one counted
     fingerprint = model.fingerprint if model is not None else None
     problem = worker_model_problem(model)
     if problem:
         log.error("similarity job %s (%s): %s", job.pk, job.title, problem)
         job.finish(result={"model": fingerprint, "pending": len(images)}, error=problem)
         return job
-    embedded = failed = scored = 0
+    counts = {"embedded": 0, "failed": 0, "scored": 0, "by_others": 0}
     if images:
         try:
             embedder = embedder or worker_embedder(model)
@@ -535,58 +551,136 @@ def embeddings_compute(
             log.error("similarity job %s (%s): %s", job.pk, job.title, message)
             job.finish(result={"model": fingerprint, "pending": len(images)}, error=message)
             return job
+        chunk = max(1, getattr(embedder, "batch_size", 64)) * LOCK_BATCHES
         try:
-            for batch in embedder.embed([image_source(image) for image in images]):
-                vectors = {images[i].pk: vector for i, vector in zip(batch.indices, batch.vectors, strict=True)}
-                failures = {images[i].pk: message for i, message in batch.failures.items()}
-                with transaction.atomic():
-                    embeddings_store(fingerprint=fingerprint, vectors=vectors, failures=failures)
-                    scored += pairs_update_similarity(image_ids=[*vectors])
-                for i, message in batch.failures.items():
-                    log.warning("image %s (%s): %s", images[i].pk, images[i].file.name, message)
-                    job.advance(1, error=f"image {images[i].pk} ({images[i].file.name}): {message}")
-                job.advance(len(vectors))
-                embedded += len(vectors)
-                failed += len(failures)
+            ids = [image.pk for image in images]
+            deferred = []
+            for at in range(0, len(ids), chunk):
+                deferred += _embed_chunk(ids[at : at + chunk], fingerprint, embedder, progress, counts, wait=False)
+            if deferred:  # held by another worker a moment ago: wait for it, embed what it left, count the rest
+                _embed_chunk(deferred, fingerprint, embedder, progress, counts, wait=True)
+        except (JobCancelled, OperationalError, InterfaceError):
+            raise  # cancelled: the job says so already; the database away: the task retries and goes on
         except Exception as error:  # e.g. out of memory at batch 1: the job must not stay "running"
             log.exception("similarity job %s (%s) stopped", job.pk, job.title)
-            job.finish(result={"model": fingerprint, "embedded": embedded}, error=f"the run stopped: {error}")
+            job.finish(result={"model": fingerprint, "embedded": counts["embedded"]}, error=f"the run stopped: {error}")
             raise
     # Stale pairs whose images were embedded under this model earlier (e.g. after switching back) catch up too.
     scope = image_ids
     if video is not None:
         scope = list(Frame.objects.filter(video=video).values_list("image_id", flat=True))
-    scored += pairs_update_similarity(image_ids=scope)
-    job.finish(result={"model": fingerprint, "embedded": embedded, "failed": failed, "pairs_scored": scored})
+    counts["scored"] += pairs_update_similarity(image_ids=scope)
+    result = {
+        "model": fingerprint,
+        "embedded": counts["embedded"],
+        "failed": counts["failed"],
+        "pairs_scored": counts["scored"],
+    }
+    if counts["by_others"]:  # in scope, but embedded by another worker at the same time (counted once, here)
+        result["embedded_by_other_workers"] = counts["by_others"]
+    job.finish(result=result)
+    if run is not None:
+        run.complete()
     return job
+
+
+def _embed_chunk(ids: list[int], fingerprint: str, embedder, progress, counts: dict, *, wait: bool) -> list[int]:
+    """Lock the chunk's images still pending (skipping those another worker holds, unless `wait`), embed and store
+    them in one transaction, and count the whole chunk once. Returns the ids left to another worker."""
+    with transaction.atomic():
+        rows = Image.objects.filter(pk__in=ids).order_by("pk")
+        rows = rows.select_for_update() if wait else rows.select_for_update(skip_locked=True)
+        locked = {image.pk: image for image in rows}
+        done = set(
+            ImageEmbedding.objects.filter(
+                fingerprint=fingerprint, image_id__in=locked, vector__isnull=False
+            ).values_list("image_id", flat=True)
+        )
+        mine = [locked[pk] for pk in ids if pk in locked and pk not in done]
+        gone = [pk for pk in ids if pk in locked or wait]  # counted now: embedded here, or by another worker
+        vectors, failures = {}, {}
+        for batch in embedder.embed([image_source(image) for image in mine]) if mine else ():
+            vectors.update({mine[i].pk: vector for i, vector in zip(batch.indices, batch.vectors, strict=True)})
+            failures.update({mine[i].pk: message for i, message in batch.failures.items()})
+        embeddings_store(fingerprint=fingerprint, vectors=vectors, failures=failures)
+        counts["scored"] += pairs_update_similarity(image_ids=[*vectors])
+    for pk, message in failures.items():
+        log.warning("image %s (%s): %s", pk, locked[pk].file.name, message)
+        progress.advance(1, error=f"image {pk} ({locked[pk].file.name}): {message}")
+    _check_videos_of_missing_files(failures)
+    counts["embedded"] += len(vectors)
+    counts["failed"] += len(failures)
+    counts["by_others"] += len(gone) - len(vectors) - len(failures)
+    if len(gone) - len(failures):
+        progress.advance(len(gone) - len(failures))
+    return [pk for pk in ids if pk not in locked and not wait]
+
+
+def _check_videos_of_missing_files(failures: dict[int, str]) -> None:
+    """A frame whose file is gone marks its video `missing` (never leased; re-import or `repair` samples it again)."""
+    gone = [pk for pk, message in failures.items() if "FileNotFoundError" in message or "No such file" in message]
+    if not gone:
+        return
+    for video in Video.objects.filter(frames__image_id__in=gone, status=Video.Status.SAMPLED).distinct():
+        missing = video.missing_files()
+        if missing:
+            with transaction.atomic():
+                Video.objects.select_for_update().get(pk=video.pk).mark_missing(missing)
+            log.error("video %s: %s frame file(s) missing from storage: marked missing", video.yt8m_id, len(missing))
+
+
+EMBED_VIDEO_TASK = "annotator.tasks.embed_video_frames"
 
 
 def video_queue_embeddings(*, video: Video, user=None) -> Job:
     """Queue the embedding of a video's frames on the similarity worker (call it once the video is sampled)."""
-    from annotator.similarity.tasks import embed_video_frames
-
-    job = embedding_job_create(title=f"Similarity: embed the frames of {video.yt8m_id}", user=user)
-    transaction.on_commit(lambda: embed_video_frames.delay(job.pk, video.pk))
+    with transaction.atomic():
+        job = embedding_job_create(title=f"Similarity: embed the frames of {video.yt8m_id}", user=user)
+        job_task_add(job=job, name=EMBED_VIDEO_TASK, kwargs={"job_id": job.pk, "video_id": video.pk})
     return job
 
 
 def images_queue_embeddings(*, images: Iterable[Image], user=None) -> Job:
     """Queue the embedding of standalone images (e.g. an imported pair dataset) on the similarity worker."""
-    from annotator.similarity.tasks import embed_images
-
     ids = [image.pk for image in images]
-    job = embedding_job_create(title=f"Similarity: embed {len(ids)} images", user=user)
-    transaction.on_commit(lambda: embed_images.delay(job.pk, ids))
+    with transaction.atomic():
+        job = embedding_job_create(title=f"Similarity: embed {len(ids)} images", user=user)
+        job_task_add(job=job, name="annotator.tasks.embed_images", kwargs={"job_id": job.pk, "image_ids": ids})
     return job
 
 
 def embeddings_queue_pending(*, user=None, retry_failed: bool = False) -> Job:
     """Queue a catch-up of every pending image and every pending or stale pair."""
-    from annotator.similarity.tasks import embed_pending
-
-    job = embedding_job_create(title="Similarity: embed all pending images, rescore stale pairs", user=user)
-    transaction.on_commit(lambda: embed_pending.delay(job.pk, retry_failed))
+    with transaction.atomic():
+        job = embedding_job_create(title="Similarity: embed all pending images, rescore stale pairs", user=user)
+        kwargs = {"job_id": job.pk, "retry_failed": retry_failed}
+        job_task_add(job=job, name="annotator.tasks.embed_pending", kwargs=kwargs)
     return job
+
+
+def embeddings_run(*, job_id: int, unit=None, video_id: int | None = None, **scope) -> Job | None:
+    """What the embedding tasks call: claim the unit (a second delivery of a claimed or done unit does nothing),
+    then embed its scope (`video_id`, `image_ids` or `retry_failed`)."""
+    run = None
+    if unit is not None and unit.unit_id is not None:
+        run = job_task_claim(unit=unit)
+        if run is None:
+            return None
+    job = run.job if run is not None else Job.objects.get(pk=job_id)
+    if video_id is not None:
+        video = Video.objects.filter(pk=video_id).first()
+        if video is None:
+            job.finish(error=f"Video {video_id} no longer exists.")
+            if run is not None:
+                run.complete()
+            return job
+        scope["video"] = video
+    try:
+        return embeddings_compute(job=job, run=run, **scope)
+    except JobCancelled:
+        if run is not None:
+            run.cancel()
+        return job
 
 
 def scorable_pairs():

@@ -15,18 +15,28 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
-from annotator.models import Domain, Frame, Image, Job, Pair, Video
+from annotator.jobs.services import (
+    JobRun,
+    JobTaskLost,
+    UnitRef,
+    job_create_once,
+    job_for_key,
+    job_task_add,
+    job_task_claim,
+)
+from annotator.models import Domain, Frame, Image, Job, JobCancelled, JobTask, Pair, Video
 from annotator.similarity.services import video_queue_embeddings
 from annotator.videos import sampling
 from subtlebench.errors import Invalid
@@ -196,6 +206,9 @@ def _manifest_entry(manifest: Path, line: int, row: dict, seen: dict[str, int]) 
 # --- The import job -----------------------------------------------------------------------------------------
 
 
+SAMPLE_TASK = "annotator.tasks.sample_video"
+
+
 def videos_import(
     *,
     source: str | None = None,
@@ -206,60 +219,72 @@ def videos_import(
     created_by=None,
     sync: bool = False,
     title: str = "",
+    idempotency_key: str = "",
+    progress=None,
 ) -> Job:
-    """Start an import Job over a source (or prepared entries): bad entries fail at once, each good one is
-    sampled by a Celery task queued on commit, or in this process one after another when `sync`."""
+    """Start an import Job over a source (or prepared entries): bad entries fail at once, each good one becomes a
+    unit (annotator.models.JobTask) sampled by a Celery task queued on commit, or in this process when `sync`.
+
+    The job and its units are one transaction: with the broker away the job waits, its units pending, until the
+    sweeper queues them. The same `idempotency_key` from the same user returns the job it made the first time.
+    """
     every, count = sampling_parameters(every, count)
     if domain not in Domain.values:
         raise Invalid({"domain": [f"unknown domain {domain!r} (one of {', '.join(Domain.values)})."]})
     if entries is None:
         entries = import_entries(source)
-    with transaction.atomic():
-        job = Job.objects.create(
-            kind=Job.Kind.IMPORT,
-            title=title or f"Import {source}",
-            created_by=created_by,
-            result={
-                "source": source or "",
-                "every": every,
-                "frames_per_video": count,
-                "videos_ok": 0,
-                "videos_skipped": 0,
-                "videos_failed": 0,
-                "frames": 0,
-                "seconds": 0.0,
-            },
-        )
-        job.start(total=len(entries))
-        steps = []
-        for entry in entries:
-            if entry.error:
-                _entry_fail(job.pk, entry, domain)
-                continue
-            video, _ = Video.objects.get_or_create(
-                yt8m_id=entry.yt8m_id,
-                defaults={"source": entry.source, "labels": entry.labels, "domain": domain, "title": entry.title},
-            )
-            steps.append(
-                {
-                    "job_id": job.pk,
-                    "video_id": video.pk,
-                    "source": entry.source,
-                    "every": every,
-                    "count": count,
-                    "labels": entry.labels,
-                    "domain": domain,
-                    "title": entry.title,
-                }
-            )
-        if not sync:
-            from annotator.videos.tasks import sample_video
-
-            for step in steps:
-                transaction.on_commit(partial(sample_video.delay, **step))
-    for step in steps if sync else []:
-        video_sample(**step)
+    create = partial(_import_create, source, entries, every, count, domain, created_by, sync, title, idempotency_key)
+    job, created = job_create_once(create, user=created_by, kind=Job.Kind.IMPORT, key=idempotency_key)
+    if created and sync:
+        units = list(job.tasks.filter(status=JobTask.Status.PENDING))
+        if progress is not None:  # a terminal's bar (the job row counts every outcome itself)
+            progress.start(len(units))
+        for unit in units:
+            video_sample(**unit.kwargs, unit=UnitRef(unit.pk, worker="this process"))
+            if progress is not None:
+                progress.advance(1)
     job.refresh_from_db()
+    return job
+
+
+@transaction.atomic
+def _import_create(source, entries, every, count, domain, created_by, sync, title, idempotency_key) -> Job:
+    job = Job.objects.create(
+        kind=Job.Kind.IMPORT,
+        title=title or f"Import {source}",
+        created_by=created_by,
+        idempotency_key=idempotency_key,
+        result={
+            "source": source or "",
+            "every": every,
+            "frames_per_video": count,
+            "videos_ok": 0,
+            "videos_skipped": 0,
+            "videos_failed": 0,
+            "frames": 0,
+            "seconds": 0.0,
+        },
+    )
+    job.start(total=len(entries))
+    for entry in entries:
+        if entry.error:
+            _entry_fail(job.pk, entry, domain)
+            continue
+        video, _ = Video.objects.get_or_create(
+            yt8m_id=entry.yt8m_id,
+            defaults={"source": entry.source, "labels": entry.labels, "domain": domain, "title": entry.title},
+        )
+        step = {
+            "job_id": job.pk,
+            "video_id": video.pk,
+            "source": entry.source,
+            "every": every,
+            "count": count,
+            "labels": entry.labels,
+            "domain": domain,
+            "title": entry.title,
+        }
+        job_task_add(job=job, name=SAMPLE_TASK, kwargs=step, send=not sync)
     return job
 
 
@@ -282,11 +307,25 @@ def _entry_fail(job_id: int, entry: ImportEntry, domain: str) -> None:
     _job_record(job_id, outcome="videos_failed", error=entry.error)
 
 
-def _job_record(job_id: int, *, outcome: str, frames: int = 0, seconds: float = 0.0, error: str = "") -> None:
+def _job_record(
+    job_id: int,
+    *,
+    outcome: str,
+    frames: int = 0,
+    seconds: float = 0.0,
+    error: str = "",
+    run: JobRun | None = None,
+    unit_status: str = JobTask.Status.DONE,
+) -> bool:
     """Count one video's outcome; the step that completes the job finishes it. The row lock serialises the
-    workers of one job, so no count is lost and the job is finished exactly once."""
+    workers of one job, so no count is lost and the job is finished exactly once; the unit's completion in the
+    same transaction makes a redelivered unit count nothing twice (False: not counted)."""
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job_id)
+        if run is not None and not run.complete(unit_status):
+            return False
+        if not job.is_active:  # cancelled meanwhile: the work is kept, the count of a cancelled job is not
+            return False
         result = dict(job.result)
         result[outcome] = result.get(outcome, 0) + 1
         result["frames"] = result.get("frames", 0) + frames
@@ -294,9 +333,26 @@ def _job_record(job_id: int, *, outcome: str, frames: int = 0, seconds: float = 
         job.result = result
         job.save(update_fields=["result"])
         job.advance(1, error=error or None)
-        if job.done >= job.total and job.is_active:
+        if job.done >= job.total and not job.tasks.filter(status__in=OPEN_UNITS).exists():
             nothing = result.get("videos_ok", 0) + result.get("videos_skipped", 0) == 0
             job.finish(result, error="No video could be imported." if nothing else None)
+    return True
+
+
+OPEN_UNITS = (JobTask.Status.PENDING, JobTask.Status.QUEUED, JobTask.Status.RUNNING)
+
+
+def video_sample_abandon(*, run: JobRun, kwargs: dict, reason: str) -> bool:
+    """The sweeper gives up a sampling unit whose workers kept vanishing: the video fails (unless it has frames),
+    and the unit is counted as failed on its job. Called in a transaction."""
+    video = Video.objects.select_for_update().filter(pk=kwargs["video_id"]).first()
+    message = f"{video.yt8m_id if video else kwargs['video_id']}: {kwargs.get('source', '')}: {reason}"
+    counted = _job_record(
+        kwargs["job_id"], outcome="videos_failed", error=message, run=run, unit_status=JobTask.Status.FAILED
+    )
+    if counted and video is not None:
+        video.mark_failed(message)
+    return counted
 
 
 # --- Sampling one video -------------------------------------------------------------------------------------
@@ -304,6 +360,9 @@ def _job_record(job_id: int, *, outcome: str, frames: int = 0, seconds: float = 
 
 class ResampleRefused(Exception):
     pass
+
+
+DATABASE_ERRORS = (OperationalError, InterfaceError)
 
 
 def video_sample(
@@ -316,19 +375,29 @@ def video_sample(
     labels: list[str],
     domain: str,
     title: str = "",
+    unit: UnitRef | None = None,
 ) -> str:
-    """Sample one video into frames and count the outcome on its job: 'ok', 'skipped' or 'failed'.
+    """Sample one video into frames and count the outcome on its job: 'ok', 'skipped', 'failed' (or 'taken': this
+    delivery found its unit claimed, done or cancelled, and did nothing).
 
     Already sampled from the same file with the same parameters: skipped (a repeated task or re-import
     changes no frame; only corrected labels or domain are taken over). Otherwise the new frames are written
-    to storage first and swapped in for the old ones in one transaction; if anything fails, the new files
-    are removed and the old frames stay as they were.
+    to storage first and swapped in for the old ones in one transaction, which also counts the outcome and ends
+    the unit; a failure before that commit removes the new files and leaves the old frames as they were. Files
+    of committed frames are never removed here; with the database gone mid-commit the files stay (unreferenced
+    ones are removed by the clean-up after its grace period) and the task retries.
     """
+    run = None
+    if unit is not None and unit.unit_id is not None:
+        run = job_task_claim(unit=unit)
+        if run is None:
+            return "taken"
     video = Video.objects.get(pk=video_id)
-    if video.is_sampled_as(source=source, every=every, count=count):
+    # A video sampled the same way is skipped, unless its frame files are gone: then it is sampled again.
+    if video.is_sampled_as(source=source, every=every, count=count) and video_check_files(video=video):
         if (video.labels, video.domain) != (labels, domain):  # a re-import may correct the metadata alone
             Video.objects.filter(pk=video_id).update(labels=labels, domain=domain, updated=timezone.now())
-        _job_record(job_id, outcome="videos_skipped")
+        _job_record(job_id, outcome="videos_skipped", run=run)
         return "skipped"
     if video.status != Video.Status.SAMPLED:
         fields = {"source": source, "labels": labels, "domain": domain, "title": title or video.title}
@@ -348,21 +417,44 @@ def video_sample(
                 thumbnail_side=settings.THUMBNAIL_MAX_SIDE,
                 quality=settings.FRAME_JPEG_QUALITY,
             )
-            run = uuid.uuid4().hex[:8]  # a fresh folder per run: the old frames' files stay until the swap
+            run_folder = uuid.uuid4().hex[:8]  # a fresh folder per run: the old frames' files stay until the swap
             sampled = []
             for frame in frames:
-                name = f"frames/{video.yt8m_id}/{run}/{frame.index:06d}"
+                if run is not None:
+                    run.beat()  # also stops here when the job was cancelled
+                name = f"frames/{video.yt8m_id}/{run_folder}/{frame.index:06d}"
                 image_name = default_storage.save(f"{name}.jpg", ContentFile(frame.jpeg))
                 written.append(image_name)
                 thumbnail_name = default_storage.save(f"{name}_thumb.jpg", ContentFile(frame.thumbnail))
                 written.append(thumbnail_name)
                 sampled.append((frame, image_name, thumbnail_name, hashlib.sha256(frame.jpeg).hexdigest()))
-        _video_replace_frames(
-            video_id, info, sampled, source=source, every=every, count=count, labels=labels, domain=domain
+        counted = _video_replace_frames(
+            video_id,
+            info,
+            sampled,
+            source=source,
+            every=every,
+            count=count,
+            labels=labels,
+            domain=domain,
+            job_id=job_id,
+            run=run,
+            seconds=time.monotonic() - started,
         )
+    except DATABASE_ERRORS:
+        raise  # the commit's fate is unknown: keep every file, let the task retry (see the docstring)
+    except JobCancelled as stop:
+        _delete_files(written)
+        logger.info("sampling %s stopped: %s", video.yt8m_id, stop)
+        if isinstance(stop, JobTaskLost):  # another run of this unit samples the video now: leave it to that one
+            return "taken"
+        with transaction.atomic():
+            Video.objects.select_for_update().get(pk=video_id).mark_failed(f"{video.yt8m_id}: sampling was cancelled")
+            if run is not None:
+                run.cancel()
+        return "cancelled"
     except Exception as error:  # any failure fails this video alone; the import goes on
-        for name in written:
-            default_storage.delete(name)
+        _delete_files(written)
         if isinstance(error, sampling.SamplingError | ImportPathError | ResampleRefused):
             message = f"{video.yt8m_id}: {source} {error}"
         else:
@@ -370,9 +462,13 @@ def video_sample(
             message = f"{video.yt8m_id}: {source}: sampling failed ({type(error).__name__}: {error})"
         with transaction.atomic():
             Video.objects.select_for_update().get(pk=video_id).mark_failed(message)
-        _job_record(job_id, outcome="videos_failed", error=message)
+            _job_record(job_id, outcome="videos_failed", error=message, run=run)
         return "failed"
-    _job_record(job_id, outcome="videos_ok", frames=len(sampled), seconds=time.monotonic() - started)
+    if not counted:  # the unit was taken over, or the job cancelled, meanwhile: these files are nobody's
+        _delete_files(written)
+        if run is not None:
+            run.cancel()
+        return "taken"
     return "ok"
 
 
@@ -384,8 +480,27 @@ def _check_no_pairs(video: Video) -> None:
         )
 
 
-@transaction.atomic
-def _video_replace_frames(video_id, info, sampled, *, source, every, count, labels, domain) -> None:
+class UnitTaken(Exception):
+    """Another run of the unit took it over while this one sampled: roll back, count nothing."""
+
+
+def _video_replace_frames(
+    video_id, info, sampled, *, source, every, count, labels, domain, job_id, run, seconds
+) -> bool:
+    """Swap the new frames in, count the outcome and end the unit, all in one transaction. False: the unit was no
+    longer this run's (nothing was written)."""
+    try:
+        with transaction.atomic():
+            _swap_frames(video_id, info, sampled, source=source, every=every, count=count, labels=labels, domain=domain)
+            if not _job_record(job_id, outcome="videos_ok", frames=len(sampled), seconds=seconds, run=run):
+                if run is not None:
+                    raise UnitTaken
+    except UnitTaken:
+        return False
+    return True
+
+
+def _swap_frames(video_id, info, sampled, *, source, every, count, labels, domain) -> None:
     video = Video.objects.select_for_update().get(pk=video_id)
     _check_no_pairs(video)
     old = Image.objects.filter(frame__video=video)
@@ -421,14 +536,105 @@ def _video_replace_frames(video_id, info, sampled, *, source, every, count, labe
     video.status = Video.Status.SAMPLED
     video.error = ""
     video.save()
-    transaction.on_commit(partial(_delete_files, old_names))
-    # Every frame is embedded once, on the similarity worker, as soon as the video is sampled.
+    # The old frames' files go once the new rows are committed; a failure to delete leaves them to the clean-up.
+    transaction.on_commit(partial(_delete_files, old_names), robust=True)
+    # Every frame is embedded once, on the similarity worker, as soon as the video is sampled (an outbox unit:
+    # a broker that is away leaves it pending, it never undoes these frames).
     video_queue_embeddings(video=video)
 
 
 def _delete_files(names: list[str]) -> None:
+    """Remove files no committed row references; one that cannot be removed is left to the clean-up."""
     for name in names:
-        default_storage.delete(name)
+        try:
+            default_storage.delete(name)
+        except Exception:  # a storage hiccup must not fail the work this follows
+            logger.warning("could not remove %s; the clean-up will", name, exc_info=True)
+
+
+# --- Missing files and orphans ---------------------------------------------------------------------------------
+
+
+def video_check_files(*, video: Video) -> bool:
+    """True when every frame file of the video is in storage; else a sampled video is marked `missing` (never
+    leased; a re-import or `manage.py repair` samples it again) with what is gone, and False."""
+    missing = video.missing_files()
+    if not missing:
+        return True
+    with transaction.atomic():
+        locked = Video.objects.select_for_update().get(pk=video.pk)
+        if locked.status == Video.Status.SAMPLED:
+            locked.mark_missing(missing)
+            logger.error("%s", locked.error)
+    video.refresh_from_db()
+    return False
+
+
+def videos_repair(*, created_by=None, sync: bool = False) -> tuple[list[Video], Job | None]:
+    """Check every sampled video's frame files, mark the incomplete ones `missing`, and re-sample every missing
+    video from its source with its own parameters (one import job per sampling setting). Returns the videos found
+    missing and the last job started."""
+    for video in Video.objects.filter(status=Video.Status.SAMPLED).iterator():
+        video_check_files(video=video)
+    broken = list(Video.objects.filter(status=Video.Status.MISSING).order_by("pk"))
+    job = None
+    by_setting: dict[tuple, list[ImportEntry]] = {}
+    for video in broken:
+        entry = ImportEntry(video.yt8m_id, video.yt8m_id, video.source, list(video.labels), video.title)
+        by_setting.setdefault((video.sample_every, video.sample_count, video.domain), []).append(entry)
+    for (every, count, domain), entries in by_setting.items():
+        if every is None and count is None:
+            every = settings.DEFAULT_SAMPLE_EVERY_SECONDS
+        job = videos_import(
+            entries=entries,
+            every=every,
+            count=count,
+            domain=domain,
+            created_by=created_by,
+            sync=sync,
+            title=f"Repair {len(entries)} video(s) with missing frame files",
+        )
+    return broken, job
+
+
+def frames_remove_orphans(*, older_than: float) -> list[str]:
+    """Remove files under frames/ that no image references and that are older than `older_than` seconds (the files
+    of a killed sampling run; a running one's are younger than the grace period). Returns the names removed.
+
+    One folder per video (frames/<yt8m_id>/): its references are read through that video's frames, so memory
+    stays bounded by the largest video, not the whole library."""
+    cutoff = timezone.now() - timedelta(seconds=older_than)
+    removed = []
+    try:
+        folders = default_storage.listdir("frames")[0]
+    except FileNotFoundError:
+        return removed
+    for yt8m_id in folders:
+        images = Image.objects.filter(frame__video__yt8m_id=yt8m_id).values_list("file", "thumbnail")
+        referenced = {name for pair in images for name in pair if name}
+        for name in _storage_walk(f"frames/{yt8m_id}"):
+            if name in referenced:
+                continue
+            try:
+                modified = default_storage.get_modified_time(name)
+            except (NotImplementedError, FileNotFoundError):
+                continue
+            if modified > cutoff:
+                continue
+            _delete_files([name])
+            removed.append(name)
+    return removed
+
+
+def _storage_walk(folder: str) -> Iterator[str]:
+    try:
+        folders, files = default_storage.listdir(folder)
+    except FileNotFoundError:
+        return
+    for name in files:
+        yield f"{folder}/{name}"
+    for sub in folders:
+        yield from _storage_walk(f"{folder}/{sub}")
 
 
 @contextlib.contextmanager
@@ -472,11 +678,21 @@ def _check_size(size: int) -> None:
 
 
 def videos_upload(
-    *, files, every: float | None = None, count: int | None = None, domain: str = Domain.NATURAL, created_by=None
+    *,
+    files,
+    every: float | None = None,
+    count: int | None = None,
+    domain: str = Domain.NATURAL,
+    created_by=None,
+    idempotency_key: str = "",
 ) -> Job:
     """Store uploaded files in a new folder under the first import root and import them as one job.
-    A file over MAX_UPLOAD_BYTES is not stored: it fails (named) while the others go on."""
+    A file over MAX_UPLOAD_BYTES is not stored: it fails (named) while the others go on. A resubmitted form (the
+    same idempotency key) stores nothing and answers the job of the first submit."""
     every, count = sampling_parameters(every, count)
+    existing = job_for_key(user=created_by, kind=Job.Kind.IMPORT, key=idempotency_key)
+    if existing is not None:
+        return existing
     folder = Path(settings.IMPORT_ROOTS[0]) / "uploads" / f"{timezone.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
     folder.mkdir(parents=True)
     entries, seen = [], set()
@@ -509,4 +725,5 @@ def videos_upload(
         domain=domain,
         created_by=created_by,
         title=f"Upload {names}"[:300],
+        idempotency_key=idempotency_key,
     )

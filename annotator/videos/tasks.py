@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from celery import shared_task
-from django.db import OperationalError
+
+from annotator.jobs.tasks import DATABASE_RETRIES
 
 
 @shared_task(
+    bind=True,
     name="annotator.tasks.sample_video",
-    autoretry_for=(OperationalError,),
-    retry_backoff=True,
-    max_retries=3,
     soft_time_limit=1800,
     time_limit=1900,
+    **DATABASE_RETRIES,
 )
-def sample_video(*, job_id: int, video_id: int, source: str, every, count, labels, domain, title=""):
-    """Sample one video of an import job. Idempotent: a video already sampled the same way is skipped."""
+def sample_video(
+    self, *, job_id: int, video_id: int, source: str, every, count, labels, domain, title="", unit_id=None
+):
+    """Sample one video of an import job. Idempotent: a unit already claimed or done, or a video already sampled
+    the same way, changes nothing."""
+    from annotator.jobs.services import unit_of
     from annotator.videos.services import video_sample
 
     return video_sample(
@@ -27,4 +31,5 @@ def sample_video(*, job_id: int, video_id: int, source: str, every, count, label
         labels=labels,
         domain=domain,
         title=title,
+        unit=unit_of(self, unit_id),
     )

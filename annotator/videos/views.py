@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django import forms
 from django.conf import settings
 from django.core.paginator import Paginator
@@ -9,6 +11,7 @@ from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from annotator.jobs.services import clean_idempotency_key
 from annotator.models import Domain, Video
 from annotator.similarity.services import embedding_model_context
 from annotator.videos.services import videos_upload
@@ -36,6 +39,8 @@ class UploadForm(forms.Form):
     )
     frames = forms.IntegerField(label="Or frames", required=False, min_value=1, max_value=10000)
     domain = forms.ChoiceField(choices=[(Domain.NATURAL, "natural"), (Domain.GAMING, "gaming")])
+    # A fresh key per rendered form: a double submit, or a resubmit after a lost answer, makes one job.
+    idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
 
     def clean(self):
         data = super().clean()
@@ -82,6 +87,7 @@ def video_upload(request):
         count=form.cleaned_data["frames"],
         domain=form.cleaned_data["domain"],
         created_by=request.user,
+        idempotency_key=clean_idempotency_key(form.cleaned_data["idempotency_key"]),
     )
     return redirect(f"/jobs/{job.pk}/")
 

@@ -11,6 +11,7 @@ from annotator.similarity.services import (
     embeddings_queue_pending,
     video_queue_embeddings,
 )
+from subtlebench.progress import TerminalProgress
 
 
 class Command(BaseCommand):
@@ -41,7 +42,10 @@ class Command(BaseCommand):
             self.stdout.write(f"Queued job {job.pk} on the similarity queue: {job.title}. Progress: /jobs/{job.pk}/")
             return
         title = f"Similarity: embed the frames of {target.yt8m_id}" if target else "Similarity: embed all pending"
-        job = embeddings_compute(job=embedding_job_create(title=title), video=target, retry_failed=retry_failed)
+        with TerminalProgress(self.stdout, "Embedding", unit="image") as progress:
+            job = embeddings_compute(
+                job=embedding_job_create(title=title), video=target, retry_failed=retry_failed, progress=progress
+            )
         for error in job.errors:
             self.stderr.write(error)
         if job.status == Job.Status.FAILED:

@@ -8,6 +8,7 @@ from annotator.export.format import SPLITS
 from annotator.export.services import ExportOptions, benchmark_export
 from annotator.models import Category, Domain
 from subtlebench.errors import ServiceError
+from subtlebench.progress import TerminalProgress
 
 
 class Command(BaseCommand):
@@ -17,7 +18,10 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--out", required=True, help="Target folder, or s3://bucket/prefix.")
+        parser.add_argument(
+            "--out", required=True, help="Target folder (its parent must exist), or s3://bucket/prefix."
+        )
+        parser.add_argument("--replace", action="store_true", help="Replace an earlier export at --out.")
         parser.add_argument("--val-fraction", type=float, default=0.1, help="Share of each category in val.")
         parser.add_argument("--seed", type=int, default=0, help="Seed of the split (same seed, same split).")
         parser.add_argument("--min-similarity", type=float, default=None, help="A stricter similarity bar.")
@@ -38,8 +42,10 @@ class Command(BaseCommand):
                 categories=tuple(opts["category"]),
                 domains=tuple(opts["domain"]),
                 reproducible=opts["reproducible"],
+                replace=opts["replace"],
             )
-            result = benchmark_export(options=options, dry_run=opts["dry_run"])
+            with TerminalProgress(self.stdout, "Exporting", unit="pair") as progress:
+                result = benchmark_export(options=options, dry_run=opts["dry_run"], progress=progress)
         except ServiceError as error:  # bad options (Invalid) or a failed write (ExportError)
             raise CommandError(str(error))
         for category in sorted(result["counts"]):
@@ -50,9 +56,13 @@ class Command(BaseCommand):
             self.stdout.write(f"skipped pair {skipped['pair']}: {skipped['reason']}")
         if result["skipped_count"] > len(result["skipped"]):
             self.stdout.write(f"... and {result['skipped_count'] - len(result['skipped'])} more skipped")
+        for warning in result["warnings"]:
+            self.stderr.write(self.style.WARNING(f"warning: {warning}"))
         splits = ", ".join(f"{split} {result['splits'][split]}" for split in SPLITS)
         if result.get("dry_run"):
             self.stdout.write(f"Dry run: {result['items']} items ({splits}), {result['skipped_count']} skipped.")
+            if result["target_problem"]:
+                self.stdout.write(self.style.WARNING(f"A real run would stop: {result['target_problem']}"))
         else:
             self.stdout.write(
                 self.style.SUCCESS(

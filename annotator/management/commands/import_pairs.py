@@ -6,6 +6,7 @@ from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError
 
 from annotator.export.pair_import import PairImportError, pairs_import
+from subtlebench.progress import TerminalProgress
 
 
 class Command(BaseCommand):
@@ -25,7 +26,8 @@ class Command(BaseCommand):
             if author is None:
                 raise CommandError(f"no user named {user!r}")
         try:
-            result = pairs_import(folder=folder, user=author)
+            with TerminalProgress(self.stdout, "Importing", unit="pair") as progress:
+                result = pairs_import(folder=folder, user=author, progress=progress)
         except PairImportError as error:
             for problem in error.problems:
                 self.stderr.write(problem)

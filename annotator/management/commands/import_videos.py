@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotator.models import Domain
 from annotator.videos.services import videos_import
 from subtlebench.errors import Invalid
+from subtlebench.progress import TerminalProgress
 
 
 class Command(BaseCommand):
@@ -27,7 +28,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, source, every, frames, domain, sync, **options):
         try:
-            job = videos_import(source=source, every=every, count=frames, domain=domain, sync=sync)
+            with TerminalProgress(self.stdout, "Sampling", unit="video") as progress:
+                job = videos_import(
+                    source=source, every=every, count=frames, domain=domain, sync=sync, progress=progress
+                )
         except Invalid as error:  # the source (ImportSourceError) or the sampling options
             raise CommandError(str(error)) from error
         if not sync:

@@ -1,0 +1,321 @@
+"""Jobs: their units queued reliably (the outbox), claimed and beaten by workers, swept when stuck; cancel, retry.
+
+- `job_task_add` records a unit in the caller's transaction and hands it to the broker after the commit; a broker
+  error never undoes that work: the unit stays pending with the reason, and `jobs_sweep` sends it later.
+- `job_task_claim` is the compare-and-set that starts a unit (and its job): a second delivery of a unit that is
+  running or done finds it taken and exits. `JobRun` beats the heartbeat, stops when the job was cancelled, and
+  completes the unit once, in the transaction that counts its outcome.
+- `jobs_sweep` (beat, every JOB_SWEEP_SECONDS) sends pending units, requeues units whose worker vanished (heartbeat
+  older than JOB_STALE_SECONDS) or fails them after JOB_MAX_ATTEMPTS claims, with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import partial
+
+from django.conf import settings
+from django.db import IntegrityError, models, transaction
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from annotator.models import Job, JobCancelled, JobTask
+from annotator.models.jobs import ACTIVE
+from subtlebench.errors import Conflict, Forbidden
+from subtlebench.roles import COORDINATOR, has_role
+
+log = logging.getLogger(__name__)
+
+# The commit hook sends a unit at once; the sweeper leaves a pending unit this long to it before sending it itself.
+SEND_GRACE_SECONDS = 5
+OPEN = (JobTask.Status.PENDING, JobTask.Status.QUEUED, JobTask.Status.RUNNING)
+# How a unit that is given up is counted, by task name (default: the job fails with the reason).
+ABANDON = {"annotator.tasks.sample_video": "annotator.videos.services.video_sample_abandon"}
+
+
+class JobTaskLost(JobCancelled):
+    """Another worker claimed this unit (the sweeper judged this one gone): stop without writing its outcome."""
+
+
+# --- Creating jobs and queueing their units -------------------------------------------------------------------
+
+
+def job_for_key(*, user, kind: str, key: str) -> Job | None:
+    """The job this user already created with this idempotency key, if any."""
+    if not key or user is None or not getattr(user, "pk", None):
+        return None
+    return Job.objects.filter(created_by=user, kind=kind, idempotency_key=key).first()
+
+
+def job_create_once(create, *, user, kind: str, key: str) -> tuple[Job, bool]:
+    """Run `create()` (a function that creates the job and its units in one transaction) unless this user's key
+    already made a job; (job, created). Of two requests with one key at once, the unique key lets one through."""
+    existing = job_for_key(user=user, kind=kind, key=key)
+    if existing is not None:
+        return existing, False
+    try:
+        return create(), True
+    except IntegrityError:
+        existing = job_for_key(user=user, kind=kind, key=key)
+        if existing is None:
+            raise
+        return existing, False
+
+
+def clean_idempotency_key(raw) -> str:
+    return str(raw or "").strip()[: Job._meta.get_field("idempotency_key").max_length]
+
+
+def job_task_add(*, job: Job, name: str, kwargs: dict, send: bool = True) -> JobTask:
+    """Record a unit of the job's work in the caller's transaction; it goes to the broker after the commit."""
+    task = JobTask.objects.create(job=job, name=name, kwargs=kwargs)
+    if send:
+        # robust: a failing hook must not keep the other hooks of this commit (e.g. another unit) from running.
+        transaction.on_commit(partial(job_task_send, task_id=task.pk), robust=True)
+    return task
+
+
+def job_task_send(*, task_id: int) -> bool:
+    """Hand a unit to the broker. Never raises: a broker error leaves the unit pending with the reason, for the
+    sweeper; the committed work it follows stays as it is."""
+    from subtlebench.celery import app
+
+    task = JobTask.objects.filter(pk=task_id, status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED)).first()
+    if task is None:
+        return False
+    try:
+        app.send_task(task.name, kwargs={**task.kwargs, "unit_id": task.pk})
+    except Exception as error:  # kombu and redis raise many kinds for "the broker is away"
+        reason = f"not queued at {timezone.now():%Y-%m-%d %H:%M:%S}: the broker refused it ({type(error).__name__}: "
+        reason += f"{error}); the sweeper queues it when the broker is back"
+        log.warning("job %s, unit %s (%s): %s", task.job_id, task.pk, task.name, reason)
+        JobTask.objects.filter(pk=task.pk, status=task.status).update(error=reason[:2000])
+        return False
+    JobTask.objects.filter(pk=task.pk, status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED)).update(
+        status=JobTask.Status.QUEUED, queued_at=timezone.now(), sends=models.F("sends") + 1
+    )
+    return True
+
+
+# --- Running a unit (in the worker) ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UnitRef:
+    """Which unit a task message runs, and who runs it (the task's id and worker)."""
+
+    unit_id: int | None
+    celery_id: str = ""
+    worker: str = ""
+
+
+def unit_of(task, unit_id: int | None) -> UnitRef:
+    """The UnitRef of a bound Celery task's current message."""
+    request = task.request
+    return UnitRef(unit_id, celery_id=request.id or "", worker=request.hostname or "")
+
+
+@dataclass
+class JobRun:
+    """A claimed unit: beats its heartbeat, stops when the job ended, completes the unit once."""
+
+    task_id: int
+    job: Job
+    token: str
+    attempts: int = 1
+    last_beat: float = field(default_factory=time.monotonic)
+
+    def beat(self, *, force: bool = False) -> None:
+        """Record that the worker is alive (at most every JOB_HEARTBEAT_SECONDS unless forced); raise JobCancelled
+        when the job was cancelled or finished, JobTaskLost when another worker took the unit over."""
+        if not force and time.monotonic() - self.last_beat < settings.JOB_HEARTBEAT_SECONDS:
+            return
+        now = timezone.now()
+        self.last_beat = time.monotonic()
+        if not JobTask.objects.filter(pk=self.task_id, token=self.token, status=JobTask.Status.RUNNING).update(
+            heartbeat=now
+        ):
+            raise JobTaskLost(f"unit {self.task_id} of job {self.job.pk} was taken over or ended")
+        if not Job.objects.filter(pk=self.job.pk, status__in=ACTIVE).update(heartbeat=now):
+            raise JobCancelled(f"job {self.job.pk} is no longer active")
+
+    # The progress interface the services report to (export, embedding): the job's, plus the heartbeat.
+    def start(self, total: int | None = None) -> None:
+        self.job.start(total)
+        self.beat(force=True)
+
+    def advance(self, steps: int = 1, error: str | None = None) -> None:
+        self.job.advance(steps, error)
+        self.beat()
+
+    def complete(self, status: str = JobTask.Status.DONE) -> bool:
+        """End the unit, once (call it in the transaction that counts its outcome); False: already ended, or the
+        unit is no longer this run's, so the outcome must not be counted."""
+        return bool(
+            JobTask.objects.filter(pk=self.task_id, token=self.token, status=JobTask.Status.RUNNING).update(
+                status=status, finished=timezone.now(), heartbeat=timezone.now()
+            )
+        )
+
+    def cancel(self) -> None:
+        JobTask.objects.filter(pk=self.task_id, token=self.token, status=JobTask.Status.RUNNING).update(
+            status=JobTask.Status.CANCELLED, finished=timezone.now()
+        )
+
+
+def job_task_claim(*, unit: UnitRef) -> JobRun | None:
+    """Start the unit: a compare-and-set from pending/queued (or from running when its worker is gone, or when this
+    is the same task retrying), and its job from queued to running. None: someone else runs or ran it, or its job
+    is over; the caller exits without doing anything."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.JOB_STALE_SECONDS)
+    token = uuid.uuid4().hex
+    fields = {
+        "status": JobTask.Status.RUNNING,
+        "token": token,
+        "celery_id": unit.celery_id,
+        "worker": unit.worker[:200],
+        "heartbeat": now,
+    }
+    units = JobTask.objects.filter(pk=unit.unit_id, job__status__in=ACTIVE)
+    with transaction.atomic():
+        claimed = 0
+        if unit.celery_id:
+            # A retry of this very task (after a database error) takes its unit back, as the same attempt: the
+            # visibility timeout exceeds every time limit, so a message is delivered again only once its run is over.
+            claimed = units.filter(status=JobTask.Status.RUNNING, celery_id=unit.celery_id).update(**fields)
+        if not claimed:
+            fresh = models.Q(status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED))
+            claimed = units.filter(fresh | models.Q(status=JobTask.Status.RUNNING, heartbeat__lt=stale)).update(
+                **fields, attempts=models.F("attempts") + 1
+            )
+        if not claimed:
+            JobTask.objects.filter(pk=unit.unit_id, status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED)).exclude(
+                job__status__in=ACTIVE
+            ).update(status=JobTask.Status.CANCELLED, finished=now)
+            log.info("unit %s: already taken, done or cancelled; this delivery does nothing", unit.unit_id)
+            return None
+        task = JobTask.objects.select_related("job").get(pk=unit.unit_id)
+        Job.objects.filter(pk=task.job_id, status=Job.Status.QUEUED).update(
+            status=Job.Status.RUNNING, started=now, heartbeat=now
+        )
+        task.job.refresh_from_db()
+    return JobRun(task_id=task.pk, job=task.job, token=token, attempts=task.attempts)
+
+
+# --- The sweeper ----------------------------------------------------------------------------------------------
+
+
+def jobs_sweep(*, now=None) -> dict:
+    """Send pending units, requeue (or give up) units whose worker vanished, send again units the broker lost,
+    finish jobs whose every unit ended. Safe to run anywhere, any number of times at once."""
+    now = now or timezone.now()
+    counts = {"sent": 0, "requeued": 0, "given_up": 0, "resent": 0, "finished": 0}
+    for task in JobTask.objects.unsent(now - timedelta(seconds=SEND_GRACE_SECONDS)):
+        counts["sent"] += job_task_send(task_id=task.pk)
+    for task in JobTask.objects.stale(now - timedelta(seconds=settings.JOB_STALE_SECONDS)).select_related("job"):
+        beat = f"{timezone.localtime(task.heartbeat):%Y-%m-%d %H:%M:%S}"
+        reason = f"its worker ({task.worker or 'unknown'}) stopped beating at {beat}, claim {task.attempts}"
+        if task.attempts >= settings.JOB_MAX_ATTEMPTS:
+            counts["given_up"] += job_task_abandon(
+                task=task, reason=f"{task.job.title}: given up: {reason} of {settings.JOB_MAX_ATTEMPTS}"
+            )
+            continue
+        requeued = JobTask.objects.filter(pk=task.pk, status=JobTask.Status.RUNNING, token=task.token).update(
+            status=JobTask.Status.PENDING, token="", error=f"requeued: {reason}"
+        )
+        if requeued:
+            log.warning("job %s, unit %s: requeued: %s", task.job_id, task.pk, reason)
+            counts["requeued"] += 1
+            job_task_send(task_id=task.pk)
+    for task in JobTask.objects.lost(now - timedelta(seconds=settings.JOB_LOST_SECONDS)):
+        JobTask.objects.filter(pk=task.pk, status=JobTask.Status.QUEUED).update(
+            error=f"sent again: no worker started it within {settings.JOB_LOST_SECONDS:.0f} s"
+        )
+        counts["resent"] += job_task_send(task_id=task.pk)
+    # A job whose units all ended but that is still active (e.g. its last unit was given up): finish it.
+    idle = Job.objects.filter(status__in=ACTIVE, tasks__isnull=False).exclude(tasks__status__in=OPEN).distinct()
+    for job in idle:
+        failed = job.tasks.filter(status=JobTask.Status.FAILED).values_list("error", flat=True)
+        counts["finished"] += job.finish(result=job.result, error="; ".join(failed) or None)
+    return counts
+
+
+def job_task_abandon(*, task: JobTask, reason: str) -> bool:
+    """Give a unit up: count it as failed on its job, with the reason (by the task's own rule, see ABANDON)."""
+    run = JobRun(task_id=task.pk, job=task.job, token=task.token)
+    handler = ABANDON.get(task.name)
+    log.error("job %s, unit %s: %s", task.job_id, task.pk, reason)
+    with transaction.atomic():
+        if handler:
+            counted = import_string(handler)(run=run, kwargs=task.kwargs, reason=reason)
+        else:
+            counted = run.complete(JobTask.Status.FAILED)
+            if counted:
+                task.job.finish(result=task.job.result, error=reason)
+        if counted:
+            JobTask.objects.filter(pk=task.pk).update(error=reason[:2000])
+    return counted
+
+
+# --- Cancel and retry (the job's page, the API) ---------------------------------------------------------------
+
+
+def _check_coordinator(user) -> None:
+    if not has_role(user, COORDINATOR):
+        raise Forbidden("Only a coordinator can cancel or retry a job.")
+
+
+@transaction.atomic
+def job_cancel(*, job: Job, user) -> Job:
+    """Cancel an active job: units not started never run, running ones stop at their next unit of work."""
+    _check_coordinator(user)
+    locked = Job.objects.select_for_update().get(pk=job.pk)
+    if not locked.is_active:
+        raise Conflict(f"Job {locked.pk} is {locked.status}: only a queued or running job can be cancelled.")
+    now = timezone.now()
+    locked.status = Job.Status.CANCELLED
+    locked.finished = now
+    locked.errors = [*locked.errors, f"cancelled by {user.get_username()} at {timezone.localtime(now):%H:%M:%S}"]
+    locked.save(update_fields=["status", "finished", "errors"])
+    locked.tasks.filter(status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED)).update(
+        status=JobTask.Status.CANCELLED, finished=now
+    )
+    return locked
+
+
+RESULT_KEPT = ("source", "every", "frames_per_video", "options")
+
+
+@transaction.atomic
+def job_retry(*, job: Job, user) -> Job:
+    """Run a failed or cancelled job again as a new job with the same units (a unit that finished its work before
+    finds it done: sampled videos are skipped, embedded images are not embedded again)."""
+    _check_coordinator(user)
+    locked = Job.objects.select_for_update().get(pk=job.pk)
+    if not locked.can_retry:
+        raise Conflict(f"Job {locked.pk} is {locked.status}: only a failed or cancelled job can be retried.")
+    units = list(locked.tasks.all())
+    if not units:
+        raise Conflict(f"Job {locked.pk} has no recorded units to run again (it was made by an older version).")
+    result = {key: value for key, value in locked.result.items() if key in RESULT_KEPT}
+    if locked.kind == Job.Kind.IMPORT:
+        result.update(videos_ok=0, videos_skipped=0, videos_failed=0, frames=0, seconds=0.0)
+    result["retry_of"] = locked.pk
+    again = Job.objects.create(
+        kind=locked.kind, title=f"Retry: {locked.title}"[:300], created_by=user, result=result, total=len(units)
+    )
+    if locked.kind == Job.Kind.IMPORT:
+        again.start(total=len(units))
+    for unit in units:
+        job_task_add(job=again, name=unit.name, kwargs={**unit.kwargs, "job_id": again.pk})
+    return again
+
+
+def job_units_with_problems(job: Job):
+    """The units a coordinator should see on the job's page: requeued, unsent, given up."""
+    return job.tasks.exclude(error="").order_by("pk")

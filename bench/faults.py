@@ -1,0 +1,514 @@
+"""Fault injection against an instance of its own, with a table of fault -> outcome (issue 17).
+
+Starts, on loopback and under a temporary folder: an embedded PostgreSQL and Redis of its own (devtools.localservices
+on free ports), gunicorn (DEBUG off), a Celery worker on `default` (prefork, one child), a similarity worker (solo,
+a tiny random DINOv3 activated) and beat (the sweeper every 2 s). Then replays, one after another:
+
+- Redis stopped between the commit and the queueing of follow-up work (an import sampled in its own process);
+- a worker's pool child SIGKILLed during sampling; the worker's main process SIGKILLed mid-task (then restarted,
+  as a supervisor would);
+- Redis dropped mid-task, and started again;
+- PostgreSQL restarted (pg_ctl restart) during a task;
+- an export started through the API with Redis down, and retried with the same Idempotency-Key;
+- every unit of an import delivered twice to two workers on one queue.
+
+Each row checks the outcome: the job ends (succeeded or failed, never stuck), the frames and progress are right,
+no committed file is lost, nothing is counted twice, no orphan is left after the clean-up. Everything it started is
+stopped at the end, also on failure or after BENCH_TIMEOUT seconds (default 900). BENCH_KEEP=1 keeps the folder.
+
+    .venv/bin/python bench/faults.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TIMEOUT = float(os.getenv("BENCH_TIMEOUT", "900"))
+BASE = Path(tempfile.mkdtemp(prefix="sb-faults-"))
+if os.geteuid() == 0:
+    BASE.chmod(0o755)  # the embedded PostgreSQL runs as a plain user below it
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+PG_PORT, REDIS_PORT, WEB_PORT = free_port(), free_port(), free_port()
+ENV = {
+    "DJANGO_SETTINGS_MODULE": "subtlebench.settings",
+    "VAR_DIR": str(BASE / "var"),
+    "LOCAL_PG_PORT": str(PG_PORT),
+    "LOCAL_REDIS_PORT": str(REDIS_PORT),
+    "DATABASE_URL": f"postgresql://postgres@127.0.0.1:{PG_PORT}/subtlebench",
+    "CELERY_BROKER_URL": f"redis://127.0.0.1:{REDIS_PORT}/0",
+    "DEBUG": "false",
+    "SECRET_KEY": "bench-faults-not-a-secret",
+    "ALLOWED_HOSTS": "127.0.0.1",
+    "SECURE_COOKIES": "false",
+    "MEDIA_ROOT": str(BASE / "media"),
+    "IMPORT_ROOTS": str(BASE / "imports"),
+    "EXPORT_ROOT": str(BASE / "exports"),
+    # Faults show within seconds: frequent heartbeats, a unit stale after 10 s (an embedding chunk on a busy CPU
+    # takes a few seconds between two beats), quick retries, a sweep every 2 s.
+    "JOB_HEARTBEAT_SECONDS": "0.2",
+    "JOB_STALE_SECONDS": "10",
+    "JOB_SWEEP_SECONDS": "2",
+    "JOB_MAX_ATTEMPTS": "5",
+    "TASK_RETRY_BACKOFF_SECONDS": "1",
+    "TASK_RETRY_BACKOFF_MAX_SECONDS": "3",
+    "TASK_MAX_RETRIES": "30",
+    "CLEANUP_MINUTES": "0",
+    "SIMILARITY_CATCH_UP_MINUTES": "0",
+    "DINOV3_DEVICE": "cpu",
+    "DINOV3_BATCH_SIZE": "8",
+    "LOG_LEVEL": "WARNING",
+}
+os.environ.update(ENV)
+
+from devtools import localservices  # noqa: E402 (reads the ports above)
+
+TOKEN = ""
+processes: dict[str, subprocess.Popen] = {}
+started_services: list[str] = []
+rows: list[tuple[str, str, str, float]] = []
+
+
+def spawn(name: str, *args: str) -> subprocess.Popen:
+    log = open(BASE / f"{name}.log", "a")
+    process = subprocess.Popen(args, cwd=ROOT, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT)
+    processes[name] = process
+    return process
+
+
+def worker(name: str, queues: str = "default", pool: str = "prefork") -> subprocess.Popen:
+    args = ["-m", "celery", "-A", "subtlebench", "worker", "-Q", queues, "--pool", pool, "--concurrency", "1"]
+    args += ["--without-mingle", "--without-gossip", "--hostname", f"{name}@bench", "--loglevel", "INFO"]
+    process = spawn(name, sys.executable, *args)
+    wait(lambda: " ready." in (BASE / f"{name}.log").read_text(errors="replace"), 90, f"{name} to start")
+    return process
+
+
+def stop(name: str, sig=signal.SIGTERM) -> None:
+    process = processes.pop(name, None)
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(sig)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def children_of(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def wait(predicate, seconds: float, what: str):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except Exception:  # the database or the broker is away on purpose: ask again
+            reconnect()
+            value = None
+        if value:
+            return value
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out after {seconds:.0f} s waiting for {what}")
+
+
+def reconnect() -> None:
+    from django.db import connection
+
+    connection.close()
+
+
+# --- The instance -------------------------------------------------------------------------------------------------
+
+
+def start_instance() -> None:
+    started_services.extend(["postgres", "redis"])
+    localservices.start_postgres()
+    localservices.start_redis()
+    manage("migrate", "--no-input")
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import Group, User
+    from rest_framework.authtoken.models import Token
+
+    from annotator.similarity.embedder import build_random_model
+    from annotator.similarity.services import embedding_model_activate
+    from bench.synthetic_frames import TINY_CONFIG
+
+    user = User.objects.create_user("cora", password="bench")
+    user.groups.add(Group.objects.get(name="coordinator"))
+    global TOKEN
+    TOKEN = Token.objects.create(user=user).key
+    model = BASE / "dinov3-tiny"
+    build_random_model(model, seed=0, **TINY_CONFIG)
+    embedding_model_activate(folder=model, device="cpu", image_size=224, activated_by="bench/faults.py")
+    spawn(
+        "gunicorn",
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "subtlebench.wsgi:application",
+        "--bind",
+        f"127.0.0.1:{WEB_PORT}",
+        "--workers",
+        "2",
+    )
+    wait(lambda: localservices.port_open(WEB_PORT), 60, "gunicorn")
+    worker("cpu")
+    worker("gpu", queues="similarity", pool="solo")
+    spawn("beat", sys.executable, "-m", "celery", "-A", "subtlebench", "beat", "-s", str(BASE / "beat-schedule"))
+
+
+def stop_instance() -> None:
+    for name in list(processes):
+        stop(name)
+    pidfile = localservices.var_dir() / "redis" / "redis.pid"
+    redis_pid = int(pidfile.read_text().strip()) if pidfile.exists() else None
+    localservices.stop(started_services)
+    # Redis saves on SIGTERM and stays up if it cannot: wait for it before the folder goes, then make sure.
+    deadline = time.monotonic() + 20
+    while localservices.port_open(REDIS_PORT) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if redis_pid and localservices.port_open(REDIS_PORT):
+        os.kill(redis_pid, signal.SIGKILL)
+
+
+def manage(*args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    if done.returncode:
+        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stderr[-2000:]}")
+    return done
+
+
+def api(method: str, path: str, body: dict | None = None, key: str = "") -> tuple[int, dict]:
+    headers = {"Authorization": f"Token {TOKEN}", "Content-Type": "application/json"}
+    if key:
+        headers["Idempotency-Key"] = key
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(f"http://127.0.0.1:{WEB_PORT}{path}", data, headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+# --- Inputs and checks ----------------------------------------------------------------------------------------
+
+
+def videos(folder: str, count: int, seconds: float = 12) -> Path:
+    """`count` H.264 videos (640x360, 25 fps) in a folder of the import root."""
+    from demo.videos import panning_frames, write_video
+
+    target = BASE / "imports" / folder
+    target.mkdir(parents=True, exist_ok=True)
+    for number in range(count):
+        write_video(target / f"{folder}{number}.mp4", panning_frames((640, 360), seconds, 25, seed=number))
+    return target
+
+
+def import_job(folder: Path, every: float):
+    status, body = api("POST", "/api/videos/import/", {"path": str(folder), "every": every})
+    assert status == 202, (status, body)
+    return job_row(body["job_id"])
+
+
+def job_row(job_id: int):
+    from annotator.models import Job
+
+    return Job.objects.get(pk=job_id)
+
+
+def ended(job):
+    job.refresh_from_db()
+    return job if not job.is_active else None
+
+
+def frame_files() -> set[str]:
+    root = BASE / "media"
+    return {str(p.relative_to(root)) for p in (root / "frames").rglob("*.jpg")} if (root / "frames").exists() else set()
+
+
+def referenced() -> set[str]:
+    from annotator.models import Image
+
+    return {n for pair in Image.objects.values_list("file", "thumbnail") for n in pair if n}
+
+
+def sampled_as_expected(job, frames_per_video: int) -> str:
+    """'' when the import's videos have the right frames and its progress is right; else what is wrong."""
+    from annotator.models import Video
+
+    problems = []
+    ids = [task.kwargs["video_id"] for task in job.tasks.all()]
+    for video in Video.objects.filter(pk__in=ids):
+        indices = list(video.frames.values_list("index", flat=True))
+        if (video.status, indices) != ("sampled", list(range(frames_per_video))):
+            problems.append(f"{video.yt8m_id}: {video.status}, {len(indices)} frames")
+    if (job.done, job.total, job.result.get("videos_ok")) != (len(ids), len(ids), len(ids)):
+        problems.append(f"progress {job.done}/{job.total}, videos_ok {job.result.get('videos_ok')}")
+    missing = referenced() - frame_files()
+    if missing:
+        problems.append(f"{len(missing)} committed frame files missing")
+    return "; ".join(problems)
+
+
+def embedded(job) -> str:
+    """'' when every frame of the import's videos has its embedding; else how many lack one."""
+    from annotator.models import Image, ImageEmbedding
+
+    ids = [task.kwargs["video_id"] for task in job.tasks.all()]
+    images = Image.objects.filter(frame__video_id__in=ids)
+    done = ImageEmbedding.objects.filter(image__in=images, vector__isnull=False).count()
+    return "" if done == images.count() else f"{images.count() - done} of {images.count()} frames not embedded"
+
+
+def record(fault: str, started: float, outcome: str, problems: str) -> None:
+    rows.append((fault, outcome, "FAIL: " + problems if problems else "ok", time.monotonic() - started))
+    print(f"  {fault}: {outcome} ({'ok' if not problems else problems})", flush=True)
+
+
+def jobs_after(job_id: int, kind: str):
+    from annotator.models import Job
+
+    return Job.objects.filter(pk__gt=job_id, kind=kind)
+
+
+def embeddings_done(job) -> bool:
+    return not embedded(job)
+
+
+# --- The faults -------------------------------------------------------------------------------------------------
+
+
+def redis_down_after_commit() -> None:
+    started = time.monotonic()
+    folder = videos("rdc", 1, seconds=6)
+    localservices.stop(["redis"])
+    wait(lambda: not localservices.port_open(REDIS_PORT), 30, "Redis to stop")
+    sampled = subprocess.run(
+        [sys.executable, "manage.py", "import_videos", str(folder), "--sync", "--every", "0.5"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    from annotator.models import Job, JobTask
+
+    job = Job.objects.filter(kind=Job.Kind.IMPORT).order_by("-pk").first()
+    pending = JobTask.objects.filter(job__kind="similarity", status="pending").exclude(error="").count()
+    files_kept = referenced() <= frame_files() and bool(referenced())
+    localservices.start_redis()
+    wait(lambda: embeddings_done(job), 120, "the pending embedding to run once Redis is back")
+    problems = sampled_as_expected(job, 12) or embedded(job)
+    if sampled.returncode or not files_kept or pending != 1:
+        problems += f" exit {sampled.returncode}, files kept {files_kept}, pending units {pending}"
+    outcome = f"import {job.status}, 12 frames with their files; embedding pending ({pending}) then done by the sweeper"
+    record("Redis stopped between the commit and the queueing", started, outcome, problems.strip())
+
+
+def kill_pool_child() -> None:
+    started = time.monotonic()
+    before = set(frame_files())
+    job = import_job(videos("kc", 1, seconds=16), every=0.04)
+    wait(lambda: len(frame_files() - before) >= 40, 60, "sampling to write files")
+    children = children_of(processes["cpu"].pid)
+    for child in children:
+        os.kill(child, signal.SIGKILL)
+    wait(lambda: ended(job), 120, "the import after the child was killed")
+    from annotator.cleanup.services import storage_clean_up
+
+    orphans = len(storage_clean_up(grace_minutes=0)["frame_files"])
+    problems = sampled_as_expected(job, 400) + ("; orphans left" if frame_files() != referenced() else "")
+    unit = job.tasks.get()
+    outcome = f"{job.status}, 400 frames, unit claimed {unit.attempts}x, {orphans} orphaned files removed"
+    record(
+        "worker pool child SIGKILLed during sampling",
+        started,
+        outcome,
+        problems if job.status == "succeeded" else f"{job.status} {problems}",
+    )
+
+
+def kill_worker_main() -> None:
+    started = time.monotonic()
+    before = set(frame_files())
+    job = import_job(videos("km", 1, seconds=16), every=0.04)
+    wait(lambda: len(frame_files() - before) >= 40, 60, "sampling to write files")
+    main = processes["cpu"]
+    children = children_of(main.pid)
+    main.send_signal(signal.SIGKILL)
+    main.wait()
+    for child in children:  # what a supervisor's process group kill does; the child is left alone otherwise
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    processes.pop("cpu")
+    worker("cpu")  # the supervisor's restart
+    wait(lambda: ended(job), 120, "the import after the worker was restarted")
+    from annotator.cleanup.services import storage_clean_up
+
+    orphans = len(storage_clean_up(grace_minutes=0)["frame_files"])
+    unit = job.tasks.get()
+    problems = sampled_as_expected(job, 400) + ("; orphans left" if frame_files() != referenced() else "")
+    outcome = f"{job.status} after restart and sweep (unit claimed {unit.attempts}x), {orphans} orphaned files removed"
+    record("worker main process SIGKILLed mid-task", started, outcome, problems)
+
+
+def redis_dropped_mid_task() -> None:
+    started = time.monotonic()
+    before = set(frame_files())
+    job = import_job(videos("rd", 1, seconds=16), every=0.04)
+    wait(lambda: len(frame_files() - before) >= 40, 60, "sampling to write files")
+    localservices.stop(["redis"])
+    wait(lambda: not localservices.port_open(REDIS_PORT), 30, "Redis to stop")
+    time.sleep(3)
+    localservices.start_redis()
+    survived = processes["cpu"].poll() is None
+    if not survived:  # issue 17 item 5 (another change) keeps it alive; here the supervisor's restart
+        processes.pop("cpu")
+        worker("cpu")
+    wait(lambda: ended(job), 120, "the import after Redis came back")
+    wait(lambda: embeddings_done(job), 120, "its embedding")
+    problems = sampled_as_expected(job, 400) or embedded(job)
+    worker_note = "worker kept running" if survived else "worker died, restarted"
+    record("Redis dropped mid-task", started, f"{job.status}, frames embedded; {worker_note}", problems)
+
+
+def postgres_restarted_mid_task() -> None:
+    started = time.monotonic()
+    before = set(frame_files())
+    job = import_job(videos("pg", 1, seconds=16), every=0.04)
+    wait(lambda: len(frame_files() - before) >= 40, 60, "sampling to write files")
+    pgdata = localservices.var_dir() / "postgres"
+    log = localservices.var_dir() / "postgres.log"  # the server must not inherit a pipe this script waits on
+    subprocess.run(
+        [localservices.postgres_bin() / "pg_ctl", "-D", pgdata, "-l", log, "-m", "fast", "-w", "restart"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=True,
+        timeout=120,
+        **localservices.run_as_postgres_user(),
+    )
+    reconnect()
+    wait(lambda: ended(job), 180, "the import after the PostgreSQL restart")
+    problems = sampled_as_expected(job, 400)
+    log = (BASE / "cpu.log").read_text(errors="replace")
+    retried = "Retry in" in log
+    record("PostgreSQL restarted during a task", started, f"{job.status}; task retried: {retried}", problems)
+
+
+def export_with_redis_down() -> None:
+    started = time.monotonic()
+    localservices.stop(["redis"])
+    wait(lambda: not localservices.port_open(REDIS_PORT), 30, "Redis to stop")
+    first = api("POST", "/api/exports/start/", {"target": "bench"}, key="export-1")
+    again = api("POST", "/api/exports/start/", {"target": "bench"}, key="export-1")
+    localservices.start_redis()
+    problems = ""
+    if first[0] != 202 or again[0] != 202 or first[1].get("id") != again[1].get("id"):
+        problems = f"answers {first[0]} {again[0]}, ids {first[1].get('id')} {again[1].get('id')}"
+    job = job_row(first[1]["id"])
+    wait(lambda: ended(job), 120, "the export once Redis was back")
+    from annotator.models import Job
+
+    exports = Job.objects.filter(kind="export").count()
+    if job.status != "succeeded" or exports != 1:
+        problems += f" export {job.status} {job.errors}, {exports} export jobs"
+    outcome = f"202 twice, one job (key retried); {job.status} once Redis was back"
+    record("export started with Redis down", started, outcome, problems.strip())
+
+
+def delivered_twice_two_workers() -> None:
+    started = time.monotonic()
+    worker("cpu2")
+    from annotator.jobs.services import job_task_send
+
+    before = set(frame_files())
+    job = import_job(videos("dt", 3, seconds=4), every=0.5)
+    for unit in job.tasks.all():
+        job_task_send(task_id=unit.pk)
+    wait(lambda: ended(job), 120, "the import delivered twice")
+    from annotator.models import Video
+
+    claims = [task.attempts for task in job.tasks.all()]
+    folders = [
+        len(list((BASE / "media" / "frames" / v.yt8m_id).iterdir()))
+        for v in Video.objects.filter(yt8m_id__startswith="dt")
+    ]
+    problems = sampled_as_expected(job, 8)
+    if claims != [1, 1, 1] or folders != [1, 1, 1] or len(frame_files() - before) != 48:
+        problems += f" claims {claims}, run folders {folders}"
+    stop("cpu2")
+    outcome = f"{job.status}, done {job.done}/{job.total}, each unit claimed once, one run folder per video"
+    record("every unit delivered twice, two workers on one queue", started, outcome, problems.strip())
+
+
+FAULTS = [
+    redis_down_after_commit,
+    kill_pool_child,
+    kill_worker_main,
+    redis_dropped_mid_task,
+    postgres_restarted_mid_task,
+    export_with_redis_down,
+    delivered_twice_two_workers,
+]
+
+
+def main() -> int:
+    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError(f"over BENCH_TIMEOUT={TIMEOUT:.0f} s")))
+    signal.alarm(int(TIMEOUT))
+    print(f"instance under {BASE}: PostgreSQL :{PG_PORT}, Redis :{REDIS_PORT}, gunicorn :{WEB_PORT}", flush=True)
+    failed = False
+    try:
+        start_instance()
+        for fault in FAULTS:
+            started = time.monotonic()
+            try:
+                fault()
+            except Exception as error:  # one fault's failure is a row of the table, the others still run
+                failed = True
+                record(fault.__name__.replace("_", " "), started, "did not end", f"{type(error).__name__}: {error}")
+                reconnect()
+    finally:
+        signal.alarm(0)
+        stop_instance()
+        if os.getenv("BENCH_KEEP") != "1":
+            shutil.rmtree(BASE, ignore_errors=True)
+    print()
+    print("| fault | outcome | verdict | seconds |")
+    print("|---|---|---|---|")
+    for fault, outcome, verdict, seconds in rows:
+        print(f"| {fault} | {outcome} | {verdict} | {seconds:.1f} |")
+    return 1 if failed or any(verdict != "ok" for _, _, verdict, _ in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
