@@ -151,16 +151,19 @@ def refuse_bad_text(sender, instance, update_fields=None, raw=False, **kwargs) -
         return
     errors: dict[str, list[str]] = {}
     for field in sender._meta.concrete_fields:
-        if not isinstance(field, models.CharField | models.TextField):
-            continue
         if update_fields is not None and field.name not in update_fields:
             continue
         value = getattr(instance, field.attname)
-        if not isinstance(value, str):
+        # A list of texts (labels, tokens) is held to its item field's column.
+        texts, column = (value, getattr(field, "base_field", None)) if isinstance(value, list) else ([value], field)
+        if not isinstance(column, models.CharField | models.TextField):
             continue
-        if field.max_length is not None and len(value) > field.max_length:
-            errors[field.name] = [f"{len(value)} characters; at most {field.max_length}."]
-        elif "\x00" in value:
-            errors[field.name] = [control_message("U+0000")]
+        for text in texts:
+            if not isinstance(text, str):
+                continue
+            if column.max_length is not None and len(text) > column.max_length:
+                errors[field.name] = [f"{len(text)} characters; at most {column.max_length}."]
+            elif "\x00" in text:
+                errors[field.name] = [control_message("U+0000")]
     if errors:
         raise Invalid(errors)

@@ -189,6 +189,11 @@ def test_the_model_refuses_oversized_text_whoever_saves_it():
     assert list(raised.value.errors) == ["question"]
     with pytest.raises(Invalid, match="NUL"):
         Job.objects.create(kind=Job.Kind.IMPORT, title="bad\x00")
+    video = make_video(frames=1)
+    video.labels = ["fine", "l" * 101]
+    with pytest.raises(Invalid) as raised:
+        video.save()
+    assert list(raised.value.errors) == ["labels"]  # each item of a list of texts is held to its column
     # A long job title (made of a typed path) is clipped instead.
     assert len(Job.objects.create(kind=Job.Kind.IMPORT, title="t" * 400).title) == 300
 
