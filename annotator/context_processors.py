@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from annotator.similarity.services import DEMO_BANNER, NO_ACTIVE_MODEL, embedding_model_active
 from subtlebench.roles import COORDINATOR, roles_of
+from subtlebench.text import text_limits
 
 
 def site(request):
     roles = roles_of(request.user)
-    return {"roles": roles, "site_banners": site_banners(roles)}
+    # `limits`: the editors' maxlength, the same numbers the models and serializers enforce.
+    return {"roles": roles, "site_banners": site_banners(roles), "limits": text_limits()}
 
 
 def site_banners(roles=()) -> list[dict]:

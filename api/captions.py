@@ -14,7 +14,9 @@ from rest_framework.response import Response
 from annotator.captions import services as captions
 from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionTask
 from api.errors import error_responses
+from api.fields import ID_MAX, SMALL_MAX, free_text, whole_number
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
+from subtlebench.text import CAPTION_TEXT_MAX, NAME_MAX, NOTE_MAX
 
 
 class CaptionOutputSerializer(serializers.ModelSerializer):
@@ -29,12 +31,14 @@ class CaptionOutputSerializer(serializers.ModelSerializer):
 
 
 class CaptionBatchInputSerializer(serializers.Serializer):
-    title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    title = free_text(NAME_MAX, lines="single", required=False, allow_blank=True, default="")
     selection = serializers.ChoiceField(choices=CaptionBatch.Selection.choices)
-    pair_ids = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, default=list)
+    pair_ids = serializers.ListField(
+        child=whole_number(low=1, high=ID_MAX), required=False, default=list, max_length=100000
+    )
     fraction = serializers.FloatField(required=False, allow_null=True, default=None)
-    seed = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0)
-    captions_per_item = serializers.IntegerField(required=False, default=1)
+    seed = whole_number(required=False, allow_null=True, default=None, high=ID_MAX)
+    captions_per_item = whole_number(required=False, default=1, low=1, high=SMALL_MAX)
     show_question = serializers.BooleanField(required=False, default=False)
     allow_own_pairs = serializers.BooleanField(required=False, default=False)
 
@@ -144,12 +148,12 @@ def caption_task_lease(request):
 
 
 class CaptionDraftInputSerializer(serializers.Serializer):
-    text = serializers.CharField(allow_blank=True, trim_whitespace=False)
-    version = serializers.IntegerField(
+    text = free_text(CAPTION_TEXT_MAX, allow_blank=True, trim_whitespace=False)
+    version = whole_number(
+        high=ID_MAX,
         required=False,
         allow_null=True,
         default=None,
-        min_value=0,
         help_text="The draft version this text was based on (0: none yet); a newer saved draft answers 409.",
     )
 
@@ -177,8 +181,8 @@ def caption_draft_save(request, task_id: int):
 
 
 class CaptionSubmitInputSerializer(serializers.Serializer):
-    text = serializers.CharField(allow_blank=True)
-    client_key = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+    text = free_text(CAPTION_TEXT_MAX, allow_blank=True)
+    client_key = free_text(64, lines="single", required=False, allow_blank=True, default="")
 
 
 @extend_schema(
@@ -202,7 +206,7 @@ def caption_submit(request, task_id: int):
 
 
 class CaptionSkipInputSerializer(serializers.Serializer):
-    reason = serializers.CharField(allow_blank=True)
+    reason = free_text(NOTE_MAX, allow_blank=True)
 
 
 @extend_schema(
@@ -234,8 +238,8 @@ def caption_review_queue(request):
 
 class CaptionReviewInputSerializer(serializers.Serializer):
     decision = serializers.ChoiceField(choices=CaptionReview.Decision.choices)
-    reason = serializers.CharField(required=False, allow_blank=True, default="")
-    text = serializers.CharField(required=False, allow_null=True, default=None)
+    reason = free_text(NOTE_MAX, required=False, allow_blank=True, default="")
+    text = free_text(CAPTION_TEXT_MAX, required=False, allow_null=True, default=None)
 
 
 @extend_schema(

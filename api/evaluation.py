@@ -11,11 +11,13 @@ from rest_framework.response import Response
 
 from annotator.models import Category, Domain
 from api.errors import error_responses
+from api.fields import INT32_MAX, free_text, whole_number
 from evaluation import participation, reports, studies
 from evaluation.models import Participant, Study
 from evaluation.participant_views import image_url
 from subtlebench.errors import Conflict
 from subtlebench.roles import COORDINATOR, HasRole
+from subtlebench.text import NAME_MAX
 from subtlebench.throttles import ParticipantThrottle
 
 Coordinator = HasRole.of(COORDINATOR)
@@ -61,22 +63,22 @@ class StudyOutputSerializer(serializers.ModelSerializer):
 
 
 class StudyCreateInputSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
+    name = free_text(NAME_MAX, lines="single")
     fraction = serializers.FloatField(default=0.1, min_value=0.001, max_value=1)
-    seed = serializers.IntegerField(default=0)
-    raters_per_item = serializers.IntegerField(default=1, min_value=1, max_value=20)
-    categories = serializers.ListField(child=serializers.ChoiceField(Category.choices), default=list)
-    domains = serializers.ListField(child=serializers.ChoiceField(Domain.choices), default=list)
+    seed = whole_number(low=-INT32_MAX, default=0)
+    raters_per_item = whole_number(default=1, low=1, high=20)
+    categories = serializers.ListField(child=serializers.ChoiceField(Category.choices), default=list, max_length=20)
+    domains = serializers.ListField(child=serializers.ChoiceField(Domain.choices), default=list, max_length=20)
     split = serializers.ChoiceField([("", "any"), ("test", "test"), ("val", "val")], default="", allow_blank=True)
     split_val_fraction = serializers.FloatField(default=0.1, min_value=0, max_value=0.99)
-    split_seed = serializers.IntegerField(default=0)
-    practice_count = serializers.IntegerField(default=3, min_value=0, max_value=20)
-    items_per_participant = serializers.IntegerField(default=0, min_value=0)
-    invites = serializers.IntegerField(default=0, min_value=0, max_value=10000)
-    open_cap = serializers.IntegerField(default=0, min_value=0)
-    redirect_url = serializers.URLField(default="", allow_blank=True)
-    session_minutes = serializers.IntegerField(default=60, min_value=1, max_value=10080)
-    no_items_url = serializers.URLField(default="", allow_blank=True)
+    split_seed = whole_number(low=-INT32_MAX, default=0)
+    practice_count = whole_number(default=3, high=20)
+    items_per_participant = whole_number(default=0, high=100000)
+    invites = whole_number(default=0, high=10000)
+    open_cap = whole_number(default=0, high=100000)
+    redirect_url = serializers.URLField(default="", allow_blank=True, max_length=200)  # the column's
+    session_minutes = whole_number(default=60, low=1, high=10080)
+    no_items_url = serializers.URLField(default="", allow_blank=True, max_length=200)  # the column's
 
 
 class InviteOutputSerializer(serializers.Serializer):
@@ -124,7 +126,7 @@ def invite_list(request, pk):
 
 
 class InviteCreateInputSerializer(serializers.Serializer):
-    count = serializers.IntegerField(min_value=1, max_value=10000)
+    count = whole_number(low=1, high=10000)
 
 
 @extend_schema(
@@ -194,9 +196,9 @@ class ParticipantItemSerializer(serializers.Serializer):
 
 
 class ParticipantAnswerInputSerializer(serializers.Serializer):
-    option = serializers.IntegerField(help_text="The displayed position, 1-based.")
-    active_ms = serializers.IntegerField(required=False, min_value=0, allow_null=True)
-    client_key = serializers.CharField(required=False, max_length=64, allow_blank=True)
+    option = whole_number(low=1, high=100, help_text="The displayed position, 1-based.")
+    active_ms = whole_number(required=False, allow_null=True)
+    client_key = free_text(64, lines="single", required=False, allow_blank=True)
 
 
 def _participant(token: str) -> Participant:

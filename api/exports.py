@@ -12,18 +12,22 @@ from annotator.export.services import ExportOptions, export_folder_for_web, expo
 from annotator.jobs.services import clean_idempotency_key
 from annotator.models import Category, Domain, Job
 from api.errors import error_responses
+from api.fields import INT32_MAX, free_text, whole_number
 from api.jobs import IDEMPOTENCY_KEY
 from api.pagination import page_response, paginated
 from subtlebench.roles import COORDINATOR, HasRole
+from subtlebench.text import SHORT_TEXT_MAX
 
 
 class ExportStartInputSerializer(serializers.Serializer):
-    target = serializers.CharField(help_text="A folder name under EXPORT_ROOT, or s3://bucket/prefix.")
+    target = free_text(
+        SHORT_TEXT_MAX, lines="single", help_text="A folder name under EXPORT_ROOT, or s3://bucket/prefix."
+    )
     val_fraction = serializers.FloatField(default=0.1, min_value=0, max_value=0.9)
-    seed = serializers.IntegerField(default=0)
+    seed = whole_number(low=-INT32_MAX, default=0)
     min_similarity = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0, max_value=1)
-    categories = serializers.ListField(child=serializers.ChoiceField(Category.choices), default=list)
-    domains = serializers.ListField(child=serializers.ChoiceField(Domain.choices), default=list)
+    categories = serializers.ListField(child=serializers.ChoiceField(Category.choices), default=list, max_length=20)
+    domains = serializers.ListField(child=serializers.ChoiceField(Domain.choices), default=list, max_length=20)
     reproducible = serializers.BooleanField(default=False)
     replace = serializers.BooleanField(default=False, help_text="Replace an earlier export at the target.")
 
@@ -77,7 +81,7 @@ def export_start_api(request):
     return Response(ExportOutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
-@extend_schema(responses={200: ExportOutputSerializer(many=True), **error_responses(403)})
+@extend_schema(responses={200: ExportOutputSerializer(many=True), **error_responses(400, 403)})
 @paginated
 @api_view(["GET"])
 @permission_classes([HasRole.of(COORDINATOR)])

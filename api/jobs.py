@@ -27,7 +27,7 @@ IDEMPOTENCY_KEY = OpenApiParameter(
 
 class JobOutputSerializer(serializers.ModelSerializer):
     percent = serializers.IntegerField(read_only=True)
-    created_by = serializers.CharField(source="created_by.username", default=None, read_only=True)
+    created_by = serializers.CharField(source="created_by.username", default=None, allow_null=True, read_only=True)
 
     class Meta:
         model = Job
@@ -61,7 +61,7 @@ def job_output(request, job) -> dict:
         OpenApiParameter("kind", str, enum=Job.Kind.values, description="Only jobs of this kind."),
         OpenApiParameter("status", str, enum=Job.Status.values, description="Only jobs in this state."),
     ],
-    responses={200: JobOutputSerializer(many=True), **error_responses(403)},
+    responses={200: JobOutputSerializer(many=True), **error_responses(400, 403)},
 )
 @paginated
 @api_view(["GET"])

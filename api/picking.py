@@ -15,7 +15,9 @@ from rest_framework.response import Response
 from annotator.models import Category, Pair, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from api.errors import error_responses
+from api.fields import ID_MAX, free_text, whole_number
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
+from subtlebench.text import NOTE_MAX, OPTIONS_MAX, QUESTION_MAX, SHORT_TEXT_MAX
 
 
 class VideoLeaseSerializer(serializers.Serializer):
@@ -57,7 +59,7 @@ def lease_heartbeat(request, video_id: int):
 
 class VideoReleaseInputSerializer(serializers.Serializer):
     reason = serializers.ChoiceField(choices=VideoSkip.Reason.choices, default=VideoSkip.Reason.DONE)
-    note = serializers.CharField(required=False, allow_blank=True, default="")
+    note = free_text(NOTE_MAX, required=False, allow_blank=True, default="")
 
 
 class VideoReleaseOutputSerializer(serializers.Serializer):
@@ -83,7 +85,7 @@ def lease_release(request, video_id: int):
 
 
 class VideoAssignInputSerializer(serializers.Serializer):
-    username = serializers.CharField(allow_blank=True, help_text="Empty to clear the assignment.")
+    username = free_text(150, lines="single", allow_blank=True, help_text="Empty to clear the assignment.")
 
 
 class VideoAssignOutputSerializer(serializers.Serializer):
@@ -110,18 +112,24 @@ def video_assign(request, video_id: int):
 
 class PairDraftSerializer(serializers.Serializer):
     state = serializers.JSONField()
-    version = serializers.IntegerField(
+    version = whole_number(
+        high=ID_MAX,
         required=False,
         allow_null=True,
         default=None,
-        min_value=0,
         help_text="PUT: the draft version this state was based on (0: none yet); a newer saved draft answers 409. "
         "The answer: the version now saved.",
     )
-    updated = serializers.DateTimeField(read_only=True, required=False)
+    updated = serializers.DateTimeField(read_only=True, required=False, allow_null=True)
 
 
-@extend_schema(methods=["GET"], responses={200: PairDraftSerializer, **error_responses(403, 404)})
+class PairDraftStateSerializer(serializers.Serializer):
+    state = serializers.JSONField(help_text="The autosaved state; {} when there is none.")
+    version = serializers.IntegerField(read_only=True, help_text="Its version (0: none yet): send it with the PUT.")
+    updated = serializers.DateTimeField(read_only=True, allow_null=True, help_text="When it was saved; null: never.")
+
+
+@extend_schema(methods=["GET"], responses={200: PairDraftStateSerializer, **error_responses(403, 404)})
 @extend_schema(
     methods=["PUT"],
     request=PairDraftSerializer,
@@ -134,7 +142,7 @@ def draft(request, video_id: int):
     another tab saved a newer draft since the version you send."""
     video = get_object_or_404(Video, pk=video_id)
     if request.method == "GET":
-        return Response(PairDraftSerializer(picking.pair_draft_of(video=video, user=request.user)).data)
+        return Response(PairDraftStateSerializer(picking.pair_draft_of(video=video, user=request.user)).data)
     data = PairDraftSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     saved = picking.pair_draft_save(video=video, user=request.user, **data.validated_data)
@@ -142,22 +150,26 @@ def draft(request, video_id: int):
 
 
 class PairSubmitInputSerializer(serializers.Serializer):
-    video = serializers.IntegerField()
-    index_a = serializers.IntegerField(help_text="Frame A's index in the video.")
-    index_b = serializers.IntegerField()
+    video = whole_number(low=1)
+    index_a = whole_number(help_text="Frame A's index in the video.")
+    index_b = whole_number()
     category = serializers.ChoiceField(choices=Category.choices)
-    question = serializers.CharField(allow_blank=True)
-    answer = serializers.CharField(allow_blank=True, required=False, default="")
-    distractors = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False, default=list)
+    question = free_text(QUESTION_MAX, allow_blank=True)
+    answer = free_text(SHORT_TEXT_MAX, allow_blank=True, required=False, default="")
+    distractors = serializers.ListField(
+        child=free_text(SHORT_TEXT_MAX, allow_blank=True),
+        required=False,
+        default=list,
+        max_length=OPTIONS_MAX,
+    )
     answer_frame = serializers.ChoiceField(
         choices=["a", "b", ""], required=False, default="", help_text="Binary categories: which frame is the answer."
     )
-    client_key = serializers.CharField(
-        max_length=64, help_text="Random per pair; a retry with it makes no second pair."
-    )
-    pair = serializers.IntegerField(required=False, allow_null=True, default=None, help_text="Resubmit this pair.")
-    version = serializers.IntegerField(required=False, allow_null=True, default=None)
-    draft_version = serializers.IntegerField(
+    client_key = free_text(64, lines="single", help_text="Random per pair; a retry with it makes no second pair.")
+    pair = whole_number(low=1, required=False, allow_null=True, default=None, help_text="Resubmit this pair.")
+    version = whole_number(required=False, allow_null=True, default=None)
+    draft_version = whole_number(
+        high=ID_MAX,
         required=False,
         allow_null=True,
         default=None,
@@ -224,11 +236,21 @@ def pair_submit(request):
     )
 
 
+class PairCorrectionsSerializer(serializers.Serializer):
+    """Only the fields the reviewer changed."""
+
+    question = free_text(QUESTION_MAX, required=False, allow_blank=True)
+    answer = free_text(SHORT_TEXT_MAX, required=False, allow_blank=True)
+    distractors = serializers.ListField(
+        child=free_text(SHORT_TEXT_MAX, allow_blank=True), required=False, max_length=OPTIONS_MAX
+    )
+
+
 class PairReviewInputSerializer(serializers.Serializer):
     decision = serializers.ChoiceField(choices=Review.Decision.choices)
-    version = serializers.IntegerField(help_text="The version of the pair you reviewed.")
-    reason = serializers.CharField(required=False, allow_blank=True, default="")
-    corrections = serializers.DictField(required=False, default=dict, help_text="question, answer, distractors")
+    version = whole_number(help_text="The version of the pair you reviewed.")
+    reason = free_text(NOTE_MAX, required=False, allow_blank=True, default="")
+    corrections = PairCorrectionsSerializer(required=False, default=dict, help_text="question, answer, distractors")
 
 
 class PairReviewOutputSerializer(serializers.Serializer):

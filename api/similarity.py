@@ -12,15 +12,17 @@ from rest_framework.response import Response
 from annotator.models import Image, Pair, Video
 from annotator.similarity import services as similarity
 from api.errors import error_responses
+from api.fields import ObjectIdField, free_text
 from api.server_paths import CoordinatorOnlyPaths
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
+from subtlebench.text import NOTE_MAX
 
 ANY_ROLE = HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)
 
 
 class ImagesSimilarityInputSerializer(serializers.Serializer):
-    image_1 = serializers.PrimaryKeyRelatedField(queryset=Image.objects.all())
-    image_2 = serializers.PrimaryKeyRelatedField(queryset=Image.objects.all())
+    image_1 = ObjectIdField(queryset=Image.objects.all())
+    image_2 = ObjectIdField(queryset=Image.objects.all())
 
 
 class EmbeddingModelSerializer(CoordinatorOnlyPaths, serializers.Serializer):
@@ -128,7 +130,7 @@ def video_suggestions(request, video_id: int):
 
 
 class PairOverrideInputSerializer(serializers.Serializer):
-    reason = serializers.CharField(allow_blank=True)
+    reason = free_text(NOTE_MAX, allow_blank=True)
 
 
 class PairOverrideOutputSerializer(serializers.Serializer):

@@ -12,6 +12,7 @@ from annotator.jobs.services import clean_idempotency_key
 from annotator.models import Domain, Frame, Video
 from annotator.videos.services import ImportSourceError, videos_import
 from api.errors import error_responses
+from api.fields import free_text, whole_number
 from api.jobs import IDEMPOTENCY_KEY
 from api.pagination import page_response, paginated
 from api.server_paths import CoordinatorOnlyPaths
@@ -97,7 +98,7 @@ def video_detail(request, video_id):
     return Response(VideoOutputSerializer(video, context={"request": request}).data)
 
 
-@extend_schema(responses={200: FrameOutputSerializer(many=True), **error_responses(403, 404)})
+@extend_schema(responses={200: FrameOutputSerializer(many=True), **error_responses(400, 403, 404)})
 @paginated
 @api_view(["GET"])
 @permission_classes([READERS])
@@ -111,11 +112,15 @@ def video_frames(request, video_id):
 
 
 class VideoImportInputSerializer(serializers.Serializer):
-    path = serializers.CharField(
-        help_text="A folder of videos or a CSV manifest (yt8m_id,path,labels), inside IMPORT_ROOTS."
+    path = free_text(
+        1000,
+        lines="single",
+        help_text="A folder of videos or a CSV manifest (yt8m_id,path,labels), inside IMPORT_ROOTS.",
     )
-    every = serializers.FloatField(required=False, min_value=0.01, help_text="Seconds between frames (default 1).")
-    frames = serializers.IntegerField(required=False, min_value=1, help_text="Or: this many frames per video.")
+    every = serializers.FloatField(
+        required=False, min_value=0.01, max_value=3600, help_text="Seconds between frames (default 1)."
+    )
+    frames = whole_number(required=False, low=1, high=100000, help_text="Or: this many frames per video.")
     domain = serializers.ChoiceField(choices=[Domain.NATURAL, Domain.GAMING], default=Domain.NATURAL)
 
     def validate(self, data):

@@ -20,7 +20,7 @@ from subtlebench.tokens import api_token_create, api_token_revoke
 
 class TokenInputSerializer(serializers.Serializer):
     username = serializers.CharField(max_length=150)
-    password = serializers.CharField(max_length=1000)
+    password = serializers.CharField(max_length=4096, trim_whitespace=False)
     name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
     expires_in_days = serializers.IntegerField(
         min_value=1,

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from annotator.export.format import item_id
 from annotator.models import Category, Domain, Pair
+from subtlebench.text import NAME_MAX, NOTE_MAX, PAGE_TEXT_MAX, single_line, text_validators
 
 
 def new_token() -> str:
@@ -46,7 +47,7 @@ DEFAULT_WITHDRAWAL = "Taking part is voluntary. You may stop at any time by clos
 
 
 class Study(models.Model):
-    name = models.CharField(max_length=200)
+    name = models.CharField(max_length=NAME_MAX, validators=[single_line])
     fraction = models.FloatField(default=0.1, help_text="Share of the pool to sample, in (0, 1].")
     seed = models.IntegerField(default=0)
     raters_per_item = models.PositiveSmallIntegerField(default=1)
@@ -89,10 +90,18 @@ class Study(models.Model):
         default=0, help_text="Lowest browser window (CSS px) admitted at consent; 0: any."
     )
     expected_minutes = models.PositiveSmallIntegerField(default=15, help_text="How long the study takes, as told.")
-    contact = models.CharField(max_length=200, blank=True, help_text="Whom participants ask, e.g. an e-mail.")
-    instructions_text = models.TextField(default=DEFAULT_INSTRUCTIONS)
-    consent_text = models.TextField(default=DEFAULT_CONSENT)
-    withdrawal_text = models.TextField(default=DEFAULT_WITHDRAWAL)
+    contact = models.CharField(
+        max_length=200, blank=True, validators=[single_line], help_text="Whom participants ask, e.g. an e-mail."
+    )
+    instructions_text = models.TextField(
+        default=DEFAULT_INSTRUCTIONS, max_length=PAGE_TEXT_MAX, validators=text_validators(PAGE_TEXT_MAX)
+    )
+    consent_text = models.TextField(
+        default=DEFAULT_CONSENT, max_length=PAGE_TEXT_MAX, validators=text_validators(PAGE_TEXT_MAX)
+    )
+    withdrawal_text = models.TextField(
+        default=DEFAULT_WITHDRAWAL, max_length=PAGE_TEXT_MAX, validators=text_validators(PAGE_TEXT_MAX)
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
     created = models.DateTimeField(default=timezone.now)
 
@@ -391,7 +400,7 @@ class ModelRun(models.Model):
     """A model's results file from the official evaluation code, matched to the study's sampled items."""
 
     study = models.ForeignKey(Study, models.CASCADE, related_name="model_runs")
-    name = models.CharField(max_length=200)
+    name = models.CharField(max_length=NAME_MAX, validators=[single_line])
     file_name = models.CharField(max_length=300, blank=True)
     entries = models.PositiveIntegerField(default=0, help_text="Entries in the file.")
     matched = models.PositiveIntegerField(default=0, help_text="Entries that are scored items of this study.")
@@ -407,7 +416,7 @@ class ModelRun(models.Model):
 class ModelAnswer(models.Model):
     run = models.ForeignKey(ModelRun, models.CASCADE, related_name="answers")
     item = models.ForeignKey(StudyItem, models.CASCADE, related_name="model_answers")
-    predicted = models.TextField(blank=True)
+    predicted = models.TextField(blank=True, max_length=NOTE_MAX, validators=text_validators(NOTE_MAX))
     is_correct = models.BooleanField()
 
     class Meta:

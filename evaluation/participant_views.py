@@ -342,5 +342,5 @@ def image(request, token, signed):
 def _int_or_none(value):
     try:
         return int(float(value))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: "1e999" is an infinite float
         return None

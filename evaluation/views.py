@@ -20,12 +20,16 @@ from evaluation.sampling import ROUNDING_RULE
 from subtlebench.errors import Conflict, Invalid
 from subtlebench.pages import error_response
 from subtlebench.roles import COORDINATOR, role_required
+from subtlebench.text import NAME_MAX, PAGE_TEXT_MAX, single_line
+
+# The study's integer columns hold 32 bits: a larger seed would fail the INSERT.
+SEED_BOUND = 2**31 - 1
 
 
 class StudyForm(forms.Form):
-    name = forms.CharField(max_length=200)
+    name = forms.CharField(max_length=NAME_MAX, validators=[single_line])
     fraction = forms.FloatField(initial=0.1, min_value=0.001, max_value=1)
-    seed = forms.IntegerField(initial=0)
+    seed = forms.IntegerField(initial=0, min_value=-SEED_BOUND, max_value=SEED_BOUND)
     raters_per_item = forms.IntegerField(initial=1, min_value=1, max_value=20, label="Raters per item")
     categories = forms.MultipleChoiceField(
         choices=Category.choices, required=False, widget=forms.CheckboxSelectMultiple
@@ -37,7 +41,9 @@ class StudyForm(forms.Form):
     split_val_fraction = forms.FloatField(
         initial=0.1, min_value=0, max_value=0.99, required=False, label="Split: val fraction"
     )
-    split_seed = forms.IntegerField(initial=0, required=False, label="Split: seed")
+    split_seed = forms.IntegerField(
+        initial=0, required=False, min_value=-SEED_BOUND, max_value=SEED_BOUND, label="Split: seed"
+    )
 
     def clean_split_val_fraction(self):
         value = self.cleaned_data["split_val_fraction"]
@@ -48,10 +54,10 @@ class StudyForm(forms.Form):
         return 0 if value is None else value
 
     practice_count = forms.IntegerField(initial=3, min_value=0, max_value=20, label="Practice items")
-    items_per_participant = forms.IntegerField(initial=0, min_value=0, label="Items each (0: all)")
+    items_per_participant = forms.IntegerField(initial=0, min_value=0, max_value=100000, label="Items each (0: all)")
     invites = forms.IntegerField(initial=5, min_value=0, max_value=10000, label="Invite links")
-    open_cap = forms.IntegerField(initial=0, min_value=0, label="Open-link cap (0: none)")
-    redirect_url = forms.URLField(required=False, assume_scheme="https", label="Redirect URL when done")
+    open_cap = forms.IntegerField(initial=0, min_value=0, max_value=100000, label="Open-link cap (0: none)")
+    redirect_url = forms.URLField(required=False, max_length=200, assume_scheme="https", label="Redirect URL when done")
     session_minutes = forms.IntegerField(
         initial=60, min_value=1, max_value=10080, required=False, label="Time limit, min"
     )
@@ -60,7 +66,9 @@ class StudyForm(forms.Form):
         value = self.cleaned_data["session_minutes"]
         return 60 if value is None else value
 
-    no_items_url = forms.URLField(required=False, assume_scheme="https", label="Return URL when no items are left")
+    no_items_url = forms.URLField(
+        required=False, max_length=200, assume_scheme="https", label="Return URL when no items are left"
+    )
 
     # Each field once, in the row it belongs to: the page renders these rows and nothing else.
     ROWS = (
@@ -89,18 +97,31 @@ class StudyForm(forms.Form):
     )
     contact = forms.CharField(
         max_length=200,
+        validators=[single_line],
         required=False,
         label="Contact for questions",
         widget=forms.TextInput(attrs={"placeholder": "e.g. study-team@example.org"}),
     )
     instructions_text = forms.CharField(
-        initial=DEFAULT_INSTRUCTIONS, required=False, label="Instructions", widget=forms.Textarea(attrs={"rows": 4})
+        max_length=PAGE_TEXT_MAX,
+        initial=DEFAULT_INSTRUCTIONS,
+        required=False,
+        label="Instructions",
+        widget=forms.Textarea(attrs={"rows": 4}),
     )
     consent_text = forms.CharField(
-        initial=DEFAULT_CONSENT, required=False, label="Consent", widget=forms.Textarea(attrs={"rows": 3})
+        max_length=PAGE_TEXT_MAX,
+        initial=DEFAULT_CONSENT,
+        required=False,
+        label="Consent",
+        widget=forms.Textarea(attrs={"rows": 3}),
     )
     withdrawal_text = forms.CharField(
-        initial=DEFAULT_WITHDRAWAL, required=False, label="Withdrawal", widget=forms.Textarea(attrs={"rows": 2})
+        max_length=PAGE_TEXT_MAX,
+        initial=DEFAULT_WITHDRAWAL,
+        required=False,
+        label="Withdrawal",
+        widget=forms.Textarea(attrs={"rows": 2}),
     )
 
 
@@ -110,6 +131,7 @@ class InviteForm(forms.Form):
 
 class AttentionForm(forms.Form):
     pair_ids = forms.CharField(
+        max_length=10000,
         label="Pair ids, separated by spaces or commas",
         widget=forms.TextInput(attrs={"placeholder": "Accepted pair ids outside the sample, e.g. 12 40"}),
     )
@@ -123,7 +145,10 @@ class AttentionForm(forms.Form):
 
 class ModelRunForm(forms.Form):
     name = forms.CharField(
-        max_length=200, label="Model name", widget=forms.TextInput(attrs={"placeholder": "Model name"})
+        max_length=NAME_MAX,
+        validators=[single_line],
+        label="Model name",
+        widget=forms.TextInput(attrs={"placeholder": "Model name"}),
     )
     file = forms.FileField(label="mc_evaluation_results.json")
 

@@ -95,6 +95,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "subtlebench.middleware.ControlCharacterMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -266,7 +267,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 100,
     # Anonymous participant endpoints (subtlebench.throttles): per client address, counted in CACHES.
     "DEFAULT_THROTTLE_RATES": {
@@ -276,6 +277,8 @@ REST_FRAMEWORK = {
     # Proxies in front of the web server: the client address is taken that many hops from the right of
     # X-Forwarded-For (None: REMOTE_ADDR, no proxy).
     "NUM_PROXIES": envint("PROXY_COUNT", "0") or None,
+    # No NUL or other control character in any body (issue 13): DRF's parsers, then a check of every string.
+    "DEFAULT_PARSER_CLASSES": ["api.parsers.JSONParser", "api.parsers.FormParser", "api.parsers.MultiPartParser"],
     # Every error answers {"detail": ..., "errors": {field: [...]}}, DRF's own included.
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
 }

@@ -20,3 +20,6 @@ urlpatterns = [
 
 # 500s (DEBUG off): the API's JSON body under /api/, 503 when the database or broker is down (subtlebench/views.py).
 handler500 = "subtlebench.views.server_error"
+# Under /api/ these answer the API's JSON error body (the schema's 400 and 404), elsewhere the HTML page.
+handler400 = "subtlebench.views.bad_request"
+handler404 = "subtlebench.views.not_found"

@@ -18,7 +18,7 @@ from django.utils.html import escape
 from django.views import defaults
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from subtlebench.errors import Invalid, ServiceError, dependency_unavailable, error_body
+from subtlebench.errors import Invalid, NotFound, ServiceError, dependency_unavailable, error_body
 from subtlebench.models import ApiToken
 from subtlebench.pages import error_response
 from subtlebench.roles import roles_of
@@ -154,3 +154,21 @@ def account_token_revoke(request, token_id: int):
     except ServiceError as error:
         return error_response(request, error, back_to="account-tokens")
     return redirect("account-tokens")
+
+
+def not_found(request, exception=None):
+    """handler404: an address under /api/ that matches no endpoint (`/api/videos/abc/`) answers the API's JSON
+    error body, as the schema documents its 404s; pages keep the HTML page."""
+    if request.path.startswith("/api/"):
+        error = NotFound(f"There is no API endpoint at {request.path}.")
+        return JsonResponse(error_body(error), status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def bad_request(request, exception=None):
+    """handler400 (a body Django cannot parse, such as multipart without a boundary): the API's JSON error body
+    under /api/, the error page elsewhere, rendered with the request like every page."""
+    error = Invalid("The request could not be read: its body or headers are malformed.")
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body(error), status=400)
+    return render(request, "400.html", {"message": error.detail}, status=400)

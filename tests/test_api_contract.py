@@ -211,3 +211,64 @@ def test_drf_errors_keep_their_status_and_headers_in_the_one_body():
     assert listed.status_code == 400 and listed.data == {"detail": "First. Second.", "errors": {}}
     nested = exception_handler(exceptions.ValidationError({"categories": {0: ["Not a category."]}}), {})
     assert nested.data == {"detail": "categories: 0: Not a category.", "errors": {"categories": ["0: Not a category."]}}
+
+
+# --- Every input has its bounds (issue 13) ------------------------------------------------------------------
+
+
+def unbounded(schema: dict, value: dict, where: str) -> list[str]:
+    """What in one documented input value has no bound: strings without maxLength (unless an enum), integers
+    without minimum and maximum, lists without maxItems; nested objects and items are walked."""
+    if "$ref" in value:
+        value = component(schema, value["$ref"])
+    if "allOf" in value or "oneOf" in value:
+        return [
+            problem for part in value.get("allOf", value.get("oneOf")) for problem in unbounded(schema, part, where)
+        ]
+    if "enum" in value or value.get("readOnly"):
+        return []
+    kind = value.get("type")
+    if kind == "string" and "maxLength" not in value and value.get("format") not in ("date-time", "date", "binary"):
+        return [f"{where}: a string without maxLength"]
+    if kind == "integer" and not {"minimum", "maximum"} <= set(value):
+        return [f"{where}: an integer without minimum and maximum"]
+    if kind == "array":
+        problems = [] if "maxItems" in value else [f"{where}: a list without maxItems"]
+        return problems + unbounded(schema, value.get("items", {}), f"{where}[]")
+    if kind == "object" or "properties" in value:
+        return [
+            p
+            for name, field in value.get("properties", {}).items()
+            for p in unbounded(schema, field, f"{where}.{name}")
+        ]
+    return []
+
+
+def test_every_request_field_and_query_parameter_is_bounded(schema):
+    """A string with no length limit stores a 1 MB question; an unbounded integer fails its column (a 500)."""
+    problems = []
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            if method not in ("get", "post", "put", "patch", "delete"):
+                continue
+            label = f"{method.upper()} {path}"
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] == "query":
+                    problems += unbounded(schema, parameter["schema"], f"{label} ?{parameter['name']}")
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+            if body:
+                problems += unbounded(schema, body["schema"], f"{label} body")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_paged_list_documents_its_bounds_and_its_400(schema):
+    paged = [
+        (path, item["get"])
+        for path, item in schema["paths"].items()
+        if "get" in item and {"limit", "offset"} <= {p["name"] for p in item["get"].get("parameters", [])}
+    ]
+    assert len(paged) >= 4
+    for path, operation in paged:
+        limit = next(p for p in operation["parameters"] if p["name"] == "limit")
+        assert limit["schema"]["maximum"] == 500, path
+        assert "400" in operation["responses"], f"GET {path} refuses a bad limit but documents no 400"

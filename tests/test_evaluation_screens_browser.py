@@ -246,7 +246,7 @@ def test_a_window_below_the_minimum_is_stopped_before_consent_until_it_is_made_l
 
     # Turned sideways it is still too narrow; full screen passes, and the form appears by itself.
     page.set_viewport_size({"width": 844, "height": 390})
-    # The page measures again on the resize event, which Chromium dispatches after the call returns.
+    # The page re-measures on its resize event, which may run after set_viewport_size returns: wait for it.
     expect(page.locator("#screen-check")).to_contain_text("844 × 390 px")
     page.set_viewport_size({"width": 1180, "height": 820})
     page.wait_for_selector("#consent-form", state="visible")

@@ -188,6 +188,12 @@ def test_it_fails_a_manifest_row_repeating_a_yt8m_id(existing, batch, settings):
     assert_nothing_else_changed(existing, settings, None, message, job)
 
 
+def test_it_fails_a_manifest_row_with_a_label_longer_than_its_column(existing, batch, settings):
+    job = manifest_import(batch, f"labelled,fine.mp4,Sports;{'x' * 101}")
+    message = f"manifest.csv, line 3, field labels: {'x' * 40!r}... is longer than 100 characters"
+    assert_nothing_else_changed(existing, settings, "labelled", message, job)
+
+
 def test_it_keeps_the_old_frames_when_a_resample_fails(existing, batch, settings):
     (batch / "bad.mp4").write_text("not a video")
     job = manifest_import(batch, "clip,bad.mp4,")  # 'clip' is the video sampled before, with 3 frames

@@ -21,18 +21,23 @@ from annotator.models import Caption, CaptionBatch, CaptionTask, Pair
 from subtlebench.errors import Conflict, Forbidden, Invalid
 from subtlebench.pages import error_response
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, role_required
+from subtlebench.text import NAME_MAX, single_line
 
 # --- Coordinator: batches, progress, per-annotator quality -------------------------------------------------
 
 
 class CaptionBatchForm(forms.Form):
-    title = forms.CharField(max_length=200, required=False)
+    title = forms.CharField(max_length=NAME_MAX, required=False, validators=[single_line])
     selection = forms.ChoiceField(
         choices=CaptionBatch.Selection.choices, initial=CaptionBatch.Selection.SAMPLE, widget=forms.RadioSelect
     )
-    pair_ids = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Pair ids")
+    pair_ids = forms.CharField(
+        required=False, max_length=100000, widget=forms.Textarea(attrs={"rows": 2}), label="Pair ids"
+    )
     fraction = forms.FloatField(required=False, initial=0.1, min_value=0.0001, max_value=1)
-    seed = forms.IntegerField(required=False, min_value=0, help_text="Empty: a random seed, recorded.")
+    seed = forms.IntegerField(
+        required=False, min_value=0, max_value=2**63 - 1, help_text="Empty: a random seed, recorded."
+    )
     captions_per_item = forms.IntegerField(min_value=1, max_value=captions.MAX_CAPTIONS_PER_ITEM, initial=1)
     show_question = forms.BooleanField(required=False, label="Show the question and answer to annotators")
     allow_own_pairs = forms.BooleanField(required=False, label="Annotators may caption pairs they authored")

@@ -54,6 +54,7 @@ from annotator.export.format import (
 from annotator.models import Category, EmbeddingModel, Job, Pair, Review
 from subtlebench.errors import Conflict, Invalid, NotFound, file_error_detail
 from subtlebench.storage import s3_client, split_s3_uri
+from subtlebench.text import EXPORT_NAME_MAX
 
 MANIFEST = "manifest.sha256"
 CARD = "README.md"
@@ -1269,6 +1270,8 @@ def export_folder_for_web(name: str) -> str:
     """Where a page-started local export goes: a plain name under EXPORT_ROOT, never an arbitrary path."""
     if not name or "/" in name or "\\" in name or name.startswith("."):
         raise Invalid({"target": ["The folder name must be a plain name (letters, digits, - and _), not a path."]})
+    if len(name) > EXPORT_NAME_MAX:
+        raise Invalid({"target": [f"The folder name has {len(name)} characters; at most {EXPORT_NAME_MAX}."]})
     return str(Path(settings.EXPORT_ROOT) / name)
 
 

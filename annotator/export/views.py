@@ -27,13 +27,15 @@ from annotator.models import Category, Domain, Job
 from subtlebench.errors import Conflict, Invalid, NotFound
 from subtlebench.pages import error_response
 from subtlebench.roles import COORDINATOR, role_required
+from subtlebench.text import SHORT_TEXT_MAX, single_line
 
 HISTORY_SIZE = 50
 
 
 class ExportForm(forms.Form):
     target = forms.CharField(
-        max_length=500,
+        max_length=SHORT_TEXT_MAX,
+        validators=[single_line],
         initial="subtlebench",
         help_text="A folder name under the export folder, or s3://bucket/prefix.",
     )

@@ -11,6 +11,7 @@ from django.utils import timezone
 from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.pairs import Pair
 from annotator.models.picking import next_draft_version
+from subtlebench.text import CAPTION_TEXT_MAX, NAME_MAX, NOTE_MAX, single_line, text_validators
 
 
 class CaptionQuerySet(models.QuerySet):
@@ -44,7 +45,7 @@ class Caption(models.Model):
 
     pair = models.ForeignKey(Pair, models.CASCADE, related_name="captions")
     author = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, related_name="captions")
-    text = models.TextField(blank=True)
+    text = models.TextField(blank=True, max_length=CAPTION_TEXT_MAX, validators=text_validators(CAPTION_TEXT_MAX))
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT, db_index=True)
     # Each autosave names the draft version it was based on (annotator/drafts.py): a second tab's is refused.
     draft_version = models.PositiveBigIntegerField(default=0)
@@ -118,7 +119,7 @@ class CaptionBatch(models.Model):
         LIST = "list", "a list of pair ids"
         SAMPLE = "sample", "a stratified random fraction per category"
 
-    title = models.CharField(max_length=200)
+    title = models.CharField(max_length=NAME_MAX, validators=[single_line])
     selection = models.CharField(max_length=20, choices=Selection.choices)
     fraction = models.FloatField(null=True, blank=True, help_text="Sample: the fraction of each category.")
     seed = models.BigIntegerField(null=True, blank=True, help_text="Sample: the random seed (reproducible).")
@@ -193,7 +194,7 @@ class CaptionSkip(models.Model):
 
     task = models.ForeignKey(CaptionTask, models.CASCADE, related_name="skips")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
-    reason = models.TextField()
+    reason = models.TextField(max_length=NOTE_MAX, validators=text_validators(NOTE_MAX))
     created = models.DateTimeField(default=timezone.now)
 
     def __str__(self):
@@ -209,8 +210,13 @@ class CaptionReview(models.Model):
     caption = models.ForeignKey(Caption, models.CASCADE, related_name="reviews")
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, related_name="caption_reviews")
     decision = models.CharField(max_length=10, choices=Decision.choices)
-    reason = models.TextField(blank=True)
-    original_text = models.TextField(blank=True, help_text="The text before an edit.")
+    reason = models.TextField(blank=True, max_length=NOTE_MAX, validators=text_validators(NOTE_MAX))
+    original_text = models.TextField(
+        blank=True,
+        max_length=CAPTION_TEXT_MAX,
+        validators=text_validators(CAPTION_TEXT_MAX),
+        help_text="The text before an edit.",
+    )
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -82,6 +82,13 @@ class Job(models.Model):
     def __str__(self):
         return f"{self.kind}: {self.title}"
 
+    def save(self, *args, **kwargs):
+        # Titles are made of what a user typed (a folder, a path, file names): clipped, never a failed INSERT.
+        title_max = self._meta.get_field("title").max_length
+        if len(self.title) > title_max:
+            self.title = self.title[: title_max - 1] + "…"
+        super().save(*args, **kwargs)
+
     @property
     def percent(self) -> int:
         if self.status == self.Status.SUCCEEDED:

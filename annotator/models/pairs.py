@@ -11,6 +11,7 @@ from django.utils import timezone
 from annotator.models.similarity import NO_ACTIVE_MODEL, EmbeddingModel
 from annotator.models.taxonomy import Category, Domain
 from annotator.models.videos import Image, Video
+from subtlebench.text import NOTE_MAX, QUESTION_MAX, SHORT_TEXT_MAX, options_validator, text_validators
 
 if TYPE_CHECKING:
     from annotator.models.captions import Caption
@@ -81,12 +82,16 @@ class Pair(models.Model):
     # empty / null for pairs made in the app, which export `<source>_<category>_pairs` and null.
     raw_folder = models.CharField(max_length=200, blank=True)
     generation_info = models.JSONField(null=True, blank=True)
-    question = models.TextField(blank=True)
-    answer = models.TextField(blank=True)
-    distractors = models.JSONField(default=list, blank=True)
+    question = models.TextField(
+        blank=True, max_length=QUESTION_MAX, validators=text_validators(QUESTION_MAX, lines="single")
+    )
+    answer = models.TextField(
+        blank=True, max_length=SHORT_TEXT_MAX, validators=text_validators(SHORT_TEXT_MAX, lines="single")
+    )
+    distractors = models.JSONField(default=list, blank=True, validators=[options_validator])
     similarity = models.FloatField(null=True, blank=True)
     similarity_model = models.CharField(max_length=200, blank=True, help_text="Fingerprint of the model.")
-    similarity_override_reason = models.TextField(blank=True)
+    similarity_override_reason = models.TextField(blank=True, max_length=NOTE_MAX, validators=text_validators(NOTE_MAX))
     similarity_override_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -170,7 +175,7 @@ class Review(models.Model):
     pair = models.ForeignKey(Pair, models.CASCADE, related_name="reviews")
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, related_name="reviews")
     decision = models.CharField(max_length=20, choices=Decision.choices)
-    reason = models.TextField(blank=True)
+    reason = models.TextField(blank=True, max_length=NOTE_MAX, validators=text_validators(NOTE_MAX))
     changes = models.JSONField(default=dict, blank=True, help_text="Fields the reviewer corrected: old and new.")
     created = models.DateTimeField(default=timezone.now)
 

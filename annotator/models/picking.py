@@ -10,6 +10,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from annotator.models.videos import Video
+from subtlebench.text import NOTE_MAX, text_validators
 
 
 class VideoSkip(models.Model):
@@ -27,7 +28,7 @@ class VideoSkip(models.Model):
     video = models.ForeignKey(Video, models.CASCADE, related_name="skips")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="video_skips")
     reason = models.CharField(max_length=20, choices=Reason.choices)
-    note = models.TextField(blank=True)
+    note = models.TextField(blank=True, max_length=NOTE_MAX, validators=text_validators(NOTE_MAX))
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from annotator.models.leases import Leasable
 from annotator.models.taxonomy import Domain
+from subtlebench.text import single_line
 
 
 class Video(Leasable):
@@ -22,7 +23,7 @@ class Video(Leasable):
         MISSING = "missing", "files missing"
 
     yt8m_id = models.CharField("YouTube-8M id", max_length=64, unique=True)
-    title = models.CharField(max_length=300, blank=True)
+    title = models.CharField(max_length=300, blank=True, validators=[single_line])
     labels = ArrayField(models.CharField(max_length=100), default=list, blank=True)
     domain = models.CharField(max_length=20, choices=Domain.choices, default=Domain.NATURAL)
     source = models.CharField(max_length=1000, help_text="Local path or s3:// URI of the video file.")

@@ -10,6 +10,7 @@ from django.db.models import Count
 from annotator.export.format import Problem, option_clean, option_key, question_problems
 from annotator.models import Category, Pair
 from subtlebench.errors import Invalid
+from subtlebench.text import OPTIONS_MAX, QUESTION_MAX, SHORT_TEXT_MAX
 
 FIRST = "first image"
 SECOND = "second image"
@@ -95,6 +96,7 @@ def question_validate(*, category: str, question: str, answer: str, distractors:
     # A blank form field arrives as None.
     question, answer = ("" if text is None else text for text in (question, answer))
     distractors = ["" if text is None else text for text in distractors]
+    _refuse_oversized(question, answer, distractors)
     problems = question_problems(question=question, answer=answer, distractors=distractors)
     if not problems:
         question, answer = option_clean(question), option_clean(answer)
@@ -109,6 +111,21 @@ def question_validate(*, category: str, question: str, answer: str, distractors:
         answer = option_key(answer)
         distractors = [option_key(text) for text in distractors]
     return question, answer, distractors
+
+
+def _refuse_oversized(question: str, answer: str, distractors: list) -> None:
+    """The length limits of the model fields, checked before anything else reads the texts. Line breaks and
+    invisible characters are the format's rules (`question_problems`), so every entry point words them alike."""
+    errors: dict[str, list[str]] = {}
+    for name, value, limit in (("question", question, QUESTION_MAX), ("answer", answer, SHORT_TEXT_MAX)):
+        if len(value) > limit:
+            errors[name] = [f"{len(value)} characters; at most {limit}."]
+    if len(distractors) > OPTIONS_MAX:
+        errors["distractors"] = [f"{len(distractors)} options; at most {OPTIONS_MAX}."]
+    elif any(isinstance(text, str) and len(text) > SHORT_TEXT_MAX for text in distractors):
+        errors["distractors"] = [f"An option is longer than {SHORT_TEXT_MAX} characters."]
+    if errors:
+        raise Invalid(errors)
 
 
 def authoring_problems(category: str, answer: str, distractors: list[str]) -> list[Problem]:

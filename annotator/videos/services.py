@@ -47,6 +47,7 @@ VIDEO_EXTENSIONS = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".m
 MANIFEST_COLUMNS = ("yt8m_id", "path", "labels")
 LABEL_SEPARATORS = re.compile(r"[;|]")
 YT8M_ID_MAX = Video._meta.get_field("yt8m_id").max_length
+LABEL_MAX = Video._meta.get_field("labels").base_field.max_length
 
 
 class ImportSourceError(Invalid):
@@ -184,6 +185,9 @@ def _manifest_entry(manifest: Path, line: int, row: dict, seen: dict[str, int]) 
     elif yt8m_id in seen:
         entry.error = f"{where}, field yt8m_id: {yt8m_id!r} already appears on line {seen[yt8m_id]}"
         entry.yt8m_id = ""  # the first row owns this video: a duplicate must not mark it failed
+    elif long_label := next((label for label in labels if len(label) > LABEL_MAX), None):
+        entry.error = f"{where}, field labels: {long_label[:40]!r}... is longer than {LABEL_MAX} characters"
+        entry.labels = []  # the video is marked failed without them: they do not fit its column
     elif not raw_path:
         entry.error = f"{where}, field path: empty"
     elif raw_path.startswith("s3://"):

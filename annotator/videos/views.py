@@ -34,7 +34,9 @@ class MultipleFileField(forms.FileField):
 
 class UploadForm(forms.Form):
     files = MultipleFileField(label="Video files", help_text="One or more; each file name becomes its yt8m_id.")
-    every = forms.FloatField(label="Every (s)", required=False, min_value=0.01, help_text="Default: 1 s.")
+    every = forms.FloatField(
+        label="Every (s)", required=False, min_value=0.01, max_value=3600, help_text="Default: 1 s."
+    )
     frames = forms.IntegerField(label="Or frames", required=False, min_value=1, max_value=10000)
     domain = forms.ChoiceField(choices=[(Domain.NATURAL, "natural"), (Domain.GAMING, "gaming")])
     # A fresh key per rendered form: a double submit, or a resubmit after a lost answer, makes one job.

@@ -164,7 +164,8 @@
       try {
         const response = await fetch(form.dataset.draftUrl, {
           method: "POST",
-          headers: { "X-CSRFToken": csrf(), "Content-Type": "application/x-www-form-urlencoded" },
+          // Accept: a refused request (a control character) answers the JSON error body, not the error page.
+          headers: { "X-CSRFToken": csrf(), "Content-Type": "application/x-www-form-urlencoded", Accept: "application/json" },
           body: new URLSearchParams(overwrite ? { text: value } : { text: value, version }),
         });
         const data = await response.json();

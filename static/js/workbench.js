@@ -244,7 +244,8 @@
         state.distractors.forEach((text, i) => {
           const row = document.createElement("div");
           row.className = "distractor";
-          row.innerHTML = `<input maxlength="200" list="choice-list" aria-label="Distractor ${i + 1}"><button type="button" class="link" title="Remove">×</button>`;
+          // An option has the answer's limit (the page sets it from the server's).
+          row.innerHTML = `<input maxlength="${$("answer").maxLength}" list="choice-list" aria-label="Distractor ${i + 1}"><button type="button" class="link" title="Remove">×</button>`;
           const input = row.querySelector("input");
           input.value = text;
           input.addEventListener("input", () => { state.distractors[i] = input.value; changed(false); });

@@ -1,0 +1,178 @@
+"""Every page renders: each URL pattern, reversed with real objects, opened as each role (and as htmx asks for its
+partials), answers without a server error, and no template prints a dict method where it meant a value.
+
+Among the objects is a finished job of every kind (import, similarity, export), one that succeeded and one that
+failed, each made by the service that runs it, so `/jobs/<id>/` shows the results as the real jobs write them.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from annotator.export.services import ExportOptions, export_run, export_start
+from annotator.models import Caption, CaptionBatch, CaptionTask, Job, Pair
+from annotator.similarity.services import embedding_job_create, embeddings_compute
+from annotator.videos.services import videos_import
+from evaluation import participation, studies
+from evaluation.participant_views import image_url
+from subtlebench.tokens import api_token_create
+from tests import export_fixtures
+from tests.conftest import make_user
+from tests.factories import make_pair, make_video
+from tests.video_fixtures import *  # noqa: F403 (fixtures)
+
+pytestmark = pytest.mark.django_db
+
+ROLES = ["anonymous", "stranger", "annotator", "reviewer", "coordinator"]
+# The admin has its own tests (test_admin.py); its URL patterns take Django's own arguments.
+SKIPPED_PREFIXES = ("admin/",)
+# What a template prints when it looked up a dict's key and found the dict's method instead.
+METHOD_REPR = re.compile(rb"&lt;(bound|built-in) method|<(bound|built-in) method")
+
+
+def all_patterns(patterns=None, prefix: str = ""):
+    """(route, pattern) for every URL pattern, includes walked."""
+    for pattern in get_resolver().url_patterns if patterns is None else patterns:
+        route = prefix + str(pattern.pattern)
+        if isinstance(pattern, URLResolver):
+            yield from all_patterns(pattern.url_patterns, route)
+        elif isinstance(pattern, URLPattern):
+            yield route, pattern
+
+
+def finished_jobs(coordinator, h264_video, tmp_path, settings) -> list[Job]:
+    """A succeeded and a failed job of every kind, each run by its own service."""
+    settings.EXPORT_ROOT = tmp_path / "exports"
+    jobs = [videos_import(source=str(h264_video.parent), count=3, created_by=coordinator, sync=True)]
+    broken = tmp_path / "broken" / "broken.mp4"
+    broken.parent.mkdir()
+    broken.write_bytes(b"not a video")
+    jobs.append(videos_import(source=str(broken.parent), count=3, created_by=coordinator, sync=True))
+    # The imported frames, embedded by the tiny test model.
+    jobs.append(embeddings_compute(job=embedding_job_create(title="Similarity: embed", user=coordinator)))
+    settings.DINOV3_MODEL_DIR = str(tmp_path / "no-such-model")  # this worker cannot read the weights
+    jobs.append(embeddings_compute(job=embedding_job_create(title="Similarity: no weights", user=coordinator)))
+    settings.DINOV3_MODEL_DIR = ""
+    export_fixtures.make_pair()
+    for out, break_an_image in ((tmp_path / "exports" / "ok", False), (tmp_path / "exports" / "bad", True)):
+        if break_an_image:
+            export_fixtures.make_pair().image_1.file.delete(save=False)
+        job = export_start(options=ExportOptions(out=str(out), reproducible=True), user=coordinator)
+        jobs.append(export_run(job_id=job.pk))
+    outcomes = {(job.kind, job.status) for job in Job.objects.filter(pk__in=[job.pk for job in jobs])}
+    assert outcomes == {(kind, status) for kind in Job.Kind.values for status in ("succeeded", "failed")}, outcomes
+    return jobs
+
+
+@pytest.fixture
+def world(h264_video, tmp_path, settings):
+    """Users of every role and an object for every kind of URL argument."""
+    users = {role: make_user(role, role) for role in ("annotator", "reviewer", "coordinator")}
+    users["stranger"] = make_user("stranger")
+    author = make_user("author", "annotator")
+    jobs = finished_jobs(users["coordinator"], h264_video, tmp_path, settings)
+    video = make_video(frames=3)
+    submitted = make_pair(status=Pair.Status.SUBMITTED, author=author, video=video)
+    accepted = [make_pair() for _ in range(6)]
+    batch = CaptionBatch.objects.create(title="Batch", selection=CaptionBatch.Selection.ALL, created_by=author)
+    task = CaptionTask.objects.create(batch=batch, pair=accepted[0], slot=1)
+    caption = Caption.objects.create(
+        pair=accepted[1], author=author, text="The red square moved a little to the right.", status="submitted"
+    )
+    study = studies.study_create(name="Pages", fraction=0.5, practice_count=1, open_cap=5)
+    invited = studies.participant_create(study=study)
+    practising = studies.participant_create(study=study)
+    practising.consent()
+    practice = participation.participant_next_practice(participant=practising)
+    scored = studies.participant_create(study=study)
+    scored.consent()
+    while (assignment := participation.participant_next_practice(participant=scored)) is not None:
+        participation.assignment_answer(participant=scored, token=assignment.token, position=1)
+    item = participation.participant_next_item(participant=scored)
+    assert practice is not None and item is not None
+    finished = studies.participant_create(study=study)
+    participation.participant_answer_all(participant=finished)
+    signed = image_url(item, 1).rstrip("/").rsplit("/", 1)[-1]
+    token, _ = api_token_create(user=users["annotator"], name="pages")
+    return users, {
+        "token_id": [token.pk],
+        "path": ["no-such-endpoint/"],  # the API's catch-all: its JSON 404
+        "video_id": [video.pk],
+        "job_id": [job.pk for job in jobs],
+        "pair_id": [submitted.pk, accepted[2].pk],
+        "task_id": [task.pk],
+        "caption_id": [caption.pk],
+        "pk": [study.pk],
+        "token": [invited.token, practising.token, scored.token, finished.token],
+        "item_token": [practice.token, item.token],
+        "open_token": [study.open_token],
+        "signed": [signed],
+        "name": [video.frames.first().image.file.name],
+    }
+
+
+def urls_of(route: str, pattern: URLPattern, values: dict) -> list[str]:
+    """The pattern reversed with each real object for its arguments (one argument varies at a time)."""
+    names = list(pattern.pattern.regex.groupindex)
+    if not names:
+        return ["/" + route.replace("^", "").replace("$", "")]
+    missing = [name for name in names if name not in values]
+    assert not missing, f"{route}: no test object for {missing}; add one to the world fixture"
+    from django.urls import reverse
+
+    urls = []
+    for varying in names:
+        for value in values[varying]:
+            kwargs = {name: values[name][0] for name in names} | {varying: value}
+            urls.append(reverse(pattern.name, kwargs=kwargs) if pattern.name else None)
+    return sorted({url for url in urls if url})
+
+
+def test_every_page_renders_for_every_role(client, world):
+    users, values = world
+    checked = set()
+    for route, pattern in all_patterns():
+        if route.startswith(SKIPPED_PREFIXES):
+            continue
+        for url in urls_of(route, pattern, values):
+            for role in ROLES:
+                client.logout()
+                if role != "anonymous":
+                    client.force_login(users[role])
+                for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+                    response = client.get(url, **headers)
+                    assert response.status_code < 500, f"{role} GET {url}: {response.status_code}"
+                    if response.get("Content-Type", "").startswith("text/html"):
+                        body = b"".join(response) if response.streaming else response.content
+                        assert not METHOD_REPR.search(body), f"{role} GET {url} prints a method"
+                checked.add(url)
+    job_pages = {url for url in checked if re.fullmatch(r"/jobs/\d+/", url)}
+    assert len(job_pages) == 6
+    assert len(checked) > 40
+
+
+def test_the_job_page_shows_an_export_result_that_counts_its_items(client_for, coordinator):
+    job = Job.objects.create(kind=Job.Kind.EXPORT, title="Export to x", status=Job.Status.SUCCEEDED)
+    job.result = {"items": 12, "splits": {"test": 10, "val": 2}, "out": "/exports/x"}
+    job.save()
+    page = client_for(coordinator).get(f"/jobs/{job.pk}/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert '<dt>items</dt><dd class="mono">12</dd>' in html
+
+
+def test_no_template_looks_up_a_dict_method():
+    """`x.items` is the key "items" or the method depending on the data: templates use `|entries` and `|entry`."""
+    from pathlib import Path
+
+    templates = Path(__file__).resolve().parent.parent / "templates"
+    method = re.compile(r"\{[{%][^}]*\.(items|keys|values|get|pop|update|copy|setdefault|clear|popitem)\b[^}]*[}%]\}")
+    found = [
+        f"{path.relative_to(templates)}: {match.group()}"
+        for path in templates.rglob("*.html")
+        for match in method.finditer(path.read_text())
+    ]
+    assert not found, "\n".join(found)
