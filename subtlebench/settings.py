@@ -362,6 +362,8 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "subtlebench.views.lockout"
 AXES_CLIENT_IP_CALLABLE = "subtlebench.security.client_ip"
+# Its start-up banner would open every management command's output (and every test run); lockouts still log.
+AXES_VERBOSE = False
 
 LOGGING = {
     "version": 1,
