@@ -46,6 +46,7 @@ from annotator.export.format import (
     MAX_DISTRACTORS,
     SPLITS,
     exported_source_id,
+    file_sha256,
     item_id,
     option_key,
     question_problems,
@@ -699,14 +700,6 @@ def record_of(row: dict, image_1: str, image_2: str) -> dict:
     return record
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def app_version() -> str:
     with open(settings.BASE_DIR / "pyproject.toml", "rb") as file:
         return tomllib.load(file)["project"]["version"]
@@ -848,7 +841,7 @@ def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> di
         "similarity": tally.similarity_summary(),
         "similarity_models": plan.models,
         "card_time": card_time,
-        "manifest_sha256": sha256_of(root / MANIFEST),
+        "manifest_sha256": file_sha256(root / MANIFEST),
     }
 
 
@@ -1296,7 +1289,7 @@ def export_zip(*, job: Job) -> Path:
         raise ExportError("Only a finished export to a local folder can be downloaded as a zip.")
     folder = Path(result["out"])
     gone = export_gone_reason(job)
-    if gone is None and sha256_of(folder / MANIFEST) != result["manifest_sha256"]:
+    if gone is None and file_sha256(folder / MANIFEST) != result["manifest_sha256"]:
         gone = "Replaced: a later export (not recorded in this history) wrote other files there."
     if gone:
         raise ExportGone(f"{folder} no longer holds this export. {gone}")
