@@ -12,10 +12,12 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -45,10 +47,11 @@ def recreate_database(url: str) -> None:
 
 
 def seed(videos: int, frames_per_video: int, clients: int) -> list[str]:
-    """Rows only (no image files): videos, images, frames, annotators with API tokens. Returns the tokens."""
+    """Videos, images and frames (bulk rows, empty frame files), annotators with API tokens. Returns the tokens."""
     import django
 
     django.setup()
+    from django.conf import settings
     from django.contrib.auth.models import Group, User
 
     from annotator.models import Frame, Image, Video
@@ -58,6 +61,11 @@ def seed(videos: int, frames_per_video: int, clients: int) -> list[str]:
         Video(yt8m_id=f"bench{v:05d}", source=f"/v/{v}.mp4", status=Video.Status.SAMPLED, frame_count=frames_per_video)
         for v in range(videos)
     )
+    for video in created:
+        folder = Path(settings.MEDIA_ROOT) / "frames" / video.yt8m_id
+        folder.mkdir(parents=True)
+        for i in range(frames_per_video):
+            (folder / f"{i:06d}.jpg").touch()
     batch = 100
     for start in range(0, len(created), batch):
         chunk = created[start : start + batch]
@@ -200,8 +208,10 @@ def main() -> int:
         "ALLOWED_HOSTS": "127.0.0.1",
         "SECURE_COOKIES": "False",
         "LOG_LEVEL": "WARNING",
+        # Leasing checks that a video's frame files are there: the seed writes empty ones in a folder of its own.
+        "MEDIA_ROOT": tempfile.mkdtemp(prefix="lease-load-media-"),
     }
-    os.environ.update({k: env[k] for k in ("DATABASE_URL", "DEBUG", "SECRET_KEY", "ALLOWED_HOSTS")})
+    os.environ.update({k: env[k] for k in ("DATABASE_URL", "DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "MEDIA_ROOT")})
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "subtlebench.settings")
     sys.path.insert(0, str(BASE_DIR))
 
@@ -249,6 +259,7 @@ def main() -> int:
             gunicorn.wait(timeout=20)
         except subprocess.TimeoutExpired:
             gunicorn.kill()
+        shutil.rmtree(env["MEDIA_ROOT"], ignore_errors=True)
 
     from annotator.models import Pair
 

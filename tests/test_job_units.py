@@ -338,6 +338,22 @@ def test_a_video_whose_frame_files_are_gone_is_marked_never_leased_and_re_sample
     assert video_lease_next(user=annotator) == video
 
 
+def test_a_video_that_lost_a_frame_file_is_never_handed_out_even_before_the_clean_up_finds_it(
+    settings, h264_video, annotator, client_for
+):
+    from annotator.picking.services import video_lease_next
+
+    call_command("import_videos", str(h264_video.parent), "--sync", "--frames", "3")
+    video = Video.objects.get()
+    lost = Image.objects.filter(frame__video=video).last().thumbnail.name
+    (Path(settings.MEDIA_ROOT) / lost).unlink()
+    # Opening its workbench directly does not take it either (the API's heartbeat takes a free video).
+    assert client_for(annotator).post(f"/api/videos/{video.pk}/heartbeat/").status_code == 409
+    assert video_lease_next(user=annotator) is None  # asking for work checks the files and marks it
+    video.refresh_from_db()
+    assert video.status == "missing" and lost in video.error and video.lease_holder_id is None
+
+
 def test_repair_finds_and_re_samples_videos_with_missing_files(settings, h264_video, capsys):
     call_command("import_videos", str(h264_video.parent), "--sync", "--frames", "3")
     for path in (Path(settings.MEDIA_ROOT) / "frames").rglob("*_thumb.jpg"):

@@ -6,9 +6,11 @@ import threading
 import uuid
 from collections import Counter
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.test import Client
@@ -28,8 +30,14 @@ pytestmark = pytest.mark.django_db
 
 
 def bulk_video(frames: int, yt8m_id: str | None = None, **fields) -> Video:
-    """A sampled video with rows only (no image files): enough for leases and query counts."""
+    """A sampled video with bulk-made rows and empty frame files: enough for leases (which check that the files
+    are there) and query counts."""
     yt8m_id = yt8m_id or f"bulk{uuid.uuid4().hex[:8]}"
+    folder = Path(settings.MEDIA_ROOT) / "frames" / yt8m_id
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(frames):
+        (folder / f"{i:06d}.jpg").touch()
+        (folder / f"{i:06d}_t.jpg").touch()
     fields = {"status": Video.Status.SAMPLED, **fields}
     video = Video.objects.create(yt8m_id=yt8m_id, source=f"/v/{yt8m_id}.mp4", frame_count=frames, **fields)
     images = Image.objects.bulk_create(

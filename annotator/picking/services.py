@@ -94,10 +94,19 @@ def _lease_next(user) -> Video | None:
     if held is not None:
         return lease_acquire(row=held, user=user, now=now)
     for candidates in lease_candidates(user, now):
-        video = candidates.select_for_update(skip_locked=True, of=("self",)).first()
-        if video is not None:
-            return lease_acquire(row=video, user=user, now=now)
+        while (video := candidates.select_for_update(skip_locked=True, of=("self",)).first()) is not None:
+            if _frames_on_disk(video):
+                return lease_acquire(row=video, user=user, now=now)
     return None
+
+
+def _frames_on_disk(video: Video) -> bool:
+    """Whether storage still has every frame file of the locked video; if not, it is marked missing (so no
+    query offers it again) until import_videos or `manage.py repair` samples it again. One listing per folder."""
+    missing = video.missing_files()
+    if missing:
+        video.mark_missing(missing)
+    return not missing
 
 
 def _lock_lease(video: Video, user) -> Video:
@@ -124,6 +133,12 @@ def _lock_lease(video: Video, user) -> Video:
         raise Conflict(
             f"Video {locked.yt8m_id} was given back or flagged: it is out of your queue. "
             "Your draft is saved; ask for work to get a video."
+        )
+    # Not marked missing here: the Conflict rolls the transaction back. Asking for work (_lease_next) marks it.
+    if not locked.is_held_by(user, now) and locked.missing_files():
+        raise Conflict(
+            f"Video {locked.yt8m_id} has lost frame files from storage: it is out of the queue until it is "
+            "sampled again. Your draft is saved; ask for work to get a video."
         )
     try:
         return lease_acquire(row=locked, user=user, now=now)
