@@ -65,6 +65,9 @@ def say(message: str) -> None:
 def supervise(services: list[Supervised], poll_seconds: float = 0.5) -> int:
     """Run the services until Ctrl-C or SIGTERM (0), restarting any that exit; 1 if one keeps failing at start."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # Ctrl-C stops everything even when a shell started us in the background, where SIGINT arrives ignored (and
+    # Python then installs no KeyboardInterrupt): the children would stop and be restarted, the databases not.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         for service in services:
             service.start()
