@@ -237,10 +237,6 @@ def pair_draft_of(*, video: Video, user) -> PairDraft:
     return PairDraft.objects.filter(author=user, video=video).first() or PairDraft(author=user, video=video)
 
 
-def pair_draft_state(*, video: Video, user) -> dict:
-    return pair_draft_of(video=video, user=user).state
-
-
 def _draft_delete_after_submit(*, video: Video, user, draft_version: int | None) -> None:
     """Delete the draft the submitted pair came from. A draft another tab saved after the one this submit was
     based on is that tab's work: it stays."""
