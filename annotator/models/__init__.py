@@ -12,6 +12,7 @@ from annotator.models.captions import (
 )
 from annotator.models.jobs import Job, JobCancelled, JobTask
 from annotator.models.leases import Leasable, LeaseQuerySet
+from annotator.models.modeleval import ModelEndpoint, ModelEvaluation, ModelItemResult
 from annotator.models.pairs import Pair, PairQuerySet, Review
 from annotator.models.picking import PairDraft, VideoSkip
 from annotator.models.similarity import EmbeddingModel, ImageEmbedding
@@ -39,6 +40,9 @@ __all__ = [
     "JobTask",
     "LeaseQuerySet",
     "Leasable",
+    "ModelEndpoint",
+    "ModelEvaluation",
+    "ModelItemResult",
     "Pair",
     "PairDraft",
     "PairQuerySet",

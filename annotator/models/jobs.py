@@ -36,6 +36,7 @@ class Job(models.Model):
         IMPORT = "import"
         SIMILARITY = "similarity"
         EXPORT = "export"
+        MODEL_EVAL = "model_eval", "model evaluation"
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -50,6 +51,7 @@ class Job(models.Model):
         Kind.IMPORT: (COORDINATOR,),
         Kind.SIMILARITY: (ANNOTATOR, REVIEWER, COORDINATOR),
         Kind.EXPORT: (COORDINATOR,),
+        Kind.MODEL_EVAL: (COORDINATOR,),
     }
 
     kind = models.CharField(max_length=20, choices=Kind.choices)

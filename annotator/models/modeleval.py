@@ -1,0 +1,131 @@
+"""Models in the loop: OpenAI-compatible model endpoints, their evaluation runs, and one result per item.
+
+A run evaluates one endpoint on a set of items (an export's split, a study's sample, or the accepted pairs matching
+a data filter) with the official evaluator's multiple-choice protocol. Each item's result is stored as it arrives,
+so a restarted worker continues where it stopped, and "models correct k of n" is read from these rows.
+
+The API key is never stored: an endpoint names the environment variable that holds it.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+from django.utils import timezone
+
+from annotator.models.jobs import Job
+from annotator.models.pairs import Pair
+from annotator.models.taxonomy import Category, Domain
+from subtlebench.text import NAME_MAX, NOTE_MAX, single_line
+
+ENV_VAR_NAME = RegexValidator(
+    r"^[A-Za-z_][A-Za-z0-9_]*$", "an environment variable's name: letters, digits and _, not starting with a digit."
+)
+
+
+class ModelEndpoint(models.Model):
+    """A vision-language model behind an OpenAI-compatible chat completions API (vLLM, SGLang, a hosted API)."""
+
+    name = models.CharField(max_length=NAME_MAX, unique=True, validators=[single_line])
+    base_url = models.URLField(max_length=500, help_text="e.g. http://gpu-host:8000/v1")
+    model_id = models.CharField(max_length=NAME_MAX, validators=[single_line], help_text="The API's model name.")
+    api_key_env = models.CharField(
+        max_length=100,
+        blank=True,
+        validators=[ENV_VAR_NAME],
+        help_text="The name of the environment variable that holds the API key (never the key itself).",
+    )
+    concurrency = models.PositiveSmallIntegerField(
+        default=8, validators=[MinValueValidator(1), MaxValueValidator(256)], help_text="Requests in flight at most."
+    )
+    timeout_s = models.PositiveIntegerField(
+        default=120, validators=[MinValueValidator(1), MaxValueValidator(3600)], help_text="Per request."
+    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class ModelEvaluation(models.Model):
+    """One run of one endpoint on a set of items; its progress is its Job's."""
+
+    class Source(models.TextChoices):
+        EXPORT = "export", "an export's split"
+        STUDY = "study", "a study's sample"
+        FILTER = "filter", "accepted pairs matching a filter"
+
+    endpoint = models.ForeignKey(ModelEndpoint, models.PROTECT, related_name="evaluations")
+    job = models.OneToOneField(Job, models.CASCADE, related_name="model_evaluation")
+    source = models.CharField(max_length=10, choices=Source.choices)
+    # What was evaluated: the export job and split, the study (evaluation.Study's id: annotator does not import
+    # evaluation), or the pair filter as the data manager writes it.
+    export_job = models.ForeignKey(Job, models.SET_NULL, null=True, blank=True, related_name="+")
+    split = models.CharField(max_length=10, blank=True)
+    study_id = models.PositiveIntegerField(null=True, blank=True, db_index=True)
+    pair_filter = models.JSONField(default=dict, blank=True)
+    # The protocol as run: the seed of the option shuffling, the prompt texts, the request parameters.
+    seed = models.IntegerField(default=0)
+    prompt = models.JSONField(default=dict, blank=True, help_text="System prompt and template used, as run.")
+    parameters = models.JSONField(default=dict, blank=True, help_text="temperature, max_tokens, ...")
+    # Running totals, kept with each stored result.
+    items = models.PositiveIntegerField(default=0)
+    answered = models.PositiveIntegerField(default=0)
+    correct = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self):
+        return f"{self.endpoint} on {self.get_source_display()} ({self.created:%Y-%m-%d})"
+
+
+class ModelItemResult(models.Model):
+    """A model's answer to one item, stored as it arrives (at most one per run and item)."""
+
+    class Failure(models.TextChoices):
+        UNREACHABLE = "unreachable"
+        UNKNOWN_MODEL = "unknown_model"
+        TIMEOUT = "timeout"
+        RATE_LIMITED = "rate_limited"
+        SERVER_ERROR = "server_error"
+        MALFORMED = "malformed", "malformed answer"
+        OTHER = "other"
+
+    evaluation = models.ForeignKey(ModelEvaluation, models.CASCADE, related_name="results")
+    pair = models.ForeignKey(Pair, models.SET_NULL, null=True, blank=True, related_name="model_results")
+    question_id = models.CharField(max_length=300, help_text="The item id, as in the export's records.")
+    category = models.CharField(max_length=20, choices=Category.choices)
+    domain = models.CharField(max_length=20, choices=Domain.choices)
+    options = models.JSONField(default=list, help_text="The options in the order sent (A, B, ...).")
+    correct_letter = models.CharField(max_length=1)
+    predicted_letter = models.CharField(max_length=1, blank=True)
+    is_correct = models.BooleanField(null=True, help_text="Null when the request failed.")
+    response_text = models.TextField(blank=True, max_length=20000)
+    failure = models.CharField(max_length=20, choices=Failure.choices, blank=True)
+    failure_message = models.TextField(blank=True, max_length=NOTE_MAX)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(default=1)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["evaluation", "question_id"], name="modelitemresult_once_per_item")
+        ]
+        indexes = [models.Index(fields=["pair", "is_correct"], name="modelitemresult_pair_correct")]
+
+    def __str__(self):
+        return f"{self.evaluation_id}: {self.question_id}"
