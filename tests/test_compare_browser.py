@@ -175,6 +175,7 @@ def test_one_to_one_shows_the_frames_pixels_unscaled_and_a_drag_pans_both_viewer
     page.goto(f"/review/pairs/{pair.pk}/")
     readout = page.locator("[data-cmp=readout]")
     expect(readout).to_contain_text("fit")
+    shot(page, "review-1440")
     fitted = box(page, "#img-a")
     assert fitted["width"] < 1000  # fitted into a viewer of about 700 px
     page.keyboard.press("1")
@@ -203,6 +204,8 @@ def test_one_to_one_shows_the_frames_pixels_unscaled_and_a_drag_pans_both_viewer
     assert round(box(page, "#img-b")["width"]) == 2400
     page.keyboard.press("0")
     expect(readout).to_contain_text("fit")
+    page.set_viewport_size({"width": 1280, "height": 720})
+    shot(page, "review-1280")
 
 
 def test_the_workbench_viewers_are_wide_and_the_layout_does_not_move_when_a_or_b_is_set(page, annotator):
@@ -236,6 +239,12 @@ def test_the_workbench_viewers_are_wide_and_the_layout_does_not_move_when_a_or_b
         shot(page, f"workbench-{size[0]}-one")
         page.keyboard.press("v")
         expect(page.locator("#viewer-b")).to_be_visible()
+        for key, mode in (("d", "diff"), ("w", "swipe"), ("t", "auto")):
+            page.keyboard.press(key)
+            expect(page.locator("[data-compare]")).to_have_attribute("data-mode", mode)
+            assert box(page, "#filmstrip") == before[2]  # no mode moves the strip or the editor
+            shot(page, f"workbench-{size[0]}-{mode}")
+            page.keyboard.press(key)
         page.locator("#done-video").click()  # give it back: the next size leases the next video
         page.wait_for_url("**/work/")
 
@@ -263,15 +272,17 @@ def test_auto_flicker_and_swipe_show_both_frames_and_say_which(page, annotator):
     viewer = box(page, "#viewer-a .cmp-box")
     line = box(page, ".cmp-divider")
     assert abs(line["x"] + line["width"] / 2 - (viewer["x"] + viewer["width"] / 2)) < 2
+    frame = box(page, ".cmp-over")
+    target = frame["x"] + frame["width"] * 0.25  # a quarter into the frame: B shows from there on
     page.mouse.move(line["x"] + line["width"] / 2, line["y"] + 50)
     page.mouse.down()
-    page.mouse.move(viewer["x"] + viewer["width"] * 0.25, line["y"] + 50, steps=3)
+    page.mouse.move(target, line["y"] + 50, steps=3)
     page.mouse.up()
     line = box(page, ".cmp-divider")
-    assert abs(line["x"] + line["width"] / 2 - (viewer["x"] + viewer["width"] * 0.25)) < 2
-    clip = over.evaluate("img => img.style.clipPath")
-    left = float(clip.split()[-1].rstrip("px)"))
-    assert abs(box(page, ".cmp-over")["x"] + left - (viewer["x"] + viewer["width"] * 0.25)) < 2
+    assert abs(line["x"] + line["width"] / 2 - target) < 2
+    clip = over.evaluate("img => img.style.clipPath")  # inset(0px 0px 0px <left>px)
+    left = float(clip.split()[-1].removesuffix("px)"))
+    assert abs(frame["x"] + left - target) < 2
     shot(page, "workbench-1440-swipe")
 
 
