@@ -100,6 +100,12 @@ def test_holding_f_shows_b_only_while_it_is_held_and_the_badge_says_so(page, ann
     b_url = video.frames.get(index=1).image.file.url
     badge = page.locator("#viewer-a .cmp-badge")
     expect(badge).to_have_text("A")
+    page.keyboard.down("t")  # t held down repeats: it switches auto flicker on once, not on every repeat
+    page.keyboard.down("t")
+    page.keyboard.up("t")
+    expect(page.locator("[data-compare]")).to_have_attribute("data-mode", "auto")
+    page.keyboard.press("t")
+    expect(page.locator("[data-compare]")).to_have_attribute("data-mode", "two")
     page.keyboard.down("f")
     expect(page.locator("#img-a")).to_have_attribute("src", b_url)
     expect(badge).to_have_text("B")
@@ -206,6 +212,31 @@ def test_one_to_one_shows_the_frames_pixels_unscaled_and_a_drag_pans_both_viewer
     expect(readout).to_contain_text("fit")
     page.set_viewport_size({"width": 1280, "height": 720})
     shot(page, "review-1280")
+
+
+def test_one_to_one_on_a_high_density_screen_is_one_frame_pixel_per_device_pixel(
+    browser, live_server, annotator, reviewer
+):
+    pair = make_pair(status=Pair.Status.SUBMITTED, author=annotator, video=comparison_video(width=640, height=360))
+    context = browser.new_context(
+        base_url=live_server.url, viewport={"width": 1440, "height": 900}, device_scale_factor=2
+    )
+    page = context.new_page()
+    try:
+        browser_login(page, "rita")
+        page.goto(f"/review/pairs/{pair.pk}/")
+        page.keyboard.press("1")
+        expect(page.locator("[data-cmp=readout]")).to_have_text("100%")
+        rendered = box(page, "#img-a")
+        assert (round(rendered["width"] * 2), round(rendered["height"] * 2)) == (640, 360)
+        expect(page.locator("#img-a")).not_to_have_class(re.compile("pixelated"))
+        for _ in range(4):
+            page.keyboard.press("=")
+        expect(page.locator("[data-cmp=readout]")).to_have_text("244%")
+        expect(page.locator("#img-a")).to_have_class(re.compile("pixelated"))  # past 2 device px a pixel: no blur
+    finally:
+        context.route("**/*", lambda route: route.abort())
+        context.close()
 
 
 def test_the_workbench_viewers_are_wide_and_the_layout_does_not_move_when_a_or_b_is_set(page, annotator):

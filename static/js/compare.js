@@ -332,7 +332,9 @@
       if (event.ctrlKey || event.metaKey || event.altKey) return;
       const key = event.key;
       let handled = true;
-      if (key === "f" || key === "F") { if (!event.repeat) hold(true); }
+      // A held key repeats: only the zoom keys act on each repeat, a mode key acts once.
+      if (event.repeat && "fFtdwv".includes(key)) { event.preventDefault(); return; }
+      if (key === "f" || key === "F") hold(true);
       else if (key === "t") setMode("auto");
       else if (key === "d") setMode("diff");
       else if (key === "w") setMode("swipe");
