@@ -207,9 +207,11 @@
           const image = new Image();
           if (new URL(src, location.href).origin !== location.origin) image.crossOrigin = "anonymous";
           image.onload = () => resolve(image);
-          image.onerror = () => reject(new Error(`could not load ${src}`));
+          image.onerror = () => { loaded.delete(src); reject(new Error(`could not load ${src}`)); };
           image.src = src;
         }));
+        // The last few frames only: a day of comparisons would otherwise keep every decoded frame.
+        while (loaded.size > 4) loaded.delete(loaded.keys().next().value);
       }
       return loaded.get(src);
     }
@@ -324,7 +326,8 @@
     });
     // Keep the buttons from keeping the focus: the keys stay with the page.
     root.addEventListener("mouseup", (event) => { if (event.target.closest("button")) event.target.closest("button").blur(); });
-    rate.addEventListener("change", () => { if (state.mode === "auto") startAuto(); });
+    // A chosen rate gives the keys back to the viewer (a focused menu keeps its letters).
+    rate.addEventListener("change", () => { rate.blur(); if (state.mode === "auto") startAuto(); });
     gain.addEventListener("input", () => { if (state.mode === "diff") render(); else if (gainValue) gainValue.textContent = `×${gain.value}`; });
 
     document.addEventListener("keydown", (event) => {
@@ -363,6 +366,7 @@
           stopAuto();
           state.mode = state.layout;
         }
+        if (both()) message("");
         render();
       },
       state,

@@ -88,7 +88,7 @@
 
   /* --- Viewers (static/js/compare.js): an unset slot previews the cursor. The strip shows thumbnails, the
      viewers the full frames. --- */
-  const viewer = Compare.create(document.querySelector("[data-compare]"), { digitKeys: false, onMessage: (text) => flash(text) });
+  const viewer = Compare.create(document.querySelector("[data-compare]"), { digitKeys: false });
   function renderViewers() {
     const cursor = frames[state.cursor];
     const shown = {};
