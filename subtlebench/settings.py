@@ -181,7 +181,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024**2
 IMPORT_ROOTS = [Path(p).resolve() for p in envpaths("IMPORT_ROOTS", str(VAR_DIR / "imports"))]
 
 # Frame sampling.
-FRAME_MAX_SIDE = envint("FRAME_MAX_SIDE", "1280")
+FRAME_MAX_SIDE = envint("FRAME_MAX_SIDE", "1920")  # 1080p sources keep their detail
 THUMBNAIL_MAX_SIDE = envint("THUMBNAIL_MAX_SIDE", "240")
 FRAME_JPEG_QUALITY = envint("FRAME_JPEG_QUALITY", "92")
 DEFAULT_SAMPLE_EVERY_SECONDS = envfloat("DEFAULT_SAMPLE_EVERY_SECONDS", "1.0")

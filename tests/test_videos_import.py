@@ -233,3 +233,19 @@ def test_frames_go_to_s3_storage_and_the_api_hands_out_signed_urls(h264_video, s
     listed = client_for(annotator).get(f"/api/videos/{video.pk}/frames/").json()
     rows = listed["results"] if isinstance(listed, dict) else listed
     assert rows[0]["image_url"].startswith("http://127.0.0.1:") and "X-Amz-Signature=" in rows[0]["image_url"]
+
+
+def test_it_keeps_a_1080p_source_at_1920_px_and_makes_a_thumbnail_for_the_strip(tmp_path, settings):
+    """The default FRAME_MAX_SIDE keeps a 1920×1080 frame whole (the viewers show it at 1:1); the strip's
+    thumbnail is THUMBNAIL_MAX_SIDE on its long side."""
+    assert settings.FRAME_MAX_SIDE == 1920
+    frames = (frame_picture(number, 1920, 1080) for number in range(10))
+    path = write_video(tmp_path / "videos" / "hd.mp4", frames, fps=5)
+    job = videos_import(source=str(path.parent), count=2, sync=True)
+    assert job.status == "succeeded", job.errors
+    image = Frame.objects.filter(video__source=str(path)).order_by("index").first().image
+    with image.file.open("rb") as stored:
+        assert PILImage.open(stored).size == (1920, 1080)
+    with image.thumbnail.open("rb") as stored:
+        assert PILImage.open(stored).size == (240, 135)
+    assert (image.width, image.height) == (1920, 1080)

@@ -1,109 +1,10 @@
-// Caption workbench and caption review: synchronised zoom/pan and flicker over two images, debounced autosave
-// with heartbeat, and the keyboard (Ctrl+Enter submit, Esc skip, f flicker; y/e/n on the review page).
+// Caption workbench and caption review: debounced autosave with heartbeat, and the keyboard (Ctrl+Enter submit,
+// Esc skip; y/e/n on the review page). The two images are in the comparison viewer (compare.js).
 (function () {
   "use strict";
 
   const csrf = () => (document.querySelector("input[name=csrfmiddlewaretoken]") || {}).value || "";
   const typing = (el) => el && (el.tagName === "TEXTAREA" || el.tagName === "INPUT" || el.isContentEditable);
-
-  // --- Viewers: one zoom state for both images, so the same spot is always under the same place. ---
-  function initViewers(root) {
-    if (!root) return null;
-    const images = Array.from(root.querySelectorAll(".cap-view img"));
-    const views = Array.from(root.querySelectorAll(".cap-view"));
-    const label = root.querySelector("[data-zoom-label]");
-    const first = images[0];
-    const state = { scale: 1, x: 0, y: 0, flicker: false, showingB: false };
-
-    function clamp() {
-      const view = views[0].getBoundingClientRect();
-      const minX = view.width * (1 - state.scale), minY = view.height * (1 - state.scale);
-      state.x = Math.min(0, Math.max(minX, state.x));
-      state.y = Math.min(0, Math.max(minY, state.y));
-    }
-    function apply() {
-      clamp();
-      const t = `translate(${state.x}px, ${state.y}px) scale(${state.scale})`;
-      images.forEach((img) => { img.style.transform = t; });
-      if (label) label.textContent = Math.round(state.scale * 100) + "%";
-    }
-    function zoomAt(factor, px, py) {
-      const next = Math.min(16, Math.max(1, state.scale * factor));
-      // Keep the point under the cursor fixed while zooming.
-      state.x = px - (px - state.x) * (next / state.scale);
-      state.y = py - (py - state.y) * (next / state.scale);
-      state.scale = next;
-      apply();
-    }
-    function zoomCentre(factor) {
-      const r = views[0].getBoundingClientRect();
-      zoomAt(factor, r.width / 2, r.height / 2);
-    }
-    function reset() { state.scale = 1; state.x = 0; state.y = 0; apply(); }
-    function setFlicker(on) {
-      state.flicker = on;
-      root.classList.toggle("flicker", on);
-      root.querySelector("[data-action=flicker]").classList.toggle("on", on);
-      root.querySelector("[data-action=side]").classList.toggle("on", !on);
-      if (!on) showB(false);
-      apply();
-    }
-    function showB(b) {
-      state.showingB = b;
-      first.src = b ? first.dataset.b : first.dataset.a;
-      const tag = root.querySelector("[data-label]");
-      tag.textContent = b ? "B" : "A";
-      tag.className = "ab " + (b ? "ab-b" : "ab-a");
-      root.querySelector("[data-label-text]").textContent = b ? "second image" : "first image";
-    }
-    function flick() {
-      if (!state.flicker) { setFlicker(true); showB(true); return; }
-      showB(!state.showingB);
-    }
-
-    views.forEach((view) => {
-      view.addEventListener("wheel", (event) => {
-        event.preventDefault();
-        const r = view.getBoundingClientRect();
-        zoomAt(event.deltaY < 0 ? 1.15 : 1 / 1.15, event.clientX - r.left, event.clientY - r.top);
-      }, { passive: false });
-      view.addEventListener("pointerdown", (event) => {
-        const start = { x: event.clientX, y: event.clientY, ox: state.x, oy: state.y };
-        view.setPointerCapture(event.pointerId);
-        view.classList.add("dragging");
-        const move = (e) => { state.x = start.ox + e.clientX - start.x; state.y = start.oy + e.clientY - start.y; apply(); };
-        const up = () => {
-          view.classList.remove("dragging");
-          view.removeEventListener("pointermove", move);
-          view.removeEventListener("pointerup", up);
-        };
-        view.addEventListener("pointermove", move);
-        view.addEventListener("pointerup", up);
-      });
-    });
-    root.addEventListener("click", (event) => {
-      const action = event.target.closest("[data-action]");
-      if (!action) return;
-      const name = action.dataset.action;
-      if (name === "zoom-in") zoomCentre(1.25);
-      else if (name === "zoom-out") zoomCentre(0.8);
-      else if (name === "zoom-reset") reset();
-      else if (name === "flicker") flick();
-      else if (name === "side") setFlicker(false);
-    });
-    document.addEventListener("keydown", (event) => {
-      if (typing(document.activeElement) || event.ctrlKey || event.metaKey || event.altKey) return;
-      if (event.key === "f") flick();
-      else if (event.key === "s") setFlicker(false);
-      else if (event.key === "+" || event.key === "=") zoomCentre(1.25);
-      else if (event.key === "-") zoomCentre(0.8);
-      else if (event.key === "0") reset();
-      else return;
-      event.preventDefault();
-    });
-    window.addEventListener("resize", apply);
-    return { state };
-  }
 
   // --- Workbench: autosave, counter, Ctrl+Enter, Esc skip. ---
   function initWorkbench(form) {
@@ -250,7 +151,6 @@
     });
   }
 
-  initViewers(document.querySelector("[data-viewers]"));
   initWorkbench(document.getElementById("caption-form"));
   initReview(document.getElementById("review-form"));
 })();

@@ -1,4 +1,4 @@
-/* The review page: y accept, n reject with a reason, e correct and accept; flicker and synchronised zoom.
+/* The review page: y accept, n reject with a reason, e correct and accept; the comparison viewer is compare.js.
    Decisions carry the pair's version, so a pair changed by its author meanwhile answers 409 with a message. */
 (() => {
   "use strict";
@@ -75,17 +75,13 @@
     });
   }
 
-  /* Flicker and synchronised zoom, as on the workbench. */
-  let flickering = false;
-  const first = $("img-a").getAttribute("src");
-  const second = $("img-b").getAttribute("src");
-  function flicker() {
-    flickering = !flickering;
-    $("img-a").setAttribute("src", flickering ? second : first);
-    $("flicker-note").textContent = flickering ? " showing image 2" : "";
-    $("viewer-a").classList.toggle("flicker", flickering);
-  }
-  const zoom = syncZoom([$("img-a"), $("img-b")], document.querySelectorAll(".frame-box"));
+  /* The comparison viewer (compare.js): image 1 and image 2 of the pair, as the participant gets them. */
+  const frames = $("review-frames");
+  const text = (value) => { const span = document.createElement("span"); span.textContent = value; return span.innerHTML; };
+  Compare.create(document.querySelector("[data-compare]")).set({
+    a: { src: frames.dataset.aSrc, label: text(frames.dataset.aLabel) },
+    b: { src: frames.dataset.bSrc, label: text(frames.dataset.bLabel) },
+  });
   $("show-keys").addEventListener("click", () => $("keys-dialog").showModal());
 
   document.addEventListener("keydown", (event) => {
@@ -101,10 +97,6 @@
     if (key === "y" && decideBox && !decideBox.hidden) accept();
     else if (key === "n" && decideBox && !decideBox.hidden) open(rejectForm);
     else if (key === "e" && decideBox && !decideBox.hidden) open(correctForm);
-    else if (key === "f") flicker();
-    else if (key === "=" || key === "+") zoom.in();
-    else if (key === "-") zoom.out();
-    else if (key === "z") zoom.reset();
     else if (key === "?") $("keys-dialog").showModal();
     else handled = false;
     if (handled) event.preventDefault();

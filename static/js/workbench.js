@@ -1,4 +1,4 @@
-/* The pair-picking workbench: filmstrip, viewers A/B with flicker and synchronised zoom, the question editor,
+/* The pair-picking workbench: filmstrip, the comparison viewer (compare.js), the question editor,
    autosave of the draft to the server, idempotent submit, lease heartbeats. Keyboard first: press ? for keys. */
 (() => {
   "use strict";
@@ -86,41 +86,28 @@
     $("cursor-label").textContent = frame ? `#${frame.i} · ${seconds(frame.t)} · ${state.cursor + 1}/${frames.length}` : "no frames";
   }
 
-  /* --- Viewers: an unset slot previews the cursor; f shows B inside viewer A and back. --- */
-  let flickering = false;
+  /* --- Viewers (static/js/compare.js): an unset slot previews the cursor. The strip shows thumbnails, the
+     viewers the full frames. --- */
+  const viewer = Compare.create(document.querySelector("[data-compare]"), { digitKeys: false });
   function renderViewers() {
     const cursor = frames[state.cursor];
+    const shown = {};
     for (const slot of ["a", "b"]) {
       const frame = frameAt(state[slot]);
-      const shown = frame || cursor;
-      const img = $(`img-${slot}`);
-      const src = shown ? shown.src : "";
-      if (img.getAttribute("src") !== src) img.setAttribute("src", src);
-      $(`viewer-${slot}`).classList.toggle("preview", !frame);
-      $(`where-${slot}`).innerHTML = frame
-        ? `#${frame.i} · ${seconds(frame.t)}`
-        : `cursor #${cursor ? cursor.i : "–"} · press <kbd>${slot}</kbd> to set`;
+      const frameShown = frame || cursor;
+      shown[slot] = frameShown && {
+        src: frameShown.src,
+        preview: !frame,
+        label: frame
+          ? `#${frame.i} · ${seconds(frame.t)}`
+          : `cursor #${cursor ? cursor.i : "–"} · press <kbd>${slot}</kbd> to set`,
+      };
     }
-    flickering = false;
-    $("flicker-note").textContent = "";
-    $("viewer-a").classList.remove("flicker");
+    viewer.set(shown);
     const a = frameAt(state.a);
     const b = frameAt(state.b);
     $("gap").textContent = a && b ? `Δ ${seconds(Math.abs(b.t - a.t))}` : "Δ –";
-    if (b) new Image().src = b.src; // warm the cache so the first flicker is instant
   }
-
-  function flicker() {
-    const a = frameAt(state.a);
-    const b = frameAt(state.b);
-    if (!a || !b) return flash("Set A and B first: flicker alternates them.");
-    flickering = !flickering;
-    $("img-a").setAttribute("src", flickering ? b.src : a.src);
-    $("flicker-note").textContent = flickering ? " showing B" : "";
-    $("viewer-a").classList.toggle("flicker", flickering);
-  }
-
-  const zoom = syncZoom([$("img-a"), $("img-b")], document.querySelectorAll(".frame-box"));
 
   /* --- Similarity of A and B, and the suggestions (both from the similarity API; pending until it exists). --- */
   let similarityFor = "";
@@ -536,12 +523,8 @@
     else if (key === "End") moveTo(frames.length - 1);
     else if (key === "a" || key === "b") setSlot(key);
     else if (key === "A" || key === "B") setAnswerFrame(key.toLowerCase());
-    else if (key === "f") flicker();
     else if (key === "s") useSuggestion();
     else if (key === "q") { $("question").focus(); $("question").select(); }
-    else if (key === "=" || key === "+") zoom.in();
-    else if (key === "-") zoom.out();
-    else if (key === "z") zoom.reset();
     else if (key in config.keys) setCategory(config.keys[key]);
     else if (key === "Enter") submit();
     else if (key === "Escape") skipDialog.showModal();
