@@ -11,14 +11,14 @@ from django.db.models import Count, Q
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
 from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain
 from evaluation import model_results, reports, studies
 from evaluation.models import DEFAULT_CONSENT, DEFAULT_INSTRUCTIONS, DEFAULT_WITHDRAWAL, Participant, Study, StudyItem
 from evaluation.sampling import ROUNDING_RULE
 from subtlebench.errors import Conflict, Invalid
-from subtlebench.pages import error_response
+from subtlebench.pages import error_response, post_only
 from subtlebench.roles import COORDINATOR, role_required
 from subtlebench.text import NAME_MAX, PAGE_TEXT_MAX, single_line
 
@@ -174,7 +174,7 @@ def study_list(request):
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("study-list")
 def study_create(request):
     form = StudyForm(request.POST)
     if not form.is_valid():
@@ -246,7 +246,7 @@ def _link_state(participant, can_serve: bool) -> dict:
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("study-invites")
 def invite_create(request, pk):
     study = load_study(pk)
     form = InviteForm(request.POST)
@@ -262,7 +262,7 @@ def invite_create(request, pk):
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("study-detail")
 def attention_add(request, pk):
     study = load_study(pk)
     form = AttentionForm(request.POST)
@@ -281,7 +281,7 @@ def attention_add(request, pk):
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("study-detail")
 def model_import(request, pk):
     study = load_study(pk)
     form = ModelRunForm(request.POST, request.FILES)

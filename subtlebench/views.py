@@ -16,11 +16,11 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.html import escape
 from django.views import defaults
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from subtlebench.errors import Invalid, NotFound, ServiceError, dependency_unavailable, error_body
 from subtlebench.models import ApiToken
-from subtlebench.pages import error_response
+from subtlebench.pages import error_response, post_only
 from subtlebench.roles import roles_of
 from subtlebench.tokens import api_token_create, api_token_revoke
 
@@ -147,7 +147,7 @@ def account_tokens(request):
 
 
 @login_required
-@require_POST
+@post_only("account-tokens")
 def account_token_revoke(request, token_id: int):
     try:
         api_token_revoke(user=request.user, token_id=token_id)

@@ -9,12 +9,13 @@ from django.conf import settings
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
 from annotator.jobs.services import clean_idempotency_key
 from annotator.models import Domain, Video
 from annotator.similarity.services import embedding_model_context
 from annotator.videos.services import videos_upload
+from subtlebench.pages import post_only
 from subtlebench.roles import COORDINATOR, role_required
 
 VIDEOS_PER_PAGE = 100
@@ -76,7 +77,7 @@ def video_list(request):
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("video-list")
 def video_upload(request):
     form = UploadForm(request.POST, request.FILES)
     if not form.is_valid():
