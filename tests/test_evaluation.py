@@ -282,7 +282,7 @@ def test_a_participant_sees_no_category_domain_source_file_name_answer_position_
         domain=Domain.AERIAL,
         source="levircdsecret",
         source_id="tile_48213_77",
-        question="What was added in the second image?",
+        question="What was added to the shelf in the second image?",
         answer="a small shed",
         distractors=["a car", "a tree", "a boat", "a pool"],
         similarity=0.91357,
