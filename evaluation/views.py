@@ -18,7 +18,7 @@ from evaluation import model_results, reports, studies
 from evaluation.models import DEFAULT_CONSENT, DEFAULT_INSTRUCTIONS, DEFAULT_WITHDRAWAL, Participant, Study, StudyItem
 from evaluation.sampling import ROUNDING_RULE
 from subtlebench.errors import Conflict, Invalid
-from subtlebench.pages import error_response, post_only
+from subtlebench.pages import error_response, post_only, redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
 from subtlebench.text import NAME_MAX, PAGE_TEXT_MAX, single_line
 
@@ -170,7 +170,7 @@ def _study_list_page(request, form: StudyForm, status: int = 200):
 @role_required(COORDINATOR)
 @require_GET
 def study_list(request):
-    return _study_list_page(request, StudyForm())
+    return _study_list_page(request, refused_form(request, StudyForm))
 
 
 @role_required(COORDINATOR)
@@ -178,11 +178,11 @@ def study_list(request):
 def study_create(request):
     form = StudyForm(request.POST)
     if not form.is_valid():
-        return _study_list_page(request, form, status=400)
+        return redirect_refused_form(request, reverse("study-list"), form)
     try:
         study = studies.study_create(**form.cleaned_data, created_by=request.user)
     except Invalid as error:
-        return error_response(request, error, form=form, page=lambda message: _study_list_page(request, form))
+        return redirect_refused_form(request, reverse("study-list"), form, error)
     messages.success(request, f"Study drawn: {study.items.scored().count()} items from a pool of {study.pool_size}.")
     return redirect("study-detail", study.pk)
 

@@ -85,10 +85,15 @@ def post_only(back_to: str):
 
 
 def _reverse_with(name: str, kwargs: dict) -> str:
-    try:
-        return reverse(name, kwargs=kwargs)
-    except NoReverseMatch:
-        return reverse(name)
+    """The page's address with as many of the view's kwargs as it takes, leading ones first (the participant's
+    token, not the item's)."""
+    items = list(kwargs.items())
+    for count in range(len(items), -1, -1):
+        try:
+            return reverse(name, kwargs=dict(items[:count]))
+        except NoReverseMatch:
+            continue
+    raise NoReverseMatch(name)
 
 
 def redirect_refused(request, to: str, *, data: dict, error: Exception | str) -> HttpResponse:
@@ -109,7 +114,11 @@ def redirect_refused_form(request, to: str, form, error: Exception | None = None
     """`redirect_refused` for a Django form: its fields as sent (not the CSRF token) and, for a service's error,
     its messages; the form page rebuilds it with `refused_form`, where the form's own checks run again."""
     data = {name: values for name, values in request.POST.lists() if name != "csrfmiddlewaretoken"}
-    return redirect_refused(request, to, data=data, error=error if error is not None else "")
+    if error is None:  # the form's own errors: kept as they were, since files cannot travel to the next page
+        error = ValidationError(
+            {name: [e["message"] for e in errs] for name, errs in form.errors.get_json_data().items()}
+        )
+    return redirect_refused(request, to, data=data, error=error)
 
 
 def refused_form(request, form_class, **kwargs):
@@ -122,8 +131,11 @@ def refused_form(request, form_class, **kwargs):
         data.setlist(name, values if isinstance(values, list) else [values])
     form = form_class(data, **kwargs)
     form.is_valid()
-    if refused["errors"]:
-        form_add_errors(form, ValidationError(refused["errors"]))
-    elif refused["detail"]:
+    for name, field_messages in refused["errors"].items():
+        name = name if name in form.fields else None
+        new = [m for m in field_messages if m not in form.errors.get(name or NON_FIELD_ERRORS, [])]
+        if new:
+            form.add_error(name, new)
+    if not refused["errors"] and refused["detail"] and not form.errors:
         form.add_error(None, refused["detail"])
     return form
