@@ -56,7 +56,8 @@
   const open = (form) => { if (!form) return; form.hidden = false; decideBox.hidden = true; form.querySelector("input, textarea, select").focus(); };
   const close = () => { for (const form of [rejectForm, correctForm]) if (form) form.hidden = true; if (decideBox) decideBox.hidden = false; };
   const accept = () => {
-    if (pair.problem) return showErrors([pair.problem]);
+    // Accept is off and its reason on screen already (#accept-off): y sends nothing the server would refuse.
+    if (pair.problem) return $("accept-off") ? $("accept-off").classList.add("pulse") : showErrors([pair.problem]);
     decide("accept");
   };
 

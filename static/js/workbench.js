@@ -412,6 +412,8 @@
         index_a: state.a, index_b: state.b, answer_frame: t.binary ? (t.derived ? derivedAnswerFrame() : state.answer_frame) : "" });
       // A toast of its own: the autosave status that follows must not overwrite it.
       window.sbToast(`Submitted pair ${pair.id} for review.`);
+      // Out of the field typed in last, or it would keep showing the sent text over the emptied state.
+      if (document.activeElement && document.activeElement.closest("#editor")) document.activeElement.blur();
       const keep = { cursor: state.cursor, category: state.category };
       Object.assign(state, blank(), keep, { question: t.example ? "" : t.question, distractors: t.binary ? [""] : t.distractors.slice() });
       renderEditor();
