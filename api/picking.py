@@ -239,6 +239,7 @@ def pair_submit(request):
 class PairCorrectionsSerializer(serializers.Serializer):
     """Only the fields the reviewer changed."""
 
+    category = serializers.ChoiceField(choices=Category.choices, required=False)
     question = free_text(QUESTION_MAX, required=False, allow_blank=True)
     answer = free_text(SHORT_TEXT_MAX, required=False, allow_blank=True)
     distractors = serializers.ListField(
@@ -250,7 +251,9 @@ class PairReviewInputSerializer(serializers.Serializer):
     decision = serializers.ChoiceField(choices=Review.Decision.choices)
     version = whole_number(help_text="The version of the pair you reviewed.")
     reason = free_text(NOTE_MAX, required=False, allow_blank=True, default="")
-    corrections = PairCorrectionsSerializer(required=False, default=dict, help_text="question, answer, distractors")
+    corrections = PairCorrectionsSerializer(
+        required=False, default=dict, help_text="category, question, answer, distractors"
+    )
 
 
 class PairReviewOutputSerializer(serializers.Serializer):

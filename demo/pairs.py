@@ -36,7 +36,7 @@ PLANS = [
     plan(ZOOM, 6, 7, "reject", "annotator1", Category.VIEWPOINT, CAMERA, "left", ["forward", "right"]),
     plan(TABLE, 4, 6, "accept", "annotator1", Category.SPATIAL, "How did the red ball move?", "to the right",
          ["to the left", "towards the cup"]),
-    plan(TABLE, 11, 13, "accept", "annotator2", Category.EXISTENCE, "What was added in the second image?",
+    plan(TABLE, 11, 13, "accept", "annotator2", Category.EXISTENCE, "What was added to the shelf in the second image?",
          "a yellow ball", ["a blue box", "a white cup", "a second red ball"]),
     plan(TABLE, 10, 12, "accept", "annotator1", Category.QUANTITY, "In which image are there more balls?",
          answer_frame="b"),

@@ -9,12 +9,12 @@ from django.core import signing
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from evaluation import participation, screens, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
 from subtlebench.errors import Forbidden, ServiceError
-from subtlebench.pages import error_response
+from subtlebench.pages import error_response, post_only
 from subtlebench.throttles import ParticipantJoinThrottle, throttle_wait
 
 IMAGE_SALT = "evaluation.participant-image"
@@ -134,7 +134,7 @@ def open_link(request, open_token):
     return _start_page(request, study, reverse("participant-open-consent", args=[open_token]), request.GET)
 
 
-@require_POST
+@post_only("participant-open")
 def open_consent(request, open_token):
     throttled = _too_many_arrivals(request)
     if throttled is not None:
@@ -182,7 +182,7 @@ def start(request, token):
     return _start_page(request, study, reverse("participant-consent", args=[token]), request.GET)
 
 
-@require_POST
+@post_only("participant-start")
 def consent(request, token):
     participant = load_participant(token)
     if participant.consented_at:  # a second tab's form: the screen and time of the first consent stand
@@ -222,7 +222,7 @@ def practice(request, token):
     return render(request, "evaluation/participant/item.html", context)
 
 
-@require_POST
+@post_only("participant-practice")
 def practice_answer(request, token, item_token):
     participant = load_participant(token)
     assignment = get_object_or_404(
@@ -287,7 +287,7 @@ def item(request, token):
     return render(request, "evaluation/participant/item.html", context)
 
 
-@require_POST
+@post_only("participant-item")
 def answer(request, token, item_token):
     participant = load_participant(token)
     try:

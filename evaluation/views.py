@@ -11,14 +11,14 @@ from django.db.models import Count, Q
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
 from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain
 from evaluation import model_results, reports, studies
 from evaluation.models import DEFAULT_CONSENT, DEFAULT_INSTRUCTIONS, DEFAULT_WITHDRAWAL, Participant, Study, StudyItem
 from evaluation.sampling import ROUNDING_RULE
 from subtlebench.errors import Conflict, Invalid
-from subtlebench.pages import error_response
+from subtlebench.pages import error_response, post_only, redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
 from subtlebench.text import NAME_MAX, PAGE_TEXT_MAX, single_line
 
@@ -170,19 +170,19 @@ def _study_list_page(request, form: StudyForm, status: int = 200):
 @role_required(COORDINATOR)
 @require_GET
 def study_list(request):
-    return _study_list_page(request, StudyForm())
+    return _study_list_page(request, refused_form(request, StudyForm))
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("study-list")
 def study_create(request):
     form = StudyForm(request.POST)
     if not form.is_valid():
-        return _study_list_page(request, form, status=400)
+        return redirect_refused_form(request, reverse("study-list"), form)
     try:
         study = studies.study_create(**form.cleaned_data, created_by=request.user)
     except Invalid as error:
-        return error_response(request, error, form=form, page=lambda message: _study_list_page(request, form))
+        return redirect_refused_form(request, reverse("study-list"), form, error)
     messages.success(request, f"Study drawn: {study.items.scored().count()} items from a pool of {study.pool_size}.")
     return redirect("study-detail", study.pk)
 
@@ -246,7 +246,7 @@ def _link_state(participant, can_serve: bool) -> dict:
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("study-invites")
 def invite_create(request, pk):
     study = load_study(pk)
     form = InviteForm(request.POST)
@@ -262,7 +262,7 @@ def invite_create(request, pk):
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("study-detail")
 def attention_add(request, pk):
     study = load_study(pk)
     form = AttentionForm(request.POST)
@@ -281,7 +281,7 @@ def attention_add(request, pk):
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("study-detail")
 def model_import(request, pk):
     study = load_study(pk)
     form = ModelRunForm(request.POST, request.FILES)

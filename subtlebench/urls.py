@@ -3,12 +3,13 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
 from subtlebench import views
+from subtlebench.pages import post_only
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/logout/", post_only("home")(auth_views.LogoutView.as_view()), name="logout"),
     path("account/tokens/", views.account_tokens, name="account-tokens"),
     path("account/tokens/<int:token_id>/revoke/", views.account_token_revoke, name="account-token-revoke"),
     re_path(r"^media/(?P<name>.+)$", views.media, name="media"),

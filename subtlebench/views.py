@@ -13,14 +13,15 @@ from django.core.files.storage import default_storage
 from django.db import DatabaseError, connection
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 from django.views import defaults
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from subtlebench.errors import Invalid, NotFound, ServiceError, dependency_unavailable, error_body
 from subtlebench.models import ApiToken
-from subtlebench.pages import error_response
+from subtlebench.pages import carried, error_response, post_only, redirect_refused
 from subtlebench.roles import roles_of
 from subtlebench.tokens import api_token_create, api_token_revoke
 
@@ -133,6 +134,10 @@ def tokens_page(request, *, key: str = "", status: int = 200, error: str = ""):
 def account_tokens(request):
     """Your API tokens: list them, make one (its key is shown once, here)."""
     if request.method == "GET":
+        # Post/Redirect/Get: a new key (shown once) or a refusal waits in the session for this one GET.
+        refused = carried(request)
+        if refused is not None:
+            return tokens_page(request, key=refused["data"].get("key", ""), error=refused["detail"])
         return tokens_page(request)
     days = request.POST.get("expires_in_days", "").strip()
     try:
@@ -142,12 +147,12 @@ def account_tokens(request):
             user=request.user, name=request.POST.get("name", ""), expires_in_days=int(days) if days else None
         )
     except ServiceError as error:
-        return error_response(request, error, page=lambda message: tokens_page(request, error=message))
-    return tokens_page(request, key=key, status=201)
+        return redirect_refused(request, reverse("account-tokens"), data={}, error=error)
+    return redirect_refused(request, reverse("account-tokens"), data={"key": key}, error="")
 
 
 @login_required
-@require_POST
+@post_only("account-tokens")
 def account_token_revoke(request, token_id: int):
     try:
         api_token_revoke(user=request.user, token_id=token_id)

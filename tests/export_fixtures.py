@@ -70,7 +70,7 @@ def record(n: int = 1, **fields) -> dict:
     base = {
         "image_1": f"images/aerial/change/{n}_a.jpg",
         "image_2": f"images/aerial/change/{n}_b.jpg",
-        "question": "What was added in the second image?",
+        "question": "What was added to the shelf in the second image?",
         "answer": "a car",
         "distractors": ["a tree", "a house", "a boat"],
         "has_caption": False,

@@ -55,7 +55,7 @@ def test_an_annotator_captions_with_the_keyboard_and_a_reviewer_accepts_it(
     page.keyboard.type(TEXT[30:])
     page.keyboard.press("Control+Enter")
     page.wait_for_url("**/captions/work/")
-    assert "Caption submitted." in page.locator(".messages").inner_text()
+    assert "Caption submitted." in page.locator("#toast").inner_text()
     caption = Caption.objects.get(author=annotator)
     assert (caption.status, caption.text) == ("submitted", TEXT)
 
@@ -66,8 +66,8 @@ def test_an_annotator_captions_with_the_keyboard_and_a_reviewer_accepts_it(
         review.goto("/captions/review/")
         assert review.locator("#caption-under-review").inner_text() == TEXT
         review.keyboard.press("y")
-        review.wait_for_selector(".msg-success")
-        assert "accepted and chosen for the export" in review.locator(".messages").inner_text()
+        review.wait_for_selector("#toast:not(:empty)")
+        assert "accepted and chosen for the export" in review.locator("#toast").inner_text()
     finally:
         context.close()
     caption.refresh_from_db()

@@ -83,8 +83,15 @@ def test_every_page_refuses_the_wrong_role(client_for, request, world, stranger,
 
 @pytest.mark.parametrize(("method", "name", "key", "role"), VIEWS)
 def test_every_page_refuses_the_wrong_method(client_for, request, world, method, name, key, role):
-    wrong = "post" if method == "get" else "get"
-    assert getattr(client_for(user_for(role, request)), wrong)(url_of(world, name, key)).status_code == 405
+    client = client_for(user_for(role, request))
+    url = url_of(world, name, key)
+    if method == "get":
+        assert client.post(url).status_code == 405
+        return
+    # A form's target: a GET (a reopened address) goes to the page with the form, not a blank 405.
+    response = client.get(url)
+    assert response.status_code == 302 and response["Location"] != url
+    assert client.put(url).status_code == 405
 
 
 @pytest.mark.parametrize(("method", "name", "key", "role"), API)
@@ -119,13 +126,16 @@ def test_the_coordinator_creates_a_sample_batch_from_the_page(client_for, coordi
 
 
 def test_the_batch_form_names_a_bad_pair_id(client_for, coordinator, world):
-    response = client_for(coordinator).post(
-        "/captions/batches/", {"selection": "list", "pair_ids": "1, x7", "captions_per_item": "1"}
-    )
-    assert response.status_code == 400
+    client = client_for(coordinator)
+    refused = client.post("/captions/batches/", {"selection": "list", "pair_ids": "1, x7", "captions_per_item": "1"})
+    assert refused.status_code == 302 and refused["Location"] == "/captions/"
+    response = client.get(refused["Location"])
     assert "&#x27;x7&#x27; is not" in response.content.decode()
-    missing = client_for(coordinator).post(
-        "/captions/batches/", {"selection": "list", "pair_ids": "999999", "captions_per_item": "1"}
+    assert "1, x7</textarea>" in response.content.decode(), "the form keeps what was sent"
+    missing = client.get(
+        client.post("/captions/batches/", {"selection": "list", "pair_ids": "999999", "captions_per_item": "1"})[
+            "Location"
+        ]
     )
     assert "Not accepted pairs (or no such pair): 999999." in missing.content.decode()
     assert CaptionBatch.objects.count() == 1
@@ -163,8 +173,11 @@ def test_an_annotator_leases_writes_and_submits_through_the_pages(client_for, an
     assert "The red sq</textarea>" in client.get(f"/captions/tasks/{task.pk}/").content.decode(), "reload restores"
     assert client.get("/captions/work/")["Location"] == f"/captions/tasks/{task.pk}/", "the held task resumes"
     too_short = client.post(f"/captions/tasks/{task.pk}/submit/", {"text": "Red.", "client_key": "abc"})
-    assert too_short.status_code == 400 and "write at least 20" in too_short.content.decode()
-    assert "Red.</textarea>" in too_short.content.decode()
+    # Post/Redirect/Get: the workbench's own address shows the refusal and the text as sent, once.
+    assert too_short.status_code == 302 and too_short["Location"] == f"/captions/tasks/{task.pk}/"
+    shown = client.get(too_short["Location"]).content.decode()
+    assert "write at least 20" in shown and "Red.</textarea>" in shown
+    assert "write at least 20" not in client.get(too_short["Location"]).content.decode(), "a reload starts afresh"
     done = client.post(f"/captions/tasks/{task.pk}/submit/", {"text": GOOD, "client_key": "abc"})
     assert done.status_code == 302 and done["Location"] == "/captions/work/"
     again = client.post(f"/captions/tasks/{task.pk}/submit/", {"text": GOOD, "client_key": "abc"})
@@ -201,7 +214,9 @@ def test_skipping_from_the_page_needs_a_reason(client_for, annotator, world):
     client = client_for(annotator)
     client.post("/captions/work/next/")
     task = world["task"]
-    assert client.post(f"/captions/tasks/{task.pk}/skip/", {"reason": ""}).status_code == 400
+    refused = client.post(f"/captions/tasks/{task.pk}/skip/", {"reason": ""})
+    assert refused.status_code == 302 and refused["Location"] == f"/captions/tasks/{task.pk}/"
+    assert not task.skips.exists()
     assert client.post(f"/captions/tasks/{task.pk}/skip/", {"reason": "blurred"}).status_code == 302
     assert task.skips.get().reason == "blurred"
 

@@ -126,7 +126,7 @@ def test_the_submit_answer_says_the_draft_version_now(client_for, annotator):
         "index_a": 0,
         "index_b": 1,
         "category": "action",
-        "question": "What did the person do between the two images?",
+        "question": "What did the cyclist do between the two images?",
         "answer": "raised a hand",
         "distractors": ["sat down"],
         "client_key": "k" * 16,

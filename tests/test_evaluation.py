@@ -282,7 +282,7 @@ def test_a_participant_sees_no_category_domain_source_file_name_answer_position_
         domain=Domain.AERIAL,
         source="levircdsecret",
         source_id="tile_48213_77",
-        question="What was added in the second image?",
+        question="What was added to the shelf in the second image?",
         answer="a small shed",
         distractors=["a car", "a tree", "a boat", "a pool"],
         similarity=0.91357,
@@ -454,8 +454,11 @@ def test_coordinator_pages_need_login_the_role_and_the_right_method(
     url = url.format(pk=study.pk)
     assert getattr(client, method)(url).status_code == 302
     assert getattr(client_for(reviewer), method)(url).status_code == 403
-    wrong = "post" if method == "get" else "get"
-    assert getattr(client_for(coordinator), wrong)(url).status_code == 405
+    if method == "get":
+        assert client_for(coordinator).post(url).status_code == 405
+    else:  # a form's target: a GET goes to the page with the form (Post/Redirect/Get), other methods are 405
+        assert client_for(coordinator).get(url).status_code == 302
+        assert client_for(coordinator).put(url).status_code == 405
 
 
 PARTICIPANT_PAGES = [
@@ -480,8 +483,13 @@ def test_participant_pages_need_a_valid_token_and_the_right_method(client, metho
     participant = studies.participant_create(study=study)
     kwargs = {"content_type": "application/json"} if method == "post" else {}
     assert getattr(client, method)(url.format(token="not-a-token"), **kwargs).status_code == 404
-    wrong = "post" if method == "get" else "get"
-    assert getattr(client, wrong)(url.format(token=participant.token)).status_code == 405
+    url = url.format(token=participant.token)
+    if method == "get" or url.startswith("/api/"):
+        wrong = "post" if method == "get" else "get"
+        assert getattr(client, wrong)(url).status_code == 405
+    else:  # a form's target: a GET goes back to the participant's page, other methods are 405
+        assert client.get(url)["Location"].startswith(f"/p/{participant.token}/")
+        assert client.put(url).status_code == 405
 
 
 def test_the_dashboard_shows_accuracy_intervals_table_chart_and_agreement(
@@ -536,7 +544,8 @@ def test_the_study_list_creates_a_study_from_the_form(client_for, coordinator, d
             "categories": ["quality"],
         },
     )
-    assert bad.status_code == 400 and b"no accepted pairs" in bad.content
+    assert bad.status_code == 302 and bad["Location"] == "/studies/"
+    assert b"no accepted pairs" in client.get(bad["Location"]).content
 
 
 def test_the_csv_and_json_summary_hold_every_response(client_for, coordinator, finished_study):

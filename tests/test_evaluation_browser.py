@@ -30,7 +30,7 @@ def test_a_participant_practises_answers_every_item_by_keyboard_and_the_dashboar
         make_pair(
             category=[Category.TEMPORAL, Category.STATE][i % 2],
             domain=Domain.NATURAL,
-            question="In which image is the apple peeled more?" if i % 2 else "Which image was taken later?",
+            question="In which image is the orange peeled more?" if i % 2 else "Which image was taken later?",
             answer="second image",
             distractors=["first image"],
         )

@@ -268,10 +268,11 @@ def test_blank_texts_and_a_form_without_the_new_fields_keep_the_defaults(client,
 def test_the_study_form_refuses_bad_participant_page_settings_by_field(client_for, coordinator, field, value, message):
     for _ in range(6):
         make_pair()
-    response = client_for(coordinator).post("/studies/create/", FORM | {field: value})
-    assert response.status_code == 400
+    client = client_for(coordinator)
+    refused = client.post("/studies/create/", FORM | {field: value})
+    assert refused.status_code == 302 and refused["Location"] == "/studies/"  # Post/Redirect/Get
     assert not Study.objects.filter(name="Texts").exists()
-    assert response.context["form"].errors[field]
+    assert client.get(refused["Location"]).context["form"].errors[field]
 
 
 def test_study_create_refuses_bad_participant_page_settings_from_any_caller():

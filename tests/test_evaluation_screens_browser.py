@@ -42,7 +42,7 @@ def make_study(image_size=None, **fields):
         pair = make_pair(
             category=[Category.TEMPORAL, Category.STATE][i % 2],
             domain=Domain.NATURAL,
-            question="In which image is the apple peeled more?" if i % 2 else "Which image was taken later?",
+            question="In which image is the orange peeled more?" if i % 2 else "Which image was taken later?",
             answer="second image",
             distractors=["first image", "neither image", "both images equally"] if i % 2 else ["first image"],
         )

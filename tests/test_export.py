@@ -98,7 +98,7 @@ def test_it_writes_each_image_once_however_many_items_use_it(tmp_path):
 def test_it_puts_an_image_used_in_two_categories_in_one_folder(tmp_path):
     video = make_video(frames=2)
     make_pair(video=video, category="temporal")
-    make_pair(video=video, category="quality", question="Which image has better quality?")
+    make_pair(video=video, category="quality", question="Which image of the harbour is sharper?")
     export(tmp_path, val_fraction=0)
     records = all_records(tmp_path / "out")
     assert records[0]["image_1"] == records[1]["image_1"]
@@ -310,7 +310,7 @@ def test_identical_images_in_two_categories_leave_one_file_and_no_stray(tmp_path
     from tests.factories import make_pair as make_lookalike_pair
 
     make_lookalike_pair(category="temporal")  # the shared factory's frames are identical across videos
-    make_lookalike_pair(category="quality", question="Which image has better quality?")
+    make_lookalike_pair(category="quality", question="Which image of the harbour is sharper?")
     export(tmp_path, val_fraction=0)
     records = all_records(tmp_path / "out")
     assert [r["image_1"].split("/")[2] for r in records] == ["temporal", "temporal"]

@@ -21,7 +21,7 @@ from tests.export_fixtures import all_records, make_pair, make_video, record, wr
 
 pytestmark = pytest.mark.django_db
 
-QUESTION = "What was added in the second image?"
+QUESTION = "What was added to the shelf in the second image?"
 GOOD_ANSWER = "a car"
 GOOD_DISTRACTORS = ["a tree", "a house"]
 

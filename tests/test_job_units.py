@@ -260,8 +260,11 @@ def test_the_cancel_and_retry_pages_refuse_anonymous_users_wrong_roles_and_get(
         assert client_for(annotator).get(url).status_code in (403, 405)
     page = client_for(annotator).get(f"/jobs/{job.pk}/").content.decode()
     assert "/cancel/" not in page  # only coordinators see the buttons
-    for url in urls:
-        assert client_for(coordinator).get(url).status_code == 405
+    for url in urls:  # a GET goes to the job's page with the buttons, and cancels or retries nothing
+        assert client_for(coordinator).get(url)["Location"] == f"/jobs/{job.pk}/"
+        assert client_for(coordinator).put(url).status_code == 405
+    job.refresh_from_db()
+    assert job.status == Job.Status.QUEUED
     with pytest.raises(Forbidden):
         job_cancel(job=job, user=annotator)
 

@@ -216,7 +216,8 @@ def test_a_seed_beyond_the_column_is_refused_not_a_server_error(client_for, coor
     response = client.post("/api/studies/create/", {"name": "S", "split_seed": 2**42}, content_type="application/json")
     assert list(api_error(response)["errors"]) == ["split_seed"]
     page = client.post("/studies/create/", {"name": "S", "fraction": "1", "seed": str(2**42)})
-    assert page.status_code == 400
+    assert page.status_code == 302 and page["Location"] == "/studies/"  # Post/Redirect/Get: the form shows why
+    assert "seed" in client.get(page["Location"]).context["form"].errors
     assert not Study.objects.exists()
 
 

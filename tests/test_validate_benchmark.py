@@ -270,7 +270,7 @@ def test_it_catches_a_missing_manifest_and_a_line_that_is_not_sha256sum(export, 
 def test_it_catches_an_answer_equal_to_a_distractor_up_to_case_and_spaces_and_import_refuses_it(export):
     records = read_jsonl(export / "data/test.jsonl")
     number, target = next((n, r) for n, r in enumerate(records, 1) if r["category"] == "viewpoint")
-    target.update(question="How did the cup move?", answer="to the right", distractors=["TO THE RIGHT  "])
+    target.update(question="How did the mug on the desk move?", answer="to the right", distractors=["TO THE RIGHT  "])
     rewrite(export, "test", records)
     reseal(export)
     expected = f"data/test.jsonl:{number}: the answer 'to the right' is among the distractors (as 'TO THE RIGHT  ')"

@@ -31,10 +31,14 @@ def test_it_forbids_other_roles(client_for, request, role, method, url):
     assert getattr(client, method)(url.format(id=video.pk)).status_code == 403
 
 
-@pytest.mark.parametrize("method, url", [("post", "/videos/"), ("post", "/videos/{id}/"), ("get", "/videos/upload/")])
+@pytest.mark.parametrize("method, url", [("post", "/videos/"), ("post", "/videos/{id}/"), ("put", "/videos/upload/")])
 def test_it_refuses_the_wrong_method(client_for, coordinator, method, url):
     video = make_video(frames=1)
     assert getattr(client_for(coordinator), method)(url.format(id=video.pk)).status_code == 405
+
+
+def test_a_get_of_the_upload_address_goes_to_the_upload_form(client_for, coordinator):
+    assert client_for(coordinator).get("/videos/upload/")["Location"] == "/videos/"
 
 
 def test_it_lists_videos_with_status_duration_frames_and_error(client_for, coordinator):
@@ -108,8 +112,10 @@ def test_it_uploads_videos_as_an_import_job_and_fails_an_oversized_one(
 
 
 def test_it_shows_the_form_errors_when_the_upload_is_empty(client_for, coordinator):
-    response = client_for(coordinator).post("/videos/upload/", {"every": "1", "frames": "3"})
-    assert response.status_code == 400
+    client = client_for(coordinator)
+    refused = client.post("/videos/upload/", {"every": "1", "frames": "3"})
+    assert refused.status_code == 302 and refused["Location"] == "/videos/"
+    response = client.get(refused["Location"])
     assert "This field is required." in response.content.decode()
     assert "not both" in response.content.decode()
     assert not Job.objects.exists()

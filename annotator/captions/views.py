@@ -14,12 +14,20 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count, Prefetch, Q
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.urls import reverse
+from django.views.decorators.http import require_GET
 
 from annotator.captions import services as captions
 from annotator.models import Caption, CaptionBatch, CaptionTask, Pair
 from subtlebench.errors import Conflict, Forbidden, Invalid
-from subtlebench.pages import error_response
+from subtlebench.pages import (
+    carried,
+    error_response,
+    post_only,
+    redirect_refused,
+    redirect_refused_form,
+    refused_form,
+)
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, role_required
 from subtlebench.text import NAME_MAX, single_line
 
@@ -75,22 +83,22 @@ def _coordinator_page(request, form: CaptionBatchForm, status: int = 200):
 @role_required(COORDINATOR)
 @require_GET
 def captions_home(request):
-    return _coordinator_page(request, CaptionBatchForm())
+    return _coordinator_page(request, refused_form(request, CaptionBatchForm))
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("captions-home")
 def caption_batch_create(request):
     form = CaptionBatchForm(request.POST)
     if form.is_valid():
         try:
             batch = captions.caption_batch_create(created_by=request.user, **form.cleaned_data)
         except Invalid as error:
-            return error_response(request, error, form=form, page=lambda message: _coordinator_page(request, form))
+            return redirect_refused_form(request, reverse("captions-home"), form, error)
         count = batch.tasks.values("pair").distinct().count()
         messages.success(request, f"Batch “{batch.title}” created: {count} pairs to caption.")
         return redirect("captions-home")
-    return _coordinator_page(request, form, status=400)
+    return redirect_refused_form(request, reverse("captions-home"), form)
 
 
 # --- Annotator: the queue and the workbench ----------------------------------------------------------------
@@ -126,7 +134,7 @@ def _lease_and_go(request):
 
 
 @role_required(ANNOTATOR)
-@require_POST
+@post_only("captions-work")
 def caption_lease(request):
     return _lease_and_go(request)
 
@@ -141,6 +149,9 @@ def _held_task(request, task_id: int) -> CaptionTask:
 
 def _workbench(request, task: CaptionTask, text: str | None = None, error: str = "", status: int = 200):
     draft = captions.caption_draft_of(task, request.user)
+    refused = carried(request)  # a refused submit or skip: its text and why (Post/Redirect/Get)
+    if refused is not None:
+        text, error = refused["data"].get("text", text), refused["detail"]
     context = {
         "task": task,
         "pair": task.pair,
@@ -151,8 +162,14 @@ def _workbench(request, task: CaptionTask, text: str | None = None, error: str =
         "guidelines": captions.GUIDELINES,
         "min_chars": settings.CAPTION_MIN_CHARS,
         "max_chars": settings.CAPTION_MAX_CHARS,
+        # Caption tasks this annotator can still get after this one.
+        "left": CaptionTask.objects.available_to(request.user).count(),
     }
     return render(request, "captions/workbench.html", context, status=status)
+
+
+def task_url(task: CaptionTask) -> str:
+    return reverse("caption-workbench", kwargs={"task_id": task.pk})
 
 
 @role_required(ANNOTATOR)
@@ -166,7 +183,7 @@ def caption_workbench(request, task_id: int):
 
 
 @role_required(ANNOTATOR)
-@require_POST
+@post_only("caption-workbench")
 def caption_draft(request, task_id: int):
     """Autosave and heartbeat: JSON, for the workbench's script (errors in the API's shape). A `version` the draft
     was based on makes a save from a stale tab a 409 (annotator/drafts.py); without one the save writes over."""
@@ -193,7 +210,7 @@ def caption_draft(request, task_id: int):
 
 
 @role_required(ANNOTATOR)
-@require_POST
+@post_only("caption-workbench")
 def caption_submit(request, task_id: int):
     task = get_object_or_404(CaptionTask.objects.select_related("batch", "pair__image_1", "pair__image_2"), pk=task_id)
     text = request.POST.get("text", "")
@@ -204,13 +221,13 @@ def caption_submit(request, task_id: int):
     except Conflict as error:
         return error_response(request, error, back_to="captions-work")
     except Invalid as error:
-        return error_response(request, error, page=lambda message: _workbench(request, task, text=text, error=message))
+        return redirect_refused(request, task_url(task), data={"text": text}, error=error)
     messages.success(request, "Caption submitted.")
     return _lease_and_go(request)
 
 
 @role_required(ANNOTATOR)
-@require_POST
+@post_only("caption-workbench")
 def caption_skip(request, task_id: int):
     task = get_object_or_404(CaptionTask.objects.select_related("batch", "pair__image_1", "pair__image_2"), pk=task_id)
     try:
@@ -218,9 +235,8 @@ def caption_skip(request, task_id: int):
     except Conflict as error:
         return error_response(request, error, back_to="captions-work")
     except Invalid as error:
-        text = request.POST.get("text")
-        return error_response(request, error, page=lambda message: _workbench(request, task, text=text, error=message))
-    messages.info(request, "Skipped.")
+        return redirect_refused(request, task_url(task), data={"text": request.POST.get("text")}, error=error)
+    messages.success(request, "Skipped.")
     return _lease_and_go(request)
 
 
@@ -268,7 +284,7 @@ def captions_review(request):
 
 
 @role_required(REVIEWER)
-@require_POST
+@post_only("captions-review")
 def caption_review(request, caption_id: int):
     get_object_or_404(Caption, pk=caption_id)
     try:
@@ -287,7 +303,7 @@ def caption_review(request, caption_id: int):
 
 
 @role_required(REVIEWER)
-@require_POST
+@post_only("captions-review")
 def caption_choose(request, caption_id: int):
     get_object_or_404(Caption, pk=caption_id)
     try:

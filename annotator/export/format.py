@@ -130,6 +130,36 @@ def option_text_problem(text: str) -> str | None:
     return None
 
 
+# The example questions of BENCHMARK.md's table, which the editor shows as placeholders. Each names an object
+# of one imagined pair ("the mug"): sent unchanged it says nothing about the pair it is on, so no entry point
+# takes it, whatever the category. Temporal and viewpoint have a standard question instead (their options are
+# fixed by the category), which any pair of theirs may use: `STANDARD_QUESTIONS`.
+EXAMPLE_QUESTIONS: dict[str, str] = {
+    Category.ATTRIBUTE: "What changed about the mug?",
+    Category.STATE: "In which image is the apple peeled more?",
+    Category.EMOTION: "In which image does the person look happier?",
+    Category.SPATIAL: "How did the cup move?",
+    Category.EXISTENCE: "What was added in the second image?",
+    Category.QUANTITY: "In which image are there more people?",
+    Category.QUALITY: "Which image has better quality?",
+    Category.ACTION: "What did the person do between the two images?",
+}
+STANDARD_QUESTIONS: dict[str, str] = {
+    Category.TEMPORAL: "Which image was taken later?",
+    Category.VIEWPOINT: "How did the camera move from the first image to the second?",
+}
+
+
+def question_key(text: str) -> str:
+    """The form in which two questions count as the same words: `option_key` (case, width, white space) with
+    the punctuation dropped, so "what changed about the mug" is the example "What changed about the mug?"."""
+    kept = "".join(" " if unicodedata.category(c).startswith("P") else c for c in option_key(text))
+    return " ".join(kept.split())
+
+
+EXAMPLE_KEYS = {question_key(text): category for category, text in EXAMPLE_QUESTIONS.items()}
+
+
 def question_problems(*, question, answer, distractors) -> list[Problem]:
     """Every way a multiple-choice question breaks the benchmark format (empty when it is fine).
 
@@ -141,6 +171,14 @@ def question_problems(*, question, answer, distractors) -> list[Problem]:
         problems.append(Problem("question", "the question is not a string"))
     elif not question.strip():
         problems.append(Problem("question", "the question is empty"))
+    elif question_key(question) in EXAMPLE_KEYS:
+        problems.append(
+            Problem(
+                "question",
+                f"the question {question.strip()!r} is the {EXAMPLE_KEYS[question_key(question)]} example: "
+                "write what differs in these two images",
+            )
+        )
     answer_problem = option_problem("the answer", answer)
     if answer_problem:
         problems.append(Problem("answer", answer_problem))

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
 from annotator.jobs.services import job_cancel, job_retry, job_units_with_problems
 from annotator.models import EmbeddingModel, Job
 from annotator.models.similarity import NO_ACTIVE_MODEL
 from subtlebench.errors import Conflict
-from subtlebench.pages import error_response
+from subtlebench.pages import error_response, post_only
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_required
 from subtlebench.security import job_without_server_paths
 
@@ -51,7 +51,7 @@ def job_detail(request, job_id):
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("job-detail")
 def job_cancel_view(request, job_id):
     job = get_object_or_404(Job, pk=job_id)
     try:
@@ -62,7 +62,7 @@ def job_cancel_view(request, job_id):
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("job-detail")
 def job_retry_view(request, job_id):
     job = get_object_or_404(Job, pk=job_id)
     try:

@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count
 
-from annotator.export.format import Problem, option_clean, option_key, question_problems
+from annotator.export.format import (
+    EXAMPLE_QUESTIONS,
+    STANDARD_QUESTIONS,
+    Problem,
+    option_clean,
+    option_key,
+    question_problems,
+)
 from annotator.models import Category, Pair
 from subtlebench.errors import Invalid
 from subtlebench.text import OPTIONS_MAX, QUESTION_MAX, SHORT_TEXT_MAX
@@ -40,25 +47,25 @@ class Template:
 
 TEMPLATES: dict[str, Template] = {
     Category.ATTRIBUTE: Template(
-        "What changed about the mug?", "", ("", ""), hint="2-4 attribute texts: the second image vs the first."
+        EXAMPLE_QUESTIONS[Category.ATTRIBUTE], "", ("", ""), hint="2-4 attribute texts: the second image vs the first."
     ),
-    Category.STATE: Template("In which image is the apple peeled more?", binary=True),
-    Category.EMOTION: Template("In which image does the person look happier?", binary=True),
+    Category.STATE: Template(EXAMPLE_QUESTIONS[Category.STATE], binary=True),
+    Category.EMOTION: Template(EXAMPLE_QUESTIONS[Category.EMOTION], binary=True),
     Category.TEMPORAL: Template(
-        "Which image was taken later?", binary=True, hint="The answer follows from the timestamps."
+        STANDARD_QUESTIONS[Category.TEMPORAL], binary=True, hint="The answer follows from the timestamps."
     ),
-    Category.SPATIAL: Template("How did the cup move?", "", ("", ""), hint="2-3 direction texts."),
-    Category.EXISTENCE: Template("What was added in the second image?", "", ("", "", ""), hint="4-5 object texts."),
-    Category.QUANTITY: Template("In which image are there more people?", binary=True),
-    Category.QUALITY: Template("Which image has better quality?", binary=True),
+    Category.SPATIAL: Template(EXAMPLE_QUESTIONS[Category.SPATIAL], "", ("", ""), hint="2-3 direction texts."),
+    Category.EXISTENCE: Template(EXAMPLE_QUESTIONS[Category.EXISTENCE], "", ("", "", ""), hint="4-5 object texts."),
+    Category.QUANTITY: Template(EXAMPLE_QUESTIONS[Category.QUANTITY], binary=True),
+    Category.QUALITY: Template(EXAMPLE_QUESTIONS[Category.QUALITY], binary=True),
     Category.VIEWPOINT: Template(
-        "How did the camera move from the first image to the second?",
+        STANDARD_QUESTIONS[Category.VIEWPOINT],
         "",
         ("",),
         hint="2-5 of: " + ", ".join(VIEWPOINT_MOVES) + ".",
         choices=VIEWPOINT_MOVES,
     ),
-    Category.ACTION: Template("What did the person do between the two images?", "", ("", ""), hint="2-4 actions."),
+    Category.ACTION: Template(EXAMPLE_QUESTIONS[Category.ACTION], "", ("", ""), hint="2-4 actions."),
 }
 
 # Keys 1-9 and 0 pick the categories in the paper's order.
@@ -70,6 +77,9 @@ def template_table() -> dict[str, dict]:
     return {
         category: {
             "question": t.question,
+            # An example is the question box's placeholder, never its value (an unchanged one is refused); a
+            # standard question (temporal, viewpoint) is filled in.
+            "example": t.question in EXAMPLE_QUESTIONS.values(),
             "answer": t.answer,
             "distractors": list(t.distractors),
             "binary": t.binary,

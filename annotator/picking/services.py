@@ -450,14 +450,33 @@ def pair_review(
         )
 
 
+def pair_later_image(pair: Pair) -> str:
+    """FIRST or SECOND: which image of a pair of video frames was taken later, or '' when the frames do not say
+    (an imported pair, or two frames at one time). A temporal pair's answer follows from it."""
+    frames = {f.image_id: f.timestamp for f in Frame.objects.filter(image__in=(pair.image_1_id, pair.image_2_id))}
+    first, second = frames.get(pair.image_1_id), frames.get(pair.image_2_id)
+    if first is None or second is None or first == second:
+        return ""
+    return SECOND if second > first else FIRST
+
+
 def _corrections(pair: Pair, corrections: dict) -> dict:
+    """What the editor can change, with the editor's rules: the category, question, answer and distractors (for a
+    first/second-image category the answer says which image; a temporal one follows from the timestamps)."""
+    category = corrections.get("category") or pair.category
     proposed = {
         "question": corrections.get("question", pair.question),
         "answer": corrections.get("answer", pair.answer),
         "distractors": corrections.get("distractors", pair.distractors),
     }
-    question, answer, distractors = question_validate(category=pair.category, **proposed)
+    if category == Category.TEMPORAL and pair_later_image(pair):
+        later = pair_later_image(pair)
+        proposed.update(answer=later, distractors=[SECOND if later == FIRST else FIRST])
+    question, answer, distractors = question_validate(category=category, **proposed)
     changes = {}
+    if category != pair.category:
+        changes["category"] = {"old": pair.category, "new": category}
+        pair.category = category
     for name, new in (("question", question), ("answer", answer), ("distractors", distractors)):
         old = getattr(pair, name)
         if old != new:

@@ -12,13 +12,13 @@ from django.core.files.storage import default_storage
 from django.db.models import OuterRef, Subquery
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from annotator.models import Category, Frame, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from annotator.picking.questions import CATEGORY_KEYS, template_table
 from subtlebench.errors import Conflict
-from subtlebench.pages import error_response
+from subtlebench.pages import error_response, post_only
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, role_required
 
 
@@ -183,8 +183,10 @@ def review_pair(request, pair_id: int):
             "similarity": pair.similarity,
             "similarity_status": pair.similarity_status,
             "problem": pair.similarity_problem() or "",
+            "later": picking.pair_later_image(pair),
         },
         "own": pair.author_id == request.user.pk,
+        "templates": template_table(),
     }
     return render(
         request,
@@ -199,6 +201,7 @@ def review_pair(request, pair_id: int):
             "config": config,
             "image_1_url": _url(pair.image_1.file.name),
             "image_2_url": _url(pair.image_2.file.name),
+            "categories": Category.choices,
         },
     )
 
@@ -212,7 +215,7 @@ def overview(request):
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("picking-overview")
 def overview_assign(request):
     """Assign a video (by YouTube-8M id) to an annotator, or clear its assignment with an empty name."""
     yt8m_id = request.POST.get("video", "").strip()

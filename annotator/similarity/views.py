@@ -5,17 +5,16 @@ from __future__ import annotations
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
-from django.views.decorators.http import require_POST
 
 from annotator.models import Pair
 from annotator.similarity.services import pair_override_similarity
 from subtlebench.errors import Invalid
-from subtlebench.pages import error_response
+from subtlebench.pages import error_response, post_only
 from subtlebench.roles import COORDINATOR, role_required
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("picking-review-pair")
 def pair_override(request, pair_id: int):
     pair = get_object_or_404(Pair, pk=pair_id)
     try:

@@ -9,12 +9,14 @@ from django.conf import settings
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.urls import reverse
+from django.views.decorators.http import require_GET
 
 from annotator.jobs.services import clean_idempotency_key
 from annotator.models import Domain, Video
 from annotator.similarity.services import embedding_model_context
 from annotator.videos.services import videos_upload
+from subtlebench.pages import post_only, redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
 
 VIDEOS_PER_PAGE = 100
@@ -72,15 +74,15 @@ def video_list_context(request, form: UploadForm) -> dict:
 @role_required(COORDINATOR)
 @require_GET
 def video_list(request):
-    return render(request, "videos/list.html", video_list_context(request, UploadForm()))
+    return render(request, "videos/list.html", video_list_context(request, refused_form(request, UploadForm)))
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("video-list")
 def video_upload(request):
     form = UploadForm(request.POST, request.FILES)
     if not form.is_valid():
-        return render(request, "videos/list.html", video_list_context(request, form), status=400)
+        return redirect_refused_form(request, reverse("video-list"), form)
     job = videos_upload(
         files=form.cleaned_data["files"],
         every=form.cleaned_data["every"],

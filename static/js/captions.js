@@ -1,5 +1,6 @@
-// Caption workbench and caption review: debounced autosave with heartbeat, and the keyboard (Ctrl+Enter submit,
-// Esc skip; y/e/n on the review page). The two images are in the comparison viewer (compare.js).
+// Caption workbench and caption review: debounced autosave with heartbeat, and the keyboard (c or Enter: the text
+// box, Ctrl+Enter submit, Esc skip; y/e/n on the review page, where Enter in a field decides nothing). The two images
+// are in the comparison viewer (compare.js).
 (function () {
   "use strict";
 
@@ -95,6 +96,13 @@
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && !dialog.open) {
         event.preventDefault();
         if (!submitting) form.requestSubmit();
+      } else if (!dialog.open && !typing(event.target) && !event.ctrlKey && !event.metaKey && !event.altKey
+                 && (event.key === "c" || event.key === "Enter") && !event.target.closest("button, a")) {
+        // As on the pair workbench, the text box is not focused on load (f, s, +, - are the viewer's keys):
+        // c or Enter goes to it.
+        event.preventDefault();
+        text.focus();
+        text.setSelectionRange(text.value.length, text.value.length);
       } else if (event.key === "Escape" && !dialog.open) {
         event.preventDefault();
         openSkip();
@@ -111,8 +119,6 @@
       if (event.target.closest("[data-action=close]")) dialog.close();
     });
     updateCount();
-    text.focus();
-    text.setSelectionRange(text.value.length, text.value.length);
   }
 
   // --- Review: y accept, e edit (Ctrl+Enter saves), n reject (Enter sends the reason). ---
@@ -133,17 +139,12 @@
       if (action.dataset.action === "edit") open(editBox, editText);
       if (action.dataset.action === "reject") open(rejectBox, reason);
     });
+    // Enter in a field never decides (the browser would send the form with its first button, Accept): only a
+    // button, or y / e / n outside the fields.
+    form.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && event.target.matches("input")) event.preventDefault();
+    });
     document.addEventListener("keydown", (event) => {
-      if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && document.activeElement === editText) {
-        event.preventDefault();
-        form.querySelector("button[value=edit]").click();
-        return;
-      }
-      if (event.key === "Enter" && document.activeElement === reason) {
-        event.preventDefault();
-        form.querySelector("button[value=reject]").click();
-        return;
-      }
       if (typing(document.activeElement) || event.ctrlKey || event.metaKey || event.altKey) return;
       if (event.key === "y") { event.preventDefault(); form.querySelector("#accept-button").click(); }
       else if (event.key === "e") { event.preventDefault(); open(editBox, editText); }

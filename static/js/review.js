@@ -37,6 +37,9 @@
     if (result.ok) {
       $("pair-status").textContent = result.data.pair.status;
       $("pair-status").className = `badge badge-${result.data.pair.status}`;
+      const done = { accept: "Accepted", reject: "Rejected", correct: "Corrected and accepted" }[decision] || "Decided";
+      // The next page shows it (the address is the next pair's own, /review/pairs/<id>/, so a reload stays there).
+      window.sbToast.next(`${done} pair ${pair.id}.`);
       window.location.assign(result.data.next_url);
       return;
     }
@@ -50,29 +53,100 @@
   const decideBox = $("decide");
   const rejectForm = $("reject-form");
   const correctForm = $("correct-form");
-  const open = (form) => { if (!form) return; form.hidden = false; decideBox.hidden = true; form.querySelector("input, textarea").focus(); };
+  const open = (form) => { if (!form) return; form.hidden = false; decideBox.hidden = true; form.querySelector("input, textarea, select").focus(); };
   const close = () => { for (const form of [rejectForm, correctForm]) if (form) form.hidden = true; if (decideBox) decideBox.hidden = false; };
   const accept = () => {
-    if (pair.problem) return showErrors([pair.problem]);
+    // Accept is off and its reason on screen already (#accept-off): y sends nothing the server would refuse.
+    if (pair.problem) return $("accept-off") ? $("accept-off").classList.add("pulse") : showErrors([pair.problem]);
     decide("accept");
   };
+
+  /* The correction form edits what the editor can: category, question, answer and distractors (1-4), or for a
+     first/second-image category which image is the answer (a temporal one follows from the timestamps). */
+  const MAX_DISTRACTORS = 4;
+  const templates = config.templates || {};
+  function distractorRow(text) {
+    const row = document.createElement("div");
+    row.className = "distractor";
+    row.innerHTML = `<input class="c-distractor" list="c-choices"><button type="button" class="link" data-remove title="Remove this distractor">×</button>`;
+    const input = row.querySelector("input");
+    input.maxLength = Number($("c-distractors").dataset.maxlength) || 512;
+    input.value = text;
+    return row;
+  }
+  function distractorInputs() { return [...$("c-distractors").querySelectorAll(".c-distractor")]; }
+  function renderCorrection() {
+    const category = $("c-category").value;
+    const t = templates[category] || {};
+    const binary = !!t.binary;
+    $("c-binary").hidden = !binary;
+    $("c-texts").hidden = binary;
+    $("c-hint").textContent = t.hint || (binary ? "Options: first image / second image." : "");
+    $("c-question").placeholder = t.example ? `e.g. ${t.question}` : t.question || "";
+    const derived = category === "temporal" && pair.later;
+    for (const radio of correctForm.querySelectorAll("input[name=c-answer-image]")) {
+      radio.disabled = !!derived;
+      if (derived) radio.checked = radio.value === pair.later;
+    }
+    $("c-binary-note").textContent = derived ? "the later image, from the timestamps" : "";
+    if (!binary && !distractorInputs().length) $("c-distractors").appendChild(distractorRow(""));
+    distractorInputs().forEach((input, i) => input.setAttribute("aria-label", `Distractor ${i + 1}`));
+    $("c-add-distractor").hidden = distractorInputs().length >= MAX_DISTRACTORS;
+    $("c-choices").innerHTML = "";
+    for (const choice of t.choices || []) {
+      const option = document.createElement("option");
+      option.value = choice;
+      $("c-choices").appendChild(option);
+    }
+  }
+  function corrections() {
+    const category = $("c-category").value;
+    const t = templates[category] || {};
+    const out = { category, question: $("c-question").value };
+    if (t.binary) {
+      const chosen = correctForm.querySelector("input[name=c-answer-image]:checked");
+      out.answer = chosen ? chosen.value : "";
+      out.distractors = chosen ? [chosen.value === "first image" ? "second image" : "first image"] : [];
+    } else {
+      out.answer = $("c-answer").value;
+      out.distractors = distractorInputs().map((input) => input.value);
+    }
+    return out;
+  }
+
+  // Enter in a field never decides: a form is sent only by its button (a submit event with that submitter).
+  function onlyByButton(form, button, send) {
+    form.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && event.target.matches("input, select")) event.preventDefault();
+    });
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      if (event.submitter === button && !button.disabled) send();
+    });
+  }
+
   if (decideBox) {
     $("accept").addEventListener("click", accept);
     $("reject").addEventListener("click", () => open(rejectForm));
     $("correct").addEventListener("click", () => open(correctForm));
     $("cancel-reject").addEventListener("click", close);
     $("cancel-correct").addEventListener("click", close);
-    rejectForm.addEventListener("submit", (event) => { event.preventDefault(); decide("reject", { reason: $("reject-reason").value }); });
-    $("reject-reason").addEventListener("keydown", (event) => {
-      if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); rejectForm.requestSubmit(); }
+    onlyByButton(rejectForm, $("send-reject"), () => decide("reject", { reason: $("reject-reason").value }));
+    onlyByButton(correctForm, $("save-correction"), () => decide("correct", { corrections: corrections() }));
+    $("c-category").addEventListener("change", renderCorrection);
+    $("c-add-distractor").addEventListener("click", () => {
+      if (distractorInputs().length < MAX_DISTRACTORS) $("c-distractors").appendChild(distractorRow(""));
+      renderCorrection();
+      const inputs = distractorInputs();
+      inputs[inputs.length - 1].focus();
     });
-    correctForm.addEventListener("submit", (event) => {
-      event.preventDefault();
-      decide("correct", { corrections: {
-        question: $("c-question").value, answer: $("c-answer").value,
-        distractors: [...correctForm.querySelectorAll(".c-distractor")].map((input) => input.value),
-      } });
+    $("c-distractors").addEventListener("click", (event) => {
+      const remove = event.target.closest("[data-remove]");
+      if (!remove) return;
+      remove.closest(".distractor").remove();
+      renderCorrection();
     });
+    renderCorrection();
   }
 
   /* The comparison viewer (compare.js): image 1 and image 2 of the pair, as the participant gets them. */

@@ -192,7 +192,8 @@
     const next = config.templates[category];
     const untouched = !state.question || (before && state.question === before.question);
     state.category = category;
-    if (untouched) state.question = next.question;
+    // An example question is the box's placeholder, never its value: sent unchanged it would be refused.
+    if (untouched) state.question = next.example ? "" : next.question;
     const textsEmpty = !state.answer && state.distractors.every((d) => !d);
     if (!next.binary && textsEmpty) state.distractors = next.distractors.slice();
     renderEditor();
@@ -212,6 +213,7 @@
     const hint = t && t.binary ? "Options: first image / second image." : "";
     $("category-hint").innerHTML = t ? t.hint || hint : "Pick a category with <kbd>1</kbd>–<kbd>9</kbd>, <kbd>0</kbd>.";
     if (document.activeElement !== $("question")) $("question").value = state.question || "";
+    $("question").placeholder = t ? (t.example ? `e.g. ${t.question}` : t.question) : "Pick a category first";
     const binary = !!(t && t.binary);
     $("binary-answer").hidden = !binary;
     $("text-answer").hidden = binary;
@@ -371,6 +373,11 @@
     const problems = [];
     if (state.a === null || state.b === null) problems.push("Set frame A and frame B (keys a and b).");
     if (!t) problems.push("Pick a category (keys 1-9, 0).");
+    else if (!state.question.trim()) {
+      problems.push(t.example
+        ? `Write the question: “${t.question}” is only an example of a ${state.category} question.`
+        : "Write the question.");
+    }
     if (problems.length) return showErrors(problems);
     submitting = true;
     $("submit-pair").disabled = true;
@@ -390,9 +397,12 @@
       showErrors([]);
       upsertPair({ ...pair, mine: true, editable: true, author: "you", rejection: "",
         index_a: state.a, index_b: state.b, answer_frame: t.binary ? (t.derived ? derivedAnswerFrame() : state.answer_frame) : "" });
-      flash(`Submitted pair ${pair.id} for review.`, "ok");
+      // A toast of its own: the autosave status that follows must not overwrite it.
+      window.sbToast(`Submitted pair ${pair.id} for review.`);
+      // Out of the field typed in last, or it would keep showing the sent text over the emptied state.
+      if (document.activeElement && document.activeElement.closest("#editor")) document.activeElement.blur();
       const keep = { cursor: state.cursor, category: state.category };
-      Object.assign(state, blank(), keep, { question: t.question, distractors: t.binary ? [""] : t.distractors.slice() });
+      Object.assign(state, blank(), keep, { question: t.example ? "" : t.question, distractors: t.binary ? [""] : t.distractors.slice() });
       renderEditor();
       changed();
     } else if (result.status === 0) {
