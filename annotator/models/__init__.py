@@ -15,6 +15,7 @@ from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.pairs import Pair, PairQuerySet, Review
 from annotator.models.picking import PairDraft, VideoSkip
 from annotator.models.similarity import EmbeddingModel, ImageEmbedding
+from annotator.models.stats import DoubleReview, Target, TeamSettings
 from annotator.models.taxonomy import CATEGORY_ABBREVIATIONS, Category, Domain
 from annotator.models.videos import Frame, Image, Video
 
@@ -30,6 +31,7 @@ __all__ = [
     "CaptionTaskQuerySet",
     "Category",
     "Domain",
+    "DoubleReview",
     "EmbeddingModel",
     "Frame",
     "Image",
@@ -43,6 +45,8 @@ __all__ = [
     "PairDraft",
     "PairQuerySet",
     "Review",
+    "Target",
+    "TeamSettings",
     "Video",
     "VideoSkip",
 ]
