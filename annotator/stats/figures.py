@@ -40,8 +40,10 @@ def team_figures(*, days: int = DEFAULT_DAYS, today: date | None = None) -> dict
         "days": days,
         "first_day": first_day,
         "today": today,
-        "annotators": annotator_days(first_day),
-        "reviewers": reviewer_days(first_day),
+        "annotators": (annotators := annotator_days(first_day)),
+        "annotator_totals": annotator_totals(annotators),
+        "reviewers": (reviewers := reviewer_days(first_day)),
+        "reviewer_totals": reviewer_totals(reviewers),
         "agreement": agreement(),
         "targets": target_progress(),
         "settings": TeamSettings.current(),
@@ -84,7 +86,7 @@ def annotator_days(first_day: date) -> list[dict]:
     )
     for username, day, n, categories, times in submitted:
         r = row(username, day)
-        r.update(submitted=n, categories=sorted(categories), active_ms=times)
+        r.update(submitted=n, categories=sorted(categories or []), active_ms=times or [])
     decisions = (
         Review.objects.filter(created__date__gte=first_day, pair__author__isnull=False)
         .annotate(day=TruncDate("created"))
@@ -114,6 +116,51 @@ def annotator_days(first_day: date) -> list[dict]:
         r["acceptance_pct"] = _percent(r["acceptance"])
         r["flag_rate_pct"] = _percent(r["flag_rate"])
     return sorted(rows.values(), key=lambda r: (r["username"], r["day"]), reverse=False)
+
+
+def annotator_totals(days: list[dict]) -> list[dict]:
+    """The per-day rows of each annotator summed over the window (the median over all their pairs' times)."""
+    people: dict[str, dict] = {}
+    for r in days:
+        p = people.setdefault(
+            r["username"],
+            {
+                "username": r["username"],
+                "days": 0,
+                "submitted": 0,
+                "accepted": 0,
+                "rejected": 0,
+                "captions": 0,
+                "flagged": 0,
+                "active_ms": [],
+                "categories": set(),
+            },
+        )
+        p["days"] += 1 if r["submitted"] else 0
+        for key in ("submitted", "accepted", "rejected", "captions", "flagged"):
+            p[key] += r[key]
+        p["active_ms"] += r["active_ms"]
+        p["categories"].update(r["categories"])
+    for p in people.values():
+        p["categories"] = sorted(p["categories"])
+        p["acceptance_pct"] = _percent(_rate(p["accepted"], p["accepted"] + p["rejected"]))
+        p["median_active_s"] = statistics.median(p["active_ms"]) / 1000 if p["active_ms"] else None
+        p["flag_rate_pct"] = _percent(_rate(p["flagged"], p["captions"]))
+        p["per_day"] = round(p["submitted"] / p["days"], 1) if p["days"] else None
+    return sorted(people.values(), key=lambda p: p["username"])
+
+
+def reviewer_totals(days: list[dict]) -> list[dict]:
+    people: dict[str, dict] = {}
+    for r in days:
+        p = people.setdefault(r["username"], {"username": r["username"], "days": 0, "decisions": 0, "rejected": 0})
+        p["days"] += 1
+        p["decisions"] += r["decisions"]
+        p["rejected"] += r["rejected"]
+    for p in people.values():
+        p["reject_rate_pct"] = _percent(_rate(p["rejected"], p["decisions"]))
+        p["per_day"] = round(p["decisions"] / p["days"], 1)
+    return sorted(people.values(), key=lambda p: p["username"])
 
 
 def reviewer_days(first_day: date) -> list[dict]:

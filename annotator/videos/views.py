@@ -131,7 +131,7 @@ def video_detail_context(video: Video, resample_form: ResampleForm | None = None
         "video": video,
         "frames": frames,
         "pairs": pairs,
-        "by_status": by_status,
+        "by_status": list(by_status.items()),
         "holder": video.holder_now(),
         "skips": video.skips.select_related("user").order_by("-created"),
         "drafts": drafts,
