@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from annotator.drafts import DraftChanged
 from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
-from annotator.models import Category, Frame, Pair, PairDraft, Review, Video, VideoSkip
+from annotator.models import Category, DoubleReview, Frame, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.models.picking import next_draft_version
 from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
 from annotator.similarity.services import pair_update_similarity
@@ -425,6 +425,12 @@ def pair_review(
         if locked.author_id == reviewer.pk:
             raise Forbidden("You cannot review your own pair.")
         if locked.status != Pair.Status.SUBMITTED:
+            blind = DoubleReview.objects.waiting_for(reviewer).filter(pair=locked).first()
+            if blind is not None:  # say nothing of the first decision: this reviewer's second review is blind
+                raise Conflict(
+                    f"Pair {locked.pk} was decided already; it waits for your blind second review at "
+                    f"/review/second/{blind.pk}/."
+                )
             last = locked.reviews.select_related("reviewer").first()
             by = f" by {last.reviewer.username}" if last else ""
             raise Conflict(f"Pair {locked.pk} is {locked.status} already{by}.")
