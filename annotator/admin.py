@@ -6,6 +6,7 @@ from annotator.models import (
     CaptionReview,
     CaptionSkip,
     CaptionTask,
+    DoubleReview,
     EmbeddingModel,
     Frame,
     Image,
@@ -15,6 +16,8 @@ from annotator.models import (
     Pair,
     PairDraft,
     Review,
+    Target,
+    TeamSettings,
     Video,
     VideoSkip,
 )
@@ -142,3 +145,22 @@ class CaptionReviewAdmin(admin.ModelAdmin):
     list_display = ("caption", "reviewer", "decision", "created")
     list_filter = ("decision",)
     raw_id_fields = ("caption",)
+
+
+@admin.register(TeamSettings)
+class TeamSettingsAdmin(admin.ModelAdmin):
+    list_display = ("double_review_rate", "updated", "updated_by")
+
+
+@admin.register(Target)
+class TargetAdmin(admin.ModelAdmin):
+    list_display = ("category", "domain", "count", "updated")
+    list_filter = ("category", "domain")
+
+
+@admin.register(DoubleReview)
+class DoubleReviewAdmin(admin.ModelAdmin):
+    list_display = ("pair", "pair_version", "drawn_at", "second_reviewer", "second_decision", "second_at")
+    list_filter = ("second_decision",)
+    list_select_related = ("pair", "second_reviewer")
+    raw_id_fields = ("pair", "first_review")

@@ -18,7 +18,7 @@ from annotator.models import Leasable
 
 Row = TypeVar("Row", bound=Leasable)
 
-ENDED = {"lease_holder": None, "lease_heartbeat": None, "lease_expires": None}
+ENDED = {"lease_holder": None, "lease_since": None, "lease_heartbeat": None, "lease_expires": None}
 
 
 class LeaseHeld(Exception):
@@ -62,6 +62,8 @@ def lease_acquire(*, row: Leasable, user, now=None) -> Leasable:
         # a lease another request of this user committed meanwhile must make this one fail, not be taken over.
         model.objects.filter(lease_holder=user).exclude(pk=row.pk).free(now).update(**ENDED)
     fields = {"lease_holder": user, "lease_heartbeat": now, "lease_expires": now + lease_duration()}
+    if not row.is_held_by(user, now):
+        fields["lease_since"] = now  # a renewal keeps the time it was taken
     try:
         with transaction.atomic():
             model.objects.filter(pk=row.pk).update(**fields)

@@ -1,17 +1,22 @@
 from django.urls import path
 
+from annotator import home
 from annotator.captions import views as views_captions
 from annotator.export import views as views_exports
 from annotator.jobs import views as views_jobs
 from annotator.picking import views as views_picking
 from annotator.similarity import views as views_similarity
+from annotator.stats import views as views_stats
 from annotator.videos import views as views_videos
 
 urlpatterns = [
+    path("", home.home, name="home"),
     # Videos and import
     path("videos/", views_videos.video_list, name="video-list"),
     path("videos/upload/", views_videos.video_upload, name="video-upload"),
     path("videos/<int:video_id>/", views_videos.video_detail, name="video-detail"),
+    path("videos/<int:video_id>/assign/", views_videos.video_assign_view, name="video-assign"),
+    path("videos/<int:video_id>/resample/", views_videos.video_resample_view, name="video-resample"),
     # Jobs
     path("jobs/", views_jobs.job_list, name="job-list"),
     path("jobs/<int:job_id>/", views_jobs.job_detail, name="job-detail"),
@@ -26,6 +31,12 @@ urlpatterns = [
     path("review/pairs/<int:pair_id>/override/", views_similarity.pair_override, name="pair-similarity-override"),
     path("overview/", views_picking.overview, name="picking-overview"),
     path("overview/assign/", views_picking.overview_assign, name="picking-overview-assign"),
+    path("review/second/", views_stats.second_review_next, name="second-review-next"),
+    path("review/second/<int:double_review_id>/", views_stats.second_review, name="second-review"),
+    # Team analytics
+    path("stats/", views_stats.stats_page, name="stats"),
+    path("stats/settings/", views_stats.stats_settings, name="stats-settings"),
+    path("stats/targets/", views_stats.stats_targets, name="stats-targets"),
     # Captions
     path("captions/", views_captions.captions_home, name="captions-home"),
     path("captions/batches/", views_captions.caption_batch_create, name="caption-batch-create"),

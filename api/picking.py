@@ -175,6 +175,12 @@ class PairSubmitInputSerializer(serializers.Serializer):
         default=None,
         help_text="The draft version this pair came from: that draft is deleted, a newer one (another tab's) kept.",
     )
+    active_ms = whole_number(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Active workbench time spent on this version (visible tab, recent input), milliseconds.",
+    )
 
 
 class PairOutputSerializer(serializers.ModelSerializer):

@@ -3,7 +3,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
-from api import captions, evaluation, exports, jobs, picking, similarity, videos, views
+from api import captions, evaluation, exports, jobs, picking, similarity, stats, videos, views
 
 # Swagger UI and Redoc put a <style> element in their page: inline styles there only, scripts still from files.
 docs_page = csp_update({"style-src": ["'unsafe-inline'"]})
@@ -50,6 +50,8 @@ urlpatterns = [
     path("videos/<int:video_id>/draft/", picking.draft, name="api-pair-draft"),
     path("pairs/submit/", picking.pair_submit, name="api-pair-submit"),
     path("pairs/<int:pair_id>/review/", picking.pair_review, name="api-pair-review"),
+    path("second-reviews/next/", stats.second_review_next, name="api-second-review-next"),
+    path("second-reviews/<int:double_review_id>/", stats.second_review_submit, name="api-second-review"),
     path("captions/batches/", captions.caption_batch_list, name="api-caption-batch-list"),
     path("captions/batches/create/", captions.caption_batch_create, name="api-caption-batch-create"),
     path("captions/tasks/lease/", captions.caption_task_lease, name="api-caption-task-lease"),

@@ -5,8 +5,9 @@ from django.urls import include, path, re_path
 from subtlebench import views
 from subtlebench.pages import post_only
 
+# The home page ("", name "home") says what waits for each role: it reads the annotator's models, so it is served
+# from annotator/urls.py (annotator/home.py).
 urlpatterns = [
-    path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", post_only("home")(auth_views.LogoutView.as_view()), name="logout"),

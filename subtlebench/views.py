@@ -1,4 +1,4 @@
-"""Site-wide views: the home page, the health check, media files from local storage, the 500 handler, the login
+"""Site-wide views: the health check, media files from local storage, the 500 handler, the login
 lockout, and the account's API tokens."""
 
 from __future__ import annotations
@@ -24,12 +24,6 @@ from subtlebench.models import ApiToken
 from subtlebench.pages import carried, error_response, post_only, redirect_refused
 from subtlebench.roles import roles_of
 from subtlebench.tokens import api_token_create, api_token_revoke
-
-
-@login_required
-@require_GET
-def home(request):
-    return render(request, "home.html")
 
 
 @require_GET

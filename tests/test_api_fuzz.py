@@ -17,7 +17,8 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.pytest.lazy import get_all_tests
 
-from annotator.models import Caption, CaptionBatch, CaptionTask, Job, Pair
+from annotator.models import Caption, CaptionBatch, CaptionTask, DoubleReview, Job, Pair
+from annotator.picking import services as picking
 from evaluation import participation, studies
 from tests.conftest import make_user
 from tests.factories import make_pair, make_video
@@ -85,7 +86,11 @@ def world(transactional_db):
     item = participation.participant_next_item(participant=participant)
     assert item is not None
     job = Job.objects.create(kind=Job.Kind.EXPORT, title="Export", status=Job.Status.SUCCEEDED, result={"items": 3})
+    drawn = make_pair(status=Pair.Status.SUBMITTED, author=author)
+    double_review = DoubleReview.objects.create(pair=drawn, pair_version=drawn.version, rate=1.0)
+    picking.pair_review(pair=drawn, reviewer=make_user("first", "reviewer"), decision="accept", version=drawn.version)
     return {
+        "double_review_id": [double_review.pk],
         "video_id": [video.pk],
         "pair_id": [submitted.pk, accepted[2].pk],
         "task_id": [task.pk],

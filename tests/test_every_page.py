@@ -13,7 +13,8 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from annotator.export.services import ExportOptions, export_run, export_start
-from annotator.models import Caption, CaptionBatch, CaptionTask, Job, Pair
+from annotator.models import Caption, CaptionBatch, CaptionTask, DoubleReview, Job, Pair
+from annotator.picking import services as picking
 from annotator.similarity.services import embedding_job_create, embeddings_compute
 from annotator.videos.services import videos_import
 from evaluation import participation, studies
@@ -97,7 +98,12 @@ def world(h264_video, tmp_path, settings):
     participation.participant_answer_all(participant=finished)
     signed = image_url(item, 1).rstrip("/").rsplit("/", 1)[-1]
     token, _ = api_token_create(user=users["annotator"], name="pages")
+    # A pair of the double-review sample, decided once: its blind second review waits.
+    drawn = make_pair(status=Pair.Status.SUBMITTED, author=author)
+    double_review = DoubleReview.objects.create(pair=drawn, pair_version=drawn.version, rate=1.0)
+    picking.pair_review(pair=drawn, reviewer=make_user("first", "reviewer"), decision="accept", version=drawn.version)
     return users, {
+        "double_review_id": [double_review.pk],
         "token_id": [token.pk],
         "path": ["no-such-endpoint/"],  # the API's catch-all: its JSON 404
         "video_id": [video.pk],

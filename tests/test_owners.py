@@ -9,7 +9,7 @@ from django.apps import apps
 from drf_spectacular.generators import SchemaGenerator
 
 from annotator.captions import services as captions
-from annotator.models import Category, Job, Pair
+from annotator.models import Category, DoubleReview, Job, Pair
 from annotator.picking import services as picking
 from evaluation import participation, studies
 from subtlebench.tokens import api_token_create
@@ -41,6 +41,10 @@ def world(db, annotator, annotator2, reviewer, coordinator):
         participant.consent()
     assignment = participation.participant_next_item(participant=participants[0])
     token, _ = api_token_create(user=annotator, name="alice's")
+    # Bob's pair in the double-review sample, decided once by rita: its second review is nobody's yet but hers.
+    bobs_pair = make_pair(status=Pair.Status.SUBMITTED, author=annotator2)
+    double_review = DoubleReview.objects.create(pair=bobs_pair, pair_version=bobs_pair.version, rate=1.0)
+    picking.pair_review(pair=bobs_pair, reviewer=reviewer, decision="accept", version=bobs_pair.version)
     queued = Job.objects.create(kind=Job.Kind.EXPORT, title="queued", created_by=coordinator)
     failed = Job.objects.create(kind=Job.Kind.EXPORT, title="failed", created_by=coordinator, status=Job.Status.FAILED)
     return {
@@ -55,6 +59,7 @@ def world(db, annotator, annotator2, reviewer, coordinator):
         "participants": participants,
         "assignment": assignment,
         "token": token,
+        "double_review": double_review,
         "users": {"alice": annotator, "bob": annotator2, "rita": reviewer, "cora": coordinator},
     }
 
@@ -120,6 +125,10 @@ CASES = {
     ("POST", "/api/studies/create/"): [("rita", "/api/studies/create/", {"name": "mine"}, 403)],
     ("POST", "/api/token/"): [("anonymous", "/api/token/", {"username": "alice", "password": "guess"}, 400)],
     ("POST", "/api/tokens/{token_id}/revoke/"): [("bob", "/api/tokens/{token}/revoke/", None, 404)],
+    ("POST", "/api/second-reviews/{double_review_id}/"): [
+        ("alice", "/api/second-reviews/{double_review}/", {"decision": "accept"}, 403),
+        ("rita", "/api/second-reviews/{double_review}/", {"decision": "accept"}, 403),
+    ],
     ("POST", "/api/videos/{video_id}/assign/"): [("alice", "/api/videos/{video}/assign/", {"username": "alice"}, 403)],
     ("PUT", "/api/videos/{video_id}/draft/"): [("rita", "/api/videos/{video}/draft/", {"state": {"q": "x"}}, 403)],
     ("POST", "/api/videos/{video_id}/heartbeat/"): [
@@ -168,6 +177,7 @@ def url_of(template: str, w) -> str:
         other_participant=w["participants"][1].token,
         queued_job=w["queued_job"].pk,
         failed_job=w["failed_job"].pk,
+        double_review=w["double_review"].pk,
     )
 
 

@@ -657,7 +657,7 @@ def test_the_api_leases_heartbeats_and_releases_with_a_reason(client_for, annota
 
 def test_a_coordinator_assigns_a_video_from_the_overview(client_for, coordinator, annotator):
     video = bulk_video(2, yt8m_id="assign-me")
-    response = client_for(coordinator).post("/overview/assign/", {"video": "assign-me", "username": "alice"})
+    response = client_for(coordinator).post("/overview/assign/", {"video": "assign-me", "user": annotator.pk})
     assert response.status_code == 302
     assert Video.objects.get(pk=video.pk).assigned_to == annotator
 

@@ -16,6 +16,7 @@ from annotator.models.modeleval import ModelEndpoint, ModelEvaluation, ModelItem
 from annotator.models.pairs import Pair, PairQuerySet, Review
 from annotator.models.picking import PairDraft, VideoSkip
 from annotator.models.similarity import EmbeddingModel, ImageEmbedding
+from annotator.models.stats import DoubleReview, Target, TeamSettings
 from annotator.models.taxonomy import CATEGORY_ABBREVIATIONS, Category, Domain
 from annotator.models.videos import Frame, Image, Video
 
@@ -31,6 +32,7 @@ __all__ = [
     "CaptionTaskQuerySet",
     "Category",
     "Domain",
+    "DoubleReview",
     "EmbeddingModel",
     "Frame",
     "Image",
@@ -47,6 +49,8 @@ __all__ = [
     "PairDraft",
     "PairQuerySet",
     "Review",
+    "Target",
+    "TeamSettings",
     "Video",
     "VideoSkip",
 ]

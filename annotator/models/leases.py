@@ -44,6 +44,7 @@ class Leasable(models.Model):
     lease_holder = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="%(class)s_leases"
     )
+    lease_since = models.DateTimeField(null=True, blank=True, help_text="When the holder took it.")
     lease_heartbeat = models.DateTimeField(null=True, blank=True, help_text="When the holder last renewed it.")
     lease_expires = models.DateTimeField(null=True, blank=True, db_index=True)
 

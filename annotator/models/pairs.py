@@ -105,6 +105,9 @@ class Pair(models.Model):
     submitted_at = models.DateTimeField(null=True, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
     # Pair picking: the app orders the two frames to balance answer positions; this records the mapping.
+    # Team analytics: the workbench's active time (visible tab, input in the last minute) spent on this pair, summed
+    # over its submitted versions; null for imported pairs and for pairs from before it was measured.
+    active_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Active workbench time, milliseconds.")
     swapped = models.BooleanField(
         default=False, help_text="The annotator's frame A became image_2 (answer-position balancing)."
     )

@@ -44,6 +44,7 @@ class Video(Leasable):
     assigned_to = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="assigned_videos"
     )
+    assigned_at = models.DateTimeField(null=True, blank=True, help_text="When a coordinator last assigned it.")
 
     class Meta(Leasable.Meta):
         ordering = ["yt8m_id"]

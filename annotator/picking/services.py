@@ -15,14 +15,17 @@ from django.utils import timezone
 
 from annotator.drafts import DraftChanged
 from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
-from annotator.models import Category, Frame, Pair, PairDraft, Review, Video, VideoSkip
+from annotator.models import Category, DoubleReview, Frame, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.models.picking import next_draft_version
 from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
 from annotator.similarity.services import pair_update_similarity
+from annotator.stats.services import double_review_draw
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
 from subtlebench.roles import COORDINATOR, has_role
 
 MAX_DRAFT_BYTES = 20_000
+# One submit counts at most this much active time (a tab left open with a key held down is not hours of work).
+MAX_ACTIVE_MS = 2 * 60 * 60 * 1000
 
 
 # --- Leases ---------------------------------------------------------------------------------------------------
@@ -191,7 +194,8 @@ def video_assign(*, video: Video, user, by) -> Video:
     with transaction.atomic():
         locked = Video.objects.select_for_update().get(pk=video.pk)
         locked.assigned_to = user
-        locked.save(update_fields=["assigned_to", "updated"])
+        locked.assigned_at = timezone.now() if user is not None else None
+        locked.save(update_fields=["assigned_to", "assigned_at", "updated"])
         if user is not None and locked.lease_holder_id != user.pk:
             lease_release(row=locked)
         return locked
@@ -297,11 +301,12 @@ def pair_submit(
     pair_id: int | None = None,
     version: int | None = None,
     draft_version: int | None = None,
+    active_ms: int | None = None,
 ) -> tuple[Pair, bool]:
     """Submit a new pair (or a new version of one's own submitted or rejected pair) for review.
 
     Returns (pair, created). The same client key twice returns the first result: a double click or a retried
-    request makes one pair.
+    request makes one pair. `active_ms`, the workbench's active time on this version, is added to the pair's.
     """
     client_key = str(client_key or "").strip()
     if not 8 <= len(client_key) <= 64:
@@ -368,7 +373,10 @@ def pair_submit(
                 pair.similarity, pair.similarity_model = None, ""
             if pair.pk:
                 pair.version += 1
+            if active_ms is not None:
+                pair.active_ms = (pair.active_ms or 0) + min(max(int(active_ms), 0), MAX_ACTIVE_MS)
             pair.save()
+            double_review_draw(pair=pair)
             if pair.similarity is None:
                 pair_update_similarity(pair=pair)
             _draft_delete_after_submit(video=video, user=user, draft_version=draft_version)
@@ -417,6 +425,12 @@ def pair_review(
         if locked.author_id == reviewer.pk:
             raise Forbidden("You cannot review your own pair.")
         if locked.status != Pair.Status.SUBMITTED:
+            blind = DoubleReview.objects.waiting_for(reviewer).filter(pair=locked).first()
+            if blind is not None:  # say nothing of the first decision: this reviewer's second review is blind
+                raise Conflict(
+                    f"Pair {locked.pk} was decided already; it waits for your blind second review at "
+                    f"/review/second/{blind.pk}/."
+                )
             last = locked.reviews.select_related("reviewer").first()
             by = f" by {last.reviewer.username}" if last else ""
             raise Conflict(f"Pair {locked.pk} is {locked.status} already{by}.")
@@ -564,3 +578,31 @@ def overview_figures() -> dict:
         "target": target,
         "totals": {key: sum(row[key] for row in categories) for key in ("accepted", "submitted", "rejected")},
     }
+
+
+def holdings(now=None) -> list[dict]:
+    """Who holds what now: every held video and caption task (with since when) and every assigned video, by
+    person. Two queries."""
+    from annotator.models import CaptionTask
+
+    now = now or timezone.now()
+    people: dict[str, dict] = {}
+
+    def person(username: str) -> dict:
+        return people.setdefault(username, {"username": username, "leases": [], "assigned": []})
+
+    videos = (
+        Video.objects.filter(Video.objects.held_q(now) | Q(assigned_to__isnull=False))
+        .select_related("lease_holder", "assigned_to")
+        .order_by("yt8m_id")
+    )
+    for video in videos:
+        if not video.is_free(now):
+            since = video.lease_since or video.lease_heartbeat
+            person(video.lease_holder.username)["leases"].append({"what": "video", "video": video, "since": since})
+        if video.assigned_to_id:
+            person(video.assigned_to.username)["assigned"].append({"video": video, "since": video.assigned_at})
+    for task in CaptionTask.objects.held(now).select_related("lease_holder", "pair").order_by("pk"):
+        since = task.lease_since or task.lease_heartbeat
+        person(task.lease_holder.username)["leases"].append({"what": "caption", "task": task, "since": since})
+    return sorted(people.values(), key=lambda p: p["username"])

@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotator.models import Category, Frame, Pair, PairDraft, Review, Video, VideoSkip
+from annotator.models import Category, DoubleReview, Frame, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from annotator.picking.questions import CATEGORY_KEYS, template_table
 from subtlebench.errors import Conflict
@@ -152,8 +152,11 @@ def review_queue(request):
     decided = (
         Review.objects.filter(reviewer=request.user).select_related("pair", "pair__author").order_by("-created")[:20]
     )
+    second = DoubleReview.objects.waiting_for(request.user).count()
     return render(
-        request, "picking/review_queue.html", {"pairs": pairs, "waiting": waiting.count(), "decided": decided}
+        request,
+        "picking/review_queue.html",
+        {"pairs": pairs, "waiting": waiting.count(), "decided": decided, "second_reviews": second},
     )
 
 
@@ -167,13 +170,16 @@ def review_pair(request, pair_id: int):
     )
     frame_1 = getattr(pair.image_1, "frame", None)
     frame_2 = getattr(pair.image_2, "frame", None)
-    reviews = pair.reviews.select_related("reviewer")
+    # A pair drawn for a blind second review that this user may give: its status and history would tell them the
+    # first decision, so the page shows neither and points to the second review (annotator/stats).
+    blind = DoubleReview.objects.waiting_for(request.user).filter(pair=pair).first()
+    reviews = [] if blind else pair.reviews.select_related("reviewer")
     waiting = Pair.objects.reviewable_by(request.user).count()
     config = {
         "pair": {
             "id": pair.pk,
             "version": pair.version,
-            "status": pair.status,
+            "status": "" if blind else pair.status,
             "category": pair.category,
             "question": pair.question,
             "answer": pair.answer,
@@ -197,6 +203,7 @@ def review_pair(request, pair_id: int):
             "frame_2": frame_2,
             "gap": abs(frame_2.timestamp - frame_1.timestamp) if frame_1 and frame_2 else None,
             "reviews": reviews,
+            "blind": blind,
             "waiting": waiting,
             "config": config,
             "image_1_url": _url(pair.image_1.file.name),
@@ -209,23 +216,25 @@ def review_pair(request, pair_id: int):
 @role_required(COORDINATOR)
 @require_GET
 def overview(request):
-    """Progress against the targets, category x domain, annotators, videos left."""
-    annotators = get_user_model().objects.filter(groups__name=ANNOTATOR).order_by("username")
-    return render(request, "picking/overview.html", {"figures": picking.overview_figures(), "annotators": annotators})
+    """Progress against the targets, category x domain, annotators, videos left, and who holds what."""
+    annotators = get_user_model().objects.filter(groups__name=ANNOTATOR, is_active=True).order_by("username")
+    context = {"figures": picking.overview_figures(), "annotators": annotators, "holdings": picking.holdings()}
+    return render(request, "picking/overview.html", context)
 
 
 @role_required(COORDINATOR)
 @post_only("picking-overview")
 def overview_assign(request):
-    """Assign a video (by YouTube-8M id) to an annotator, or clear its assignment with an empty name."""
+    """Assign a video (by YouTube-8M id) to an annotator chosen from the list, or clear it with "nobody"."""
     yt8m_id = request.POST.get("video", "").strip()
-    username = request.POST.get("username", "").strip()
+    raw = request.POST.get("user", "").strip()
     video = Video.objects.filter(yt8m_id=yt8m_id).first()
-    user = get_user_model().objects.filter(username=username).first() if username else None
+    annotators = get_user_model().objects.filter(groups__name=ANNOTATOR, is_active=True)
+    user = annotators.filter(pk=int(raw)).first() if raw.isdigit() else None
     if video is None:
         messages.error(request, f"Assign: no video with the YouTube-8M id {yt8m_id!r}.")
-    elif username and user is None:
-        messages.error(request, f"Assign: no user named {username!r}.")
+    elif raw and user is None:
+        messages.error(request, "Assign: choose an annotator from the list.")
     else:
         picking.video_assign(video=video, user=user, by=request.user)
         who = user.username if user else "nobody"

@@ -23,7 +23,7 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import InterfaceError, OperationalError, transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
@@ -36,10 +36,10 @@ from annotator.jobs.services import (
     job_task_add,
     job_task_claim,
 )
-from annotator.models import Domain, Frame, Image, Job, JobCancelled, JobTask, Pair, Video
+from annotator.models import Domain, Frame, Image, Job, JobCancelled, JobTask, Pair, PairDraft, Video
 from annotator.similarity.services import video_queue_embeddings
 from annotator.videos import sampling
-from subtlebench.errors import Invalid, file_error_detail
+from subtlebench.errors import Conflict, Invalid, file_error_detail
 
 logger = logging.getLogger(__name__)
 
@@ -543,6 +543,8 @@ def _swap_frames(video_id, info, sampled, *, source, every, count, labels, domai
     video.status = Video.Status.SAMPLED
     video.error = ""
     video.save()
+    # Drafts name frames by index: on new frames the same numbers are other frames.
+    PairDraft.objects.filter(video=video).delete()
     # The old frames' files go once the new rows are committed; a failure to delete leaves them to the clean-up.
     transaction.on_commit(partial(_delete_files, old_names), robust=True)
     # Every frame is embedded once, on the similarity worker, as soon as the video is sampled (an outbox unit:
@@ -738,3 +740,65 @@ def videos_upload(
         title=f"Upload {names}"[:300],
         idempotency_key=idempotency_key,
     )
+
+
+# --- Re-sampling one video (the video page) -----------------------------------------------------------------
+
+
+def video_resample_problems(
+    *, video: Video, every: float | None, count: int | None, ignore_parameters: bool = False
+) -> list[str]:
+    """Why this video cannot be re-sampled now: pairs use its frames (new frames would orphan them), someone holds
+    it, it is being sampled, its file is gone, or it is sampled this way already (unless `ignore_parameters`: the
+    page asks before any are chosen). Empty: it can be, after a confirmation."""
+    problems = []
+    used = (
+        Pair.objects.filter(Q(image_1__frame__video=video) | Q(image_2__frame__video=video))
+        .order_by()
+        .values_list("status")
+        .annotate(n=Count("id"))
+    )
+    if used:
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(used))
+        problems.append(
+            f"{sum(n for _, n in used)} pair(s) use its current frames ({counts}): new frames would leave them "
+            "without images. Re-sampling is only for videos no pair uses yet."
+        )
+    holder = video.holder_now()
+    if holder is not None:
+        problems.append(f"{holder.username} holds its lease now: their workbench would change under them.")
+    if video.status == Video.Status.SAMPLING:
+        problems.append("It is being sampled now: wait for that job.")
+    if not video.source.startswith("s3://") and not Path(video.source).is_file():
+        problems.append(f"Its source file {video.source} is gone: import the video again from a file.")
+    if not ignore_parameters and video.is_sampled_as(source=video.source, every=every, count=count):
+        problems.append("It is sampled with these parameters already: choose another interval or frame count.")
+    return problems
+
+
+def video_resample(
+    *, video: Video, every: float | None, count: int | None, confirmed: bool, created_by, idempotency_key: str = ""
+) -> Job:
+    """Sample the video again from its source file with new parameters: an import Job of one unit. Its frames are
+    replaced (the old files go once the new frames are committed), so this needs `confirmed` and is refused while
+    any pair uses its frames or someone holds it; the sampling task checks the pairs again when it swaps frames."""
+    every, count = sampling_parameters(every, count)
+    problems = video_resample_problems(video=video, every=every, count=count)
+    if problems:
+        raise Conflict(f"Video {video.yt8m_id} cannot be re-sampled: " + " ".join(problems))
+    if not confirmed:
+        raise Invalid({"confirm": ["Confirm that the video's current frames (and any drafts on them) are replaced."]})
+    entry = ImportEntry(
+        label=video.yt8m_id, yt8m_id=video.yt8m_id, source=video.source, labels=list(video.labels), title=video.title
+    )
+    job = videos_import(
+        entries=[entry],
+        source=video.source,
+        every=every,
+        count=count,
+        domain=video.domain,
+        created_by=created_by,
+        title=f"Re-sample {video.yt8m_id}",
+        idempotency_key=idempotency_key,
+    )
+    return job

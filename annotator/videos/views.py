@@ -6,6 +6,8 @@ import uuid
 
 from django import forms
 from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
@@ -13,11 +15,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from annotator.jobs.services import clean_idempotency_key
-from annotator.models import Domain, Video
-from annotator.similarity.services import embedding_model_context
-from annotator.videos.services import videos_upload
-from subtlebench.pages import post_only, redirect_refused_form, refused_form
-from subtlebench.roles import COORDINATOR, role_required
+from annotator.models import Domain, Pair, PairDraft, Video
+from annotator.picking import services as picking
+from annotator.similarity.services import embedding_model_context, video_embedding_counts
+from annotator.videos.services import video_resample, video_resample_problems, videos_upload
+from subtlebench.errors import Conflict, Invalid
+from subtlebench.pages import error_response, post_only, redirect_refused_form, refused_form
+from subtlebench.roles import ANNOTATOR, COORDINATOR, role_required
 
 VIDEOS_PER_PAGE = 100
 
@@ -94,9 +98,95 @@ def video_upload(request):
     return redirect(f"/jobs/{job.pk}/")
 
 
+class ResampleForm(forms.Form):
+    every = forms.FloatField(label="Every (s)", required=False, min_value=0.01, max_value=3600)
+    frames = forms.IntegerField(label="Or frames", required=False, min_value=1, max_value=10000)
+    confirm = forms.BooleanField(required=False, label="Replace the current frames")
+    idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
+
+    def clean(self):
+        data = super().clean()
+        if data.get("every") is not None and data.get("frames") is not None:
+            raise forms.ValidationError("Give either seconds between frames or a number of frames, not both.")
+        return data
+
+
+def annotators():
+    """The people a video can be given to, by name."""
+    return get_user_model().objects.filter(groups__name=ANNOTATOR, is_active=True).order_by("username").distinct()
+
+
+def video_detail_context(video: Video, resample_form: ResampleForm | None = None) -> dict:
+    frames = video.frames.select_related("image").order_by("index")
+    pairs = list(
+        Pair.objects.filter(video=video)
+        .exclude(status=Pair.Status.DRAFT)
+        .select_related("author", "image_1__frame", "image_2__frame")
+        .order_by("-created")
+    )
+    by_status = {status: 0 for status in Pair.Status.values if status != Pair.Status.DRAFT}
+    for pair in pairs:
+        by_status[pair.status] += 1
+    drafts = list(PairDraft.objects.filter(video=video).select_related("author").order_by("-updated"))
+    return {
+        "video": video,
+        "frames": frames,
+        "pairs": pairs,
+        "by_status": list(by_status.items()),
+        "holder": video.holder_now(),
+        "skips": video.skips.select_related("user").order_by("-created"),
+        "drafts": drafts,
+        "embeddings": video_embedding_counts(video=video),
+        "annotators": annotators(),
+        "resample_form": resample_form or ResampleForm(),
+        "resample_problems": video_resample_problems(video=video, every=None, count=None, ignore_parameters=True),
+    }
+
+
 @role_required(COORDINATOR)
 @require_GET
 def video_detail(request, video_id):
+    """What a coordinator needs about one video: frames, pairs by status, who holds it, embeddings, skips, and the
+    actions (assign, re-sample, open the workbench)."""
+    video = get_object_or_404(Video.objects.select_related("lease_holder", "assigned_to"), pk=video_id)
+    return render(request, "videos/detail.html", video_detail_context(video, refused_form(request, ResampleForm)))
+
+
+@role_required(COORDINATOR)
+@post_only("video-detail")
+def video_assign_view(request, video_id):
+    """Give the video to an annotator chosen by name from the list (empty: nobody)."""
     video = get_object_or_404(Video, pk=video_id)
-    frames = video.frames.select_related("image").order_by("index")
-    return render(request, "videos/detail.html", {"video": video, "frames": frames})
+    raw = request.POST.get("user", "").strip()
+    user = None
+    if raw:
+        user = annotators().filter(pk=int(raw)).first() if raw.isdigit() else None
+        if user is None:
+            messages.error(request, "Assign: choose an annotator from the list.")
+            return redirect("video-detail", video_id=video.pk)
+    picking.video_assign(video=video, user=user, by=request.user)
+    messages.success(request, f"Video {video.yt8m_id} is assigned to {user.username if user else 'nobody'}.")
+    return redirect("video-detail", video_id=video.pk)
+
+
+@role_required(COORDINATOR)
+@post_only("video-detail")
+def video_resample_view(request, video_id):
+    """Re-sample the video (an import job of one unit), once confirmed; refused while pairs use its frames."""
+    video = get_object_or_404(Video.objects.select_related("lease_holder", "assigned_to"), pk=video_id)
+    form = ResampleForm(request.POST)
+    if not form.is_valid():
+        return redirect_refused_form(request, reverse("video-detail", args=[video.pk]), form)
+    try:
+        job = video_resample(
+            video=video,
+            every=form.cleaned_data["every"],
+            count=form.cleaned_data["frames"],
+            confirmed=form.cleaned_data["confirm"],
+            created_by=request.user,
+            idempotency_key=clean_idempotency_key(form.cleaned_data["idempotency_key"]),
+        )
+    except (Invalid, Conflict) as error:
+        return error_response(request, error, back_to=f"/videos/{video.pk}/")
+    messages.success(request, f"Re-sampling {video.yt8m_id}: job {job.pk}.")
+    return redirect(f"/jobs/{job.pk}/")

@@ -387,12 +387,14 @@
       question: state.question, answer: t.binary ? "" : state.answer,
       distractors: t.binary ? [] : state.distractors, answer_frame: t.binary && !t.derived ? state.answer_frame : "",
       client_key: state.client_key, pair: state.pair, version: state.version, draft_version: draftVersion,
+      active_ms: window.activeTime ? window.activeTime.peek() : null,
     };
     const result = await api("POST", "/api/pairs/submit/", payload);
     submitting = false;
     $("submit-pair").disabled = false;
     if (result.ok) {
       const pair = result.data;
+      if (window.activeTime) window.activeTime.reset();
       draftVersion = pair.draft_version;
       showErrors([]);
       upsertPair({ ...pair, mine: true, editable: true, author: "you", rejection: "",

@@ -1,0 +1,110 @@
+"""The home page: what waits for this person, per role, in a handful of queries.
+
+Each count is the queryset the page it links to uses (the review queue, the caption queue, ...), counted together
+in one SQL statement.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.db import connection
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from annotator.models import Caption, CaptionTask, DoubleReview, Pair, PairDraft, Review, Target, Video
+from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role
+
+TARGETS_SHOWN = 8
+
+
+def counts_in_one_query(**querysets: QuerySet) -> dict[str, int]:
+    """COUNT(*) of each queryset, all in one SELECT of scalar subqueries."""
+    if not querysets:
+        return {}
+    parts, params = [], []
+    for name, queryset in querysets.items():
+        sql, query_params = queryset.order_by().values("pk").query.sql_with_params()
+        parts.append(f'(SELECT COUNT(*) FROM ({sql}) AS "{name}_rows") AS "{name}"')
+        params.extend(query_params)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(parts), params)
+        return dict(zip(querysets, cursor.fetchone(), strict=True))
+
+
+def home_waiting(user) -> dict:
+    """What waits for the user: counts per role, where they left off, their returned pairs, the targets to go."""
+    annotator = has_role(user, ANNOTATOR)
+    reviewer = has_role(user, REVIEWER)
+    counted: dict[str, QuerySet] = {}
+    if annotator:
+        counted["returned"] = Pair.objects.filter(author=user, status=Pair.Status.REJECTED)
+        counted["captions_to_write"] = CaptionTask.objects.available_to(user)
+    if reviewer:
+        counted["pairs_to_review"] = Pair.objects.reviewable_by(user)
+        counted["captions_to_review"] = Caption.objects.reviewable_by(user)
+        counted["second_reviews"] = DoubleReview.objects.waiting_for(user)
+    counts = counts_in_one_query(**counted)
+    waiting = {"counts": counts, "annotator": annotator, "reviewer": reviewer}
+    if annotator:
+        held_video = Video.objects.held_by(user).first()
+        draft = (
+            PairDraft.objects.filter(author=user)
+            .exclude(video=held_video)
+            .select_related("video")
+            .order_by("-updated")
+            .first()
+        )
+        rejection = Review.objects.filter(pair=OuterRef("pk"), decision=Review.Decision.REJECT).order_by("-created")
+        returned = (
+            Pair.objects.filter(author=user, status=Pair.Status.REJECTED)
+            .select_related("video")
+            .annotate(rejection=Subquery(rejection.values("reason")[:1]))
+            .order_by("-decided_at")[:3]
+            if counts["returned"]
+            else []
+        )
+        waiting.update(
+            held_video=held_video,
+            held_caption=CaptionTask.objects.open().held_by(user).select_related("pair").first(),
+            draft=draft,
+            returned=returned,
+        )
+    waiting["targets"] = targets_to_go()
+    return waiting
+
+
+def targets_to_go() -> dict:
+    """The target cells with the most left to go (one query), and the total left."""
+    accepted = (
+        Pair.objects.accepted()
+        .filter(category=OuterRef("category"), domain=OuterRef("domain"))
+        .order_by()
+        .values("category")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    cells = list(
+        Target.objects.annotate(accepted=Coalesce(Subquery(accepted, output_field=IntegerField()), Value(0)))
+        .order_by("category", "domain")
+        .values("category", "domain", "count", "accepted")
+    )
+    for cell in cells:
+        cell["to_go"] = max(0, cell["count"] - cell["accepted"])
+        cell["percent"] = min(100, round(100 * cell["accepted"] / cell["count"])) if cell["count"] else 100
+    open_cells = sorted((c for c in cells if c["to_go"]), key=lambda c: (-c["to_go"], c["category"], c["domain"]))
+    return {
+        "cells": open_cells[:TARGETS_SHOWN],
+        "more": max(0, len(open_cells) - TARGETS_SHOWN),
+        "to_go": sum(c["to_go"] for c in cells),
+        "total": sum(c["count"] for c in cells),
+        "any": bool(cells),
+    }
+
+
+@login_required
+@require_GET
+def home(request):
+    context = {"waiting": home_waiting(request.user), "coordinator": has_role(request.user, COORDINATOR)}
+    return render(request, "home.html", context)

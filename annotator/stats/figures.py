@@ -1,0 +1,340 @@
+"""The figures of /stats/: per annotator and per reviewer per day, review agreement, targets; and the SVG charts.
+
+Days are calendar days in the site's time zone. Acceptance counts the decisions made on a day on the annotator's
+pairs (correct-and-accept is an accept); a pair's active time is the workbench's (Pair.active_ms), summed over the
+versions its author submitted, and the median is over the pairs submitted that day that have one.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from datetime import date, timedelta
+
+from django.contrib.postgres.aggregates import ArrayAgg
+from django.db.models import Count, Q
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from annotator.models import Caption, Category, Domain, DoubleReview, Pair, Review, Target, TeamSettings
+from annotator.stats.agreement import cohen_kappa
+from annotator.stats.services import as_accept_reject
+
+DEFAULT_DAYS = 14
+MAX_DAYS = 366
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def _percent(rate: float | None) -> int | None:
+    return None if rate is None else round(100 * rate)
+
+
+def team_figures(*, days: int = DEFAULT_DAYS, today: date | None = None) -> dict:
+    today = today or timezone.localdate()
+    first_day = today - timedelta(days=days - 1)
+    day_list = [first_day + timedelta(days=i) for i in range(days)]
+    return {
+        "days": days,
+        "first_day": first_day,
+        "today": today,
+        "annotators": (annotators := annotator_days(first_day)),
+        "annotator_totals": annotator_totals(annotators),
+        "reviewers": (reviewers := reviewer_days(first_day)),
+        "reviewer_totals": reviewer_totals(reviewers),
+        "agreement": agreement(),
+        "targets": target_progress(),
+        "settings": TeamSettings.current(),
+        "chart_pairs": chart_per_day(day_list, _submitted_per_day(first_day)),
+        "chart_decisions": chart_per_day(day_list, *_decisions_per_day(first_day)),
+    }
+
+
+def annotator_days(first_day: date) -> list[dict]:
+    """One row per annotator and day with any submitted pair, decision on their pairs or written caption."""
+    rows: dict[tuple[str, date], dict] = {}
+
+    def row(username: str, day: date) -> dict:
+        return rows.setdefault(
+            (username, day),
+            {
+                "username": username,
+                "day": day,
+                "submitted": 0,
+                "categories": [],
+                "active_ms": [],
+                "accepted": 0,
+                "rejected": 0,
+                "captions": 0,
+                "flagged": 0,
+            },
+        )
+
+    submitted = (
+        Pair.objects.exclude(status=Pair.Status.DRAFT)
+        .filter(author__isnull=False, submitted_at__date__gte=first_day)
+        .annotate(day=TruncDate("submitted_at"))
+        .order_by()
+        .values_list("author__username", "day")
+        .annotate(
+            n=Count("id"),
+            categories=ArrayAgg("category", distinct=True),
+            times=ArrayAgg("active_ms", filter=Q(active_ms__isnull=False)),
+        )
+    )
+    for username, day, n, categories, times in submitted:
+        r = row(username, day)
+        r.update(submitted=n, categories=sorted(categories or []), active_ms=times or [])
+    decisions = (
+        Review.objects.filter(created__date__gte=first_day, pair__author__isnull=False)
+        .annotate(day=TruncDate("created"))
+        .order_by()
+        .values_list("pair__author__username", "day")
+        .annotate(
+            rejected=Count("id", filter=Q(decision=Review.Decision.REJECT)),
+            accepted=Count("id", filter=~Q(decision=Review.Decision.REJECT)),
+        )
+    )
+    for username, day, rejected, accepted in decisions:
+        row(username, day).update(accepted=accepted, rejected=rejected)
+    captions = (
+        Caption.objects.written()
+        .filter(submitted_at__date__gte=first_day)
+        .annotate(day=TruncDate("submitted_at"))
+        .order_by()
+        .values_list("author__username", "day")
+        .annotate(n=Count("id"), flagged=Count("id", filter=~Q(flags=[])))
+    )
+    for username, day, n, flagged in captions:
+        row(username, day).update(captions=n, flagged=flagged)
+    for r in rows.values():
+        r["acceptance"] = _rate(r["accepted"], r["accepted"] + r["rejected"])
+        r["median_active_s"] = statistics.median(r["active_ms"]) / 1000 if r["active_ms"] else None
+        r["flag_rate"] = _rate(r["flagged"], r["captions"])
+        r["acceptance_pct"] = _percent(r["acceptance"])
+        r["flag_rate_pct"] = _percent(r["flag_rate"])
+    return sorted(rows.values(), key=lambda r: (r["username"], r["day"]), reverse=False)
+
+
+def annotator_totals(days: list[dict]) -> list[dict]:
+    """The per-day rows of each annotator summed over the window (the median over all their pairs' times)."""
+    people: dict[str, dict] = {}
+    for r in days:
+        p = people.setdefault(
+            r["username"],
+            {
+                "username": r["username"],
+                "days": 0,
+                "submitted": 0,
+                "accepted": 0,
+                "rejected": 0,
+                "captions": 0,
+                "flagged": 0,
+                "active_ms": [],
+                "categories": set(),
+            },
+        )
+        p["days"] += 1 if r["submitted"] else 0
+        for key in ("submitted", "accepted", "rejected", "captions", "flagged"):
+            p[key] += r[key]
+        p["active_ms"] += r["active_ms"]
+        p["categories"].update(r["categories"])
+    for p in people.values():
+        p["categories"] = sorted(p["categories"])
+        p["acceptance_pct"] = _percent(_rate(p["accepted"], p["accepted"] + p["rejected"]))
+        p["median_active_s"] = statistics.median(p["active_ms"]) / 1000 if p["active_ms"] else None
+        p["flag_rate_pct"] = _percent(_rate(p["flagged"], p["captions"]))
+        p["per_day"] = round(p["submitted"] / p["days"], 1) if p["days"] else None
+    return sorted(people.values(), key=lambda p: p["username"])
+
+
+def reviewer_totals(days: list[dict]) -> list[dict]:
+    people: dict[str, dict] = {}
+    for r in days:
+        p = people.setdefault(r["username"], {"username": r["username"], "days": 0, "decisions": 0, "rejected": 0})
+        p["days"] += 1
+        p["decisions"] += r["decisions"]
+        p["rejected"] += r["rejected"]
+    for p in people.values():
+        p["reject_rate_pct"] = _percent(_rate(p["rejected"], p["decisions"]))
+        p["per_day"] = round(p["decisions"] / p["days"], 1)
+    return sorted(people.values(), key=lambda p: p["username"])
+
+
+def reviewer_days(first_day: date) -> list[dict]:
+    """One row per reviewer and day: pair decisions and the share of them that were rejections."""
+    result = []
+    for username, day, n, rejected in (
+        Review.objects.filter(created__date__gte=first_day)
+        .annotate(day=TruncDate("created"))
+        .order_by()
+        .values_list("reviewer__username", "day")
+        .annotate(n=Count("id"), rejected=Count("id", filter=Q(decision=Review.Decision.REJECT)))
+        .order_by("reviewer__username", "day")
+    ):
+        rate = _rate(rejected, n)
+        result.append(
+            {
+                "username": username,
+                "day": day,
+                "decisions": n,
+                "rejected": rejected,
+                "reject_rate": rate,
+                "reject_rate_pct": _percent(rate),
+            }
+        )
+    return result
+
+
+def agreement() -> dict:
+    """Cohen's kappa per pair of reviewers (first, second) over the double-review sample, accept vs reject; the
+    sample's state; the disagreements, for the coordinator (the first decision stands)."""
+    done = (
+        DoubleReview.objects.done()
+        .filter(first_review__isnull=False)
+        .select_related("first_review__reviewer", "second_reviewer", "pair")
+        .order_by("second_at", "pk")
+    )
+    by_pair: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    everyone: list[tuple[str, str]] = []
+    disagreements = []
+    for item in done:
+        first = as_accept_reject(item.first_review.decision)
+        names = (item.first_review.reviewer.username, item.second_reviewer.username)
+        key, decisions = (names, (first, item.second_decision))
+        if names[0] > names[1]:  # one row per unordered pair of reviewers, decisions in the same order
+            key, decisions = (names[1], names[0]), (item.second_decision, first)
+        by_pair[key].append(decisions)
+        everyone.append((first, item.second_decision))
+        if first != item.second_decision:
+            disagreements.append(
+                {
+                    "pair": item.pair,
+                    "first": item.first_review.get_decision_display(),
+                    "first_by": names[0],
+                    "second": item.second_decision,
+                    "second_by": names[1],
+                    "reason": item.second_reason,
+                    "at": item.second_at,
+                }
+            )
+    pairs = [{"reviewers": key, **cohen_kappa(decisions)} for key, decisions in sorted(by_pair.items())]
+    counts = DoubleReview.objects.aggregate(drawn=Count("id"), done=Count("id", filter=~Q(second_decision="")))
+    return {
+        "pairs": pairs,
+        "overall": cohen_kappa(everyone),
+        "disagreements": disagreements,
+        "drawn": counts["drawn"],
+        "done": counts["done"],
+        "waiting": DoubleReview.objects.waiting().count(),
+    }
+
+
+def target_progress() -> list[dict]:
+    """Each target cell with its accepted pairs and what is left to go."""
+    accepted = dict(
+        (
+            ((c, d), n)
+            for c, d, n in Pair.objects.accepted().order_by().values_list("category", "domain").annotate(n=Count("id"))
+        )
+    )
+    rows = []
+    for target in Target.objects.order_by("category", "domain"):
+        have = accepted.get((target.category, target.domain), 0)
+        rows.append(
+            {
+                "category": target.category,
+                "domain": target.domain,
+                "target": target.count,
+                "accepted": have,
+                "to_go": max(0, target.count - have),
+                "percent": min(100, round(100 * have / target.count)) if target.count else 100,
+            }
+        )
+    return rows
+
+
+def target_grid() -> list[dict]:
+    """The targets form: every category x domain cell with its target (0: none)."""
+    counts = {(t.category, t.domain): t.count for t in Target.objects.all()}
+    return [
+        {
+            "category": c,
+            "cells": [{"domain": d, "name": f"t-{c}-{d}", "count": counts.get((c, d), 0)} for d in Domain.values],
+        }
+        for c in Category.values
+    ]
+
+
+def _submitted_per_day(first_day: date) -> dict[date, int]:
+    return dict(
+        Pair.objects.exclude(status=Pair.Status.DRAFT)
+        .filter(submitted_at__date__gte=first_day)
+        .annotate(day=TruncDate("submitted_at"))
+        .order_by()
+        .values_list("day")
+        .annotate(n=Count("id"))
+        .values_list("day", "n")
+    )
+
+
+def _decisions_per_day(first_day: date) -> tuple[dict[date, int], dict[date, int]]:
+    accepted, rejected = {}, {}
+    for day, a, r in (
+        Review.objects.filter(created__date__gte=first_day)
+        .annotate(day=TruncDate("created"))
+        .order_by()
+        .values_list("day")
+        .annotate(
+            a=Count("id", filter=~Q(decision=Review.Decision.REJECT)),
+            r=Count("id", filter=Q(decision=Review.Decision.REJECT)),
+        )
+        .values_list("day", "a", "r")
+    ):
+        accepted[day], rejected[day] = a, r
+    return accepted, rejected
+
+
+def chart_per_day(day_list: list[date], first: dict[date, int], second: dict[date, int] | None = None) -> dict:
+    """Coordinates of a server-rendered SVG bar chart, one bar per day; with `second`, stacked on `first`."""
+    width, height, left, top, bottom = 560, 150, 30, 10, 22
+    plot_h = height - top - bottom
+    totals = [first.get(d, 0) + (second or {}).get(d, 0) for d in day_list]
+    peak = max([*totals, 1])
+    slot = (width - left - 4) / max(len(day_list), 1)
+
+    def h(value: int) -> float:
+        return round(plot_h * value / peak, 1)
+
+    bars = []
+    for i, day in enumerate(day_list):
+        a, b = first.get(day, 0), (second or {}).get(day, 0)
+        x = round(left + i * slot + slot * 0.15, 1)
+        base = top + plot_h
+        bars.append(
+            {
+                "day": day,
+                "x": x,
+                "w": round(slot * 0.7, 1),
+                "cx": round(left + i * slot + slot / 2, 1),
+                "a": a,
+                "b": b,
+                "y_a": round(base - h(a), 1),
+                "h_a": h(a),
+                "y_b": round(base - h(a) - h(b), 1),
+                "h_b": h(b),
+                "label": day.strftime("%d") if len(day_list) <= 31 else "",
+            }
+        )
+    ticks = [{"value": v, "y": round(top + plot_h * (1 - v / peak), 1)} for v in sorted({0, peak // 2, peak})]
+    return {
+        "width": width,
+        "height": height,
+        "left": left,
+        "bars": bars,
+        "ticks": ticks,
+        "label_y": height - 6,
+        "stacked": second is not None,
+    }
