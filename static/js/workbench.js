@@ -509,6 +509,13 @@
   const skipReason = () => skipDialog.querySelector("input[name=reason]:checked");
   const skipConfirm = $("skip-confirm");
   skipDialog.addEventListener("change", () => { skipConfirm.disabled = !skipReason(); });
+  // Chromium's implicit submission can still close a method=dialog form on Enter: without a reason, Enter is eaten.
+  skipDialog.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !skipReason()) event.preventDefault();
+  });
+  skipDialog.querySelector("form").addEventListener("submit", (event) => {
+    if (event.submitter && event.submitter.value === "skip" && !skipReason()) event.preventDefault();
+  });
   function openSkip() {
     skipDialog.querySelectorAll("input[name=reason]").forEach((radio) => { radio.checked = false; });
     skipConfirm.disabled = true;
