@@ -13,7 +13,8 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from annotator.export.services import ExportOptions, export_run, export_start
-from annotator.models import Caption, CaptionBatch, CaptionTask, Job, Pair
+from annotator.models import Caption, CaptionBatch, CaptionSkip, CaptionTask, Job, Pair, VideoSkip
+from annotator.picking import services as picking
 from annotator.similarity.services import embedding_job_create, embeddings_compute
 from annotator.videos.services import videos_import
 from evaluation import participation, studies
@@ -97,6 +98,12 @@ def world(h264_video, tmp_path, settings):
     participation.participant_answer_all(participant=finished)
     signed = image_url(item, 1).rstrip("/").rsplit("/", 1)[-1]
     token, _ = api_token_create(user=users["annotator"], name="pages")
+    # What the annotator pages list: a skipped video, a skipped caption task, a withdrawn pair; a reopened decision.
+    video_skip = VideoSkip.objects.create(video=make_video(frames=2), user=users["annotator"], reason="no_pair")
+    caption_skip = CaptionSkip.objects.create(task=task, user=users["annotator"], reason="No visible difference")
+    withdrawn = make_pair(status=Pair.Status.SUBMITTED, author=users["annotator"])
+    picking.pair_withdraw(pair=withdrawn, user=users["annotator"])
+    picking.pair_reopen(pair=accepted[3], by=users["coordinator"], reason="A second look.")
     return users, {
         "token_id": [token.pk],
         "path": ["no-such-endpoint/"],  # the API's catch-all: its JSON 404
@@ -105,6 +112,7 @@ def world(h264_video, tmp_path, settings):
         "pair_id": [submitted.pk, accepted[2].pk],
         "task_id": [task.pk],
         "caption_id": [caption.pk],
+        "skip_id": [video_skip.pk, caption_skip.pk],
         "pk": [study.pk],
         "token": [invited.token, practising.token, scored.token, finished.token],
         "item_token": [practice.token, item.token],
