@@ -98,3 +98,18 @@ def test_a_reviewer_reopens_a_decision_from_the_review_page(page, annotator, rev
     wait_until(lambda: Pair.objects.get(pk=pair.pk).status == Pair.Status.SUBMITTED, 5, "the pair reopened")
     assert list(Review.objects.filter(pair=pair).values_list("decision", flat=True)) == ["reopen", "accept"]
     assert script_errors == []
+
+
+def test_an_annotator_withdraws_a_pair_on_the_workbench(page, annotator):
+    video = make_video(frames=3)
+    picking.video_lease_next(user=annotator)
+    pair = make_pair(status=Pair.Status.SUBMITTED, author=annotator, video=video)
+    script_errors = []
+    page.on("pageerror", lambda error: script_errors.append(str(error)))
+    browser_login(page, "alice")
+    page.goto(f"/work/videos/{video.pk}/")
+    page.locator("#pairs button", has_text="withdraw").click()
+    expect(page.locator("#pairs")).to_contain_text("withdrawn")
+    expect(page.locator("#pairs button", has_text="withdraw")).to_have_count(0)
+    wait_until(lambda: Pair.objects.get(pk=pair.pk).status == Pair.Status.WITHDRAWN, 5, "the pair withdrawn")
+    assert script_errors == []

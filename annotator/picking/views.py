@@ -157,6 +157,7 @@ def workbench(request, video_id: int):
                 "answer_frame": _answer_frame(pair),
                 "rejection": pair.rejection or "",
                 "editable": mine and pair.status in (Pair.Status.SUBMITTED, Pair.Status.REJECTED),
+                "withdrawable": mine and pair.status == Pair.Status.SUBMITTED,
             }
         )
     draft = picking.pair_draft_of(video=video, user=request.user)

@@ -1,5 +1,6 @@
 // Caption workbench and caption review: synchronised zoom/pan and flicker over two images, debounced autosave
-// with heartbeat, and the keyboard (Ctrl+Enter submit, Esc skip, f flicker; y/e/n on the review page).
+// with heartbeat, and the keyboard (Ctrl+Enter submit, x skip outside the text, Esc leaves the text, f flicker;
+// y/e/n on the review page).
 (function () {
   "use strict";
 
@@ -105,7 +106,7 @@
     return { state };
   }
 
-  // --- Workbench: autosave, counter, Ctrl+Enter, Esc skip. ---
+  // --- Workbench: autosave (kept in the browser too), counter, Ctrl+Enter, x skip. ---
   function initWorkbench(form) {
     if (!form) return;
     const text = form.querySelector("textarea[name=text]");

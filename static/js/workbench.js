@@ -422,7 +422,7 @@
       const pair = result.data;
       draftVersion = pair.draft_version;
       showErrors([]);
-      upsertPair({ ...pair, mine: true, editable: true, author: "you", rejection: "",
+      upsertPair({ ...pair, mine: true, editable: true, withdrawable: true, author: "you", rejection: "",
         index_a: state.a, index_b: state.b, answer_frame: t.binary ? (t.derived ? derivedAnswerFrame() : state.answer_frame) : "" });
       flash(`Submitted pair ${pair.id} for review.`, "ok");
       const keep = { cursor: state.cursor, category: state.category };
@@ -469,8 +469,25 @@
         li.appendChild(document.createTextNode(" "));
         li.appendChild(edit);
       }
+      if (p.withdrawable) {
+        const withdraw = document.createElement("button");
+        withdraw.type = "button";
+        withdraw.className = "link";
+        withdraw.textContent = "withdraw";
+        withdraw.title = "Take it back before it is reviewed: kept as withdrawn, its frames free again";
+        withdraw.addEventListener("click", () => withdrawPair(p));
+        li.appendChild(document.createTextNode(" "));
+        li.appendChild(withdraw);
+      }
       list.appendChild(li);
     }
+  }
+  async function withdrawPair(p) {
+    const result = await api("POST", `/api/pairs/${p.id}/withdraw/`);
+    if (!result.ok) return showErrors([(result.data && result.data.detail) || `Not withdrawn (${result.status}).`]);
+    upsertPair({ id: p.id, status: "withdrawn", editable: false, withdrawable: false });
+    if (state.pair === p.id) { Object.assign(state, { pair: null, version: null, client_key: newKey() }); changed(); }
+    flash(`Withdrew pair ${p.id}: its frames are free again.`, "ok");
   }
   function editPair(p) {
     const t = config.templates[p.category];
