@@ -12,7 +12,7 @@ from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
 from annotator.captions import services as captions
-from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionTask
+from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionSkip, CaptionTask
 from api.errors import error_responses
 from api.fields import ID_MAX, SMALL_MAX, free_text, whole_number
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
@@ -222,6 +222,23 @@ def caption_skip(request, task_id: int):
     data.is_valid(raise_exception=True)
     captions.caption_task_skip(task_id=task_id, user=request.user, reason=data.validated_data["reason"])
     return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CaptionSkipSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    task = serializers.IntegerField(source="task_id")
+    pair = serializers.IntegerField(source="task.pair_id")
+    reason = serializers.CharField()
+    created = serializers.DateTimeField()
+
+
+@extend_schema(responses={200: CaptionSkipSerializer(many=True), **error_responses(403)})
+@api_view(["GET"])
+@permission_classes([HasRole.of(ANNOTATOR)])
+def caption_skip_list(request):
+    """Your 100 newest caption skips, each undone with `POST /api/captions/skips/<id>/undo/` (a plain list)."""
+    skips = CaptionSkip.objects.filter(user=request.user).select_related("task").order_by("-created", "-pk")[:100]
+    return Response(CaptionSkipSerializer(skips, many=True).data)
 
 
 class CaptionSkipUndoOutputSerializer(serializers.Serializer):

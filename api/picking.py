@@ -65,6 +65,7 @@ class VideoReleaseInputSerializer(serializers.Serializer):
 class VideoReleaseOutputSerializer(serializers.Serializer):
     video = serializers.IntegerField(source="video_id")
     reason = serializers.CharField()
+    skip = serializers.IntegerField(source="pk", help_text="The skip's id: `POST /api/skips/<id>/undo/` undoes it.")
 
 
 @extend_schema(
@@ -82,6 +83,24 @@ def lease_release(request, video_id: int):
     data.is_valid(raise_exception=True)
     skip = picking.video_release(video=video, user=request.user, **data.validated_data)
     return Response(VideoReleaseOutputSerializer(skip).data)
+
+
+class VideoSkipSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    video = serializers.IntegerField(source="video_id")
+    yt8m_id = serializers.CharField(source="video.yt8m_id")
+    reason = serializers.CharField()
+    note = serializers.CharField()
+    created = serializers.DateTimeField()
+
+
+@extend_schema(responses={200: VideoSkipSerializer(many=True), **error_responses(403)})
+@api_view(["GET"])
+@permission_classes([HasRole.of(ANNOTATOR)])
+def video_skip_list(request):
+    """Your 100 newest skips (and "done"s), each undone with `POST /api/skips/<id>/undo/` (a plain list)."""
+    skips = VideoSkip.objects.filter(user=request.user).select_related("video").order_by("-created", "-pk")[:100]
+    return Response(VideoSkipSerializer(skips, many=True).data)
 
 
 class VideoSkipUndoOutputSerializer(serializers.Serializer):

@@ -38,7 +38,10 @@ def test_a_caption_skip_undone_offers_the_task_again(client_for, annotator, anno
 
 def test_the_caption_skip_undo_api(client_for, annotator, annotator2, task):
     skip = captions.caption_task_skip(task_id=task.pk, user=annotator, reason="Several differences")
+    assert client_for(annotator2).get("/api/captions/skips/").json() == []
     assert client_for(annotator2).post(f"/api/captions/skips/{skip.pk}/undo/").status_code == 403
+    listed = client_for(annotator).get("/api/captions/skips/").json()
+    assert [(s["id"], s["task"], s["reason"]) for s in listed] == [(skip.pk, task.pk, "Several differences")]
     response = client_for(annotator).post(f"/api/captions/skips/{skip.pk}/undo/")
     assert response.status_code == 200 and response.json() == {"task": task.pk, "status": "open"}
 

@@ -47,9 +47,18 @@ def test_it_lets_nobody_else_undo_a_skip_but_a_coordinator(annotator, annotator2
     assert picking.videos_open_to(annotator2).filter(pk=video.pk).exists()  # flagged for everyone: unflagged now
 
 
-def test_the_skip_undo_api_answers_the_video_and_404_for_a_gone_skip(client_for, annotator):
-    bulk_video(3)
-    video, skip = skipped_video(annotator)
+def test_the_skip_undo_api_answers_the_video_and_404_for_a_gone_skip(client_for, annotator, annotator2):
+    video = bulk_video(3)
+    client = client_for(annotator)
+    client.post("/api/work/lease/")
+    released = client.post(f"/api/videos/{video.pk}/release/", {"reason": "no_pair", "note": "static shot"})
+    skip = VideoSkip.objects.get()
+    assert released.json() == {"video": video.pk, "reason": "no_pair", "skip": skip.pk}
+    listed = client.get("/api/skips/").json()
+    assert [(s["id"], s["yt8m_id"], s["reason"], s["note"]) for s in listed] == [
+        (skip.pk, video.yt8m_id, "no_pair", "static shot")
+    ]
+    assert client_for(annotator2).get("/api/skips/").json() == []
     client = client_for(annotator)
     response = client.post(f"/api/skips/{skip.pk}/undo/")
     assert response.status_code == 200
