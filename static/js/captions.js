@@ -191,7 +191,7 @@
         const data = await response.json();
         sending = null;
         if (response.status === 409) return showConflict();
-        if (!response.ok) throw new Error(data.detail || response.statusText);
+        if (!response.ok) throw Object.assign(new Error(data.detail || response.statusText), { refused: true });
         lastSaved = value;
         version = data.version;
         if (text.value === value) forget(); else remember();
@@ -200,8 +200,11 @@
         const lease = document.querySelector("[data-lease]");
         if (lease) lease.textContent = "Lease until " + new Date(data.lease_until).toLocaleTimeString();
       } catch (error) {
+        sending = null;
         saveState.classList.add("save-error");
         saveState.textContent = "Not saved: " + error.message;
+        // Offline: the text stays here (and in this browser's copy); try again shortly. A refusal is shown, not retried.
+        if (!error.refused) { clearTimeout(timer); timer = setTimeout(() => save(false), 3000); }
       }
     }
     text.addEventListener("input", () => {
