@@ -26,8 +26,11 @@ urlpatterns = [
     # Pair picking and review
     path("work/", views_picking.work, name="picking-work"),
     path("work/videos/<int:video_id>/", views_picking.workbench, name="picking-workbench"),
+    path("work/skips/<int:skip_id>/undo/", views_picking.skip_undo, name="picking-skip-undo"),
+    path("work/pairs/<int:pair_id>/withdraw/", views_picking.pair_withdraw, name="picking-pair-withdraw"),
     path("review/", views_picking.review_queue, name="picking-review-queue"),
     path("review/pairs/<int:pair_id>/", views_picking.review_pair, name="picking-review-pair"),
+    path("review/pairs/<int:pair_id>/reopen/", views_picking.pair_reopen, name="picking-pair-reopen"),
     path("review/pairs/<int:pair_id>/override/", views_similarity.pair_override, name="pair-similarity-override"),
     path("overview/", views_picking.overview, name="picking-overview"),
     path("overview/assign/", views_picking.overview_assign, name="picking-overview-assign"),
@@ -46,9 +49,11 @@ urlpatterns = [
     path("captions/tasks/<int:task_id>/draft/", views_captions.caption_draft, name="caption-draft"),
     path("captions/tasks/<int:task_id>/submit/", views_captions.caption_submit, name="caption-submit"),
     path("captions/tasks/<int:task_id>/skip/", views_captions.caption_skip, name="caption-skip"),
+    path("captions/skips/<int:skip_id>/undo/", views_captions.caption_skip_undo, name="caption-skip-undo"),
     path("captions/review/", views_captions.captions_review, name="captions-review"),
     path("captions/<int:caption_id>/review/", views_captions.caption_review, name="caption-review"),
     path("captions/<int:caption_id>/choose/", views_captions.caption_choose, name="caption-choose"),
+    path("captions/<int:caption_id>/reopen/", views_captions.caption_reopen, name="caption-reopen"),
     # Exports
     path("exports/", views_exports.exports, name="exports"),
     path("exports/history/", views_exports.export_history, name="export-history"),

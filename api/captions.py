@@ -12,7 +12,7 @@ from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
 from annotator.captions import services as captions
-from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionTask
+from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionSkip, CaptionTask
 from api.errors import error_responses
 from api.fields import ID_MAX, SMALL_MAX, free_text, whole_number
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
@@ -224,6 +224,37 @@ def caption_skip(request, task_id: int):
     return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class CaptionSkipSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    task = serializers.IntegerField(source="task_id")
+    pair = serializers.IntegerField(source="task.pair_id")
+    reason = serializers.CharField()
+    created = serializers.DateTimeField()
+
+
+@extend_schema(responses={200: CaptionSkipSerializer(many=True), **error_responses(403)})
+@api_view(["GET"])
+@permission_classes([HasRole.of(ANNOTATOR)])
+def caption_skip_list(request):
+    """Your 100 newest caption skips, each undone with `POST /api/captions/skips/<id>/undo/` (a plain list)."""
+    skips = CaptionSkip.objects.filter(user=request.user).select_related("task").order_by("-created", "-pk")[:100]
+    return Response(CaptionSkipSerializer(skips, many=True).data)
+
+
+class CaptionSkipUndoOutputSerializer(serializers.Serializer):
+    task = serializers.IntegerField(source="pk")
+    status = serializers.CharField()
+
+
+@extend_schema(request=None, responses={200: CaptionSkipUndoOutputSerializer, **error_responses(403, 404)})
+@api_view(["POST"])
+@permission_classes([HasRole.of(ANNOTATOR)])
+def caption_skip_undo(request, skip_id: int):
+    """Undo one of your caption skips: the task is offered to you again while it is open."""
+    task = captions.caption_skip_undo(skip_id=skip_id, user=request.user)
+    return Response(CaptionSkipUndoOutputSerializer(task).data)
+
+
 # --- Review ------------------------------------------------------------------------------------------------
 
 
@@ -236,8 +267,11 @@ def caption_review_queue(request):
     return Response(CaptionOutputSerializer(queue, many=True).data)
 
 
+DECISIONS = [(v, label) for v, label in CaptionReview.Decision.choices if v != CaptionReview.Decision.REOPEN]
+
+
 class CaptionReviewInputSerializer(serializers.Serializer):
-    decision = serializers.ChoiceField(choices=CaptionReview.Decision.choices)
+    decision = serializers.ChoiceField(choices=DECISIONS)
     reason = free_text(NOTE_MAX, required=False, allow_blank=True, default="")
     text = free_text(CAPTION_TEXT_MAX, required=False, allow_null=True, default=None)
 
@@ -264,4 +298,24 @@ def caption_choose(request, caption_id: int):
     """Make this accepted caption the one the export uses for its pair."""
     get_object_or_404(Caption, pk=caption_id)
     caption = captions.caption_choose(caption_id=caption_id, reviewer=request.user)
+    return Response(CaptionOutputSerializer(caption).data)
+
+
+class CaptionReopenInputSerializer(serializers.Serializer):
+    reason = free_text(NOTE_MAX, help_text="Why the decision is taken back (kept in the caption's history).")
+
+
+@extend_schema(
+    request=CaptionReopenInputSerializer,
+    responses={200: CaptionOutputSerializer, **error_responses(400, 403, 404, 409)},
+)
+@api_view(["POST"])
+@permission_classes([HasRole.of(REVIEWER, COORDINATOR)])
+def caption_reopen(request, caption_id: int):
+    """Reopen the decision on an accepted or rejected caption (its reviewer or a coordinator, with a reason): it
+    waits for review again."""
+    get_object_or_404(Caption, pk=caption_id)
+    data = CaptionReopenInputSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    caption = captions.caption_reopen(caption_id=caption_id, by=request.user, reason=data.validated_data["reason"])
     return Response(CaptionOutputSerializer(caption).data)

@@ -65,6 +65,7 @@ class VideoReleaseInputSerializer(serializers.Serializer):
 class VideoReleaseOutputSerializer(serializers.Serializer):
     video = serializers.IntegerField(source="video_id")
     reason = serializers.CharField()
+    skip = serializers.IntegerField(source="pk", help_text="The skip's id: `POST /api/skips/<id>/undo/` undoes it.")
 
 
 @extend_schema(
@@ -82,6 +83,38 @@ def lease_release(request, video_id: int):
     data.is_valid(raise_exception=True)
     skip = picking.video_release(video=video, user=request.user, **data.validated_data)
     return Response(VideoReleaseOutputSerializer(skip).data)
+
+
+class VideoSkipSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    video = serializers.IntegerField(source="video_id")
+    yt8m_id = serializers.CharField(source="video.yt8m_id")
+    reason = serializers.CharField()
+    note = serializers.CharField()
+    created = serializers.DateTimeField()
+
+
+@extend_schema(responses={200: VideoSkipSerializer(many=True), **error_responses(403)})
+@api_view(["GET"])
+@permission_classes([HasRole.of(ANNOTATOR)])
+def video_skip_list(request):
+    """Your 100 newest skips (and "done"s), each undone with `POST /api/skips/<id>/undo/` (a plain list)."""
+    skips = VideoSkip.objects.filter(user=request.user).select_related("video").order_by("-created", "-pk")[:100]
+    return Response(VideoSkipSerializer(skips, many=True).data)
+
+
+class VideoSkipUndoOutputSerializer(serializers.Serializer):
+    video = serializers.IntegerField(source="pk")
+    yt8m_id = serializers.CharField()
+
+
+@extend_schema(request=None, responses={200: VideoSkipUndoOutputSerializer, **error_responses(403, 404)})
+@api_view(["POST"])
+@permission_classes([HasRole.of(ANNOTATOR, COORDINATOR)])
+def video_skip_undo(request, skip_id: int):
+    """Undo a skip (or a "done"): the video is offered to its skipper again. Yours, or any as a coordinator."""
+    video = picking.video_skip_undo(skip_id=skip_id, user=request.user)
+    return Response(VideoSkipUndoOutputSerializer(video).data)
 
 
 class VideoAssignInputSerializer(serializers.Serializer):
@@ -253,8 +286,11 @@ class PairCorrectionsSerializer(serializers.Serializer):
     )
 
 
+DECISIONS = [(value, label) for value, label in Review.Decision.choices if value != Review.Decision.REOPEN]
+
+
 class PairReviewInputSerializer(serializers.Serializer):
-    decision = serializers.ChoiceField(choices=Review.Decision.choices)
+    decision = serializers.ChoiceField(choices=DECISIONS)
     version = whole_number(help_text="The version of the pair you reviewed.")
     reason = free_text(NOTE_MAX, required=False, allow_blank=True, default="")
     corrections = PairCorrectionsSerializer(
@@ -292,3 +328,38 @@ def pair_review(request, pair_id: int):
             "next_url": f"/review/pairs/{following.pk}/" if following else "/review/",
         }
     )
+
+
+@extend_schema(request=None, responses={200: PairOutputSerializer, **error_responses(403, 404, 409)})
+@api_view(["POST"])
+@permission_classes([HasRole.of(ANNOTATOR)])
+def pair_withdraw(request, pair_id: int):
+    """Withdraw your submitted pair before anyone decides on it: it is kept as withdrawn (never reviewed or
+    exported) and its frames are free for another pair."""
+    pair = get_object_or_404(Pair, pk=pair_id)
+    return Response(PairOutputSerializer(picking.pair_withdraw(pair=pair, user=request.user)).data)
+
+
+class PairReopenInputSerializer(serializers.Serializer):
+    reason = free_text(NOTE_MAX, help_text="Why the decision is taken back (kept in the pair's history).")
+
+
+class PairReopenOutputSerializer(serializers.Serializer):
+    pair = PairOutputSerializer()
+    reason = serializers.CharField()
+
+
+@extend_schema(
+    request=PairReopenInputSerializer,
+    responses={200: PairReopenOutputSerializer, **error_responses(400, 403, 404, 409)},
+)
+@api_view(["POST"])
+@permission_classes([HasRole.of(REVIEWER, COORDINATOR)])
+def pair_reopen(request, pair_id: int):
+    """Reopen the decision on an accepted or rejected pair (the reviewer who made it, or a coordinator, with a
+    reason): the pair goes back to the review queue."""
+    pair = get_object_or_404(Pair, pk=pair_id)
+    data = PairReopenInputSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    review = picking.pair_reopen(pair=pair, by=request.user, reason=data.validated_data["reason"])
+    return Response({"pair": PairOutputSerializer(review.pair).data, "reason": review.reason})

@@ -75,12 +75,23 @@ def test_an_annotator_captions_with_the_keyboard_and_a_reviewer_accepts_it(
     assert pair.chosen_caption == caption
 
 
-def test_escape_skips_with_a_reason(page, annotator, coordinator):
+def test_escape_never_skips_and_x_skips_with_a_chosen_reason(page, annotator, coordinator):
     pair = make_pair()
     captions.caption_batch_create(created_by=coordinator, title="skip", selection="list", pair_ids=[pair.pk])
     browser_login(page, "alice")
     start_captioning(page)
+    dialog = page.locator("#skip-dialog")
+    page.keyboard.press("Escape")  # leaves the text; opens nothing
     page.keyboard.press("Escape")
+    page.keyboard.press("Enter")
+    expect(dialog).to_be_hidden()
+    page.keyboard.press("x")  # outside the text: the deliberate key
+    expect(dialog).to_be_visible()
+    expect(page.locator("#skip-reason")).to_have_value("")
+    expect(page.locator("[data-action=confirm-skip]")).to_be_disabled()
+    page.locator("#skip-reason").press("Enter")  # no reason: nothing is sent
+    expect(dialog).to_be_visible()
+    assert not pair.caption_tasks.get().skips.exists()
     page.locator("[data-reason='No visible difference']").click()
     page.locator("#skip-reason").press("Enter")
     page.wait_for_url("**/captions/work/")

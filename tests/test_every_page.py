@@ -13,7 +13,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from annotator.export.services import ExportOptions, export_run, export_start
-from annotator.models import Caption, CaptionBatch, CaptionTask, DoubleReview, Job, Pair
+from annotator.models import Caption, CaptionBatch, CaptionSkip, CaptionTask, DoubleReview, Job, Pair, VideoSkip
 from annotator.picking import services as picking
 from annotator.similarity.services import embedding_job_create, embeddings_compute
 from annotator.videos.services import videos_import
@@ -102,6 +102,12 @@ def world(h264_video, tmp_path, settings):
     drawn = make_pair(status=Pair.Status.SUBMITTED, author=author)
     double_review = DoubleReview.objects.create(pair=drawn, pair_version=drawn.version, rate=1.0)
     picking.pair_review(pair=drawn, reviewer=make_user("first", "reviewer"), decision="accept", version=drawn.version)
+    # What the annotator pages list: a skipped video, a skipped caption task, a withdrawn pair; a reopened decision.
+    video_skip = VideoSkip.objects.create(video=make_video(frames=2), user=users["annotator"], reason="no_pair")
+    caption_skip = CaptionSkip.objects.create(task=task, user=users["annotator"], reason="No visible difference")
+    withdrawn = make_pair(status=Pair.Status.SUBMITTED, author=users["annotator"])
+    picking.pair_withdraw(pair=withdrawn, user=users["annotator"])
+    picking.pair_reopen(pair=accepted[3], by=users["coordinator"], reason="A second look.")
     return users, {
         "double_review_id": [double_review.pk],
         "token_id": [token.pk],
@@ -111,6 +117,7 @@ def world(h264_video, tmp_path, settings):
         "pair_id": [submitted.pk, accepted[2].pk],
         "task_id": [task.pk],
         "caption_id": [caption.pk],
+        "skip_id": [video_skip.pk, caption_skip.pk],
         "pk": [study.pk],
         "token": [invited.token, practising.token, scored.token, finished.token],
         "item_token": [practice.token, item.token],

@@ -9,7 +9,7 @@ from django.apps import apps
 from drf_spectacular.generators import SchemaGenerator
 
 from annotator.captions import services as captions
-from annotator.models import Category, DoubleReview, Job, Pair
+from annotator.models import CaptionSkip, Category, DoubleReview, Job, Pair, VideoSkip
 from annotator.picking import services as picking
 from evaluation import participation, studies
 from subtlebench.tokens import api_token_create
@@ -45,6 +45,10 @@ def world(db, annotator, annotator2, reviewer, coordinator):
     bobs_pair = make_pair(status=Pair.Status.SUBMITTED, author=annotator2)
     double_review = DoubleReview.objects.create(pair=bobs_pair, pair_version=bobs_pair.version, rate=1.0)
     picking.pair_review(pair=bobs_pair, reviewer=reviewer, decision="accept", version=bobs_pair.version)
+    skip = VideoSkip.objects.create(video=make_video(frames=2), user=annotator, reason=VideoSkip.Reason.NO_PAIR)
+    caption_skip = CaptionSkip.objects.create(task=first, user=annotator, reason="No visible difference")
+    decided_pair = make_pair(status=Pair.Status.SUBMITTED, author=annotator2)
+    picking.pair_review(pair=decided_pair, reviewer=reviewer, decision="accept", version=decided_pair.version)
     queued = Job.objects.create(kind=Job.Kind.EXPORT, title="queued", created_by=coordinator)
     failed = Job.objects.create(kind=Job.Kind.EXPORT, title="failed", created_by=coordinator, status=Job.Status.FAILED)
     return {
@@ -53,6 +57,9 @@ def world(db, annotator, annotator2, reviewer, coordinator):
         "video": held,
         "pair": alices_pair,
         "ritas_pair": ritas_pair,
+        "decided_pair": decided_pair,
+        "skip": skip,
+        "caption_skip": caption_skip,
         "task": task,
         "caption": caption,
         "study": study,
@@ -85,6 +92,13 @@ CASES = {
     ("POST", "/api/captions/{caption_id}/review/"): [
         ("alice", "/api/captions/{caption}/review/", {"decision": "accept"}, 403)
     ],
+    ("POST", "/api/captions/{caption_id}/reopen/"): [
+        ("alice", "/api/captions/{caption}/reopen/", {"reason": "mine"}, 403)
+    ],
+    ("POST", "/api/captions/skips/{skip_id}/undo/"): [
+        ("bob", "/api/captions/skips/{caption_skip}/undo/", None, 403),  # alice's skip
+        ("rita", "/api/captions/skips/{caption_skip}/undo/", None, 403),
+    ],
     ("POST", "/api/captions/batches/create/"): [("rita", "/api/captions/batches/create/", {"selection": "all"}, 403)],
     ("PUT", "/api/captions/tasks/{task_id}/draft/"): [
         ("rita", "/api/captions/tasks/{task}/draft/", {"text": "mine now"}, 403),
@@ -114,6 +128,18 @@ CASES = {
     ("POST", "/api/pairs/{pair_id}/review/"): [
         ("alice", "/api/pairs/{pair}/review/", {"decision": "accept", "version": 1}, 403),
         ("rita", "/api/pairs/{ritas_pair}/review/", {"decision": "accept", "version": 1}, 403),  # her own pair
+    ],
+    ("POST", "/api/pairs/{pair_id}/reopen/"): [
+        ("alice", "/api/pairs/{decided_pair}/reopen/", {"reason": "I disagree"}, 403),
+        ("bob", "/api/pairs/{decided_pair}/reopen/", {"reason": "my own pair"}, 403),
+    ],
+    ("POST", "/api/pairs/{pair_id}/withdraw/"): [
+        ("bob", "/api/pairs/{pair}/withdraw/", None, 403),  # alice's pair
+        ("rita", "/api/pairs/{pair}/withdraw/", None, 403),
+    ],
+    ("POST", "/api/skips/{skip_id}/undo/"): [
+        ("bob", "/api/skips/{skip}/undo/", None, 403),  # alice's skip
+        ("rita", "/api/skips/{skip}/undo/", None, 403),
     ],
     ("POST", "/api/pairs/{pair_id}/similarity-override/"): [
         ("rita", "/api/pairs/{pair}/similarity-override/", {"reason": "looks subtle"}, 403)
@@ -170,6 +196,9 @@ def url_of(template: str, w) -> str:
         task=w["task"].pk,
         pair=w["pair"].pk,
         ritas_pair=w["ritas_pair"].pk,
+        decided_pair=w["decided_pair"].pk,
+        skip=w["skip"].pk,
+        caption_skip=w["caption_skip"].pk,
         study=w["study"].pk,
         token=w["token"].pk,
         video=w["video"].pk,
@@ -231,6 +260,12 @@ def test_the_right_owner_passes_where_the_wrong_one_was_refused(client, world):
         url_of("/api/captions/tasks/{task}/draft/", world), {"text": "x"}, content_type="application/json"
     )
     assert draft.status_code == 200
+    assert client.post(url_of("/api/pairs/{pair}/withdraw/", world)).status_code == 200
+    assert client.post(url_of("/api/skips/{skip}/undo/", world)).status_code == 200
+    assert client.post(url_of("/api/captions/skips/{caption_skip}/undo/", world)).status_code == 200
+    client.force_login(world["users"]["rita"])
+    reopened = client.post(url_of("/api/pairs/{decided_pair}/reopen/", world), {"reason": "a second look"})
+    assert reopened.status_code == 200
     client.force_login(world["users"]["cora"])
     released = client.post(url_of("/api/videos/{video}/release/", world), {"reason": "bad_video"})
     assert released.status_code == 200

@@ -17,7 +17,8 @@ from django.utils import timezone
 from annotator.drafts import DraftChanged
 from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
 from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionSkip, CaptionTask, Pair
-from subtlebench.errors import Conflict, Forbidden, Invalid
+from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
+from subtlebench.roles import COORDINATOR, has_role
 
 MAX_CAPTIONS_PER_ITEM = 10
 
@@ -252,6 +253,8 @@ def caption_draft_save(*, task_id: int, user, text: str, version: int | None = N
     _claim(task, user, timezone.now())
     caption = caption_draft_of(task, user) or Caption(task=task, pair_id=task.pair_id, author=user)
     if version is not None and version != caption.draft_version:
+        if caption.pk and caption.text == text:
+            return caption  # the same text twice (a pagehide save after the reloaded page's): nothing to refuse
         raise DraftChanged(current=caption.draft_version, sent=version)
     caption.text = text
     caption.bump_draft_version()
@@ -302,6 +305,18 @@ def caption_task_skip(*, task_id: int, user, reason: str) -> CaptionSkip:
     Caption.objects.filter(task=task, author=user, status=Caption.Status.DRAFT).delete()
     lease_release(row=task, user=user)
     return CaptionSkip.objects.create(task=task, user=user, reason=reason)
+
+
+@transaction.atomic
+def caption_skip_undo(*, skip_id: int, user) -> CaptionTask:
+    """Take back a skip: the task is offered to its skipper again (if it is still open). Only the skipper may."""
+    skip = CaptionSkip.objects.select_for_update().select_related("task").filter(pk=skip_id).first()
+    if skip is None:
+        raise NotFound(f"Caption skip {skip_id} does not exist (it may have been undone already).")
+    if skip.user_id != user.pk:
+        raise Forbidden(f"Caption skip {skip_id} is another annotator's: only they can undo it.")
+    skip.delete()
+    return skip.task
 
 
 # --- Review and the exported caption -----------------------------------------------------------------------
@@ -357,6 +372,46 @@ def caption_review(*, caption_id: int, reviewer, decision: str, reason: str = ""
     caption.decided_at = now
     caption.save()
     review.save()
+    return caption
+
+
+@transaction.atomic
+def caption_reopen(*, caption_id: int, by, reason: str) -> Caption:
+    """Take back the decision on an accepted or rejected caption: it waits for review again, as it is.
+
+    The reviewer who decided or a coordinator may, with a reason (kept as a `reopen` review row). An accepted
+    caption the export used stops being the chosen one (another accepted caption of the pair takes its place, if
+    any). A rejected caption reopened its task for another caption: it takes its slot back only if nobody has
+    written one for it since; otherwise it is reopened without a slot and, if accepted, adds one caption.
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        raise Invalid({"reason": "Say why the decision is reopened: it stays in the caption's history."})
+    caption = Caption.objects.select_for_update().filter(pk=caption_id).first()
+    if caption is None:
+        raise NotFound(f"Caption {caption_id} does not exist.")
+    if caption.status not in (Caption.Status.ACCEPTED, Caption.Status.REJECTED):
+        raise CaptionConflict(f"Caption {caption.pk} is {caption.status}: only a decided caption can be reopened.")
+    decision = caption.reviews.exclude(decision=CaptionReview.Decision.REOPEN).select_related("reviewer").first()
+    if not has_role(by, COORDINATOR) and (decision is None or decision.reviewer_id != by.pk):
+        who = f" by {decision.reviewer.username}" if decision else ""
+        raise Forbidden(
+            f"Caption {caption.pk} was decided{who}: only that reviewer or a coordinator can reopen the decision."
+        )
+    Pair.objects.select_for_update().filter(pk=caption.pair_id).first()  # the chosen caption changes under it
+    if caption.status == Caption.Status.REJECTED and caption.task_id:
+        CaptionTask.objects.filter(pk=caption.task_id, status=CaptionTask.Status.OPEN, caption__isnull=True).free(
+            timezone.now()
+        ).update(status=CaptionTask.Status.DONE, caption=caption)
+    was_chosen = caption.chosen
+    caption.status, caption.chosen, caption.decided_at = Caption.Status.SUBMITTED, False, None
+    caption.save()
+    if was_chosen:
+        other = Caption.objects.filter(pair_id=caption.pair_id, status=Caption.Status.ACCEPTED).order_by("pk").first()
+        if other is not None:
+            other.chosen = True
+            other.save(update_fields=["chosen", "updated"])
+    CaptionReview.objects.create(caption=caption, reviewer=by, decision=CaptionReview.Decision.REOPEN, reason=reason)
     return caption
 
 

@@ -18,8 +18,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from annotator.captions import services as captions
-from annotator.models import Caption, CaptionBatch, CaptionTask, Pair
-from subtlebench.errors import Conflict, Forbidden, Invalid
+from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionSkip, CaptionTask, Pair
+from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
 from subtlebench.pages import (
     carried,
     error_response,
@@ -28,7 +28,7 @@ from subtlebench.pages import (
     redirect_refused_form,
     refused_form,
 )
-from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, role_required
+from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_required
 from subtlebench.text import NAME_MAX, single_line
 
 # --- Coordinator: batches, progress, per-annotator quality -------------------------------------------------
@@ -118,8 +118,25 @@ def captions_work(request):
         .prefetch_related(Prefetch("reviews", to_attr="review_list"))
         .order_by("-submitted_at")[:20]
     )
-    context = {"available": CaptionTask.objects.available_to(request.user).count(), "recent": recent}
+    skipped = CaptionSkip.objects.filter(user=request.user).select_related("task__pair").order_by("-created")[:50]
+    context = {
+        "available": CaptionTask.objects.available_to(request.user).count(),
+        "recent": recent,
+        "skipped": skipped,
+    }
     return render(request, "captions/work.html", context)
+
+
+@role_required(ANNOTATOR)
+@post_only("captions-work")
+def caption_skip_undo(request, skip_id: int):
+    """Undo a caption skip from the work page: the task is offered to you again while it is open."""
+    try:
+        task = captions.caption_skip_undo(skip_id=skip_id, user=request.user)
+    except (NotFound, Forbidden) as error:
+        return error_response(request, error, back_to="captions-work")
+    messages.success(request, f"Skip undone: pair {task.pair_id} is offered to you again.")
+    return redirect("captions-work")
 
 
 def _lease_and_go(request):
@@ -279,8 +296,22 @@ def captions_review(request):
         else [],
         "waiting": Caption.objects.reviewable_by(request.user).count(),
         "several": several,
+        "decided": _decided_captions(request.user),
     }
     return render(request, "captions/review.html", context)
+
+
+def _decided_captions(user) -> list[CaptionReview]:
+    """The last decisions this reviewer may reopen: their own (a coordinator: anyone's) on captions still decided."""
+    reviews = CaptionReview.objects.exclude(decision=CaptionReview.Decision.REOPEN).filter(
+        caption__status__in=(Caption.Status.ACCEPTED, Caption.Status.REJECTED)
+    )
+    if not has_role(user, COORDINATOR):
+        reviews = reviews.filter(reviewer=user)
+    latest = {}
+    for review in reviews.select_related("caption", "reviewer").order_by("-created")[:40]:
+        latest.setdefault(review.caption_id, review)
+    return list(latest.values())[:10]
 
 
 @role_required(REVIEWER)
@@ -299,6 +330,19 @@ def caption_review(request, caption_id: int):
         return error_response(request, error, back_to="captions-review")
     chosen = " and chosen for the export" if caption.chosen else ""
     messages.success(request, f"Caption {caption.pk} {caption.status}{chosen}.")
+    return redirect("captions-review")
+
+
+@role_required(REVIEWER, COORDINATOR)
+@post_only("captions-review")
+def caption_reopen(request, caption_id: int):
+    """Reopen the decision on a caption (the caption review page's form): it waits for review again."""
+    get_object_or_404(Caption, pk=caption_id)
+    try:
+        caption = captions.caption_reopen(caption_id=caption_id, by=request.user, reason=request.POST.get("reason", ""))
+    except (Invalid, Forbidden, Conflict) as error:
+        return error_response(request, error, back_to="captions-review")
+    messages.success(request, f"Caption {caption.pk} reopened: it is waiting for review again.")
     return redirect("captions-review")
 
 

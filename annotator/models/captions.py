@@ -206,6 +206,9 @@ class CaptionReview(models.Model):
         ACCEPT = "accept"
         REJECT = "reject"
         EDIT = "edit", "edit and accept"
+        # The record that a reviewer or coordinator took a decision back (with why): the caption is waiting for
+        # review again.
+        REOPEN = "reopen", "reopen"
 
     caption = models.ForeignKey(Caption, models.CASCADE, related_name="reviews")
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, related_name="caption_reviews")

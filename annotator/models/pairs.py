@@ -65,6 +65,9 @@ class Pair(models.Model):
         SUBMITTED = "submitted"
         ACCEPTED = "accepted"
         REJECTED = "rejected"
+        # The author took it back before any decision: the record stays, it is never reviewed, exported or
+        # sampled, and its frames are free for another pair (the unique item id leaves it out).
+        WITHDRAWN = "withdrawn"
 
     image_1 = models.ForeignKey(Image, models.PROTECT, related_name="+")
     image_2 = models.ForeignKey(Image, models.PROTECT, related_name="+")
@@ -119,7 +122,7 @@ class Pair(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["category", "source", "source_id"],
-                condition=~models.Q(source_id=""),
+                condition=~models.Q(source_id="") & ~models.Q(status="withdrawn"),
                 name="pair_unique_item_id",
             )
         ]
@@ -174,6 +177,9 @@ class Review(models.Model):
         ACCEPT = "accept"
         REJECT = "reject"
         CORRECT = "correct", "correct and accept"
+        # Not a decision: the record that a reviewer or coordinator took one back (with why); the pair went back
+        # to the review queue.
+        REOPEN = "reopen", "reopen"
 
     pair = models.ForeignKey(Pair, models.CASCADE, related_name="reviews")
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, related_name="reviews")

@@ -185,6 +185,20 @@ def video_release(
         return VideoSkip.objects.create(video=locked, user=user, reason=reason, note=note.strip())
 
 
+def video_skip_undo(*, skip_id: int, user) -> Video:
+    """Take back a skip (or a "done"): the video is offered to its skipper again (and to everyone, if the skip
+    had flagged it). Only the skipper, or a coordinator, may; the skip record goes."""
+    with transaction.atomic():
+        skip = VideoSkip.objects.select_for_update().select_related("video").filter(pk=skip_id).first()
+        if skip is None:
+            raise NotFound(f"Skip {skip_id} does not exist (it may have been undone already).")
+        if skip.user_id != user.pk and not has_role(user, COORDINATOR):
+            raise Forbidden(f"Skip {skip_id} is another annotator's: only they or a coordinator can undo it.")
+        video = skip.video
+        skip.delete()
+        return video
+
+
 def video_assign(*, video: Video, user, by) -> Video:
     """A coordinator gives a video to one annotator: only they are offered it, before anything else.
 
@@ -232,8 +246,12 @@ def pair_draft_save(*, video: Video, user, state: dict, version: int | None = No
             except IntegrityError:
                 if version is None and write_over(drafts):
                     return drafts.get()
-        current = drafts.values_list("version", flat=True).first() or 0
-        raise DraftChanged(current=current, sent=version)
+        saved = drafts.first()
+        if saved is not None and saved.state == state:
+            # The same state arrived twice (a page's pagehide save landing after the reloaded page saved it from the
+            # browser's copy): nothing to refuse, nothing to write.
+            return saved
+        raise DraftChanged(current=saved.version if saved else 0, sent=version)
 
 
 def pair_draft_of(*, video: Video, user) -> PairDraft:
@@ -348,6 +366,7 @@ def pair_submit(
             duplicate = (
                 Pair.objects.filter(category=category, source="yt8m", source_id__in=source_ids)
                 .exclude(pk=pair.pk)
+                .exclude(status=Pair.Status.WITHDRAWN)
                 .first()
             )
             if duplicate is not None:
@@ -417,7 +436,7 @@ def pair_review(
     corrections: dict | None = None,
 ) -> Review:
     """Accept, reject (with a reason: the pair goes back to its author) or correct-and-accept a submitted pair."""
-    if decision not in Review.Decision.values:
+    if decision not in Review.Decision.values or decision == Review.Decision.REOPEN:
         raise Invalid({"decision": [f"Unknown decision {decision!r}: accept, reject or correct."]})
     reason = (reason or "").strip()
     with transaction.atomic():
@@ -474,6 +493,54 @@ def pair_later_image(pair: Pair) -> str:
     return SECOND if second > first else FIRST
 
 
+def pair_reopen(*, pair: Pair, by, reason: str) -> Review:
+    """Take back the decision on an accepted or rejected pair: it goes back to the review queue as it is.
+
+    Back to the queue rather than to the author: the decision is what is in doubt, not the author's work (a
+    rejected pair the author should change stays theirs to fix: it is already returned to them). The reviewer who
+    made the decision or a coordinator may, with a reason; the history keeps a `reopen` review row (who, when,
+    why) after the decision it takes back.
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        raise Invalid({"reason": ["Say why the decision is reopened: it stays in the pair's history."]})
+    with transaction.atomic():
+        locked = Pair.objects.select_for_update().get(pk=pair.pk)
+        if locked.status not in (Pair.Status.ACCEPTED, Pair.Status.REJECTED):
+            raise Conflict(f"Pair {locked.pk} is {locked.status}: only an accepted or rejected pair can be reopened.")
+        decision = locked.reviews.exclude(decision=Review.Decision.REOPEN).select_related("reviewer").first()
+        if not has_role(by, COORDINATOR) and (decision is None or decision.reviewer_id != by.pk):
+            who = f" by {decision.reviewer.username}" if decision else ""
+            raise Forbidden(
+                f"Pair {locked.pk} was decided{who}: only that reviewer or a coordinator can reopen the decision."
+            )
+        if locked.author_id == by.pk and not has_role(by, COORDINATOR):
+            raise Forbidden("You cannot reopen the decision on your own pair.")
+        locked.status = Pair.Status.SUBMITTED
+        locked.decided_at = None
+        locked.save(update_fields=["status", "decided_at", "updated"])
+        return Review.objects.create(
+            pair=locked, reviewer=by, decision=Review.Decision.REOPEN, reason=reason, created=timezone.now()
+        )
+
+
+def pair_withdraw(*, pair: Pair, user) -> Pair:
+    """The author takes back a submitted pair nobody has decided yet. The record stays (withdrawn: never reviewed,
+    exported or sampled); its frames are free for another pair of the category."""
+    with transaction.atomic():
+        locked = Pair.objects.select_for_update().get(pk=pair.pk)
+        if locked.author_id != user.pk:
+            raise Forbidden(f"Pair {locked.pk} is not one of your pairs: only its author can withdraw it.")
+        if locked.status != Pair.Status.SUBMITTED:
+            raise Conflict(
+                f"Pair {locked.pk} is {locked.status}: only a submitted pair waiting for review can be withdrawn."
+            )
+        locked.status = Pair.Status.WITHDRAWN
+        locked.decided_at = timezone.now()
+        locked.save(update_fields=["status", "decided_at", "updated"])
+        return locked
+
+
 def _corrections(pair: Pair, corrections: dict) -> dict:
     """What the editor can change, with the editor's rules: the category, question, answer and distractors (for a
     first/second-image category the answer says which image; a temporal one follows from the timestamps)."""
@@ -510,7 +577,7 @@ def overview_figures() -> dict:
     by_category = {c: {"accepted": 0, "submitted": 0, "rejected": 0} for c in Category.values}
     cells: dict[tuple[str, str], int] = {}
     for category, domain, status, n in (
-        Pair.objects.exclude(status=Pair.Status.DRAFT)
+        Pair.objects.exclude(status__in=(Pair.Status.DRAFT, Pair.Status.WITHDRAWN))
         .order_by()
         .values_list("category", "domain", "status")
         .annotate(n=Count("id"))
@@ -532,7 +599,7 @@ def overview_figures() -> dict:
 
     people: dict[int, dict] = {}
     for author, username, n in (
-        Pair.objects.exclude(status=Pair.Status.DRAFT)
+        Pair.objects.exclude(status__in=(Pair.Status.DRAFT, Pair.Status.WITHDRAWN))
         .filter(author__isnull=False)
         .order_by()
         .values_list("author", "author__username")
@@ -540,7 +607,10 @@ def overview_figures() -> dict:
     ):
         people[author] = {"username": username, "pairs": n, "accepted": 0, "rejected": 0, "hours": 0}
     for author, decision, n in (
-        Review.objects.order_by().values_list("pair__author", "decision").annotate(n=Count("id"))
+        Review.objects.exclude(decision=Review.Decision.REOPEN)
+        .order_by()
+        .values_list("pair__author", "decision")
+        .annotate(n=Count("id"))
     ):
         if author in people:
             key = "rejected" if decision == Review.Decision.REJECT else "accepted"
@@ -548,6 +618,7 @@ def overview_figures() -> dict:
     # Active hours: clock hours in which the annotator submitted at least one pair.
     for author, hours in (
         Pair.objects.filter(author__isnull=False, submitted_at__isnull=False)
+        .exclude(status=Pair.Status.WITHDRAWN)
         .annotate(hour=TruncHour("submitted_at"))
         .order_by()
         .values("author")

@@ -17,9 +17,9 @@ from django.views.decorators.http import require_GET, require_http_methods
 from annotator.models import Category, DoubleReview, Frame, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from annotator.picking.questions import CATEGORY_KEYS, template_table
-from subtlebench.errors import Conflict
+from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, error_body
 from subtlebench.pages import error_response, post_only
-from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, role_required
+from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_required
 
 
 def _url(name: str) -> str:
@@ -59,11 +59,57 @@ def work(request):
     drafts = PairDraft.objects.filter(author=request.user).select_related("video").order_by("-updated")[:20]
     mine = Pair.objects.filter(author=request.user).exclude(status=Pair.Status.DRAFT)
     counts = {status: mine.filter(status=status).count() for status in ("submitted", "accepted", "rejected")}
-    return render(
-        request,
-        "picking/work.html",
-        {"held": held, "assigned": assigned, "returned": returned, "drafts": drafts, "counts": counts},
-    )
+    waiting = mine.filter(status=Pair.Status.SUBMITTED).select_related("video").order_by("-submitted_at")[:50]
+    skipped = VideoSkip.objects.filter(user=request.user).select_related("video").order_by("-created")[:50]
+    context = {
+        "held": held,
+        "assigned": assigned,
+        "returned": returned,
+        "drafts": drafts,
+        "counts": counts,
+        "waiting": waiting,
+        "skipped": skipped,
+    }
+    return render(request, "picking/work.html", context)
+
+
+@role_required(ANNOTATOR, COORDINATOR)
+@post_only("picking-work")
+def skip_undo(request, skip_id: int):
+    """Undo a skip from the work page: the video is offered to you again."""
+    try:
+        video = picking.video_skip_undo(skip_id=skip_id, user=request.user)
+    except (NotFound, Forbidden) as error:
+        return error_response(request, error, back_to="picking-work")
+    messages.success(request, f"Skip undone: video {video.yt8m_id} is offered to you again.")
+    return redirect("picking-work")
+
+
+@role_required(ANNOTATOR)
+@post_only("picking-work")
+def pair_withdraw(request, pair_id: int):
+    """Withdraw one of your submitted pairs before it is reviewed (the work page's button)."""
+    pair = get_object_or_404(Pair, pk=pair_id)
+    try:
+        picking.pair_withdraw(pair=pair, user=request.user)
+    except (Forbidden, Conflict) as error:
+        return error_response(request, error, back_to="picking-work")
+    messages.success(request, f"Pair {pair.pk} withdrawn: it will not be reviewed, and its frames are free again.")
+    return redirect("picking-work")
+
+
+@role_required(REVIEWER, COORDINATOR)
+@post_only("picking-review-pair")
+def pair_reopen(request, pair_id: int):
+    """Reopen the decision on a pair (the review page's form): it goes back to the review queue."""
+    pair = get_object_or_404(Pair, pk=pair_id)
+    try:
+        picking.pair_reopen(pair=pair, by=request.user, reason=request.POST.get("reason", ""))
+    except (Invalid, Forbidden, Conflict) as error:
+        messages.error(request, error_body(error)["detail"])
+        return redirect("picking-review-pair", pair_id=pair.pk)
+    messages.success(request, f"Pair {pair.pk} reopened: it is waiting for review again.")
+    return redirect("picking-review-pair", pair_id=pair.pk)
 
 
 @role_required(ANNOTATOR)
@@ -111,6 +157,7 @@ def workbench(request, video_id: int):
                 "answer_frame": _answer_frame(pair),
                 "rejection": pair.rejection or "",
                 "editable": mine and pair.status in (Pair.Status.SUBMITTED, Pair.Status.REJECTED),
+                "withdrawable": mine and pair.status == Pair.Status.SUBMITTED,
             }
         )
     draft = picking.pair_draft_of(video=video, user=request.user)
@@ -118,6 +165,7 @@ def workbench(request, video_id: int):
     now_held = holder is not None and holder.pk == request.user.pk
     config = {
         "video": {"id": video.pk, "yt8m_id": video.yt8m_id, "domain": video.domain, "title": video.title},
+        "user": request.user.pk,  # names this browser's copy of the draft (static/js/workbench.js)
         "frames": frames,
         "pairs": pairs,
         "draft": draft.state,
@@ -173,7 +221,7 @@ def review_pair(request, pair_id: int):
     # A pair drawn for a blind second review that this user may give: its status and history would tell them the
     # first decision, so the page shows neither and points to the second review (annotator/stats).
     blind = DoubleReview.objects.waiting_for(request.user).filter(pair=pair).first()
-    reviews = [] if blind else pair.reviews.select_related("reviewer")
+    reviews = [] if blind else list(pair.reviews.select_related("reviewer"))
     waiting = Pair.objects.reviewable_by(request.user).count()
     config = {
         "pair": {
@@ -194,6 +242,12 @@ def review_pair(request, pair_id: int):
         "own": pair.author_id == request.user.pk,
         "templates": template_table(),
     }
+    decision = next((r for r in reviews if r.decision != Review.Decision.REOPEN), None)
+    may_reopen = (
+        not blind
+        and pair.status in (Pair.Status.ACCEPTED, Pair.Status.REJECTED)
+        and (has_role(request.user, COORDINATOR) or (decision is not None and decision.reviewer_id == request.user.pk))
+    )
     return render(
         request,
         "picking/review.html",
@@ -204,6 +258,7 @@ def review_pair(request, pair_id: int):
             "gap": abs(frame_2.timestamp - frame_1.timestamp) if frame_1 and frame_2 else None,
             "reviews": reviews,
             "blind": blind,
+            "may_reopen": may_reopen,
             "waiting": waiting,
             "config": config,
             "image_1_url": _url(pair.image_1.file.name),

@@ -1,13 +1,13 @@
-// Caption workbench and caption review: debounced autosave with heartbeat, and the keyboard (c or Enter: the text
-// box, Ctrl+Enter submit, Esc skip; y/e/n on the review page, where Enter in a field decides nothing). The two images
-// are in the comparison viewer (compare.js).
+// Caption workbench and caption review: debounced autosave (kept in the browser too) with heartbeat, and the
+// keyboard (c or Enter: the text box, Ctrl+Enter submit, x skip outside the text, Esc leaves the text; y/e/n on the
+// review page, where Enter in a field decides nothing). The two images are in the comparison viewer (compare.js).
 (function () {
   "use strict";
 
   const csrf = () => (document.querySelector("input[name=csrfmiddlewaretoken]") || {}).value || "";
   const typing = (el) => el && (el.tagName === "TEXTAREA" || el.tagName === "INPUT" || el.isContentEditable);
 
-  // --- Workbench: autosave, counter, Ctrl+Enter, Esc skip. ---
+  // --- Workbench: autosave (kept in the browser too), counter, Ctrl+Enter, x skip. ---
   function initWorkbench(form) {
     if (!form) return;
     const text = form.querySelector("textarea[name=text]");
@@ -54,6 +54,23 @@
       keepMine.textContent = "Back to this tab's text";
       conflictBox.hidden = false;
     }
+    // This browser's copy of the last typed text and the draft version it was based on (see workbench.js): a
+    // reload before the save reached the server shows it, not the older saved draft, and saves it.
+    const localKey = `subtlebench:caption-draft:${form.dataset.user}:${form.dataset.draftUrl}`;
+    let sending = null; // the text of the save in flight: a saved draft equal to it is this browser's own
+    const remember = () => { try { localStorage.setItem(localKey, JSON.stringify({ text: text.value, base: version, sent: sending })); } catch (_) { /* off */ } };
+    const forget = () => { try { localStorage.removeItem(localKey); } catch (_) { /* off */ } };
+    let local = null;
+    try { local = JSON.parse(localStorage.getItem(localKey) || "null"); } catch (_) { local = null; }
+    const newerHere = local && typeof local.text === "string" &&
+      (Number(local.base) >= version || (local.sent !== null && local.sent === text.value));
+    if (newerHere && sessionStorage.getItem(stashKey) === null) {
+      if (local.text !== text.value) {
+        text.value = local.text;
+        saveState.textContent = "Draft restored";
+        setTimeout(() => save(true), 0);
+      }
+    } else if (local) forget();
     function updateCount() {
       const n = text.value.trim().length;
       count.textContent = `${n} / ${max}`;
@@ -63,6 +80,8 @@
       if (submitting || conflict || (!force && text.value === lastSaved)) return;
       const value = text.value;
       saveState.textContent = "Saving…";
+      sending = value;
+      remember();
       try {
         const response = await fetch(form.dataset.draftUrl, {
           method: "POST",
@@ -71,27 +90,39 @@
           body: new URLSearchParams(overwrite ? { text: value } : { text: value, version }),
         });
         const data = await response.json();
+        sending = null;
         if (response.status === 409) return showConflict();
-        if (!response.ok) throw new Error(data.detail || response.statusText);
+        if (!response.ok) throw Object.assign(new Error(data.detail || response.statusText), { refused: true });
         lastSaved = value;
         version = data.version;
+        if (text.value === value) forget(); else remember();
         saveState.classList.remove("save-error");
         saveState.textContent = "Saved " + new Date(data.saved).toLocaleTimeString();
         const lease = document.querySelector("[data-lease]");
         if (lease) lease.textContent = "Lease until " + new Date(data.lease_until).toLocaleTimeString();
       } catch (error) {
+        sending = null;
         saveState.classList.add("save-error");
         saveState.textContent = "Not saved: " + error.message;
+        // Offline: the text stays here (and in this browser's copy); try again shortly. A refusal is shown, not retried.
+        if (!error.refused) { clearTimeout(timer); timer = setTimeout(() => save(false), 3000); }
       }
     }
     text.addEventListener("input", () => {
+      remember();
       updateCount();
       clearTimeout(timer);
       timer = setTimeout(() => save(false), 800);
     });
     // The autosave renews the lease; this keeps it alive while someone studies the images without typing.
     setInterval(() => save(true), 60000);
-    form.addEventListener("submit", () => { submitting = true; clearTimeout(timer); });
+    form.addEventListener("submit", () => { submitting = true; clearTimeout(timer); forget(); });
+    // Leaving with unsaved text: sendBeacon delivers the save after the page is gone. It cannot set headers, so
+    // the CSRF token travels in the form body (csrfmiddlewaretoken), which Django's CSRF check reads for a POST.
+    window.addEventListener("pagehide", () => {
+      if (submitting || conflict || text.value === lastSaved || !navigator.sendBeacon) return;
+      navigator.sendBeacon(form.dataset.draftUrl, new URLSearchParams({ text: text.value, version, csrfmiddlewaretoken: csrf() }));
+    });
     document.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && !dialog.open) {
         event.preventDefault();
@@ -103,20 +134,36 @@
         event.preventDefault();
         text.focus();
         text.setSelectionRange(text.value.length, text.value.length);
-      } else if (event.key === "Escape" && !dialog.open) {
+      } else if (event.key === "Escape" && !dialog.open && typing(document.activeElement)) {
+        // Esc only leaves the text (or closes a dialog, natively): it never opens Skip.
+        event.preventDefault();
+        document.activeElement.blur();
+      } else if (event.key === "x" && !dialog.open && !typing(document.activeElement) &&
+                 !event.ctrlKey && !event.metaKey && !event.altKey) {
         event.preventDefault();
         openSkip();
       }
     });
+    // A skip takes a reason chosen or typed: nothing is filled in for the annotator, and "Skip" stays disabled
+    // (so Enter in the dialog does nothing) until there is one.
+    const skipReason = dialog.querySelector("#skip-reason");
+    const skipConfirm = dialog.querySelector("[data-action=confirm-skip]");
+    const updateSkip = () => { skipConfirm.disabled = !skipReason.value.trim(); };
+    skipReason.addEventListener("input", updateSkip);
     function openSkip() {
+      skipReason.value = "";
+      updateSkip();
       dialog.showModal();
-      dialog.querySelector("#skip-reason").focus();
+      skipReason.focus();
     }
     form.querySelector("[data-action=skip]").addEventListener("click", openSkip);
     dialog.addEventListener("click", (event) => {
       const reason = event.target.closest("[data-reason]");
-      if (reason) dialog.querySelector("#skip-reason").value = reason.dataset.reason;
+      if (reason) { skipReason.value = reason.dataset.reason; updateSkip(); }
       if (event.target.closest("[data-action=close]")) dialog.close();
+    });
+    dialog.querySelector("form").addEventListener("submit", (event) => {
+      if (!skipReason.value.trim()) event.preventDefault();
     });
     updateCount();
   }

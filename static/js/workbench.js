@@ -275,14 +275,34 @@
   let conflict = null; // the newer draft another tab saved ({state, version}) while the annotator decides
   let stashed = null; // this tab's state, kept after "Load the newer draft" until it is saved over or dropped
   const saveStatus = (text, cls = "muted") => { const el = $("save-status"); el.textContent = text; el.className = `save-status ${cls}`; };
+  /* The last typed state also lives in this browser (localStorage, synchronously on each change) with the server
+     version it was based on. A reload before the debounced save, or before the pagehide save has reached the
+     server, finds it there: the page takes it when it is based on the server's draft or newer (the server's is
+     then older), saves it, and never shows the older draft. A server draft saved since (another tab) wins. */
+  const localKey = `subtlebench:pair-draft:${config.user}:${config.video.id}`;
+  // The server stores JSON with its own key order: states are compared in one canonical form.
+  const canon = (value) => JSON.stringify(value, (_, x) => (x && typeof x === "object" && !Array.isArray(x)
+    ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x));
+  let sending = null; // the state of the save in flight: a server draft equal to it is this browser's own
+  function remember() {
+    try { localStorage.setItem(localKey, JSON.stringify({ state, base: draftVersion, sent: sending })); } catch (_) { /* full or off */ }
+  }
+  function forget() { try { localStorage.removeItem(localKey); } catch (_) { /* off */ } }
+  function remembered() {
+    try { return JSON.parse(localStorage.getItem(localKey) || "null"); } catch (_) { return null; }
+  }
   async function save() {
     clearTimeout(saveTimer);
     if (!dirty || conflict) return;
     dirty = false;
     saveStatus("Saving…");
+    sending = canon(state);
+    remember();
     const result = await api("PUT", `/api/videos/${config.video.id}/draft/`, { state, version: draftVersion });
+    sending = null;
     if (result.ok) {
       draftVersion = result.data.version;
+      if (dirty) remember(); else forget();
       saveStatus(dirty ? "Saving…" : "Draft saved", "saved");
     } else if (result.status === 409) {
       dirty = true;
@@ -334,6 +354,7 @@
   });
   function scheduleSave() {
     dirty = true;
+    remember();
     saveStatus("Unsaved changes");
     clearTimeout(saveTimer);
     saveTimer = setTimeout(save, SAVE_DELAY_MS);
@@ -397,7 +418,7 @@
       if (window.activeTime) window.activeTime.reset();
       draftVersion = pair.draft_version;
       showErrors([]);
-      upsertPair({ ...pair, mine: true, editable: true, author: "you", rejection: "",
+      upsertPair({ ...pair, mine: true, editable: true, withdrawable: true, author: "you", rejection: "",
         index_a: state.a, index_b: state.b, answer_frame: t.binary ? (t.derived ? derivedAnswerFrame() : state.answer_frame) : "" });
       // A toast of its own: the autosave status that follows must not overwrite it.
       window.sbToast(`Submitted pair ${pair.id} for review.`);
@@ -447,8 +468,25 @@
         li.appendChild(document.createTextNode(" "));
         li.appendChild(edit);
       }
+      if (p.withdrawable) {
+        const withdraw = document.createElement("button");
+        withdraw.type = "button";
+        withdraw.className = "link";
+        withdraw.textContent = "withdraw";
+        withdraw.title = "Take it back before it is reviewed: kept as withdrawn, its frames free again";
+        withdraw.addEventListener("click", () => withdrawPair(p));
+        li.appendChild(document.createTextNode(" "));
+        li.appendChild(withdraw);
+      }
       list.appendChild(li);
     }
+  }
+  async function withdrawPair(p) {
+    const result = await api("POST", `/api/pairs/${p.id}/withdraw/`);
+    if (!result.ok) return showErrors([(result.data && result.data.detail) || `Not withdrawn (${result.status}).`]);
+    upsertPair({ id: p.id, status: "withdrawn", editable: false, withdrawable: false });
+    if (state.pair === p.id) { Object.assign(state, { pair: null, version: null, client_key: newKey() }); changed(); }
+    flash(`Withdrew pair ${p.id}: its frames are free again.`, "ok");
   }
   function editPair(p) {
     const t = config.templates[p.category];
@@ -478,16 +516,32 @@
   }
   $("done-video").addEventListener("click", () => release("done"));
   const skipDialog = $("skip-dialog");
+  // No reason is checked by default and "Skip video" stays disabled until one is: Enter in the dialog (the implicit
+  // submission of a form whose default button is disabled) and Esc (cancel) never skip.
   $("skip-reasons").innerHTML = config.skip_reasons
     .filter((r) => r.value !== "done")
-    .map((r, i) => `<label class="radio"><input type="radio" name="reason" value="${r.value}" ${i === 0 ? "checked" : ""}> ${r.label}</label>`)
+    .map((r) => `<label class="radio"><input type="radio" name="reason" value="${r.value}"> ${r.label}</label>`)
     .join("");
-  $("skip-video").addEventListener("click", () => skipDialog.showModal());
+  const skipReason = () => skipDialog.querySelector("input[name=reason]:checked");
+  const skipConfirm = $("skip-confirm");
+  skipDialog.addEventListener("change", () => { skipConfirm.disabled = !skipReason(); });
+  // Chromium's implicit submission can still close a method=dialog form on Enter: without a reason, Enter is eaten.
+  skipDialog.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !skipReason()) event.preventDefault();
+  });
+  skipDialog.querySelector("form").addEventListener("submit", (event) => {
+    if (event.submitter && event.submitter.value === "skip" && !skipReason()) event.preventDefault();
+  });
+  function openSkip() {
+    skipDialog.querySelectorAll("input[name=reason]").forEach((radio) => { radio.checked = false; });
+    skipConfirm.disabled = true;
+    skipDialog.returnValue = "";
+    skipDialog.showModal();
+  }
+  $("skip-video").addEventListener("click", openSkip);
   skipDialog.addEventListener("close", () => {
-    if (skipDialog.returnValue === "skip") {
-      const reason = skipDialog.querySelector("input[name=reason]:checked").value;
-      release(reason, $("skip-note").value);
-    }
+    const reason = skipReason();
+    if (skipDialog.returnValue === "skip" && reason) release(reason.value, $("skip-note").value);
   });
   $("show-keys").addEventListener("click", () => $("keys-dialog").showModal());
 
@@ -539,7 +593,7 @@
     else if (key === "q") { $("question").focus(); $("question").select(); }
     else if (key in config.keys) setCategory(config.keys[key]);
     else if (key === "Enter") submit();
-    else if (key === "Escape") skipDialog.showModal();
+    else if (key === "x") openSkip(); // deliberate: Esc only ever leaves a field or closes a dialog
     else if (key === "?") $("keys-dialog").showModal();
     else handled = false;
     if (handled) event.preventDefault();
@@ -552,13 +606,21 @@
   }
   if (config.leased_to) $("lease-status").textContent = `leased to ${config.leased_to}: you can look, not submit`;
   else if (config.held_elsewhere) $("lease-status").textContent = `you hold ${config.held_elsewhere.yt8m_id}`;
+  const local = remembered();
+  // This browser's copy is the newest when it is based on the server's draft (or a later one), or when the server's
+  // draft is the save this browser had in flight when the page went away.
+  const newerHere = !!(local && local.state &&
+    (Number(local.base) >= draftVersion || (local.sent && local.sent === canon(config.draft || {}))));
+  if (newerHere) applyState(local.state);
+  else if (local) forget(); // the server has a draft saved after this browser's copy
   renderEditor();
   renderStrip();
   renderViewers();
   renderSimilarity();
   renderPairs();
   loadSuggestions();
-  saveStatus(config.draft && Object.keys(config.draft).length ? "Draft restored" : " ", "saved");
+  saveStatus(newerHere || (config.draft && Object.keys(config.draft).length) ? "Draft restored" : " ", "saved");
+  if (newerHere) scheduleSave();
   // A video someone else holds, or this one while the annotator holds another: no heartbeat, it would take nothing.
   if (!config.leased_to && !config.held_elsewhere) { heartbeat(); setInterval(heartbeat, HEARTBEAT_MS); }
 })();

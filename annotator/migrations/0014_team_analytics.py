@@ -11,7 +11,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotator', '0012_text_length_limits'),
+        ('annotator', '0013_model_evaluations'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
