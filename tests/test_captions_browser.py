@@ -83,8 +83,10 @@ def test_escape_never_skips_and_x_skips_with_a_chosen_reason(page, annotator, co
     dialog = page.locator("#skip-dialog")
     page.keyboard.press("Escape")  # leaves the text; opens nothing
     page.keyboard.press("Escape")
-    page.keyboard.press("Enter")
+    page.keyboard.press("Enter")  # outside the text, Enter goes to the caption box: it skips nothing
     expect(dialog).to_be_hidden()
+    expect(page.locator("textarea[name=text]")).to_be_focused()
+    page.keyboard.press("Escape")
     page.keyboard.press("x")  # outside the text: the deliberate key
     expect(dialog).to_be_visible()
     expect(page.locator("#skip-reason")).to_have_value("")

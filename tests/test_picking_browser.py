@@ -33,7 +33,7 @@ def test_an_annotator_picks_with_the_keyboard_and_a_reviewer_accepts(browser, li
     page.keyboard.press("Shift+ArrowRight")
     page.keyboard.press("ArrowLeft")
     page.keyboard.press("b")
-    page.keyboard.press("4")  # temporal
+    page.keyboard.press("Shift+4")  # temporal
     expect(page.locator("#where-a")).to_contain_text("#1 ")
     expect(page.locator("#where-b")).to_contain_text("#10 ")
     expect(page.locator("#similarity")).to_contain_text("0.93")
@@ -66,7 +66,7 @@ def test_a_reload_mid_draft_brings_the_draft_back(page, annotator):
     page.on("pageerror", lambda error: script_errors.append(str(error)))
     browser_login(page, "alice")
     page.goto(f"/work/videos/{video.pk}/")
-    for key in ("ArrowRight", "ArrowRight", "a", "ArrowRight", "ArrowRight", "ArrowRight", "b", "2", "Shift+B", "q"):
+    for key in ("ArrowRight", "ArrowRight", "a", "ArrowRight", "ArrowRight", "ArrowRight", "b", "Shift+2", "Shift+B", "q"):
         page.keyboard.press(key)
     page.keyboard.type("In which image is the door more open?")
     expect(page.locator("#save-status")).to_have_text("Draft saved")
@@ -116,10 +116,10 @@ def test_the_editor_shows_only_the_answer_control_of_the_chosen_category(page, a
     picking.video_lease_next(user=annotator)
     browser_login(page, "alice")
     page.goto(f"/work/videos/{video.pk}/")
-    page.keyboard.press("9")  # viewpoint: the answer and distractors are texts
+    page.keyboard.press("Shift+9")  # viewpoint: the answer and distractors are texts
     expect(page.locator("#text-answer")).to_be_visible()
     expect(page.locator("#binary-answer")).to_be_hidden()
-    page.keyboard.press("4")  # temporal: the answer is frame A or B
+    page.keyboard.press("Shift+4")  # temporal: the answer is frame A or B
     expect(page.locator("#binary-answer")).to_be_visible()
     expect(page.locator("#text-answer")).to_be_hidden()
 

@@ -43,7 +43,7 @@ def test_an_unchanged_example_question_is_refused_and_a_good_one_gets_a_toast(pa
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     open_workbench(page, annotator)
-    page.keyboard.press("1")  # attribute
+    page.keyboard.press("Shift+1")  # attribute
     question = page.locator("#question")
     expect(question).to_have_value("")
     expect(question).to_have_attribute("placeholder", f"e.g. {EXAMPLE_QUESTIONS['attribute']}")
@@ -81,7 +81,7 @@ def test_an_unchanged_example_question_is_refused_and_a_good_one_gets_a_toast(pa
 def test_the_answer_frame_row_shows_only_for_binary_categories_and_is_never_tabbed_to_when_hidden(page, annotator):
     open_workbench(page, annotator)
     row = page.locator("#binary-answer")
-    page.keyboard.press("0")  # action: texts, no A/B
+    page.keyboard.press("Shift+0")  # action: texts, no A/B
     expect(row).to_be_hidden()
     page.keyboard.press("q")
     visited = []
@@ -90,7 +90,7 @@ def test_the_answer_frame_row_shows_only_for_binary_categories_and_is_never_tabb
         visited.append(page.evaluate("() => document.activeElement.closest('#binary-answer') !== null"))
     assert not any(visited), "Tab reached the hidden A/B row"
     page.evaluate("() => document.activeElement.blur()")
-    page.keyboard.press("2")  # state: first image / second image
+    page.keyboard.press("Shift+2")  # state: first image / second image
     expect(row).to_be_visible()
     expect(page.locator("#text-answer")).to_be_hidden()
     page.locator("#question").focus()

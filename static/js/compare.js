@@ -12,7 +12,6 @@
   function create(root, options = {}) {
     const q = (selector) => root.querySelector(selector);
     const names = { a: root.dataset.nameA || "A", b: root.dataset.nameB || "B" };
-    const digitKeys = options.digitKeys !== undefined ? options.digitKeys : root.dataset.digitKeys !== "false";
     const viewers = {};
     for (const slot of ["a", "b"]) {
       const figure = q(`[data-cmp-viewer=${slot}]`);
@@ -344,8 +343,8 @@
       else if (key === "v") toggleLayout();
       else if (key === "=" || key === "+") zoomBy(1.25);
       else if (key === "-") zoomBy(0.8);
-      else if (key === "z" || (digitKeys && key === "0")) fit();
-      else if (key === "x" || (digitKeys && key === "1")) pixels();
+      else if (key === "z" || key === "0") fit();
+      else if (key === "1") pixels();
       else handled = false;
       if (handled) event.preventDefault();
     });

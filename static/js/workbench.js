@@ -88,7 +88,7 @@
 
   /* --- Viewers (static/js/compare.js): an unset slot previews the cursor. The strip shows thumbnails, the
      viewers the full frames. --- */
-  const viewer = Compare.create(document.querySelector("[data-compare]"), { digitKeys: false });
+  const viewer = Compare.create(document.querySelector("[data-compare]"));
   function renderViewers() {
     const cursor = frames[state.cursor];
     const shown = {};
@@ -179,7 +179,7 @@
       button.type = "button";
       button.className = "category";
       button.dataset.category = category;
-      button.innerHTML = `<kbd>${keyOf[category]}</kbd> ${category}`;
+      button.innerHTML = `<kbd>⇧${keyOf[category]}</kbd> ${category}`;
       button.addEventListener("click", () => setCategory(category));
       box.appendChild(button);
       categoryButtons[category] = button;
@@ -211,7 +211,7 @@
     const t = template();
     Object.entries(categoryButtons).forEach(([category, button]) => button.classList.toggle("on", category === state.category));
     const hint = t && t.binary ? "Options: first image / second image." : "";
-    $("category-hint").innerHTML = t ? t.hint || hint : "Pick a category with <kbd>1</kbd>–<kbd>9</kbd>, <kbd>0</kbd>.";
+    $("category-hint").innerHTML = t ? t.hint || hint : "Pick a category with <kbd>Shift</kbd>+<kbd>1</kbd>–<kbd>9</kbd>, <kbd>0</kbd>.";
     if (document.activeElement !== $("question")) $("question").value = state.question || "";
     $("question").placeholder = t ? (t.example ? `e.g. ${t.question}` : t.question) : "Pick a category first";
     const binary = !!(t && t.binary);
@@ -393,7 +393,7 @@
     const t = template();
     const problems = [];
     if (state.a === null || state.b === null) problems.push("Set frame A and frame B (keys a and b).");
-    if (!t) problems.push("Pick a category (keys 1-9, 0).");
+    if (!t) problems.push("Pick a category (Shift+1-9, 0).");
     else if (!state.question.trim()) {
       problems.push(t.example
         ? `Write the question: “${t.question}” is only an example of a ${state.category} question.`
@@ -583,7 +583,11 @@
     const step = event.shiftKey ? 10 : 1;
     const key = event.key;
     let handled = true;
-    if (key === "ArrowRight") moveTo(state.cursor + step);
+    // Categories are Shift+digit (read from the key's place, so any layout works): the plain digits are the
+    // viewer's (1 for 1:1, 0 to fit).
+    const digit = event.shiftKey && /^Digit[0-9]$/.test(event.code) ? event.code.slice(5) : null;
+    if (digit !== null && digit in config.keys) setCategory(config.keys[digit]);
+    else if (key === "ArrowRight") moveTo(state.cursor + step);
     else if (key === "ArrowLeft") moveTo(state.cursor - step);
     else if (key === "Home") moveTo(0);
     else if (key === "End") moveTo(frames.length - 1);
@@ -591,7 +595,6 @@
     else if (key === "A" || key === "B") setAnswerFrame(key.toLowerCase());
     else if (key === "s") useSuggestion();
     else if (key === "q") { $("question").focus(); $("question").select(); }
-    else if (key in config.keys) setCategory(config.keys[key]);
     else if (key === "Enter") submit();
     else if (key === "x") openSkip(); // deliberate: Esc only ever leaves a field or closes a dialog
     else if (key === "?") $("keys-dialog").showModal();
