@@ -1,6 +1,7 @@
 from django.urls import path
 
 from annotator.captions import views as views_captions
+from annotator.datamanager import views as views_datamanager
 from annotator.export import views as views_exports
 from annotator.jobs import views as views_jobs
 from annotator.picking import views as views_picking
@@ -38,6 +39,9 @@ urlpatterns = [
     path("captions/review/", views_captions.captions_review, name="captions-review"),
     path("captions/<int:caption_id>/review/", views_captions.caption_review, name="caption-review"),
     path("captions/<int:caption_id>/choose/", views_captions.caption_choose, name="caption-choose"),
+    # Data manager: tables of pairs, videos and captions, bulk actions
+    path("data/<str:table_name>/", views_datamanager.table_page, name="data-table"),
+    path("data/<str:table_name>/bulk/", views_datamanager.bulk_action, name="data-bulk"),
     # Exports
     path("exports/", views_exports.exports, name="exports"),
     path("exports/history/", views_exports.export_history, name="export-history"),

@@ -10,7 +10,7 @@ from annotator.models.captions import (
     CaptionTask,
     CaptionTaskQuerySet,
 )
-from annotator.models.jobs import Job, JobCancelled, JobTask
+from annotator.models.jobs import Job, JobCancelled, JobItem, JobTask
 from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.pairs import Pair, PairQuerySet, Review
 from annotator.models.picking import PairDraft, VideoSkip
@@ -36,6 +36,7 @@ __all__ = [
     "ImageEmbedding",
     "Job",
     "JobCancelled",
+    "JobItem",
     "JobTask",
     "LeaseQuerySet",
     "Leasable",

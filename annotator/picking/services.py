@@ -20,7 +20,7 @@ from annotator.models.picking import next_draft_version
 from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
 from annotator.similarity.services import pair_update_similarity
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
-from subtlebench.roles import COORDINATOR, has_role
+from subtlebench.roles import COORDINATOR, REVIEWER, has_role
 
 MAX_DRAFT_BYTES = 20_000
 
@@ -545,3 +545,20 @@ def overview_figures() -> dict:
         "target": target,
         "totals": {key: sum(row[key] for row in categories) for key in ("accepted", "submitted", "rejected")},
     }
+
+
+# --- Reopen ---------------------------------------------------------------------------------------------------
+
+
+def pair_reopen(*, pair: Pair, by, reason: str = "") -> Pair:
+    """A reviewer or coordinator returns a decided (accepted or rejected) pair to the review queue."""
+    if not has_role(by, REVIEWER, COORDINATOR):
+        raise Forbidden("Only a reviewer or a coordinator can reopen a pair.")
+    with transaction.atomic():
+        locked = Pair.objects.select_for_update().get(pk=pair.pk)
+        if locked.status not in (Pair.Status.ACCEPTED, Pair.Status.REJECTED):
+            raise Conflict(f"Pair {locked.pk} is {locked.status}: only an accepted or rejected pair can be reopened.")
+        locked.status = Pair.Status.SUBMITTED
+        locked.decided_at = None
+        locked.save(update_fields=["status", "decided_at", "updated"])
+        return locked
