@@ -307,7 +307,7 @@ def test_bulk_exclude_keeps_pairs_out_of_new_study_pools(coordinator, annotator)
 
 
 def test_bulk_rescore_scores_from_stored_embeddings_and_queues_the_rest(coordinator, annotator):
-    from annotator.similarity.services import embeddings_compute, embedding_job_create
+    from annotator.similarity.services import embedding_job_create, embeddings_compute
 
     embeddings_compute(job=embedding_job_create(title="embed"))  # nothing yet: no image
     scored = make_pair(author=annotator, similarity=None)
@@ -392,9 +392,8 @@ def test_the_api_takes_ids_or_a_filter_and_answers_202_with_the_job(client, coor
         "/api/pairs/bulk/", {"filter": {"status": "x"}, "action": "accept"}, content_type="application/json", **auth
     )
     assert bad.status_code == 400 and "status" in bad.json()["errors"]
-    videos = client.post(
-        "/api/videos/bulk/", {"filter": {"status": "failed"}, "action": "release"}, content_type="application/json", **auth
-    )
+    none = {"filter": {"status": "failed"}, "action": "release"}
+    videos = client.post("/api/videos/bulk/", none, content_type="application/json", **auth)
     assert videos.status_code == 400 and "No videos match" in videos.json()["detail"]
     _, rita = api_token_create(user=reviewer, name="r")
     refused = client.post(
