@@ -45,7 +45,7 @@ def table_context(request, table, data) -> tuple[dict, int]:
         "filter_query": query_string(data, table, page=None),
         "idempotency_key": uuid.uuid4().hex,
         "fields": [
-            {"filter": f, "values": [(param, raw_value(data, param)) for param in f.params]} for f in table.filters
+            {"filter": f, "inputs": [(param, raw_value(data, param)) for param in f.params]} for f in table.filters
         ],
         "search": raw_value(data, "q"),
     }

@@ -206,7 +206,7 @@ class JobItem(models.Model):
     job = models.ForeignKey(Job, models.CASCADE, related_name="items")
     item_id = models.BigIntegerField()
     ok = models.BooleanField()
-    message = models.TextField(blank=True, help_text="Why the item was refused, or what was done.")
+    message = models.TextField(blank=True, max_length=2000, help_text="Why the item was refused.")
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
