@@ -37,6 +37,7 @@ def table_context(request, table, data) -> tuple[dict, int]:
     """The page's context for the query `data` (a QueryDict); status 400 with the errors when a filter is bad."""
     context = {
         "table": table,
+        "noun": table.name.rstrip("s"),
         "data": data,
         "can_act": has_role(request.user, COORDINATOR) and table.name in ACTIONS,
         "actions": list(ACTIONS.get(table.name, {}).values()),
