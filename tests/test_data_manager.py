@@ -255,6 +255,19 @@ def test_a_bulk_unit_run_again_after_a_crash_does_no_item_twice(coordinator, ann
     assert run_job(job).done == 5  # a redelivery of a done unit does nothing
 
 
+def test_a_cancelled_bulk_job_retried_does_the_rest(coordinator, annotator):
+    from annotator.jobs.services import job_cancel, job_retry
+
+    pairs = [make_pair(status=Pair.Status.SUBMITTED, author=annotator) for _ in range(3)]
+    job = bulk_start(table="pairs", action="accept", by=coordinator, ids=[p.pk for p in pairs])
+    bulk_run_unit(job_id=job.pk, ids=[pairs[0].pk], unit=None)
+    job_cancel(job=job, user=coordinator)
+    again = run_job(job_retry(job=job, user=coordinator))
+    assert again.status == Job.Status.SUCCEEDED and again.result["action"] == "accept"
+    assert (again.result["ok"], again.result["refused"]) == (2, 1)
+    assert Pair.objects.filter(status="accepted").count() == 3
+
+
 def test_when_every_pair_is_refused_the_job_fails_with_the_reasons(coordinator, annotator):
     low = make_pair(status=Pair.Status.SUBMITTED, author=annotator, similarity=0.2)
     job = run_job(bulk_start(table="pairs", action="accept", by=coordinator, filter={"similarity_max": "0.3"}))
