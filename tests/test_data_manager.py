@@ -119,6 +119,8 @@ def test_it_sorts_pairs_on_each_column(pairs, column):
         ({"sort": "colour"}, "sort", "not a column"),
         ({"page": "zero"}, "page", "not a page number"),
         ({"q": "x" * 201}, "q", "at most 200"),
+        ({"q": "cup\x00"}, "q", "NUL"),
+        ({"annotator": "al\x00ice"}, "annotator", "NUL"),
     ],
 )
 def test_a_bad_filter_value_says_which_and_why(pairs, data, field, words):
@@ -303,6 +305,8 @@ def test_bulk_adds_accepted_pairs_to_a_caption_batch_once(coordinator, annotator
     CaptionTask.objects.create(batch=batch, pair=accepted[0], slot=1)
     with pytest.raises(Invalid, match="no caption batch 999"):
         bulk_start(table="pairs", action="caption_batch", by=coordinator, ids=[accepted[1].pk], target="999")
+    with pytest.raises(Invalid, match="no caption batch"):
+        bulk_start(table="pairs", action="caption_batch", by=coordinator, ids=[accepted[1].pk], target=str(2**70))
     chosen = [p.pk for p in (*accepted, waiting)]
     job = run_job(bulk_start(table="pairs", action="caption_batch", by=coordinator, ids=chosen, target=str(batch.pk)))
     assert job.result["ok"] == 1 and job.result["refused"] == 2
@@ -358,6 +362,8 @@ def test_bulk_start_refuses_bad_requests_with_the_field(coordinator, reviewer, p
         ({"action": "accept"}, "ids"),
         ({"action": "accept", "ids": [1], "filter": {}}, "ids"),
         ({"action": "accept", "ids": []}, "ids"),
+        ({"action": "accept", "ids": [2**64]}, "ids"),
+        ({"action": "reject", "ids": [1], "reason": "no\x00"}, "reason"),
         ({"action": "accept", "filter": {"status": "lost"}}, "status"),
         ({"action": "accept", "filter": {"q": "zebra"}}, "filter"),
     ):

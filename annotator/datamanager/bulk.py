@@ -141,7 +141,7 @@ def resolve_target(action: Action, raw):
             batch_id = int(raw)
         except (TypeError, ValueError):
             raise Invalid({"target": ["Name the caption batch by its id."]}) from None
-        batch = CaptionBatch.objects.filter(pk=batch_id).first()
+        batch = CaptionBatch.objects.filter(pk=batch_id).first() if 0 < batch_id < 2**63 else None
         if batch is None:
             raise Invalid({"target": [f"There is no caption batch {batch_id}."]})
         return batch
@@ -163,8 +163,9 @@ def selection_ids(*, table: str, ids, filter) -> list[int]:
     if (ids is None) == (filter is None):
         raise Invalid({"ids": ["Send either ids (a list) or filter (an object), not both and not neither."]})
     if ids is not None:
-        if not isinstance(ids, list | tuple) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-            raise Invalid({"ids": ["ids must be a list of whole numbers."]})
+        whole = (isinstance(i, int) and not isinstance(i, bool) and 0 < i < 2**63 for i in ids)
+        if not isinstance(ids, list | tuple) or not all(whole):
+            raise Invalid({"ids": ["ids must be a list of ids (whole numbers from 1)."]})
         chosen = sorted(set(ids))
         if not chosen:
             raise Invalid({"ids": ["Select at least one row."]})
@@ -191,6 +192,9 @@ def bulk_start(
     if spec is None:
         raise Invalid({"action": [f"Unknown action {str(action)[:50]!r}: use one of {', '.join(ACTIONS[table])}."]})
     reason = str(reason or "").strip()
+    for name, value in (("reason", reason), ("target", str(target or ""))):
+        if "\x00" in value:
+            raise Invalid({name: [f"The {name} contains a NUL character."]})
     if len(reason) > NOTE_MAX:
         raise Invalid({"reason": [f"The reason has {len(reason)} characters; at most {NOTE_MAX}."]})
     if spec.needs_reason and not reason:

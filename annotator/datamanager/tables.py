@@ -63,6 +63,8 @@ class Filter:
         raws = [raw_value(data, param) for param in self.params]
         if not any(raws):
             return None
+        if any("\x00" in raw for raw in raws):
+            raise Invalid({self.name: [f"{self.label}: the value contains a NUL character."]})
         try:
             return self.parse(*raws)
         except ValueError as error:
@@ -216,7 +218,9 @@ class Table:
             if value is not None:
                 values[each.name] = value
         search = raw_value(data, "q")
-        if len(search) > SEARCH_MAX:
+        if "\x00" in search:
+            errors["q"] = ["Search: the text contains a NUL character."]
+        elif len(search) > SEARCH_MAX:
             errors["q"] = [f"Search: at most {SEARCH_MAX} characters, got {len(search)}."]
         sort = raw_value(data, "sort") or self.default_sort
         descending = sort.startswith("-")
