@@ -434,3 +434,18 @@ def test_a_user_filter_names_the_missing_user_in_the_api(client, coordinator):
         HTTP_AUTHORIZATION=f"Token {key}",
     )
     assert response.status_code == 400 and "There is no user 'ghost'" in response.json()["errors"]["target"][0]
+
+
+def test_an_export_notes_each_pairs_split_for_the_split_filter(db, tmp_path, settings):
+    from annotator.export.services import ExportOptions, benchmark_export
+    from tests import export_fixtures
+
+    settings.EXPORT_ROOT = tmp_path
+    exported = [export_fixtures.make_pair() for _ in range(6)]
+    waiting = export_fixtures.make_pair(status=Pair.Status.SUBMITTED)
+    result = benchmark_export(options=ExportOptions(out=str(tmp_path / "a"), val_fraction=0.5, reproducible=True))
+    val, test = ids(PAIRS, {"split": "val"}), ids(PAIRS, {"split": "test"})
+    assert len(val) == result["splits"]["val"] and len(test) == result["splits"]["test"] and val and test
+    assert sorted(val + test) == pk(*exported) and ids(PAIRS, {"split": "none"}) == [waiting.pk]
+    benchmark_export(options=ExportOptions(out=str(tmp_path / "b"), val_fraction=0.0, reproducible=True))
+    assert ids(PAIRS, {"split": "val"}) == [] and ids(PAIRS, {"split": "test"}) == pk(*exported)  # the latest export

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.files.storage import default_storage
 from django.http import Http404, QueryDict
@@ -136,8 +137,6 @@ def bulk_action(request, table_name: str):
             **selection,
         )
     except ServiceError as error:
-        from django.contrib import messages
-
         messages.error(request, error_body(error)["detail"])
         if request.htmx:
             return HttpResponseClientRedirect(back)
