@@ -40,8 +40,8 @@ urlpatterns = [
     path("captions/<int:caption_id>/review/", views_captions.caption_review, name="caption-review"),
     path("captions/<int:caption_id>/choose/", views_captions.caption_choose, name="caption-choose"),
     # Data manager: tables of pairs, videos and captions, bulk actions
-    path("data/<str:table_name>/", views_datamanager.table_page, name="data-table"),
-    path("data/<str:table_name>/bulk/", views_datamanager.bulk_action, name="data-bulk"),
+    path("tables/<str:table_name>/", views_datamanager.table_page, name="data-table"),
+    path("tables/<str:table_name>/bulk/", views_datamanager.bulk_action, name="data-bulk"),
     # Exports
     path("exports/", views_exports.exports, name="exports"),
     path("exports/history/", views_exports.export_history, name="export-history"),

@@ -183,7 +183,7 @@ def table_url(rng: random.Random) -> str:
     sort = rng.choice(["-id", "similarity", "-created", "question", "-reviewer"])
     page = rng.choice([1, 1, 1, 2, 3])
     words = rng.choice(WORDS)
-    return f"/data/pairs/?status={status}&category={category}&domain={domain}&q={words}&sort={sort}&page={page}"
+    return f"/tables/pairs/?status={status}&category={category}&domain={domain}&q={words}&sort={sort}&page={page}"
 
 
 def login(base: str) -> requests.Session:
@@ -229,7 +229,7 @@ def queries_per_page() -> tuple[int, int]:
 
     browser = Client(SERVER_NAME="127.0.0.1")
     browser.force_login(User.objects.get(username="coordinator"))
-    url = "/data/pairs/?status=accepted&category=temporal&domain=natural&q=cup&sort=-similarity"
+    url = "/tables/pairs/?status=accepted&category=temporal&domain=natural&q=cup&sort=-similarity"
     browser.get(url)
     with CaptureQueriesContext(connection) as queries:
         response = browser.get(url)

@@ -136,7 +136,7 @@ def test_an_api_filter_with_an_unknown_key_is_refused(pairs):
 
 
 def test_the_page_shows_a_bad_filter_as_a_400_with_the_reason(client_for, coordinator, pairs):
-    response = client_for(coordinator).get("/data/pairs/?similarity_min=high&status=lost")
+    response = client_for(coordinator).get("/tables/pairs/?similarity_min=high&status=lost")
     assert response.status_code == 400
     body = response.content.decode()
     assert "Similarity: the minimum &#x27;high&#x27; is not a number." in body
@@ -145,27 +145,27 @@ def test_the_page_shows_a_bad_filter_as_a_400_with_the_reason(client_for, coordi
 
 def test_the_pairs_page_filters_sorts_and_answers_htmx_with_the_table_only(client_for, reviewer, pairs):
     client = client_for(reviewer)
-    page = client.get("/data/pairs/?annotator=alice&sort=-similarity")
+    page = client.get("/tables/pairs/?annotator=alice&sort=-similarity")
     body = page.content.decode()
     assert page.status_code == 200
     assert body.index(f"/review/pairs/{pairs['rejected'].pk}/") < body.index(f"/review/pairs/{pairs['submitted'].pk}/")
     assert f"/review/pairs/{pairs['accepted'].pk}/" not in body
     assert 'name="ids"' not in body  # reviewers read; only coordinators act
-    partial = client.get("/data/pairs/?status=submitted", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="dm-table")
+    partial = client.get("/tables/pairs/?status=submitted", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="dm-table")
     text = partial.content.decode()
     assert text.lstrip().startswith('<form id="dm-table"') and "<html" not in text
     assert f"/review/pairs/{pairs['submitted'].pk}/" in text and f"/review/pairs/{pairs['old'].pk}/" not in text
 
 
 def test_the_tables_are_for_reviewers_and_coordinators(client, client_for, annotator):
-    assert client.get("/data/pairs/").status_code == 302  # anonymous: to the login page
-    assert client_for(annotator).get("/data/videos/").status_code == 403
-    assert client_for(annotator).post("/data/pairs/bulk/").status_code == 403
+    assert client.get("/tables/pairs/").status_code == 302  # anonymous: to the login page
+    assert client_for(annotator).get("/tables/videos/").status_code == 403
+    assert client_for(annotator).post("/tables/pairs/bulk/").status_code == 403
 
 
 def test_the_bulk_form_refuses_a_get_and_a_reviewer(client_for, coordinator, reviewer):
-    assert client_for(coordinator).get("/data/pairs/bulk/").status_code == 405
-    assert client_for(reviewer).post("/data/pairs/bulk/", {"action": "accept", "ids": ["1"]}).status_code == 403
+    assert client_for(coordinator).get("/tables/pairs/bulk/").status_code == 405
+    assert client_for(reviewer).post("/tables/pairs/bulk/", {"action": "accept", "ids": ["1"]}).status_code == 403
 
 
 @pytest.mark.parametrize("table", ["pairs", "videos", "captions"])
@@ -177,9 +177,9 @@ def test_a_table_page_takes_at_most_10_queries_with_many_rows(
         Review.objects.create(pair=pair, reviewer=coordinator, decision="accept")
         Caption.objects.create(pair=pair, author=annotator, text=f"The cup moved {n} cm.", status="submitted")
     client = client_for(coordinator)
-    client.get(f"/data/{table}/")  # the session's first queries (login) are not the page's
+    client.get(f"/tables/{table}/")  # the session's first queries (login) are not the page's
     with django_assert_max_num_queries(10):
-        response = client.get(f"/data/{table}/?q={'cup' if table != 'videos' else ''}&sort=-created")
+        response = client.get(f"/tables/{table}/?q={'cup' if table != 'videos' else ''}&sort=-created")
     assert response.status_code == 200
     assert response.content.decode().count("<tr>") > 40
 
@@ -378,17 +378,17 @@ def test_the_bulk_form_runs_on_every_matching_row_and_shows_the_job(client_for, 
     make_pair(status=Pair.Status.SUBMITTED, author=annotator)
     client = client_for(coordinator)
     body = {"scope": "matching", "filter": "category=state&status=submitted&page=2", "action": "accept"}
-    response = client.post("/data/pairs/bulk/", body)
+    response = client.post("/tables/pairs/bulk/", body)
     job = Job.objects.get(kind=Job.Kind.BULK)
     assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
     assert job.result["filter"] == {"category": "state", "status": "submitted"} and job.total == 3
     assert sorted(job.tasks.get().kwargs["ids"]) == pk(*chosen)
     ticked = client.post(
-        "/data/pairs/bulk/", {"scope": "selected", "ids": [chosen[0].pk], "action": "exclude"}, HTTP_HX_REQUEST="true"
+        "/tables/pairs/bulk/", {"scope": "selected", "ids": [chosen[0].pk], "action": "exclude"}, HTTP_HX_REQUEST="true"
     )
     assert ticked.status_code == 200 and ticked["HX-Redirect"].startswith("/jobs/")
-    bad = client.post("/data/pairs/bulk/", {"scope": "selected", "action": "accept"})
-    assert bad.status_code == 302 and bad["Location"].startswith("/data/pairs/")
+    bad = client.post("/tables/pairs/bulk/", {"scope": "selected", "action": "accept"})
+    assert bad.status_code == 302 and bad["Location"].startswith("/tables/pairs/")
     assert "Select at least one row" in client.get(bad["Location"]).content.decode()
 
 

@@ -43,7 +43,7 @@ def test_a_coordinator_filters_selects_all_matching_and_bulk_accepts(
     celery_worker_process()
 
     browser_login(page, "cora")
-    page.goto("/data/pairs/")
+    page.goto("/tables/pairs/")
     expect(page.locator(".dm-total")).to_have_text("11")
     page.select_option("select[name=status]", "submitted")
     expect(page.locator(".dm-total")).to_have_text("10")
@@ -69,10 +69,10 @@ def test_a_coordinator_filters_selects_all_matching_and_bulk_accepts(
     assert Pair.objects.get(pk=low.pk).status == Pair.Status.SUBMITTED
     assert all(p.status == Pair.Status.SUBMITTED for p in Pair.objects.filter(pk__in=[o.pk for o in others]))
 
-    page.goto("/data/videos/?sort=-holder")
+    page.goto("/tables/videos/?sort=-holder")
     expect(page.locator(".dm-total")).to_have_text("11")
     expect(page.locator("table.dm tbody tr").first).to_contain_text("alice")  # the lease holder
     shot(page, "videos-table-1440.png")
-    page.goto("/data/captions/")
+    page.goto("/tables/captions/")
     expect(page.locator("table.dm tbody")).to_contain_text("The second image is sharper.")
     shot(page, "captions-table-1440.png")

@@ -117,7 +117,7 @@ def bulk_action(request, table_name: str):
         raise Http404(f"The {table.name} table has no bulk actions.")
     post = request.POST
     filter_query = post.get("filter", "")[:4000]
-    back = f"/data/{table.name}/?{filter_query}"
+    back = f"/tables/{table.name}/?{filter_query}"
     try:
         if post.get("scope") == "matching":
             selection = {"filter": {k: v for k, v in QueryDict(filter_query).items() if k not in ("page", "sort")}}
