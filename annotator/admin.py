@@ -12,6 +12,7 @@ from annotator.models import (
     Image,
     ImageEmbedding,
     Job,
+    JobItem,
     JobTask,
     Pair,
     PairDraft,
@@ -79,6 +80,15 @@ class JobTaskAdmin(admin.ModelAdmin):
 
     list_display = ("pk", "job", "name", "status", "attempts", "sends", "worker", "heartbeat")
     list_filter = ("status", "name")
+    raw_id_fields = ("job",)
+
+
+@admin.register(JobItem)
+class JobItemAdmin(admin.ModelAdmin):
+    """What a bulk job did to each item (annotator/datamanager/bulk.py): the refused ones say why."""
+
+    list_display = ("job", "item_id", "ok", "message", "created")
+    list_filter = ("ok",)
     raw_id_fields = ("job",)
 
 

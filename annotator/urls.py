@@ -2,6 +2,7 @@ from django.urls import path
 
 from annotator import home
 from annotator.captions import views as views_captions
+from annotator.datamanager import views as views_datamanager
 from annotator.export import views as views_exports
 from annotator.jobs import views as views_jobs
 from annotator.picking import views as views_picking
@@ -54,6 +55,9 @@ urlpatterns = [
     path("captions/<int:caption_id>/review/", views_captions.caption_review, name="caption-review"),
     path("captions/<int:caption_id>/choose/", views_captions.caption_choose, name="caption-choose"),
     path("captions/<int:caption_id>/reopen/", views_captions.caption_reopen, name="caption-reopen"),
+    # Data manager: tables of pairs, videos and captions, bulk actions
+    path("tables/<str:table_name>/", views_datamanager.table_page, name="data-table"),
+    path("tables/<str:table_name>/bulk/", views_datamanager.bulk_action, name="data-bulk"),
     # Exports
     path("exports/", views_exports.exports, name="exports"),
     path("exports/history/", views_exports.export_history, name="export-history"),

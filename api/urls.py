@@ -3,7 +3,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
-from api import captions, evaluation, exports, jobs, picking, similarity, stats, videos, views
+from api import captions, datamanager, evaluation, exports, jobs, picking, similarity, stats, videos, views
 
 # Swagger UI and Redoc put a <style> element in their page: inline styles there only, scripts still from files.
 docs_page = csp_update({"style-src": ["'unsafe-inline'"]})
@@ -72,6 +72,8 @@ urlpatterns = [
     path("videos/<int:video_id>/embeddings/", similarity.video_embeddings, name="api-video-embeddings"),
     path("videos/<int:video_id>/suggestions/", similarity.video_suggestions, name="api-video-suggestions"),
     path("pairs/<int:pair_id>/similarity-override/", similarity.pair_similarity_override, name="api-pair-override"),
+    path("pairs/bulk/", datamanager.pairs_bulk, name="api-pairs-bulk"),
+    path("videos/bulk/", datamanager.videos_bulk, name="api-videos-bulk"),
     path("exports/", exports.export_list_api, name="api-export-list"),
     path("exports/start/", exports.export_start_api, name="api-export-start"),
     path("exports/<int:job_id>/", exports.export_detail_api, name="api-export-detail"),

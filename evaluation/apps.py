@@ -3,3 +3,8 @@ from django.apps import AppConfig
 
 class EvaluationConfig(AppConfig):
     name = "evaluation"
+
+    def ready(self):
+        from evaluation.pair_filters import register
+
+        register()

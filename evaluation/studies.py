@@ -22,7 +22,7 @@ def study_pool(*, categories=(), domains=(), split: str = "", split_val_fraction
 
     The split is the one `export_benchmark --val-fraction F --seed S` gives; only exportable pairs have one.
     """
-    pool = Pair.objects.accepted()
+    pool = Pair.objects.accepted().filter(excluded_from_studies=False)
     if categories:
         pool = pool.filter(category__in=categories)
     if domains:

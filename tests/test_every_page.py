@@ -12,7 +12,9 @@ import re
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from annotator.datamanager.bulk import bulk_run_unit, bulk_start
 from annotator.export.services import ExportOptions, export_run, export_start
+from annotator.jobs.services import UnitRef
 from annotator.models import Caption, CaptionBatch, CaptionSkip, CaptionTask, DoubleReview, Job, Pair, VideoSkip
 from annotator.picking import services as picking
 from annotator.similarity.services import embedding_job_create, embeddings_compute
@@ -63,6 +65,13 @@ def finished_jobs(coordinator, h264_video, tmp_path, settings) -> list[Job]:
             export_fixtures.make_pair().image_1.file.delete(save=False)
         job = export_start(options=ExportOptions(out=str(out), reproducible=True), user=coordinator)
         jobs.append(export_run(job_id=job.pk))
+    # Bulk: one that went through, one whose every pair was refused (below the similarity bar).
+    for similarity in (0.95, 0.1):
+        pair = make_pair(status=Pair.Status.SUBMITTED, similarity=similarity)
+        job = bulk_start(table="pairs", action="accept", by=coordinator, ids=[pair.pk])
+        unit = job.tasks.get()
+        bulk_run_unit(job_id=job.pk, ids=unit.kwargs["ids"], unit=UnitRef(unit.pk, celery_id=f"c{unit.pk}"))
+        jobs.append(job)
     outcomes = {(job.kind, job.status) for job in Job.objects.filter(pk__in=[job.pk for job in jobs])}
     assert outcomes == {(kind, status) for kind in Job.Kind.values for status in ("succeeded", "failed")}, outcomes
     return jobs
@@ -114,6 +123,7 @@ def world(h264_video, tmp_path, settings):
         "path": ["no-such-endpoint/"],  # the API's catch-all: its JSON 404
         "video_id": [video.pk],
         "job_id": [job.pk for job in jobs],
+        "table_name": ["pairs", "videos", "captions", "no-such-table"],
         "pair_id": [submitted.pk, accepted[2].pk],
         "task_id": [task.pk],
         "caption_id": [caption.pk],
@@ -163,7 +173,7 @@ def test_every_page_renders_for_every_role(client, world):
                         assert not METHOD_REPR.search(body), f"{role} GET {url} prints a method"
                 checked.add(url)
     job_pages = {url for url in checked if re.fullmatch(r"/jobs/\d+/", url)}
-    assert len(job_pages) == 6
+    assert len(job_pages) == 8
     assert len(checked) > 40
 
 

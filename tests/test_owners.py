@@ -145,6 +145,14 @@ CASES = {
         ("rita", "/api/pairs/{pair}/similarity-override/", {"reason": "looks subtle"}, 403)
     ],
     ("POST", "/api/pairs/submit/"): [("bob", "/api/pairs/submit/", pair_submit_body, 403)],  # alice's pair
+    ("POST", "/api/pairs/bulk/"): [
+        ("alice", "/api/pairs/bulk/", {"filter": {}, "action": "accept"}, 403),
+        ("rita", "/api/pairs/bulk/", {"filter": {}, "action": "accept"}, 403),  # reviewers read the tables
+    ],
+    ("POST", "/api/videos/bulk/"): [
+        ("alice", "/api/videos/bulk/", {"filter": {}, "action": "assign", "target": "alice"}, 403),
+        ("rita", "/api/videos/bulk/", {"filter": {}, "action": "release"}, 403),
+    ],
     ("POST", "/api/studies/{id}/invites/create/"): [
         ("alice", "/api/studies/{study}/invites/create/", {"count": 1}, 403)
     ],

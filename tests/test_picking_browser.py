@@ -66,7 +66,18 @@ def test_a_reload_mid_draft_brings_the_draft_back(page, annotator):
     page.on("pageerror", lambda error: script_errors.append(str(error)))
     browser_login(page, "alice")
     page.goto(f"/work/videos/{video.pk}/")
-    for key in ("ArrowRight", "ArrowRight", "a", "ArrowRight", "ArrowRight", "ArrowRight", "b", "Shift+2", "Shift+B", "q"):
+    for key in (
+        "ArrowRight",
+        "ArrowRight",
+        "a",
+        "ArrowRight",
+        "ArrowRight",
+        "ArrowRight",
+        "b",
+        "Shift+2",
+        "Shift+B",
+        "q",
+    ):
         page.keyboard.press(key)
     page.keyboard.type("In which image is the door more open?")
     expect(page.locator("#save-status")).to_have_text("Draft saved")

@@ -1179,6 +1179,7 @@ def benchmark_export(
             what = f"Export to {options.out}"
             raise ExportError(file_error_detail(error, what=what, where=tempfile.gettempdir())) from error
         exports_mark_replaced(out=options.out, by_job=job_id)
+        pairs_record_export_split(plan)
         return result
     out = Path(options.out).resolve()
     staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
@@ -1195,7 +1196,19 @@ def benchmark_export(
         raise
     result["out"] = str(out)
     exports_mark_replaced(out=str(out), by_job=job_id)
+    pairs_record_export_split(plan)
     return result
+
+
+@transaction.atomic
+def pairs_record_export_split(plan: Plan) -> None:
+    """Note on each pair the split this (now the latest) export put it in, for the data manager's split filter."""
+    Pair.objects.exclude(export_split="").update(export_split="")
+    val = set(plan.val)
+    test = [pk for pk in plan.included if pk not in val]
+    for split, ids in (("val", sorted(val)), ("test", test)):
+        for start in range(0, len(ids), 10_000):
+            Pair.objects.filter(pk__in=ids[start : start + 10_000]).update(export_split=split)
 
 
 def export_start(*, options: ExportOptions, user, idempotency_key: str = "") -> Job:

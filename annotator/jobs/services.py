@@ -289,6 +289,8 @@ def job_cancel(*, job: Job, user) -> Job:
 
 
 RESULT_KEPT = ("source", "every", "frames_per_video", "options")
+# A bulk job's record of what it does (annotator/datamanager/bulk.py): its retry does the same.
+RESULT_KEPT += ("table", "action", "by", "at", "selection", "filter", "items", "reason", "target")
 
 
 @transaction.atomic

@@ -10,7 +10,7 @@ from annotator.models.captions import (
     CaptionTask,
     CaptionTaskQuerySet,
 )
-from annotator.models.jobs import Job, JobCancelled, JobTask
+from annotator.models.jobs import Job, JobCancelled, JobItem, JobTask
 from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.modeleval import ModelEndpoint, ModelEvaluation, ModelItemResult
 from annotator.models.pairs import Pair, PairQuerySet, Review
@@ -39,6 +39,7 @@ __all__ = [
     "ImageEmbedding",
     "Job",
     "JobCancelled",
+    "JobItem",
     "JobTask",
     "LeaseQuerySet",
     "Leasable",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.utils import timezone
 
@@ -77,7 +78,10 @@ class Caption(models.Model):
                 condition=models.Q(chosen=False) | models.Q(status="accepted"), name="caption_chosen_is_accepted"
             ),
         ]
-        indexes = [GinIndex(fields=["prefix_tokens"], name="caption_prefix_tokens_gin")]
+        indexes = [
+            GinIndex(fields=["prefix_tokens"], name="caption_prefix_tokens_gin"),
+            GinIndex(SearchVector("text", config="english"), name="caption_text_search"),
+        ]
 
     def __str__(self):
         return f"caption {self.pk} of pair {self.pair_id}"

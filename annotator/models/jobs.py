@@ -37,6 +37,7 @@ class Job(models.Model):
         SIMILARITY = "similarity"
         EXPORT = "export"
         MODEL_EVAL = "model_eval", "model evaluation"
+        BULK = "bulk"
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -52,6 +53,7 @@ class Job(models.Model):
         Kind.SIMILARITY: (ANNOTATOR, REVIEWER, COORDINATOR),
         Kind.EXPORT: (COORDINATOR,),
         Kind.MODEL_EVAL: (COORDINATOR,),
+        Kind.BULK: (REVIEWER, COORDINATOR),
     }
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
@@ -197,3 +199,21 @@ class JobTask(models.Model):
 
     def __str__(self):
         return f"{self.name} #{self.pk} of job {self.job_id} ({self.status})"
+
+
+class JobItem(models.Model):
+    """One item (a pair, a video) a bulk job dealt with, written in the transaction that changed it: a unit run again
+    after its worker died skips the items already done, so no item is processed twice."""
+
+    job = models.ForeignKey(Job, models.CASCADE, related_name="items")
+    item_id = models.BigIntegerField()
+    ok = models.BooleanField()
+    message = models.TextField(blank=True, max_length=2000, help_text="Why the item was refused.")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["job", "item_id"]
+        constraints = [models.UniqueConstraint(fields=["job", "item_id"], name="job_item_once")]
+
+    def __str__(self):
+        return f"item {self.item_id} of job {self.job_id} ({'ok' if self.ok else 'refused'})"

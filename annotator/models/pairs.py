@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.utils import timezone
 
@@ -114,6 +116,10 @@ class Pair(models.Model):
     swapped = models.BooleanField(
         default=False, help_text="The annotator's frame A became image_2 (answer-position balancing)."
     )
+    # Data manager (issue 15): a coordinator keeps a pair out of every study's pool; the split the latest export
+    # put it in ("" when the latest export left it out, or none ran yet).
+    excluded_from_studies = models.BooleanField(default=False, help_text="Never drawn into a study's pool.")
+    export_split = models.CharField(max_length=4, blank=True, help_text="test or val in the latest export.")
 
     objects = PairQuerySet.as_manager()
 
@@ -126,6 +132,8 @@ class Pair(models.Model):
                 name="pair_unique_item_id",
             )
         ]
+        # Full-text search of the data manager (annotator/datamanager/tables.py uses the same expression).
+        indexes = [GinIndex(SearchVector("question", config="english"), name="pair_question_search")]
 
     def __str__(self):
         return f"{self.category} {self.source}/{self.source_id or self.pk}"

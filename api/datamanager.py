@@ -1,0 +1,97 @@
+"""API of the data manager's bulk actions: the same service (annotator.datamanager.bulk.bulk_start) as the pages.
+
+`POST /api/pairs/bulk/` and `POST /api/videos/bulk/` take `ids` (a list) or `filter` (the table's filter keys, as
+in the page's query string) with an `action`; they answer 202 with the job, whose progress `/api/jobs/<id>/` shows.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.response import Response
+
+from annotator.datamanager.bulk import ACTIONS, bulk_start
+from annotator.jobs.services import clean_idempotency_key
+from api.errors import error_responses
+from api.fields import ID_MAX, free_text, whole_number
+from api.jobs import IDEMPOTENCY_KEY, JobOutputSerializer, job_output
+from subtlebench.roles import COORDINATOR, HasRole
+from subtlebench.text import NOTE_MAX
+
+
+class FilterField(serializers.DictField):
+    """The table's filters by name (e.g. {"status": "submitted", "similarity_min": "0.8", "q": "cup"})."""
+
+    def __init__(self, **kwargs):
+        super().__init__(child=free_text(200, lines="single", allow_blank=True), **kwargs)
+
+
+def bulk_input(table: str):
+    class BulkInputSerializer(serializers.Serializer):
+        ids = serializers.ListField(
+            child=whole_number(low=1, high=ID_MAX),
+            max_length=10_000,
+            required=False,
+            help_text="The rows to act on; or send filter.",
+        )
+        filter = FilterField(required=False, help_text="Every row this filter matches now; or send ids.")
+        action = serializers.ChoiceField(choices=list(ACTIONS[table]))
+        reason = free_text(NOTE_MAX, required=False, allow_blank=True, default="", help_text="Needed to reject.")
+        target = free_text(
+            150,
+            lines="single",
+            required=False,
+            allow_blank=True,
+            default="",
+            help_text="pairs, caption_batch: the batch id; videos, assign: the annotator's username (empty: nobody).",
+        )
+
+    BulkInputSerializer.__name__ = f"{table.capitalize()}BulkInputSerializer"
+    return BulkInputSerializer
+
+
+PairsBulkInput = bulk_input("pairs")
+VideosBulkInput = bulk_input("videos")
+
+
+def start(request, table: str, serializer_class):
+    data = serializer_class(data=request.data)
+    data.is_valid(raise_exception=True)
+    values = data.validated_data
+    job = bulk_start(
+        table=table,
+        action=values["action"],
+        by=request.user,
+        ids=values.get("ids"),
+        filter=values.get("filter"),
+        reason=values["reason"],
+        target=values["target"],
+        key=clean_idempotency_key(request.headers.get("Idempotency-Key")),
+    )
+    return Response(job_output(request, job), status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(
+    request=PairsBulkInput,
+    parameters=[IDEMPOTENCY_KEY],
+    responses={202: JobOutputSerializer, **error_responses(400, 403)},
+)
+@api_view(["POST"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def pairs_bulk(request):
+    """Coordinators: accept, reject (with a reason), reopen, add to a caption batch, exclude from or return to study
+    pools, or re-score many pairs as one job. Each pair follows the one-by-one rules; the job lists the refusals."""
+    return start(request, "pairs", PairsBulkInput)
+
+
+@extend_schema(
+    request=VideosBulkInput,
+    parameters=[IDEMPOTENCY_KEY],
+    responses={202: JobOutputSerializer, **error_responses(400, 403)},
+)
+@api_view(["POST"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def videos_bulk(request):
+    """Coordinators: assign many videos to one annotator (by username), or release their leases, as one job."""
+    return start(request, "videos", VideosBulkInput)
