@@ -14,7 +14,14 @@ from kombu.transport import redis
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "subtlebench.settings")
 
 # Workflow packages with a tasks.py. Task names stay `annotator.tasks.*` (routes and queued messages use them).
-TASK_PACKAGES = ["annotator.videos", "annotator.similarity", "annotator.export", "annotator.jobs", "annotator.cleanup"]
+TASK_PACKAGES = [
+    "annotator.videos",
+    "annotator.similarity",
+    "annotator.export",
+    "annotator.jobs",
+    "annotator.cleanup",
+    "annotator.modeleval",
+]
 
 
 class RedisChannel(redis.Channel):
