@@ -11,7 +11,6 @@ from __future__ import annotations
 import http.client
 import json
 import random
-import socket
 import ssl
 import threading
 import time
@@ -139,7 +138,7 @@ class ChatClient:
             retry_after = None
             try:
                 status, headers, text = self._send(method, path, body, timeout)
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 raise self._fail(Failure.TIMEOUT, f"no answer from {self.where} within {timeout:g} s", attempt)
             except (OSError, http.client.HTTPException) as error:
                 kind, message = Failure.UNREACHABLE, f"cannot reach {self.where} ({type(error).__name__}: {error})"

@@ -27,8 +27,17 @@ from annotator.export.format import FIELDS, item_id, split_path
 from annotator.jobs.services import JobTaskLost, UnitRef, job_create_once, job_task_add, job_task_claim
 from annotator.modeleval.client import ChatClient, RequestFailed, scrub
 from annotator.modeleval.protocol import Item, configured_prompt, messages_for, parse_answer, shuffle_options
-from annotator.models import Category, Domain, Job, JobCancelled, JobTask, ModelEndpoint, ModelEvaluation
-from annotator.models import ModelItemResult, Pair
+from annotator.models import (
+    Category,
+    Domain,
+    Job,
+    JobCancelled,
+    JobTask,
+    ModelEndpoint,
+    ModelEvaluation,
+    ModelItemResult,
+    Pair,
+)
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
 from subtlebench.roles import COORDINATOR, has_role
 
@@ -58,6 +67,8 @@ def check_base_url(url: str) -> str:
     """An http(s) URL with a host, without credentials, query or fragment; with MODEL_ENDPOINT_HOSTS set, its
     host must be one of them (who may register endpoints is already limited to coordinators)."""
     url = (url or "").strip()
+    if len(url) > ModelEndpoint._meta.get_field("base_url").max_length:
+        raise Invalid({"base_url": ["At most 500 characters."]})
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Invalid({"base_url": ["An http:// or https:// URL with a host, e.g. http://gpu-host:8000/v1."]})
@@ -91,7 +102,8 @@ def endpoint_create(
         created_by=user if getattr(user, "pk", None) else None,
     )
     try:
-        endpoint.full_clean()
+        # base_url: check_base_url's rule (Django's URLValidator refuses single-label hosts such as gpu-host).
+        endpoint.full_clean(exclude=["base_url"])
     except ValidationError as error:
         if "name" in error.message_dict and ModelEndpoint.objects.filter(name=endpoint.name).exists():
             raise Conflict({"name": [f"A model named {endpoint.name!r} is already registered."]}) from None
@@ -379,7 +391,9 @@ def _answer(client: ChatClient, evaluation, item: Item, prompt, parameters) -> M
         correct_letter=item.correct_letter,
     )
     try:
-        messages = messages_for(item, read_image(evaluation, item.image_1), read_image(evaluation, item.image_2), prompt)
+        messages = messages_for(
+            item, read_image(evaluation, item.image_1), read_image(evaluation, item.image_2), prompt
+        )
     except OSError as error:
         result.failure, result.failure_message = Failure.OTHER, f"cannot read an image of the item ({error})"
         return result
