@@ -96,6 +96,9 @@ class ModelServer:
                 if fault in ("500", "500-once"):
                     self._send(500, {"error": {"message": "internal error"}})
                     return
+                if fault == "echo-key":  # a server that quotes the credentials it got back in its error
+                    self._send(400, {"error": {"message": f"bad request with {seen.authorization}"}})
+                    return
                 if fault == "garbage":
                     self._send(200, b"<html>not json</html>")
                     return
