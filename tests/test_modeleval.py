@@ -68,7 +68,7 @@ def test_it_scores_each_category_as_the_server_rule_predicts(db, coordinator, se
     summary = job.result
     predicted = predicted_accuracy(records)
     assert {c: v["accuracy"] for c, v in summary["per_category"].items()} == predicted
-    assert summary["items"] == len(records) == job.total == job.done
+    assert summary["total"] == len(records) == job.total == job.done
     assert summary["failures"] == {}
     assert evaluation.prompt_tokens > 0 and evaluation.completion_tokens == 12 * len(records)
     # Each item was sent once, with the key from the variable, and the options shown as the seed shuffled them.
@@ -256,7 +256,7 @@ def test_a_missing_image_skips_its_item_as_the_official_evaluator_does(db, coord
     assert evaluation.results.count() == len(records) - 1
     data = results_file(evaluation)
     assert data["skipped_items"] == [{"item_id": "temporal_yt8m_vid0_temporal", "reason": "missing_image"}]
-    assert evaluation_summary(evaluation)["items"] == len(records) - 1
+    assert evaluation_summary(evaluation)["total"] == len(records) - 1
 
 
 @pytest.mark.parametrize(

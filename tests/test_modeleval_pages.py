@@ -123,7 +123,7 @@ def test_the_api_registers_a_model_starts_a_run_and_serves_its_results(client_fo
     ModelEndpoint.objects.filter(pk=endpoint_id).update(api_key_env="")
     evaluation_run(evaluation_id=payload["id"])
     detail = client.get(f"/api/models/runs/{payload['id']}/").json()
-    assert detail["status"] == "succeeded" and detail["summary"]["per_category"]["spatial"]["items"] == 1
+    assert detail["status"] == "succeeded" and detail["summary"]["per_category"]["spatial"]["count"] == 1
     results = client.get(detail["results_url"]).json()
     assert [q["question_id"].split("_")[0] for q in results["questions"]] == ["spatial"]
     other = client_for(annotator)

@@ -525,7 +525,7 @@ def evaluation_summary(evaluation: ModelEvaluation) -> dict:
     per_category: dict[str, Counter] = defaultdict(Counter)
     failures: Counter = Counter()
     for category, is_correct, failure in rows:
-        per_category[category]["items"] += 1
+        per_category[category]["count"] += 1
         per_category[category]["correct"] += bool(is_correct)
         if failure:
             failures[failure] += 1
@@ -534,7 +534,7 @@ def evaluation_summary(evaluation: ModelEvaluation) -> dict:
     end = job.finished or timezone.now()
     return {
         **{key: value for key, value in (job.result or {}).items() if key in ("skipped",)},
-        "items": evaluation.items,
+        "total": evaluation.items,
         "answered": evaluation.answered,
         "correct": evaluation.correct,
         "failed": evaluation.failed,
@@ -542,7 +542,7 @@ def evaluation_summary(evaluation: ModelEvaluation) -> dict:
         if evaluation.answered + evaluation.failed
         else None,
         "per_category": {
-            category: {"items": c["items"], "correct": c["correct"], "accuracy": c["correct"] / c["items"]}
+            category: {"count": c["count"], "correct": c["correct"], "accuracy": c["correct"] / c["count"]}
             for category, c in sorted(per_category.items())
         },
         "failures": dict(sorted(failures.items())),

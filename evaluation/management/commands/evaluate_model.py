@@ -67,7 +67,7 @@ class Command(BaseCommand):
         summary = evaluation_summary(evaluation)
         for category, cell in summary["per_category"].items():
             self.stdout.write(
-                f"{category:<10} {cell['correct']:>6} / {cell['items']:<6} {100 * cell['accuracy']:6.1f}%"
+                f"{category:<10} {cell['correct']:>6} / {cell['count']:<6} {100 * cell['accuracy']:6.1f}%"
             )
         if summary["accuracy"] is not None:
             self.stdout.write(
