@@ -85,7 +85,13 @@ def world(transactional_db):
     item = participation.participant_next_item(participant=participant)
     assert item is not None
     job = Job.objects.create(kind=Job.Kind.EXPORT, title="Export", status=Job.Status.SUCCEEDED, result={"items": 3})
+    from annotator.modeleval.services import endpoint_create, evaluation_start
+
+    coordinator = make_user("runner", "coordinator")
+    endpoint = endpoint_create(user=coordinator, name="fuzz", base_url="http://127.0.0.1:9/v1", model_id="m")
+    run = evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter={}, send=False)
     return {
+        "run_id": [run.pk],
         "video_id": [video.pk],
         "pair_id": [submitted.pk, accepted[2].pk],
         "task_id": [task.pk],

@@ -287,3 +287,29 @@ def test_endpoint_rules(db, coordinator, annotator, settings):
     with pytest.raises(Invalid, match="MODEL_ENDPOINT_HOSTS"):
         endpoint_create(user=coordinator, name="four", base_url="http://169.254.169.254/v1", model_id="m")
     assert ModelItemResult.objects.count() == 0
+
+
+def test_retrying_a_failed_run_continues_it_under_the_new_job(db, coordinator, export_dir, fast_retries):
+    from annotator.jobs.services import job_retry
+
+    root, records = export_dir
+    server = ModelServer(policy=policy_for(records)).start()
+    endpoint = endpoint_for(server, coordinator)
+    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, source="export", export_dir=str(root))
+    evaluation_run(evaluation_id=evaluation.pk)
+    kept = sorted(evaluation.results.values_list("question_id", flat=True))[:4]
+    evaluation.results.exclude(question_id__in=kept).delete()
+    first_job = evaluation.job
+    Job.objects.filter(pk=first_job.pk).update(status=Job.Status.FAILED)
+    server.requests.clear()
+    again = job_retry(job=first_job, user=coordinator)
+    unit = again.tasks.get()
+    from annotator.jobs.services import UnitRef
+
+    evaluation_run(unit=UnitRef(unit.pk), **unit.kwargs)
+    evaluation.refresh_from_db()
+    assert evaluation.job_id == again.pk
+    again.refresh_from_db()
+    assert again.status == Job.Status.SUCCEEDED and again.done == len(records)
+    assert len(server.requests) == len(records) - 4
+    server.stop()

@@ -72,7 +72,7 @@ def test_a_coordinator_registers_a_model_starts_a_run_and_watches_it_finish(page
         expect(page.locator("#run-status .badge").first).to_have_text("succeeded", timeout=20000)
         status = page.locator("#run-status")
         expect(status).to_contain_text("malformed answer 1")
-        expect(status).to_contain_text("server_error 1")
+        expect(status).to_contain_text("server error 1")
         expect(status).to_contain_text("timeout 1")
         expect(page.get_by_role("link", name="Download results file")).to_be_visible()
         shot(page, "run-finished")

@@ -348,10 +348,19 @@ def evaluation_start(
 # --- Running it ------------------------------------------------------------------------------------------------
 
 
-def evaluation_run(*, evaluation_id: int, unit: UnitRef | None = None, progress=None) -> ModelEvaluation:
+def evaluation_run(
+    *, evaluation_id: int, unit: UnitRef | None = None, progress=None, job_id: int | None = None
+) -> ModelEvaluation:
     """Run (or continue) an evaluation once: its unit is claimed with a compare-and-set, so a redelivered message
-    does nothing; the items that have a stored result are not sent again."""
+    does nothing; the items that have a stored result are not sent again. With the `job_id` of a retried job
+    (the jobs page's "Retry"), that job takes the run over and continues it."""
+    if job_id is not None:
+        ModelEvaluation.objects.filter(pk=evaluation_id, job__kind=Job.Kind.MODEL_EVAL).exclude(job_id=job_id).filter(
+            **{"job__pk__lt": job_id}
+        ).update(job_id=job_id)
     evaluation = ModelEvaluation.objects.select_related("endpoint", "job").get(pk=evaluation_id)
+    if job_id is not None and evaluation.job_id != job_id:
+        return evaluation  # an older job's message: the run belongs to a newer retry
     if unit is None or unit.unit_id is None:
         task = JobTask.objects.filter(job_id=evaluation.job_id).order_by("pk").last()
         unit = UnitRef(task.pk if task else None, worker=unit.worker if unit else "this process")

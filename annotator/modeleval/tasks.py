@@ -16,9 +16,10 @@ from annotator.jobs.tasks import DATABASE_RETRIES
     time_limit=10 * 3600 + 60,
     **DATABASE_RETRIES,
 )
-def evaluate_model_task(self, evaluation_id: int, unit_id: int | None = None) -> None:
-    """Run (or continue) one model evaluation; a unit already claimed or done is left alone."""
+def evaluate_model_task(self, evaluation_id: int, unit_id: int | None = None, job_id: int | None = None) -> None:
+    """Run (or continue) one model evaluation; a unit already claimed or done is left alone. `job_id`: the job
+    of a retry (annotator.jobs.services.job_retry), which takes the run over and continues it."""
     from annotator.jobs.services import unit_of
     from annotator.modeleval.services import evaluation_run
 
-    evaluation_run(evaluation_id=evaluation_id, unit=unit_of(self, unit_id))
+    evaluation_run(evaluation_id=evaluation_id, unit=unit_of(self, unit_id), job_id=job_id)

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotator.modeleval.services import endpoint_create, evaluation_summary, results_file
-from annotator.models import ModelEndpoint, ModelEvaluation
+from annotator.models import ModelEndpoint, ModelEvaluation, ModelItemResult
 from subtlebench.errors import Conflict, Invalid
 from subtlebench.pages import error_response
 from subtlebench.roles import COORDINATOR, role_required
@@ -72,7 +72,17 @@ def _detail_context(evaluation: ModelEvaluation) -> dict:
     summary = job.result if not job.is_active and job.result.get("per_category") is not None else None
     summary = summary or evaluation_summary(evaluation)
     failures = evaluation.results.exclude(failure="").order_by("-pk")[:FAILURES_SHOWN]
-    return {"evaluation": evaluation, "job": job, "summary": summary, "failures": failures}
+    labels = dict(ModelItemResult.Failure.choices)
+    return {
+        "evaluation": evaluation,
+        "job": job,
+        "summary": summary,
+        "categories": sorted(summary["per_category"].items()),  # JSON columns do not keep the order of keys
+        "failure_counts": [
+            (labels.get(kind, kind).lower(), count) for kind, count in sorted(summary["failures"].items())
+        ],
+        "failures": failures,
+    }
 
 
 @role_required(COORDINATOR)
