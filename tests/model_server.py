@@ -49,10 +49,14 @@ class ModelServer:
         self.requests: list[Seen] = []
         self.lock = threading.Lock()
         self.hang_seconds = 5.0
+        self.drop_chat = False
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in separate writes: with Nagle's algorithm on, the body waits for the
+            # client's delayed ACK (40 ms) of the headers. Servers such as vLLM's uvicorn set TCP_NODELAY too.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):
                 pass
@@ -81,6 +85,9 @@ class ModelServer:
                     return
                 body = json.loads(raw)
                 seen = server.record(self.path, body, self.headers.get("Authorization", ""))
+                if server.drop_chat:  # up for GET /models, but every chat request's connection is dropped
+                    self.close_connection = True
+                    return
                 if body.get("model") != server.model:
                     message = f"The model `{body.get('model')}` does not exist."
                     self._send(404, {"error": {"message": message, "type": "NotFoundError", "code": 404}})

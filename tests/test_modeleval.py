@@ -313,3 +313,18 @@ def test_retrying_a_failed_run_continues_it_under_the_new_job(db, coordinator, e
     assert again.status == Job.Status.SUCCEEDED and again.done == len(records)
     assert len(server.requests) == len(records) - 4
     server.stop()
+
+
+def test_a_run_whose_first_requests_all_fail_to_connect_stops_with_one_message(
+    db, coordinator, server, export_dir, fast_retries
+):
+    root, records = export_dir
+    server.drop_chat = True
+    evaluation = run_export(endpoint_for(server, coordinator), coordinator, root)
+    job = evaluation.job
+    job.refresh_from_db()
+    assert job.status == Job.Status.FAILED
+    assert len(job.errors) == 1 and "is down: its first requests all failed" in job.errors[0]
+    stored = evaluation.results.count()
+    assert 8 <= stored < len(records)  # stopped early, not one timeout per item
+    assert set(evaluation.results.values_list("failure", flat=True)) == {"unreachable"}

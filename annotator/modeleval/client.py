@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import random
+import socket
 import ssl
 import threading
 import time
@@ -112,6 +113,10 @@ class ChatClient:
             connection = self._connection(timeout)
             fresh = connection.sock is None
             try:
+                if fresh:
+                    connection.connect()
+                    # A request is one write (http.client joins headers and a bytes body); no Nagle delay on it.
+                    connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 connection.request(method, self.path + path, body=body, headers=self._headers())
                 response = connection.getresponse()
                 text = response.read().decode("utf-8", errors="replace")
