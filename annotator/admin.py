@@ -12,6 +12,9 @@ from annotator.models import (
     ImageEmbedding,
     Job,
     JobTask,
+    ModelEndpoint,
+    ModelEvaluation,
+    ModelItemResult,
     Pair,
     PairDraft,
     Review,
@@ -142,3 +145,44 @@ class CaptionReviewAdmin(admin.ModelAdmin):
     list_display = ("caption", "reviewer", "decision", "created")
     list_filter = ("decision",)
     raw_id_fields = ("caption",)
+
+
+@admin.register(ModelEndpoint)
+class ModelEndpointAdmin(admin.ModelAdmin):
+    list_display = ("name", "base_url", "model_id", "api_key_env", "concurrency", "timeout_s", "created")
+    search_fields = ("name", "model_id")
+
+
+@admin.register(ModelEvaluation)
+class ModelEvaluationAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "endpoint",
+        "source",
+        "split",
+        "study_id",
+        "items",
+        "answered",
+        "correct",
+        "failed",
+        "created",
+    )
+    list_filter = ("source",)
+    list_select_related = ("endpoint",)
+    raw_id_fields = ("job", "export_job")
+
+
+@admin.register(ModelItemResult)
+class ModelItemResultAdmin(admin.ModelAdmin):
+    list_display = (
+        "evaluation",
+        "question_id",
+        "category",
+        "predicted_letter",
+        "correct_letter",
+        "is_correct",
+        "failure",
+    )
+    list_filter = ("failure", "category")
+    search_fields = ("question_id",)
+    raw_id_fields = ("evaluation", "pair")
