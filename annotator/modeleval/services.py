@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import time
-from collections import Counter, defaultdict
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -530,14 +529,17 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
 def evaluation_summary(evaluation: ModelEvaluation) -> dict:
     """Counts of the run: accuracy over answered items and over all, per category, failures by kind, tokens."""
     evaluation.refresh_from_db()
-    rows = ModelItemResult.objects.filter(evaluation=evaluation).values_list("category", "is_correct", "failure")
-    per_category: dict[str, Counter] = defaultdict(Counter)
-    failures: Counter = Counter()
-    for category, is_correct, failure in rows:
-        per_category[category]["count"] += 1
-        per_category[category]["correct"] += bool(is_correct)
-        if failure:
-            failures[failure] += 1
+    results = ModelItemResult.objects.filter(evaluation=evaluation).order_by()
+    per_category = {
+        row["category"]: {"count": row["count"], "correct": row["correct"], "accuracy": row["correct"] / row["count"]}
+        for row in results.values("category")
+        .annotate(count=models.Count("pk"), correct=models.Count("pk", filter=models.Q(is_correct=True)))
+        .order_by("category")
+    }
+    failures = {
+        row["failure"]: row["count"]
+        for row in results.exclude(failure="").values("failure").annotate(count=models.Count("pk")).order_by("failure")
+    }
     job = evaluation.job
     job.refresh_from_db(fields=["started", "finished", "result"])
     end = job.finished or timezone.now()
@@ -550,11 +552,8 @@ def evaluation_summary(evaluation: ModelEvaluation) -> dict:
         "accuracy": evaluation.correct / (evaluation.answered + evaluation.failed)
         if evaluation.answered + evaluation.failed
         else None,
-        "per_category": {
-            category: {"count": c["count"], "correct": c["correct"], "accuracy": c["correct"] / c["count"]}
-            for category, c in sorted(per_category.items())
-        },
-        "failures": dict(sorted(failures.items())),
+        "per_category": per_category,
+        "failures": failures,
         "prompt_tokens": evaluation.prompt_tokens,
         "completion_tokens": evaluation.completion_tokens,
         "seconds": round((end - job.started).total_seconds(), 1) if job.started else 0.0,
