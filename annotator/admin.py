@@ -14,6 +14,9 @@ from annotator.models import (
     Job,
     JobItem,
     JobTask,
+    ModelEndpoint,
+    ModelEvaluation,
+    ModelItemResult,
     Pair,
     PairDraft,
     Review,
@@ -174,3 +177,44 @@ class DoubleReviewAdmin(admin.ModelAdmin):
     list_filter = ("second_decision",)
     list_select_related = ("pair", "second_reviewer")
     raw_id_fields = ("pair", "first_review")
+
+
+@admin.register(ModelEndpoint)
+class ModelEndpointAdmin(admin.ModelAdmin):
+    list_display = ("name", "base_url", "model_id", "api_key_env", "concurrency", "timeout_s", "created")
+    search_fields = ("name", "model_id")
+
+
+@admin.register(ModelEvaluation)
+class ModelEvaluationAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "endpoint",
+        "source",
+        "split",
+        "study_id",
+        "items",
+        "answered",
+        "correct",
+        "failed",
+        "created",
+    )
+    list_filter = ("source",)
+    list_select_related = ("endpoint",)
+    raw_id_fields = ("job", "export_job")
+
+
+@admin.register(ModelItemResult)
+class ModelItemResultAdmin(admin.ModelAdmin):
+    list_display = (
+        "evaluation",
+        "question_id",
+        "category",
+        "predicted_letter",
+        "correct_letter",
+        "is_correct",
+        "failure",
+    )
+    list_filter = ("failure", "category")
+    search_fields = ("question_id",)
+    raw_id_fields = ("evaluation", "pair")

@@ -5,6 +5,7 @@ from annotator.captions import views as views_captions
 from annotator.datamanager import views as views_datamanager
 from annotator.export import views as views_exports
 from annotator.jobs import views as views_jobs
+from annotator.modeleval import views as views_models
 from annotator.picking import views as views_picking
 from annotator.similarity import views as views_similarity
 from annotator.stats import views as views_stats
@@ -62,4 +63,9 @@ urlpatterns = [
     path("exports/", views_exports.exports, name="exports"),
     path("exports/history/", views_exports.export_history, name="export-history"),
     path("exports/<int:job_id>/download/", views_exports.export_download, name="export-download"),
+    # Models in the loop (the run form: evaluation/urls.py)
+    path("models/", views_models.model_list, name="model-list"),
+    path("models/endpoints/new/", views_models.model_endpoint_new, name="model-endpoint-new"),
+    path("models/runs/<int:run_id>/", views_models.model_run_detail, name="model-run-detail"),
+    path("models/runs/<int:run_id>/results/", views_models.model_run_results, name="model-run-results"),
 ]

@@ -3,7 +3,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
-from api import captions, datamanager, evaluation, exports, jobs, picking, similarity, stats, videos, views
+from api import captions, datamanager, evaluation, exports, jobs, models_eval, picking, similarity, stats, videos, views
 
 # Swagger UI and Redoc put a <style> element in their page: inline styles there only, scripts still from files.
 docs_page = csp_update({"style-src": ["'unsafe-inline'"]})
@@ -77,6 +77,11 @@ urlpatterns = [
     path("exports/", exports.export_list_api, name="api-export-list"),
     path("exports/start/", exports.export_start_api, name="api-export-start"),
     path("exports/<int:job_id>/", exports.export_detail_api, name="api-export-detail"),
+    path("models/", models_eval.endpoint_list, name="api-model-list"),
+    path("models/create/", models_eval.endpoint_create_api, name="api-model-create"),
+    path("models/runs/create/", models_eval.run_create, name="api-model-run-create"),
+    path("models/runs/<int:run_id>/", models_eval.run_detail, name="api-model-run-detail"),
+    path("models/runs/<int:run_id>/results/", models_eval.run_results, name="api-model-run-results"),
     # Last: any other /api/ URL answers the JSON 404, not the HTML page.
     re_path(r"^(?P<path>.*)$", views.not_found, name="api-not-found"),
 ]

@@ -21,6 +21,7 @@ TASK_PACKAGES = [
     "annotator.jobs",
     "annotator.cleanup",
     "annotator.datamanager",
+    "annotator.modeleval",
 ]
 
 

@@ -406,3 +406,13 @@ if SIMILARITY_CATCH_UP_MINUTES:
 EXPORT_ROOT = Path(os.getenv("EXPORT_ROOT", VAR_DIR / "exports"))
 # Image copies in flight at once during an export (file creation is latency-bound; threads overlap it).
 EXPORT_COPY_THREADS = envint("EXPORT_COPY_THREADS", "4")
+# Model evaluation (annotator/modeleval): request retries on 429/5xx/connection errors with exponential backoff and
+# jitter (BACKOFF * 2^attempt, at most BACKOFF_MAX, or the server's Retry-After), the request parameters, our prompt
+# texts (a JSON file {"system": ..., "user": ...} replaces them), and the hosts an endpoint may name (empty: any).
+MODEL_EVAL_RETRIES = envint("MODEL_EVAL_RETRIES", "4")
+MODEL_EVAL_BACKOFF_SECONDS = envfloat("MODEL_EVAL_BACKOFF_SECONDS", "1")
+MODEL_EVAL_BACKOFF_MAX_SECONDS = envfloat("MODEL_EVAL_BACKOFF_MAX_SECONDS", "30")
+MODEL_EVAL_TEMPERATURE = envfloat("MODEL_EVAL_TEMPERATURE", "0.5")
+MODEL_EVAL_MAX_TOKENS = envint("MODEL_EVAL_MAX_TOKENS", "1024")
+MODEL_EVAL_PROMPT_FILE = os.getenv("MODEL_EVAL_PROMPT_FILE", "")
+MODEL_ENDPOINT_HOSTS = envlist("MODEL_ENDPOINT_HOSTS", "")

@@ -89,8 +89,14 @@ def world(transactional_db):
     drawn = make_pair(status=Pair.Status.SUBMITTED, author=author)
     double_review = DoubleReview.objects.create(pair=drawn, pair_version=drawn.version, rate=1.0)
     picking.pair_review(pair=drawn, reviewer=make_user("first", "reviewer"), decision="accept", version=drawn.version)
+    from annotator.modeleval.services import endpoint_create, evaluation_start
+
+    coordinator = make_user("runner", "coordinator")
+    endpoint = endpoint_create(user=coordinator, name="fuzz", base_url="http://127.0.0.1:9/v1", model_id="m")
+    run = evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter={}, send=False)
     return {
         "double_review_id": [double_review.pk],
+        "run_id": [run.pk],
         "video_id": [video.pk],
         "pair_id": [submitted.pk, accepted[2].pk],
         "task_id": [task.pk],

@@ -126,8 +126,26 @@ def test_it_documents_each_variable_once():
     assert not {name for name in names if names.count(name) > 1}
 
 
+# Reads whose name is data, by design: a model endpoint names the variable that holds its API key (the key is
+# never stored). Exactly these functions, and each must still read the environment (or the entry is stale).
+NAMED_BY_DATA = {"annotator/modeleval/services.py": "endpoint_api_key"}
+
+
+def reads_named_by_data() -> set[str]:
+    where = set()
+    for file, function in NAMED_BY_DATA.items():
+        tree = ast.parse((ROOT / file).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == function:
+                where |= {f"{file}:{read.lineno}" for read, _ in environment_reads(node)}
+    return where
+
+
 def test_every_environment_read_names_its_variable_literally():
     _, dynamic = variables_the_code_reads()
+    by_data = reads_named_by_data()
+    assert len(by_data) == len(NAMED_BY_DATA), f"NAMED_BY_DATA names a function that reads nothing: {by_data}"
+    dynamic = [where for where in dynamic if where not in by_data]
     assert not dynamic, f"environment reads with a computed name (document them and use a literal): {dynamic}"
 
 

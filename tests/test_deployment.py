@@ -368,3 +368,15 @@ def test_workers_wait_for_the_broker_instead_of_exiting():
     assert settings.CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP is True
     assert settings.CELERY_BROKER_CONNECTION_MAX_RETRIES is None
     assert settings.CELERY_BROKER_TRANSPORT == "subtlebench.celery:RedisTransport"
+
+
+def test_the_vllm_profile_is_optional_serves_an_openai_api_on_a_gpu_and_downloads_nothing(compose):
+    vllm = compose["services"]["vllm"]
+    assert vllm["profiles"] == ["vllm"]  # `docker compose up` without --profile vllm leaves it out
+    assert vllm["image"].startswith("vllm/vllm-openai:") and not vllm["image"].endswith(":latest")
+    assert vllm["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+    assert vllm["environment"]["HF_HUB_OFFLINE"] == "1"
+    assert any(volume.endswith(":/models:ro") for volume in vllm["volumes"])
+    assert "--served-model-name" in vllm["command"] and '{"image": 2}' in vllm["command"]
+    for name in APP_SERVICES:
+        assert "profiles" not in compose["services"][name]

@@ -72,9 +72,29 @@ def finished_jobs(coordinator, h264_video, tmp_path, settings) -> list[Job]:
         unit = job.tasks.get()
         bulk_run_unit(job_id=job.pk, ids=unit.kwargs["ids"], unit=UnitRef(unit.pk, celery_id=f"c{unit.pk}"))
         jobs.append(job)
+    jobs += model_eval_jobs(coordinator)
     outcomes = {(job.kind, job.status) for job in Job.objects.filter(pk__in=[job.pk for job in jobs])}
     assert outcomes == {(kind, status) for kind in Job.Kind.values for status in ("succeeded", "failed")}, outcomes
     return jobs
+
+
+def model_eval_jobs(coordinator) -> list[Job]:
+    """A model run that succeeded (the local model server) and one whose endpoint is down (the server stopped)."""
+    from annotator.modeleval.services import endpoint_create, evaluation_run, evaluation_start
+    from tests.model_server import ModelServer
+
+    server = ModelServer().start()
+    runs = []
+    try:
+        endpoint = endpoint_create(user=coordinator, name="pages", base_url=server.base_url, model_id="tiny-vlm")
+        runs.append(evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter={}))
+        evaluation_run(evaluation_id=runs[0].pk)
+    finally:
+        server.stop()
+    down = endpoint_create(user=coordinator, name="down", base_url=server.base_url, model_id="tiny-vlm")
+    runs.append(evaluation_start(endpoint=down, user=coordinator, source="filter", pair_filter={}))
+    evaluation_run(evaluation_id=runs[1].pk)
+    return [run.job for run in runs]
 
 
 @pytest.fixture
@@ -124,6 +144,7 @@ def world(h264_video, tmp_path, settings):
         "video_id": [video.pk],
         "job_id": [job.pk for job in jobs],
         "table_name": ["pairs", "videos", "captions", "no-such-table"],
+        "run_id": [job.model_evaluation.pk for job in jobs if job.kind == Job.Kind.MODEL_EVAL],
         "pair_id": [submitted.pk, accepted[2].pk],
         "task_id": [task.pk],
         "caption_id": [caption.pk],
@@ -173,7 +194,7 @@ def test_every_page_renders_for_every_role(client, world):
                         assert not METHOD_REPR.search(body), f"{role} GET {url} prints a method"
                 checked.add(url)
     job_pages = {url for url in checked if re.fullmatch(r"/jobs/\d+/", url)}
-    assert len(job_pages) == 8
+    assert len(job_pages) == 2 * len(Job.Kind.values)  # a succeeded and a failed job of each kind
     assert len(checked) > 40
 
 

@@ -51,7 +51,11 @@ def world(db, annotator, annotator2, reviewer, coordinator):
     picking.pair_review(pair=decided_pair, reviewer=reviewer, decision="accept", version=decided_pair.version)
     queued = Job.objects.create(kind=Job.Kind.EXPORT, title="queued", created_by=coordinator)
     failed = Job.objects.create(kind=Job.Kind.EXPORT, title="failed", created_by=coordinator, status=Job.Status.FAILED)
+    from annotator.modeleval.services import endpoint_create
+
+    endpoint = endpoint_create(user=coordinator, name="owners", base_url="http://127.0.0.1:9/v1", model_id="m")
     return {
+        "endpoint": endpoint,
         "queued_job": queued,
         "failed_job": failed,
         "video": held,
@@ -122,6 +126,13 @@ CASES = {
         ("rita", "/api/jobs/{failed_job}/retry/", None, 403),
     ],
     ("POST", "/api/exports/start/"): [("alice", "/api/exports/start/", {"target": "stolen"}, 403)],
+    ("POST", "/api/models/create/"): [
+        ("rita", "/api/models/create/", {"name": "m", "base_url": "http://x/v1", "model_id": "m"}, 403)
+    ],
+    ("POST", "/api/models/runs/create/"): [
+        ("alice", "/api/models/runs/create/", lambda w: {"endpoint": w["endpoint"].pk, "source": "filter"}, 403),
+        ("rita", "/api/models/runs/create/", lambda w: {"endpoint": w["endpoint"].pk, "source": "filter"}, 403),
+    ],
     ("POST", "/api/p/{token}/item/{item_token}/answer/"): [
         ("anonymous", "/api/p/{other_participant}/item/{item}/answer/", {"option": 1}, 404)
     ],

@@ -1,0 +1,635 @@
+"""Model endpoints and evaluation runs: register an endpoint, gather the items of a run, run it as a job (resumable:
+each result is stored as it arrives, and a restarted run sends only the items without one), summarise it, and
+write the official results file (the `_finalize_mc_results` layout of krafton-ai/VLM-SubtleBench).
+
+Items come from an export's split (its `data/<split>.jsonl` and image files), or from a list of pair ids that the
+caller gathered (a study's sample: evaluation.model_runs; the accepted pairs matching a filter: `filter_pair_ids`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.files.storage import default_storage
+from django.db import IntegrityError, models, transaction
+from django.utils import timezone
+
+from annotator.export.format import FIELDS, item_id, split_path
+from annotator.jobs.services import JobTaskLost, UnitRef, job_create_once, job_task_add, job_task_claim
+from annotator.modeleval.client import ChatClient, RequestFailed, scrub
+from annotator.modeleval.protocol import Item, configured_prompt, messages_for, parse_answer, shuffle_options
+from annotator.models import (
+    Category,
+    Domain,
+    Job,
+    JobCancelled,
+    JobTask,
+    ModelEndpoint,
+    ModelEvaluation,
+    ModelItemResult,
+    Pair,
+)
+from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
+from subtlebench.roles import COORDINATOR, has_role
+
+log = logging.getLogger(__name__)
+
+TASK = "annotator.tasks.evaluate_model_task"
+SPLITS = ("test", "val")
+FLUSH_SECONDS = 0.25  # results are written at least this often (and every FLUSH_ITEMS)
+FLUSH_ITEMS = 64
+# While a run's threads wait on sockets, a thread whose answer arrived waits for the GIL up to the interpreter's
+# switch interval (5 ms) behind the others: at 16 requests of 50 ms that cost a quarter of the throughput
+# (bench/model_eval.py). The run lowers it while it runs and puts it back after.
+GIL_SWITCH_SECONDS = 0.0005
+FAIL_FAST_ITEMS = 8  # the first this many requests all unreachable: the endpoint is down, fail the run
+Failure = ModelItemResult.Failure
+
+
+class RunFailed(Exception):
+    """The run cannot go on (endpoint down, key variable missing, items unreadable): one clear message."""
+
+
+def _check_coordinator(user) -> None:
+    if user is not None and not has_role(user, COORDINATOR):
+        raise Forbidden("Only a coordinator can register models and run evaluations.")
+
+
+# --- Endpoints ------------------------------------------------------------------------------------------------
+
+
+def check_base_url(url: str) -> str:
+    """An http(s) URL with a host, without credentials, query or fragment; with MODEL_ENDPOINT_HOSTS set, its
+    host must be one of them (who may register endpoints is already limited to coordinators)."""
+    url = (url or "").strip()
+    if len(url) > ModelEndpoint._meta.get_field("base_url").max_length:
+        raise Invalid({"base_url": ["At most 500 characters."]})
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Invalid({"base_url": ["An http:// or https:// URL with a host, e.g. http://gpu-host:8000/v1."]})
+    if parts.username or parts.password or "@" in parts.netloc:
+        raise Invalid({"base_url": ["No user or password in the URL: name the key's environment variable instead."]})
+    if parts.query or parts.fragment:
+        raise Invalid({"base_url": ["No query or fragment: the base URL ends where /chat/completions is added."]})
+    try:
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError:
+        raise Invalid({"base_url": ["The port is not a number from 0 to 65535."]}) from None
+    allowed = [host.lower() for host in settings.MODEL_ENDPOINT_HOSTS]
+    if allowed and parts.hostname.lower() not in allowed:
+        raise Invalid({"base_url": [f"The host {parts.hostname} is not one of MODEL_ENDPOINT_HOSTS."]})
+    return url.rstrip("/")
+
+
+@transaction.atomic
+def endpoint_create(
+    *, user, name: str, base_url: str, model_id: str, api_key_env: str = "", concurrency: int = 8, timeout_s: int = 120
+) -> ModelEndpoint:
+    """Register a model endpoint. The key is never stored: `api_key_env` names the variable that holds it."""
+    _check_coordinator(user)
+    endpoint = ModelEndpoint(
+        name=(name or "").strip(),
+        base_url=check_base_url(base_url),
+        model_id=(model_id or "").strip(),
+        api_key_env=(api_key_env or "").strip(),
+        concurrency=concurrency,
+        timeout_s=timeout_s,
+        created_by=user if getattr(user, "pk", None) else None,
+    )
+    try:
+        # base_url: check_base_url's rule (Django's URLValidator refuses single-label hosts such as gpu-host).
+        endpoint.full_clean(exclude=["base_url"])
+    except ValidationError as error:
+        if "name" in error.message_dict and ModelEndpoint.objects.filter(name=endpoint.name).exists():
+            raise Conflict({"name": [f"A model named {endpoint.name!r} is already registered."]}) from None
+        raise Invalid(error.message_dict) from None
+    try:
+        with transaction.atomic():
+            endpoint.save()
+    except IntegrityError:
+        raise Conflict({"name": [f"A model named {endpoint.name!r} is already registered."]}) from None
+    return endpoint
+
+
+def endpoint_api_key(endpoint: ModelEndpoint) -> str:
+    """The key, read now from the environment variable the endpoint names ("" when it names none)."""
+    if not endpoint.api_key_env:
+        return ""
+    key = os.environ.get(endpoint.api_key_env)
+    if not key:
+        raise RunFailed(
+            f"The API key variable {endpoint.api_key_env} of model {endpoint.name} is not set in the worker's "
+            "environment: set it where the worker runs, or register the model without a key."
+        )
+    return key
+
+
+# --- Items ----------------------------------------------------------------------------------------------------
+
+
+def export_items(folder: str | Path, split: str) -> list[Item]:
+    """The items of an export's split, as the official adapter reads them; bad records are an Invalid naming the
+    file, line and field (nothing is started)."""
+    if split not in SPLITS:
+        raise Invalid({"split": [f"The split is test or val, not {split!r}."]})
+    root = Path(folder)
+    path = root / split_path(split)
+    if not path.is_file():
+        raise Invalid({"export": [f"{path}: no such file (is {root} an export folder?)."]})
+    items: list[Item] = []
+    seen: set[str] = set()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise Invalid({"export": [f"{path}: cannot read it ({error})."]}) from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}, line {number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise Invalid({"export": [f"{where}: not JSON ({error.msg})."]}) from None
+        if not isinstance(record, dict):
+            raise Invalid({"export": [f"{where}: expected an object."]})
+        for name in ("image_1", "image_2", "question", "answer", "distractors", "category", "source", "source_id"):
+            if name not in record:
+                raise Invalid({"export": [f"{where}: missing field {name}."]})
+            if not isinstance(record[name], FIELDS.get(name, (str,))):
+                raise Invalid({"export": [f"{where}, field {name}: wrong type {type(record[name]).__name__}."]})
+        distractors = record["distractors"]
+        if not distractors or not all(isinstance(d, str) for d in distractors) or len(distractors) > 4:
+            raise Invalid({"export": [f"{where}, field distractors: 1 to 4 texts."]})
+        if record["category"] not in Category.values:
+            raise Invalid({"export": [f"{where}, field category: {record['category']!r} is not a category."]})
+        identifier = f"{record['category']}_{record['source']}_{record['source_id']}"
+        if identifier in seen:
+            raise Invalid({"export": [f"{where}: the item id {identifier} appears twice."]})
+        seen.add(identifier)
+        image_1, image_2 = root / record["image_1"], root / record["image_2"]
+        items.append(
+            Item(
+                question_id=identifier,
+                question=record["question"],
+                answer=record["answer"],
+                distractors=list(distractors),
+                category=record["category"],
+                domain=record.get("domain") if record.get("domain") in Domain.values else Domain.NATURAL,
+                image_1=str(image_1),
+                image_2=str(image_2),
+                missing=not (image_1.is_file() and image_2.is_file()),
+            )
+        )
+    return items
+
+
+def pair_items(pair_ids: list[int]) -> list[Item]:
+    """The items of these pairs, in this order (pairs deleted since are left out); images read from storage."""
+    pairs = Pair.objects.filter(pk__in=pair_ids).select_related("image_1", "image_2", "video")
+    by_id = {pair.pk: pair for pair in pairs}
+    items = []
+    for pk in pair_ids:
+        pair = by_id.get(pk)
+        if pair is None or not pair.distractors:
+            continue
+        yt8m_id = pair.video.yt8m_id if pair.video_id and not pair.source_id else None
+        identifier = item_id(
+            category=pair.category, source=pair.source, source_id=pair.source_id, pair_id=pair.pk, yt8m_id=yt8m_id
+        )
+        items.append(
+            Item(
+                question_id=identifier,
+                question=pair.question,
+                answer=pair.answer,
+                distractors=list(pair.distractors),
+                category=pair.category,
+                domain=pair.domain,
+                image_1=pair.image_1.file.name,
+                image_2=pair.image_2.file.name,
+                pair_id=pair.pk,
+            )
+        )
+    return items
+
+
+def filter_pair_ids(pair_filter: dict) -> list[int]:
+    """The accepted pairs matching {"category": [...], "domain": [...]} (an empty or absent list: any)."""
+    pairs = Pair.objects.accepted()
+    if pair_filter.get("category"):
+        pairs = pairs.filter(category__in=pair_filter["category"])
+    if pair_filter.get("domain"):
+        pairs = pairs.filter(domain__in=pair_filter["domain"])
+    return list(pairs.order_by("pk").values_list("pk", flat=True))
+
+
+def clean_pair_filter(raw) -> dict:
+    if raw in (None, ""):
+        return {}
+    if not isinstance(raw, dict) or set(raw) - {"category", "domain"}:
+        raise Invalid({"pair_filter": ['An object {"category": [...], "domain": [...]}; no other keys.']})
+    cleaned = {}
+    for key, allowed in (("category", Category.values), ("domain", Domain.values)):
+        values = raw.get(key) or []
+        if not isinstance(values, list) or any(value not in allowed for value in values):
+            raise Invalid({"pair_filter": [f"{key}: a list of {', '.join(allowed)}."]})
+        if values:
+            cleaned[key] = sorted(set(values))
+    return cleaned
+
+
+def evaluation_items(evaluation: ModelEvaluation) -> list[Item]:
+    """The run's items with their shown options (the seed's shuffle), the same on every call."""
+    if evaluation.source == ModelEvaluation.Source.EXPORT:
+        items = export_items(evaluation.parameters["export_dir"], evaluation.split)
+    else:
+        items = pair_items(evaluation.parameters.get("pair_ids", []))
+    shuffle_options(items, evaluation.seed)
+    return items
+
+
+def read_image(evaluation: ModelEvaluation, name: str) -> bytes:
+    if evaluation.source == ModelEvaluation.Source.EXPORT:
+        return Path(name).read_bytes()
+    with default_storage.open(name, "rb") as handle:
+        return handle.read()
+
+
+# --- Starting a run -------------------------------------------------------------------------------------------
+
+
+def request_parameters() -> dict:
+    parameters = {"temperature": settings.MODEL_EVAL_TEMPERATURE}
+    if settings.MODEL_EVAL_MAX_TOKENS:
+        parameters["max_tokens"] = settings.MODEL_EVAL_MAX_TOKENS
+    return parameters
+
+
+def evaluation_start(
+    *,
+    endpoint: ModelEndpoint,
+    user,
+    source: str,
+    export_job: Job | None = None,
+    export_dir: str | None = None,
+    split: str = "test",
+    study_id: int | None = None,
+    pair_ids: list[int] | None = None,
+    pair_filter: dict | None = None,
+    seed: int = 0,
+    idempotency_key: str = "",
+    send: bool = True,
+) -> ModelEvaluation:
+    """Create the run and its job, and queue it (after the commit). The items are checked now: an export's file
+    must parse; a pair source must hold at least one pair."""
+    _check_coordinator(user)
+    parameters = {"request": request_parameters()}
+    if source == ModelEvaluation.Source.EXPORT:
+        if export_job is not None:
+            if export_job.kind != Job.Kind.EXPORT or export_job.status != Job.Status.SUCCEEDED:
+                raise Invalid({"export_job": [f"Job {export_job.pk} is not a finished export."]})
+            if (export_job.result or {}).get("target") != "local" or not export_job.result.get("out"):
+                raise Invalid({"export_job": [f"Export {export_job.pk} is not a local folder this server can read."]})
+            export_dir = export_job.result["out"]
+        if not export_dir:
+            raise Invalid({"export": ["Name the export to evaluate."]})
+        count = len(export_items(export_dir, split))
+        parameters["export_dir"] = str(Path(export_dir).resolve())
+        label = f"{Path(export_dir).name} ({split})"
+    elif source in (ModelEvaluation.Source.STUDY, ModelEvaluation.Source.FILTER):
+        if source == ModelEvaluation.Source.FILTER:
+            pair_filter = clean_pair_filter(pair_filter)
+            pair_ids = filter_pair_ids(pair_filter)
+        pair_ids = list(pair_ids or [])
+        count = len(pair_items(pair_ids))
+        parameters["pair_ids"] = pair_ids
+        label = f"study {study_id}" if source == ModelEvaluation.Source.STUDY else "accepted pairs"
+        split = ""
+    else:
+        raise Invalid({"source": [f"The source is export, study or filter, not {source!r}."]})
+    if not count:
+        raise Invalid({"source": ["There are no items to evaluate in this source."]})
+    prompt = configured_prompt()
+
+    def create():
+        with transaction.atomic():
+            job = Job.objects.create(
+                kind=Job.Kind.MODEL_EVAL,
+                title=f"Evaluate {endpoint.name} on {label}",
+                created_by=user if getattr(user, "pk", None) else None,
+                total=count,
+                idempotency_key=idempotency_key,
+            )
+            ModelEvaluation.objects.create(
+                endpoint=endpoint,
+                job=job,
+                source=source,
+                export_job=export_job,
+                split=split,
+                study_id=study_id,
+                pair_filter=pair_filter or {},
+                seed=seed,
+                prompt=prompt.as_dict(),
+                parameters=parameters,
+                items=count,
+                created_by=job.created_by,
+            )
+            job_task_add(job=job, name=TASK, kwargs={"evaluation_id": job.model_evaluation.pk}, send=send)
+            return job
+
+    job, _ = job_create_once(create, user=user, kind=Job.Kind.MODEL_EVAL, key=idempotency_key)
+    return job.model_evaluation
+
+
+# --- Running it ------------------------------------------------------------------------------------------------
+
+
+def evaluation_run(
+    *, evaluation_id: int, unit: UnitRef | None = None, progress=None, job_id: int | None = None
+) -> ModelEvaluation:
+    """Run (or continue) an evaluation once: its unit is claimed with a compare-and-set, so a redelivered message
+    does nothing; the items that have a stored result are not sent again. With the `job_id` of a retried job
+    (the jobs page's "Retry"), that job takes the run over and continues it."""
+    if job_id is not None:
+        ModelEvaluation.objects.filter(pk=evaluation_id, job__kind=Job.Kind.MODEL_EVAL).exclude(job_id=job_id).filter(
+            **{"job__pk__lt": job_id}
+        ).update(job_id=job_id)
+    evaluation = ModelEvaluation.objects.select_related("endpoint", "job").get(pk=evaluation_id)
+    if job_id is not None and evaluation.job_id != job_id:
+        return evaluation  # an older job's message: the run belongs to a newer retry
+    if unit is None or unit.unit_id is None:
+        task = JobTask.objects.filter(job_id=evaluation.job_id).order_by("pk").last()
+        unit = UnitRef(task.pk if task else None, worker=unit.worker if unit else "this process")
+    run = job_task_claim(unit=unit) if unit.unit_id is not None else None
+    if run is None:
+        return evaluation
+    job = run.job
+    try:
+        _evaluate(evaluation, run, progress)
+    except JobTaskLost:
+        return evaluation  # another worker holds the unit now: it writes the outcome
+    except JobCancelled:
+        run.cancel()
+    except (RunFailed, Invalid) as error:
+        message = str(error)
+        log.warning("model evaluation %s failed: %s", evaluation.pk, message)
+        with transaction.atomic():
+            if run.complete(JobTask.Status.DONE):
+                job.finish(result=evaluation_summary(evaluation), error=message)
+    else:
+        with transaction.atomic():
+            if run.complete(JobTask.Status.DONE):
+                job.finish(result=evaluation_summary(evaluation))
+    evaluation.refresh_from_db()
+    return evaluation
+
+
+def _answer(client: ChatClient, evaluation, item: Item, prompt, parameters) -> ModelItemResult:
+    """Ask the model one item (in a worker thread; no database here)."""
+    result = ModelItemResult(
+        evaluation_id=evaluation.pk,
+        pair_id=item.pair_id,
+        question_id=item.question_id,
+        category=item.category,
+        domain=item.domain,
+        options=item.options,
+        correct_letter=item.correct_letter,
+    )
+    try:
+        messages = messages_for(
+            item, read_image(evaluation, item.image_1), read_image(evaluation, item.image_2), prompt
+        )
+    except OSError as error:
+        result.failure, result.failure_message = Failure.OTHER, f"cannot read an image of the item ({error})"
+        return result
+    started = time.monotonic()
+    try:
+        answer = client.complete(messages, parameters)
+    except RequestFailed as failed:
+        result.failure, result.failure_message, result.attempts = failed.kind, failed.message, failed.attempts
+        result.latency_ms = int(1000 * (time.monotonic() - started))
+        return result
+    result.response_text = scrub(answer.text, client.api_key)[:20000]
+    result.prompt_tokens, result.completion_tokens = answer.prompt_tokens, answer.completion_tokens
+    result.latency_ms, result.attempts = answer.latency_ms, answer.attempts
+    letter = parse_answer(answer.text)
+    if letter and ord(letter) - 65 < len(item.options):
+        result.predicted_letter = letter
+        result.is_correct = letter == item.correct_letter
+    else:
+        result.failure = Failure.MALFORMED
+        shown = " ".join(answer.text.split())[:120]
+        result.failure_message = (
+            f"no answer letter A-{chr(64 + len(item.options))} in the model's reply: {shown!r}"
+            if shown
+            else "the model's reply is empty"
+        )
+    return result
+
+
+def _store(evaluation: ModelEvaluation, results: list[ModelItemResult]) -> None:
+    """Write a batch of results (a second write of an item is a no-op) and recount the run from its rows."""
+    with transaction.atomic():
+        ModelItemResult.objects.bulk_create(results, ignore_conflicts=True)
+        totals = evaluation_totals(evaluation)
+        ModelEvaluation.objects.filter(pk=evaluation.pk).update(**totals)
+        changed = Job.objects.filter(pk=evaluation.job_id, status__in=("queued", "running")).update(
+            done=totals["answered"] + totals["failed"], heartbeat=timezone.now()
+        )
+    if not changed:
+        raise JobCancelled(f"job {evaluation.job_id} is no longer active")
+
+
+def evaluation_totals(evaluation: ModelEvaluation) -> dict:
+    counts = ModelItemResult.objects.filter(evaluation=evaluation).aggregate(
+        answered=models.Count("pk", filter=models.Q(is_correct__isnull=False)),
+        correct=models.Count("pk", filter=models.Q(is_correct=True)),
+        failed=models.Count("pk", filter=models.Q(is_correct__isnull=True)),
+        prompt_tokens=models.Sum("prompt_tokens", default=0),
+        completion_tokens=models.Sum("completion_tokens", default=0),
+    )
+    return counts
+
+
+def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
+    endpoint = evaluation.endpoint
+    api_key = endpoint_api_key(endpoint)
+    items = evaluation_items(evaluation)
+    done = set(ModelItemResult.objects.filter(evaluation=evaluation).values_list("question_id", flat=True))
+    todo = [item for item in items if not item.missing and item.question_id not in done]
+    skipped = [item.question_id for item in items if item.missing]
+    ModelEvaluation.objects.filter(pk=evaluation.pk).update(items=len(items) - len(skipped))
+    total = len(items) - len(skipped)
+    run.start(total)
+    Job.objects.filter(pk=evaluation.job_id).update(result={**run.job.result, "skipped": skipped[:200]})
+    if progress is not None:
+        progress.start(total)
+        progress.advance(len(done))
+    if not todo:
+        return
+    client = ChatClient(
+        base_url=endpoint.base_url, model_id=endpoint.model_id, api_key=api_key, timeout=endpoint.timeout_s
+    )
+    try:
+        client.probe()
+    except RequestFailed as failed:
+        raise RunFailed(f"Model {endpoint.name} is not reachable: {failed.message}. Nothing was sent.") from None
+    prompt = configured_prompt()
+    parameters = evaluation.parameters.get("request") or request_parameters()
+    pending: list[ModelItemResult] = []
+    first_kinds: list[str] = []
+    last_flush = time.monotonic()
+    queue = iter(todo)
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(switch_interval, GIL_SWITCH_SECONDS))
+    with ThreadPoolExecutor(max_workers=endpoint.concurrency, thread_name_prefix="model-eval") as executor:
+        in_flight = set()
+        try:
+            while True:
+                while len(in_flight) < endpoint.concurrency * 2:
+                    item = next(queue, None)
+                    if item is None:
+                        break
+                    in_flight.add(executor.submit(_answer, client, evaluation, item, prompt, parameters))
+                if not in_flight:
+                    break
+                run.beat()
+                finished, in_flight = wait(in_flight, timeout=FLUSH_SECONDS, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    result = future.result()
+                    pending.append(result)
+                    if len(first_kinds) < FAIL_FAST_ITEMS:
+                        first_kinds.append(result.failure)
+                if len(first_kinds) == min(FAIL_FAST_ITEMS, len(todo)) and all(
+                    kind == Failure.UNREACHABLE for kind in first_kinds
+                ):
+                    first_kinds.append("checked")  # once
+                    _store(evaluation, pending)
+                    message = pending[0].failure_message
+                    raise RunFailed(f"Model {endpoint.name} is down: its first requests all failed ({message}).")
+                if pending and (len(pending) >= FLUSH_ITEMS or time.monotonic() - last_flush >= FLUSH_SECONDS):
+                    _store(evaluation, pending)
+                    if progress is not None:
+                        progress.advance(len(pending))
+                    pending, last_flush = [], time.monotonic()
+            if pending:
+                _store(evaluation, pending)
+                if progress is not None:
+                    progress.advance(len(pending))
+        finally:
+            for future in in_flight:
+                future.cancel()
+            client.close()
+            sys.setswitchinterval(switch_interval)
+
+
+# --- Summaries and the results file --------------------------------------------------------------------------
+
+
+def evaluation_summary(evaluation: ModelEvaluation) -> dict:
+    """Counts of the run: accuracy over answered items and over all, per category, failures by kind, tokens."""
+    evaluation.refresh_from_db()
+    results = ModelItemResult.objects.filter(evaluation=evaluation).order_by()
+    per_category = {
+        row["category"]: {"count": row["count"], "correct": row["correct"], "accuracy": row["correct"] / row["count"]}
+        for row in results.values("category")
+        .annotate(count=models.Count("pk"), correct=models.Count("pk", filter=models.Q(is_correct=True)))
+        .order_by("category")
+    }
+    failures = {
+        row["failure"]: row["count"]
+        for row in results.exclude(failure="").values("failure").annotate(count=models.Count("pk")).order_by("failure")
+    }
+    job = evaluation.job
+    job.refresh_from_db(fields=["started", "finished", "result"])
+    end = job.finished or timezone.now()
+    return {
+        **{key: value for key, value in (job.result or {}).items() if key in ("skipped",)},
+        "total": evaluation.items,
+        "answered": evaluation.answered,
+        "correct": evaluation.correct,
+        "failed": evaluation.failed,
+        "accuracy": evaluation.correct / (evaluation.answered + evaluation.failed)
+        if evaluation.answered + evaluation.failed
+        else None,
+        "per_category": per_category,
+        "failures": failures,
+        "prompt_tokens": evaluation.prompt_tokens,
+        "completion_tokens": evaluation.completion_tokens,
+        "seconds": round((end - job.started).total_seconds(), 1) if job.started else 0.0,
+    }
+
+
+def results_file(evaluation: ModelEvaluation) -> dict:
+    """The run as the official results file (mc_evaluation_results.json): a failed request is an entry with
+    `error`, `predicted_answer` null and `is_correct` false, as the official evaluator writes it."""
+    questions = []
+    correct = 0
+    for row in ModelItemResult.objects.filter(evaluation=evaluation).order_by("pk").iterator(chunk_size=2000):
+        answer = row.options[ord(row.correct_letter) - 65] if row.correct_letter else ""
+        entry = {
+            "question_id": row.question_id,
+            "question_text": "",
+            "options": row.options,
+            "negatives": [option for option in row.options if option != answer],
+            "correct_answer": answer,
+            "correct_letter": row.correct_letter,
+            "predicted_answer": row.predicted_letter or None,
+            "predicted_answer_text": row.options[ord(row.predicted_letter) - 65] if row.predicted_letter else None,
+            "is_correct": bool(row.is_correct),
+            "category": row.category,
+            "domain": row.domain,
+        }
+        if row.failure:
+            entry["error"] = f"{row.failure}: {row.failure_message}"
+            entry["cost"] = 0.0
+        else:
+            entry["response_content"] = row.response_text
+        correct += bool(row.is_correct)
+        questions.append(entry)
+    texts = _question_texts(evaluation)
+    for entry in questions:
+        entry["question_text"] = texts.get(entry["question_id"], "")
+    job = evaluation.job
+    summary = job.result or {}
+    return {
+        "model": evaluation.endpoint.model_id,
+        "temperature": (evaluation.parameters.get("request") or {}).get("temperature"),
+        "repetition_penalty": 0.0,
+        "total_questions_loaded": evaluation.items + len(summary.get("skipped", [])),
+        "total_questions_evaluated": len(questions),
+        "evaluation_time": (job.finished or timezone.now()).isoformat(),
+        "questions": questions,
+        "max_workers": evaluation.endpoint.concurrency,
+        "skipped_items": [{"item_id": qid, "reason": "missing_image"} for qid in summary.get("skipped", [])],
+        "correct_count": correct,
+        "accuracy": correct / len(questions) if questions else 0,
+        "total_cost_usd": 0.0,
+        "cost_per_question": 0.0,
+        "random_seed": evaluation.seed,
+        "prompt_tokens": evaluation.prompt_tokens,
+        "completion_tokens": evaluation.completion_tokens,
+    }
+
+
+def _question_texts(evaluation: ModelEvaluation) -> dict[str, str]:
+    try:
+        return {item.question_id: item.question for item in evaluation_items(evaluation)}
+    except Invalid:
+        return {}  # the export folder changed or is gone: the file still holds every answer
+
+
+def evaluation_for_user(*, user, evaluation_id: int) -> ModelEvaluation:
+    _check_coordinator(user)
+    evaluation = ModelEvaluation.objects.select_related("endpoint", "job").filter(pk=evaluation_id).first()
+    if evaluation is None:
+        raise NotFound(f"No model evaluation {evaluation_id}.")
+    return evaluation

@@ -1,0 +1,152 @@
+"""Models in the loop, API: list and register model endpoints, start an evaluation run (202 and its job), a run's
+progress and summary, its results file. Coordinators only; thin views over annotator.modeleval and
+evaluation.model_runs (the same services the /models/ pages call).
+
+An endpoint's base URL must be http(s) with a host, without credentials, query or fragment, and with
+MODEL_ENDPOINT_HOSTS set one of those hosts: only a coordinator can make the worker fetch a URL."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.response import Response
+
+from annotator.jobs.services import clean_idempotency_key
+from annotator.modeleval.services import endpoint_create, evaluation_summary, results_file
+from annotator.models import Category, Domain, Job, ModelEndpoint, ModelEvaluation
+from api.errors import error_responses
+from api.fields import INT32_MAX, ObjectIdField, free_text, whole_number
+from api.jobs import IDEMPOTENCY_KEY
+from api.pagination import page_response, paginated
+from evaluation.model_runs import model_run_start
+from evaluation.models import Study
+from subtlebench.roles import COORDINATOR, HasRole
+from subtlebench.text import NAME_MAX
+
+
+class EndpointSerializer(serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    name = free_text(NAME_MAX, lines="single")
+    base_url = free_text(500, lines="single", help_text="OpenAI-compatible base URL, e.g. http://gpu-host:8000/v1")
+    model_id = free_text(NAME_MAX, lines="single")
+    api_key_env = free_text(
+        100,
+        lines="single",
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="The name of the environment variable holding the key (never the key).",
+    )
+    concurrency = whole_number(low=1, high=256, default=8)
+    timeout_s = whole_number(low=1, high=3600, default=120)
+    created = serializers.DateTimeField(read_only=True)
+
+
+class PairFilterSerializer(serializers.Serializer):
+    category = serializers.ListField(child=serializers.ChoiceField(Category.choices), default=list, max_length=20)
+    domain = serializers.ListField(child=serializers.ChoiceField(Domain.choices), default=list, max_length=20)
+
+
+class RunCreateSerializer(serializers.Serializer):
+    endpoint = ObjectIdField(queryset=ModelEndpoint.objects.all())
+    source = serializers.ChoiceField(ModelEvaluation.Source.choices)
+    export_job = ObjectIdField(
+        queryset=Job.objects.filter(kind=Job.Kind.EXPORT), required=False, allow_null=True, default=None
+    )
+    split = serializers.ChoiceField([("test", "test"), ("val", "val")], default="test")
+    study = ObjectIdField(queryset=Study.objects.all(), required=False, allow_null=True, default=None)
+    pair_filter = PairFilterSerializer(required=False, default=dict)
+    seed = whole_number(low=-INT32_MAX, default=0)
+
+
+class RunSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    endpoint = serializers.CharField(source="endpoint.name")
+    model_id = serializers.CharField(source="endpoint.model_id")
+    source = serializers.CharField()
+    split = serializers.CharField()
+    study_id = serializers.IntegerField(allow_null=True)
+    pair_filter = serializers.DictField()
+    seed = serializers.IntegerField()
+    job_id = serializers.IntegerField()
+    status = serializers.CharField(source="job.status")
+    percent = serializers.IntegerField(source="job.percent")
+    errors = serializers.ListField(child=serializers.CharField(), source="job.errors")
+    summary = serializers.SerializerMethodField()
+    results_url = serializers.SerializerMethodField()
+
+    def get_summary(self, evaluation) -> dict:
+        return evaluation_summary(evaluation)
+
+    def get_results_url(self, evaluation) -> str | None:
+        return None if evaluation.job.is_active else f"/api/models/runs/{evaluation.pk}/results/"
+
+
+def evaluations():
+    return ModelEvaluation.objects.select_related("endpoint", "job")
+
+
+@extend_schema(responses={200: EndpointSerializer(many=True), **error_responses(400, 403)})
+@paginated
+@api_view(["GET"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def endpoint_list(request):
+    """The registered model endpoints, by name."""
+    endpoints = ModelEndpoint.objects.order_by("name")
+    return page_response(request, endpoints, lambda page: EndpointSerializer(page, many=True).data)
+
+
+@extend_schema(request=EndpointSerializer, responses={201: EndpointSerializer, **error_responses(400, 403, 409)})
+@api_view(["POST"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def endpoint_create_api(request):
+    """Register a model endpoint (409 when the name is taken)."""
+    data = EndpointSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    endpoint = endpoint_create(user=request.user, **data.validated_data)
+    return Response(EndpointSerializer(endpoint).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(
+    request=RunCreateSerializer,
+    parameters=[IDEMPOTENCY_KEY],
+    responses={202: RunSerializer, **error_responses(400, 403, 409)},
+)
+@api_view(["POST"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def run_create(request):
+    """Queue an evaluation run on an export's split, a study's sample or the accepted pairs matching
+    `pair_filter`; poll the run (or /api/jobs/<job_id>/) for progress."""
+    data = RunCreateSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    fields = dict(data.validated_data)
+    source = fields.pop("source")
+    endpoint = fields.pop("endpoint")
+    study = fields.pop("study")
+    pair_filter = dict(fields.pop("pair_filter") or {})
+    options = {"seed": fields["seed"], "idempotency_key": clean_idempotency_key(request.headers.get("Idempotency-Key"))}
+    if source == ModelEvaluation.Source.EXPORT:
+        options.update(export_job=fields["export_job"], split=fields["split"])
+    elif source == ModelEvaluation.Source.FILTER:
+        options["pair_filter"] = pair_filter
+    evaluation = model_run_start(endpoint=endpoint, user=request.user, source=source, study=study, **options)
+    return Response(RunSerializer(evaluation).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(responses={200: RunSerializer, **error_responses(403, 404)})
+@api_view(["GET"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def run_detail(request, run_id: int):
+    """One run: status, progress, accuracy per category, failures by kind, tokens and elapsed seconds."""
+    return Response(RunSerializer(get_object_or_404(evaluations(), pk=run_id)).data)
+
+
+@extend_schema(responses={200: OpenApiTypes.OBJECT, **error_responses(403, 404)})
+@api_view(["GET"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def run_results(request, run_id: int):
+    """The run's results in the official results file's format (mc_evaluation_results.json)."""
+    return Response(results_file(get_object_or_404(evaluations(), pk=run_id)))

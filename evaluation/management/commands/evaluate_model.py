@@ -1,0 +1,83 @@
+"""`manage.py evaluate_model NAME (--export DIR [--split test|val] | --study ID) [--out FILE] [--async]`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotator.modeleval.services import evaluation_run, evaluation_summary, results_file
+from annotator.models import ModelEndpoint, ModelEvaluation
+from evaluation.model_runs import model_run_start
+from evaluation.models import Study
+from subtlebench.errors import ServiceError
+from subtlebench.progress import TerminalProgress
+
+
+class Command(BaseCommand):
+    help = (
+        "Evaluate a registered model with the official multiple-choice protocol on an export's split or a study's "
+        "sample: in the foreground with a progress bar (the default) or as a job for the workers (--async). "
+        "Prints the accuracy per category; --out writes the official results file (mc_evaluation_results.json)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("name", help="The registered model's name (manage.py add_model).")
+        source = parser.add_mutually_exclusive_group(required=True)
+        source.add_argument("--export", metavar="DIR", help="An export folder (data/<split>.jsonl and images/).")
+        source.add_argument("--study", type=int, metavar="ID", help="A study: its scored sample.")
+        parser.add_argument("--split", choices=("test", "val"), default="test", help="With --export (default test).")
+        parser.add_argument("--seed", type=int, default=0, help="Seed of the option shuffle (default 0).")
+        parser.add_argument("--out", metavar="FILE", help="Write the official results file here.")
+        parser.add_argument("--async", dest="run_async", action="store_true", help="Queue a job; do not wait.")
+
+    def handle(self, *args, **opts):
+        endpoint = ModelEndpoint.objects.filter(name=opts["name"]).first()
+        if endpoint is None:
+            names = ", ".join(ModelEndpoint.objects.values_list("name", flat=True)) or "none yet"
+            raise CommandError(f"No model named {opts['name']!r} (registered: {names}); add it with add_model.")
+        if opts["out"] and opts["run_async"]:
+            raise CommandError("--out needs the run to finish here: leave out --async (or download it from the page).")
+        if opts["out"] and not Path(opts["out"]).resolve().parent.is_dir():
+            raise CommandError(f"--out {opts['out']}: its folder does not exist.")
+        fields = {"seed": opts["seed"], "send": opts["run_async"]}
+        if opts["export"]:
+            if not Path(opts["export"]).is_dir():
+                raise CommandError(f"--export {opts['export']}: no such folder.")
+            fields.update(source=ModelEvaluation.Source.EXPORT, export_dir=opts["export"], split=opts["split"])
+        else:
+            study = Study.objects.filter(pk=opts["study"]).first()
+            if study is None:
+                raise CommandError(f"--study {opts['study']}: no such study.")
+            fields.update(source=ModelEvaluation.Source.STUDY, study=study)
+        try:
+            evaluation = model_run_start(endpoint=endpoint, user=None, **fields)
+        except ServiceError as error:
+            raise CommandError(str(error))
+        if opts["run_async"]:
+            self.stdout.write(
+                f"queued run {evaluation.pk} (job {evaluation.job_id}); follow it at /models/runs/{evaluation.pk}/"
+            )
+            return
+        with TerminalProgress(self.stdout, f"Evaluating {endpoint.name}", unit="item") as progress:
+            evaluation = evaluation_run(evaluation_id=evaluation.pk, progress=progress)
+        job = evaluation.job
+        job.refresh_from_db()
+        summary = evaluation_summary(evaluation)
+        for category, cell in summary["per_category"].items():
+            self.stdout.write(
+                f"{category:<10} {cell['correct']:>6} / {cell['count']:<6} {100 * cell['accuracy']:6.1f}%"
+            )
+        if summary["accuracy"] is not None:
+            self.stdout.write(
+                f"{'all':<10} {summary['correct']:>6} / {summary['answered'] + summary['failed']:<6} "
+                f"{100 * summary['accuracy']:6.1f}%"
+            )
+        for kind, count in summary["failures"].items():
+            self.stdout.write(f"failed ({kind}): {count}")
+        if opts["out"]:
+            Path(opts["out"]).write_text(json.dumps(results_file(evaluation), indent=2, ensure_ascii=False))
+            self.stdout.write(f"results file: {opts['out']}")
+        if job.status != job.Status.SUCCEEDED:
+            raise CommandError(f"run {evaluation.pk} {job.status}: {'; '.join(job.errors)}")

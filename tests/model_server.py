@@ -1,0 +1,185 @@
+"""A local OpenAI-compatible server on loopback for tests and benches: a real threaded HTTP/1.1 server.
+
+It answers deterministically from the question and the option texts it reads in the request (never from their
+letters or order): `policy(question, options)` returns the option text to answer, and the reply names its
+letter. It can be told to fail: `faults[question] = "timeout" | "429" | "500" | "malformed" | "429-once" | ...`,
+or `down_after` to stop answering. It records every request it got (`requests`, thread-safe).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+OPTION = re.compile(r"^([A-E])\. (.*)$")
+QUESTION = re.compile(r"^Question: (.*)$", re.MULTILINE)
+
+
+@dataclass
+class Seen:
+    """One request as the server got it."""
+
+    path: str
+    model: str
+    question: str
+    options: list[str]
+    authorization: str
+    system: str
+    images: list[str]  # the data URLs, in order
+    text: str
+    body: dict = field(repr=False, default_factory=dict)
+
+
+def first_option(question: str, options: list[str]) -> str:
+    return options[0]
+
+
+class ModelServer:
+    def __init__(self, *, model: str = "tiny-vlm", latency: float = 0.0, policy=first_option):
+        self.model = model
+        self.latency = latency
+        self.policy = policy
+        self.faults: dict[str, str] = {}
+        self.fault_counts: dict[str, int] = {}
+        self.requests: list[Seen] = []
+        self.lock = threading.Lock()
+        self.hang_seconds = 5.0
+        self.drop_chat = False
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # Headers and body go out in separate writes: with Nagle's algorithm on, the body waits for the
+            # client's delayed ACK (40 ms) of the headers. Servers such as vLLM's uvicorn set TCP_NODELAY too.
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status: int, payload, headers: dict | None = None):
+                body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
+                else:
+                    self._send(404, {"error": {"message": "no such route"}})
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                if not self.path.endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": "no such route"}})
+                    return
+                body = json.loads(raw)
+                seen = server.record(self.path, body, self.headers.get("Authorization", ""))
+                if server.drop_chat:  # up for GET /models, but every chat request's connection is dropped
+                    self.close_connection = True
+                    return
+                if body.get("model") != server.model:
+                    message = f"The model `{body.get('model')}` does not exist."
+                    self._send(404, {"error": {"message": message, "type": "NotFoundError", "code": 404}})
+                    return
+                fault = server.fault_for(seen.question)
+                if server.latency:
+                    time.sleep(server.latency)
+                if fault == "timeout":
+                    time.sleep(server.hang_seconds)
+                if fault in ("429", "429-once"):
+                    self._send(429, {"error": {"message": "Too many requests"}}, {"Retry-After": "0"})
+                    return
+                if fault in ("500", "500-once"):
+                    self._send(500, {"error": {"message": "internal error"}})
+                    return
+                if fault == "echo-key":  # a server that quotes the credentials it got back in its error
+                    self._send(400, {"error": {"message": f"bad request with {seen.authorization}"}})
+                    return
+                if fault == "garbage":
+                    self._send(200, b"<html>not json</html>")
+                    return
+                if fault == "malformed":
+                    content = "I cannot tell which option is right."
+                else:
+                    chosen = server.policy(seen.question, seen.options)
+                    letter = chr(65 + seen.options.index(chosen))
+                    content = f"### Reasoning\nThe second image differs.\n\n### Answer\n{letter}"
+                usage = {"prompt_tokens": 100 + len(seen.text) // 4, "completion_tokens": 12}
+                usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion",
+                        "model": server.model,
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+                        "usage": usage,
+                    },
+                )
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def start(self) -> ModelServer:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def record(self, path: str, body: dict, authorization: str) -> Seen:
+        messages = body.get("messages") or []
+        system = next((m["content"] for m in messages if m.get("role") == "system"), "")
+        user = next((m["content"] for m in messages if m.get("role") == "user"), [])
+        images = [part["image_url"]["url"] for part in user if part.get("type") == "image_url"]
+        text = "".join(part.get("text", "") for part in user if part.get("type") == "text")
+        question = QUESTION.search(text)
+        options = [match.group(2) for line in text.splitlines() if (match := OPTION.match(line))]
+        seen = Seen(
+            path=path,
+            model=body.get("model", ""),
+            question=question.group(1) if question else "",
+            options=options,
+            authorization=authorization,
+            system=system,
+            images=images,
+            text=text,
+            body=body,
+        )
+        with self.lock:
+            self.requests.append(seen)
+        return seen
+
+    def fault_for(self, question: str) -> str | None:
+        fault = self.faults.get(question)
+        if fault and fault.endswith("-once"):
+            with self.lock:
+                self.fault_counts[question] = self.fault_counts.get(question, 0) + 1
+                if self.fault_counts[question] > 1:
+                    return None
+        return fault
+
+    def sent(self, question: str) -> int:
+        with self.lock:
+            return sum(seen.question == question for seen in self.requests)
+
+    @staticmethod
+    def image_bytes(data_url: str) -> bytes:
+        return base64.b64decode(data_url.split(",", 1)[1])

@@ -1,0 +1,85 @@
+"""`manage.py add_model` and `manage.py evaluate_model`: register, evaluate in the foreground (accuracy per category,
+the results file) or as a job, and clear errors for bad arguments."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from annotator.models import Job, JobTask, ModelEndpoint, ModelEvaluation
+from tests.model_server import ModelServer
+from tests.modeleval_fixtures import policy_for, predicted_accuracy, write_export
+
+
+@pytest.fixture
+def export(tmp_path):
+    root = tmp_path / "export"
+    return root, write_export(root)
+
+
+@pytest.fixture
+def server(export):
+    server = ModelServer(policy=policy_for(export[1])).start()
+    yield server
+    server.stop()
+
+
+def run(*args) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def test_it_registers_a_model_and_evaluates_an_export_in_the_foreground(db, server, export, tmp_path):
+    root, records = export
+    said = run("add_model", "tiny", "--base-url", server.base_url, "--model-id", "tiny-vlm", "--concurrency", "3")
+    assert "registered model tiny" in said and ModelEndpoint.objects.get().concurrency == 3
+    out = tmp_path / "mc_evaluation_results.json"
+    said = run("evaluate_model", "tiny", "--export", str(root), "--out", str(out), "--seed", "2")
+    for category, accuracy in predicted_accuracy(records).items():
+        assert any(line.startswith(category) and f"{100 * accuracy:6.1f}%" in line for line in said.splitlines())
+    data = json.loads(out.read_text())
+    assert data["total_questions_evaluated"] == len(records) and data["random_seed"] == 2
+    job = ModelEvaluation.objects.get().job
+    assert job.status == Job.Status.SUCCEEDED and job.tasks.get().status == JobTask.Status.DONE
+
+
+def test_async_queues_a_job_for_the_workers(db, server, export, django_capture_on_commit_callbacks):
+    root, _ = export
+    run("add_model", "tiny", "--base-url", server.base_url, "--model-id", "tiny-vlm")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        said = run("evaluate_model", "tiny", "--export", str(root), "--async")
+    assert "queued run" in said and len(callbacks) == 1
+    assert ModelEvaluation.objects.get().job.status == Job.Status.QUEUED
+    assert server.requests == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["evaluate_model", "nope", "--study", "1"], "No model named 'nope'"),
+        (["evaluate_model", "tiny", "--export", "/no/such/dir"], "no such folder"),
+        (["evaluate_model", "tiny", "--study", "999"], "no such study"),
+        (["evaluate_model", "tiny", "--study", "1", "--async", "--out", "x.json"], "--out needs the run"),
+        (["add_model", "bad", "--base-url", "ftp://x/v1", "--model-id", "m"], "http:// or https://"),
+        (["add_model", "tiny", "--base-url", "http://x/v1", "--model-id", "m"], "already registered"),
+        (["add_model", "big", "--base-url", "http://x/v1", "--model-id", "m", "--concurrency", "0"], "concurrency"),
+    ],
+)
+def test_bad_arguments_are_clear_errors(db, server, args, message):
+    run("add_model", "tiny", "--base-url", server.base_url, "--model-id", "tiny-vlm")
+    with pytest.raises(CommandError, match=message):
+        run(*args)
+
+
+def test_a_failed_run_is_a_command_error_with_its_reason(db, export, tmp_path):
+    root, _ = export
+    dead = ModelServer().start()
+    url = dead.base_url
+    dead.stop()
+    run("add_model", "down", "--base-url", url, "--model-id", "m")
+    with pytest.raises(CommandError, match="not reachable"):
+        run("evaluate_model", "down", "--export", str(root))

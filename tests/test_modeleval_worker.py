@@ -1,0 +1,124 @@
+"""End to end: a real Celery worker evaluates a model served on loopback; killed (SIGKILL) mid-run, the sweeper
+requeues the run and a new worker finishes it without sending again an item that has a stored result; the API
+key (an environment variable of the worker) appears in no page, log line or database column."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import time
+from collections import Counter
+
+import pytest
+from django.db import connection
+
+from annotator.jobs.services import jobs_sweep
+from annotator.modeleval.services import endpoint_create, evaluation_start
+from annotator.models import Job, ModelItemResult
+from tests.conftest import wait_until
+from tests.model_server import ModelServer
+from tests.modeleval_fixtures import policy_for, predicted_accuracy, write_export
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+KEY_ENV = "SB_E2E_MODEL_KEY"
+KEY = "sk-live-5d0b9e7a41c2f8836e1d"
+PLAN = {"temporal": (12, 9), "spatial": (12, 3), "attribute": (8, 8), "quality": (8, 0)}
+WORKER = {"JOB_HEARTBEAT_SECONDS": "0.2", KEY_ENV: KEY}
+
+
+def finished(job: Job) -> bool:
+    job.refresh_from_db()
+    return not job.is_active
+
+
+def database_dump() -> str:
+    db = connection.settings_dict
+    command = ["pg_dump", "-h", db["HOST"] or "127.0.0.1", "-U", db["USER"], "--data-only", db["NAME"]]
+    if db["PORT"]:
+        command += ["-p", str(db["PORT"])]
+    dumped = subprocess.run(command, capture_output=True, text=True, check=True, env={"PGPASSWORD": db["PASSWORD"]})
+    return dumped.stdout
+
+
+def test_a_killed_run_resumes_without_sending_a_stored_item_again_and_the_key_never_leaks(
+    celery_worker_process, coordinator, client_for, settings, tmp_path, monkeypatch, caplog
+):
+    caplog.set_level(logging.DEBUG)
+    settings.JOB_STALE_SECONDS = 1.5
+    records = write_export(tmp_path / "export", PLAN)
+    echo = records[1]["question"]  # this item's error body quotes the Authorization header back
+    server = ModelServer(latency=0.15, policy=policy_for(records)).start()
+    server.faults[echo] = "echo-key"
+    try:
+        endpoint = endpoint_create(
+            user=coordinator,
+            name="tiny",
+            base_url=server.base_url,
+            model_id="tiny-vlm",
+            api_key_env=KEY_ENV,
+            concurrency=2,
+            timeout_s=10,
+        )
+        worker = celery_worker_process(**WORKER)
+        evaluation = evaluation_start(
+            endpoint=endpoint, user=coordinator, source="export", export_dir=str(tmp_path / "export")
+        )
+        job = evaluation.job
+        wait_until(lambda: ModelItemResult.objects.filter(evaluation=evaluation).count() >= 8, 60, "results")
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=20)
+        time.sleep(0.5)  # requests the killed worker had in flight reach the server
+        stored_before = set(evaluation.results.values_list("question_id", flat=True))
+        sent_before = Counter(seen.question for seen in server.requests)
+        assert 8 <= len(stored_before) < len(records)
+        job.refresh_from_db()
+        assert job.status == Job.Status.RUNNING
+
+        time.sleep(2)  # the unit's heartbeat goes stale
+        celery_worker_process(**WORKER)
+        assert jobs_sweep()["requeued"] == 1
+        wait_until(lambda: finished(job), 90, "the resumed run to finish")
+    finally:
+        server.stop()
+
+    assert job.status == Job.Status.SUCCEEDED, job.errors
+    ids = {f"{r['category']}_yt8m_{r['source_id']}": r["question"] for r in records}
+    sent_after = Counter(seen.question for seen in server.requests)
+    for question_id in stored_before:
+        assert sent_after[ids[question_id]] == sent_before[ids[question_id]], question_id  # never sent again
+    assert evaluation.results.count() == len(records)
+    assert job.tasks.get().attempts == 2
+    expected = predicted_accuracy(records)
+    echo_category = records[1]["category"]
+    per_category = job.result["per_category"]
+    for category, accuracy in expected.items():
+        if category != echo_category:
+            assert per_category[category]["accuracy"] == accuracy
+    failed = evaluation.results.get(failure__gt="")
+    assert failed.failure == "other" and "[redacted]" in failed.failure_message
+    assert job.result["failures"] == {"other": 1}
+
+    # The key: sent to the server, and nowhere else.
+    assert {seen.authorization for seen in server.requests} == {f"Bearer {KEY}"}
+    pages = [
+        "/models/",
+        f"/models/runs/{evaluation.pk}/",
+        f"/models/runs/{evaluation.pk}/results/",
+        f"/jobs/{job.pk}/",
+        f"/api/models/runs/{evaluation.pk}/",
+        "/api/models/",
+        f"/api/jobs/{job.pk}/",
+    ]
+    client = client_for(coordinator)
+    for url in pages:
+        response = client.get(url)
+        assert response.status_code == 200, url
+        assert KEY not in response.content.decode(), url
+    dump = database_dump()
+    assert "tiny-vlm" in dump and KEY_ENV in dump  # the dump holds the run's rows
+    assert KEY not in dump
+    logs = "".join(path.read_text() for path in settings.MEDIA_ROOT.parent.glob("worker-*.log"))
+    assert "evaluate_model_task" in logs and KEY not in logs
+    assert KEY not in caplog.text
