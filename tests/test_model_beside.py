@@ -241,6 +241,17 @@ def test_the_model_accuracy_filter_keeps_pairs_at_most_that_share_got_right(worl
     assert {names[p.pk] for p in Pair.objects.model_accuracy_at_most(0.49)} == {"s1", "s2", "s3"}
 
 
+def test_the_k_of_n_range_filter_takes_each_bound(world):
+    names = {pair.pk: name for name, pair in world["pairs"].items()}
+
+    def chosen(**bounds) -> set[str]:
+        return {names[p.pk] for p in Pair.objects.model_score_between(**bounds)}
+
+    assert chosen(correct_min=1) == {"t2", "t3"}
+    assert chosen(correct_max=0, answered_min=1) == {"t1", "s1", "s3"}
+    assert chosen(correct_max=0) == {"t1", "s1", "s2", "s3"}  # s2: no answer (its request failed)
+
+
 def test_a_list_of_pairs_with_their_scores_costs_one_query(world, django_assert_max_num_queries):
     for _ in range(20):
         pair = make_pair(category=T)
@@ -325,6 +336,10 @@ def test_the_export_keeps_only_pairs_at_most_that_share_of_the_models_got_right(
     assert "model accuracy filter: kept only pairs that at most 0.5 of the chosen models" in card
     assert "every endpoint with results (`alpha`, `beta`)" in card and "pairs no chosen model answered are kept" in card
     assert '"max_model_accuracy": 0.5' in card
+    job_result = benchmark_export(
+        options=ExportOptions(out=str(tmp_path / "dry"), max_model_accuracy=0.5), dry_run=True
+    )
+    assert job_result["items"] == 6 and "at most 0.5" in job_result["model_filter"]
     call_command("validate_benchmark", str(out))
     assert "no violations" in capsys.readouterr().out
 

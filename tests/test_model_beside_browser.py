@@ -99,3 +99,10 @@ def test_the_model_pages_show_models_beside_the_humans(page, live_server):
     temporal = page.locator("#per-category tr", has_text="temporal")
     expect(temporal.locator(".models-correct")).to_contain_text("%")
     shot(page, "picking-overview")
+
+    page.goto("/exports/")
+    expect(page.locator("#id_max_model_accuracy")).to_be_visible()
+    page.fill("#id_max_model_accuracy", "0.5")
+    page.click("button[value=preview]")
+    expect(page.locator("#export-preview")).to_be_visible()
+    shot(page, "exports-model-filter")

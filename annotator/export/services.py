@@ -1198,6 +1198,7 @@ def benchmark_export(
         "out": options.out,
         "target": "s3" if options.is_s3 else "local",
         "options": options.as_dict(),
+        "model_filter": model_filter_text(options),
         "considered": plan.total,
         "skipped": plan.skipped,
         "skipped_count": plan.skipped_count,

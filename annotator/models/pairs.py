@@ -109,6 +109,25 @@ class PairQuerySet(models.QuerySet):
         scored = self.with_model_score(endpoints)
         return scored.filter(models.Q(model_answered=0) | models.Q(model_correct__lte=limit))
 
+    def model_score_between(
+        self,
+        *,
+        correct_min: int | None = None,
+        correct_max: int | None = None,
+        answered_min: int | None = None,
+        endpoints: Iterable[int] | None = None,
+    ):
+        """Pairs whose "models correct k of n" lies in a range: correct_min <= k <= correct_max, n >= answered_min
+        (each bound left out when None). Annotates as `with_model_score` does."""
+        bounds = models.Q()
+        if correct_min is not None:
+            bounds &= models.Q(model_correct__gte=correct_min)
+        if correct_max is not None:
+            bounds &= models.Q(model_correct__lte=correct_max)
+        if answered_min is not None:
+            bounds &= models.Q(model_answered__gte=answered_min)
+        return self.with_model_score(endpoints).filter(bounds)
+
 
 class Pair(models.Model):
     class Status(models.TextChoices):
