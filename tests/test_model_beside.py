@@ -252,6 +252,19 @@ def test_the_k_of_n_range_filter_takes_each_bound(world):
     assert chosen(correct_max=0) == {"t1", "s1", "s2", "s3"}  # s2: no answer (its request failed)
 
 
+def test_no_chosen_model_means_no_answer_and_every_pair_is_kept(world):
+    assert {(p.model_correct, p.model_answered) for p in Pair.objects.with_model_score(endpoints=[])} == {(0, 0)}
+    assert Pair.objects.model_accuracy_at_most(0, endpoints=[]).count() == 6
+
+
+def test_an_export_with_the_filter_and_no_model_results_keeps_every_pair(tmp_path):
+    pairs = [export_fixtures.make_pair(category=T) for _ in range(3)]
+    out = tmp_path / "none"
+    benchmark_export(options=ExportOptions(out=str(out), val_fraction=0, max_model_accuracy=0))
+    assert exported_source_ids(out) == {p.source_id for p in pairs}
+    assert "every endpoint with results (none had results)" in (out / "README.md").read_text()
+
+
 def test_a_list_of_pairs_with_their_scores_costs_one_query(world, django_assert_max_num_queries):
     for _ in range(20):
         pair = make_pair(category=T)

@@ -88,7 +88,11 @@ class PairQuerySet(models.QuerySet):
 
         answers = ModelItemResult.objects.filter(pair=models.OuterRef("pk"), is_correct__isnull=False)
         if endpoints is not None:
-            answers = answers.filter(evaluation__endpoint_id__in=list(endpoints))
+            endpoints = list(endpoints)
+            if not endpoints:  # no model chosen: nothing answered (an empty IN would make the counts NULL)
+                zero = models.Value(0, output_field=models.IntegerField())
+                return self.annotate(model_answered=zero, model_correct=zero)
+            answers = answers.filter(evaluation__endpoint_id__in=endpoints)
         latest = (
             answers.order_by("evaluation__endpoint_id", "-evaluation__created", "-evaluation_id")
             .distinct("evaluation__endpoint_id")
