@@ -339,9 +339,12 @@ def _model_filters(request) -> tuple[ModelFilterForm, dict | None]:
         return form, {"study": None, "category": "", "domain": "", "model": ""}
     if not form.is_valid():
         return form, None
+    data = form.cleaned_data
     return form, {
-        key: form.cleaned_data.get(key) or None if key == "study" else form.cleaned_data.get(key) or ""
-        for key in ModelFilterForm.base_fields
+        "study": data["study"],
+        "category": data["category"],
+        "domain": data["domain"],
+        "model": data["model"],
     }
 
 
