@@ -16,7 +16,7 @@ from api.fields import INT32_MAX, free_text, whole_number
 from api.jobs import IDEMPOTENCY_KEY
 from api.pagination import page_response, paginated
 from subtlebench.roles import COORDINATOR, HasRole
-from subtlebench.text import SHORT_TEXT_MAX
+from subtlebench.text import NAME_MAX, SHORT_TEXT_MAX
 
 
 class ExportStartInputSerializer(serializers.Serializer):
@@ -29,6 +29,20 @@ class ExportStartInputSerializer(serializers.Serializer):
     categories = serializers.ListField(child=serializers.ChoiceField(Category.choices), default=list, max_length=20)
     domains = serializers.ListField(child=serializers.ChoiceField(Domain.choices), default=list, max_length=20)
     reproducible = serializers.BooleanField(default=False)
+    max_model_accuracy = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0,
+        max_value=1,
+        help_text="Keep only pairs that at most this share of the chosen models got right; unanswered pairs kept.",
+    )
+    models = serializers.ListField(
+        child=free_text(NAME_MAX, lines="single"),
+        default=list,
+        max_length=100,
+        help_text="Model endpoint names the filter counts (empty: every endpoint with results).",
+    )
     replace = serializers.BooleanField(default=False, help_text="Replace an earlier export at the target.")
 
 

@@ -219,6 +219,18 @@ class PairSubmitInputSerializer(serializers.Serializer):
 class PairOutputSerializer(serializers.ModelSerializer):
     index_1 = serializers.IntegerField(source="image_1.frame.index", default=None)
     index_2 = serializers.IntegerField(source="image_2.frame.index", default=None)
+    model_correct = serializers.SerializerMethodField(
+        help_text="Models correct k of n: k, the models whose latest answer to this pair was right."
+    )
+    model_answered = serializers.SerializerMethodField(
+        help_text="n: the models that answered this pair (failed requests are not counted)."
+    )
+
+    def get_model_correct(self, pair) -> int:
+        return pair.model_score()[0]
+
+    def get_model_answered(self, pair) -> int:
+        return pair.model_score()[1]
 
     class Meta:
         model = Pair
@@ -240,6 +252,8 @@ class PairOutputSerializer(serializers.ModelSerializer):
             "swapped",
             "similarity",
             "client_key",
+            "model_correct",
+            "model_answered",
         ]
 
 

@@ -8,8 +8,8 @@ from collections import Counter, defaultdict
 from django.utils import timezone
 
 from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain
-from evaluation import metrics
-from evaluation.models import Assignment, ModelAnswer, Study, StudyItem
+from evaluation import metrics, model_compare
+from evaluation.models import Assignment, Study, StudyItem
 from evaluation.sampling import ROUNDING_RULE
 from subtlebench.spreadsheet_csv import SafeCsvWriter
 
@@ -100,14 +100,16 @@ def study_results(study: Study, now=None) -> dict:
             eta_seconds = (needed - len(scored)) * span / (len(scored) - 1)
 
     participants = _participants(study, rows)
-    models = _models(study, scored, per_category)
+    models = model_compare.study_models(study)
     paper_table = [
         _paper_row("Humans (this study)", {c: g["accuracy"] for c, g in per_category.items()}, macro["accuracy"]),
         _paper_row("Humans (paper)", PAPER_HUMANS, PAPER_HUMANS_AVG),
     ]
+    # A row per model: on every sampled item it answered (the tables beside the humans use the shared items).
     for model in models:
-        cells = {c: v["model"]["accuracy"] for c, v in model["categories"].items()}
-        paper_table.append(_paper_row(model["name"], cells, model["model_avg"]["accuracy"]))
+        cells = {c: v["model_all"]["accuracy"] for c, v in model["categories"].items()}
+        label = f"{model['name']} (imported)" if model["kind"] == "imported" else model["name"]
+        paper_table.append(_paper_row(label, cells, model["model_all_avg"]["accuracy"]))
 
     return {
         "study": {
@@ -196,57 +198,6 @@ def _screen(participant) -> dict:
         "device_class": participant.device_class or None,
         "user_agent": participant.user_agent,
     }
-
-
-def _models(study: Study, scored: list[dict], human_categories: dict) -> list[dict]:
-    answers = ModelAnswer.objects.filter(run__study=study).values(
-        "run_id", "run__name", "run__matched", "item_id", "item__category", "is_correct"
-    )
-    runs: dict[int, dict] = {}
-    for a in answers:
-        runs.setdefault(a["run_id"], {"name": a["run__name"], "matched": a["run__matched"], "items": {}})
-        runs[a["run_id"]]["items"][a["item_id"]] = (a["item__category"], a["is_correct"])
-    out = []
-    for run_id, run in sorted(runs.items()):
-        model_counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-        human_counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-        # Both sides on the same items: those the model answered and at least one human answered.
-        human_items = defaultdict(list)
-        for row in scored:
-            if row["item_id"] in run["items"]:
-                human_items[row["item_id"]].append(bool(row["correct"]))
-        for item_id, answers_ in human_items.items():
-            category, is_correct = run["items"][item_id]
-            model_counts[category][0] += is_correct
-            model_counts[category][1] += 1
-            human_counts[category][0] += sum(answers_)
-            human_counts[category][1] += len(answers_)
-        categories = {}
-        for c in CATEGORIES:
-            if c not in model_counts:
-                continue
-            model = metrics.proportion(*model_counts[c])
-            human = metrics.proportion(*human_counts[c])
-            categories[c] = {
-                "abbr": CATEGORY_ABBREVIATIONS[c],
-                "model": model,
-                "human": human,
-                "difference": human["accuracy"] - model["accuracy"],
-            }
-        model_avg = metrics.macro([tuple(v) for v in model_counts.values()])
-        human_avg = metrics.macro([tuple(v) for v in human_counts.values()])
-        out.append(
-            {
-                "id": run_id,
-                "name": run["name"],
-                "matched": run["matched"],
-                "categories": categories,
-                "model_avg": model_avg,
-                "human_avg": human_avg,
-                "difference": (human_avg["accuracy"] - model_avg["accuracy"]) if categories else None,
-            }
-        )
-    return out
 
 
 RESPONSE_COLUMNS = [

@@ -7,14 +7,15 @@ from collections import Counter
 from django import forms
 from django.conf import settings
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain
-from evaluation import model_results, reports, studies
+from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Pair
+from evaluation import model_compare, model_results, reports, studies
 from evaluation.models import DEFAULT_CONSENT, DEFAULT_INSTRUCTIONS, DEFAULT_WITHDRAWAL, Participant, Study, StudyItem
 from evaluation.sampling import ROUNDING_RULE
 from subtlebench.errors import Conflict, Invalid
@@ -315,3 +316,78 @@ def summary_json(request, pk):
     response = JsonResponse(reports.study_results(study), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="study-{study.pk}-summary.json"'
     return response
+
+
+# --- Models beside the humans (issue 16) --------------------------------------------------------------------
+
+MISSES_PER_PAGE = 50
+
+
+class ModelFilterForm(forms.Form):
+    """The filters of /models/compare/ and its per-item view, read from the query string."""
+
+    study = forms.ModelChoiceField(queryset=Study.objects.all(), required=False, empty_label="all studies")
+    category = forms.ChoiceField(choices=[("", "any category"), *Category.choices], required=False)
+    domain = forms.ChoiceField(choices=[("", "any domain"), *Domain.choices], required=False)
+    model = forms.CharField(required=False, max_length=40)
+
+
+def _model_filters(request) -> tuple[ModelFilterForm, dict | None]:
+    """The form and its values; None for the values when the query string is bad (the page shows why, 400)."""
+    form = ModelFilterForm(request.GET or None)
+    if not request.GET:
+        return form, {"study": None, "category": "", "domain": "", "model": ""}
+    if not form.is_valid():
+        return form, None
+    data = form.cleaned_data
+    return form, {
+        "study": data["study"],
+        "category": data["category"],
+        "domain": data["domain"],
+        "model": data["model"],
+    }
+
+
+@role_required(COORDINATOR)
+@require_GET
+def model_compare_page(request):
+    """Every model's accuracy per category and domain with Wilson intervals, beside the humans on the same items."""
+    form, chosen = _model_filters(request)
+    if chosen is None:
+        return render(request, "evaluation/model_compare.html", {"form": form, "models": []}, status=400)
+    overview = model_compare.models_overview(chosen["study"])
+    context = {"form": form, "study": chosen["study"], "models": overview["models"]}
+    return render(request, "evaluation/model_compare.html", context)
+
+
+@role_required(COORDINATOR)
+@require_GET
+def model_misses(request):
+    """The items the humans got right and the models missed, filtered by category, domain and model; paginated."""
+    form, chosen = _model_filters(request)
+    if chosen is None:
+        context = {"form": form, "page": None, "total": 0, "sources": []}
+        return render(request, "evaluation/model_misses.html", context, status=400)
+    rows, sources = model_compare.human_right_model_missed(
+        study=chosen["study"], category=chosen["category"], domain=chosen["domain"], model_key=chosen["model"]
+    )
+    if chosen["model"] and chosen["model"] not in {source.key for source in sources}:
+        form.add_error("model", f"no model {chosen['model']!r} has results here.")
+        context = {"form": form, "page": None, "total": 0, "sources": sources}
+        return render(request, "evaluation/model_misses.html", context, status=400)
+    page = Paginator(rows, MISSES_PER_PAGE).get_page(request.GET.get("page"))
+    pairs = Pair.objects.in_bulk([row["pair_id"] for row in page.object_list])
+    for row in page.object_list:
+        row["pair"] = pairs.get(row["pair_id"])
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "form": form,
+        "study": chosen["study"],
+        "page": page,
+        "total": len(rows),
+        "sources": sources,
+        "chosen": chosen,
+        "query": query.urlencode(),
+    }
+    return render(request, "evaluation/model_misses.html", context)

@@ -104,19 +104,30 @@ class ExportOptions:
     domains: tuple[str, ...] = ()
     reproducible: bool = False
     replace: bool = False  # an earlier export at `out` is replaced only when asked
+    # Hard pairs (issue 16): keep only pairs that at most this share of the chosen models got right (a pair no
+    # chosen model answered is kept). `models`: endpoint names; empty means every endpoint with results.
+    max_model_accuracy: float | None = None
+    models: tuple[str, ...] = ()
 
     def __post_init__(self):
         if not 0 <= self.val_fraction < 1:
             raise Invalid({"val_fraction": [f"must be at least 0 and below 1, got {self.val_fraction}."]})
+        if self.max_model_accuracy is not None and not 0 <= self.max_model_accuracy <= 1:
+            raise Invalid({"max_model_accuracy": [f"must be a share from 0 to 1, got {self.max_model_accuracy}."]})
+        if self.models and self.max_model_accuracy is None:
+            raise Invalid({"models": ["choose models only together with a maximum model accuracy."]})
         object.__setattr__(self, "categories", tuple(sorted(set(self.categories))))
         object.__setattr__(self, "domains", tuple(sorted(set(self.domains))))
+        object.__setattr__(self, "models", tuple(sorted({name.strip() for name in self.models if name.strip()})))
 
     @property
     def is_s3(self) -> bool:
         return self.out.startswith("s3://")
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "categories": list(self.categories), "domains": list(self.domains)}
+        data = {**asdict(self), "categories": list(self.categories), "domains": list(self.domains)}
+        data["models"] = list(self.models)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> ExportOptions:
@@ -145,7 +156,43 @@ def export_queryset(options: ExportOptions):
     if options.min_similarity is not None:
         # A coordinator's recorded override is a decision about this pair; a stricter bar does not undo it.
         pairs = pairs.filter(Q(similarity__gte=options.min_similarity) | ~Q(similarity_override_reason=""))
+    if options.max_model_accuracy is not None:
+        pairs = pairs.model_accuracy_at_most(options.max_model_accuracy, endpoints=model_filter_endpoints(options))
     return pairs.with_caption().order_by("pk")
+
+
+def model_filter_endpoints(options: ExportOptions) -> list[int]:
+    """The endpoints the model-accuracy filter counts: those named, or every endpoint with results."""
+    from annotator.models import ModelEndpoint
+
+    if not options.models:
+        return list(
+            ModelEndpoint.objects.filter(evaluations__results__isnull=False).distinct().values_list("pk", flat=True)
+        )
+    found = dict(ModelEndpoint.objects.filter(name__in=options.models).values_list("name", "pk"))
+    unknown = [name for name in options.models if name not in found]
+    if unknown:
+        known = ", ".join(ModelEndpoint.objects.values_list("name", flat=True)) or "none registered"
+        raise Invalid({"models": [f"no model endpoint named {', '.join(unknown)} (known: {known})."]})
+    return [found[name] for name in options.models]
+
+
+def model_filter_text(options: ExportOptions) -> str | None:
+    """The model-accuracy filter in words, for the dataset card (provenance); None when the export has none."""
+    from annotator.models import ModelEndpoint
+
+    if options.max_model_accuracy is None:
+        return None
+    names = options.models or ModelEndpoint.objects.filter(pk__in=model_filter_endpoints(options)).values_list(
+        "name", flat=True
+    )
+    chosen = ", ".join(f"`{name}`" for name in sorted(names)) or "none had results"
+    models = chosen if options.models else f"every endpoint with results ({chosen})"
+    return (
+        f"kept only pairs that at most {options.max_model_accuracy:g} of the chosen models answered correctly "
+        f"(each model's latest answer; failed requests not counted); models: {models}; "
+        "pairs no chosen model answered are kept"
+    )
 
 
 ROW_FIELDS = (
@@ -935,6 +982,7 @@ def dataset_card(*, options: ExportOptions, tally: Tally, sizes: dict, models: l
         f"- items accepted through a coordinator's override of the threshold: {tally.overrides}",
         f"- DINOv3 input size: {input_sizes(models)}",
         f"- at most {MAX_DISTRACTORS} distractors per question",
+        *([f"- model accuracy filter: {model_filter_text(options)}"] if options.max_model_accuracy is not None else []),
         f"- split seed: {options.seed}, val fraction: {options.val_fraction}",
         f"- options: `{options_text}`",
         f"- exported: {time}",
@@ -1150,6 +1198,7 @@ def benchmark_export(
         "out": options.out,
         "target": "s3" if options.is_s3 else "local",
         "options": options.as_dict(),
+        "model_filter": model_filter_text(options),
         "considered": plan.total,
         "skipped": plan.skipped,
         "skipped_count": plan.skipped_count,
@@ -1221,6 +1270,8 @@ def export_start(*, options: ExportOptions, user, idempotency_key: str = "") -> 
     @transaction.atomic
     def create() -> Job:
         check_target(options)
+        if options.max_model_accuracy is not None:
+            model_filter_endpoints(options)  # an unknown model name is refused now, not when the job runs
         job = Job.objects.create(
             kind=Job.Kind.EXPORT,
             title=f"Export to {options.out}",

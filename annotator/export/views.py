@@ -47,6 +47,20 @@ class ExportForm(forms.Form):
     )
     domains = forms.MultipleChoiceField(choices=Domain.choices, required=False, widget=forms.CheckboxSelectMultiple)
     reproducible = forms.BooleanField(required=False, help_text="Fixed card time: byte-identical reruns.")
+    max_model_accuracy = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1,
+        label="Max model accuracy",
+        help_text="Keep pairs at most this share of the models got right (pairs no model answered are kept).",
+    )
+    models = forms.CharField(
+        required=False,
+        max_length=SHORT_TEXT_MAX,
+        validators=[single_line],
+        label="Models",
+        help_text="Endpoint names, comma-separated (empty: every endpoint with results).",
+    )
     # A fresh key per rendered form: a double submit, or a resubmit after a lost answer, makes one job.
     idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
 
@@ -63,6 +77,8 @@ class ExportForm(forms.Form):
             domains=tuple(data["domains"]),
             reproducible=data["reproducible"],
             replace=replace,
+            max_model_accuracy=data["max_model_accuracy"],
+            models=tuple(data["models"].split(",")) if data["models"] else (),
         )
 
 

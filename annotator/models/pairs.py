@@ -16,7 +16,27 @@ from annotator.models.videos import Image, Video
 from subtlebench.text import NOTE_MAX, QUESTION_MAX, SHORT_TEXT_MAX, options_validator, text_validators
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from annotator.models.captions import Caption
+
+# A share like 0.29 is not exact in binary: 0.29 * 100 is 28.999..., which would drop a pair 29 of 100 models got
+# right although 29 / 100 is at most 0.29.
+SHARE_TOLERANCE = 1e-9
+
+
+class _LatestModelAnswers(models.Subquery):
+    """Counts over the latest answer per endpoint (a DISTINCT ON subquery): all of them, or the correct ones."""
+
+    template = "(SELECT COUNT(*) FILTER (WHERE %(where)s) FROM (%(subquery)s) latest_answer)"
+    output_field = models.IntegerField()
+
+    def __init__(self, queryset, *, correct_only: bool):
+        self.where = "latest_answer.is_correct" if correct_only else "TRUE"
+        super().__init__(queryset)
+
+    def as_sql(self, compiler, connection, template=None, **extra_context):
+        return super().as_sql(compiler, connection, template=template, where=self.where, **extra_context)
 
 
 class PairQuerySet(models.QuerySet):
@@ -59,6 +79,60 @@ class PairQuerySet(models.QuerySet):
 
         chosen = Caption.objects.exported().filter(pair=models.OuterRef("pk")).values("text")[:1]
         return self.annotate(caption_text=models.Subquery(chosen))
+
+    def with_model_score(self, endpoints: Iterable[int] | None = None):
+        """Annotate "models correct k of n": `model_answered` (n), the endpoints with an answer to this pair, and
+        `model_correct` (k), those whose answer was right. Each endpoint counts once, with its latest answer
+        (from its most recent run that answered the pair); a failed request is no answer, so it neither counts
+        as wrong nor hides an earlier answer. `endpoints`: ids to count (None: every endpoint). Two subqueries
+        in the one SELECT: no query per row."""
+        from annotator.models.modeleval import ModelItemResult
+
+        answers = ModelItemResult.objects.filter(pair=models.OuterRef("pk"), is_correct__isnull=False)
+        if endpoints is not None:
+            endpoints = list(endpoints)
+            if not endpoints:  # no model chosen: nothing answered (an empty IN would make the counts NULL)
+                zero = models.Value(0, output_field=models.IntegerField())
+                return self.annotate(model_answered=zero, model_correct=zero)
+            answers = answers.filter(evaluation__endpoint_id__in=endpoints)
+        latest = (
+            answers.order_by("evaluation__endpoint_id", "-evaluation__created", "-evaluation_id")
+            .distinct("evaluation__endpoint_id")
+            .values("is_correct")
+        )
+        return self.annotate(
+            model_answered=_LatestModelAnswers(latest, correct_only=False),
+            model_correct=_LatestModelAnswers(latest, correct_only=True),
+        )
+
+    def model_accuracy_at_most(self, share: float, *, endpoints: Iterable[int] | None = None):
+        """Pairs that at most `share` (0 to 1) of the models got right: k <= share * n. A pair no model answered
+        is kept (nothing says models find it easy). Annotates as `with_model_score` does."""
+        limit = models.ExpressionWrapper(
+            models.Value(float(share)) * models.F("model_answered") + models.Value(SHARE_TOLERANCE),
+            output_field=models.FloatField(),
+        )
+        scored = self.with_model_score(endpoints)
+        return scored.filter(models.Q(model_answered=0) | models.Q(model_correct__lte=limit))
+
+    def model_score_between(
+        self,
+        *,
+        correct_min: int | None = None,
+        correct_max: int | None = None,
+        answered_min: int | None = None,
+        endpoints: Iterable[int] | None = None,
+    ):
+        """Pairs whose "models correct k of n" lies in a range: correct_min <= k <= correct_max, n >= answered_min
+        (each bound left out when None). Annotates as `with_model_score` does."""
+        bounds = models.Q()
+        if correct_min is not None:
+            bounds &= models.Q(model_correct__gte=correct_min)
+        if correct_max is not None:
+            bounds &= models.Q(model_correct__lte=correct_max)
+        if answered_min is not None:
+            bounds &= models.Q(model_answered__gte=answered_min)
+        return self.with_model_score(endpoints).filter(bounds)
 
 
 class Pair(models.Model):
@@ -137,6 +211,15 @@ class Pair(models.Model):
 
     def __str__(self):
         return f"{self.category} {self.source}/{self.source_id or self.pk}"
+
+    def model_score(self) -> tuple[int, int]:
+        """(k, n): k of the n models that answered this pair got it right (see `with_model_score`); read from the
+        annotation when the queryset has it, else one query."""
+        if not hasattr(self, "model_answered"):
+            row = Pair.objects.filter(pk=self.pk).with_model_score().values("model_correct", "model_answered")
+            found = row.first() or {"model_correct": 0, "model_answered": 0}
+            self.model_correct, self.model_answered = found["model_correct"], found["model_answered"]
+        return self.model_correct, self.model_answered
 
     @property
     def options(self) -> list[str]:

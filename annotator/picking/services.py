@@ -571,6 +571,24 @@ def _corrections(pair: Pair, corrections: dict) -> dict:
 # --- Overview -------------------------------------------------------------------------------------------------
 
 
+def model_success_by_category() -> dict[str, dict]:
+    """How often models already get each category's accepted pairs right: over each model's latest answer per
+    pair (failed requests not counted), `correct` of `answers`, on `pairs` pairs, `unsolved` of them no model got
+    right. Where models already succeed, new pairs add little to the benchmark."""
+    figures = {c: {"answers": 0, "correct": 0, "pairs": 0, "unsolved": 0, "accuracy": None} for c in Category.values}
+    scored = Pair.objects.accepted().with_model_score().filter(model_answered__gt=0).order_by()
+    for category, correct, answered in scored.values_list("category", "model_correct", "model_answered"):
+        cell = figures[category]
+        cell["answers"] += answered
+        cell["correct"] += correct
+        cell["pairs"] += 1
+        cell["unsolved"] += correct == 0
+    for cell in figures.values():
+        if cell["answers"]:
+            cell["accuracy"] = round(100 * cell["correct"] / cell["answers"])
+    return figures
+
+
 def overview_figures() -> dict:
     """The coordinator's figures: per category against the target, category x domain, annotators, videos left."""
     target = settings.PAIRS_PER_CATEGORY_TARGET
@@ -585,12 +603,14 @@ def overview_figures() -> dict:
         by_category[category][status] = by_category[category].get(status, 0) + n
         if status == Pair.Status.ACCEPTED:
             cells[(category, domain)] = cells.get((category, domain), 0) + n
+    model_success = model_success_by_category()
     categories = [
         {
             "name": c,
             **counts,
             "target": target,
             "percent": min(100, round(100 * counts["accepted"] / target)) if target else 100,
+            "models": model_success[c],
         }
         for c, counts in by_category.items()
     ]

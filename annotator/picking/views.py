@@ -213,7 +213,9 @@ def review_queue(request):
 def review_pair(request, pair_id: int):
     """One pair, both images with flicker and zoom, the question and options, similarity; y / n / e."""
     pair = get_object_or_404(
-        Pair.objects.select_related("author", "video", "image_1", "image_2", "image_1__frame", "image_2__frame"),
+        Pair.objects.select_related(
+            "author", "video", "image_1", "image_2", "image_1__frame", "image_2__frame"
+        ).with_model_score(),
         pk=pair_id,
     )
     frame_1 = getattr(pair.image_1, "frame", None)

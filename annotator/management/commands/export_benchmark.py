@@ -27,6 +27,20 @@ class Command(BaseCommand):
         parser.add_argument("--min-similarity", type=float, default=None, help="A stricter similarity bar.")
         parser.add_argument("--category", action="append", default=[], choices=Category.values)
         parser.add_argument("--domain", action="append", default=[], choices=Domain.values)
+        parser.add_argument(
+            "--max-model-accuracy",
+            type=float,
+            default=None,
+            metavar="SHARE",
+            help="Keep only pairs that at most this share (0-1) of the chosen models got right; "
+            "pairs no chosen model answered are kept.",
+        )
+        parser.add_argument(
+            "--models",
+            default="",
+            metavar="NAME,NAME",
+            help="Model endpoints --max-model-accuracy counts (default: every endpoint with results).",
+        )
         parser.add_argument("--dry-run", action="store_true", help="Print the counts; write nothing.")
         parser.add_argument(
             "--reproducible", action="store_true", help="Fix the card's time: same database, same bytes."
@@ -43,6 +57,8 @@ class Command(BaseCommand):
                 domains=tuple(opts["domain"]),
                 reproducible=opts["reproducible"],
                 replace=opts["replace"],
+                max_model_accuracy=opts["max_model_accuracy"],
+                models=tuple(opts["models"].split(",")) if opts["models"] else (),
             )
             with TerminalProgress(self.stdout, "Exporting", unit="pair") as progress:
                 result = benchmark_export(options=options, dry_run=opts["dry_run"], progress=progress)

@@ -1,0 +1,61 @@
+"""Model endpoints, runs and per-item results written directly, as the model evaluation job writes them."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import timedelta
+
+from django.utils import timezone
+
+from annotator.models import Job, ModelEndpoint, ModelEvaluation, ModelItemResult, Pair
+
+_counter = itertools.count(1)
+
+
+def make_endpoint(name: str | None = None, **fields) -> ModelEndpoint:
+    number = next(_counter)
+    defaults = {"base_url": "http://127.0.0.1:9/v1", "model_id": f"vlm-{number}"}
+    defaults.update(fields)
+    return ModelEndpoint.objects.create(name=name or f"model-{number}", **defaults)
+
+
+def make_run(
+    endpoint: ModelEndpoint, *, study_id: int | None = None, age_minutes: int = 0, **fields
+) -> ModelEvaluation:
+    """A finished run of `endpoint`; `age_minutes` makes it older than runs made after it with a smaller age."""
+    created = timezone.now() - timedelta(minutes=age_minutes)
+    job = Job.objects.create(
+        kind=Job.Kind.MODEL_EVAL, title=f"Evaluate {endpoint.name}", status=Job.Status.SUCCEEDED, created=created
+    )
+    source = ModelEvaluation.Source.STUDY if study_id else ModelEvaluation.Source.FILTER
+    return ModelEvaluation.objects.create(
+        endpoint=endpoint, job=job, source=source, study_id=study_id, created=created, **fields
+    )
+
+
+def record(
+    run: ModelEvaluation, pair: Pair, correct: bool | None, *, question_id: str | None = None
+) -> ModelItemResult:
+    """One item's result: right (True), wrong (False) or a failed request (None); keeps the run's counters."""
+    options = pair.options
+    result = ModelItemResult.objects.create(
+        evaluation=run,
+        pair=pair,
+        question_id=question_id or f"{pair.category}_{pair.source}_{pair.source_id or pair.pk}",
+        category=pair.category,
+        domain=pair.domain,
+        options=options,
+        correct_letter="A",
+        predicted_letter="" if correct is None else ("A" if correct else "B"),
+        is_correct=correct,
+        failure="" if correct is not None else ModelItemResult.Failure.TIMEOUT,
+        failure_message="" if correct is not None else "no answer within 120 s",
+    )
+    run.items += 1
+    if correct is None:
+        run.failed += 1
+    else:
+        run.answered += 1
+        run.correct += int(correct)
+    run.save(update_fields=["items", "failed", "answered", "correct"])
+    return result
