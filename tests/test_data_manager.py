@@ -19,6 +19,7 @@ from subtlebench.errors import Forbidden, Invalid
 from subtlebench.tokens import api_token_create
 from tests.conftest import make_user
 from tests.factories import make_pair, make_video
+from tests.model_fixtures import make_endpoint, make_run, record
 
 
 def ids(table, data) -> list[int]:
@@ -93,6 +94,26 @@ def test_it_filters_pairs_in_a_study(pairs, coordinator):
     assert in_study and pairs["old"].pk not in in_study  # excluded from study pools: never drawn
     assert ids(PAIRS, {"study": "yes"}) == sorted(in_study)
     assert set(ids(PAIRS, {"study": "no"})) == {p.pk for p in pairs.values()} - in_study
+
+
+def test_it_filters_pairs_on_the_share_of_models_that_got_them_right(pairs):
+    """ "Models correct k of n" (the latest answer of each endpoint; a failed request is no answer)."""
+    first, second = make_endpoint(), make_endpoint()
+    run_1, run_2 = make_run(first), make_run(second)
+    record(run_1, pairs["submitted"], True), record(run_2, pairs["submitted"], True)  # 2 of 2
+    record(run_1, pairs["accepted"], True), record(run_2, pairs["accepted"], False)  # 1 of 2
+    record(run_1, pairs["rejected"], False), record(run_2, pairs["rejected"], None)  # 0 of 1: one failed
+    # pairs["old"]: no model answered it, so no share: any bound leaves it out
+    assert ids(PAIRS, {"models_max": "0"}) == pk(pairs["rejected"])
+    assert ids(PAIRS, {"models_min": "1"}) == pk(pairs["submitted"])
+    assert ids(PAIRS, {"models_min": "0.5"}) == pk(pairs["submitted"], pairs["accepted"])
+    assert ids(PAIRS, {"models_max": "0.5"}) == pk(pairs["accepted"], pairs["rejected"])
+    assert ids(PAIRS, {"models_max": "0.5", "category": "state"}) == pk(pairs["accepted"])
+    scores = {p.pk: (p.model_correct, p.model_answered) for p in PAIRS.queryset(PAIRS.parse({"sort": "-models"}))}
+    assert scores[pairs["accepted"].pk] == (1, 2) and scores[pairs["old"].pk] == (0, 0)
+    with pytest.raises(Invalid) as raised:
+        PAIRS.parse({"models_max": "2"})
+    assert "outside 0 to 1" in " ".join(raised.value.errors["models"])
 
 
 @pytest.mark.parametrize("column", [c.name for c in PAIRS.columns])

@@ -84,16 +84,23 @@ def test_the_page_previews_counts_without_starting_a_job(client_for, coordinator
     make_pair(category="temporal")
     make_pair(answer="x", distractors=["x"])
     response = client_for(coordinator).post(
-        "/exports/", {"target": "v1", "val_fraction": "0", "seed": "0", "action": "preview"}
+        "/exports/", {"target": "v1", "val_fraction": "0", "seed": "0", "action": "preview"}, follow=True
     )
     html = response.content.decode()
+    # Post/Redirect/Get: the preview is the page's GET with the form in the query (a reload asks nothing).
+    [(address, status)] = response.redirect_chain
+    assert status == 302 and address.startswith("/exports/?") and "action=preview" in address
+    assert "csrfmiddlewaretoken" not in address
     assert response.status_code == 200 and "Preview: 1 items" in html and "1 skipped" in html
     assert "is among the distractors" in html
     assert not Job.objects.exists()
 
 
 def test_the_page_refuses_a_target_that_is_a_path(client_for, coordinator):
-    response = client_for(coordinator).post("/exports/", {"target": "../etc", "val_fraction": "0.1", "seed": "0"})
+    response = client_for(coordinator).post(
+        "/exports/", {"target": "../etc", "val_fraction": "0.1", "seed": "0"}, follow=True
+    )
+    assert response.redirect_chain == [("/exports/", 302)]
     assert "must be a plain name" in response.content.decode() and not Job.objects.exists()
 
 
@@ -246,12 +253,12 @@ def test_the_preview_warns_before_an_export_that_would_leave_val_out(client_for,
 
     video_with_pairs(2)  # one video: one group, which cannot be split
     page = client_for(coordinator)
-    html = page.post("/exports/", {"target": "v1", "val_fraction": "0.1", "seed": "0", "action": "preview"}).content
-    html = html.decode()
+    form = {"target": "v1", "val_fraction": "0.1", "seed": "0", "action": "preview"}
+    html = page.post("/exports/", form, follow=True).content.decode()
     assert 'id="export-warnings"' in html
     assert "The val split has no item: data/val.jsonl and its config are left out" in html
     make_pair()  # a second group: val gets one
-    html = page.post("/exports/", {"target": "v1", "val_fraction": "0.1", "seed": "0", "action": "preview"}).content
+    html = page.post("/exports/", form, follow=True).content
     assert b'id="export-warnings"' not in html
 
 
@@ -270,9 +277,10 @@ def test_starting_an_export_over_an_earlier_one_asks_first_and_replaces_only_whe
     page = client_for(coordinator)
     form = {"target": "v1", "val_fraction": "0", "seed": "0"}
 
-    response = page.post("/exports/", {**form, "action": "start"})
+    response = page.post("/exports/", {**form, "action": "start"}, follow=True)
     html = response.content.decode()
     assert response.status_code == 200 and 'id="export-replace"' in html
+    assert "action=preview" in response.redirect_chain[0][0]  # the preview, which asks first
     assert f"This target already holds an export</strong> (export #{old.pk} of" in html
     assert 'name="action" value="replace"' in html
     assert Job.objects.filter(kind=Job.Kind.EXPORT).count() == 1  # nothing started
@@ -321,7 +329,7 @@ def test_the_preview_asks_about_replacing_an_earlier_export_at_once(client_for, 
     make_pair()
     finished_export(coordinator, str(export_root / "v1"))
     response = client_for(coordinator).post(
-        "/exports/", {"target": "v1", "val_fraction": "0", "seed": "0", "action": "preview"}
+        "/exports/", {"target": "v1", "val_fraction": "0", "seed": "0", "action": "preview"}, follow=True
     )
     html = response.content.decode()
     assert "Preview: 1 items" in html and 'id="export-replace"' in html

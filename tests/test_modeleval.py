@@ -328,3 +328,40 @@ def test_a_run_whose_first_requests_all_fail_to_connect_stops_with_one_message(
     stored = evaluation.results.count()
     assert 8 <= stored < len(records)  # stopped early, not one timeout per item
     assert set(evaluation.results.values_list("failure", flat=True)) == {"unreachable"}
+
+
+def test_an_exported_item_is_linked_to_the_pair_it_came_from(db):
+    """Runs on an export count in "models correct k of n": each item finds its pair by the id the export built,
+    a derived one (a pair made in the app has no source_id) or the pair's own, also where the source holds "_"."""
+    from annotator.export.format import item_id
+    from annotator.modeleval.protocol import Item
+    from annotator.modeleval.services import link_export_items
+
+    made_here = make_pair(source_id="")
+    imported = make_pair(source="levir_cd", source_id="scene_7")
+    ids = {
+        "made_here": item_id(
+            category=made_here.category,
+            source="yt8m",
+            source_id="",
+            pair_id=made_here.pk,
+            yt8m_id=made_here.video.yt8m_id,
+        ),
+        "imported": f"{imported.category}_levir_cd_scene_7",
+        "elsewhere": f"attribute_yt8m_{made_here.video.yt8m_id}_{made_here.pk + 1000}",
+    }
+    items = [
+        Item(
+            question_id=q,
+            question="?",
+            answer="a",
+            distractors=["b"],
+            category="attribute",
+            domain="natural",
+            image_1="",
+            image_2="",
+        )
+        for q in ids.values()
+    ]
+    link_export_items(items)
+    assert [item.pair_id for item in items] == [made_here.pk, imported.pk, None]

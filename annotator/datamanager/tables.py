@@ -16,11 +16,12 @@ from django.contrib.auth import get_user_model
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.core.paginator import Paginator
 from django.db import models
-from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
+from django.db.models import Count, Exists, ExpressionWrapper, F, OuterRef, Q, Subquery
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from annotator.models import Caption, Category, Domain, Frame, ImageEmbedding, Pair, Review, Video, VideoSkip
+from annotator.models.pairs import SHARE_TOLERANCE
 from subtlebench.errors import Invalid
 
 PAGE_SIZE = 50
@@ -312,6 +313,7 @@ def pairs_base():
     last_review = Review.objects.filter(pair=OuterRef("pk")).order_by("-created", "-pk")
     return (
         Pair.objects.exclude(status=Pair.Status.DRAFT)
+        .with_model_score()  # "models correct k of n", the latest answer of each endpoint
         .select_related("image_1", "image_2", "author", "video")
         .annotate(
             reviewer_name=Subquery(last_review.values("reviewer__username")[:1]),
@@ -319,6 +321,28 @@ def pairs_base():
             has_caption=Exists(Caption.objects.exported().filter(pair=OuterRef("pk"))),
         )
     )
+
+
+def models_right_filter() -> Filter:
+    """The share of the models that answered a pair and got it right (k / n, 0 to 1), as a range: the hard pairs
+    are `models_max=0`. A pair no model answered has no share, so a bound leaves it out."""
+    share = number_range_filter("models", "Models right (share)", "model_share", 0.0, 1.0)
+
+    def apply(qs, values):
+        qs = qs.filter(model_answered__gt=0).annotate(
+            model_share=ExpressionWrapper(
+                F("model_correct") * 1.0 / F("model_answered"), output_field=models.FloatField()
+            )
+        )
+        low, high = values
+        if low is not None:
+            qs = qs.filter(model_share__gte=low - SHARE_TOLERANCE)
+        if high is not None:
+            qs = qs.filter(model_share__lte=high + SHARE_TOLERANCE)
+        return qs
+
+    share.apply = apply
+    return share
 
 
 def reviewed_by(qs, user_id):
@@ -345,6 +369,7 @@ PAIRS = Table(
         Column("author", "Annotator", "author_name"),
         Column("reviewer", "Reviewer", "reviewer_name"),
         Column("similarity", "Similarity", "similarity", numeric=True),
+        Column("models", "Models right", "model_correct", numeric=True),
         Column("caption", "Caption", "has_caption"),
         Column("split", "Split", "export_split"),
         Column("created", "Created", "created"),
@@ -357,6 +382,7 @@ PAIRS = Table(
         username_filter("annotator", "Annotator", lambda qs, pk: qs.filter(author_id=pk)),
         username_filter("reviewer", "Reviewer", reviewed_by),
         number_range_filter("similarity", "Similarity", "similarity", -1.0, 1.0),
+        models_right_filter(),
         date_range_filter("created", "Created", "created"),
         yes_no_filter("caption", "Has caption", lambda: Q(has_caption=True)),
         choice_filter("split", "Export split", SPLITS, apply=split_apply),

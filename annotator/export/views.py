@@ -6,8 +6,10 @@ import uuid
 
 from django import forms
 from django.conf import settings
+from django.contrib import messages
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotator.export.services import (
@@ -25,7 +27,7 @@ from annotator.export.services import (
 from annotator.jobs.services import clean_idempotency_key
 from annotator.models import Category, Domain, Job
 from subtlebench.errors import Conflict, Invalid, NotFound
-from subtlebench.pages import error_response
+from subtlebench.pages import error_response, form_add_errors, redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
 from subtlebench.text import SHORT_TEXT_MAX, single_line
 
@@ -86,28 +88,53 @@ def export_jobs():
     return Job.objects.filter(kind=Job.Kind.EXPORT).select_related("created_by").order_by("-created")
 
 
+def _preview_address(request) -> str:
+    """The page's address that previews what the form sent: the form's fields (not the CSRF token) in the query."""
+    query = request.POST.copy()
+    query.pop("csrfmiddlewaretoken", None)
+    query["action"] = "preview"
+    return f"{reverse('exports')}?{query.urlencode()}"
+
+
 @role_required(COORDINATOR)
 @require_http_methods(["GET", "POST"])
 def exports(request):
-    form = ExportForm(request.POST or None)
-    preview = None
-    if request.method == "POST" and form.is_valid():
+    """Every post answers with a redirect (Post/Redirect/Get): a preview, which only reads, is the page's GET with
+    the form in the query (a reload shows it again, the address can be shared); a start goes to the history; a
+    target that already holds an export goes to the preview, which asks first; a refused form comes back on the
+    page with what was sent and why."""
+    if request.method == "POST":
+        form = ExportForm(request.POST)
+        if not form.is_valid():
+            return redirect_refused_form(request, reverse("exports"), form)
         action = request.POST.get("action")
+        if action == "preview":
+            return redirect(_preview_address(request))
         try:
             # "replace" is the confirmation the page asks for when the target already holds an export.
             options = form.options(replace=action == "replace")
-            if action == "preview":
-                preview = benchmark_export(options=options, dry_run=True)
-                check_target(options, dry_run=True)  # ask about replacing now rather than after "Start"
-            else:
-                key = clean_idempotency_key(form.cleaned_data["idempotency_key"])
-                export_start(options=options, user=request.user, idempotency_key=key)
-                return redirect("exports")
-        except ExportTargetTaken as taken:  # ask first; nothing is started or replaced without the confirmation
-            return _exports_page(request, form, preview, taken=taken)
+            key = clean_idempotency_key(form.cleaned_data["idempotency_key"])
+            job = export_start(options=options, user=request.user, idempotency_key=key)
+        except ExportTargetTaken:  # ask first; nothing is started or replaced without the confirmation
+            return redirect(_preview_address(request))
         except (Invalid, Conflict) as error:  # a target that is a path; a storage or target problem (ExportError)
-            return error_response(request, error, form=form, page=lambda message: _exports_page(request, form))
-    return _exports_page(request, form, preview)
+            return redirect_refused_form(request, reverse("exports"), form, error)
+        messages.success(request, f"Export #{job.pk} started: it is at the top of the history.")
+        return redirect("exports")
+    if request.GET.get("action") != "preview":
+        return _exports_page(request, refused_form(request, ExportForm))
+    form = ExportForm(request.GET)
+    preview = taken = None
+    if form.is_valid():
+        try:
+            options = form.options()
+            preview = benchmark_export(options=options, dry_run=True)
+            check_target(options, dry_run=True)  # ask about replacing now rather than after "Start"
+        except ExportTargetTaken as error:
+            taken = error
+        except (Invalid, Conflict) as error:
+            form_add_errors(form, error)
+    return _exports_page(request, form, preview, taken=taken)
 
 
 def history_rows():

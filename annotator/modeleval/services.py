@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -189,7 +190,33 @@ def export_items(folder: str | Path, split: str) -> list[Item]:
                 missing=not (image_1.is_file() and image_2.is_file()),
             )
         )
+    link_export_items(items)
     return items
+
+
+def link_export_items(items: list[Item]) -> None:
+    """Give each exported item the pair it came from, where the pair is still here, so that an export's run counts
+    in "models correct k of n" as a study's run does. An item id is `category_source_source_id`, the source_id
+    being the pair's own or, for a pair made in the app, the derived `<yt8m>_<pair id>` / `pair<pair id>`: two
+    queries find both kinds, and only an id this database builds the same way links (an item of another
+    database's export links to nothing)."""
+    if not items:
+        return
+    trailing = {int(m.group(1)) for item in items if (m := re.search(r"(\d+)$", item.question_id))}
+    source_ids = {item.question_id for item in items}
+    fields = ("pk", "category", "source", "source_id", "video__yt8m_id")
+    candidates = list(Pair.objects.filter(source_id="", pk__in=trailing).values_list(*fields))
+    # A source may hold "_" too ("levir_cd"): every tail after a "_" is a candidate source_id; the id built
+    # from the row decides.
+    tails = {item.question_id[m.end() :] for item in items for m in re.finditer("_", item.question_id)}
+    candidates += Pair.objects.exclude(source_id="").filter(source_id__in=tails).values_list(*fields)
+    pair_of = {}
+    for pk, category, source, source_id, yt8m_id in candidates:
+        identifier = item_id(category=category, source=source, source_id=source_id, pair_id=pk, yt8m_id=yt8m_id)
+        if identifier in source_ids:
+            pair_of.setdefault(identifier, pk)
+    for item in items:
+        item.pair_id = pair_of.get(item.question_id)
 
 
 def pair_items(pair_ids: list[int]) -> list[Item]:
