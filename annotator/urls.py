@@ -28,6 +28,7 @@ urlpatterns = [
     # Pair picking and review
     path("work/", views_picking.work, name="picking-work"),
     path("work/videos/<int:video_id>/", views_picking.workbench, name="picking-workbench"),
+    path("work/videos/<int:video_id>/draft/", views_picking.draft_beacon, name="picking-draft-beacon"),
     path("work/skips/<int:skip_id>/undo/", views_picking.skip_undo, name="picking-skip-undo"),
     path("work/pairs/<int:pair_id>/withdraw/", views_picking.pair_withdraw, name="picking-pair-withdraw"),
     path("review/", views_picking.review_queue, name="picking-review-queue"),

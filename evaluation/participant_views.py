@@ -222,25 +222,33 @@ def practice(request, token):
     return render(request, "evaluation/participant/item.html", context)
 
 
-@post_only("participant-practice")
+@require_http_methods(["GET", "POST"])
 def practice_answer(request, token, item_token):
+    """A practice answer (POST), then its feedback at the same address (GET): Post/Redirect/Get, so a reload of
+    the feedback shows it again and sends nothing. A GET of an item not answered yet goes to the practice page."""
     participant = load_participant(token)
-    assignment = get_object_or_404(
-        Assignment.objects.select_related("item__pair", "participant__study"),
-        participant=participant,
-        token=item_token,
-        item__kind=StudyItem.Kind.PRACTICE,
+    assignment = (
+        Assignment.objects.select_related("item__pair", "participant__study")
+        .filter(participant=participant, token=item_token, item__kind=StudyItem.Kind.PRACTICE)
+        .first()
     )
-    try:
-        participation.assignment_answer(
-            participant=participant,
-            token=item_token,
-            position=request.POST.get("option"),
-            active_ms=_int_or_none(request.POST.get("active_ms")),
-        )
-    except ServiceError:  # a stale or repeated form: the practice page shows whatever is current now
+    if assignment is None:
+        if request.method == "GET":  # an old or typed address: the practice page shows what is current
+            return redirect("participant-practice", token)
+        raise Http404("No such practice item.")
+    if request.method == "POST":
+        try:
+            participation.assignment_answer(
+                participant=participant,
+                token=item_token,
+                position=request.POST.get("option"),
+                active_ms=_int_or_none(request.POST.get("active_ms")),
+            )
+        except ServiceError:  # a stale or repeated form: the practice page shows whatever is current now
+            return redirect("participant-practice", token)
+        return redirect("participant-practice-answer", token, item_token)
+    if assignment.answered_at is None or assignment.chosen is None:
         return redirect("participant-practice", token)
-    assignment.refresh_from_db()
     options = assignment.item.pair.options
     context = {
         "participant": participant,

@@ -124,7 +124,10 @@ def test_a_participant_goes_from_consent_through_practice_to_the_completion_code
     for _ in range(2):
         assert client.get(base + "practice/").status_code == 200
         assignment = Assignment.objects.filter(participant=participant, answered_at__isnull=True).get()
-        feedback = client.post(base + f"practice/{assignment.token}/", {"option": assignment.permutation.index(0) + 1})
+        feedback = client.post(
+            base + f"practice/{assignment.token}/", {"option": assignment.permutation.index(0) + 1}, follow=True
+        )
+        assert feedback.redirect_chain == [(base + f"practice/{assignment.token}/", 302)]  # Post/Redirect/Get
         assert b"Correct" in feedback.content
     assert b"Practice done" in client.get(base + "practice/").content
     answered = 0

@@ -89,7 +89,7 @@ def take_session_as_a_script_would(client: Client, study: Study, number: int) ->
         if "assignment" not in (page.context or {}):
             break
         assignment = page.context["assignment"]
-        feedback = client.post(f"/p/{token}/practice/{assignment.token}/", {"option": 1})
+        feedback = client.post(f"/p/{token}/practice/{assignment.token}/", {"option": 1}, follow=True)
         seen.append(feedback.content.decode())
         practice.append({"item": assignment.item, "shown": page.context["options"], "feedback": seen[-1]})
     served = []

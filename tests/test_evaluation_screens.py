@@ -297,7 +297,9 @@ def test_practice_feedback_shows_the_pair_again_and_marks_the_right_and_the_chos
     client.get(f"/p/{participant.token}/practice/")
     assignment = Assignment.objects.get(participant=participant)
     wrong_position = next(k + 1 for k, index in enumerate(assignment.permutation) if index == 2)
-    feedback = client.post(f"/p/{participant.token}/practice/{assignment.token}/", {"option": wrong_position})
+    feedback = client.post(
+        f"/p/{participant.token}/practice/{assignment.token}/", {"option": wrong_position}, follow=True
+    )
     html = feedback.content.decode()
     assert "Not quite" in html
     assert '<li class="right"><span class="p-mark">✓ right answer</span>second image</li>' in html

@@ -87,7 +87,7 @@ def test_the_skip_undo_page_refuses_a_get_and_another_annotators_skip(client, cl
     assert client.post(f"/work/skips/{skip.pk}/undo/").status_code == 302  # anonymous: to the login page
     assert VideoSkip.objects.exists()
     other = client_for(annotator2)
-    assert other.get(f"/work/skips/{skip.pk}/undo/").status_code == 405
+    assert other.get(f"/work/skips/{skip.pk}/undo/")["Location"] == "/work/"  # a GET undoes nothing: to the page
     response = other.post(f"/work/skips/{skip.pk}/undo/", follow=True)
     assert "is another annotator" in response.content.decode()
     assert VideoSkip.objects.filter(pk=skip.pk).exists()
@@ -226,3 +226,32 @@ def test_a_draft_save_based_on_an_older_version_never_writes_over_a_newer_one(an
     # from the browser's copy) is no conflict and changes nothing.
     same = picking.pair_draft_save(video=video, user=annotator, state={"question": "new"}, version=first.version)
     assert (same.version, PairDraft.objects.get().version) == (newer.version, newer.version)
+
+
+def test_the_pagehide_beacon_saves_the_draft_as_a_form_post_with_the_csrf_token_in_its_body(annotator):
+    """sendBeacon sets no headers: the workbench's draft address takes a form post whose body carries the CSRF
+    token, the state as JSON and the version it was based on, with the same compare-and-set as the draft API."""
+    import json
+
+    from django.test import Client
+
+    video = make_video(frames=2)
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(annotator)
+    browser.get(f"/work/videos/{video.pk}/")  # sets the CSRF cookie, as the page does
+    token = browser.cookies["csrftoken"].value
+    address = f"/work/videos/{video.pk}/draft/"
+    assert browser.post(address, {"state": json.dumps({"question": "a"}), "version": "0"}).status_code == 403
+    saved = browser.post(
+        address, {"state": json.dumps({"question": "a"}), "version": "0", "csrfmiddlewaretoken": token}
+    )
+    assert saved.status_code == 200 and PairDraft.objects.get().state == {"question": "a"}
+    version = saved.json()["version"]
+    newer = picking.pair_draft_save(video=video, user=annotator, state={"question": "b"}, version=version)
+    late = browser.post(
+        address, {"state": json.dumps({"question": "a"}), "version": str(version), "csrfmiddlewaretoken": token}
+    )
+    assert late.status_code == 409 and PairDraft.objects.get().state == {"question": "b"}  # nothing older wins
+    assert PairDraft.objects.get().version == newer.version
+    bad = browser.post(address, {"state": "{not json", "csrfmiddlewaretoken": token})
+    assert bad.status_code == 400 and "JSON object" in bad.content.decode()

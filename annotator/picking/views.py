@@ -6,10 +6,13 @@ the two form posts (ask for work, assign a video).
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.files.storage import default_storage
 from django.db.models import OuterRef, Subquery
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
@@ -189,6 +192,29 @@ def _answer_frame(pair: Pair) -> str:
         return ""
     answer_is_image_1 = pair.answer == "first image"
     return "b" if answer_is_image_1 == pair.swapped else "a"
+
+
+@role_required(ANNOTATOR)
+@post_only("picking-workbench")
+def draft_beacon(request, video_id: int):
+    """The workbench's last save as its page goes away (`navigator.sendBeacon` on pagehide): a form post, since a
+    beacon sets no headers (the CSRF token is in the body), with the state as JSON and the draft version it was
+    based on. The same compare-and-set as the draft API: a beacon based on an older version writes nothing (409)."""
+    video = get_object_or_404(Video, pk=video_id)
+    try:
+        version = request.POST.get("version", "")
+        if version and not version.isdigit():
+            raise Invalid({"version": ["Send the draft version as a whole number."]})
+        try:
+            state = json.loads(request.POST.get("state", ""))
+        except ValueError:
+            raise Invalid({"state": ["The draft must be a JSON object."]}) from None
+        saved = picking.pair_draft_save(
+            video=video, user=request.user, state=state, version=int(version) if version else None
+        )
+    except (Invalid, Conflict) as error:
+        return error_response(request, error)
+    return JsonResponse({"version": saved.version, "updated": saved.updated.isoformat()})
 
 
 @role_required(REVIEWER)

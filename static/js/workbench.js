@@ -359,8 +359,14 @@
     clearTimeout(saveTimer);
     saveTimer = setTimeout(save, SAVE_DELAY_MS);
   }
+  // Leaving with unsaved changes: sendBeacon delivers the save after the page is gone. A beacon sets no headers,
+  // so it is a form post with the CSRF token in its body (the workbench's draft address, not the JSON API);
+  // the version makes it a compare-and-set like every save, and the browser's own copy covers a lost beacon.
   window.addEventListener("pagehide", () => {
-    if (dirty && !conflict) {
+    if (!dirty || conflict) return;
+    const body = new URLSearchParams({ state: JSON.stringify(state), csrfmiddlewaretoken: csrf });
+    if (draftVersion !== null && draftVersion !== undefined) body.set("version", String(draftVersion));
+    if (!(navigator.sendBeacon && navigator.sendBeacon(`/work/videos/${config.video.id}/draft/`, body))) {
       fetch(`/api/videos/${config.video.id}/draft/`, {
         method: "PUT", keepalive: true, credentials: "same-origin",
         headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
