@@ -6,6 +6,7 @@ import uuid
 
 from django import forms
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from annotator.jobs.services import clean_idempotency_key
@@ -13,7 +14,7 @@ from annotator.models import Category, Domain, Job, ModelEndpoint, ModelEvaluati
 from evaluation.model_runs import model_run_start
 from evaluation.models import Study
 from subtlebench.errors import Conflict, Invalid
-from subtlebench.pages import error_response
+from subtlebench.pages import redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
 
 
@@ -44,8 +45,11 @@ class RunForm(forms.Form):
 @role_required(COORDINATOR)
 @require_http_methods(["GET", "POST"])
 def model_run_new(request):
-    form = RunForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
+    """Post/Redirect/Get: a refused form comes back on this page with what was sent and why."""
+    if request.method == "GET":
+        return _page(request, refused_form(request, RunForm))
+    form = RunForm(request.POST)
+    if form.is_valid():
         data = form.cleaned_data
         fields = {"seed": data["seed"], "idempotency_key": clean_idempotency_key(data["idempotency_key"])}
         if data["source"] == ModelEvaluation.Source.EXPORT:
@@ -64,12 +68,9 @@ def model_run_new(request):
                     endpoint=data["endpoint"], user=request.user, source=data["source"], **fields
                 )
             except (Invalid, Conflict) as error:
-                return error_response(request, error, form=form, page=lambda message: _page(request, form))
+                return redirect_refused_form(request, reverse("model-run-new"), form, error)
             return redirect("model-run-detail", run_id=evaluation.pk)
-    response = _page(request, form)
-    if request.method == "POST":
-        response.status_code = 400  # the form, with its errors beside their fields
-    return response
+    return redirect_refused_form(request, reverse("model-run-new"), form)
 
 
 def _page(request, form):

@@ -24,8 +24,8 @@ from tests.factories import make_pair
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-# Where the screenshots go when someone wants to look at the pages (SHOT_DIR=/some/folder pytest ...).
-SHOT_DIR = os.environ.get("SHOT_DIR", "")
+# Where the screenshots go when someone wants to look at the pages (SCREENSHOT_DIR=/some/folder pytest ...).
+SCREENSHOT_DIR = os.environ.get("SCREENSHOT_DIR", "")
 CHANGED = (200, 120, 280, 200)
 _numbers = itertools.count(1)  # left, top, right, bottom (exclusive) of the one region where B differs from A
 
@@ -85,9 +85,9 @@ def box(page, selector: str) -> dict:
 
 
 def shot(page, name: str) -> None:
-    if SHOT_DIR:
-        Path(SHOT_DIR).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SHOT_DIR) / f"{name}.png"))
+    if SCREENSHOT_DIR:
+        Path(SCREENSHOT_DIR).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SCREENSHOT_DIR) / f"{name}.png"))
 
 
 def test_holding_f_shows_b_only_while_it_is_held_and_the_badge_says_so(page, annotator):

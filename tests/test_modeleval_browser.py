@@ -1,5 +1,5 @@
 """The /models/ pages in a real Chromium: register a model with the form, start a run, watch it progress (htmx
-polling) to its end with failures counted; screenshots at 1440x900 for the record (SHOTS_DIR)."""
+polling) to its end with failures counted; screenshots at 1440x900 for the record (SCREENSHOT_DIR)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.model_server import ModelServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-SHOTS = Path(os.environ.get("SHOTS_DIR", "")) if os.environ.get("SHOTS_DIR") else None
+SHOTS = Path(os.environ.get("SCREENSHOT_DIR", "")) if os.environ.get("SCREENSHOT_DIR") else None
 
 
 def shot(page, name: str) -> None:

@@ -45,16 +45,19 @@ def test_it_refuses_a_wrong_method(client_for, coordinator):
 def test_a_coordinator_registers_a_model_and_a_bad_url_is_refused_beside_its_field(client_for, coordinator):
     client = client_for(coordinator)
     fields = {"name": "qwen", "model_id": "Qwen/Qwen2.5-VL-7B-Instruct", "concurrency": 8, "timeout_s": 60}
-    response = client.post("/models/endpoints/new/", {**fields, "base_url": "http://me:pw@gpu:8000/v1"})
-    assert response.status_code == 400 and "No user or password" in response.content.decode()
-    response = client.post("/models/endpoints/new/", {**fields, "base_url": "http://gpu:8000/v1", "api_key_env": "X Y"})
-    assert response.status_code == 400 and "environment variable" in response.content.decode()
+    page = "/models/endpoints/new/"
+    response = client.post(page, {**fields, "base_url": "http://me:pw@gpu:8000/v1"}, follow=True)
+    # Post/Redirect/Get: the form comes back on its page, as sent, with the reason beside the field.
+    assert response.redirect_chain == [(page, 302)] and "No user or password" in response.content.decode()
+    assert 'value="qwen"' in response.content.decode()
+    response = client.post(page, {**fields, "base_url": "http://gpu:8000/v1", "api_key_env": "X Y"}, follow=True)
+    assert response.redirect_chain == [(page, 302)] and "environment variable" in response.content.decode()
     response = client.post("/models/endpoints/new/", {**fields, "base_url": "http://gpu:8000/v1", "api_key_env": "K"})
     assert response.status_code == 302
     endpoint = ModelEndpoint.objects.get()
     assert (endpoint.name, endpoint.api_key_env, endpoint.created_by) == ("qwen", "K", coordinator)
-    response = client.post("/models/endpoints/new/", {**fields, "base_url": "http://gpu:8000/v1"})
-    assert response.status_code == 409 and "already registered" in response.content.decode()
+    response = client.post("/models/endpoints/new/", {**fields, "base_url": "http://gpu:8000/v1"}, follow=True)
+    assert response.redirect_chain == [(page, 302)] and "already registered" in response.content.decode()
     page = client.get("/models/").content.decode()
     assert "qwen" in page and "http://gpu:8000/v1" in page
 
@@ -66,9 +69,9 @@ def test_a_run_started_from_the_page_shows_its_progress_and_downloads_the_result
     endpoint = endpoint_create(user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm")
     client = client_for(coordinator)
     response = client.post(
-        "/models/runs/new/", {"endpoint": endpoint.pk, "source": "export", "split": "test", "seed": 0}
+        "/models/runs/new/", {"endpoint": endpoint.pk, "source": "export", "split": "test", "seed": 0}, follow=True
     )
-    assert response.status_code == 400 and "Pick the export" in response.content.decode()
+    assert response.redirect_chain == [("/models/runs/new/", 302)] and "Pick the export" in response.content.decode()
     data = {"endpoint": endpoint.pk, "source": "filter", "categories": ["temporal"], "split": "test", "seed": 1}
     with django_capture_on_commit_callbacks(execute=False):
         response = client.post("/models/runs/new/", data)

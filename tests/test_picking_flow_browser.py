@@ -19,8 +19,8 @@ from tests.factories import make_pair, make_video
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-# Set SHOTS_DIR to keep screenshots of the pages these tests open (the lead looks at them).
-SHOTS = Path(os.environ["SHOTS_DIR"]) if os.environ.get("SHOTS_DIR") else None
+# Set SCREENSHOT_DIR to keep screenshots of the pages these tests open (the lead looks at them).
+SHOTS = Path(os.environ["SCREENSHOT_DIR"]) if os.environ.get("SCREENSHOT_DIR") else None
 
 
 def shot(page, name: str) -> None:

@@ -11,13 +11,14 @@ from django.contrib.auth import get_user_model
 from django.core.files.storage import default_storage
 from django.http import Http404, QueryDict
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseClientRedirect
 
 from annotator.datamanager.bulk import ACTIONS, bulk_start
 from annotator.datamanager.tables import SEARCH_MAX, TABLES, query_string, raw_value
 from annotator.models import CaptionBatch
 from subtlebench.errors import Invalid, ServiceError, error_body
+from subtlebench.pages import post_only
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_required
 from subtlebench.text import NOTE_MAX
 
@@ -109,7 +110,7 @@ def table_page(request, table_name: str):
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("data-table")
 def bulk_action(request, table_name: str):
     """Start a bulk action on the ticked rows, or on every row the filter (the table's query string) matches."""
     table = _table(table_name)

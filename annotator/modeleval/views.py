@@ -6,15 +6,17 @@ from __future__ import annotations
 import json
 
 from django import forms
+from django.contrib import messages
 from django.db.models import Count
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotator.modeleval.services import endpoint_create, evaluation_summary, results_file
 from annotator.models import ModelEndpoint, ModelEvaluation, ModelItemResult
 from subtlebench.errors import Conflict, Invalid
-from subtlebench.pages import error_response
+from subtlebench.pages import redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
 from subtlebench.text import NAME_MAX, single_line
 
@@ -52,19 +54,18 @@ def model_list(request):
 @role_required(COORDINATOR)
 @require_http_methods(["GET", "POST"])
 def model_endpoint_new(request):
-    form = EndpointForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            endpoint_create(user=request.user, **form.cleaned_data)
-        except (Invalid, Conflict) as error:
-            return error_response(
-                request,
-                error,
-                form=form,
-                page=lambda message: render(request, "modeleval/endpoint_new.html", {"form": form}),
-            )
-        return redirect("model-list")
-    return render(request, "modeleval/endpoint_new.html", {"form": form})
+    """Post/Redirect/Get: a refused form comes back on this page with what was sent and why."""
+    if request.method == "GET":
+        return render(request, "modeleval/endpoint_new.html", {"form": refused_form(request, EndpointForm)})
+    form = EndpointForm(request.POST)
+    if not form.is_valid():
+        return redirect_refused_form(request, reverse("model-endpoint-new"), form)
+    try:
+        endpoint = endpoint_create(user=request.user, **form.cleaned_data)
+    except (Invalid, Conflict) as error:
+        return redirect_refused_form(request, reverse("model-endpoint-new"), form, error)
+    messages.success(request, f"Model {endpoint.name} registered.")
+    return redirect("model-list")
 
 
 def _detail_context(evaluation: ModelEvaluation) -> dict:
