@@ -265,10 +265,32 @@ def page(browser, live_server):
     context.set_default_timeout(15000)
     page = context.new_page()
     yield page
-    # Closing fires the page's pagehide autosave (a keepalive request): abort it, or it reaches the live server
-    # while the test database is being flushed, and the two deadlock.
+    # Closing fires the page's pagehide autosave (a beacon or keepalive request): abort it, or it reaches the live
+    # server while the test database is being flushed, and the two deadlock. Leaving for about:blank fires it while
+    # the page can still be routed; a save already sent (a debounced autosave) is waited for.
     context.route("**/*", lambda route: route.abort())
+    try:
+        page.goto("about:blank")
+    except Exception:  # noqa: BLE001 - a page that crashed or is gone: nothing left to fire
+        pass
     context.close()
+    wait_for_idle_database()
+
+
+def wait_for_idle_database(seconds: float = 5.0) -> None:
+    """Wait until no other connection to the test database is in a query or an open transaction (a live-server
+    request the browser sent before it closed), so that the flush after the test cannot deadlock with it."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                " AND state IN ('active', 'idle in transaction', 'idle in transaction (aborted)')"
+                " AND backend_type = 'client backend'"
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+        time.sleep(0.05)
 
 
 def browser_login(page, username: str, password: str = "password") -> None:
