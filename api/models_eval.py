@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from annotator.jobs.services import clean_idempotency_key
 from annotator.modeleval.services import endpoint_create, evaluation_summary, results_file
 from annotator.models import Category, Domain, Job, ModelEndpoint, ModelEvaluation
+from api.datamanager import FilterField
 from api.errors import error_responses
 from api.fields import INT32_MAX, ObjectIdField, free_text, whole_number
 from api.jobs import IDEMPOTENCY_KEY
@@ -59,6 +60,13 @@ class RunCreateSerializer(serializers.Serializer):
     split = serializers.ChoiceField([("test", "test"), ("val", "val")], default="test")
     study = ObjectIdField(queryset=Study.objects.all(), required=False, allow_null=True, default=None)
     pair_filter = PairFilterSerializer(required=False, default=dict)
+    filter = FilterField(
+        required=False,
+        default=dict,
+        help_text="Source filter: the pairs table's filter keys, as POST /api/pairs/bulk/ takes them "
+        '(e.g. {"category": "spatial", "models_max": "0.5", "q": "cup"}); the run takes the accepted pairs it '
+        "matches. Instead of pair_filter.",
+    )
     seed = whole_number(low=-INT32_MAX, default=0)
 
 
@@ -126,7 +134,7 @@ def run_create(request):
     source = fields.pop("source")
     endpoint = fields.pop("endpoint")
     study = fields.pop("study")
-    pair_filter = dict(fields.pop("pair_filter") or {})
+    pair_filter = dict(fields.pop("filter") or {}) or dict(fields.pop("pair_filter") or {})
     options = {"seed": fields["seed"], "idempotency_key": clean_idempotency_key(request.headers.get("Idempotency-Key"))}
     if source == ModelEvaluation.Source.EXPORT:
         options.update(export_job=fields["export_job"], split=fields["split"])

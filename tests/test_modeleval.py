@@ -233,6 +233,25 @@ def test_a_filter_run_takes_the_accepted_pairs_of_its_categories(db, coordinator
         evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter={"category": ["nope"]})
 
 
+def test_a_filter_run_takes_the_accepted_pairs_the_data_managers_filter_matches(db, coordinator, server):
+    """The pairs table's filter (its query-string keys) chooses a run's pairs: here hard pairs of one category by
+    similarity and a word of the question; only accepted pairs are evaluated."""
+    wanted = make_pair(
+        category="spatial", similarity=0.9, question="Where is the cup?", answer="left", distractors=["right"]
+    )
+    make_pair(category="spatial", similarity=0.81, question="Where is the cup now?", answer="up", distractors=["down"])
+    make_pair(category="spatial", similarity=0.95, question="Where is the lamp?", answer="left", distractors=["right"])
+    make_pair(category="spatial", similarity=0.95, question="Where is the cup?", status="submitted")
+    endpoint = endpoint_for(server, coordinator)
+    table_filter = {"category": "spatial", "similarity_min": "0.85", "q": "cup"}
+    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter=table_filter)
+    assert evaluation.parameters["pair_ids"] == [wanted.pk]
+    with pytest.raises(Invalid, match="similarity"):
+        evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter={"similarity_min": "x"})
+    with pytest.raises(Invalid, match="texts or numbers"):
+        evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter={"q": {"a": 1}})
+
+
 def test_a_bad_export_record_is_named_by_file_line_and_field(db, coordinator, server, export_dir):
     root, _ = export_dir
     path = root / "data" / "test.jsonl"

@@ -129,6 +129,9 @@ def test_the_api_registers_a_model_starts_a_run_and_serves_its_results(client_fo
     assert detail["status"] == "succeeded" and detail["summary"]["per_category"]["spatial"]["count"] == 1
     results = client.get(detail["results_url"]).json()
     assert [q["question_id"].split("_")[0] for q in results["questions"]] == ["spatial"]
+    by_table_filter = {"endpoint": endpoint_id, "source": "filter", "filter": {"category": "spatial", "q": "nothing"}}
+    response = client.post("/api/models/runs/create/", by_table_filter, content_type="application/json")
+    assert response.status_code == 400 and "no items" in response.content.decode()  # the filter was read
     other = client_for(annotator)
     assert other.get("/api/models/").status_code == 403
     assert other.post("/api/models/runs/create/", run, content_type="application/json").status_code == 403

@@ -24,6 +24,7 @@ from django.core.files.storage import default_storage
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
+from annotator.datamanager.tables import PAIRS
 from annotator.export.format import FIELDS, item_id, split_path
 from annotator.jobs.services import JobTaskLost, UnitRef, job_create_once, job_task_add, job_task_claim
 from annotator.modeleval.client import ChatClient, RequestFailed, scrub
@@ -248,8 +249,18 @@ def pair_items(pair_ids: list[int]) -> list[Item]:
     return items
 
 
+def _lists_of_categories_and_domains(pair_filter: dict) -> bool:
+    return set(pair_filter) <= {"category", "domain"} and all(isinstance(v, list) for v in pair_filter.values())
+
+
 def filter_pair_ids(pair_filter: dict) -> list[int]:
-    """The accepted pairs matching {"category": [...], "domain": [...]} (an empty or absent list: any)."""
+    """The accepted pairs matching the filter: the data manager's pairs-table filter (its query-string keys, as
+    `POST /api/pairs/bulk/` takes them: status, category, similarity_min, models_max, q, ...), or the short form
+    {"category": [...], "domain": [...]} (an empty or absent list: any)."""
+    if not _lists_of_categories_and_domains(pair_filter):
+        state = PAIRS.parse(pair_filter)
+        matching = PAIRS.queryset(state, ordered=False).filter(status=Pair.Status.ACCEPTED)
+        return sorted(matching.values_list("pk", flat=True))
     pairs = Pair.objects.accepted()
     if pair_filter.get("category"):
         pairs = pairs.filter(category__in=pair_filter["category"])
@@ -261,8 +272,21 @@ def filter_pair_ids(pair_filter: dict) -> list[int]:
 def clean_pair_filter(raw) -> dict:
     if raw in (None, ""):
         return {}
-    if not isinstance(raw, dict) or set(raw) - {"category", "domain"}:
-        raise Invalid({"pair_filter": ['An object {"category": [...], "domain": [...]}; no other keys.']})
+    if not isinstance(raw, dict):
+        raise Invalid(
+            {"pair_filter": ['An object: the pairs table\'s filter, or {"category": [...], "domain": [...]}.']}
+        )
+    if not _lists_of_categories_and_domains(raw):
+        if any(not isinstance(value, (str, int, float)) or isinstance(value, bool) for value in raw.values()):
+            raise Invalid(
+                {"pair_filter": ["A pairs-table filter's values are texts or numbers, as in its query string."]}
+            )
+        cleaned = {key: str(value) for key, value in raw.items()}
+        try:
+            PAIRS.parse(cleaned)  # every bad key or value, named
+        except Invalid as error:
+            raise Invalid({"pair_filter": [f"{k}: {' '.join(v)}" for k, v in error.errors.items()]}) from None
+        return cleaned
     cleaned = {}
     for key, allowed in (("category", Category.values), ("domain", Domain.values)):
         values = raw.get(key) or []
