@@ -30,7 +30,13 @@ import requests
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.lease_load import bench_database_url, free_port, percentile, recreate_database  # noqa: E402
+from bench.lease_load import (  # noqa: E402
+    bench_database_url,
+    percentile,
+    recreate_database,
+    start_gunicorn,
+    stop_gunicorn,
+)
 
 WORDS = (
     "cup mug apple door window car person dog cat tree lamp chair table bottle phone book road sky cloud boat "
@@ -354,23 +360,9 @@ def main() -> int:
     queries, rows = queries_per_page()
     print(f"SQL queries per pairs-table page (3 filters + search, {rows} rows): {queries} (target <= 10)")
 
-    port = free_port()
-    gunicorn = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "subtlebench.wsgi", "-w", str(args.workers), "-b", f"127.0.0.1:{port}"],
-        cwd=BASE_DIR,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    base = f"http://127.0.0.1:{port}"
+    gunicorn, base = start_gunicorn(env, args.workers)
     try:
-        for _ in range(300):
-            try:
-                if requests.get(base + "/healthz", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                time.sleep(0.1)
-        else:
+        if base is None:
             print("gunicorn did not start", file=sys.stderr)
             return 1
         times: dict[str, list[float]] = {}
@@ -399,11 +391,7 @@ def main() -> int:
             print(f"  p99 ratio pairs table / healthz: {ratio:.2f} (target <= 3)")
         run_bulk(base, env)
     finally:
-        gunicorn.terminate()
-        try:
-            gunicorn.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            gunicorn.kill()
+        stop_gunicorn(gunicorn)
     return 0
 
 

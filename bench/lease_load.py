@@ -98,6 +98,35 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def start_gunicorn(env: dict, workers: int) -> tuple[subprocess.Popen, str | None]:
+    """`gunicorn subtlebench.wsgi` on a free loopback port; its base URL once /healthz answers (None if it never
+    does within 30 s: stop it with `stop_gunicorn` either way)."""
+    port = free_port()
+    gunicorn = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "subtlebench.wsgi", "-w", str(workers), "-b", f"127.0.0.1:{port}"],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if requests.get(base + "/healthz", timeout=1).status_code == 200:
+                return gunicorn, base
+        except requests.RequestException:
+            time.sleep(0.1)
+    return gunicorn, None
+
+
+def stop_gunicorn(gunicorn: subprocess.Popen) -> None:
+    gunicorn.terminate()
+    try:
+        gunicorn.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        gunicorn.kill()
+
+
 class Recorder:
     def __init__(self):
         self.lock = threading.Lock()
@@ -224,23 +253,9 @@ def main() -> int:
         f"in {time.monotonic() - started:.1f}s"
     )
 
-    port = free_port()
-    gunicorn = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "subtlebench.wsgi", "-w", str(args.workers), "-b", f"127.0.0.1:{port}"],
-        cwd=BASE_DIR,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    base = f"http://127.0.0.1:{port}"
+    gunicorn, base = start_gunicorn(env, args.workers)
     try:
-        for _ in range(300):
-            try:
-                if requests.get(base + "/healthz", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                time.sleep(0.1)
-        else:
+        if base is None:
             print("gunicorn did not start", file=sys.stderr)
             return 1
         rec = Recorder()
@@ -254,11 +269,7 @@ def main() -> int:
         for thread in threads:
             thread.join(args.seconds + 60)
     finally:
-        gunicorn.terminate()
-        try:
-            gunicorn.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            gunicorn.kill()
+        stop_gunicorn(gunicorn)
         shutil.rmtree(env["MEDIA_ROOT"], ignore_errors=True)
 
     from annotator.models import Pair
