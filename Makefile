@@ -4,7 +4,14 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: install run test lint
+# The suite's own embedded PostgreSQL and Redis (data in var/test/, ports derived from that folder): a `make run`
+# beside it, or another checkout's suite, never shares them. TEST_WORKERS xdist processes, each with its own
+# test database, Redis database, media folder and ports.
+TEST_VAR = $(CURDIR)/var/test
+TEST_WORKERS ?= 3
+PYTEST = VAR_DIR=$(TEST_VAR) LOCAL_PG_DURABLE=false $(BIN)/python -m devtools.localservices -- $(BIN)/pytest -n $(TEST_WORKERS)
+
+.PHONY: install run test test-fast lint
 
 $(VENV)/.installed: requirements.txt requirements-gpu.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,9 +23,14 @@ install: $(VENV)/.installed
 run: install
 	$(BIN)/python -m devtools.devserver
 
+# Everything: unit, browser (Chromium) and end-to-end (real Celery workers) tests.
 test: install
 	@test -x "$(CHROMIUM)" || { echo "make test: Chromium is missing at $(CHROMIUM); the browser tests need it. Install it with: apt-get install -y chromium"; exit 1; }
-	LOCAL_REDIS_DB=1 $(BIN)/python -m devtools.localservices -- $(BIN)/pytest
+	$(PYTEST)
+
+# The edit-run loop: all but the browser and end-to-end tests.
+test-fast: install
+	$(PYTEST) -m "not browser and not e2e"
 
 lint: install
 	$(BIN)/ruff check .

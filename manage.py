@@ -9,9 +9,12 @@ def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "subtlebench.settings")
     if not os.getenv("DATABASE_URL") or not os.getenv("CELERY_BROKER_URL"):
         # No services configured: use (and if needed start) the embedded ones under var/.
-        from devtools.localservices import ensure_started
+        from devtools.localservices import ForeignServer, ensure_started
 
-        ensure_started()
+        try:
+            ensure_started()
+        except ForeignServer as error:
+            sys.exit(f"manage.py: {error}")
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

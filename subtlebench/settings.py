@@ -208,7 +208,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {"annotator.tasks.embed_*": {"queue": "similarity"}}
 # Redis hands an unacknowledged task to another worker after the visibility timeout: it must exceed the longest
-# task's time_limit (the embedding runs, 12 h), or a running task would run twice (tests/test_faults.py checks).
+# task's time_limit (the embedding runs, 12 h), or a running task would run twice (tests/operations/test_faults.py
+# checks).
 # A worker that vanished is found much sooner by its job's heartbeat (JOB_STALE_SECONDS).
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", str(13 * 3600)),

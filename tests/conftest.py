@@ -16,12 +16,34 @@ from django.db import connection
 from devtools.localservices import BASE_DIR
 from tests.fault_fixtures import private_redis, read_only_disk, small_disk  # noqa: F401 (fixtures, used by name)
 from tests.similarity_fixtures import tiny_dinov3_dir  # noqa: F401 (a session fixture, used by name)
+from tests.worker_services import isolate_worker
+
+# Fixtures that start real processes or a browser: a test that uses one is an end-to-end or a browser test, marked
+# as such here whatever its module says, so `make test-fast` (-m "not browser and not e2e") leaves it out.
+E2E_FIXTURES = {"celery_worker_process", "private_redis", "live_server"}
+BROWSER_FIXTURES = {"browser", "page", "browser_pages"}
+
+
+def pytest_configure(config):
+    isolate_worker()
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.browser)
+        if names & E2E_FIXTURES and not names & BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(autouse=True)
 def fast_settings(settings, tmp_path):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Every folder the app writes to is the test's own (xdist workers run side by side).
+    settings.VAR_DIR = tmp_path / "var"
     settings.MEDIA_ROOT = tmp_path / "media"
+    settings.EXPORT_ROOT = tmp_path / "exports"
     settings.IMPORT_ROOTS = [tmp_path.resolve()]
     # The worker settings of a developer's shell must not leak in: the worker reads the active row's folder.
     settings.DINOV3_MODEL_DIR = ""
@@ -258,23 +280,82 @@ def browser():
         browser.close()
 
 
+# Runs in every page before its own scripts: once the test is over (`window.__testOver`), the page sends nothing
+# more. Its pagehide autosave (a beacon or a keepalive fetch) would otherwise reach the live server while the test
+# database is being flushed, and the two deadlock.
+QUIET_AFTER_TEST = """
+window.__testOver = false;
+const sendBeacon = navigator.sendBeacon.bind(navigator);
+navigator.sendBeacon = (...args) => (window.__testOver ? true : sendBeacon(...args));
+const fetchOriginal = window.fetch.bind(window);
+window.fetch = (...args) =>
+  window.__testOver ? Promise.reject(new TypeError("the test is over")) : fetchOriginal(...args);
+const xhrSend = XMLHttpRequest.prototype.send;
+XMLHttpRequest.prototype.send = function (...args) {
+  if (window.__testOver) { this.abort(); return; }
+  return xhrSend.apply(this, args);
+};
+"""
+
+
+class BrowserPages:
+    """The browser contexts of one test, each with the live server as its base URL; closed quietly at the end:
+    every page is told the test is over, leaves for about:blank, and every request it had sent is answered before
+    its context closes and the database is flushed."""
+
+    def __init__(self, browser, base_url: str):
+        self.browser = browser
+        self.base_url = base_url
+        self.contexts = []
+        self.in_flight = {}  # context -> its requests not yet answered
+
+    def new_context(self, viewport: dict | None = None, **options):
+        context = self.browser.new_context(
+            base_url=self.base_url, viewport=viewport or {"width": 1440, "height": 900}, **options
+        )
+        context.set_default_timeout(15000)
+        context.add_init_script(QUIET_AFTER_TEST)
+        sent = self.in_flight[context] = set()
+        context.on("request", sent.add)
+        context.on("requestfinished", sent.discard)
+        context.on("requestfailed", sent.discard)
+        context.on("close", lambda closed: self.in_flight.pop(closed, None))  # closed by the test itself
+        self.contexts.append(context)
+        return context
+
+    def new_page(self, viewport: dict | None = None, **options):
+        return self.new_context(viewport, **options).new_page()
+
+    def close(self) -> None:
+        open_contexts = [context for context in self.contexts if context in self.in_flight]
+        pages = [page for context in open_contexts for page in context.pages if not page.is_closed()]
+        for page in pages:
+            try:
+                page.evaluate("window.__testOver = true")
+                page.goto("about:blank")
+            except Exception:  # noqa: BLE001 - a page that crashed or is gone: nothing left to send
+                pass
+        deadline = time.monotonic() + 15
+        while pages and any(self.in_flight.get(context) for context in open_contexts) and time.monotonic() < deadline:
+            pages[0].wait_for_timeout(50)  # lets Playwright deliver the requests' events
+        for context in open_contexts:
+            context.close()
+        wait_for_idle_database()
+
+
 @pytest.fixture
-def page(browser, live_server):
-    """A fresh browser context and page; `page.base_url` is the live server's address."""
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900})
-    context.set_default_timeout(15000)
-    page = context.new_page()
-    yield page
-    # Closing fires the page's pagehide autosave (a beacon or keepalive request): abort it, or it reaches the live
-    # server while the test database is being flushed, and the two deadlock. Leaving for about:blank fires it while
-    # the page can still be routed; a save already sent (a debounced autosave) is waited for.
-    context.route("**/*", lambda route: route.abort())
-    try:
-        page.goto("about:blank")
-    except Exception:  # noqa: BLE001 - a page that crashed or is gone: nothing left to fire
-        pass
-    context.close()
-    wait_for_idle_database()
+def browser_pages(browser, live_server):
+    """`browser_pages.new_page(viewport=..., **context options)` opens a page in a context of its own (another
+    user, another screen); every context is closed quietly after the test."""
+    pages = BrowserPages(browser, live_server.url)
+    yield pages
+    pages.close()
+
+
+@pytest.fixture
+def page(browser_pages):
+    """A fresh browser context and page at 1440×900 on the live server."""
+    return browser_pages.new_page()
 
 
 def wait_for_idle_database(seconds: float = 5.0) -> None:

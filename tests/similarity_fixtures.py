@@ -1,13 +1,20 @@
 """Similarity test helpers: stored embeddings for any test, and tiny random DINOv3 models saved like real weights.
 
 `store_embedding(image, vector)` lets any test give images a similarity without torch; `tiny_dinov3_dir`
-(torch, once per session) is the model conftest activates for every test with the database, through the
-same service as `check_dinov3 --activate`; `dinov3` gives the similarity worker's settings (CPU, small
-batches); `no_dinov3` starts a test with no active model; `other_dinov3_dir` is a second tiny model (other
-weights, so another fingerprint).
+(built with torch once, then kept in the pytest cache) is the model conftest activates for every test with the
+database, through the same service as `check_dinov3 --activate`; `dinov3` gives the similarity worker's
+settings (CPU, small batches); `no_dinov3` starts a test with no active model; `other_dinov3_dir` is a second
+tiny model (other weights, so another fingerprint).
 """
 
 from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from importlib.metadata import version
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -42,24 +49,48 @@ def vector_with_similarity(base, value: float, seed: int = 0) -> np.ndarray:
     return value * base + np.sqrt(1 - value**2) * other
 
 
+def cached_random_model(cache_root: Path, *, seed: int) -> Path:
+    """A tiny random DINOv3 saved under the pytest cache, built (with torch) only if no earlier run built the same
+    one: the folder name holds everything the weights depend on (config, seed, torch and transformers versions).
+    Built in a folder of its own and renamed into place, so a worker that reads it never sees half a model, and two
+    xdist workers that build it at once both end with the same complete folder."""
+    recipe = json.dumps(
+        {"config": TINY_DINOV3, "seed": seed, "torch": version("torch"), "transformers": version("transformers")},
+        sort_keys=True,
+    )
+    folder = cache_root / f"dinov3-{hashlib.sha256(recipe.encode()).hexdigest()[:16]}"
+    if (folder / "config.json").exists():
+        return folder
+    from annotator.similarity.embedder import build_random_model
+
+    cache_root.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=".building-", dir=cache_root))
+    build_random_model(building, seed=seed, **TINY_DINOV3)
+    (building / "recipe.json").write_text(recipe)
+    try:
+        building.rename(folder)
+    except OSError:  # another worker renamed its (identical) build first
+        shutil.rmtree(building)
+    return folder
+
+
+def model_cache_root(request, tmp_path_factory) -> Path:
+    """The pytest cache's folder for models (kept between runs), or a fresh one when the cache is switched off."""
+    if request.config.cache is not None:
+        return request.config.cache.mkdir("models")
+    return tmp_path_factory.mktemp("models")
+
+
 @pytest.fixture(scope="session")
-def tiny_dinov3_dir(tmp_path_factory):
+def tiny_dinov3_dir(request, tmp_path_factory):
     """A tiny random DINOv3 saved with save_pretrained: loaded through the same path as real weights."""
-    from annotator.similarity.embedder import build_random_model
-
-    folder = tmp_path_factory.mktemp("dinov3-tiny")
-    build_random_model(folder, seed=0, **TINY_DINOV3)
-    return folder
+    return cached_random_model(model_cache_root(request, tmp_path_factory), seed=0)
 
 
 @pytest.fixture(scope="session")
-def other_dinov3_dir(tmp_path_factory):
+def other_dinov3_dir(request, tmp_path_factory):
     """A second tiny random DINOv3 (another seed): other weights, another fingerprint."""
-    from annotator.similarity.embedder import build_random_model
-
-    folder = tmp_path_factory.mktemp("dinov3-tiny-other")
-    build_random_model(folder, seed=1, **TINY_DINOV3)
-    return folder
+    return cached_random_model(model_cache_root(request, tmp_path_factory), seed=1)
 
 
 @pytest.fixture

@@ -243,9 +243,9 @@ def vector_bytes(vector: np.ndarray) -> bytes:
     return np.asarray(vector, dtype="<f2").tobytes()
 
 
-def stored_vectors(image_ids: Iterable[int], fingerprint: str | None = None) -> dict[int, np.ndarray]:
-    """Image id -> its unit vector under the fingerprint (default: the current one; float32, renormalised after
-    float16 storage). Nothing while no model is active."""
+def stored_integer_vectors(image_ids: Iterable[int], fingerprint: str | None = None) -> dict[int, np.ndarray]:
+    """Image id -> its stored vector under the fingerprint (default: the current one) as exact integers
+    (`stack_vectors`), what every similarity is computed from. Nothing while no model is active."""
     fingerprint = fingerprint or current_fingerprint()
     if fingerprint is None:
         return {}
@@ -260,17 +260,48 @@ def stored_vectors(image_ids: Iterable[int], fingerprint: str | None = None) -> 
     return dict(zip(ids, matrix, strict=True))
 
 
+def stored_vectors(image_ids: Iterable[int], fingerprint: str | None = None) -> dict[int, np.ndarray]:
+    """Image id -> its stored vector under the fingerprint, as a float64 unit vector (renormalised after float16
+    storage): for reading and comparing, not for similarities (`cosines` works on the exact integers)."""
+    return {
+        image_id: vector / max(np.linalg.norm(vector), 1e-12)
+        for image_id, vector in stored_integer_vectors(image_ids, fingerprint).items()
+    }
+
+
+# Similarities are computed exactly from the stored float16 vectors. Every float16 value is a whole multiple of
+# 2**-24, so scaled by 2**24 a vector is a row of integers; for unit vectors (|value| <= 1) their dot products and
+# squared norms are exact in int64 (at most about 2**48), and one IEEE square root and division make the cosine.
+# The same vectors give the same bits on every machine, BLAS and numpy build: a ranking, a tie or the 0.8 bar
+# never turns on the rounding of a matrix product.
+FLOAT16_STEPS = 2**24
+
+
 def stack_vectors(rows: list[tuple[int, bytes]]) -> tuple[list[int], np.ndarray]:
-    """[(image id, float16 bytes)] -> ids and an (N, D) float32 matrix of unit rows, in one vectorised pass."""
+    """[(image id, float16 bytes)] -> ids and an (N, D) int64 matrix: each value times 2**24, exactly."""
     ids = [image_id for image_id, _ in rows]
-    matrix = np.frombuffer(b"".join(bytes(vector) for _, vector in rows), dtype="<f2").astype(np.float32)
-    matrix = matrix.reshape(len(rows), -1)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return ids, matrix / np.maximum(norms, 1e-12)
+    halves = np.frombuffer(b"".join(bytes(vector) for _, vector in rows), dtype="<f2").reshape(len(rows), -1)
+    return ids, integer_vectors(halves)
+
+
+def integer_vectors(halves: np.ndarray) -> np.ndarray:
+    """float16 values as exact integers (value * 2**24); refuses values outside [-1, 1], which no unit vector has
+    and whose products could overflow."""
+    wide = halves.astype(np.float64)
+    if wide.size and (not np.isfinite(wide).all() or np.abs(wide).max() > 1.0):
+        raise ValueError("a stored embedding is not a unit vector (a value is outside [-1, 1])")
+    return (wide * FLOAT16_STEPS).astype(np.int64)
+
+
+def cosines(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity of two (N, D) integer matrices from `stack_vectors`, clipped to [-1, 1]."""
+    dots = np.einsum("ij,ij->i", first, second)
+    squares = np.einsum("ij,ij->i", first, first).astype(np.float64) * np.einsum("ij,ij->i", second, second)
+    return np.clip(dots / np.sqrt(np.maximum(squares, 1.0)), -1.0, 1.0)
 
 
 def cosine(first: np.ndarray, second: np.ndarray) -> float:
-    return float(np.clip(np.dot(first, second), -1.0, 1.0))
+    return float(cosines(first[None], second[None])[0])
 
 
 def embeddings_store(*, fingerprint: str, vectors: dict[int, np.ndarray], failures: dict[int, str]) -> None:
@@ -296,7 +327,7 @@ def embeddings_store(*, fingerprint: str, vectors: dict[int, np.ndarray], failur
 
 def images_similarity(*, image_1: Image, image_2: Image) -> float | None:
     """The cosine similarity of two images under the current model, or None while either is not embedded."""
-    vectors = stored_vectors([image_1.pk, image_2.pk])
+    vectors = stored_integer_vectors([image_1.pk, image_2.pk])
     if image_1.pk not in vectors or image_2.pk not in vectors:
         return None
     return cosine(vectors[image_1.pk], vectors[image_2.pk])
@@ -364,13 +395,13 @@ def pairs_update_similarity(*, image_ids: Iterable[int] | None = None) -> int:
         if not chunk:
             return scored
         last = chunk[-1].pk
-        vectors = stored_vectors({p.image_1_id for p in chunk} | {p.image_2_id for p in chunk}, fingerprint)
+        vectors = stored_integer_vectors({p.image_1_id for p in chunk} | {p.image_2_id for p in chunk}, fingerprint)
         ready = [p for p in chunk if p.image_1_id in vectors and p.image_2_id in vectors]
         if not ready:
             continue
         first = np.stack([vectors[p.image_1_id] for p in ready])
         second = np.stack([vectors[p.image_2_id] for p in ready])
-        values = np.clip(np.einsum("ij,ij->i", first, second), -1.0, 1.0)
+        values = cosines(first, second)
         now = timezone.now()
         for pair, value in zip(ready, values, strict=True):
             pair.similarity, pair.similarity_model, pair.updated = float(value), fingerprint, now
@@ -438,7 +469,7 @@ def video_suggestions(*, video: Video, limit: int = 20) -> dict:
     firsts, seconds, values = [], [], []
     for offset in range(1, width + 1):
         left = np.arange(count - offset)
-        sims = np.einsum("ij,ij->i", vectors[: count - offset], vectors[offset:])
+        sims = cosines(vectors[: count - offset], vectors[offset:])
         keep = (
             (sims >= settings.SIMILARITY_THRESHOLD)
             & (sims < settings.NEAR_DUPLICATE_CEILING)
@@ -451,7 +482,9 @@ def video_suggestions(*, video: Video, limit: int = 20) -> dict:
         return {"status": status, "results": []}
     firsts, seconds, values = np.concatenate(firsts), np.concatenate(seconds), np.concatenate(values)
     gaps = times[seconds] - times[firsts]
-    order = np.lexsort((gaps, -values))[:limit]
+    # A total order: most similar first (exact values, see `cosines`), then the shorter gap, then the earlier
+    # frames, so equal similarities always come out the same way.
+    order = np.lexsort((seconds, firsts, gaps, -values))[:limit]
     results = []
     for at in order:
         one, two = frames[firsts[at]], frames[seconds[at]]

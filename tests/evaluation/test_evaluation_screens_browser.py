@@ -52,10 +52,9 @@ def make_study(image_size=None, **fields):
     return studies.study_create(name="Screens", fraction=0.25, practice_count=1, **fields)
 
 
-def phone(browser, live_server, user_agent: str = PHONE_UA, **options):
+def phone(browser_pages, user_agent: str = PHONE_UA, **options):
     """A touch screen of 390×844 CSS px (a phone, or with a tablet's user agent a tablet in split view)."""
-    context = browser.new_context(
-        base_url=live_server.url,
+    context = browser_pages.new_context(
         viewport={"width": 390, "height": 844},
         device_scale_factor=3,
         is_mobile=True,
@@ -97,12 +96,10 @@ def assert_options_reachable(page, viewport_height: int) -> None:
     assert first["y"] >= 0
 
 
-def test_on_a_phone_the_pair_is_stacked_enlarges_to_the_full_width_with_pinch_zoom_and_the_options_fit(
-    browser, live_server
-):
+def test_on_a_phone_the_pair_is_stacked_enlarges_to_the_full_width_with_pinch_zoom_and_the_options_fit(browser_pages):
     study = make_study(min_viewport_width=360, image_size=(150, 200))  # portrait images: the hardest to fit
     participant = studies.participant_create(study=study)
-    context, page = phone(browser, live_server)
+    context, page = phone(browser_pages)
     page.goto(f"/p/{participant.token}/")
     shot(page, "phone-1-consent")
     assert page.locator("#screen-check").is_hidden() and page.locator("#consent-form").is_visible()
@@ -220,10 +217,10 @@ def test_on_a_desktop_the_pair_is_side_by_side_enlarges_and_closes_with_escape_a
     assert participant.device_class == Participant.Device.DESKTOP and participant.viewport_width == 1440
 
 
-def test_a_window_below_the_minimum_is_stopped_before_consent_until_it_is_made_larger(browser, live_server):
+def test_a_window_below_the_minimum_is_stopped_before_consent_until_it_is_made_larger(browser_pages):
     study = make_study()  # the default minimum: 1024 px wide
     participant = studies.participant_create(study=study)
-    context, page = phone(browser, live_server, user_agent=TABLET_UA)  # a tablet in split view
+    context, page = phone(browser_pages, user_agent=TABLET_UA)  # a tablet in split view
     page.goto(f"/p/{participant.token}/")
     shot(page, "small-1-stopped")
     assert page.locator("#screen-check").is_visible()
@@ -269,7 +266,7 @@ def test_a_window_below_the_minimum_is_stopped_before_consent_until_it_is_made_l
     context.close()
 
 
-def test_the_end_page_copies_the_code_and_counts_down_to_the_completion_url(browser, live_server, settings):
+def test_the_end_page_copies_the_code_and_counts_down_to_the_completion_url(browser_pages, live_server, settings):
     settings.STUDY_REDIRECT_SECONDS = 3
     study = make_study(min_viewport_width=0)
     study.redirect_url = f"{live_server.url}/accounts/login/?returned=yes"
@@ -277,8 +274,7 @@ def test_the_end_page_copies_the_code_and_counts_down_to_the_completion_url(brow
     participant = studies.participant_create(study=study)
     participant.consent()
     participant.finish()
-    context = browser.new_context(
-        base_url=live_server.url,
+    context = browser_pages.new_context(
         viewport={"width": 1440, "height": 900},
         permissions=["clipboard-read", "clipboard-write"],
     )
@@ -297,11 +293,11 @@ def test_the_end_page_copies_the_code_and_counts_down_to_the_completion_url(brow
     context.close()
 
 
-def test_the_dashboard_refreshes_itself_while_a_session_is_under_way_and_stops_after(browser, live_server, coordinator):
+def test_the_dashboard_refreshes_itself_while_a_session_is_under_way_and_stops_after(browser_pages, coordinator):
     study = make_study()
     participant = studies.participant_create(study=study)
     participant.consent()
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900})
+    context = browser_pages.new_context(viewport={"width": 1440, "height": 900})
     context.set_default_timeout(15000)
     page = context.new_page()
     browser_login(page, "cora")

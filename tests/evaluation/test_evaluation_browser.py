@@ -24,7 +24,7 @@ def shot(page, name: str) -> None:
 
 
 def test_a_participant_practises_answers_every_item_by_keyboard_and_the_dashboard_shows_the_accuracy(
-    page, browser, live_server, coordinator
+    page, browser_pages, coordinator
 ):
     for i in range(10):
         make_pair(
@@ -79,7 +79,7 @@ def test_a_participant_practises_answers_every_item_by_keyboard_and_the_dashboar
     answers = Assignment.objects.filter(participant=participant, item__kind=StudyItem.Kind.SCORED).answered()
     assert answers.count() == scored and all(a.active_ms is not None for a in answers)
 
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900})
+    context = browser_pages.new_context(viewport={"width": 1440, "height": 900})
     coordinator_page = context.new_page()
     browser_login(coordinator_page, "cora")
     coordinator_page.goto(f"/studies/{study.pk}/")

@@ -12,8 +12,8 @@ from django.core.management.base import CommandError
 
 from annotator.export.services import ExportOptions, export_run, export_start
 from annotator.models import Image, Job, Pair, Video
+from tests.export.test_import_pairs import small_dataset
 from tests.export_fixtures import make_pair
-from tests.test_import_pairs import small_dataset
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
 
 pytestmark = pytest.mark.django_db

@@ -242,7 +242,7 @@ def test_no_template_has_an_inline_script_or_event_handler():
     import re
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent / "templates"
+    root = Path(__file__).resolve().parents[2] / "templates"
     offenders = []
     for path in root.rglob("*.html"):
         text = path.read_text()

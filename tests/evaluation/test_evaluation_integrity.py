@@ -428,7 +428,7 @@ def test_responses_csv_neutralises_prolific_ids_and_options(client_for, coordina
 
 
 def test_every_csv_the_app_writes_goes_through_the_safe_writer():
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     helper = root / "subtlebench" / "spreadsheet_csv.py"
     offenders = []
     for folder in ("subtlebench", "annotator", "evaluation", "api", "demo", "devtools", "bench"):

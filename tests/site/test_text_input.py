@@ -20,7 +20,7 @@ from tests.factories import make_pair, make_video
 
 pytestmark = pytest.mark.django_db
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 
 
 def api_error(response, status: int = 400) -> dict:

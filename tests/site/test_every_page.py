@@ -212,7 +212,7 @@ def test_no_template_looks_up_a_dict_method():
     """`x.items` is the key "items" or the method depending on the data: templates use `|entries` and `|entry`."""
     from pathlib import Path
 
-    templates = Path(__file__).resolve().parent.parent / "templates"
+    templates = Path(__file__).resolve().parents[2] / "templates"
     method = re.compile(r"\{[{%][^}]*\.(items|keys|values|get|pop|update|copy|setdefault|clear|popitem)\b[^}]*[}%]\}")
     found = [
         f"{path.relative_to(templates)}: {match.group()}"

@@ -11,7 +11,7 @@ from annotator.picking import services as picking
 from evaluation import studies
 from subtlebench.errors import Conflict, Forbidden, Invalid
 from tests.factories import make_pair, make_video
-from tests.test_picking import bulk_video, submit
+from tests.picking.test_picking import bulk_video, submit
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ import pytest
 from annotator.drafts import DraftChanged
 from annotator.models import PairDraft
 from annotator.picking import services as picking
-from tests.test_picking import bulk_video, run_at_once, submit
+from tests.picking.test_picking import bulk_video, run_at_once, submit
 
 pytestmark = pytest.mark.django_db
 

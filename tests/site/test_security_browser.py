@@ -118,13 +118,13 @@ def test_a_coordinators_pages_load_with_no_csp_violation(page, coordinator, anno
         watch.visit(url, f"coordinator-{name}")
 
 
-def test_a_participants_pages_load_with_no_csp_violation(page, browser, live_server):
+def test_a_participants_pages_load_with_no_csp_violation(page, browser_pages):
     for _ in range(10):
         make_pair(category=Category.TEMPORAL)
     # The other half holds the practice; a phone-sized window is admitted (the study's minimum is 0).
     study = studies.study_create(name="CSP", fraction=0.5, practice_count=1, min_viewport_width=0)
     participant = studies.participant_create(study=study)
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 390, "height": 844})
+    context = browser_pages.new_context(viewport={"width": 390, "height": 844})
     page = context.new_page()
     watch = Watch(page)
     watch.visit(f"/p/{participant.token}/", "participant-start")

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from django.core.management import get_commands
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 APP_SERVICES = ("web", "worker", "gpu-worker", "beat")
 ENV_READERS = {"getenv", "envbool", "envint", "envfloat", "envlist", "envpaths"}
 

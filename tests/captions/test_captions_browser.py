@@ -24,7 +24,7 @@ def start_captioning(page) -> None:
 
 
 def test_an_annotator_captions_with_the_keyboard_and_a_reviewer_accepts_it(
-    page, browser, live_server, annotator, reviewer, coordinator
+    page, browser_pages, annotator, reviewer, coordinator
 ):
     pair = make_pair(question="Which image was taken later?")
     captions.caption_batch_create(created_by=coordinator, title="browser", selection="list", pair_ids=[pair.pk])
@@ -59,7 +59,7 @@ def test_an_annotator_captions_with_the_keyboard_and_a_reviewer_accepts_it(
     caption = Caption.objects.get(author=annotator)
     assert (caption.status, caption.text) == ("submitted", TEXT)
 
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900})
+    context = browser_pages.new_context(viewport={"width": 1440, "height": 900})
     review = context.new_page()
     try:
         browser_login(review, "rita")

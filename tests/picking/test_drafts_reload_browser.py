@@ -1,5 +1,6 @@
-"""A reload right after typing, in a real Chromium (issue 14, part 3): the newest text is on the page, is saved,
-and no older save (the one the left page sent as it went) writes over it, for pair and caption drafts."""
+"""A reload right after typing, in a real Chromium (issue 14, part 3): the newest text, frames, category and answer
+are on the page, are saved, and no older save (the one the left page sent as it went) writes over them, for pair
+and caption drafts."""
 
 from __future__ import annotations
 
@@ -24,13 +25,16 @@ def hold_back(page, pattern, method):
 
 
 def test_a_reload_right_after_typing_shows_and_keeps_the_newest_pair_draft(page, annotator):
-    video = make_video(frames=4)
+    video = make_video(frames=8)
     picking.video_lease_next(user=annotator)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     browser_login(page, "alice")
     page.goto(f"/work/videos/{video.pk}/")
     draft = lambda: PairDraft.objects.get(author=annotator, video=video)  # noqa: E731
+    # Frames A and B, the category and the binary answer, by keyboard: all of the draft, not only its text.
+    for key in ("ArrowRight", "ArrowRight", "a", "ArrowRight", "ArrowRight", "ArrowRight", "b", "Shift+2", "Shift+B"):
+        page.keyboard.press(key)
     page.fill("#question", "What changed about the lamp?")
     expect(page.locator("#save-status")).to_have_text("Draft saved")
     old_version = draft().version
@@ -41,6 +45,11 @@ def test_a_reload_right_after_typing_shows_and_keeps_the_newest_pair_draft(page,
     expect(page.locator("#question")).to_have_value("What changed about the red lamp?")
     expect(page.locator("#save-status")).to_have_text("Draft saved")
     assert draft().state["question"] == "What changed about the red lamp?"
+    expect(page.locator("#where-a")).to_contain_text("#2 ")
+    expect(page.locator("#where-b")).to_contain_text("#5 ")
+    expect(page.locator(".category.on")).to_contain_text("state")
+    expect(page.locator("#binary-answer button.on")).to_have_text("B")
+    assert draft().state["category"] == "state"
 
     # The worst case: no save of the newest text reaches the server before the new page reads the draft.
     release = hold_back(page, "**/api/videos/*/draft/", "PUT")

@@ -214,13 +214,9 @@ def test_one_to_one_shows_the_frames_pixels_unscaled_and_a_drag_pans_both_viewer
     shot(page, "review-1280")
 
 
-def test_one_to_one_on_a_high_density_screen_is_one_frame_pixel_per_device_pixel(
-    browser, live_server, annotator, reviewer
-):
+def test_one_to_one_on_a_high_density_screen_is_one_frame_pixel_per_device_pixel(browser_pages, annotator, reviewer):
     pair = make_pair(status=Pair.Status.SUBMITTED, author=annotator, video=comparison_video(width=640, height=360))
-    context = browser.new_context(
-        base_url=live_server.url, viewport={"width": 1440, "height": 900}, device_scale_factor=2
-    )
+    context = browser_pages.new_context(viewport={"width": 1440, "height": 900}, device_scale_factor=2)
     page = context.new_page()
     try:
         browser_login(page, "rita")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
 # The code a deployment or a developer configures: the apps, the development tooling, manage.py.
 # bench/ and tests/ read their own knobs, documented beside them.

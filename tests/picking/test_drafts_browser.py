@@ -21,11 +21,11 @@ def saved_question(annotator, video) -> str:
     return PairDraft.objects.get(author=annotator, video=video).state.get("question", "")
 
 
-def test_a_second_browser_is_told_the_draft_changed_and_loses_nothing(browser, live_server, page, annotator):
+def test_a_second_browser_is_told_the_draft_changed_and_loses_nothing(browser_pages, page, annotator):
     video = make_video(frames=6)
     picking.video_lease_next(user=annotator)
     script_errors = []
-    second_context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900})
+    second_context = browser_pages.new_context(viewport={"width": 1440, "height": 900})
     second = second_context.new_page()
     for tab in (page, second):
         tab.on("pageerror", lambda error: script_errors.append(str(error)))
@@ -67,7 +67,7 @@ def test_a_second_browser_is_told_the_draft_changed_and_loses_nothing(browser, l
     assert script_errors == []
 
 
-def test_a_second_browser_on_a_caption_task_is_told_and_can_put_its_text_back(browser, live_server, page, annotator):
+def test_a_second_browser_on_a_caption_task_is_told_and_can_put_its_text_back(browser_pages, page, annotator):
     from annotator.captions import services as captions
     from annotator.models import Caption
     from tests.conftest import make_user
@@ -79,7 +79,7 @@ def test_a_second_browser_on_a_caption_task_is_told_and_can_put_its_text_back(br
     )
     task = captions.caption_task_lease(user=annotator)
     script_errors = []
-    second_context = browser.new_context(base_url=live_server.url, viewport={"width": 1440, "height": 900})
+    second_context = browser_pages.new_context(viewport={"width": 1440, "height": 900})
     second = second_context.new_page()
     for tab in (page, second):
         tab.on("pageerror", lambda error: script_errors.append(str(error)))
