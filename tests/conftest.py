@@ -14,6 +14,7 @@ from django.contrib.auth.models import Group, User
 from django.db import connection
 
 from devtools.localservices import BASE_DIR
+from tests.database_template import create_test_database, drop_test_database
 from tests.fault_fixtures import private_redis, read_only_disk, small_disk  # noqa: F401 (fixtures, used by name)
 from tests.similarity_fixtures import tiny_dinov3_dir  # noqa: F401 (a session fixture, used by name)
 from tests.worker_services import isolate_worker
@@ -26,6 +27,17 @@ BROWSER_FIXTURES = {"browser", "page", "browser_pages"}
 
 def pytest_configure(config):
     isolate_worker()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_test_environment, django_db_blocker, django_db_modify_db_settings):
+    """This process's test database, cloned from the migrated template (tests/database_template.py) instead of
+    migrated again; dropped at the end."""
+    with django_db_blocker.unblock():
+        name = create_test_database()
+    yield
+    with django_db_blocker.unblock():
+        drop_test_database(name)
 
 
 def pytest_collection_modifyitems(items):
@@ -316,9 +328,9 @@ class BrowserPages:
         context.set_default_timeout(15000)
         context.add_init_script(QUIET_AFTER_TEST)
         sent = self.in_flight[context] = set()
-        context.on("request", sent.add)
-        context.on("requestfinished", sent.discard)
-        context.on("requestfailed", sent.discard)
+        context.on("request", lambda request: sent.add(request))
+        context.on("requestfinished", lambda request: sent.discard(request))
+        context.on("requestfailed", lambda request: sent.discard(request))
         context.on("close", lambda closed: self.in_flight.pop(closed, None))  # closed by the test itself
         self.contexts.append(context)
         return context
