@@ -4,6 +4,7 @@ hash, counts), the counts per category x domain, the answer balance and the prov
 
 from __future__ import annotations
 
+import json
 import re
 
 from benchmark.records import CARD, ITEMS_METADATA, MANIFEST, SPLITS, split_path
@@ -27,6 +28,7 @@ FEATURES = (
 )
 # A Hub license id (cc-by-4.0, mit, other, unknown, ...): one YAML word, no quoting needed.
 LICENSE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]*")
+PLAIN_YAML_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._()-]*")
 RELEASE_HASH_RULE = f"sha256 of `{MANIFEST}` without its `{CARD}` line"
 
 
@@ -35,6 +37,11 @@ def license_problem(license: str) -> str | None:
     if not LICENSE_ID.fullmatch(license or ""):
         return f"{license!r} is not a license id of the Hugging Face Hub (e.g. cc-by-4.0, other, unknown)"
     return None
+
+
+def yaml_text(text: str) -> str:
+    """A text as a YAML scalar: as it is when plainly safe, else double-quoted (JSON's quoting is YAML's too)."""
+    return text if PLAIN_YAML_TEXT.fullmatch(text) and text == text.strip() else json.dumps(text)
 
 
 def split_totals(counts: dict) -> dict[str, int]:
@@ -85,8 +92,8 @@ def dataset_card(
         raise ValueError(problem)
     totals = split_totals(counts)
     written = [split for split in SPLITS if totals[split]]
-    lines = ["---", f"pretty_name: {name}", f"license: {license}", "configs:", "- config_name: default"]
-    lines.append("  data_files:")
+    # The keys whose lines a validator names come first, license last: its lines stay where they were.
+    lines = ["---", f"pretty_name: {yaml_text(name)}", "configs:", "- config_name: default", "  data_files:"]
     for split in written:
         lines += [f"  - split: {split}", f"    path: {split_path(split)}"]
     lines += ["dataset_info:", "  features:"]
@@ -95,10 +102,10 @@ def dataset_card(
     lines.append("  splits:")
     for split in written:
         lines += [f"  - name: {split}", f"    num_bytes: {sizes[split]}", f"    num_examples: {totals[split]}"]
-    lines += [f"  dataset_size: {sum(sizes.values())}", "---", ""]
+    lines += [f"  dataset_size: {sum(sizes.values())}", f"license: {license}", "---", ""]
 
     lines += [
-        f"# {name}",
+        f"# {' '.join(name.split())}",
         "",
         "Pairs of nearly identical images with a multiple-choice question about their difference, in the",
         "format of VLM-SubtleBench (`data/<split>.jsonl`, image paths relative to this folder).",
@@ -110,7 +117,7 @@ def dataset_card(
     lines += [
         "## Release",
         "",
-        f"- name: {name}",
+        f"- name: {' '.join(name.split())}",
         f"- license: {license}",
         f"- content hash ({RELEASE_HASH_RULE}): `{release_hash}`",
         f"- items: {sum(totals.values())} ({', '.join(f'{split} {totals[split]}' for split in SPLITS)}); "
