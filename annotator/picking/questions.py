@@ -39,9 +39,7 @@ TEMPLATES: dict[str, Template] = {
     ),
     Category.STATE: Template(EXAMPLE_QUESTIONS[Category.STATE]),
     Category.EMOTION: Template(EXAMPLE_QUESTIONS[Category.EMOTION]),
-    Category.TEMPORAL: Template(
-        STANDARD_QUESTIONS[Category.TEMPORAL], hint="The answer follows from the timestamps."
-    ),
+    Category.TEMPORAL: Template(STANDARD_QUESTIONS[Category.TEMPORAL], hint="The answer follows from the timestamps."),
     Category.SPATIAL: Template(EXAMPLE_QUESTIONS[Category.SPATIAL], "", ("", ""), hint="2-3 direction texts."),
     Category.EXISTENCE: Template(EXAMPLE_QUESTIONS[Category.EXISTENCE], "", ("", "", ""), hint="4-5 object texts."),
     Category.QUANTITY: Template(EXAMPLE_QUESTIONS[Category.QUANTITY]),
