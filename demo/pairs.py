@@ -11,9 +11,10 @@ from django.contrib.auth.models import User
 
 from annotator.models import Category, PairDraft, Video
 from annotator.picking import services as picking
+from benchmark.taxonomy import STANDARD_QUESTIONS
 
-CAMERA = "How did the camera move from the first image to the second?"
-LATER = "Which image was taken later?"
+CAMERA = STANDARD_QUESTIONS["viewpoint"]
+LATER = STANDARD_QUESTIONS["temporal"]
 
 
 def plan(video, a, b, decision, author, category, question, answer="", distractors=(), answer_frame=""):

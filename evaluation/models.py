@@ -11,8 +11,8 @@ from django.db import models
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from annotator.export.format import item_id
 from annotator.models import Category, Domain, Pair
+from benchmark.records import item_id
 from subtlebench.text import NAME_MAX, NOTE_MAX, PAGE_TEXT_MAX, single_line, text_validators
 
 

@@ -1,19 +1,23 @@
-"""The stratified sample of a study: pure functions, no ORM, so the rule is easy to read and to test."""
+"""The stratified sample of a study: pure functions, no ORM, so the rule is easy to read and to test. The counts
+per stratum are the benchmark's apportionment (`benchmark.apportion`), the one rule the export's split uses too."""
 
 from __future__ import annotations
 
-import math
 import random
 from collections import defaultdict
 from dataclasses import dataclass
+
+from benchmark.apportion import apportion_sizes, round_half_up
 
 ROUNDING_RULE = (
     "Stratified by category, and by domain within each category. The sample size is round(fraction × pool), "
     "halves rounded up. Each category gets its share rounded down, but at least one item; the places left go "
     "one each to the categories with the largest remainders. Each category's items are then split over its "
-    "domains the same way, without the minimum of one. Ties go alphabetically. Within a category × domain "
-    "stratum the items are drawn with Python's random.Random(seed) from the pool sorted by source, source id "
-    "and pair id, so the same pool, fraction and seed always give the same sample."
+    "domains the same way, without the minimum of one. Equal remainders go in the order of a hash of the "
+    "study's seed and the category (or domain), sha256(f'{seed}:{name}'), so that no category always wins a "
+    "tie. Within a category × domain stratum the items are drawn with Python's random.Random(seed) from the "
+    "pool sorted by source, source id and pair id, so the same pool, fraction and seed always give the same "
+    "sample."
 )
 
 
@@ -25,46 +29,17 @@ class Candidate:
     sort_key: tuple = ()
 
 
-def round_half_up(value: float) -> int:
-    return int(math.floor(value + 0.5))
-
-
-def largest_remainder(sizes: dict, total: int, at_least_one: bool = False) -> dict:
-    """Split `total` over groups in proportion to their sizes: floors first, then the largest remainders.
-
-    With at_least_one every non-empty group gets one item even if that makes the sum exceed `total`.
-    No group gets more than its size. Equal remainders go to the group that sorts first.
-    """
-    groups = sorted(g for g, size in sizes.items() if size > 0)
-    pool = sum(sizes[g] for g in groups)
-    if not groups or total <= 0:
-        return {g: (1 if at_least_one else 0) for g in groups}
-    quotas = {g: total * sizes[g] / pool for g in groups}
-    counts = {g: min(sizes[g], math.floor(quotas[g])) for g in groups}
-    if at_least_one:
-        counts = {g: max(1, c) for g, c in counts.items()}
-    left = total - sum(counts.values())
-    # sorted() is stable, so equal remainders keep the alphabetical order.
-    for group in sorted(groups, key=lambda g: quotas[g] - math.floor(quotas[g]), reverse=True):
-        if left <= 0:
-            break
-        if counts[group] < sizes[group] and quotas[group] > counts[group]:
-            counts[group] += 1
-            left -= 1
-    return counts
-
-
-def allocate(sizes: dict[tuple[str, str], int], fraction: float) -> dict[tuple[str, str], int]:
+def allocate(sizes: dict[tuple[str, str], int], fraction: float, seed: int) -> dict[tuple[str, str], int]:
     """How many items each (category, domain) stratum gets; see ROUNDING_RULE."""
     total = round_half_up(fraction * sum(sizes.values()))
     by_category: dict[str, dict[str, int]] = defaultdict(dict)
     for (category, domain), size in sizes.items():
         if size > 0:
             by_category[category][domain] = size
-    per_category = largest_remainder({c: sum(d.values()) for c, d in by_category.items()}, total, at_least_one=True)
+    per_category = apportion_sizes({c: sum(d.values()) for c, d in by_category.items()}, total, seed=seed, minimum=1)
     counts = {}
     for category, domains in by_category.items():
-        for domain, count in largest_remainder(domains, per_category[category]).items():
+        for domain, count in apportion_sizes(domains, per_category[category], seed=seed).items():
             counts[(category, domain)] = count
     return counts
 
@@ -80,7 +55,7 @@ def draw(candidates: list[Candidate], fraction: float, seed: int, practice: int 
     strata: dict[tuple[str, str], list[Candidate]] = defaultdict(list)
     for candidate in candidates:
         strata[(candidate.category, candidate.domain)].append(candidate)
-    counts = allocate({s: len(members) for s, members in strata.items()}, fraction)
+    counts = allocate({s: len(members) for s, members in strata.items()}, fraction, seed)
     rng = random.Random(seed)
     sampled: list[Candidate] = []
     for stratum in sorted(strata):

@@ -9,6 +9,8 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
+from benchmark.card import license_problem
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -407,6 +409,11 @@ if SIMILARITY_CATCH_UP_MINUTES:
 EXPORT_ROOT = Path(os.getenv("EXPORT_ROOT", VAR_DIR / "exports"))
 # Image copies in flight at once during an export (file creation is latency-bound; threads overlap it).
 EXPORT_COPY_THREADS = envint("EXPORT_COPY_THREADS", "4")
+# The dataset card's name (pretty_name and title) and license (a Hub license id); a bad license fails at start.
+BENCHMARK_NAME = os.getenv("BENCHMARK_NAME", "SubtleBench Studio export").strip() or "SubtleBench Studio export"
+BENCHMARK_LICENSE = os.getenv("BENCHMARK_LICENSE", "unknown").strip()
+if license_problem(BENCHMARK_LICENSE):
+    raise ImproperlyConfigured(f"BENCHMARK_LICENSE: {license_problem(BENCHMARK_LICENSE)}.")
 # Model evaluation (annotator/modeleval): request retries on 429/5xx/connection errors with exponential backoff and
 # jitter (BACKOFF * 2^attempt, at most BACKOFF_MAX, or the server's Retry-After), the request parameters, our prompt
 # texts (a JSON file {"system": ..., "user": ...} replaces them), and the hosts an endpoint may name (empty: any).

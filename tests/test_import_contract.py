@@ -1,5 +1,6 @@
 """The import contract: dependencies point one way (api -> evaluation -> annotator -> subtlebench), torch stays
-with the embedder, and no two workflow packages import each other in a circle.
+with the embedder, no two workflow packages import each other in a circle, and `benchmark` (the evaluator's
+contract) imports nothing but the standard library while the apps take the contract from it, never from a copy.
 
 Every import counts, including those inside functions and under TYPE_CHECKING: a lazy import is still a
 dependency, and hiding a circle inside a function is how the old flat layout grew one.
@@ -8,14 +9,15 @@ dependency, and hiding a circle inside a function is how the old flat layout gre
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
 
 from devtools.localservices import BASE_DIR
 
-PACKAGES = ("subtlebench", "annotator", "evaluation", "api", "demo", "devtools")
-PRODUCTION = ("subtlebench", "annotator", "evaluation", "api")
+PACKAGES = ("benchmark", "subtlebench", "annotator", "evaluation", "api", "demo", "devtools")
+PRODUCTION = ("benchmark", "subtlebench", "annotator", "evaluation", "api")
 EMBEDDER = "annotator.similarity.embedder"
 HEAVY = ("torch", "transformers")
 
@@ -76,6 +78,32 @@ def violations(rule) -> list[str]:
 def test_it_reads_every_package():
     assert {top(module) for module in FILES} == set(PACKAGES)
     assert "annotator.picking.services" in IMPORTS and "evaluation.studies" in IMPORTS
+    assert "benchmark.records" in IMPORTS
+
+
+def test_benchmark_imports_only_the_standard_library_and_itself():
+    """No app, no Django (not even settings), no torch, no third-party package: configuration comes in as arguments."""
+
+    def rule(module, target):
+        return top(module) == "benchmark" and top(target) not in ("benchmark", *sys.stdlib_module_names)
+
+    assert violations(rule) == []
+    assert "benchmark.apportion" in IMPORTS["benchmark.splits"] and "hashlib" in IMPORTS["benchmark.splits"]
+
+
+def test_the_apps_take_the_contract_from_benchmark():
+    users = {
+        "annotator.export.services": "benchmark.splits",
+        "annotator.export.format": "benchmark.records",
+        "annotator.export.pair_import": "benchmark.records",
+        "annotator.picking.questions": "benchmark.questions",
+        "annotator.modeleval.services": "benchmark.protocol",
+        "annotator.models.taxonomy": "benchmark.taxonomy",
+        "evaluation.sampling": "benchmark.apportion",
+        "evaluation.model_results": "benchmark.results",
+        "evaluation.models": "benchmark.records",
+    }
+    assert {module: target for module, target in users.items() if target not in IMPORTS[module]} == {}
 
 
 def test_annotator_never_imports_evaluation_or_api():
@@ -197,3 +225,100 @@ def test_the_import_reader_counts_imports_inside_functions_and_relative_ones(tmp
     found = imported_modules(source, "annotator.picking.services")
     assert {"annotator.models", "annotator.export", "torch.nn", "annotator.picking.questions"} <= found
     assert "annotator.captions" in found
+
+
+# --- The contract is defined in benchmark/ only -----------------------------------------------------------------
+
+# Functions only benchmark/ may define: a second one is a second rule, and the two drift apart.
+CONTRACT_FUNCTIONS = {
+    "round_half_up",
+    "largest_remainder",
+    "largest_remainders",
+    "apportion",
+    "apportion_sizes",
+    "item_id",
+    "record_item_id",
+    "exported_source_id",
+    "question_problems",
+    "option_key",
+    "shuffle_options",
+    "parse_answer",
+    "lettered",
+    "messages_for",
+    "choose_val_groups",
+    "balance_answers",
+    "answer_place",
+    "dataset_card",
+    "results_document",
+    "question_entry",
+}
+BINARY_NAMES = {"state", "emotion", "temporal", "quantity", "quality"}
+CATEGORY_NAMES = BINARY_NAMES | {"attribute", "spatial", "existence", "viewpoint", "action"}
+ABBREVIATION_NAMES = {"AT", "ST", "EM", "TM", "SP", "EX", "QN", "QL", "VP", "AC"}
+
+
+def names_in(node) -> set[str]:
+    """The strings a literal collection holds, plain ("state") or as a choice (`Category.STATE`)."""
+    found = set()
+    for element in getattr(node, "elts", None) or getattr(node, "keys", None) or []:
+        if isinstance(element, ast.Constant) and isinstance(element.value, str):
+            found.add(element.value)
+        elif isinstance(element, ast.Attribute):
+            found.add(element.attr.lower())
+    for element in getattr(node, "values", None) or []:
+        if isinstance(element, ast.Constant) and isinstance(element.value, str):
+            found.add(element.value)
+    return found
+
+
+def contract_copies(path: Path) -> list[str]:
+    """Each place in a file that restates a piece of the contract instead of importing it from benchmark/."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        where = (
+            f"{path.relative_to(BASE_DIR) if path.is_relative_to(BASE_DIR) else path.name}:{getattr(node, 'lineno', 0)}"
+        )
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in CONTRACT_FUNCTIONS:
+            found.append(f"{where}: defines {node.name}()")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if "ABCDE" in node.value or "[A-E]" in node.value:
+                found.append(f"{where}: the answer letters {node.value!r}")
+            elif node.value in ("first image", "second image"):
+                found.append(f"{where}: the binary option {node.value!r}")
+        elif isinstance(node, ast.Set | ast.List | ast.Tuple | ast.Dict):
+            names = names_in(node)
+            if names & CATEGORY_NAMES == BINARY_NAMES:  # the binary ones and no other category
+                found.append(f"{where}: a list of the binary categories")
+            if ABBREVIATION_NAMES <= names:
+                found.append(f"{where}: the category abbreviations")
+        elif isinstance(node, ast.JoinedStr):
+            # f"{category}_{source}_{source_id}": the item id built by hand.
+            parts = ["_" if isinstance(v, ast.Constant) and v.value == "_" else ast.unparse(v) for v in node.values]
+            if len(parts) == 5 and parts[1] == parts[3] == "_" and "category" in parts[0] and "source" in parts[2]:
+                found.append(f"{where}: the item id built by hand")
+    return found
+
+
+def test_no_app_restates_the_contract():
+    copies = [copy for module, path in FILES.items() if top(module) != "benchmark" for copy in contract_copies(path)]
+    assert copies == []
+
+
+def test_the_copy_finder_finds_copies(tmp_path):
+    source = tmp_path / "copy.py"
+    source.write_text(
+        "LETTERS = 'ABCDE'\n"
+        "def round_half_up(x):\n    return int(x + 0.5)\n"
+        "BINARY = frozenset({Category.STATE, Category.EMOTION, Category.TEMPORAL, Category.QUANTITY, "
+        "Category.QUALITY})\n"
+        "FIRST = 'first image'\n"
+        "def ident(r):\n    return f\"{r['category']}_{r['source']}_{r['source_id']}\"\n"
+        "ok = f'{a}_{b}'\n"
+    )
+    assert sorted(line.split(": ", 1)[1] for line in contract_copies(source)) == [
+        "a list of the binary categories",
+        "defines round_half_up()",
+        "the answer letters 'ABCDE'",
+        "the binary option 'first image'",
+        "the item id built by hand",
+    ]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import re
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
@@ -20,10 +19,10 @@ from django.db import transaction
 from django.utils import timezone
 from PIL import Image as PILImage
 
-from annotator.export.format import SPLITS, item_id, iter_lines, record_item_id, split_path, validate_dataset
-from annotator.export.services import ITEMS_METADATA
+from annotator.export.format import iter_lines, validate_dataset
 from annotator.models import Caption, Image, Pair
 from annotator.similarity.services import images_queue_embeddings
+from benchmark.records import ITEMS_METADATA, SPLITS, item_id, record_item_id, source_group, split_path
 from subtlebench.errors import Invalid, file_error_detail
 
 
@@ -54,18 +53,7 @@ def read_records(root: Path) -> list[tuple[str, int, dict]]:
     ]
 
 
-# `<video>_<frame 1>_<frame 2>`, the paper's ids of frame pairs; and for yt8m `<video>_<n>`, the id the export
-# derives for a pair without one (`format.exported_source_id`).
-FRAME_PAIR_ID = re.compile(r"(?P<video>.+)_\d+_\d+")
-DERIVED_ID = re.compile(r"(?P<video>.+)_\d+")
 GROUP_MAX = Pair._meta.get_field("group_key").max_length
-
-
-def source_group(source: str, source_id: str) -> str:
-    """The group of a pair that names none: its source and the video part of its source_id, or '' (a pair of its
-    own). For yt8m it is the key an export gives a video's pairs (`services.pair_group`)."""
-    match = FRAME_PAIR_ID.fullmatch(source_id) or (source == "yt8m" and DERIVED_ID.fullmatch(source_id))
-    return f"{source}:{match['video']}"[:GROUP_MAX] if match else ""
 
 
 def read_groups(root: Path) -> tuple[dict[str, str], list[str]]:
@@ -173,7 +161,10 @@ def pairs_import(*, folder, user=None, progress=None) -> dict:
                     domain=record["domain"],
                     source=record["source"],
                     source_id=record["source_id"],
-                    group_key=groups.get(record_item_id(record), source_group(record["source"], record["source_id"])),
+                    group_key=groups.get(
+                        record_item_id(record),
+                        source_group(record["source"], record["source_id"], max_length=GROUP_MAX),
+                    ),
                     raw_folder=record["raw_folder"],
                     generation_info=record["generation_info"],
                     question=record["question"],

@@ -15,7 +15,6 @@ import errno
 import hashlib
 import hmac
 import json
-import math
 import os
 import re
 import shutil
@@ -41,37 +40,41 @@ from django.db import transaction
 from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
-from annotator.export.format import (
+from annotator.export.format import file_sha256
+from annotator.models import EmbeddingModel, Job, Pair, Review
+from benchmark.card import dataset_card, left_out_warnings, split_totals
+from benchmark.questions import MAX_DISTRACTORS, question_problems
+from benchmark.records import (
+    CARD,
     FIELDS,
-    MAX_DISTRACTORS,
+    ITEMS_METADATA,
+    MANIFEST,
     SPLITS,
+    build_record,
     exported_source_id,
-    file_sha256,
     item_id,
-    option_key,
-    question_problems,
     split_path,
+    video_group,
 )
-from annotator.models import Category, EmbeddingModel, Job, Pair, Review
+from benchmark.splits import (
+    UnionFind,
+    answer_place,
+    balance_answers,
+    choose_val_groups,
+    id_hash,
+    orientation_is_fixed,
+    swap_binary_answer,
+)
 from subtlebench.errors import Conflict, Invalid, NotFound, file_error_detail
 from subtlebench.storage import s3_client, split_s3_uri
 from subtlebench.text import EXPORT_NAME_MAX
 
-MANIFEST = "manifest.sha256"
-CARD = "README.md"
-ITEMS_METADATA = "metadata/items.jsonl"  # provenance per item, beside the official records (never in them)
 REPRODUCIBLE_TIME = "1970-01-01T00:00:00Z"
 CHUNK = 2000
 COPY_WINDOW = 256  # rows whose image copies may be in flight at once
 UPLOAD_ATTEMPTS = 4
 UPLOAD_PAUSE = 0.5  # seconds before the second attempt; doubles after each failure
 SKIPPED_KEPT = 200  # a job row keeps this many skipped items with their reasons (the count is always exact)
-BINARY_CATEGORIES = frozenset(
-    {Category.STATE, Category.EMOTION, Category.TEMPORAL, Category.QUANTITY, Category.QUALITY}
-)
-FIRST, SECOND = "first image", "second image"
-# A question that names an image by its place would be wrong once the two images trade places.
-NAMES_A_PLACE = re.compile(r"\b(first|second|former|latter)\b", re.IGNORECASE)
 
 
 class ExportError(Conflict):
@@ -254,25 +257,6 @@ def row_problem(row: dict) -> str | None:
 # --- The split ----------------------------------------------------------------------------------------------
 
 
-class UnionFind:
-    def __init__(self):
-        self.parent: dict[int, int] = {}
-
-    def find(self, node: int) -> int:
-        parent = self.parent.setdefault(node, node)
-        root = node
-        while parent != root:
-            root, parent = parent, self.parent[parent]
-        while node != root:  # path compression keeps later finds short
-            self.parent[node], node = root, self.parent[node]
-        return root
-
-    def union(self, a: int, b: int) -> None:
-        a, b = self.find(a), self.find(b)
-        if a != b:
-            self.parent[max(a, b)] = min(a, b)
-
-
 def image_node(image_id: int) -> int:
     return image_id * 2
 
@@ -355,35 +339,17 @@ def pair_item_ids(options: ExportOptions):
         yield pk, identifier, not source_id
 
 
-def id_hash(identifier: str) -> int:
-    return int.from_bytes(hashlib.blake2b(identifier.encode(), digest_size=8).digest(), "big", signed=True)
-
-
-def group_order_key(seed: int, identity: int) -> bytes:
-    return hashlib.sha256(f"{seed}:{identity}".encode()).digest()
-
-
 def pair_group(*, group_key: str, yt8m_id: str | None) -> str:
     """The group a pair shares with others: its stored key (an imported pair's video), else its video; or ''.
 
-    A video's key has the form `pair_import.source_group` derives from a yt8m source_id, so a re-imported export
+    A video's key has the form `benchmark.records.source_group` derives from a yt8m source_id, so a re-imported export
     groups its pairs as the first export did.
     """
-    return group_key or (f"yt8m:{yt8m_id}" if yt8m_id else "")
+    return group_key or video_group(yt8m_id)
 
 
-def answer_place(row: dict) -> int:
-    """1 or 2 when the answer of a binary question names the first or the second image; 0 for any other."""
-    if row["category"] not in BINARY_CATEGORIES or len(row["distractors"]) != 1:
-        return 0
-    options = (option_key(row["answer"]), option_key(row["distractors"][0]))
-    return {(FIRST, SECOND): 1, (SECOND, FIRST): 2}.get(options, 0)
-
-
-def orientation_is_fixed(row: dict) -> bool:
-    """A caption describes the second image against the first, and a question may name an image by its place:
-    trading the images of such an item would make it wrong, so it keeps its stored orientation."""
-    return bool((row["caption_text"] or "").strip()) or bool(NAMES_A_PLACE.search(row["question"]))
+def orientation_is_fixed_row(row: dict) -> bool:
+    return orientation_is_fixed(question=row["question"], caption=row["caption_text"])
 
 
 def plan_export(options: ExportOptions) -> Plan:
@@ -437,7 +403,7 @@ def plan_export(options: ExportOptions) -> Plan:
         category_of.append(names.setdefault(row["category"], len(names)))
         domain_of.append(names.setdefault(row["domain"], len(names)))
         place = answer_place(row)
-        places.append(-place if place and orientation_is_fixed(row) else place)
+        places.append(-place if place and orientation_is_fixed_row(row) else place)
         if row["similarity_model"]:
             models.add(row["similarity_model"])
     named_nodes.clear()
@@ -467,135 +433,6 @@ def plan_export(options: ExportOptions) -> Plan:
     plan.counts = counts
     plan.models = sorted(models)
     return plan
-
-
-def round_half_up(value: float) -> int:
-    return math.floor(value + 0.5)
-
-
-def largest_remainders(shares: dict, total: int, seed: int) -> dict:
-    """Whole numbers summing to `total`, each the floor of its share plus one for the largest remainders.
-
-    Ties go by a hash of the seed and the key, so that no category always wins a tie.
-    """
-    quota = {key: math.floor(share) for key, share in shares.items()}
-    ranked = sorted(
-        shares,
-        key=lambda key: (quota[key] - shares[key], hashlib.sha256(f"{seed}:{key}".encode()).digest()),
-    )
-    for key in ranked[: max(0, total - sum(quota.values()))]:
-        quota[key] += 1
-    return quota
-
-
-def choose_val_groups(groups: dict[int, Counter], identity: dict[int, int], *, fraction: float, seed: int) -> set:
-    """The groups that go to val: about `fraction` of the items, stratified by category and domain.
-
-    val gets round(fraction x items), shared among the categories by largest remainders (and within a category
-    among its domains): a category too small for its own val item still counts towards the whole. The groups are
-    walked in an order fixed by the seed and the groups' item ids; a group joins val when that brings the
-    categories (then the cells) closer to their quotas. With two groups or more and a fraction above 0, each
-    split gets at least one group: the official evaluator cannot run on an empty split.
-    """
-    if fraction <= 0 or not groups:
-        return set()
-    cells: Counter = Counter()
-    for sizes in groups.values():
-        cells.update(sizes)
-    wanted = round_half_up(fraction * sum(cells.values()))
-    if len(groups) >= 2:
-        wanted = max(wanted, 1)
-    per_category: Counter = Counter()
-    for (category, _), size in cells.items():
-        per_category[category] += size
-    category_quota = largest_remainders({c: fraction * n for c, n in per_category.items()}, wanted, seed)
-    cell_quota: dict = {}
-    for category, quota in category_quota.items():
-        shares = {cell: quota * size / per_category[category] for cell, size in cells.items() if cell[0] == category}
-        cell_quota.update(largest_remainders(shares, quota, seed))
-
-    in_category: Counter = Counter()
-    in_cell: Counter = Counter()
-
-    def change(sizes: Counter, sign: int = 1) -> tuple[int, int]:
-        """How much adding (sign 1) or removing (-1) a group moves val away from its quotas: (categories, cells)."""
-        by_category: Counter = Counter()
-        cell_change = 0
-        for cell, size in sizes.items():
-            by_category[cell[0]] += size
-            now = in_cell[cell]
-            cell_change += abs(now + sign * size - cell_quota[cell]) - abs(now - cell_quota[cell])
-        category_change = sum(
-            abs(in_category[c] + sign * size - category_quota[c]) - abs(in_category[c] - category_quota[c])
-            for c, size in by_category.items()
-        )
-        return category_change, cell_change
-
-    def move(root: int, sign: int) -> None:
-        for cell, size in groups[root].items():
-            in_cell[cell] += sign * size
-            in_category[cell[0]] += sign * size
-        (chosen.add if sign > 0 else chosen.discard)(root)
-
-    order = sorted(groups, key=lambda root: group_order_key(seed, identity[root]))
-    chosen: set[int] = set()
-    # First the groups that bring both their category and their cell closer, then those that help the category.
-    for strict in (True, False):
-        for root in order:
-            if root not in chosen:
-                category_change, cell_change = change(groups[root])
-                if (category_change < 0 and cell_change < 0) if strict else (category_change, cell_change) < (0, 0):
-                    move(root, 1)
-    if len(groups) >= 2 and not chosen:  # every group overshoots its quota: the one that overshoots least
-        move(min(order, key=lambda root: change(groups[root])), 1)
-    if len(chosen) == len(groups):  # test (the evaluator's default split) keeps the group whose leaving costs least
-        move(min((r for r in order if r in chosen), key=lambda root: change(groups[root], -1)), -1)
-    return chosen
-
-
-def balance_answers(included: array, in_val: array, categories: list, id_hashes: array, places: array, *, seed):
-    """The sorted ids of the binary items whose two images the export swaps, so that in each split and category
-    about half the answers are "first image".
-
-    Items that must keep their orientation (see `orientation_is_fixed`) count as they are; the others are ranked
-    by a hash of the seed and their item id: the first ones of that ranking get the answer first, the last ones
-    second, as many of each as the half needs. The decision reads item ids, not the stored orientation, so an
-    export that is imported and exported again comes out with every item the same way round. One exception: of
-    an odd count, the one item that may go either way stays as it is stored (that is just as balanced, and keeps
-    an already balanced dataset as it was).
-    """
-    fixed_first: Counter = Counter()
-    fixed: Counter = Counter()
-    free: dict[tuple, list] = defaultdict(list)  # (split, category) -> [(rank, stored place, pair id)]
-    for pk, val, category, hashed, place in zip(included, in_val, categories, id_hashes, places, strict=True):
-        if not place:
-            continue
-        bucket = ("val" if val else "test", category)
-        if place < 0:
-            fixed[bucket] += 1
-            fixed_first[bucket] += place == -1
-        else:
-            free[bucket].append((id_hash(f"{seed}:orientation:{hashed}"), place, pk))
-    swapped = []
-    for bucket, items in free.items():
-        total = fixed[bucket] + len(items)
-        # At least total // 2 answers first and at most total - total // 2, as far as the free items allow.
-        first_at_least = min(max(total // 2 - fixed_first[bucket], 0), len(items))
-        first_at_most = min(max(total - total // 2 - fixed_first[bucket], 0), len(items))
-        for rank, (_, place, pk) in enumerate(sorted(items)):
-            wanted = 1 if rank < first_at_least else 2 if rank >= first_at_most else place
-            if place != wanted:
-                swapped.append(pk)
-    return array("q", sorted(swapped))
-
-
-def split_totals(counts: dict) -> dict[str, int]:
-    totals = dict.fromkeys(SPLITS, 0)
-    for domains in counts.values():
-        for cell in domains.values():
-            for split in SPLITS:
-                totals[split] += cell[split]
-    return totals
 
 
 # --- Writing -------------------------------------------------------------------------------------------------
@@ -721,28 +558,25 @@ def swapped_row(row: dict) -> dict:
     row = dict(row)
     for suffix in ("_id", "__file", "__sha256", "__original_name", "__frame__timestamp"):
         row[f"image_1{suffix}"], row[f"image_2{suffix}"] = row[f"image_2{suffix}"], row[f"image_1{suffix}"]
-    row["answer"], row["distractors"] = row["distractors"][0], [row["answer"]]
+    row["answer"], row["distractors"] = swap_binary_answer(row["answer"], row["distractors"])
     return row
 
 
 def record_of(row: dict, image_1: str, image_2: str) -> dict:
-    caption = row["caption_text"]
-    has_caption = bool(caption and caption.strip())
-    record = {
-        "image_1": image_1,
-        "image_2": image_2,
-        "question": row["question"],
-        "answer": row["answer"],
-        "distractors": list(row["distractors"]),
-        "has_caption": has_caption,
-        "caption": caption if has_caption else None,
-        "category": row["category"],
-        "domain": row["domain"],
-        "source": row["source"],
-        "source_id": exported_source_id(source_id=row["source_id"], pair_id=row["pk"], yt8m_id=row["video__yt8m_id"]),
-        "raw_folder": row["raw_folder"] or f"{row['source']}_{row['category']}_pairs",
-        "generation_info": row["generation_info"],
-    }
+    record = build_record(
+        image_1=image_1,
+        image_2=image_2,
+        question=row["question"],
+        answer=row["answer"],
+        distractors=row["distractors"],
+        caption=row["caption_text"],
+        category=row["category"],
+        domain=row["domain"],
+        source=row["source"],
+        source_id=exported_source_id(source_id=row["source_id"], pair_id=row["pk"], yt8m_id=row["video__yt8m_id"]),
+        raw_folder=row["raw_folder"],
+        generation_info=row["generation_info"],
+    )
     assert list(record) == list(FIELDS)
     return record
 
@@ -781,18 +615,6 @@ class Tally:
             return None
         p5 = statistics.quantiles(values, n=20, method="inclusive")[0] if len(values) > 1 else values[0]
         return {"min": values[0], "p5": p5, "median": statistics.median(values), "count": len(values)}
-
-
-def left_out_warnings(totals: dict) -> list[str]:
-    """What the command, the page and the card say about a split with no item (its file is not written)."""
-    if not any(totals.values()):
-        return ["There is no item to export: the official evaluator cannot run on an empty benchmark."]
-    return [
-        f"The {split} split has no item: {split_path(split)} and its config are left out "
-        "(the official evaluator cannot run on an empty split)."
-        for split in SPLITS
-        if not totals[split]
-    ]
 
 
 def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> dict:
@@ -865,11 +687,17 @@ def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> di
         totals = split_totals(tally.counts)
         written = [split for split in SPLITS if totals[split]]
         card_time = REPRODUCIBLE_TIME if options.reproducible else timezone.now().strftime("%Y-%m-%dT%H:%M:%SZ")
-        card = dataset_card(options=options, tally=tally, sizes=sizes, models=plan.models, time=card_time)
-        (root / CARD).write_bytes(card.encode())
         for split in written:
             manifest.write(f"{hashes[split].hexdigest()}  {split_path(split)}\n")
         manifest.write(f"{hashes[ITEMS_METADATA].hexdigest()}  {ITEMS_METADATA}\n")
+        # The card names the release by the hash of every other file's line: the manifest so far.
+        manifest.flush()
+        content_sha256 = file_sha256(manifest_part)
+        card = export_card(
+            options=options, tally=tally, sizes=sizes, models=plan.models, time=card_time,
+            images=image_count, content_sha256=content_sha256,
+        )  # fmt: skip
+        (root / CARD).write_bytes(card.encode())
         manifest.write(f"{hashlib.sha256(card.encode()).hexdigest()}  {CARD}\n")
     for split in SPLITS:
         if split not in written:  # an empty file would crash the evaluator; a missing one says "no such split"
@@ -888,79 +716,15 @@ def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> di
         "similarity": tally.similarity_summary(),
         "similarity_models": plan.models,
         "card_time": card_time,
+        "content_sha256": content_sha256,
         "manifest_sha256": file_sha256(root / MANIFEST),
     }
 
 
-FEATURES = (
-    ("image_1", "dtype: string"),
-    ("image_2", "dtype: string"),
-    ("question", "dtype: string"),
-    ("answer", "dtype: string"),
-    ("distractors", "list: string"),
-    ("has_caption", "dtype: bool"),
-    ("caption", "dtype: string"),
-    ("category", "dtype: string"),
-    ("domain", "dtype: string"),
-    ("source", "dtype: string"),
-    ("source_id", "dtype: string"),
-    ("raw_folder", "dtype: string"),
-    ("generation_info", "dtype: string"),  # always null in this app's exports
-)
-
-
-def percent(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.0f}%" if whole else "-"
-
-
-def dataset_card(*, options: ExportOptions, tally: Tally, sizes: dict, models: list[str], time: str) -> str:
-    """The README.md: a YAML header the Hugging Face Hub reads (configs, dataset_info), counts, answer balance,
-    provenance. Only the splits with items are configured: an empty split is not written at all."""
-    counts = tally.counts
-    totals = split_totals(counts)
-    written = [split for split in SPLITS if totals[split]]
-    lines = ["---", "pretty_name: SubtleBench Studio export", "configs:", "- config_name: default", "  data_files:"]
-    for split in written:
-        lines += [f"  - split: {split}", f"    path: {split_path(split)}"]
-    lines += ["dataset_info:", "  features:"]
-    for name, dtype in FEATURES:
-        lines += [f"  - name: {name}", f"    {dtype}"]
-    lines.append("  splits:")
-    for split in written:
-        lines += [f"  - name: {split}", f"    num_bytes: {sizes[split]}", f"    num_examples: {totals[split]}"]
-    lines += [f"  dataset_size: {sum(sizes.values())}", "---", ""]
-
-    lines += [
-        "# SubtleBench Studio export",
-        "",
-        "Pairs of nearly identical images with a multiple-choice question about their difference, in the",
-        "format of VLM-SubtleBench (`data/<split>.jsonl`, image paths relative to this folder).",
-        f"No video and no image is shared between the splits. `{MANIFEST}` lists the sha256 of every file.",
-        "",
-    ]
-    for warning in left_out_warnings(totals):
-        lines += [f"> **Note:** {warning}", ""]
-    lines += ["## Counts", "", "| category | domain | test | val |", "|---|---|---:|---:|"]
-    for category in sorted(counts):
-        for domain in sorted(counts[category]):
-            cell = counts[category][domain]
-            lines.append(f"| {category} | {domain} | {cell['test']} | {cell['val']} |")
-    lines += [f"| **all** | | **{totals['test']}** | **{totals['val']}** |", ""]
-    if tally.answer_first:
-        lines += [
-            "## Answer balance",
-            "",
-            'Share of "first image" among the answers of the binary categories: the export puts the correct image',
-            "first or second so that each category is near 50% in each split (`swapped` in the item metadata).",
-            "",
-            "| category | test | val |",
-            "|---|---:|---:|",
-        ]
-        for category in sorted(tally.answer_first):
-            shares = tally.answer_first[category]
-            row = " | ".join(f"{percent(*shares[s])} ({shares[s][0]}/{shares[s][1]})" for s in SPLITS)
-            lines.append(f"| {category} | {row} |")
-        lines.append("")
+def export_card(
+    *, options: ExportOptions, tally: Tally, sizes: dict, models: list[str], time: str, images: int, content_sha256: str
+) -> str:
+    """The README.md (`benchmark.card.dataset_card`) with this export's provenance: app, similarity, options, time."""
     summary = tally.similarity_summary()
     similarity = (
         f"min {summary['min']:.4f}, 5th percentile {summary['p5']:.4f}, median {summary['median']:.4f}"
@@ -971,29 +735,30 @@ def dataset_card(*, options: ExportOptions, tally: Tally, sizes: dict, models: l
     options_text = json.dumps(
         {k: v for k, v in options.as_dict().items() if k not in ("out", "replace")}, sort_keys=True
     )
-    lines += [
-        "## Provenance",
-        "",
-        f"- app: SubtleBench Studio {app_version()}",
-        f"- similarity models: {', '.join(f'`{m}`' for m in models) or 'none recorded'}",
-        f"- similarity threshold: {settings.SIMILARITY_THRESHOLD}"
+    provenance = [
+        f"app: SubtleBench Studio {app_version()}",
+        f"similarity models: {', '.join(f'`{m}`' for m in models) or 'none recorded'}",
+        f"similarity threshold: {settings.SIMILARITY_THRESHOLD}"
         + (f" (export minimum {options.min_similarity})" if options.min_similarity is not None else ""),
-        f"- similarity of the items: {similarity}",
-        f"- items accepted through a coordinator's override of the threshold: {tally.overrides}",
-        f"- DINOv3 input size: {input_sizes(models)}",
-        f"- at most {MAX_DISTRACTORS} distractors per question",
-        *([f"- model accuracy filter: {model_filter_text(options)}"] if options.max_model_accuracy is not None else []),
-        f"- split seed: {options.seed}, val fraction: {options.val_fraction}",
-        f"- options: `{options_text}`",
-        f"- exported: {time}",
-        "",
-        f"`{ITEMS_METADATA}` holds one line per item, keyed by the evaluator's item id (`category_source_source_id`):",
-        "split, similarity, model fingerprint, input size, any override (by whom, when, why), origin (video and",
-        "frame timestamps, or the imported files), group, annotator and reviewer as opaque ids, and whether the",
-        "images were swapped. The evaluator does not read it, and the configs above leave it out.",
-        "",
+        f"similarity of the items: {similarity}",
+        f"items accepted through a coordinator's override of the threshold: {tally.overrides}",
+        f"DINOv3 input size: {input_sizes(models)}",
+        f"at most {MAX_DISTRACTORS} distractors per question",
+        *([f"model accuracy filter: {model_filter_text(options)}"] if options.max_model_accuracy is not None else []),
+        f"split seed: {options.seed}, val fraction: {options.val_fraction}",
+        f"options: `{options_text}`",
+        f"exported: {time}",
     ]
-    return "\n".join(lines)
+    return dataset_card(
+        name=settings.BENCHMARK_NAME,
+        license=settings.BENCHMARK_LICENSE,
+        counts=tally.counts,
+        answer_first=tally.answer_first,
+        sizes=sizes,
+        images=images,
+        release_hash=content_sha256,
+        provenance=provenance,
+    )
 
 
 def input_sizes(fingerprints) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -25,10 +24,9 @@ from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from annotator.datamanager.tables import PAIRS
-from annotator.export.format import FIELDS, item_id, split_path
 from annotator.jobs.services import JobTaskLost, UnitRef, job_create_once, job_task_add, job_task_claim
 from annotator.modeleval.client import ChatClient, RequestFailed, scrub
-from annotator.modeleval.protocol import Item, configured_prompt, messages_for, parse_answer, shuffle_options
+from annotator.modeleval.protocol import configured_prompt
 from annotator.models import (
     Category,
     Domain,
@@ -40,13 +38,24 @@ from annotator.models import (
     ModelItemResult,
     Pair,
 )
+from benchmark.protocol import Item, letter, messages_for, option_of, parse_answer, shuffle_options
+from benchmark.questions import MAX_DISTRACTORS
+from benchmark.records import (
+    FIELDS,
+    SPLITS,
+    derived_pair_number,
+    item_id,
+    item_id_tails,
+    record_item_id,
+    split_path,
+)
+from benchmark.results import question_entry, results_document
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
 from subtlebench.roles import COORDINATOR, has_role
 
 log = logging.getLogger(__name__)
 
 TASK = "annotator.tasks.evaluate_model_task"
-SPLITS = ("test", "val")
 FLUSH_SECONDS = 0.25  # results are written at least this often (and every FLUSH_ITEMS)
 FLUSH_ITEMS = 64
 # While a run's threads wait on sockets, a thread whose answer arrived waits for the GIL up to the interpreter's
@@ -169,11 +178,11 @@ def export_items(folder: str | Path, split: str) -> list[Item]:
             if not isinstance(record[name], FIELDS.get(name, (str,))):
                 raise Invalid({"export": [f"{where}, field {name}: wrong type {type(record[name]).__name__}."]})
         distractors = record["distractors"]
-        if not distractors or not all(isinstance(d, str) for d in distractors) or len(distractors) > 4:
-            raise Invalid({"export": [f"{where}, field distractors: 1 to 4 texts."]})
+        if not distractors or not all(isinstance(d, str) for d in distractors) or len(distractors) > MAX_DISTRACTORS:
+            raise Invalid({"export": [f"{where}, field distractors: 1 to {MAX_DISTRACTORS} texts."]})
         if record["category"] not in Category.values:
             raise Invalid({"export": [f"{where}, field category: {record['category']!r} is not a category."]})
-        identifier = f"{record['category']}_{record['source']}_{record['source_id']}"
+        identifier = record_item_id(record)
         if identifier in seen:
             raise Invalid({"export": [f"{where}: the item id {identifier} appears twice."]})
         seen.add(identifier)
@@ -203,13 +212,13 @@ def link_export_items(items: list[Item]) -> None:
     database's export links to nothing)."""
     if not items:
         return
-    trailing = {int(m.group(1)) for item in items if (m := re.search(r"(\d+)$", item.question_id))}
+    trailing = {number for item in items if (number := derived_pair_number(item.question_id)) is not None}
     source_ids = {item.question_id for item in items}
     fields = ("pk", "category", "source", "source_id", "video__yt8m_id")
     candidates = list(Pair.objects.filter(source_id="", pk__in=trailing).values_list(*fields))
     # A source may hold "_" too ("levir_cd"): every tail after a "_" is a candidate source_id; the id built
     # from the row decides.
-    tails = {item.question_id[m.end() :] for item in items for m in re.finditer("_", item.question_id)}
+    tails = {tail for item in items for tail in item_id_tails(item.question_id)}
     candidates += Pair.objects.exclude(source_id="").filter(source_id__in=tails).values_list(*fields)
     pair_of = {}
     for pk, category, source, source_id, yt8m_id in candidates:
@@ -471,15 +480,15 @@ def _answer(client: ChatClient, evaluation, item: Item, prompt, parameters) -> M
     result.response_text = scrub(answer.text, client.api_key)[:20000]
     result.prompt_tokens, result.completion_tokens = answer.prompt_tokens, answer.completion_tokens
     result.latency_ms, result.attempts = answer.latency_ms, answer.attempts
-    letter = parse_answer(answer.text)
-    if letter and ord(letter) - 65 < len(item.options):
-        result.predicted_letter = letter
-        result.is_correct = letter == item.correct_letter
+    predicted = parse_answer(answer.text)
+    if predicted and option_of(item.options, predicted) is not None:
+        result.predicted_letter = predicted
+        result.is_correct = predicted == item.correct_letter
     else:
         result.failure = Failure.MALFORMED
         shown = " ".join(answer.text.split())[:120]
         result.failure_message = (
-            f"no answer letter A-{chr(64 + len(item.options))} in the model's reply: {shown!r}"
+            f"no answer letter A-{letter(len(item.options) - 1)} in the model's reply: {shown!r}"
             if shown
             else "the model's reply is empty"
         )
@@ -620,55 +629,39 @@ def evaluation_summary(evaluation: ModelEvaluation) -> dict:
 
 
 def results_file(evaluation: ModelEvaluation) -> dict:
-    """The run as the official results file (mc_evaluation_results.json): a failed request is an entry with
-    `error`, `predicted_answer` null and `is_correct` false, as the official evaluator writes it."""
-    questions = []
-    correct = 0
-    for row in ModelItemResult.objects.filter(evaluation=evaluation).order_by("pk").iterator(chunk_size=2000):
-        answer = row.options[ord(row.correct_letter) - 65] if row.correct_letter else ""
-        entry = {
-            "question_id": row.question_id,
-            "question_text": "",
-            "options": row.options,
-            "negatives": [option for option in row.options if option != answer],
-            "correct_answer": answer,
-            "correct_letter": row.correct_letter,
-            "predicted_answer": row.predicted_letter or None,
-            "predicted_answer_text": row.options[ord(row.predicted_letter) - 65] if row.predicted_letter else None,
-            "is_correct": bool(row.is_correct),
-            "category": row.category,
-            "domain": row.domain,
-        }
-        if row.failure:
-            entry["error"] = f"{row.failure}: {row.failure_message}"
-            entry["cost"] = 0.0
-        else:
-            entry["response_content"] = row.response_text
-        correct += bool(row.is_correct)
-        questions.append(entry)
+    """The run as the official results file (`benchmark.results`): a failed request is an entry with `error`,
+    `predicted_answer` null and `is_correct` false, as the official evaluator writes it."""
     texts = _question_texts(evaluation)
-    for entry in questions:
-        entry["question_text"] = texts.get(entry["question_id"], "")
+    questions = [
+        question_entry(
+            question_id=row.question_id,
+            question_text=texts.get(row.question_id, ""),
+            options=row.options,
+            correct_letter=row.correct_letter,
+            predicted_letter=row.predicted_letter,
+            is_correct=bool(row.is_correct),
+            category=row.category,
+            domain=row.domain,
+            error=f"{row.failure}: {row.failure_message}" if row.failure else None,
+            response=row.response_text,
+        )
+        for row in ModelItemResult.objects.filter(evaluation=evaluation).order_by("pk").iterator(chunk_size=2000)
+    ]
     job = evaluation.job
     summary = job.result or {}
-    return {
-        "model": evaluation.endpoint.model_id,
-        "temperature": (evaluation.parameters.get("request") or {}).get("temperature"),
-        "repetition_penalty": 0.0,
-        "total_questions_loaded": evaluation.items + len(summary.get("skipped", [])),
-        "total_questions_evaluated": len(questions),
-        "evaluation_time": (job.finished or timezone.now()).isoformat(),
-        "questions": questions,
-        "max_workers": evaluation.endpoint.concurrency,
-        "skipped_items": [{"item_id": qid, "reason": "missing_image"} for qid in summary.get("skipped", [])],
-        "correct_count": correct,
-        "accuracy": correct / len(questions) if questions else 0,
-        "total_cost_usd": 0.0,
-        "cost_per_question": 0.0,
-        "random_seed": evaluation.seed,
-        "prompt_tokens": evaluation.prompt_tokens,
-        "completion_tokens": evaluation.completion_tokens,
-    }
+    skipped = summary.get("skipped", [])
+    return results_document(
+        model=evaluation.endpoint.model_id,
+        temperature=(evaluation.parameters.get("request") or {}).get("temperature"),
+        questions=questions,
+        loaded=evaluation.items + len(skipped),
+        evaluation_time=(job.finished or timezone.now()).isoformat(),
+        max_workers=evaluation.endpoint.concurrency,
+        skipped=skipped,
+        seed=evaluation.seed,
+        prompt_tokens=evaluation.prompt_tokens,
+        completion_tokens=evaluation.completion_tokens,
+    )
 
 
 def _question_texts(evaluation: ModelEvaluation) -> dict[str, str]:

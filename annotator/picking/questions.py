@@ -3,34 +3,22 @@ rules, and answer-position balancing."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.db.models import Count
 
-from annotator.export.format import (
+from annotator.models import Category, Pair
+from benchmark.questions import Problem, option_clean, option_key, question_problems
+from benchmark.taxonomy import (
+    BINARY_CATEGORIES,
     EXAMPLE_QUESTIONS,
     STANDARD_QUESTIONS,
-    Problem,
-    option_clean,
-    option_key,
-    question_problems,
+    VIEWPOINT_MOVES,
 )
-from annotator.models import Category, Pair
+from benchmark.taxonomy import FIRST_IMAGE as FIRST
+from benchmark.taxonomy import SECOND_IMAGE as SECOND
 from subtlebench.errors import Invalid
 from subtlebench.text import OPTIONS_MAX, QUESTION_MAX, SHORT_TEXT_MAX
-
-FIRST = "first image"
-SECOND = "second image"
-VIEWPOINT_MOVES = (
-    "left",
-    "right",
-    "up",
-    "down",
-    "forward",
-    "backward",
-    "rotate clockwise",
-    "rotate counterclockwise",
-)
 
 
 @dataclass(frozen=True)
@@ -49,15 +37,13 @@ TEMPLATES: dict[str, Template] = {
     Category.ATTRIBUTE: Template(
         EXAMPLE_QUESTIONS[Category.ATTRIBUTE], "", ("", ""), hint="2-4 attribute texts: the second image vs the first."
     ),
-    Category.STATE: Template(EXAMPLE_QUESTIONS[Category.STATE], binary=True),
-    Category.EMOTION: Template(EXAMPLE_QUESTIONS[Category.EMOTION], binary=True),
-    Category.TEMPORAL: Template(
-        STANDARD_QUESTIONS[Category.TEMPORAL], binary=True, hint="The answer follows from the timestamps."
-    ),
+    Category.STATE: Template(EXAMPLE_QUESTIONS[Category.STATE]),
+    Category.EMOTION: Template(EXAMPLE_QUESTIONS[Category.EMOTION]),
+    Category.TEMPORAL: Template(STANDARD_QUESTIONS[Category.TEMPORAL], hint="The answer follows from the timestamps."),
     Category.SPATIAL: Template(EXAMPLE_QUESTIONS[Category.SPATIAL], "", ("", ""), hint="2-3 direction texts."),
     Category.EXISTENCE: Template(EXAMPLE_QUESTIONS[Category.EXISTENCE], "", ("", "", ""), hint="4-5 object texts."),
-    Category.QUANTITY: Template(EXAMPLE_QUESTIONS[Category.QUANTITY], binary=True),
-    Category.QUALITY: Template(EXAMPLE_QUESTIONS[Category.QUALITY], binary=True),
+    Category.QUANTITY: Template(EXAMPLE_QUESTIONS[Category.QUANTITY]),
+    Category.QUALITY: Template(EXAMPLE_QUESTIONS[Category.QUALITY]),
     Category.VIEWPOINT: Template(
         STANDARD_QUESTIONS[Category.VIEWPOINT],
         "",
@@ -67,6 +53,9 @@ TEMPLATES: dict[str, Template] = {
     ),
     Category.ACTION: Template(EXAMPLE_QUESTIONS[Category.ACTION], "", ("", ""), hint="2-4 actions."),
 }
+
+# The binary categories are the benchmark's (`benchmark.taxonomy`): the templates do not restate them.
+TEMPLATES = {category: replace(t, binary=category in BINARY_CATEGORIES) for category, t in TEMPLATES.items()}
 
 # Keys 1-9 and 0 pick the categories in the paper's order.
 CATEGORY_KEYS = {str((number + 1) % 10): category.value for number, category in enumerate(Category)}
@@ -95,7 +84,7 @@ def question_validate(*, category: str, question: str, answer: str, distractors:
     """Check one question against the benchmark's format rules and the editor's authoring rules on top of them;
     return it cleaned (see `option_clean`) or raise Invalid.
 
-    The format rules are `export.format.question_problems`, the ones `import_pairs`, the export and
+    The format rules are `benchmark.questions.question_problems`, the ones `import_pairs`, the export and
     `validate_benchmark` apply, checked on the text as sent: what the editor accepts, they accept. The errors
     are keyed by field so a form can show each beside its input.
     """

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from annotator.models import Category, DoubleReview, Frame, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from annotator.picking.questions import CATEGORY_KEYS, template_table
+from benchmark.taxonomy import BINARY_OPTIONS, FIRST_IMAGE
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, error_body
 from subtlebench.pages import error_response, post_only
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_required
@@ -188,9 +189,9 @@ def workbench(request, video_id: int):
 
 def _answer_frame(pair: Pair) -> str:
     """For binary categories, which of the annotator's frames (a or b) holds the answer."""
-    if pair.answer not in ("first image", "second image"):
+    if pair.answer not in BINARY_OPTIONS:
         return ""
-    answer_is_image_1 = pair.answer == "first image"
+    answer_is_image_1 = pair.answer == FIRST_IMAGE
     return "b" if answer_is_image_1 == pair.swapped else "a"
 
 

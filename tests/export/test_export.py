@@ -13,10 +13,11 @@ from django.core.files.storage import default_storage
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotator.export.format import FIELDS, validate_dataset
+from annotator.export.format import validate_dataset
 from annotator.export.services import MANIFEST, ExportError, ExportOptions, benchmark_export, export_queryset
 from annotator.models import Caption, Pair
 from annotator.similarity.services import current_fingerprint
+from benchmark.records import FIELDS
 from subtlebench.storage import s3_client
 from tests.export_fixtures import (
     accepted_caption,
@@ -172,7 +173,9 @@ def test_it_writes_a_card_with_configs_dataset_info_counts_and_provenance(tmp_pa
     card = (tmp_path / "out/README.md").read_text()
     header = card.split("---")[1]
     assert "configs:\n- config_name: default\n  data_files:\n  - split: test\n    path: data/test.jsonl" in header
-    assert "dataset_info:\n  features:\n  - name: image_1\n    dtype: string" in header
+    images = "  - name: image_1\n    dtype: image\n  - name: image_2\n    dtype: image"
+    assert f"dataset_info:\n  features:\n{images}" in header
+    assert "\nlicense: unknown\n" in header
     assert "  - name: test\n    num_bytes:" in header and "num_examples: 1" in header
     assert "| temporal | natural | 1 | 0 |" in card
     assert current_fingerprint() in card and "similarity threshold: 0.8" in card and "seed: 7" in card

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from annotator.export.format import FIELDS
 from annotator.export.pair_import import pairs_import
 from annotator.export.services import MANIFEST, ExportOptions, benchmark_export, opaque_user_id
 from annotator.models import Frame, Pair, Review
 from annotator.similarity.services import current_fingerprint
+from benchmark.records import FIELDS
 from tests.export_fixtures import all_records, make_pair, read_jsonl, record, write_dataset
 
 pytestmark = pytest.mark.django_db
@@ -128,18 +128,34 @@ def offline_hub(tmp_path, monkeypatch):
     return datasets
 
 
-def test_load_dataset_reads_both_splits_with_their_features(tmp_path, offline_hub, mixed_pairs):
+def test_load_dataset_reads_both_splits_with_their_features_and_the_images_as_pictures(
+    tmp_path, offline_hub, mixed_pairs, monkeypatch
+):
+    from PIL import Image as PILImage
+
     result = export(tmp_path, val_fraction=0.3)
-    loaded = offline_hub.load_dataset(str(tmp_path / "out"))
+    out = tmp_path / "out"
+    monkeypatch.chdir(out)  # image paths are relative to the folder: `datasets` opens them from the working directory
+    loaded = offline_hub.load_dataset(str(out))
     assert set(loaded) == {"test", "val"}
     for split in ("test", "val"):
         assert loaded[split].num_rows == result["splits"][split] > 0
         assert list(loaded[split].features) == list(FIELDS)  # not the sidecar's columns
+        assert isinstance(loaded[split].features["image_1"], offline_hub.Image)
+        assert isinstance(loaded[split].features["image_2"], offline_hub.Image)
         assert loaded[split].features["distractors"].feature.dtype == "string"
         assert loaded[split].features["has_caption"].dtype == "bool"
-    first = read_jsonl(tmp_path / "out/data/test.jsonl")[0]
-    assert {k: v for k, v in loaded["test"][0].items()} == first
-    assert os.path.isfile(tmp_path / "out" / loaded["test"][0]["image_1"])
+    first = read_jsonl(out / "data/test.jsonl")[0]
+    row = loaded["test"][0]
+    assert {k: v for k, v in row.items() if k not in ("image_1", "image_2")} == {
+        k: v for k, v in first.items() if k not in ("image_1", "image_2")
+    }
+    for field in ("image_1", "image_2"):
+        assert isinstance(row[field], PILImage.Image)
+        with PILImage.open(out / first[field]) as stored:
+            assert row[field].size == stored.size and row[field].tobytes() == stored.convert(row[field].mode).tobytes()
+    paths = loaded["test"].cast_column("image_1", offline_hub.Image(decode=False))[0]["image_1"]["path"]
+    assert paths == first["image_1"] and os.path.isfile(out / paths)
 
 
 def test_load_dataset_reads_an_export_whose_val_was_left_out(tmp_path, offline_hub):

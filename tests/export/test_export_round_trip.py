@@ -7,10 +7,11 @@ import shutil
 
 import pytest
 
-from annotator.export.pair_import import PairImportError, pairs_import, source_group
+from annotator.export.pair_import import PairImportError, pairs_import
 from annotator.export.services import MANIFEST, ExportOptions, benchmark_export
 from annotator.models import Caption, Pair
 from annotator.similarity.services import current_fingerprint
+from benchmark.records import source_group
 from tests.export_fixtures import accepted_caption, make_pair, make_video, read_jsonl, video_with_pairs
 
 pytestmark = pytest.mark.django_db

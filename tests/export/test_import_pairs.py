@@ -9,11 +9,12 @@ from django.core.files.storage import default_storage
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotator.export.format import record_item_id, validate_dataset
+from annotator.export.format import validate_dataset
 from annotator.export.pair_import import PairImportError, pairs_import
 from annotator.export.services import ExportOptions, benchmark_export
 from annotator.models import Caption, Image, Pair
 from annotator.similarity.services import current_fingerprint
+from benchmark.records import record_item_id
 from tests.export_fixtures import all_records, make_pair, record, write_dataset
 
 pytestmark = pytest.mark.django_db

@@ -352,9 +352,9 @@ def test_a_run_whose_first_requests_all_fail_to_connect_stops_with_one_message(
 def test_an_exported_item_is_linked_to_the_pair_it_came_from(db):
     """Runs on an export count in "models correct k of n": each item finds its pair by the id the export built,
     a derived one (a pair made in the app has no source_id) or the pair's own, also where the source holds "_"."""
-    from annotator.export.format import item_id
-    from annotator.modeleval.protocol import Item
     from annotator.modeleval.services import link_export_items
+    from benchmark.protocol import Item
+    from benchmark.records import item_id
 
     made_here = make_pair(source_id="")
     imported = make_pair(source="levir_cd", source_id="scene_7")

@@ -8,11 +8,11 @@ import random
 
 import pytest
 
-from annotator.modeleval.protocol import (
+from annotator.modeleval.protocol import configured_prompt
+from benchmark.protocol import (
     SYSTEM_PROMPT,
     Item,
     Prompt,
-    configured_prompt,
     lettered,
     messages_for,
     parse_answer,

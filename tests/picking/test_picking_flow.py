@@ -10,12 +10,13 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from annotator.export.format import EXAMPLE_QUESTIONS, STANDARD_QUESTIONS, record_problems
 from annotator.export.pair_import import PairImportError, pairs_import
 from annotator.models import Pair
 from annotator.picking import services as picking
 from annotator.picking.questions import question_validate, template_table
 from annotator.similarity.services import current_fingerprint
+from benchmark.records import record_problems
+from benchmark.taxonomy import EXAMPLE_QUESTIONS, STANDARD_QUESTIONS
 from tests.conftest import make_user
 from tests.export_fixtures import record, write_dataset
 from tests.factories import make_video

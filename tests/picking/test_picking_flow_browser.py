@@ -11,9 +11,9 @@ import pytest
 from playwright.sync_api import expect
 
 from annotator.captions import services as captions
-from annotator.export.format import EXAMPLE_QUESTIONS
 from annotator.models import Pair
 from annotator.picking import services as picking
+from benchmark.taxonomy import EXAMPLE_QUESTIONS
 from tests.conftest import browser_login
 from tests.factories import make_pair, make_video
 
