@@ -137,12 +137,18 @@ def run_as_postgres_user() -> dict:
 
 
 def psql(port: int, sql: str, database: str = "postgres") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [postgres_bin() / "psql", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", database, "-tAc", sql],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    """One statement through psql; a server that does not speak PostgreSQL's protocol fails it within seconds."""
+    command = [postgres_bin() / "psql", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-d", database]
+    try:
+        return subprocess.run(
+            [*command, "-tAc", sql],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "PGCONNECT_TIMEOUT": "5"},
+        )
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(command, returncode=1, stdout="", stderr="no answer within 30 s")
 
 
 def postgres_owner(port: int) -> str:
@@ -308,14 +314,18 @@ def ensure_started() -> list[str]:
     """Start whatever is not configured; set the environment to reach it. Returns what it started."""
     started = []
     with services_lock():
-        if not os.getenv("DATABASE_URL"):
-            if not port_open(pg_port()):
-                started.append("postgres")
-            os.environ["DATABASE_URL"] = start_postgres()
-        if not os.getenv("CELERY_BROKER_URL"):
-            if not port_open(redis_port()):
-                started.append("redis")
-            os.environ["CELERY_BROKER_URL"] = start_redis()
+        try:
+            if not os.getenv("DATABASE_URL"):
+                if not port_open(pg_port()):
+                    started.append("postgres")
+                os.environ["DATABASE_URL"] = start_postgres()
+            if not os.getenv("CELERY_BROKER_URL"):
+                if not port_open(redis_port()):
+                    started.append("redis")
+                os.environ["CELERY_BROKER_URL"] = start_redis()
+        except BaseException:
+            stop(started)  # nothing is left running by a start that did not finish
+            raise
     return started
 
 

@@ -47,6 +47,9 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.browser)
         if names & E2E_FIXTURES and not names & BROWSER_FIXTURES:
             item.add_marker(pytest.mark.e2e)
+    # The long tests first (a stable sort: the same order on every xdist worker and every run), so that the workers
+    # share them out at the start and no long test is left to run alone at the end.
+    items.sort(key=lambda item: not any(item.get_closest_marker(name) for name in ("slow", "browser", "e2e")))
 
 
 @pytest.fixture(autouse=True)

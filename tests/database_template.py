@@ -56,8 +56,9 @@ def use_database(name: str) -> None:
 
 def build_template(cursor, template: str) -> None:
     """Migrate a new database from scratch and rename it to `template`; drop the templates of other digests."""
+    for old in database_names(cursor, f"{TEMPLATE_PREFIX}%"):  # other digests, and a build that was cut short
+        cursor.execute(f'DROP DATABASE IF EXISTS "{old}" WITH (FORCE)')
     building = f"{template}_building"
-    cursor.execute(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)')
     cursor.execute(f'CREATE DATABASE "{building}"')
     original = connection.settings_dict["NAME"]
     use_database(building)
@@ -65,8 +66,6 @@ def build_template(cursor, template: str) -> None:
         call_command("migrate", verbosity=0, interactive=False, run_syncdb=True)
     finally:
         use_database(original)
-    for old in database_names(cursor, f"{TEMPLATE_PREFIX}%"):
-        cursor.execute(f'DROP DATABASE IF EXISTS "{old}" WITH (FORCE)')
     cursor.execute(f'ALTER DATABASE "{building}" RENAME TO "{template}"')
 
 

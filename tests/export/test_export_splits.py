@@ -35,6 +35,7 @@ def card_header(out) -> str:
     return (out / "README.md").read_text().split("---")[1]
 
 
+@pytest.mark.slow
 def test_the_demo_export_has_items_in_both_splits(tmp_path, settings):
     settings.VAR_DIR = tmp_path / "var"
     call_command("seed_demo", stdout=open("/dev/null", "w"))  # noqa: SIM115 (the demo's chatter is not the test)

@@ -175,6 +175,7 @@ def urls_of(route: str, pattern: URLPattern, values: dict) -> list[str]:
     return sorted({url for url in urls if url})
 
 
+@pytest.mark.slow
 def test_every_page_renders_for_every_role(client, world):
     users, values = world
     checked = set()

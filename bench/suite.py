@@ -1,0 +1,65 @@
+"""The test suite's wall time: `make test-fast` and `make test`, each run `--runs` times in a row, with their pass
+counts and the machine's load beside them (a suite on a busy machine is slower; the targets are for a quiet one).
+
+    python bench/suite.py [--runs 1] [--only test|test-fast] [--workers N]
+
+Prints one row per run and exits 1 if any run failed, so `--runs 10` is also "ten green runs in a row".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS = {"test-fast": 60.0, "test": 180.0}
+SUMMARY = re.compile(r"=+ (.*?) in ([\d.]+)s")
+
+
+def run(target: str, workers: int | None, log: Path) -> dict:
+    command = ["make", "--no-print-directory", target]
+    if workers:
+        command.append(f"TEST_WORKERS={workers}")
+    load = os.getloadavg()[0]
+    started = time.monotonic()
+    with open(log, "w") as out:
+        code = subprocess.call(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    wall = time.monotonic() - started
+    summaries = SUMMARY.findall(log.read_text(errors="replace"))
+    counts = summaries[-1][0] if summaries else "no pytest summary"
+    return {"target": target, "code": code, "wall": wall, "counts": counts, "load": load}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--only", choices=sorted(TARGETS))
+    parser.add_argument("--workers", type=int, help="xdist workers (the Makefile's TEST_WORKERS)")
+    args = parser.parse_args()
+    targets = [args.only] if args.only else ["test-fast", "test"]
+    logs = ROOT / "var" / "bench"
+    logs.mkdir(parents=True, exist_ok=True)
+    print(f"{'target':<10} {'run':>3} {'wall s':>7} {'target s':>8} {'load':>5}  result")
+    failed = 0
+    for number in range(1, args.runs + 1):
+        for target in targets:
+            row = run(target, args.workers, logs / f"suite-{target}-{number}.log")
+            ok = row["code"] == 0
+            failed += not ok
+            verdict = "" if ok else f"  FAILED (exit {row['code']}, log {logs / f'suite-{target}-{number}.log'})"
+            print(
+                f"{target:<10} {number:>3} {row['wall']:>7.1f} {TARGETS[target]:>8.0f} {row['load']:>5.2f}"
+                f"  {row['counts']}{verdict}",
+                flush=True,
+            )
+    print(f"{args.runs * len(targets) - failed} green, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
