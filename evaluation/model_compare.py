@@ -40,7 +40,7 @@ def app_sources(pair_ids=None) -> list[ModelSource]:
         results = results.filter(pair_id__in=list(pair_ids))
     latest = (
         results.filter(is_correct__isnull=False)
-        .order_by("evaluation__endpoint_id", "pair_id", "-evaluation__created", "-evaluation_id")
+        .order_by("evaluation__endpoint_id", "pair_id", "-evaluation__created", "-evaluation_id", "-pk")
         .distinct("evaluation__endpoint_id", "pair_id")
         .values_list("evaluation__endpoint_id", "evaluation__endpoint__name", "pair_id", "is_correct")
     )
@@ -75,7 +75,7 @@ def imported_sources(study: Study | None = None) -> list[ModelSource]:
     """One source per imported results file (of one study, or of all), its answers keyed by the item's pair."""
     answers = ModelAnswer.objects.all() if study is None else ModelAnswer.objects.filter(run__study=study)
     sources: dict[int, ModelSource] = {}
-    rows = answers.order_by("run_id").values_list(
+    rows = answers.order_by("run_id", "pk").values_list(
         "run_id", "run__name", "run__study__name", "run__matched", "item__pair_id", "is_correct"
     )
     for run_id, name, study_name, matched, pair_id, is_correct in rows:
