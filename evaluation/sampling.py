@@ -6,6 +6,7 @@ import math
 import random
 from collections import defaultdict
 from dataclasses import dataclass
+from fractions import Fraction
 
 ROUNDING_RULE = (
     "Stratified by category, and by domain within each category. The sample size is round(fraction × pool), "
@@ -25,8 +26,14 @@ class Candidate:
     sort_key: tuple = ()
 
 
-def round_half_up(value: float) -> int:
-    return int(math.floor(value + 0.5))
+def exact(value) -> Fraction:
+    """The value a person typed, as an exact rational: 0.94 is 47/50, not the float just below it."""
+    return value if isinstance(value, Fraction) else Fraction(str(value))
+
+
+def round_half_up(value) -> int:
+    # Exact, so a product that is a half in decimal is one here: 0.94 × 1075 = 1010.5 gives 1011 (floats: 1010).
+    return math.floor(exact(value) + Fraction(1, 2))
 
 
 def largest_remainder(sizes: dict, total: int, at_least_one: bool = False) -> dict:
@@ -39,16 +46,18 @@ def largest_remainder(sizes: dict, total: int, at_least_one: bool = False) -> di
     pool = sum(sizes[g] for g in groups)
     if not groups or total <= 0:
         return {g: (1 if at_least_one else 0) for g in groups}
-    quotas = {g: total * sizes[g] / pool for g in groups}
-    counts = {g: min(sizes[g], math.floor(quotas[g])) for g in groups}
+    # Quota of g = total × size / pool, kept as integers: with floats, remainders that are equal (1/3 and 4/3 - 1)
+    # compare unequal and the tie no longer goes alphabetically.
+    scaled = {g: total * sizes[g] for g in groups}
+    counts = {g: min(sizes[g], scaled[g] // pool) for g in groups}
     if at_least_one:
         counts = {g: max(1, c) for g, c in counts.items()}
     left = total - sum(counts.values())
     # sorted() is stable, so equal remainders keep the alphabetical order.
-    for group in sorted(groups, key=lambda g: quotas[g] - math.floor(quotas[g]), reverse=True):
+    for group in sorted(groups, key=lambda g: scaled[g] % pool, reverse=True):
         if left <= 0:
             break
-        if counts[group] < sizes[group] and quotas[group] > counts[group]:
+        if counts[group] < sizes[group] and scaled[group] > counts[group] * pool:
             counts[group] += 1
             left -= 1
     return counts
@@ -56,7 +65,7 @@ def largest_remainder(sizes: dict, total: int, at_least_one: bool = False) -> di
 
 def allocate(sizes: dict[tuple[str, str], int], fraction: float) -> dict[tuple[str, str], int]:
     """How many items each (category, domain) stratum gets; see ROUNDING_RULE."""
-    total = round_half_up(fraction * sum(sizes.values()))
+    total = round_half_up(exact(fraction) * sum(sizes.values()))
     by_category: dict[str, dict[str, int]] = defaultdict(dict)
     for (category, domain), size in sizes.items():
         if size > 0:

@@ -75,6 +75,14 @@ def test_it_allocates_by_largest_remainder_with_one_per_category():
     assert sum(sampling.allocate({("a", "x"): 5, ("b", "x"): 5, ("c", "x"): 5}, 0.1).values()) == 3
 
 
+def test_the_allocation_is_exact_where_floats_would_break_a_tie_or_a_half():
+    # Quotas 4/3, 1/3, 1/3: equal remainders, so the place left goes to a, the first (with floats, 4/3 - 1 is
+    # 0.33333333333333326 and b got it).
+    assert sampling.largest_remainder({"a": 4, "b": 1, "c": 1}, 2) == {"a": 2, "b": 0, "c": 0}
+    # 0.94 × 1075 = 1010.5, a half, rounded up (the float product is just below it and gave 1010).
+    assert sampling.allocate({("a", "x"): 1075}, 0.94) == {("a", "x"): 1011}
+
+
 def candidates():
     return [
         sampling.Candidate(i, ["temporal", "state", "action"][i % 3], ["natural", "gaming"][i % 2], ("yt8m", f"v{i}"))
