@@ -53,15 +53,17 @@ def home_waiting(user) -> dict:
             PairDraft.objects.filter(author=user)
             .exclude(video=held_video)
             .select_related("video")
-            .order_by("-updated")
+            .order_by("-updated", "-pk")
             .first()
         )
-        rejection = Review.objects.filter(pair=OuterRef("pk"), decision=Review.Decision.REJECT).order_by("-created")
+        rejection = Review.objects.filter(pair=OuterRef("pk"), decision=Review.Decision.REJECT).order_by(
+            "-created", "-pk"
+        )
         returned = (
             Pair.objects.filter(author=user, status=Pair.Status.REJECTED)
             .select_related("video")
             .annotate(rejection=Subquery(rejection.values("reason")[:1]))
-            .order_by("-decided_at")[:3]
+            .order_by("-decided_at", "-pk")[:3]
             if counts["returned"]
             else []
         )

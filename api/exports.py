@@ -71,7 +71,7 @@ class ExportOutputSerializer(serializers.Serializer):
 
 
 def export_jobs():
-    return Job.objects.filter(kind=Job.Kind.EXPORT).select_related("created_by").order_by("-created")
+    return Job.objects.filter(kind=Job.Kind.EXPORT).select_related("created_by").order_by("-created", "-pk")
 
 
 @extend_schema(

@@ -9,7 +9,7 @@ import re
 from array import array
 from collections import Counter, defaultdict
 
-from benchmark.apportion import apportion, apportion_sizes, round_half_up
+from benchmark.apportion import apportion, apportion_sizes, exact, round_half_up
 from benchmark.questions import option_key
 from benchmark.taxonomy import BINARY_CATEGORIES, FIRST_IMAGE, SECOND_IMAGE
 
@@ -76,13 +76,13 @@ def choose_val_groups(groups: dict[int, Counter], identity: dict[int, int], *, f
     cells: Counter = Counter()
     for sizes in groups.values():
         cells.update(sizes)
-    wanted = round_half_up(fraction * sum(cells.values()))
+    wanted = round_half_up(exact(fraction) * sum(cells.values()))
     if len(groups) >= 2:
         wanted = max(wanted, 1)
     per_category: Counter = Counter()
     for (category, _), size in cells.items():
         per_category[category] += size
-    category_quota = apportion({c: fraction * n for c, n in per_category.items()}, wanted, seed=seed)
+    category_quota = apportion({c: exact(fraction) * n for c, n in per_category.items()}, wanted, seed=seed)
     cell_quota: dict = {}
     for category, quota in category_quota.items():
         sizes = {cell: size for cell, size in cells.items() if cell[0] == category}

@@ -40,7 +40,7 @@ def app_sources(pair_ids=None) -> list[ModelSource]:
         results = results.filter(pair_id__in=list(pair_ids))
     latest = (
         results.filter(is_correct__isnull=False)
-        .order_by("evaluation__endpoint_id", "pair_id", "-evaluation__created", "-evaluation_id")
+        .order_by("evaluation__endpoint_id", "pair_id", "-evaluation__created", "-evaluation_id", "-pk")
         .distinct("evaluation__endpoint_id", "pair_id")
         .values_list("evaluation__endpoint_id", "evaluation__endpoint__name", "pair_id", "is_correct")
     )
@@ -51,8 +51,10 @@ def app_sources(pair_ids=None) -> list[ModelSource]:
             source = sources[endpoint_id] = ModelSource(f"endpoint-{endpoint_id}", "app", endpoint_id, name, "")
         source.answers[pair_id] = is_correct
     # Pairs with only failed requests from an endpoint: counted apart, so a page can say how many were left out.
+    # order_by(): the default order (pk) would join the SELECT DISTINCT and keep one row per result, not per pair.
     failed = (
         results.filter(is_correct__isnull=True)
+        .order_by()
         .values_list("evaluation__endpoint_id", "evaluation__endpoint__name", "pair_id")
         .distinct()
     )
@@ -63,7 +65,7 @@ def app_sources(pair_ids=None) -> list[ModelSource]:
         if pair_id not in source.answers:
             source.failed += 1
     runs = defaultdict(set)
-    for endpoint_id, run_id in results.values_list("evaluation__endpoint_id", "evaluation_id").distinct():
+    for endpoint_id, run_id in results.order_by().values_list("evaluation__endpoint_id", "evaluation_id").distinct():
         runs[endpoint_id].add(run_id)
     for source in sources.values():
         n = len(runs[source.id])
@@ -75,7 +77,7 @@ def imported_sources(study: Study | None = None) -> list[ModelSource]:
     """One source per imported results file (of one study, or of all), its answers keyed by the item's pair."""
     answers = ModelAnswer.objects.all() if study is None else ModelAnswer.objects.filter(run__study=study)
     sources: dict[int, ModelSource] = {}
-    rows = answers.order_by("run_id").values_list(
+    rows = answers.order_by("run_id", "pk").values_list(
         "run_id", "run__name", "run__study__name", "run__matched", "item__pair_id", "is_correct"
     )
     for run_id, name, study_name, matched, pair_id, is_correct in rows:

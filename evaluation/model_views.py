@@ -20,7 +20,7 @@ from subtlebench.roles import COORDINATOR, role_required
 
 def local_exports():
     return Job.objects.filter(kind=Job.Kind.EXPORT, status=Job.Status.SUCCEEDED, result__target="local").order_by(
-        "-created"
+        "-created", "-pk"
     )
 
 

@@ -106,7 +106,7 @@ class Study(models.Model):
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["-created"]
+        ordering = ["-created", "-pk"]
         verbose_name_plural = "studies"
 
     def __str__(self):
@@ -182,7 +182,7 @@ class StudyItem(models.Model):
     objects = StudyItemQuerySet.as_manager()
 
     class Meta:
-        ordering = ["study", "kind", "position"]
+        ordering = ["study", "kind", "position", "pk"]
         constraints = [models.UniqueConstraint(fields=["study", "pair"], name="studyitem_unique_pair")]
 
     def __str__(self):
@@ -363,7 +363,7 @@ class Assignment(models.Model):
     objects = AssignmentQuerySet.as_manager()
 
     class Meta:
-        ordering = ["participant", "sequence"]
+        ordering = ["participant", "sequence", "pk"]
         constraints = [models.UniqueConstraint(fields=["participant", "item"], name="assignment_once_per_item")]
 
     def __str__(self):

@@ -232,7 +232,7 @@ def responses_csv(study: Study) -> str:
         Assignment.objects.filter(item__study=study, answered_at__isnull=False)
         .exclude(item__kind=StudyItem.Kind.PRACTICE)
         .select_related("participant", "item__pair__video")
-        .order_by("participant_id", "sequence")
+        .order_by("participant_id", "sequence", "pk")
     )
     for a in answered.iterator():
         options = a.item.pair.options

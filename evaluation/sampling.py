@@ -7,7 +7,7 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass
 
-from benchmark.apportion import apportion_sizes, round_half_up
+from benchmark.apportion import apportion_sizes, exact, round_half_up
 
 ROUNDING_RULE = (
     "Stratified by category, and by domain within each category. The sample size is round(fraction × pool), "
@@ -31,7 +31,7 @@ class Candidate:
 
 def allocate(sizes: dict[tuple[str, str], int], fraction: float, seed: int) -> dict[tuple[str, str], int]:
     """How many items each (category, domain) stratum gets; see ROUNDING_RULE."""
-    total = round_half_up(fraction * sum(sizes.values()))
+    total = round_half_up(exact(fraction) * sum(sizes.values()))
     by_category: dict[str, dict[str, int]] = defaultdict(dict)
     for (category, domain), size in sizes.items():
         if size > 0:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -145,6 +146,15 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextmanager
+def refused_port():
+    """A loopback port that refuses every connection while the block runs. The socket stays bound and never
+    listens: a port only freed (free_port) could be taken meanwhile by another xdist worker's server."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

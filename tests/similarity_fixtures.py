@@ -76,8 +76,9 @@ def cached_random_model(cache_root: Path, *, seed: int) -> Path:
 
 def model_cache_root(request, tmp_path_factory) -> Path:
     """The pytest cache's folder for models (kept between runs), or a fresh one when the cache is switched off."""
-    if request.config.cache is not None:
-        return request.config.cache.mkdir("models")
+    cache = getattr(request.config, "cache", None)  # absent with -p no:cacheprovider
+    if cache is not None:
+        return cache.mkdir("models")
     return tmp_path_factory.mktemp("models")
 
 

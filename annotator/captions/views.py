@@ -116,9 +116,11 @@ def captions_work(request):
         .filter(author=request.user)
         .select_related("pair")
         .prefetch_related(Prefetch("reviews", to_attr="review_list"))
-        .order_by("-submitted_at")[:20]
+        .order_by("-submitted_at", "-pk")[:20]
     )
-    skipped = CaptionSkip.objects.filter(user=request.user).select_related("task__pair").order_by("-created")[:50]
+    skipped = (
+        CaptionSkip.objects.filter(user=request.user).select_related("task__pair").order_by("-created", "-pk")[:50]
+    )
     context = {
         "available": CaptionTask.objects.available_to(request.user).count(),
         "recent": recent,
@@ -309,7 +311,7 @@ def _decided_captions(user) -> list[CaptionReview]:
     if not has_role(user, COORDINATOR):
         reviews = reviews.filter(reviewer=user)
     latest = {}
-    for review in reviews.select_related("caption", "reviewer").order_by("-created")[:40]:
+    for review in reviews.select_related("caption", "reviewer").order_by("-created", "-pk")[:40]:
         latest.setdefault(review.caption_id, review)
     return list(latest.values())[:10]
 

@@ -857,7 +857,7 @@ def export_jobs_at(out: str):
     return (
         Job.objects.filter(kind=Job.Kind.EXPORT, status=Job.Status.SUCCEEDED, result__out=out)
         .exclude(result__has_key="replaced_at")
-        .order_by("-finished")
+        .order_by("-finished", "-pk")
     )
 
 

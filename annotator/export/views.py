@@ -85,7 +85,7 @@ class ExportForm(forms.Form):
 
 
 def export_jobs():
-    return Job.objects.filter(kind=Job.Kind.EXPORT).select_related("created_by").order_by("-created")
+    return Job.objects.filter(kind=Job.Kind.EXPORT).select_related("created_by").order_by("-created", "-pk")
 
 
 def _preview_address(request) -> str:

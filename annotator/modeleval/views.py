@@ -41,7 +41,7 @@ class EndpointForm(forms.Form):
 
 
 def runs():
-    return ModelEvaluation.objects.select_related("endpoint", "job", "created_by").order_by("-created")
+    return ModelEvaluation.objects.select_related("endpoint", "job", "created_by").order_by("-created", "-pk")
 
 
 @role_required(COORDINATOR)

@@ -69,7 +69,7 @@ class Caption(models.Model):
     objects = CaptionQuerySet.as_manager()
 
     class Meta:
-        ordering = ["-created"]
+        ordering = ["-created", "-pk"]
         constraints = [
             models.UniqueConstraint(
                 fields=["pair"], condition=models.Q(chosen=True), name="caption_one_chosen_per_pair"
@@ -136,7 +136,7 @@ class CaptionBatch(models.Model):
     objects = CaptionBatchQuerySet.as_manager()
 
     class Meta:
-        ordering = ["-created"]
+        ordering = ["-created", "-pk"]
 
     def __str__(self):
         return self.title
@@ -227,7 +227,7 @@ class CaptionReview(models.Model):
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["-created"]
+        ordering = ["-created", "-pk"]
 
     def __str__(self):
         return f"{self.decision} of caption {self.caption_id} by {self.reviewer_id}"

@@ -74,7 +74,7 @@ class Job(models.Model):
     objects = JobQuerySet.as_manager()
 
     class Meta:
-        ordering = ["-created"]
+        ordering = ["-created", "-pk"]
         constraints = [
             models.UniqueConstraint(
                 fields=["created_by", "kind", "idempotency_key"],

@@ -84,7 +84,7 @@ class ModelEvaluation(models.Model):
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["-created"]
+        ordering = ["-created", "-pk"]
 
     def __str__(self):
         return f"{self.endpoint} on {self.get_source_display()} ({self.created:%Y-%m-%d})"

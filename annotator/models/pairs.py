@@ -96,7 +96,7 @@ class PairQuerySet(models.QuerySet):
                 return self.annotate(model_answered=zero, model_correct=zero)
             answers = answers.filter(evaluation__endpoint_id__in=endpoints)
         latest = (
-            answers.order_by("evaluation__endpoint_id", "-evaluation__created", "-evaluation_id")
+            answers.order_by("evaluation__endpoint_id", "-evaluation__created", "-evaluation_id", "-pk")
             .distinct("evaluation__endpoint_id")
             .values("is_correct")
         )
@@ -198,7 +198,7 @@ class Pair(models.Model):
     objects = PairQuerySet.as_manager()
 
     class Meta:
-        ordering = ["-created"]
+        ordering = ["-created", "-pk"]
         constraints = [
             models.UniqueConstraint(
                 fields=["category", "source", "source_id"],
@@ -280,7 +280,7 @@ class Review(models.Model):
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["-created"]
+        ordering = ["-created", "-pk"]
 
     def __str__(self):
         return f"{self.decision} of pair {self.pair_id} by {self.reviewer_id}"

@@ -32,7 +32,7 @@ class VideoSkip(models.Model):
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["-created"]
+        ordering = ["-created", "-pk"]
         indexes = [models.Index(fields=["video", "user"], name="videoskip_video_user")]
 
     def __str__(self):

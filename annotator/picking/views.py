@@ -33,7 +33,7 @@ def _url(name: str) -> str:
 def _last_rejection():
     return Subquery(
         Review.objects.filter(pair=OuterRef("pk"), decision=Review.Decision.REJECT)
-        .order_by("-created")
+        .order_by("-created", "-pk")
         .values("reason")[:1]
     )
 
@@ -58,13 +58,13 @@ def work(request):
         Pair.objects.filter(author=request.user, status=Pair.Status.REJECTED)
         .select_related("video")
         .annotate(rejection=_last_rejection())
-        .order_by("-decided_at")[:50]
+        .order_by("-decided_at", "-pk")[:50]
     )
-    drafts = PairDraft.objects.filter(author=request.user).select_related("video").order_by("-updated")[:20]
+    drafts = PairDraft.objects.filter(author=request.user).select_related("video").order_by("-updated", "-pk")[:20]
     mine = Pair.objects.filter(author=request.user).exclude(status=Pair.Status.DRAFT)
     counts = {status: mine.filter(status=status).count() for status in ("submitted", "accepted", "rejected")}
-    waiting = mine.filter(status=Pair.Status.SUBMITTED).select_related("video").order_by("-submitted_at")[:50]
-    skipped = VideoSkip.objects.filter(user=request.user).select_related("video").order_by("-created")[:50]
+    waiting = mine.filter(status=Pair.Status.SUBMITTED).select_related("video").order_by("-submitted_at", "-pk")[:50]
+    skipped = VideoSkip.objects.filter(user=request.user).select_related("video").order_by("-created", "-pk")[:50]
     context = {
         "held": held,
         "assigned": assigned,
@@ -138,7 +138,7 @@ def workbench(request, video_id: int):
         .exclude(status=Pair.Status.DRAFT)
         .select_related("author")
         .annotate(rejection=_last_rejection())
-        .order_by("-created")
+        .order_by("-created", "-pk")
     ):
         mine = pair.author_id == request.user.pk
         index_1, index_2 = index_of.get(pair.image_1_id), index_of.get(pair.image_2_id)
@@ -225,7 +225,9 @@ def review_queue(request):
     waiting = Pair.objects.reviewable_by(request.user)
     pairs = waiting.select_related("author", "video").order_by("submitted_at", "id")[:200]
     decided = (
-        Review.objects.filter(reviewer=request.user).select_related("pair", "pair__author").order_by("-created")[:20]
+        Review.objects.filter(reviewer=request.user)
+        .select_related("pair", "pair__author")
+        .order_by("-created", "-pk")[:20]
     )
     second = DoubleReview.objects.waiting_for(request.user).count()
     return render(

@@ -122,19 +122,19 @@ def video_detail_context(video: Video, resample_form: ResampleForm | None = None
         Pair.objects.filter(video=video)
         .exclude(status=Pair.Status.DRAFT)
         .select_related("author", "image_1__frame", "image_2__frame")
-        .order_by("-created")
+        .order_by("-created", "-pk")
     )
     by_status = {status: 0 for status in Pair.Status.values if status != Pair.Status.DRAFT}
     for pair in pairs:
         by_status[pair.status] += 1
-    drafts = list(PairDraft.objects.filter(video=video).select_related("author").order_by("-updated"))
+    drafts = list(PairDraft.objects.filter(video=video).select_related("author").order_by("-updated", "-pk"))
     return {
         "video": video,
         "frames": frames,
         "pairs": pairs,
         "by_status": list(by_status.items()),
         "holder": video.holder_now(),
-        "skips": video.skips.select_related("user").order_by("-created"),
+        "skips": video.skips.select_related("user").order_by("-created", "-pk"),
         "drafts": drafts,
         "embeddings": video_embedding_counts(video=video),
         "annotators": annotators(),

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from tests.conftest import free_port
+from tests.conftest import refused_port
 
 JSON = "application/json"
 
@@ -19,12 +19,13 @@ def database_unreachable():
     """The app's database connection pointed at a port nothing listens on: a PostgreSQL that is down."""
     connection.close()
     saved = dict(connection.settings_dict)
-    connection.settings_dict.update(HOST="127.0.0.1", PORT=str(free_port()))
-    try:
-        yield
-    finally:
-        connection.close()
-        connection.settings_dict.update(HOST=saved["HOST"], PORT=saved["PORT"])
+    with refused_port() as port:
+        connection.settings_dict.update(HOST="127.0.0.1", PORT=str(port))
+        try:
+            yield
+        finally:
+            connection.close()
+            connection.settings_dict.update(HOST=saved["HOST"], PORT=saved["PORT"])
 
 
 @pytest.mark.django_db

@@ -6,7 +6,7 @@ The figures are checked against small fixtures worked by hand in the comments.
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from datetime import date, datetime, time, timedelta
 
 import pytest
 from django.utils import timezone
@@ -30,6 +30,12 @@ def decide(pair: Pair, reviewer, decision: str, reason: str = "") -> Review:
     return picking.pair_review(
         pair=pair, reviewer=reviewer, decision=decision, version=pair.version, reason=reason, corrections=corrections
     )
+
+
+def noon(day: date) -> datetime:
+    """Midday of a calendar day in the site's time zone. Figures tests put their rows there and pass `today`, so a
+    run that crosses midnight (rows made on one day, figures read on the next) counts the same days."""
+    return timezone.make_aware(datetime.combine(day, time(12)))
 
 
 def drawn(pair: Pair) -> DoubleReview:
@@ -254,7 +260,11 @@ def test_the_figures_per_annotator_and_reviewer_worked_by_hand(annotator, annota
             submitted_at=now,
             flags=["short"] if i == 0 else [],
         )
-    team = figures.team_figures(days=7)
+    today = timezone.localdate()
+    Pair.objects.exclude(submitted_at=None).update(submitted_at=noon(today))
+    Review.objects.update(created=noon(today))
+    Caption.objects.update(submitted_at=noon(today))
+    team = figures.team_figures(days=7, today=today)
     alice = next(r for r in team["annotators"] if r["username"] == "alice")
     assert (alice["submitted"], alice["accepted"], alice["rejected"]) == (3, 2, 1)
     assert alice["acceptance"] == pytest.approx(2 / 3) and alice["acceptance_pct"] == 67
@@ -270,16 +280,18 @@ def test_the_figures_per_annotator_and_reviewer_worked_by_hand(annotator, annota
 
 
 def test_the_figures_are_per_day(annotator, reviewer):
+    today = timezone.localdate()
     old = make_pair(status=Pair.Status.SUBMITTED, author=annotator, active_ms=10000)
-    Pair.objects.filter(pk=old.pk).update(submitted_at=timezone.now() - timedelta(days=3))
     make_pair(status=Pair.Status.SUBMITTED, author=annotator, active_ms=20000)
     make_pair(status=Pair.Status.SUBMITTED, author=annotator)  # imported or older: no active time, left out
-    team = figures.team_figures(days=7)
+    Pair.objects.update(submitted_at=noon(today))
+    Pair.objects.filter(pk=old.pk).update(submitted_at=noon(today - timedelta(days=3)))
+    team = figures.team_figures(days=7, today=today)
     rows = [r for r in team["annotators"] if r["username"] == "alice"]
     assert [(r["submitted"], r["median_active_s"]) for r in rows] == [(1, 10.0), (2, 20.0)]
     # Over the window: the median of 10 s and 20 s.
     assert team["annotator_totals"][0]["median_active_s"] == 15.0
-    assert [r["username"] for r in figures.team_figures(days=2)["annotators"]] == ["alice"]
+    assert [r["username"] for r in figures.team_figures(days=2, today=today)["annotators"]] == ["alice"]
 
 
 def test_agreement_per_reviewer_pair_matches_the_hand_worked_table(annotator, reviewer, coordinator):

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from benchmark.apportion import apportion_sizes
 from evaluation import metrics, sampling
 
 
@@ -72,6 +73,18 @@ def test_it_allocates_by_largest_remainder_with_one_per_category():
     assert sampling.allocate({("a", "x"): 100, ("b", "y"): 3}, 0.1, seed=0) == {("a", "x"): 9, ("b", "y"): 1}
     # The minimum may push the total above round(fraction × pool): 2 places, three categories of 5.
     assert sum(sampling.allocate({("a", "x"): 5, ("b", "x"): 5, ("c", "x"): 5}, 0.1, seed=0).values()) == 3
+
+
+def test_the_allocation_is_exact_where_floats_would_break_a_tie_or_a_half():
+    # Quotas 4/3, 1/3, 1/3: b's and c's remainders (1/3) and a's (4/3 - 1) are equal, so the place left goes by the
+    # seed's hash among the three; with floats 4/3 - 1 is 0.33333333333333326, a never won it.
+    winners = {
+        next(g for g, n in apportion_sizes({"a": 4, "b": 1, "c": 1}, 2, seed=seed).items() if n > {"a": 1}.get(g, 0))
+        for seed in range(20)
+    }
+    assert winners == {"a", "b", "c"}
+    # 0.94 × 1075 = 1010.5, a half, rounded up (the float product is just below it and gave 1010).
+    assert sampling.allocate({("a", "x"): 1075}, 0.94, seed=0) == {("a", "x"): 1011}
 
 
 def candidates():

@@ -225,6 +225,12 @@ def test_each_pair_carries_models_correct_k_of_n_over_the_latest_answer_per_endp
     assert (only_b.model_correct, only_b.model_answered) == (1, 1)
 
 
+def test_a_pair_whose_requests_failed_in_two_runs_is_one_failed_pair(world):
+    record(make_run(world["endpoint"]), world["pairs"]["s2"], None)  # s2 failed again, in a later run
+    model = by_name(study_results(world["study"])["models"], "model-a")
+    assert (model["matched"], model["failed"]) == (5, 1)
+
+
 def test_a_failed_request_keeps_the_endpoints_earlier_answer(world):
     later = make_run(world["endpoint"])
     record(later, world["pairs"]["t2"], None)
