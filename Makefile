@@ -9,7 +9,7 @@ CHROMIUM ?= /usr/bin/chromium
 # test database, Redis database, media folder and ports.
 TEST_VAR = $(CURDIR)/var/test
 TEST_WORKERS ?= 3
-PYTEST = VAR_DIR=$(TEST_VAR) LOCAL_PG_DURABLE=false $(BIN)/python -m devtools.localservices -- $(BIN)/pytest -n $(TEST_WORKERS)
+PYTEST = VAR_DIR=$(TEST_VAR) LOCAL_PG_DURABLE=false $(BIN)/python -m devtools.localservices -- $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 
 .PHONY: install run test test-fast lint
 

@@ -49,7 +49,8 @@ def pytest_collection_modifyitems(items):
         if names & E2E_FIXTURES and not names & BROWSER_FIXTURES:
             item.add_marker(pytest.mark.e2e)
     # The long tests first (a stable sort: the same order on every xdist worker and every run), so that the workers
-    # share them out at the start and no long test is left to run alone at the end.
+    # share them out early and no long test is left to run alone at the end. Tests that flush the database may then
+    # run before others: nothing a test needs is lost by a flush (the role groups come back with post_migrate).
     items.sort(key=lambda item: not any(item.get_closest_marker(name) for name in ("slow", "browser", "e2e")))
 
 

@@ -31,6 +31,15 @@ def test_it_creates_the_three_role_groups():
     assert set(Group.objects.values_list("name", flat=True)) >= {"annotator", "reviewer", "coordinator"}
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_role_groups_come_back_after_a_flush():
+    from django.contrib.auth.models import Group
+    from django.core.management import call_command
+
+    call_command("flush", interactive=False, verbosity=0)
+    assert set(Group.objects.values_list("name", flat=True)) == {"annotator", "reviewer", "coordinator"}
+
+
 def test_healthz_answers_ok(client):
     assert client.get("/healthz").content == b"ok"
 
