@@ -8,6 +8,9 @@ CHROMIUM ?= /usr/bin/chromium
 # beside it, or another checkout's suite, never shares them. TEST_WORKERS xdist processes, each with its own
 # test database, Redis database, media folder and ports.
 TEST_VAR = $(CURDIR)/var/test
+# Bytecode (and pytest's rewritten test modules) is cached in __pycache__ between runs: without it every test
+# process, Celery worker and manage.py the suite starts compiles the whole project again.
+unexport PYTHONDONTWRITEBYTECODE
 TEST_WORKERS ?= 3
 PYTEST = VAR_DIR=$(TEST_VAR) LOCAL_PG_DURABLE=false $(BIN)/python -m devtools.localservices -- $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 

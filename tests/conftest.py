@@ -306,28 +306,11 @@ def browser():
         browser.close()
 
 
-# Runs in every page before its own scripts: once the test is over (`window.__testOver`), the page sends nothing
-# more. Its pagehide autosave (a beacon or a keepalive fetch) would otherwise reach the live server while the test
-# database is being flushed, and the two deadlock.
-QUIET_AFTER_TEST = """
-window.__testOver = false;
-const sendBeacon = navigator.sendBeacon.bind(navigator);
-navigator.sendBeacon = (...args) => (window.__testOver ? true : sendBeacon(...args));
-const fetchOriginal = window.fetch.bind(window);
-window.fetch = (...args) =>
-  window.__testOver ? Promise.reject(new TypeError("the test is over")) : fetchOriginal(...args);
-const xhrSend = XMLHttpRequest.prototype.send;
-XMLHttpRequest.prototype.send = function (...args) {
-  if (window.__testOver) { this.abort(); return; }
-  return xhrSend.apply(this, args);
-};
-"""
-
-
 class BrowserPages:
-    """The browser contexts of one test, each with the live server as its base URL; closed quietly at the end:
-    every page is told the test is over, leaves for about:blank, and every request it had sent is answered before
-    its context closes and the database is flushed."""
+    """The browser contexts of one test, each with the live server as its base URL; closed quietly at the end: each
+    context goes offline (its pages' pagehide autosave, a beacon or a keepalive fetch, would otherwise reach the live
+    server while the test database is flushed, and deadlock with the flush), its pages leave for about:blank, and
+    every request they had sent is answered before it closes and the database is flushed."""
 
     def __init__(self, browser, base_url: str):
         self.browser = browser
@@ -340,7 +323,6 @@ class BrowserPages:
             base_url=self.base_url, viewport=viewport or {"width": 1440, "height": 900}, **options
         )
         context.set_default_timeout(15000)
-        context.add_init_script(QUIET_AFTER_TEST)
         sent = self.in_flight[context] = set()
         context.on("request", lambda request: sent.add(request))
         context.on("requestfinished", lambda request: sent.discard(request))
@@ -355,10 +337,11 @@ class BrowserPages:
     def close(self) -> None:
         open_contexts = [context for context in self.contexts if context in self.in_flight]
         pages = [page for context in open_contexts for page in context.pages if not page.is_closed()]
+        for context in open_contexts:
+            context.set_offline(True)  # a context-wide switch: it cannot wait on a page that is busy or gone
         for page in pages:
             try:
-                page.evaluate("window.__testOver = true")
-                page.goto("about:blank")
+                page.goto("about:blank", timeout=5000)
             except Exception:  # noqa: BLE001 - a page that crashed or is gone: nothing left to send
                 pass
         deadline = time.monotonic() + 15
