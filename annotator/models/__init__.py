@@ -15,6 +15,7 @@ from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.modeleval import ModelEndpoint, ModelEvaluation, ModelItemResult
 from annotator.models.pairs import Pair, PairQuerySet, Review
 from annotator.models.picking import PairDraft, VideoSkip
+from annotator.models.releases import Release, ReleaseFrozen, ReleaseItem
 from annotator.models.similarity import EmbeddingModel, ImageEmbedding
 from annotator.models.stats import DoubleReview, Target, TeamSettings
 from annotator.models.taxonomy import CATEGORY_ABBREVIATIONS, Category, Domain
@@ -49,6 +50,9 @@ __all__ = [
     "Pair",
     "PairDraft",
     "PairQuerySet",
+    "Release",
+    "ReleaseFrozen",
+    "ReleaseItem",
     "Review",
     "Target",
     "TeamSettings",

@@ -1,0 +1,130 @@
+"""Releases: a published export frozen as a numbered benchmark version (v1, v2, ...).
+
+A release keeps every item exactly as it was written (its JSON line, its split and place in the split's file, its
+provenance line, the hashes of its two images), so its files can be written again byte for byte, and the human
+baseline and every model score stand on the same items. Nothing of a release changes once it is made: correcting a
+pair changes the next release, not this one. The database refuses updates and deletes of releases' items
+(a trigger, migration 0018), and the models refuse them before the database is asked.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from annotator.models.jobs import Job
+from annotator.models.pairs import Pair
+from annotator.models.taxonomy import Category, Domain
+from annotator.models.videos import Image
+from subtlebench.errors import Conflict
+from subtlebench.text import NAME_MAX, NOTE_MAX, single_line
+
+SPLIT_CHOICES = [("test", "test"), ("val", "val")]
+
+
+class ReleaseFrozen(Conflict):
+    """A change asked of a release or of its items: a release never changes once made."""
+
+
+class FrozenQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise ReleaseFrozen(f"{self.model._meta.verbose_name_plural} never change once made.")
+
+    def delete(self):
+        raise ReleaseFrozen(f"{self.model._meta.verbose_name_plural} are never deleted.")
+
+
+class ReleaseQuerySet(models.QuerySet):
+    def delete(self):
+        raise ReleaseFrozen("releases are never deleted.")
+
+
+class Release(models.Model):
+    """One published benchmark version: the export's options, who published it and when, and its hashes."""
+
+    number = models.PositiveIntegerField(unique=True, help_text="1 for v1, 2 for v2, ...; given in order.")
+    title = models.CharField(max_length=NAME_MAX, blank=True, validators=[single_line])
+    notes = models.TextField(blank=True, max_length=NOTE_MAX)
+    export_job = models.ForeignKey(Job, models.PROTECT, null=True, blank=True, related_name="releases")
+    options = models.JSONField(default=dict, help_text="The export's options, as it ran.")
+    manifest_sha256 = models.CharField(max_length=64, help_text="The sha256 of the export's MANIFEST file.")
+    content_sha256 = models.CharField(max_length=64, help_text="The content hash the dataset card names.")
+    card = models.TextField(help_text="README.md exactly as written.")
+    counts = models.JSONField(default=dict, help_text="{category: {domain: {test: n, val: n}}}")
+    item_count = models.PositiveIntegerField(default=0)
+    image_count = models.PositiveIntegerField(default=0)
+    left_out = models.JSONField(
+        default=list, blank=True, help_text="Pairs the export considered and left out: [{pair, reason}]."
+    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    objects = ReleaseQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-number"]
+
+    def __str__(self):
+        return f"{self.name} {self.title}".strip()
+
+    @property
+    def name(self) -> str:
+        return f"v{self.number}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None and not self._state.adding:
+            raise ReleaseFrozen(f"release {self.name} never changes once made.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ReleaseFrozen(f"release {self.name} is never deleted.")
+
+
+class ReleaseItem(models.Model):
+    """One item of a release, as written: the JSON line of its split's file and the line of metadata/items.jsonl."""
+
+    release = models.ForeignKey(Release, models.PROTECT, related_name="items")
+    item_id = models.CharField(max_length=300, help_text="The id the official evaluator gives the item.")
+    split = models.CharField(max_length=4, choices=SPLIT_CHOICES)
+    position = models.PositiveIntegerField(help_text="Its line in the split's file, from 1.")
+    line = models.TextField(help_text="The record's JSON line exactly as written, without the newline.")
+    provenance = models.TextField(help_text="Its line of metadata/items.jsonl, without the newline.")
+    category = models.CharField(max_length=20, choices=Category.choices)
+    domain = models.CharField(max_length=20, choices=Domain.choices)
+    cluster = models.CharField(
+        max_length=300, help_text="Items that share a video or a source image share this (for honest intervals)."
+    )
+    swapped = models.BooleanField(default=False, help_text="Its images were traded to balance answer positions.")
+    image_1 = models.ForeignKey(Image, models.PROTECT, related_name="+", help_text="Shown first, as released.")
+    image_2 = models.ForeignKey(Image, models.PROTECT, related_name="+", help_text="Shown second, as released.")
+    image_1_sha256 = models.CharField(max_length=64)
+    image_2_sha256 = models.CharField(max_length=64)
+    pair = models.ForeignKey(Pair, models.PROTECT, related_name="release_items", help_text="The pair it was made from.")
+
+    objects = FrozenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["release", "split", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["release", "item_id"], name="releaseitem_unique_id"),
+            models.UniqueConstraint(fields=["release", "split", "position"], name="releaseitem_unique_place"),
+        ]
+
+    def __str__(self):
+        return f"{self.item_id} ({self.release_id})"
+
+    @property
+    def record(self) -> dict:
+        """The record as the evaluator reads it (image paths, question, answer, distractors, ...)."""
+        return json.loads(self.line)
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None and not self._state.adding:
+            raise ReleaseFrozen(f"item {self.item_id} of a release never changes once made.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ReleaseFrozen(f"item {self.item_id} of a release is never deleted.")
