@@ -8,6 +8,7 @@ RUN pip install --no-cache-dir -r ${REQUIREMENTS}
 COPY . .
 # collectstatic loads the settings, which require these in production; it opens no database.
 RUN DEBUG=false SECRET_KEY=collectstatic-only DATABASE_URL=postgresql://collectstatic-only@localhost/none \
+    CELERY_BROKER_URL=redis://collectstatic-only/0 \
     python manage.py collectstatic --no-input
 RUN useradd --create-home app && mkdir -p /data/media /data/exports && chown app /data/media /data/exports
 USER app

@@ -125,10 +125,16 @@ TEMPLATES = [
 ]
 
 VAR_DIR = Path(os.getenv("VAR_DIR", BASE_DIR / "var"))
-DATABASE_URL = os.getenv("DATABASE_URL", "" if not DEBUG else "postgresql://postgres@127.0.0.1:54329/subtlebench")
+# No default: the embedded servers of a checkout have ports of their own (derived from its var/), and manage.py,
+# `make run` and `make test` set both URLs after starting them (devtools/localservices.py).
+SERVICES_HINT = (
+    "manage.py, make run and make test set it after starting this checkout's embedded servers; any other command"
+    " runs with them as `python -m devtools.localservices -- COMMAND`."
+)
+DATABASE_URL = os.getenv("DATABASE_URL", "")
 if not DATABASE_URL:
     raise ImproperlyConfigured(
-        "DATABASE_URL is not set. With DEBUG off it is required: postgresql://user:password@host:port/name."
+        f"DATABASE_URL is not set: postgresql://user:password@host:port/name. In development, {SERVICES_HINT}"
     )
 DATABASES = {"default": database_from_url(DATABASE_URL)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -203,7 +209,9 @@ SUGGESTION_MAX_GAP_SECONDS = envfloat("SUGGESTION_MAX_GAP_SECONDS", "10")
 LEASE_MINUTES = envint("LEASE_MINUTES", "15")
 
 # Celery: Redis as broker; the state of long jobs lives in the Job table, not in a result backend.
-CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL", "redis://127.0.0.1:63799/0")
+CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL", "")
+if not CELERY_BROKER_URL:
+    raise ImproperlyConfigured(f"CELERY_BROKER_URL is not set: redis://host:port/db. In development, {SERVICES_HINT}")
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -1,8 +1,13 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from devtools.localservices import BASE_DIR
 from subtlebench.settings import database_from_url
 
 pytestmark = pytest.mark.django_db
@@ -93,3 +98,21 @@ def test_a_user_without_a_role_sees_how_to_get_one(client_for, stranger):
     page = client_for(stranger).get("/").content.decode()
     assert "Your account has no role yet" in page
     assert "Pick pairs</h2>" not in page and "Human baseline" not in page
+
+
+@pytest.mark.parametrize("name", ["DATABASE_URL", "CELERY_BROKER_URL"])
+def test_a_missing_service_url_stops_the_start_and_says_how_to_get_one(name):
+    """No silent default (the old fixed ports were another checkout's servers): the message names the variable and
+    the command that starts this checkout's own."""
+    env = {key: value for key, value in os.environ.items() if key != name}
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env={**env, "DJANGO_SETTINGS_MODULE": "subtlebench.settings"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=BASE_DIR,
+    )
+    assert result.returncode != 0
+    assert f"{name} is not set" in result.stderr
+    assert "python -m devtools.localservices -- COMMAND" in result.stderr
