@@ -19,6 +19,8 @@ from annotator.models import (
     ModelItemResult,
     Pair,
     PairDraft,
+    Release,
+    ReleaseItem,
     Review,
     Target,
     TeamSettings,
@@ -111,6 +113,31 @@ class EmbeddingModelAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class FrozenAdmin(admin.ModelAdmin):
+    """Read-only: a release is made by publishing an export, and never changes (the database refuses it too)."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Release)
+class ReleaseAdmin(FrozenAdmin):
+    list_display = ("number", "title", "item_count", "image_count", "manifest_sha256", "created_by", "created")
+
+
+@admin.register(ReleaseItem)
+class ReleaseItemAdmin(FrozenAdmin):
+    list_display = ("item_id", "release", "split", "position", "category", "domain", "swapped")
+    list_filter = ("release", "split", "category", "domain")
+    raw_id_fields = ("pair", "image_1", "image_2")
 
 
 @admin.register(ImageEmbedding)

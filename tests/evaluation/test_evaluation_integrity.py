@@ -115,7 +115,7 @@ def test_the_orders_served_cannot_be_recomputed_from_what_two_open_link_sessions
 
     sessions = [take_session_as_a_script_would(Client(), study, n) for n in (1, 2)]
     observed = 0
-    option_matches = correct_predicted = 0
+    option_matches = correct_predicted = check_matches = 0
     for session in sessions:
         token = session["token"]
         assert len(session["served"]) == scored_total + checks_total
@@ -139,7 +139,7 @@ def test_the_orders_served_cannot_be_recomputed_from_what_two_open_link_sessions
         # Attention checks: random.Random(token) does not give the places they were served at.
         checks = [s["sequence"] for s in session["served"] if s["item"].kind == StudyItem.Kind.ATTENTION]
         assert len(checks) == checks_total
-        assert checks != old_check_positions(token, scored_total, checks_total)
+        check_matches += checks == old_check_positions(token, scored_total, checks_total)
         # The secret every order comes from never reaches the participant.
         session["participant"].refresh_from_db()
         assert session["participant"].order_seed not in "".join(session["seen"])
@@ -148,6 +148,9 @@ def test_the_orders_served_cannot_be_recomputed_from_what_two_open_link_sessions
     assert observed == 2 * (scored_total + checks_total + 3)
     assert option_matches < observed // 4
     assert correct_predicted < observed // 2
+    # 4 places of 34: a session's checks land where the old formula puts them by chance once in 46,376 (it was seen
+    # once); both sessions, once in about 2 billion.
+    assert check_matches < 2
     # And the two sessions of one link got different orders of their own.
     first, second = ([s["item"].pk for s in session["served"]] for session in sessions)
     assert first != second
