@@ -115,6 +115,26 @@ def active_embedding_model(request, fast_settings):
     return embedding_model_activate(folder=folder, device="cpu", image_size=224, activated_by="tests")
 
 
+@contextmanager
+def built_once(django_db_blocker, folder, model_dir):
+    """Rows that many tests of a module read, built once: in a transaction that the module's tests run inside (each
+    test's own is a savepoint in it, rolled back after the test) and that is rolled back at the end of the module.
+    Files go to `folder`, the tiny test model is active as in every test (`active_embedding_model`)."""
+    from django.db import transaction
+    from django.test import override_settings
+
+    from annotator.similarity.services import embedding_model_activate, embedding_model_forget_cached
+
+    media = {"MEDIA_ROOT": folder / "media", "VAR_DIR": folder / "var", "EXPORT_ROOT": folder / "exports"}
+    with django_db_blocker.unblock(), override_settings(**media), transaction.atomic():
+        embedding_model_activate(folder=model_dir, device="cpu", image_size=224, activated_by="tests")
+        try:
+            yield
+        finally:
+            transaction.set_rollback(True)
+            embedding_model_forget_cached()
+
+
 def make_user(username: str, *roles: str) -> User:
     user = User.objects.create_user(username, password="password")
     for role in roles:

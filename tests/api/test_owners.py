@@ -13,15 +13,28 @@ from annotator.models import CaptionSkip, Category, DoubleReview, Job, Pair, Vid
 from annotator.picking import services as picking
 from evaluation import participation, studies
 from subtlebench.tokens import api_token_create
+from tests.conftest import built_once, make_user
 from tests.factories import make_pair, make_video
+
+pytestmark = pytest.mark.django_db
 
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 CAPTION = "The cup moved from the left edge of the table to its centre."
 
 
-@pytest.fixture
-def world(db, annotator, annotator2, reviewer, coordinator):
-    """Objects that belong to someone: alice's lease, pair, caption task, caption and token; a study's items."""
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker, tmp_path_factory, tiny_dinov3_dir):
+    """Objects that belong to someone: alice's lease, pair, caption task, caption and token; a study's items.
+
+    Built once for the module's 230 tests (`built_once`): each test's writes are refused, and rolled back anyway.
+    """
+    with built_once(django_db_blocker, tmp_path_factory.mktemp("owners"), tiny_dinov3_dir):
+        yield build_world()
+
+
+def build_world() -> dict:
+    annotator, annotator2 = make_user("alice", "annotator"), make_user("bob", "annotator")
+    reviewer, coordinator = make_user("rita", "reviewer"), make_user("cora", "coordinator")
     held = make_video(frames=3)
     picking.video_heartbeat(video=held, user=annotator)
     alices_pair = make_pair(status=Pair.Status.SUBMITTED, author=annotator, video=held)
