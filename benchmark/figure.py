@@ -60,7 +60,7 @@ def _scale(report: Report) -> tuple[int, int, int]:
 
 
 def _title(report: Report) -> str:
-    return f"Human-model gap per category, release {report.release} ({report.split})"
+    return f"Human-model gap per category (points, 95% interval), release {report.release} ({report.split})"
 
 
 def gap_drawing(report: Report) -> list[Box | Label]:
@@ -106,7 +106,6 @@ def gap_drawing(report: Report) -> list[Box | Label]:
         shapes.append(Box(x, 24, 10, 10, PALETTE[index % len(PALETTE)]))
         shapes.append(Label(x + 14, 33, row.label.removeprefix("Humans - "), "start", 10))
         x += 24 + 7 * len(row.label.removeprefix("Humans - "))
-    shapes.append(Label(14, TOP + plot_height // 2, "points", "middle", 10))
     return shapes
 
 

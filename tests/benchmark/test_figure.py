@@ -44,7 +44,7 @@ def test_the_svg_is_well_formed_and_draws_a_bar_per_model_and_category():
     assert [fills.count(colour) for colour in PALETTE[:2]] == [count + 1 for count in answered]  # + the legend's key
     texts = [text.text for text in root.iter(f"{SVG}text")]
     assert {"AT", "AC", "gpt-4o", "qwen_2.5 & co"} <= set(texts)
-    assert root.find(f"{SVG}title").text == "Human-model gap per category, release v1 (test)"
+    assert root.find(f"{SVG}title").text == "Human-model gap per category (points, 95% interval), release v1 (test)"
 
 
 def test_the_png_has_its_signature_size_and_the_bars_colours():
