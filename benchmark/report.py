@@ -1,0 +1,492 @@
+"""The release report, as the paper prints it: humans and each model per category, per domain and overall (micro and
+macro), each with a cluster-robust 95% interval (benchmark.intervals), the n behind it, and the human-model gap on the
+same items; written as CSV, JSON, Markdown and LaTeX whose bytes depend on the input only (figure: benchmark.figure).
+
+Input is plain data, so the report is the same whichever database or process gives it:
+- items: (item_id, category, domain, cluster) for each item of the release's split;
+- humans: (item_id, rater_key, is_correct) for each answer of the study (or studies) on that split;
+- models: {label: [(item_id, is_correct)]}, at most one answer per item and model.
+
+Humans: an item answered by several raters scores the mean of its raters (2 of 3 right: 2/3), and the items, not the
+answers, are the units of the mean. So each item weighs the same, as it does for a model (the human number estimates
+the same quantity, accuracy on an item of the benchmark, whatever the study's rater assignment gave some items more
+answers), the gap pairs one human score with one model score per item, and the raters' disagreement on an item is in
+that item's score, hence in the variance. Treating each answer as an observation would weigh items by their number of
+raters; clustering by the item's cluster still holds either way, and here it is the item's cluster that groups.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from benchmark.apportion import exact, round_half_up
+from benchmark.intervals import (
+    METHOD,
+    Scored,
+    accuracy_interval,
+    difference_interval,
+    macro_mean,
+    micro_mean,
+)
+from benchmark.taxonomy import ABBREVIATIONS, CATEGORIES, DOMAINS
+
+HUMANS = "Humans"
+DECIMALS = 6  # of a proportion, in the CSV and the JSON
+MICRO = "micro"
+MACRO = "macro"
+
+
+class ReportInputError(ValueError):
+    """The report's input does not hold together (an unknown item, a second answer, an unknown category, ...)."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One figure of the report: an accuracy (0..1) or a gap (-1..1), its 95% interval (None with fewer than two
+    clusters), and what stands behind it: items, clusters, answers and, for humans, raters."""
+
+    estimate: Fraction
+    low: float | None
+    high: float | None
+    items: int
+    clusters: int
+    answers: int
+    raters: int | None = None
+
+
+@dataclass(frozen=True)
+class Row:
+    """Humans, one model, or the gap between humans and one model: a cell per category (taxonomy order), per domain,
+    and overall; None where there is no item."""
+
+    label: str
+    kind: str  # "humans", "model" or "gap"
+    categories: dict[str, Cell | None]
+    domains: dict[str, Cell | None]
+    micro: Cell | None
+    macro: Cell | None
+
+    def cells(self) -> list[tuple[str, str, Cell | None]]:
+        """(scope, key, cell) in the report's order: categories, domains, then micro and macro."""
+        return [
+            *(("category", key, cell) for key, cell in self.categories.items()),
+            *(("domain", key, cell) for key, cell in self.domains.items()),
+            ("overall", MICRO, self.micro),
+            ("overall", MACRO, self.macro),
+        ]
+
+
+@dataclass(frozen=True)
+class Report:
+    release: str
+    release_hash: str
+    split: str
+    items: int
+    humans: Row
+    models: tuple[Row, ...]  # sorted by label
+    gaps: tuple[Row, ...]  # humans minus each model, paired on the items both answered, in the order of `models`
+    method: str = METHOD
+
+    def rows(self) -> list[Row]:
+        return [self.humans, *self.models, *self.gaps]
+
+
+# --- Computation -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Item:
+    category: str
+    domain: str
+    cluster: str
+
+
+def _checked_items(items: Iterable) -> dict[str, _Item]:
+    found: dict[str, _Item] = {}
+    for place, entry in enumerate(items, 1):
+        try:
+            item_id, category, domain, cluster = entry
+        except (TypeError, ValueError):
+            raise ReportInputError(
+                f"items, entry {place}: expected (item_id, category, domain, cluster), got {entry!r}"
+            )
+        where = f"items, entry {place} ({item_id!r})"
+        if not isinstance(item_id, str) or not item_id:
+            raise ReportInputError(f"items, entry {place}: the item id must be a non-empty text, got {item_id!r}")
+        if item_id in found:
+            raise ReportInputError(f"{where}: the item id appears twice")
+        if category not in CATEGORIES:
+            raise ReportInputError(f"{where}: unknown category {category!r} (one of {', '.join(CATEGORIES)})")
+        if domain not in DOMAINS:
+            raise ReportInputError(f"{where}: unknown domain {domain!r} (one of {', '.join(DOMAINS)})")
+        if not isinstance(cluster, str) or not cluster:
+            raise ReportInputError(f"{where}: the cluster must be a non-empty text, got {cluster!r}")
+        found[item_id] = _Item(category, domain, cluster)
+    return found
+
+
+def _outcome(value, where: str) -> bool:
+    if isinstance(value, bool) or value in (0, 1):
+        return bool(value)
+    raise ReportInputError(f"{where}: is_correct must be true or false, got {value!r}")
+
+
+def _human_scores(humans: Iterable, items: Mapping[str, _Item], where_release: str):
+    """{item_id: (score, answers, raters)} from the answers, each item scoring the mean of its raters."""
+    by_item: dict[str, dict[str, bool]] = {}
+    for place, entry in enumerate(humans, 1):
+        try:
+            item_id, rater, correct = entry
+        except (TypeError, ValueError):
+            raise ReportInputError(f"humans, answer {place}: expected (item_id, rater_key, is_correct), got {entry!r}")
+        where = f"humans, answer {place} (item {item_id!r}, rater {rater!r})"
+        if item_id not in items:
+            raise ReportInputError(f"{where}: no such item in {where_release}")
+        raters = by_item.setdefault(item_id, {})
+        if str(rater) in raters:
+            raise ReportInputError(f"{where}: this rater already answered this item")
+        raters[str(rater)] = _outcome(correct, where)
+    return {
+        item_id: (Fraction(sum(raters.values()), len(raters)), len(raters), frozenset(raters))
+        for item_id, raters in by_item.items()
+    }
+
+
+def _model_scores(label, answers: Iterable, items: Mapping[str, _Item], where_release: str):
+    if not isinstance(label, str) or not label:
+        raise ReportInputError(f"models: a model's label must be a non-empty text, got {label!r}")
+    scores: dict[str, tuple[Fraction, int, frozenset]] = {}
+    for place, entry in enumerate(answers, 1):
+        try:
+            item_id, correct = entry
+        except (TypeError, ValueError):
+            raise ReportInputError(f"model {label!r}, answer {place}: expected (item_id, is_correct), got {entry!r}")
+        where = f"model {label!r}, answer {place} (item {item_id!r})"
+        if item_id not in items:
+            raise ReportInputError(f"{where}: no such item in {where_release}")
+        if item_id in scores:
+            raise ReportInputError(f"{where}: a second answer for this item")
+        scores[item_id] = (Fraction(int(_outcome(correct, where))), 1, frozenset())
+    return scores
+
+
+def _cell(scored: list[tuple[str, Fraction, int, frozenset]], items, *, gap: bool, raters: bool, macro: bool = False):
+    """The cell of the items scored: (item_id, score, answers, raters)."""
+    if not scored:
+        return None
+    values = [Scored(score, items[item_id].cluster, items[item_id].category) for item_id, score, _, _ in scored]
+    mean = macro_mean(values) if macro else micro_mean(values)
+    answers = sum(count for _, _, count, _ in scored)
+    bounds = difference_interval(mean) if gap else accuracy_interval(mean, answers=answers)
+    low, high = bounds if bounds is not None else (None, None)
+    who = len(frozenset().union(*(keys for _, _, _, keys in scored))) if raters else None
+    return Cell(mean.estimate, low, high, mean.items, mean.clusters, answers, who)
+
+
+def _row(label: str, kind: str, scores: Mapping, items: Mapping[str, _Item]) -> Row:
+    # Sorted by item id: nothing below depends on the order the answers came in.
+    scored = sorted((item_id, *value) for item_id, value in scores.items())
+    options = {"gap": kind == "gap", "raters": kind != "model"}
+    return Row(
+        label=label,
+        kind=kind,
+        categories={
+            category: _cell([s for s in scored if items[s[0]].category == category], items, **options)
+            for category in CATEGORIES
+        },
+        domains={
+            domain: _cell([s for s in scored if items[s[0]].domain == domain], items, **options) for domain in DOMAINS
+        },
+        micro=_cell(scored, items, **options),
+        macro=_cell(scored, items, macro=True, **options),
+    )
+
+
+def compute_report(
+    *,
+    release: str,
+    release_hash: str,
+    split: str,
+    items: Iterable,
+    humans: Iterable,
+    models: Mapping[str, Iterable],
+) -> Report:
+    """The report of humans and models on the items of one release's split (see the module's docstring).
+
+    Every answer must name an item of `items`: an unknown id, a rater answering an item twice or a model answering
+    it twice raises ReportInputError saying which answer. A gap counts only the items both humans and the model
+    answered (d_i = human score - model score), so the two sides are compared on the same items."""
+    checked = _checked_items(items)
+    where_release = f"release {release} ({split})"
+    human_scores = _human_scores(humans, checked, where_release)
+    model_scores = {label: _model_scores(label, answers, checked, where_release) for label, answers in models.items()}
+    labels = sorted(model_scores)
+    gaps = []
+    for label in labels:
+        paired = {
+            item_id: (human_scores[item_id][0] - score, human_scores[item_id][1] + 1, human_scores[item_id][2])
+            for item_id, (score, _, _) in model_scores[label].items()
+            if item_id in human_scores
+        }
+        gaps.append(_row(f"{HUMANS} - {label}", "gap", paired, checked))
+    return Report(
+        release=release,
+        release_hash=release_hash,
+        split=split,
+        items=len(checked),
+        humans=_row(HUMANS, "humans", human_scores, checked),
+        models=tuple(_row(label, "model", model_scores[label], checked) for label in labels),
+        gaps=tuple(gaps),
+    )
+
+
+# --- Numbers as text ---------------------------------------------------------------------------------------------
+
+
+def decimal(value, places: int = DECIMALS) -> str:
+    """A number with exactly `places` decimals, halves rounded up (benchmark.apportion.round_half_up)."""
+    scaled = round_half_up(exact(value) * 10**places)
+    sign = "-" if scaled < 0 else ""
+    whole, part = divmod(abs(scaled), 10**places)
+    return f"{sign}{whole}.{part:0{places}d}" if places else f"{sign}{whole}"
+
+
+def percent(value) -> str:
+    """A proportion as a percentage with one decimal: 0.955 -> '95.5'."""
+    return decimal(exact(value) * 100, 1)
+
+
+def _number(value) -> float | None:
+    return None if value is None else float(decimal(value))
+
+
+def _nullable(value) -> str:
+    return "" if value is None else decimal(value)
+
+
+# --- CSV and JSON ------------------------------------------------------------------------------------------------
+
+CSV_FIELDS = (
+    "release",
+    "release_hash",
+    "split",
+    "row",
+    "kind",
+    "scope",
+    "key",
+    "estimate",
+    "low",
+    "high",
+    "items",
+    "clusters",
+    "answers",
+    "raters",
+)
+
+
+def report_csv(report: Report) -> bytes:
+    """One line per row and figure (empty cells left out), proportions with six decimals."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    for row in report.rows():
+        for scope, key, cell in row.cells():
+            if cell is None:
+                continue
+            writer.writerow(
+                [
+                    report.release,
+                    report.release_hash,
+                    report.split,
+                    row.label,
+                    row.kind,
+                    scope,
+                    key,
+                    decimal(cell.estimate),
+                    _nullable(cell.low),
+                    _nullable(cell.high),
+                    cell.items,
+                    cell.clusters,
+                    cell.answers,
+                    "" if cell.raters is None else cell.raters,
+                ]
+            )
+    return out.getvalue().encode()
+
+
+def _cell_document(cell: Cell | None) -> dict | None:
+    if cell is None:
+        return None
+    return {
+        "estimate": _number(cell.estimate),
+        "exact": f"{cell.estimate.numerator}/{cell.estimate.denominator}",
+        "low": _number(cell.low),
+        "high": _number(cell.high),
+        "items": cell.items,
+        "clusters": cell.clusters,
+        "answers": cell.answers,
+        "raters": cell.raters,
+    }
+
+
+def _row_document(row: Row) -> dict:
+    return {
+        "label": row.label,
+        "kind": row.kind,
+        "categories": {key: _cell_document(cell) for key, cell in row.categories.items()},
+        "domains": {key: _cell_document(cell) for key, cell in row.domains.items()},
+        MICRO: _cell_document(row.micro),
+        MACRO: _cell_document(row.macro),
+    }
+
+
+def report_document(report: Report) -> dict:
+    return {
+        "release": report.release,
+        "release_hash": report.release_hash,
+        "split": report.split,
+        "items": report.items,
+        "method": report.method,
+        "categories": list(CATEGORIES),
+        "domains": list(DOMAINS),
+        "humans": _row_document(report.humans),
+        "models": [_row_document(row) for row in report.models],
+        "gaps": [_row_document(row) for row in report.gaps],
+    }
+
+
+def report_json(report: Report) -> bytes:
+    """The report as JSON: sorted keys, two-space indent, proportions rounded to six decimals (and the exact
+    fraction of each estimate), a final newline."""
+    return (json.dumps(report_document(report), sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+# --- Markdown and LaTeX ------------------------------------------------------------------------------------------
+
+
+def _columns(row: Row) -> list[Cell | None]:
+    return [*row.categories.values(), row.micro, row.macro]
+
+
+HEADINGS = [*(ABBREVIATIONS[category] for category in CATEGORIES), "Micro", "Macro"]
+
+
+def _figure(cell: Cell | None, *, signed: bool, interval: str) -> str:
+    if cell is None:
+        return "–"
+    value = percent(cell.estimate)
+    if signed and not value.startswith("-"):
+        value = f"+{value}"
+    if cell.low is None:
+        return value
+    return value + interval.format(low=percent(cell.low), high=percent(cell.high))
+
+
+def _markdown_text(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _markdown_table(rows: list[Row], *, signed: bool, headings: list[str], columns) -> list[str]:
+    lines = ["| | " + " | ".join(headings) + " |", "|---|" + "---:|" * len(headings)]
+    for row in rows:
+        figures = [_figure(cell, signed=signed, interval=" [{low}, {high}]") for cell in columns(row)]
+        lines.append(f"| {_markdown_text(row.label)} | " + " | ".join(figures) + " |")
+    return lines
+
+
+def _counts_line(row: Row) -> str:
+    cell = row.micro
+    if cell is None:
+        return f"- {_markdown_text(row.label)}: no item answered"
+    raters = "" if cell.raters is None else f", {cell.raters} raters"
+    return (
+        f"- {_markdown_text(row.label)}: {cell.items} items in {cell.clusters} clusters, {cell.answers} answers{raters}"
+    )
+
+
+def report_markdown(report: Report) -> bytes:
+    """The paper's table: accuracy in % (one decimal) with its 95% interval, per category (AT ... AC), micro and
+    macro; then the gaps in points, the domains, and the counts behind each row."""
+    accuracy_rows = [report.humans, *report.models]
+    lines = [
+        f"# Release {_markdown_text(report.release)}, split {_markdown_text(report.split)}",
+        "",
+        f"Release hash `{report.release_hash}`, {report.items} items. Accuracy in %, [95% interval]. {report.method}",
+        "",
+        "## Accuracy per category",
+        "",
+        *_markdown_table(accuracy_rows, signed=False, headings=HEADINGS, columns=_columns),
+        "",
+        "## Human-model gap (points, on the items both answered)",
+        "",
+        *_markdown_table(list(report.gaps), signed=True, headings=HEADINGS, columns=_columns),
+        "",
+        "## Accuracy per domain",
+        "",
+        *_markdown_table(
+            accuracy_rows,
+            signed=False,
+            headings=list(DOMAINS),
+            columns=lambda row: list(row.domains.values()),
+        ),
+        "",
+        "## Counts",
+        "",
+        *(_counts_line(row) for row in report.rows()),
+        "",
+    ]
+    return "\n".join(lines).encode()
+
+
+LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+
+
+def latex_escape(text: str) -> str:
+    """Text safe in a LaTeX table cell: every special character as its command."""
+    return "".join(LATEX_SPECIAL.get(char, char) for char in text.replace("\n", " "))
+
+
+def _latex_figure(cell: Cell | None, *, signed: bool) -> str:
+    text = _figure(cell, signed=signed, interval=r" {{\scriptsize[{low}, {high}]}}")
+    return "--" if cell is None else text.replace("-", "$-$").replace("+", "$+$")
+
+
+def report_latex(report: Report) -> bytes:
+    """A booktabs tabular: humans and models per category, micro and macro, then the gaps; accuracy in %."""
+    width = len(HEADINGS)
+    lines = [
+        f"% Release {latex_escape(report.release)}, split {latex_escape(report.split)}, "
+        f"hash {latex_escape(report.release_hash)}",
+        f"% {latex_escape(report.method)}",
+        r"\begin{tabular}{l" + "c" * width + "}",
+        r"\toprule",
+        " & ".join(["", *HEADINGS]) + r" \\",
+        r"\midrule",
+    ]
+    for row in [report.humans, *report.models]:
+        lines.append(" & ".join([latex_escape(row.label), *(_latex_figure(c, signed=False) for c in _columns(row))]))
+        lines[-1] += r" \\"
+    if report.gaps:
+        lines.append(r"\midrule")
+        lines.append(rf"\multicolumn{{{width + 1}}}{{l}}{{Human-model gap (points, paired items)}} \\")
+        for row in report.gaps:
+            figures = [_latex_figure(cell, signed=True) for cell in _columns(row)]
+            lines.append(" & ".join([latex_escape(row.label), *figures]) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", ""]
+    return "\n".join(lines).encode()
