@@ -40,7 +40,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
-Z95 = 1.959963984540054  # the standard normal's 97.5% quantile, as evaluation.metrics has it
+Z95 = 1.959963984540054  # the standard normal's 97.5% quantile (every interval of the app takes it from here)
 
 METHOD = (
     "95% intervals, cluster-robust: items that share a video or a source image form one cluster; CR1 variance "

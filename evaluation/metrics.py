@@ -6,7 +6,7 @@ import math
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 
-Z95 = 1.959963984540054
+from benchmark.intervals import Z95
 
 
 def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float] | None:

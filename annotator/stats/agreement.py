@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Iterable
 
-Z95 = 1.959963984540054
+from benchmark.intervals import Z95
 
 
 def cohen_kappa(pairs: Iterable[tuple[Hashable, Hashable]], z: float = Z95) -> dict:
