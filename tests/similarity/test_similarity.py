@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -527,7 +528,8 @@ def test_the_web_process_and_the_plain_worker_never_import_torch():
         "from subtlebench.celery import app; app.loader.import_default_modules();"
         "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
     )
-    env = {"DJANGO_SETTINGS_MODULE": "subtlebench.settings", "PATH": "/usr/bin:/bin"}
+    services = {name: os.environ[name] for name in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    env = {"DJANGO_SETTINGS_MODULE": "subtlebench.settings", "PATH": "/usr/bin:/bin", **services}
     done = subprocess.run([sys.executable, "-c", code], cwd=BASE_DIR, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
