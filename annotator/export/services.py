@@ -42,7 +42,13 @@ from django.utils import timezone
 
 from annotator.export.format import file_sha256
 from annotator.models import EmbeddingModel, Job, Pair, Release, Review
-from annotator.releases.services import ReleaseDraft, ReleaseError, release_number_lock, release_publish
+from annotator.releases.services import (
+    ReleaseDraft,
+    ReleaseError,
+    release_next_number,
+    release_number_lock,
+    release_publish,
+)
 from benchmark.card import dataset_card, left_out_warnings, split_totals
 from benchmark.questions import MAX_DISTRACTORS, question_problems
 from benchmark.records import (
@@ -1057,6 +1063,7 @@ def benchmark_export(
             "counts": plan.counts,
             "swapped": len(plan.swapped),
             "target_problem": target_problem,
+            "release_next": f"v{release_next_number()}" if options.release else None,
         }
     if not options.release:
         return write_and_place(options, plan, result, progress, job_id=job_id)

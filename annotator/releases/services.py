@@ -243,7 +243,7 @@ def _write_release_files(release: Release, root: Path) -> dict:
     for split in SPLITS:
         digest, count = hashlib.sha256(), 0
         with open(root / split_path(split), "wb") as file:
-            lines = release.items.filter(split=split).order_by("position").values_list("line", flat=True)
+            lines = release.items.filter(split=split).order_by("position", "pk").values_list("line", flat=True)
             for line in lines.iterator(chunk_size=CHUNK):
                 data = (line + "\n").encode()
                 file.write(data)

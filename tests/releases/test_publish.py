@@ -83,7 +83,7 @@ def test_a_failed_export_makes_no_release(tmp_path):
 
 def test_the_files_are_written_again_byte_for_byte_from_the_database(tmp_path):
     make_pair()
-    make_pair(category="attribute", question="What changed about the mug?", answer="red", distractors=["blue"])
+    make_pair(category="attribute", question="Which colour did the cup turn?", answer="red", distractors=["blue"])
     video_with_pairs(3, category="state", question="In which image is it open?")
     export(tmp_path / "a", "--release")
     call_command("release_files", "v1", str(tmp_path / "again"))
