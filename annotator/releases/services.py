@@ -309,6 +309,8 @@ def release_diff(*, release: Release) -> dict | None:
                 "item_id": identifier,
                 "pair": pair,
                 "fields": fields,
+                # The images traded places: the answer balancing of a binary category turned it the other way.
+                "traded": before["image_1"] == after["image_2"] and before["image_2"] == after["image_1"],
                 "changes": [{"field": name, "before": before.get(name), "after": after.get(name)} for name in fields],
             }
         )

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 
 from annotator.export.services import ExportOptions, export_run, export_start
-from annotator.models import Pair, Release
+from annotator.models import Job, Pair, Release
 from annotator.releases import services
 from tests.export_fixtures import make_pair
 
@@ -103,3 +103,19 @@ def test_other_packages_add_their_sections_to_the_release_page(client_for, coord
     )
     html = client_for(coordinator).get("/releases/v1/").content.decode()
     assert '<section id="release-studies">' in html and "Studies on this release" in html and "None yet." in html
+
+
+def test_the_export_form_publishes_a_release(client_for, coordinator, settings, django_capture_on_commit_callbacks):
+    make_pair()
+    page = client_for(coordinator)
+    form = {"target": "r", "val_fraction": "0", "seed": "0", "release": "on", "release_title": "From the page"}
+    preview = page.get("/exports/", {**form, "action": "preview"}).content.decode()
+    assert "Published as release <strong>v1</strong> once written." in preview
+    with django_capture_on_commit_callbacks(execute=False):
+        assert page.post("/exports/", {**form, "action": "start"}).status_code == 302
+    job = export_run(job_id=Job.objects.get(kind=Job.Kind.EXPORT).pk)
+    release = Release.objects.get()
+    assert (release.export_job, release.title, release.created_by) == (job, "From the page", coordinator)
+    refused = page.post("/exports/", {**form, "target": "s", "release": "", "action": "start"}, follow=True)
+    assert "a release title or notes only go with publishing a release." in refused.content.decode()
+    assert Release.objects.count() == 1
