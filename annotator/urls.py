@@ -7,6 +7,7 @@ from annotator.export import views as views_exports
 from annotator.jobs import views as views_jobs
 from annotator.modeleval import views as views_models
 from annotator.picking import views as views_picking
+from annotator.releases import views as views_releases
 from annotator.similarity import views as views_similarity
 from annotator.stats import views as views_stats
 from annotator.videos import views as views_videos
@@ -64,6 +65,9 @@ urlpatterns = [
     path("exports/", views_exports.exports, name="exports"),
     path("exports/history/", views_exports.export_history, name="export-history"),
     path("exports/<int:job_id>/download/", views_exports.export_download, name="export-download"),
+    # Releases: published, frozen benchmark versions
+    path("releases/", views_releases.release_list, name="release-list"),
+    path("releases/v<int:number>/", views_releases.release_detail, name="release-detail"),
     # Models in the loop (the run form: evaluation/urls.py)
     path("models/", views_models.model_list, name="model-list"),
     path("models/endpoints/new/", views_models.model_endpoint_new, name="model-endpoint-new"),

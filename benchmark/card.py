@@ -80,12 +80,14 @@ def dataset_card(
     images: int,
     release_hash: str,
     provenance: list[str],
+    release: str | None = None,
 ) -> str:
     """The README.md. Only the splits with items are configured: an empty split is not written at all.
 
     `counts`: category -> domain -> split -> items; `answer_first`: binary category -> split -> [answers "first
     image", items]; `sizes`: bytes per split file; `release_hash`: see RELEASE_HASH_RULE; `provenance`: the lines
-    of the provenance section, as the caller words them.
+    of the provenance section, as the caller words them; `release`: the version it is published as ("v2: the
+    hard pairs"), or None for an export that is not a numbered release.
     """
     problem = license_problem(license)
     if problem:
@@ -118,6 +120,7 @@ def dataset_card(
         "## Release",
         "",
         f"- name: {' '.join(name.split())}",
+        *([f"- version: {' '.join(release.split())}"] if release else []),
         f"- license: {license}",
         f"- content hash ({RELEASE_HASH_RULE}): `{release_hash}`",
         f"- items: {sum(totals.values())} ({', '.join(f'{split} {totals[split]}' for split in SPLITS)}); "

@@ -41,7 +41,14 @@ from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
 from annotator.export.format import file_sha256
-from annotator.models import EmbeddingModel, Job, Pair, Review
+from annotator.models import EmbeddingModel, Job, Pair, Release, Review
+from annotator.releases.services import (
+    ReleaseDraft,
+    ReleaseError,
+    release_next_number,
+    release_number_lock,
+    release_publish,
+)
 from benchmark.card import dataset_card, left_out_warnings, split_totals
 from benchmark.questions import MAX_DISTRACTORS, question_problems
 from benchmark.records import (
@@ -53,6 +60,7 @@ from benchmark.records import (
     build_record,
     exported_source_id,
     item_id,
+    source_group,
     split_path,
     video_group,
 )
@@ -67,9 +75,10 @@ from benchmark.splits import (
 )
 from subtlebench.errors import Conflict, Invalid, NotFound, file_error_detail
 from subtlebench.storage import s3_client, split_s3_uri
-from subtlebench.text import EXPORT_NAME_MAX
+from subtlebench.text import EXPORT_NAME_MAX, NAME_MAX, NOTE_MAX, control_character
 
 REPRODUCIBLE_TIME = "1970-01-01T00:00:00Z"
+NOT_IN_CARD = ("out", "replace", "release", "release_title", "release_notes")
 CHUNK = 2000
 COPY_WINDOW = 256  # rows whose image copies may be in flight at once
 UPLOAD_ATTEMPTS = 4
@@ -111,6 +120,10 @@ class ExportOptions:
     # chosen model answered is kept). `models`: endpoint names; empty means every endpoint with results.
     max_model_accuracy: float | None = None
     models: tuple[str, ...] = ()
+    # Publish the export as the next release (vN, issue 23): its items are kept, frozen, in the database.
+    release: bool = False
+    release_title: str = ""
+    release_notes: str = ""
 
     def __post_init__(self):
         if not 0 <= self.val_fraction < 1:
@@ -119,9 +132,21 @@ class ExportOptions:
             raise Invalid({"max_model_accuracy": [f"must be a share from 0 to 1, got {self.max_model_accuracy}."]})
         if self.models and self.max_model_accuracy is None:
             raise Invalid({"models": ["choose models only together with a maximum model accuracy."]})
+        self.check_release_fields()
         object.__setattr__(self, "categories", tuple(sorted(set(self.categories))))
         object.__setattr__(self, "domains", tuple(sorted(set(self.domains))))
         object.__setattr__(self, "models", tuple(sorted({name.strip() for name in self.models if name.strip()})))
+
+    def check_release_fields(self) -> None:
+        title, notes = (self.release_title or "").strip(), (self.release_notes or "").strip()
+        if (title or notes) and not self.release:
+            raise Invalid({"release_title": ["a release title or notes only go with publishing a release."]})
+        if len(title) > NAME_MAX or control_character(title, multi_line=False):
+            raise Invalid({"release_title": [f"must be one line of at most {NAME_MAX} characters."]})
+        if len(notes) > NOTE_MAX or control_character(notes):
+            raise Invalid({"release_notes": [f"must be text of at most {NOTE_MAX} characters."]})
+        object.__setattr__(self, "release_title", title)
+        object.__setattr__(self, "release_notes", notes)
 
     @property
     def is_s3(self) -> bool:
@@ -281,6 +306,7 @@ class Plan:
     counts: dict = field(default_factory=dict)
     models: list[str] = field(default_factory=list)
     total: int = 0
+    keep_every_skip: bool = False  # a release keeps every pair it left out, with the reason (its diff names it)
 
     def split_of(self, pair_id: int) -> str | None:
         """'test' or 'val'; None for a pair that is not part of the plan (skipped, or created since)."""
@@ -293,7 +319,7 @@ class Plan:
 
     def skip(self, pair_id: int, reason: str) -> None:
         self.skipped_count += 1
-        if len(self.skipped) < SKIPPED_KEPT:
+        if self.keep_every_skip or len(self.skipped) < SKIPPED_KEPT:
             self.skipped.append({"pair": pair_id, "reason": reason})
 
 
@@ -348,6 +374,13 @@ def pair_group(*, group_key: str, yt8m_id: str | None) -> str:
     return group_key or video_group(yt8m_id)
 
 
+def item_cluster(row: dict, identifier: str) -> str:
+    """The items that share a video or a source image share this: the pair's group, else the group its source_id
+    names, else the item alone (`benchmark.records` group rules)."""
+    group = pair_group(group_key=row["group_key"], yt8m_id=row["video__yt8m_id"])
+    return group or source_group(row["source"], row["source_id"]) or f"item:{identifier}"
+
+
 def orientation_is_fixed_row(row: dict) -> bool:
     return orientation_is_fixed(question=row["question"], caption=row["caption_text"])
 
@@ -358,7 +391,7 @@ def plan_export(options: ExportOptions) -> Plan:
     The split and the orientations derive from item ids (never database ids), so the same items give the same
     plan in any database: an export imported elsewhere and exported again with the same seed is the same export.
     """
-    plan = Plan()
+    plan = Plan(keep_every_skip=options.release)
     uf = UnionFind()
     # Columns of the included pairs, in id order: compact arrays, with names as indexes into small lists.
     nodes, id_hashes = array("q"), array("q")
@@ -452,6 +485,7 @@ class ImageWriter:
         self.pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="export-copy")
         self.pending: dict[int, Future] = {}  # image id -> its copy, until resolved
         self.path_of: dict[int, str] = {}  # image id -> exported path
+        self.digest_of: dict[int, str] = {}  # image id -> sha256 of its bytes as read (a release keeps it)
         self.written: dict[str, str] = {}  # content sha256 -> exported path
         self.strays: set[str] = set()  # a copy of already exported content, written in a second folder
         self.folders_lock = threading.Lock()
@@ -499,6 +533,7 @@ class ImageWriter:
         elif first != path:
             self.strays.add(path)  # identical content used first in another category: that folder wins
         self.path_of[image_id] = first
+        self.digest_of[image_id] = digest
         return first
 
     def close(self) -> None:
@@ -617,14 +652,21 @@ class Tally:
         return {"min": values[0], "p5": p5, "median": statistics.median(values), "count": len(values)}
 
 
-def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> dict:
-    """Pass two: the JSONL files line by line, each image once, the provenance, the card, and the manifest last."""
+def write_export(
+    options: ExportOptions, plan: Plan, root: Path, progress, *, draft: ReleaseDraft | None = None
+) -> dict:
+    """Pass two: the JSONL files line by line, each image once, the provenance, the card, and the manifest last.
+
+    With a `draft` (an export published as a release), each item is also kept as its ReleaseItem will hold it:
+    its lines exactly as written, its place in its split's file, its group and the hashes of its images' bytes.
+    """
     (root / "data").mkdir(parents=True)
     (root / ITEMS_METADATA).parent.mkdir()
     tally = Tally()
     manifest_part = root / f".{MANIFEST}.part"
     hashes = {name: hashlib.sha256() for name in (*SPLITS, ITEMS_METADATA)}
     sizes = dict.fromkeys(SPLITS, 0)
+    positions = dict.fromkeys(SPLITS, 0)
     sizes_of_models = dict(
         EmbeddingModel.objects.filter(fingerprint__in=plan.models).values_list("fingerprint", "image_size")
     )
@@ -641,10 +683,12 @@ def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> di
         def write_line(row: dict, split: str, swapped: bool) -> None:
             image_1, image_2 = images.resolve(row["image_1_id"]), images.resolve(row["image_2_id"])
             record = record_of(row, image_1, image_2)
-            line = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+            record_text = json.dumps(record, ensure_ascii=False)
+            line = (record_text + "\n").encode()
             files[split].write(line)
             hashes[split].update(line)
             sizes[split] += len(line)
+            positions[split] += 1
             identifier = item_id(category=record["category"], source=record["source"], source_id=record["source_id"])
             provenance = provenance_of(
                 row,
@@ -653,10 +697,28 @@ def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> di
                 swapped=swapped,
                 input_size=sizes_of_models.get(row["similarity_model"]),
             )
-            line = (json.dumps(provenance, ensure_ascii=False) + "\n").encode()
+            provenance_text = json.dumps(provenance, ensure_ascii=False)
+            line = (provenance_text + "\n").encode()
             metadata_file.write(line)
             hashes[ITEMS_METADATA].update(line)
             tally.add(row, split)
+            if draft is not None:
+                draft.add(
+                    item_id=identifier,
+                    split=split,
+                    position=positions[split],
+                    line=record_text,
+                    provenance=provenance_text,
+                    category=row["category"],
+                    domain=row["domain"],
+                    cluster=item_cluster(row, identifier),
+                    swapped=swapped,
+                    image_1=row["image_1_id"],
+                    image_2=row["image_2_id"],
+                    image_1_sha256=images.digest_of[row["image_1_id"]],
+                    image_2_sha256=images.digest_of[row["image_2_id"]],
+                    pair=row["pk"],
+                )
 
         try:
             pending = 0
@@ -695,9 +757,11 @@ def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> di
         content_sha256 = file_sha256(manifest_part)
         card = export_card(
             options=options, tally=tally, sizes=sizes, models=plan.models, time=card_time,
-            images=image_count, content_sha256=content_sha256,
+            images=image_count, content_sha256=content_sha256, release=draft.label if draft else None,
         )  # fmt: skip
         (root / CARD).write_bytes(card.encode())
+        if draft is not None:
+            draft.card = card
         manifest.write(f"{hashlib.sha256(card.encode()).hexdigest()}  {CARD}\n")
     for split in SPLITS:
         if split not in written:  # an empty file would crash the evaluator; a missing one says "no such split"
@@ -722,7 +786,15 @@ def write_export(options: ExportOptions, plan: Plan, root: Path, progress) -> di
 
 
 def export_card(
-    *, options: ExportOptions, tally: Tally, sizes: dict, models: list[str], time: str, images: int, content_sha256: str
+    *,
+    options: ExportOptions,
+    tally: Tally,
+    sizes: dict,
+    models: list[str],
+    time: str,
+    images: int,
+    content_sha256: str,
+    release: str | None = None,
 ) -> str:
     """The README.md (`benchmark.card.dataset_card`) with this export's provenance: app, similarity, options, time."""
     summary = tally.similarity_summary()
@@ -732,9 +804,8 @@ def export_card(
         else "none recorded"
     )
     # Where it was written is not part of what it is: the same data exported elsewhere gives the same card.
-    options_text = json.dumps(
-        {k: v for k, v in options.as_dict().items() if k not in ("out", "replace")}, sort_keys=True
-    )
+    # The release's name and title have their own line (`release`), its notes their page.
+    options_text = json.dumps({k: v for k, v in options.as_dict().items() if k not in NOT_IN_CARD}, sort_keys=True)
     provenance = [
         f"app: SubtleBench Studio {app_version()}",
         f"similarity models: {', '.join(f'`{m}`' for m in models) or 'none recorded'}",
@@ -758,6 +829,7 @@ def export_card(
         images=images,
         release_hash=content_sha256,
         provenance=provenance,
+        release=release,
     )
 
 
@@ -941,14 +1013,25 @@ def zip_folder(folder: Path, archive: Path) -> None:
 
 
 def benchmark_export(
-    *, options: ExportOptions, progress=None, dry_run: bool = False, job_id: int | None = None
+    *,
+    options: ExportOptions,
+    progress=None,
+    dry_run: bool = False,
+    job_id: int | None = None,
+    published_by=None,
 ) -> dict:
     """Export the benchmark to options.out (a folder or s3://bucket/prefix); returns counts and provenance.
 
     The target is checked first (parent folder, an earlier export and `replace`); earlier export jobs at the
-    same target are marked replaced by `job_id` (None: the command line) once the new export is in place.
+    same target are marked replaced by `job_id` (None: the command line) once the new export is in place. With
+    `options.release` the export is then published as the next release (`release_publish`); a job that has
+    published its release already (a replayed task) writes nothing again and answers that release.
     """
     progress = progress or NoProgress()
+    if options.release and not dry_run and job_id is not None:
+        published = Release.objects.filter(export_job_id=job_id).first()
+        if published is not None:
+            return release_export_result(published)
     if options.is_s3:
         split_s3_uri(options.out)  # a malformed URI fails before any work
     target_problem = None
@@ -965,7 +1048,7 @@ def benchmark_export(
         "options": options.as_dict(),
         "model_filter": model_filter_text(options),
         "considered": plan.total,
-        "skipped": plan.skipped,
+        "skipped": plan.skipped[:SKIPPED_KEPT],
         "skipped_count": plan.skipped_count,
     }
     totals = split_totals(plan.counts)
@@ -980,13 +1063,60 @@ def benchmark_export(
             "counts": plan.counts,
             "swapped": len(plan.swapped),
             "target_problem": target_problem,
+            "release_next": f"v{release_next_number()}" if options.release else None,
         }
+    if not options.release:
+        return write_and_place(options, plan, result, progress, job_id=job_id)
+    # The card names the release, so its number is taken before the files are written and held until it is made.
+    with release_number_lock() as number, ReleaseDraft(number=number, title=options.release_title) as draft:
+        result = write_and_place(options, plan, result, progress, job_id=job_id, draft=draft)
+        release = release_publish(
+            draft=draft, options=options, result=result, left_out=plan.skipped, job_id=job_id, user=published_by
+        )
+    result["release"] = {"number": release.number, "name": release.name, "title": release.title}
+    return result
+
+
+def release_export_result(release: Release) -> dict:
+    """The result of an export job that published `release` already, from the release's own record (a replayed job
+    answers it, and writes nothing)."""
+    options = release.options
+    totals = split_totals(release.counts)
+    result = {
+        "out": options["out"],
+        "target": "s3" if options["out"].startswith("s3://") else "local",
+        "options": options,
+        "considered": release.item_count + len(release.left_out),
+        "skipped": release.left_out[:SKIPPED_KEPT],
+        "skipped_count": len(release.left_out),
+        "items": release.item_count,
+        "splits": totals,
+        "left_out": [split for split in SPLITS if not totals[split]],
+        "warnings": left_out_warnings(totals),
+        "images": release.image_count,
+        "counts": release.counts,
+        "manifest_sha256": release.manifest_sha256,
+        "content_sha256": release.content_sha256,
+        "release": {"number": release.number, "name": release.name, "title": release.title},
+    }
+    if result["target"] == "s3":
+        bucket, prefix = split_s3_uri(options["out"])
+        result.update({"bucket": bucket, "zip_key": s3_zip_key(prefix.strip("/"))})
+    else:
+        result["out"] = str(Path(options["out"]).resolve())
+    return result
+
+
+def write_and_place(
+    options: ExportOptions, plan: Plan, result: dict, progress, *, job_id: int | None, draft=None
+) -> dict:
+    """Write the export beside its target and put it in place (a local rename, or the S3 upload, manifest last)."""
     progress.start(plan.total)
     if options.is_s3:
         try:
             with tempfile.TemporaryDirectory(prefix="export-") as tmp:
                 staging = Path(tmp) / "export"
-                result.update(write_export(options, plan, staging, progress))
+                result.update(write_export(options, plan, staging, progress, draft=draft))
                 check_target(options)  # an export may have landed there while this one was written
                 result.update(upload_export(staging, options.out))
         except OSError as error:  # the local staging folder: a full disk, a missing or read-only temp folder
@@ -999,7 +1129,7 @@ def benchmark_export(
     staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        result.update(write_export(options, plan, staging, progress))
+        result.update(write_export(options, plan, staging, progress, draft=draft))
         check_local_target(out, replace=options.replace)  # an export may have landed there meanwhile
         swap_into_place(staging, out)
     except OSError as error:  # a full disk, a missing or read-only target: one line with the path, not a traceback
@@ -1068,13 +1198,13 @@ def export_run(*, job_id: int, unit=None) -> Job:
     Job.objects.filter(pk=job.pk).update(done=0)  # a re-run writes the whole export again: count it afresh
     options = ExportOptions.from_dict(job.result["options"])
     try:
-        result = benchmark_export(options=options, progress=run or job, job_id=job.pk)
+        result = benchmark_export(options=options, progress=run or job, job_id=job.pk, published_by=job.created_by)
     except JobCancelled:
         if run is not None:
             run.cancel()
         job.refresh_from_db()
         return job
-    except ExportError as error:
+    except (ExportError, ReleaseError) as error:
         job.finish(result={"options": options.as_dict()}, error=str(error))
     except (OperationalError, InterfaceError):
         raise  # the database is away: the task retries and runs the export again

@@ -29,7 +29,7 @@ from annotator.models import Category, Domain, Job
 from subtlebench.errors import Conflict, Invalid, NotFound
 from subtlebench.pages import error_response, form_add_errors, redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
-from subtlebench.text import SHORT_TEXT_MAX, single_line
+from subtlebench.text import NAME_MAX, NOTE_MAX, SHORT_TEXT_MAX, single_line
 
 HISTORY_SIZE = 50
 
@@ -63,6 +63,13 @@ class ExportForm(forms.Form):
         label="Models",
         help_text="Endpoint names, comma-separated (empty: every endpoint with results).",
     )
+    release = forms.BooleanField(
+        required=False, label="Publish as a release", help_text="The next numbered version: v1, v2, ..."
+    )
+    release_title = forms.CharField(required=False, max_length=NAME_MAX, validators=[single_line], label="Title")
+    release_notes = forms.CharField(
+        required=False, max_length=NOTE_MAX, widget=forms.Textarea(attrs={"rows": 2}), label="Notes"
+    )
     # A fresh key per rendered form: a double submit, or a resubmit after a lost answer, makes one job.
     idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
 
@@ -81,6 +88,9 @@ class ExportForm(forms.Form):
             replace=replace,
             max_model_accuracy=data["max_model_accuracy"],
             models=tuple(data["models"].split(",")) if data["models"] else (),
+            release=data["release"],
+            release_title=data["release_title"],
+            release_notes=data["release_notes"],
         )
 
 

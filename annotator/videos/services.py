@@ -36,7 +36,7 @@ from annotator.jobs.services import (
     job_task_add,
     job_task_claim,
 )
-from annotator.models import Domain, Frame, Image, Job, JobCancelled, JobTask, Pair, PairDraft, Video
+from annotator.models import Domain, Frame, Image, Job, JobCancelled, JobTask, Pair, PairDraft, ReleaseItem, Video
 from annotator.similarity.services import video_queue_embeddings
 from annotator.videos import sampling
 from subtlebench.errors import Conflict, Invalid, file_error_detail
@@ -485,6 +485,23 @@ def _check_no_pairs(video: Video) -> None:
         raise ResampleRefused(
             f"was not re-sampled: {used} pair(s) use its current frames, and new frames would orphan them"
         )
+    released = released_frame_items(video)
+    if released:
+        raise ResampleRefused(f"was not re-sampled: {released}")
+
+
+def released_frame_items(video: Video) -> str:
+    """Why a video's frames must stay because releases hold them (a release keeps its images for good), or ''.
+
+    A pair that uses them is refused already; this covers a released pair whose images were changed since."""
+    used = (
+        ReleaseItem.objects.filter(Q(image_1__frame__video=video) | Q(image_2__frame__video=video))
+        .order_by()
+        .values_list("release__number", flat=True)
+        .distinct()
+    )
+    names = ", ".join(f"v{number}" for number in sorted(used))
+    return f"release(s) {names} hold items of its current frames, and a release never changes" if names else ""
 
 
 class UnitTaken(Exception):
@@ -764,6 +781,9 @@ def video_resample_problems(
             f"{sum(n for _, n in used)} pair(s) use its current frames ({counts}): new frames would leave them "
             "without images. Re-sampling is only for videos no pair uses yet."
         )
+    released = released_frame_items(video)
+    if released:
+        problems.append(f"The {released}.")
     holder = video.holder_now()
     if holder is not None:
         problems.append(f"{holder.username} holds its lease now: their workbench would change under them.")

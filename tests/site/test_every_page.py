@@ -63,7 +63,9 @@ def finished_jobs(coordinator, h264_video, tmp_path, settings) -> list[Job]:
     for out, break_an_image in ((tmp_path / "exports" / "ok", False), (tmp_path / "exports" / "bad", True)):
         if break_an_image:
             export_fixtures.make_pair().image_1.file.delete(save=False)
-        job = export_start(options=ExportOptions(out=str(out), reproducible=True), user=coordinator)
+        # The export that succeeds is published as release v1 (/releases/v1/).
+        options = ExportOptions(out=str(out), reproducible=True, release=not break_an_image)
+        job = export_start(options=options, user=coordinator)
         jobs.append(export_run(job_id=job.pk))
     # Bulk: one that went through, one whose every pair was refused (below the similarity bar).
     for similarity in (0.95, 0.1):
@@ -155,6 +157,7 @@ def world(h264_video, tmp_path, settings):
         "open_token": [study.open_token],
         "signed": [signed],
         "name": [video.frames.first().image.file.name],
+        "number": [1, 99],  # release v1, and one that does not exist
     }
 
 

@@ -45,6 +45,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--reproducible", action="store_true", help="Fix the card's time: same database, same bytes."
         )
+        parser.add_argument(
+            "--release",
+            action="store_true",
+            help="Publish the export as the next release (v1, v2, ...): its items are kept, frozen, in the database.",
+        )
+        parser.add_argument("--release-title", default="", metavar="T", help="The release's title (one line).")
+        parser.add_argument("--release-notes", default="", metavar="N", help="Notes on the release.")
 
     def handle(self, *args, **opts):
         try:
@@ -59,6 +66,9 @@ class Command(BaseCommand):
                 replace=opts["replace"],
                 max_model_accuracy=opts["max_model_accuracy"],
                 models=tuple(opts["models"].split(",")) if opts["models"] else (),
+                release=opts["release"],
+                release_title=opts["release_title"],
+                release_notes=opts["release_notes"],
             )
             with TerminalProgress(self.stdout, "Exporting", unit="pair") as progress:
                 result = benchmark_export(options=options, dry_run=opts["dry_run"], progress=progress)
@@ -86,3 +96,7 @@ class Command(BaseCommand):
                     f"{result['out']}; {result['skipped_count']} skipped."
                 )
             )
+            if "release" in result:
+                release = result["release"]
+                title = f" ({release['title']})" if release["title"] else ""
+                self.stdout.write(self.style.SUCCESS(f"Published release {release['name']}{title}."))

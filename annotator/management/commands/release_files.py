@@ -1,0 +1,32 @@
+"""`manage.py release_files vN OUT`: write a release's files again, from the database alone, byte for byte."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotator.releases.services import release_files_write, release_get
+from subtlebench.errors import ServiceError
+
+
+class Command(BaseCommand):
+    help = (
+        "Write the files of a release (data/*.jsonl, metadata/items.jsonl, README.md, the manifest and the images) "
+        "into a new folder, from the database and the stored images, each image checked against its recorded sha256."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("release", help="The release: v1, v2, ...")
+        parser.add_argument("out", help="A new (or empty) folder; its parent must exist.")
+
+    def handle(self, *args, **opts):
+        try:
+            release = release_get(opts["release"])
+            written = release_files_write(release=release, out=opts["out"])
+        except ServiceError as error:
+            raise CommandError(str(error))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Wrote release {release.name}: {written['items']} items and {written['images']} images to "
+                f"{written['out']} (manifest sha256 {written['manifest_sha256']})."
+            )
+        )
