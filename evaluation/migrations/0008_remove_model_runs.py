@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('evaluation', '0006_total_default_orders'),
         # After their rows moved into annotator's one store of model answers.
-        ('annotator', '0019_model_answers_on_releases'),
+        ('annotator', '0020_model_runs_into_one_store'),
     ]
 
     operations = [
