@@ -325,10 +325,10 @@ def models_beside_humans(request):
     """Every model's accuracy per category and domain with Wilson intervals, beside the humans on the same items."""
     form, chosen = _model_filters(request)
     if chosen is None:
-        return render(request, "evaluation/beside.html", {"form": form, "models": []}, status=400)
+        return render(request, "evaluation/model_compare.html", {"form": form, "models": []}, status=400)
     overview = beside.models_overview(chosen["study"])
     context = {"form": form, "study": chosen["study"], "models": overview["models"]}
-    return render(request, "evaluation/beside.html", context)
+    return render(request, "evaluation/model_compare.html", context)
 
 
 @role_required(COORDINATOR)

@@ -46,7 +46,7 @@ def release_compare(*, release: Release, run_ids: list[int] | None = None, split
     for run in runs:
         mine = answers[run.pk]
 
-        def group(items, position: int, names) -> dict:
+        def group(items, position: int, names, mine=mine) -> dict:
             out = {}
             for name in names:
                 flags = [mine[i][0] for i in items if mine[i][position] == name]

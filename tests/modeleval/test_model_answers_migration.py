@@ -49,9 +49,17 @@ def check_the_migration_forward_and_back():
         second = Image.objects.create(file=f"images/m/{number}b.jpg", width=8, height=8)
         pairs.append(
             Pair.objects.create(
-                image_1=first, image_2=second, video=video, category="temporal", domain="natural", status="accepted",
-                question="Which image was taken later?", answer="second image", distractors=["first image"],
-                source="yt8m", source_id="" if number == 0 else f"clip_{number}",
+                image_1=first,
+                image_2=second,
+                video=video,
+                category="temporal",
+                domain="natural",
+                status="accepted",
+                question="Which image was taken later?",
+                answer="second image",
+                distractors=["first image"],
+                source="yt8m",
+                source_id="" if number == 0 else f"clip_{number}",
             )
         )
     study = Study.objects.create(name="Baseline", fraction=1, seed=0)
@@ -66,8 +74,15 @@ def check_the_migration_forward_and_back():
     job = Job.objects.create(kind="model_eval", title="Evaluate tiny", status="succeeded")
     app_run = Evaluation.objects.create(endpoint=endpoint, job=job, source="study", study_id=study.pk, items=1)
     Result.objects.create(
-        evaluation=app_run, pair=pairs[1], question_id="temporal_yt8m_clip_1", category="temporal", domain="natural",
-        options=["first image", "second image"], correct_letter="B", predicted_letter="B", is_correct=True,
+        evaluation=app_run,
+        pair=pairs[1],
+        question_id="temporal_yt8m_clip_1",
+        category="temporal",
+        domain="natural",
+        options=["first image", "second image"],
+        correct_letter="B",
+        predicted_letter="B",
+        is_correct=True,
     )
 
     new = migrate(latest())
@@ -75,7 +90,10 @@ def check_the_migration_forward_and_back():
     Result = new.get_model("annotator", "ModelItemResult")
     imported = Evaluation.objects.get(source="import")
     assert (imported.name, imported.study_id, imported.file_name, imported.endpoint_id) == (
-        "gpt-file", study.pk, "mc.json", None
+        "gpt-file",
+        study.pk,
+        "mc.json",
+        None,
     )
     assert imported.release_id is None and imported.job.status == "succeeded"
     assert (imported.items, imported.answered, imported.correct) == (3, 3, 2)
@@ -85,8 +103,7 @@ def check_the_migration_forward_and_back():
         .values_list("pair_id", "question_id", "predicted_letter", "response_text", "is_correct", "release_item_id")
     )
     expected_ids = [
-        item_id(category="temporal", source="yt8m", source_id=p.source_id, pair_id=p.pk, yt8m_id="abcd")
-        for p in pairs
+        item_id(category="temporal", source="yt8m", source_id=p.source_id, pair_id=p.pk, yt8m_id="abcd") for p in pairs
     ]
     assert rows == [
         (pairs[0].pk, expected_ids[0], "B", "B", True, None),

@@ -203,3 +203,36 @@ def test_the_comparison_counts_only_items_every_chosen_run_answered(world, coord
     alone = release_compare(release=release, run_ids=[app.pk])
     assert alone["common"] == 3 and [row["run"].pk for row in alone["runs"]] == [app.pk]
     assert imported.pk not in [row["run"].pk for row in alone["runs"]]
+
+
+@pytest.mark.parametrize("url", ["/models/compare/", "/models/import/"])
+def test_the_release_pages_are_for_coordinators_only(client, client_for, annotator, url):
+    assert client.get(url).status_code == 302
+    assert client_for(annotator).get(url).status_code == 403
+
+
+def test_the_compare_page_refuses_a_post_and_a_bad_run(client_for, coordinator, world):
+    client = client_for(coordinator)
+    assert client.post("/models/compare/").status_code == 405
+    assert client.get("/models/compare/", {"run": "nope"}).status_code == 400
+
+
+def test_a_file_imported_from_the_page_names_its_unknown_ids_and_shows_on_the_compare_page(
+    client_for, coordinator, world
+):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    release, kept = world["release"], world["items"][world["pairs"]["kept"].pk]
+    content = results_content(
+        [{"question_id": kept.item_id, "is_correct": True}, {"question_id": "state_x_9", "is_correct": True}]
+    )
+    client = client_for(coordinator)
+    upload = SimpleUploadedFile("mc.json", content)
+    response = client.post("/models/import/", {"release": release.pk, "name": "gpt-x", "file": upload}, follow=True)
+    page = response.content.decode()
+    assert "1 entries matched items of release v1; 1 name no item of it and were not stored (first: state_x_9)" in page
+    compare = client.get("/models/compare/", {"release": release.pk}).content.decode()
+    assert "gpt-x" in compare and "1 items every run answered" in compare
+    bad = SimpleUploadedFile("mc.json", b"[1]")
+    response = client.post("/models/import/", {"release": release.pk, "name": "m", "file": bad}, follow=True)
+    assert "mc.json, entry 0: expected an object" in response.content.decode()

@@ -16,7 +16,8 @@ from subtlebench.progress import TerminalProgress
 class Command(BaseCommand):
     help = (
         "Evaluate a registered model with the official multiple-choice protocol on a release's split (or, before "
-        "releases, an export folder's): in the foreground with a progress bar (the default) or as a job for the workers (--async). "
+        "releases, an export folder's): in the foreground with a progress bar (the default) or as a job for the "
+        "workers (--async). "
         "Prints the accuracy per category; --out writes the official results file (mc_evaluation_results.json)."
     )
 
