@@ -217,7 +217,9 @@ class ModelEvaluationAdmin(admin.ModelAdmin):
     list_display = (
         "id",
         "endpoint",
+        "name",
         "source",
+        "release",
         "split",
         "study_id",
         "items",
@@ -227,8 +229,8 @@ class ModelEvaluationAdmin(admin.ModelAdmin):
         "created",
     )
     list_filter = ("source",)
-    list_select_related = ("endpoint",)
-    raw_id_fields = ("job", "export_job")
+    list_select_related = ("endpoint", "release")
+    raw_id_fields = ("job", "export_job", "release")
 
 
 @admin.register(ModelItemResult)
@@ -244,4 +246,4 @@ class ModelItemResultAdmin(admin.ModelAdmin):
     )
     list_filter = ("failure", "category")
     search_fields = ("question_id",)
-    raw_id_fields = ("evaluation", "pair")
+    raw_id_fields = ("evaluation", "pair", "release_item")

@@ -68,9 +68,12 @@ urlpatterns = [
     # Releases: published, frozen benchmark versions
     path("releases/", views_releases.release_list, name="release-list"),
     path("releases/v<int:number>/", views_releases.release_detail, name="release-detail"),
-    # Models in the loop (the run form: evaluation/urls.py)
+    # Models in the loop: every /models/ page (the models beside the humans are the studies': evaluation/urls.py)
     path("models/", views_models.model_list, name="model-list"),
     path("models/endpoints/new/", views_models.model_endpoint_new, name="model-endpoint-new"),
+    path("models/runs/new/", views_models.model_run_new, name="model-run-new"),
     path("models/runs/<int:run_id>/", views_models.model_run_detail, name="model-run-detail"),
     path("models/runs/<int:run_id>/results/", views_models.model_run_results, name="model-run-results"),
+    path("models/import/", views_models.model_import, name="model-import"),
+    path("models/compare/", views_models.model_compare, name="model-compare"),
 ]

@@ -1,6 +1,6 @@
 """Models in the loop, API: list and register model endpoints, start an evaluation run (202 and its job), a run's
-progress and summary, its results file. Coordinators only; thin views over annotator.modeleval and
-evaluation.model_runs (the same services the /models/ pages call).
+progress and summary, its results file. Coordinators only; thin views over annotator.modeleval (the same services
+the /models/ pages call).
 
 An endpoint's base URL must be http(s) with a host, without credentials, query or fragment, and with
 MODEL_ENDPOINT_HOSTS set one of those hosts: only a coordinator can make the worker fetch a URL."""
@@ -15,15 +15,13 @@ from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
 from annotator.jobs.services import clean_idempotency_key
-from annotator.modeleval.services import endpoint_create, evaluation_summary, results_file
-from annotator.models import Category, Domain, Job, ModelEndpoint, ModelEvaluation
+from annotator.modeleval.services import endpoint_create, evaluation_start, evaluation_summary, results_file
+from annotator.models import Category, Domain, Job, ModelEndpoint, ModelEvaluation, Release
 from api.datamanager import FilterField
 from api.errors import error_responses
 from api.fields import INT32_MAX, ObjectIdField, free_text, whole_number
 from api.jobs import IDEMPOTENCY_KEY
 from api.pagination import page_response, paginated
-from evaluation.model_runs import model_run_start
-from evaluation.models import Study
 from subtlebench.roles import COORDINATOR, HasRole
 from subtlebench.text import NAME_MAX
 
@@ -53,12 +51,18 @@ class PairFilterSerializer(serializers.Serializer):
 
 class RunCreateSerializer(serializers.Serializer):
     endpoint = ObjectIdField(queryset=ModelEndpoint.objects.all())
-    source = serializers.ChoiceField(ModelEvaluation.Source.choices)
+    source = serializers.ChoiceField(
+        [
+            (ModelEvaluation.Source.RELEASE, "release"),
+            (ModelEvaluation.Source.EXPORT, "export"),
+            (ModelEvaluation.Source.FILTER, "filter"),
+        ]
+    )
+    release = ObjectIdField(queryset=Release.objects.all(), required=False, allow_null=True, default=None)
     export_job = ObjectIdField(
         queryset=Job.objects.filter(kind=Job.Kind.EXPORT), required=False, allow_null=True, default=None
     )
     split = serializers.ChoiceField([("test", "test"), ("val", "val")], default="test")
-    study = ObjectIdField(queryset=Study.objects.all(), required=False, allow_null=True, default=None)
     pair_filter = PairFilterSerializer(required=False, default=dict)
     filter = FilterField(
         required=False,
@@ -72,11 +76,12 @@ class RunCreateSerializer(serializers.Serializer):
 
 class RunSerializer(serializers.Serializer):
     id = serializers.IntegerField()
-    endpoint = serializers.CharField(source="endpoint.name")
-    model_id = serializers.CharField(source="endpoint.model_id")
+    endpoint = serializers.CharField(source="label")
+    model_id = serializers.CharField(source="endpoint.model_id", default=None, allow_null=True)
     source = serializers.CharField()
+    release = serializers.CharField(source="release.name", default=None, allow_null=True)
     split = serializers.CharField()
-    study_id = serializers.IntegerField(allow_null=True)
+    study_id = serializers.IntegerField(allow_null=True, help_text="Before releases only.")
     pair_filter = serializers.DictField()
     seed = serializers.IntegerField()
     job_id = serializers.IntegerField()
@@ -94,7 +99,7 @@ class RunSerializer(serializers.Serializer):
 
 
 def evaluations():
-    return ModelEvaluation.objects.select_related("endpoint", "job")
+    return ModelEvaluation.objects.select_related("endpoint", "job", "release")
 
 
 @extend_schema(responses={200: EndpointSerializer(many=True), **error_responses(400, 403)})
@@ -126,21 +131,23 @@ def endpoint_create_api(request):
 @api_view(["POST"])
 @permission_classes([HasRole.of(COORDINATOR)])
 def run_create(request):
-    """Queue an evaluation run on an export's split, a study's sample or the accepted pairs matching
-    `pair_filter`; poll the run (or /api/jobs/<job_id>/) for progress."""
+    """Queue an evaluation run on a release's split (or, before releases, an export's split or the accepted pairs
+    matching `pair_filter`); poll the run (or /api/jobs/<job_id>/) for progress."""
     data = RunCreateSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     fields = dict(data.validated_data)
     source = fields.pop("source")
     endpoint = fields.pop("endpoint")
-    study = fields.pop("study")
+    release = fields.pop("release")
     pair_filter = dict(fields.pop("filter") or {}) or dict(fields.pop("pair_filter") or {})
     options = {"seed": fields["seed"], "idempotency_key": clean_idempotency_key(request.headers.get("Idempotency-Key"))}
-    if source == ModelEvaluation.Source.EXPORT:
+    if source == ModelEvaluation.Source.RELEASE:
+        options.update(release=release, split=fields["split"])
+    elif source == ModelEvaluation.Source.EXPORT:
         options.update(export_job=fields["export_job"], split=fields["split"])
     elif source == ModelEvaluation.Source.FILTER:
         options["pair_filter"] = pair_filter
-    evaluation = model_run_start(endpoint=endpoint, user=request.user, source=source, study=study, **options)
+    evaluation = evaluation_start(endpoint=endpoint, user=request.user, source=source, **options)
     return Response(RunSerializer(evaluation).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from evaluation.models import Assignment, ModelAnswer, ModelRun, Participant, Study, StudyItem
+from evaluation.models import Assignment, Participant, Study, StudyItem
 
 
 @admin.register(Study)
@@ -29,16 +29,3 @@ class AssignmentAdmin(admin.ModelAdmin):
     list_display = ("participant", "item", "sequence", "served_at", "answered_at", "correct", "too_fast")
     list_filter = ("correct", "too_fast", "item__study")
     raw_id_fields = ("participant", "item")
-
-
-@admin.register(ModelRun)
-class ModelRunAdmin(admin.ModelAdmin):
-    list_display = ("study", "name", "entries", "matched", "created")
-    list_filter = ("study",)
-
-
-@admin.register(ModelAnswer)
-class ModelAnswerAdmin(admin.ModelAdmin):
-    list_display = ("run", "item", "is_correct")
-    list_filter = ("run", "is_correct")
-    raw_id_fields = ("item",)

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from annotator.models import Category, Domain, Pair
 from benchmark.records import item_id
-from subtlebench.text import NAME_MAX, NOTE_MAX, PAGE_TEXT_MAX, single_line, text_validators
+from subtlebench.text import NAME_MAX, PAGE_TEXT_MAX, single_line, text_validators
 
 
 def new_token() -> str:
@@ -394,33 +394,3 @@ class Assignment(models.Model):
         self.too_fast = active < settings.STUDY_TOO_FAST_SECONDS * 1000
         self.client_key = client_key or None
         self.save(update_fields=["chosen", "correct", "answered_at", "active_ms", "too_fast", "client_key"])
-
-
-class ModelRun(models.Model):
-    """A model's results file from the official evaluation code, matched to the study's sampled items."""
-
-    study = models.ForeignKey(Study, models.CASCADE, related_name="model_runs")
-    name = models.CharField(max_length=NAME_MAX, validators=[single_line])
-    file_name = models.CharField(max_length=300, blank=True)
-    entries = models.PositiveIntegerField(default=0, help_text="Entries in the file.")
-    matched = models.PositiveIntegerField(default=0, help_text="Entries that are scored items of this study.")
-    created = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["created", "pk"]
-
-    def __str__(self):
-        return self.name
-
-
-class ModelAnswer(models.Model):
-    run = models.ForeignKey(ModelRun, models.CASCADE, related_name="answers")
-    item = models.ForeignKey(StudyItem, models.CASCADE, related_name="model_answers")
-    predicted = models.TextField(blank=True, max_length=NOTE_MAX, validators=text_validators(NOTE_MAX))
-    is_correct = models.BooleanField()
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["run", "item"], name="modelanswer_once_per_item")]
-
-    def __str__(self):
-        return f"{self.run} on item {self.item_id}"

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from django.utils import timezone
 
 from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain
-from evaluation import metrics, model_compare
+from evaluation import beside, metrics
 from evaluation.models import Assignment, Study, StudyItem
 from evaluation.sampling import ROUNDING_RULE
 from subtlebench.spreadsheet_csv import SafeCsvWriter
@@ -100,7 +100,7 @@ def study_results(study: Study, now=None) -> dict:
             eta_seconds = (needed - len(scored)) * span / (len(scored) - 1)
 
     participants = _participants(study, rows)
-    models = model_compare.study_models(study)
+    models = beside.study_models(study)
     paper_table = [
         _paper_row("Humans (this study)", {c: g["accuracy"] for c, g in per_category.items()}, macro["accuracy"]),
         _paper_row("Humans (paper)", PAPER_HUMANS, PAPER_HUMANS_AVG),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from evaluation import model_views, views
 from evaluation import participant_views as p
+from evaluation import views
 
 urlpatterns = [
     path("studies/", views.study_list, name="study-list"),
@@ -14,12 +14,11 @@ urlpatterns = [
     path("studies/<int:pk>/invites/", views.invite_list, name="study-invites"),
     path("studies/<int:pk>/invites/create/", views.invite_create, name="study-invite-create"),
     path("studies/<int:pk>/attention/", views.attention_add, name="study-attention"),
-    path("studies/<int:pk>/models/", views.model_import, name="study-model-import"),
     path("studies/<int:pk>/responses.csv", views.responses_csv, name="study-responses-csv"),
     path("studies/<int:pk>/summary.json", views.summary_json, name="study-summary-json"),
-    path("models/runs/new/", model_views.model_run_new, name="model-run-new"),
-    path("models/compare/", views.model_compare_page, name="model-compare"),
-    path("models/compare/misses/", views.model_misses, name="model-misses"),
+    # The models beside the humans read the studies: evaluation's pages (the models' own pages are /models/).
+    path("studies/models/", views.models_beside_humans, name="models-beside-humans"),
+    path("studies/models/misses/", views.model_misses, name="model-misses"),
     path("p/open/<str:open_token>/", p.open_link, name="participant-open"),
     path("p/open/<str:open_token>/consent/", p.open_consent, name="participant-open-consent"),
     path("p/<str:token>/", p.start, name="participant-start"),

@@ -1,4 +1,5 @@
-"""Coordinator pages of human-baseline studies: the list, the dashboard, invites, attention checks, model results."""
+"""Coordinator pages of human-baseline studies: the list, the dashboard, invites, attention checks, the models
+beside the humans (the models' own pages are annotator.modeleval's, under /models/)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Pair
-from evaluation import model_compare, model_results, reports, studies
+from evaluation import beside, reports, studies
 from evaluation.models import DEFAULT_CONSENT, DEFAULT_INSTRUCTIONS, DEFAULT_WITHDRAWAL, Participant, Study, StudyItem
 from evaluation.sampling import ROUNDING_RULE
 from subtlebench.errors import Conflict, Invalid
@@ -144,16 +145,6 @@ class AttentionForm(forms.Form):
         return [int(part) for part in raw]
 
 
-class ModelRunForm(forms.Form):
-    name = forms.CharField(
-        max_length=NAME_MAX,
-        validators=[single_line],
-        label="Model name",
-        widget=forms.TextInput(attrs={"placeholder": "Model name"}),
-    )
-    file = forms.FileField(label="mc_evaluation_results.json")
-
-
 def load_study(pk: int) -> Study:
     return get_object_or_404(Study, pk=pk)
 
@@ -208,7 +199,6 @@ def study_detail(request, pk):
         "open_url": studies.open_url(study) if study.open_cap else "",
         "invite_form": InviteForm(initial={"count": 5}),
         "attention_form": AttentionForm(),
-        "model_form": ModelRunForm(),
         "attention_items": study.items.attention(),
         "too_fast_seconds": settings.STUDY_TOO_FAST_SECONDS,
     }
@@ -282,25 +272,6 @@ def attention_add(request, pk):
 
 
 @role_required(COORDINATOR)
-@post_only("study-detail")
-def model_import(request, pk):
-    study = load_study(pk)
-    form = ModelRunForm(request.POST, request.FILES)
-    if not form.is_valid():
-        messages.error(request, "Model results: give a name and choose the mc_evaluation_results.json file.")
-        return redirect("study-detail", study.pk)
-    upload = form.cleaned_data["file"]
-    try:
-        run = model_results.model_run_import(
-            study=study, name=form.cleaned_data["name"], content=upload.read(), file_name=upload.name
-        )
-    except Invalid as error:
-        return error_response(request, error, back_to=reverse("study-detail", args=[study.pk]))
-    messages.success(request, f"{run.name}: {run.matched} of {run.entries} entries are items of this sample.")
-    return redirect("study-detail", study.pk)
-
-
-@role_required(COORDINATOR)
 @require_GET
 def responses_csv(request, pk):
     study = load_study(pk)
@@ -350,12 +321,12 @@ def _model_filters(request) -> tuple[ModelFilterForm, dict | None]:
 
 @role_required(COORDINATOR)
 @require_GET
-def model_compare_page(request):
+def models_beside_humans(request):
     """Every model's accuracy per category and domain with Wilson intervals, beside the humans on the same items."""
     form, chosen = _model_filters(request)
     if chosen is None:
         return render(request, "evaluation/model_compare.html", {"form": form, "models": []}, status=400)
-    overview = model_compare.models_overview(chosen["study"])
+    overview = beside.models_overview(chosen["study"])
     context = {"form": form, "study": chosen["study"], "models": overview["models"]}
     return render(request, "evaluation/model_compare.html", context)
 
@@ -368,7 +339,7 @@ def model_misses(request):
     if chosen is None:
         context = {"form": form, "page": None, "total": 0, "sources": []}
         return render(request, "evaluation/model_misses.html", context, status=400)
-    rows, sources = model_compare.human_right_model_missed(
+    rows, sources = beside.human_right_model_missed(
         study=chosen["study"], category=chosen["category"], domain=chosen["domain"], model_key=chosen["model"]
     )
     if chosen["model"] and chosen["model"] not in {source.key for source in sources}:

@@ -59,3 +59,37 @@ def record(
         run.correct += int(correct)
     run.save(update_fields=["items", "failed", "answered", "correct"])
     return result
+
+
+def import_into_study(study, *, name: str, content: bytes, file_name: str = "") -> ModelEvaluation:
+    """A results file imported into a study before releases, as the migration of ModelRun rows left it: a run
+    of source import with the study's id, one result per entry whose question_id is a scored item of the study."""
+    from benchmark.results import read_results
+
+    by_question = {item.question_id: item for item in study.items.scored().select_related("pair__video")}
+    outcomes = [o for o in read_results(content) if o.question_id in by_question]
+    job = Job.objects.create(kind=Job.Kind.MODEL_EVAL, title=f"Import {name}", status=Job.Status.SUCCEEDED)
+    run = ModelEvaluation.objects.create(
+        name=name,
+        job=job,
+        source=ModelEvaluation.Source.IMPORT,
+        study_id=study.pk,
+        file_name=file_name,
+        items=len(outcomes),
+        answered=len(outcomes),
+        correct=sum(o.is_correct for o in outcomes),
+    )
+    for outcome in outcomes:
+        item = by_question[outcome.question_id]
+        ModelItemResult.objects.create(
+            evaluation=run,
+            pair=item.pair,
+            question_id=outcome.question_id,
+            category=item.category,
+            domain=item.domain,
+            options=[],
+            correct_letter="",
+            is_correct=outcome.is_correct,
+            response_text=outcome.predicted,
+        )
+    return run

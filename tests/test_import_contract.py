@@ -100,10 +100,10 @@ def test_the_apps_take_the_contract_from_benchmark():
         "annotator.modeleval.services": "benchmark.protocol",
         "annotator.models.taxonomy": "benchmark.taxonomy",
         "evaluation.sampling": "benchmark.apportion",
-        "evaluation.model_results": "benchmark.results",
         "evaluation.models": "benchmark.records",
     }
     assert {module: target for module, target in users.items() if target not in IMPORTS[module]} == {}
+    assert "benchmark.results" in IMPORTS["annotator.modeleval.services"]  # the results file, written and read
 
 
 def test_annotator_never_imports_evaluation_or_api():

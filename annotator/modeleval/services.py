@@ -1,9 +1,11 @@
 """Model endpoints and evaluation runs: register an endpoint, gather the items of a run, run it as a job (resumable:
-each result is stored as it arrives, and a restarted run sends only the items without one), summarise it, and
-write the official results file (the `_finalize_mc_results` layout of krafton-ai/VLM-SubtleBench).
+each result is stored as it arrives, and a restarted run sends only the items without one), summarise it, write
+the official results file (the `_finalize_mc_results` layout of krafton-ai/VLM-SubtleBench), and import one.
 
-Items come from an export's split (its `data/<split>.jsonl` and image files), or from a list of pair ids that the
-caller gathered (a study's sample: evaluation.model_runs; the accepted pairs matching a filter: `filter_pair_ids`).
+One store: a run in the app and an imported results file are both a ModelEvaluation with one ModelItemResult per
+item. Items come from a release's split (each item as released: its record, its image order; the results name
+their ReleaseItem), or, for runs from before releases, an export folder's split or the accepted pairs matching a
+filter. An imported file is matched to a release by the release's own item ids, exactly.
 """
 
 from __future__ import annotations
@@ -37,8 +39,10 @@ from annotator.models import (
     ModelEvaluation,
     ModelItemResult,
     Pair,
+    Release,
+    ReleaseItem,
 )
-from benchmark.protocol import Item, letter, messages_for, option_of, parse_answer, shuffle_options
+from benchmark.protocol import LETTERS, Item, letter, messages_for, option_of, parse_answer, shuffle_options
 from benchmark.questions import MAX_DISTRACTORS
 from benchmark.records import (
     FIELDS,
@@ -49,7 +53,7 @@ from benchmark.records import (
     record_item_id,
     split_path,
 )
-from benchmark.results import question_entry, results_document
+from benchmark.results import ResultsFileError, load_results, outcome_of, question_entry, results_document
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
 from subtlebench.roles import COORDINATOR, has_role
 
@@ -306,9 +310,39 @@ def clean_pair_filter(raw) -> dict:
     return cleaned
 
 
+def release_rows(release: Release, split: str):
+    return ReleaseItem.objects.filter(release=release, split=split).order_by("position", "pk")
+
+
+def release_items(release: Release, split: str) -> list[Item]:
+    """The items of a release's split in its file's order, each exactly as released: the record's question,
+    answer and distractors (flipped with the images for a swapped item) and its images in the released order."""
+    if split not in SPLITS:
+        raise Invalid({"split": [f"The split is test or val, not {split!r}."]})
+    items = []
+    for row in release_rows(release, split).select_related("image_1", "image_2"):
+        record = row.record
+        items.append(
+            Item(
+                question_id=row.item_id,
+                question=record["question"],
+                answer=record["answer"],
+                distractors=list(record["distractors"]),
+                category=row.category,
+                domain=row.domain,
+                image_1=row.image_1.file.name,
+                image_2=row.image_2.file.name,
+                pair_id=row.pair_id,
+            )
+        )
+    return items
+
+
 def evaluation_items(evaluation: ModelEvaluation) -> list[Item]:
     """The run's items with their shown options (the seed's shuffle), the same on every call."""
-    if evaluation.source == ModelEvaluation.Source.EXPORT:
+    if evaluation.source == ModelEvaluation.Source.RELEASE:
+        items = release_items(evaluation.release, evaluation.split)
+    elif evaluation.source == ModelEvaluation.Source.EXPORT:
         items = export_items(evaluation.parameters["export_dir"], evaluation.split)
     else:
         items = pair_items(evaluation.parameters.get("pair_ids", []))
@@ -340,19 +374,24 @@ def evaluation_start(
     source: str,
     export_job: Job | None = None,
     export_dir: str | None = None,
+    release: Release | None = None,
     split: str = "test",
-    study_id: int | None = None,
     pair_ids: list[int] | None = None,
     pair_filter: dict | None = None,
     seed: int = 0,
     idempotency_key: str = "",
     send: bool = True,
 ) -> ModelEvaluation:
-    """Create the run and its job, and queue it (after the commit). The items are checked now: an export's file
-    must parse; a pair source must hold at least one pair."""
+    """Create the run and its job, and queue it (after the commit). The items are checked now: a release's split
+    must hold items; an export's file must parse; a pair source must hold at least one pair."""
     _check_coordinator(user)
     parameters = {"request": request_parameters()}
-    if source == ModelEvaluation.Source.EXPORT:
+    if source == ModelEvaluation.Source.RELEASE:
+        if release is None:
+            raise Invalid({"release": ["Name the release to evaluate."]})
+        count = len(release_items(release, split))
+        label = f"release {release.name} ({split})"
+    elif source == ModelEvaluation.Source.EXPORT:
         if export_job is not None:
             if export_job.kind != Job.Kind.EXPORT or export_job.status != Job.Status.SUCCEEDED:
                 raise Invalid({"export_job": [f"Job {export_job.pk} is not a finished export."]})
@@ -364,17 +403,17 @@ def evaluation_start(
         count = len(export_items(export_dir, split))
         parameters["export_dir"] = str(Path(export_dir).resolve())
         label = f"{Path(export_dir).name} ({split})"
-    elif source in (ModelEvaluation.Source.STUDY, ModelEvaluation.Source.FILTER):
-        if source == ModelEvaluation.Source.FILTER:
-            pair_filter = clean_pair_filter(pair_filter)
-            pair_ids = filter_pair_ids(pair_filter)
-        pair_ids = list(pair_ids or [])
+    elif source == ModelEvaluation.Source.FILTER:
+        pair_filter = clean_pair_filter(pair_filter)
+        pair_ids = filter_pair_ids(pair_filter)
         count = len(pair_items(pair_ids))
         parameters["pair_ids"] = pair_ids
-        label = f"study {study_id}" if source == ModelEvaluation.Source.STUDY else "accepted pairs"
+        label = "accepted pairs"
         split = ""
+    elif source == ModelEvaluation.Source.STUDY:
+        raise Invalid({"source": ["A study's sample is a release's items now: run the model on the study's release."]})
     else:
-        raise Invalid({"source": [f"The source is export, study or filter, not {source!r}."]})
+        raise Invalid({"source": [f"The source is release, export or filter, not {source!r}."]})
     if not count:
         raise Invalid({"source": ["There are no items to evaluate in this source."]})
     prompt = configured_prompt()
@@ -392,9 +431,9 @@ def evaluation_start(
                 endpoint=endpoint,
                 job=job,
                 source=source,
+                release=release if source == ModelEvaluation.Source.RELEASE else None,
                 export_job=export_job,
                 split=split,
-                study_id=study_id,
                 pair_filter=pair_filter or {},
                 seed=seed,
                 prompt=prompt.as_dict(),
@@ -525,6 +564,11 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
     items = evaluation_items(evaluation)
     done = set(ModelItemResult.objects.filter(evaluation=evaluation).values_list("question_id", flat=True))
     todo = [item for item in items if not item.missing and item.question_id not in done]
+    released = (
+        dict(release_rows(evaluation.release, evaluation.split).values_list("item_id", "pk"))
+        if evaluation.source == ModelEvaluation.Source.RELEASE
+        else {}
+    )
     skipped = [item.question_id for item in items if item.missing]
     ModelEvaluation.objects.filter(pk=evaluation.pk).update(items=len(items) - len(skipped))
     total = len(items) - len(skipped)
@@ -565,6 +609,7 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
                 finished, in_flight = wait(in_flight, timeout=FLUSH_SECONDS, return_when=FIRST_COMPLETED)
                 for future in finished:
                     result = future.result()
+                    result.release_item_id = released.get(result.question_id)
                     pending.append(result)
                     if len(first_kinds) < FAIL_FAST_ITEMS:
                         first_kinds.append(result.failure)
@@ -650,13 +695,14 @@ def results_file(evaluation: ModelEvaluation) -> dict:
     job = evaluation.job
     summary = job.result or {}
     skipped = summary.get("skipped", [])
+    endpoint = evaluation.endpoint
     return results_document(
-        model=evaluation.endpoint.model_id,
+        model=endpoint.model_id if endpoint else evaluation.parameters.get("model") or evaluation.label,
         temperature=(evaluation.parameters.get("request") or {}).get("temperature"),
         questions=questions,
         loaded=evaluation.items + len(skipped),
         evaluation_time=(job.finished or timezone.now()).isoformat(),
-        max_workers=evaluation.endpoint.concurrency,
+        max_workers=endpoint.concurrency if endpoint else 0,
         skipped=skipped,
         seed=evaluation.seed,
         prompt_tokens=evaluation.prompt_tokens,
@@ -665,6 +711,9 @@ def results_file(evaluation: ModelEvaluation) -> dict:
 
 
 def _question_texts(evaluation: ModelEvaluation) -> dict[str, str]:
+    if evaluation.release_id:
+        rows = ReleaseItem.objects.filter(release_id=evaluation.release_id).order_by("pk")
+        return {item_id: json.loads(line)["question"] for item_id, line in rows.values_list("item_id", "line")}
     try:
         return {item.question_id: item.question for item in evaluation_items(evaluation)}
     except Invalid:
@@ -677,3 +726,166 @@ def evaluation_for_user(*, user, evaluation_id: int) -> ModelEvaluation:
     if evaluation is None:
         raise NotFound(f"No model evaluation {evaluation_id}.")
     return evaluation
+
+
+# --- An official results file imported onto a release ---------------------------------------------------------
+
+UNKNOWN_IDS_SHOWN = 10
+
+
+@transaction.atomic
+def model_results_import(
+    *, user, release: Release, name: str, content: bytes | str, file_name: str = ""
+) -> ModelEvaluation:
+    """Store an official results file (mc_evaluation_results.json) as a run on `release`: each entry is matched to
+    the release item with exactly its `question_id` (the release's own item ids; nothing parsed back to pairs).
+    Entries of unknown ids are stored nowhere and reported in the run's parameters (`unknown`, `unknown_ids`);
+    an id given twice is refused, as is a file none of whose ids is an item of the release. An entry with an
+    `error` is a failed request: no answer, counted apart, as for a run in the app."""
+    _check_coordinator(user)
+    name = (name or "").strip()
+    label = file_name or "the file"
+    if not name:
+        raise Invalid({"name": ["Give the model a name."]})
+    if len(name) > ModelEvaluation._meta.get_field("name").max_length or "\n" in name:
+        raise Invalid({"name": ["A name is one line of at most 200 characters."]})
+    try:
+        entries = load_results(content, label)
+        outcomes = [outcome_of(entry, index, label) for index, entry in enumerate(entries)]
+    except ResultsFileError as error:
+        raise Invalid({"file": [str(error)]}) from None
+    released = {row.item_id: row for row in ReleaseItem.objects.filter(release=release).order_by("pk")}
+    matched: dict[str, tuple] = {}
+    unknown: list[str] = []
+    for entry, outcome in zip(entries, outcomes, strict=True):
+        row = released.get(outcome.question_id)
+        if row is None:
+            unknown.append(outcome.question_id)
+        elif outcome.question_id in matched:
+            first = matched[outcome.question_id][1].index
+            raise Invalid(
+                {
+                    "file": [
+                        f"{label}, entry {outcome.index}: question_id {outcome.question_id} appears twice "
+                        f"(first at entry {first}); which answer counts is not clear, so nothing was stored."
+                    ]
+                }
+            )
+        else:
+            matched[outcome.question_id] = (row, outcome, entry)
+    if not matched:
+        shown = ", ".join(unknown[:3])
+        raise Invalid(
+            {
+                "file": [
+                    f"{label}: none of its {len(entries)} question ids is an item of release {release.name}"
+                    + (f" (first: {shown})." if shown else ".")
+                ]
+            }
+        )
+    splits = sorted({row.split for row, _, _ in matched.values()})
+    now = timezone.now()
+    job = Job.objects.create(
+        kind=Job.Kind.MODEL_EVAL,
+        title=f"Import {name} on release {release.name}",
+        status=Job.Status.SUCCEEDED,
+        created_by=user if getattr(user, "pk", None) else None,
+        total=len(matched),
+        done=len(matched),
+        started=now,
+        finished=now,
+    )
+    evaluation = ModelEvaluation.objects.create(
+        endpoint=None,
+        name=name,
+        job=job,
+        source=ModelEvaluation.Source.IMPORT,
+        release=release,
+        split=splits[0] if len(splits) == 1 else "",
+        file_name=file_name[:300],
+        parameters={"entries": len(entries), "unknown": len(unknown), "unknown_ids": unknown[:UNKNOWN_IDS_SHOWN]},
+        items=len(matched),
+        created_by=job.created_by,
+    )
+    ModelItemResult.objects.bulk_create(
+        _imported_result(evaluation, row, outcome, entry) for row, outcome, entry in matched.values()
+    )
+    ModelEvaluation.objects.filter(pk=evaluation.pk).update(**evaluation_totals(evaluation))
+    evaluation.refresh_from_db()
+    job.result = evaluation_summary(evaluation) | {"unknown": len(unknown), "unknown_ids": unknown[:UNKNOWN_IDS_SHOWN]}
+    job.save(update_fields=["result"])
+    return evaluation
+
+
+def _imported_result(evaluation, row: ReleaseItem, outcome, entry: dict) -> ModelItemResult:
+    options = entry.get("options")
+    options = options if isinstance(options, list) and all(isinstance(o, str) for o in options) else []
+    correct = entry.get("correct_letter")
+    predicted = outcome.predicted.strip()
+    error = entry.get("error")
+    failed = bool(error)
+    return ModelItemResult(
+        evaluation=evaluation,
+        release_item=row,
+        pair_id=row.pair_id,
+        question_id=row.item_id,
+        category=row.category,
+        domain=row.domain,
+        options=options,
+        correct_letter=correct if isinstance(correct, str) and correct in LETTERS and len(correct) == 1 else "",
+        predicted_letter=predicted if len(predicted) == 1 and predicted in LETTERS else "",
+        is_correct=None if failed else outcome.is_correct,
+        response_text=str(entry.get("response") or entry.get("predicted_answer_text") or "")[:20000],
+        failure=Failure.OTHER if failed else "",
+        failure_message=str(error)[:2000] if failed else "",
+    )
+
+
+# --- What the release report reads ----------------------------------------------------------------------------
+
+
+def release_runs(release: Release):
+    """The finished runs on a release (in the app and imported), oldest first."""
+    return (
+        ModelEvaluation.objects.filter(release=release)
+        .exclude(job__status__in=(Job.Status.QUEUED, Job.Status.RUNNING))
+        .select_related("endpoint", "job")
+        .order_by("created", "pk")
+    )
+
+
+def run_labels(runs) -> dict[int, str]:
+    """A label per run: the model's name, with the run's number where two runs share a name."""
+    runs = list(runs)
+    names = [run.label for run in runs]
+    return {run.pk: run.label if names.count(run.label) == 1 else f"{run.label} (run {run.pk})" for run in runs}
+
+
+def model_answers_on_release(release: Release) -> dict[str, list[tuple[str, bool]]]:
+    """Per finished run on the release, its answers as (item id, is_correct), in the release's order (split,
+    then place in the file). Failed requests are no answer: left out here, counted by `model_failures_on_release`."""
+    runs = list(release_runs(release))
+    labels = run_labels(runs)
+    answers: dict[str, list[tuple[str, bool]]] = {labels[run.pk]: [] for run in runs}
+    rows = (
+        ModelItemResult.objects.filter(evaluation__in=runs, release_item__isnull=False, is_correct__isnull=False)
+        .order_by("evaluation_id", "release_item__split", "release_item__position", "pk")
+        .values_list("evaluation_id", "release_item__item_id", "is_correct")
+    )
+    for run_id, identifier, correct in rows:
+        answers[labels[run_id]].append((identifier, correct))
+    return answers
+
+
+def model_failures_on_release(release: Release) -> dict[str, int]:
+    """Per finished run on the release, how many of its requests failed (no answer)."""
+    runs = list(release_runs(release))
+    labels = run_labels(runs)
+    failed = dict(
+        ModelItemResult.objects.filter(evaluation__in=runs, is_correct__isnull=True)
+        .order_by()
+        .values("evaluation_id")
+        .annotate(n=models.Count("pk"))
+        .values_list("evaluation_id", "n")
+    )
+    return {labels[run.pk]: failed.get(run.pk, 0) for run in runs}

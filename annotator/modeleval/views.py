@@ -1,9 +1,11 @@
-"""The /models/ pages: the endpoints and runs, register an endpoint, a run's progress, its results file.
-(The page that starts a run lives in evaluation/model_views.py: it offers studies as a source.)"""
+"""The /models/ pages, all of them: the endpoints and runs, register an endpoint, start a run (on a release's
+split; before releases, an export folder or filtered pairs), a run's progress and its results file, import an
+official results file onto a release, and the runs compared on a release's items."""
 
 from __future__ import annotations
 
 import json
+import uuid
 
 from django import forms
 from django.contrib import messages
@@ -13,8 +15,18 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotator.modeleval.services import endpoint_create, evaluation_summary, results_file
-from annotator.models import ModelEndpoint, ModelEvaluation, ModelItemResult
+from annotator.jobs.services import clean_idempotency_key
+from annotator.modeleval.compare import release_compare
+from annotator.modeleval.services import (
+    endpoint_create,
+    evaluation_start,
+    evaluation_summary,
+    model_results_import,
+    release_runs,
+    results_file,
+    run_labels,
+)
+from annotator.models import Category, Domain, Job, ModelEndpoint, ModelEvaluation, ModelItemResult, Release
 from subtlebench.errors import Conflict, Invalid
 from subtlebench.pages import redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
@@ -41,7 +53,9 @@ class EndpointForm(forms.Form):
 
 
 def runs():
-    return ModelEvaluation.objects.select_related("endpoint", "job", "created_by").order_by("-created", "-pk")
+    return ModelEvaluation.objects.select_related("endpoint", "job", "release", "created_by").order_by(
+        "-created", "-pk"
+    )
 
 
 @role_required(COORDINATOR)
@@ -89,7 +103,7 @@ def _detail_context(evaluation: ModelEvaluation) -> dict:
 @role_required(COORDINATOR)
 @require_GET
 def model_run_detail(request, run_id: int):
-    evaluation = get_object_or_404(ModelEvaluation.objects.select_related("endpoint", "job"), pk=run_id)
+    evaluation = get_object_or_404(ModelEvaluation.objects.select_related("endpoint", "job", "release"), pk=run_id)
     template = "modeleval/run_detail.html"
     if request.headers.get("HX-Request"):
         template += "#run-status"
@@ -100,8 +114,162 @@ def model_run_detail(request, run_id: int):
 @require_GET
 def model_run_results(request, run_id: int):
     """The run's results in the official results file's format (mc_evaluation_results.json)."""
-    evaluation = get_object_or_404(ModelEvaluation.objects.select_related("endpoint", "job"), pk=run_id)
+    evaluation = get_object_or_404(ModelEvaluation.objects.select_related("endpoint", "job", "release"), pk=run_id)
     body = json.dumps(results_file(evaluation), indent=2, ensure_ascii=False)
     response = HttpResponse(body, content_type="application/json; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="mc_evaluation_results_{evaluation.pk}.json"'
     return response
+
+
+# --- Starting a run ---------------------------------------------------------------------------------------------
+
+SPLITS = [("test", "test"), ("val", "val")]
+NEW_RUN_SOURCES = [
+    (ModelEvaluation.Source.RELEASE, "a release's split"),
+    (ModelEvaluation.Source.EXPORT, "an export folder (before releases)"),
+    (ModelEvaluation.Source.FILTER, "accepted pairs matching a filter (before releases)"),
+]
+
+
+def local_exports():
+    return Job.objects.filter(kind=Job.Kind.EXPORT, status=Job.Status.SUCCEEDED, result__target="local").order_by(
+        "-created", "-pk"
+    )
+
+
+class RunForm(forms.Form):
+    endpoint = forms.ModelChoiceField(queryset=ModelEndpoint.objects.all(), label="Model", empty_label=None)
+    source = forms.ChoiceField(choices=NEW_RUN_SOURCES, widget=forms.RadioSelect, initial="release")
+    release = forms.ModelChoiceField(queryset=Release.objects.all(), required=False)
+    export_job = forms.ModelChoiceField(queryset=local_exports(), required=False, label="Export")
+    split = forms.ChoiceField(choices=SPLITS, initial="test")
+    categories = forms.MultipleChoiceField(
+        choices=Category.choices, required=False, widget=forms.CheckboxSelectMultiple
+    )
+    domains = forms.MultipleChoiceField(choices=Domain.choices, required=False, widget=forms.CheckboxSelectMultiple)
+    seed = forms.IntegerField(initial=0, min_value=-(2**31) + 1, max_value=2**31 - 1)
+    idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["export_job"].label_from_instance = lambda job: f"#{job.pk} {job.result.get('out', job.title)}"
+        self.fields["release"].label_from_instance = lambda release: f"{release.name} · {release.item_count} items"
+
+
+@role_required(COORDINATOR)
+@require_http_methods(["GET", "POST"])
+def model_run_new(request):
+    """Post/Redirect/Get: a refused form comes back on this page with what was sent and why."""
+    if request.method == "GET":
+        form = refused_form(request, RunForm)
+        return render(
+            request, "modeleval/run_new.html", {"form": form, "has_endpoints": ModelEndpoint.objects.exists()}
+        )
+    form = RunForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        fields = {"seed": data["seed"], "idempotency_key": clean_idempotency_key(data["idempotency_key"])}
+        if data["source"] == ModelEvaluation.Source.RELEASE:
+            fields.update(release=data["release"], split=data["split"])
+            if data["release"] is None:
+                form.add_error("release", "Pick the release to evaluate.")
+        elif data["source"] == ModelEvaluation.Source.EXPORT:
+            fields.update(export_job=data["export_job"], split=data["split"])
+            if data["export_job"] is None:
+                form.add_error("export_job", "Pick the export to evaluate.")
+        else:
+            fields["pair_filter"] = {"category": data["categories"], "domain": data["domains"]}
+        if form.is_valid():
+            try:
+                evaluation = evaluation_start(
+                    endpoint=data["endpoint"], user=request.user, source=data["source"], **fields
+                )
+            except (Invalid, Conflict) as error:
+                return redirect_refused_form(request, reverse("model-run-new"), form, error)
+            return redirect("model-run-detail", run_id=evaluation.pk)
+    return redirect_refused_form(request, reverse("model-run-new"), form)
+
+
+# --- Importing an official results file onto a release ---------------------------------------------------------
+
+
+class ImportForm(forms.Form):
+    release = forms.ModelChoiceField(queryset=Release.objects.all(), empty_label=None)
+    name = forms.CharField(max_length=NAME_MAX, validators=[single_line], label="Model name")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["release"].label_from_instance = lambda release: f"{release.name} · {release.item_count} items"
+
+
+@role_required(COORDINATOR)
+@require_http_methods(["GET", "POST"])
+def model_import(request):
+    """An official mc_evaluation_results.json onto a release: matched by the release's item ids, exactly; the
+    entries of unknown ids are counted and named, and stored nowhere."""
+    if request.method == "GET":
+        context = {"form": refused_form(request, ImportForm), "has_releases": Release.objects.exists()}
+        return render(request, "modeleval/import.html", context)
+    form = ImportForm(request.POST)
+    upload = request.FILES.get("file")
+    if form.is_valid() and upload is None:
+        form.add_error(None, "Choose the mc_evaluation_results.json file.")
+    if not form.is_valid():
+        return redirect_refused_form(request, reverse("model-import"), form)
+    try:
+        evaluation = model_results_import(
+            user=request.user,
+            release=form.cleaned_data["release"],
+            name=form.cleaned_data["name"],
+            content=upload.read(),
+            file_name=upload.name,
+        )
+    except (Invalid, Conflict) as error:
+        return redirect_refused_form(request, reverse("model-import"), form, error)
+    unknown = evaluation.parameters["unknown"]
+    note = f"{evaluation.items} entries matched items of release {evaluation.release.name}"
+    if unknown:
+        shown = ", ".join(evaluation.parameters["unknown_ids"][:3])
+        note += f"; {unknown} name no item of it and were not stored (first: {shown})"
+        messages.warning(request, note + ".")
+    else:
+        messages.success(request, note + ".")
+    return redirect("model-run-detail", run_id=evaluation.pk)
+
+
+# --- The runs compared on a release ------------------------------------------------------------------------------
+
+
+class CompareForm(forms.Form):
+    release = forms.ModelChoiceField(queryset=Release.objects.all(), required=False, empty_label=None)
+    split = forms.ChoiceField(choices=SPLITS, required=False)
+    run = forms.TypedMultipleChoiceField(coerce=int, required=False, label="Runs")
+
+    def __init__(self, *args, runs=(), labels=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["run"].choices = [(run.pk, (labels or {}).get(run.pk, run.label)) for run in runs]
+        self.fields["release"].label_from_instance = lambda release: f"{release.name} · {release.item_count} items"
+
+
+@role_required(COORDINATOR)
+@require_GET
+def model_compare(request):
+    """The runs on one release side by side, on the items every chosen run answered (each run's own n beside)."""
+    release = None
+    if request.GET.get("release"):
+        release = (
+            Release.objects.filter(pk=request.GET["release"]).first() if request.GET["release"].isdigit() else None
+        )
+    release = release or Release.objects.order_by("-number").first()
+    chosen_runs = list(release_runs(release)) if release else []
+    labels = run_labels(chosen_runs)
+    form = CompareForm(request.GET or None, runs=chosen_runs, labels=labels, initial={"release": release})
+    if request.GET and not form.is_valid():
+        context = {"form": form, "table": None, "release": release}
+        return render(request, "modeleval/compare.html", context, status=400)
+    data = form.cleaned_data if request.GET else {}
+    split = data.get("split") or "test"
+    table = None
+    if release is not None:
+        table = release_compare(release=release, run_ids=data.get("run") or None, split=split)
+    return render(request, "modeleval/compare.html", {"form": form, "table": table, "release": release})

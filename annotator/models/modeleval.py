@@ -1,8 +1,10 @@
 """Models in the loop: OpenAI-compatible model endpoints, their evaluation runs, and one result per item.
 
-A run evaluates one endpoint on a set of items (an export's split, a study's sample, or the accepted pairs matching
-a data filter) with the official evaluator's multiple-choice protocol. Each item's result is stored as it arrives,
-so a restarted worker continues where it stopped, and "models correct k of n" is read from these rows.
+One store of model answers: a run in the app (one endpoint on a release's split, or, before releases, an export
+folder or filtered pairs) and an imported official results file are both a ModelEvaluation with one
+ModelItemResult per item. On a release each result names its ReleaseItem, so the human baseline and every model
+score stand on the same frozen items. Each item's result is stored as it arrives, so a restarted worker continues
+where it stopped, and "models correct k of n" is read from these rows.
 
 The API key is never stored: an endpoint names the environment variable that holds it.
 """
@@ -16,6 +18,7 @@ from django.utils import timezone
 
 from annotator.models.jobs import Job
 from annotator.models.pairs import Pair
+from annotator.models.releases import Release, ReleaseItem
 from annotator.models.taxonomy import Category, Domain
 from subtlebench.text import NAME_MAX, NOTE_MAX, single_line
 
@@ -53,21 +56,40 @@ class ModelEndpoint(models.Model):
 
 
 class ModelEvaluation(models.Model):
-    """One run of one endpoint on a set of items; its progress is its Job's."""
+    """One run of one endpoint on a set of items, or one imported results file; its progress is its Job's."""
 
     class Source(models.TextChoices):
+        RELEASE = "release", "a release's split"
+        IMPORT = "import", "an imported results file"
         EXPORT = "export", "an export's split"
         STUDY = "study", "a study's sample"
         FILTER = "filter", "accepted pairs matching a filter"
 
-    endpoint = models.ForeignKey(ModelEndpoint, models.PROTECT, related_name="evaluations")
+    endpoint = models.ForeignKey(
+        ModelEndpoint, models.PROTECT, null=True, blank=True, related_name="evaluations", help_text="None: imported."
+    )
+    name = models.CharField(
+        max_length=NAME_MAX, blank=True, validators=[single_line], help_text="The model's name, for imported files."
+    )
     job = models.OneToOneField(Job, models.CASCADE, related_name="model_evaluation")
     source = models.CharField(max_length=10, choices=Source.choices)
-    # What was evaluated: the export job and split, the study (evaluation.Study's id: annotator does not import
-    # evaluation), or the pair filter as the data manager writes it.
+    # What was evaluated: the release and its split (None: a run from before releases), or, before releases, the
+    # export job and split, the study (evaluation.Study's id, kept readable for old runs: new runs meet the
+    # studies through their release), or the pair filter as the data manager writes it.
+    release = models.ForeignKey(
+        Release,
+        models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="model_evaluations",
+        help_text="None: before releases.",
+    )
     export_job = models.ForeignKey(Job, models.SET_NULL, null=True, blank=True, related_name="+")
     split = models.CharField(max_length=10, blank=True)
-    study_id = models.PositiveIntegerField(null=True, blank=True, db_index=True)
+    study_id = models.PositiveIntegerField(
+        null=True, blank=True, db_index=True, help_text="Before releases only: the study whose sample it answered."
+    )
+    file_name = models.CharField(max_length=300, blank=True, help_text="The imported results file's name.")
     pair_filter = models.JSONField(default=dict, blank=True)
     # The protocol as run: the seed of the option shuffling, the prompt texts, the request parameters.
     seed = models.IntegerField(default=0)
@@ -87,7 +109,25 @@ class ModelEvaluation(models.Model):
         ordering = ["-created", "-pk"]
 
     def __str__(self):
-        return f"{self.endpoint} on {self.get_source_display()} ({self.created:%Y-%m-%d})"
+        return f"{self.label} on {self.on} ({self.created:%Y-%m-%d})"
+
+    @property
+    def label(self) -> str:
+        """The model's name: its endpoint's, or the name given to an imported file."""
+        return self.endpoint.name if self.endpoint_id else (self.name or "imported model")
+
+    @property
+    def before_releases(self) -> bool:
+        return self.release_id is None
+
+    @property
+    def on(self) -> str:
+        """What it answered, in words: "release v2 (test)", or "before releases: study 4"."""
+        if self.release_id:
+            return f"release {self.release.name}" + (f" ({self.split})" if self.split else "")
+        if self.study_id:
+            return f"before releases: study {self.study_id}"
+        return f"before releases: {self.get_source_display()}"
 
 
 class ModelItemResult(models.Model):
@@ -103,6 +143,14 @@ class ModelItemResult(models.Model):
         OTHER = "other"
 
     evaluation = models.ForeignKey(ModelEvaluation, models.CASCADE, related_name="results")
+    release_item = models.ForeignKey(
+        ReleaseItem,
+        models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="model_results",
+        help_text="None: before releases.",
+    )
     pair = models.ForeignKey(Pair, models.SET_NULL, null=True, blank=True, related_name="model_results")
     question_id = models.CharField(max_length=300, help_text="The item id, as in the export's records.")
     category = models.CharField(max_length=20, choices=Category.choices)

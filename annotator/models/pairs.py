@@ -88,7 +88,10 @@ class PairQuerySet(models.QuerySet):
         in the one SELECT: no query per row."""
         from annotator.models.modeleval import ModelItemResult
 
-        answers = ModelItemResult.objects.filter(pair=models.OuterRef("pk"), is_correct__isnull=False)
+        # Endpoints only: an imported results file (no endpoint) is no model the data filters can name.
+        answers = ModelItemResult.objects.filter(
+            pair=models.OuterRef("pk"), is_correct__isnull=False, evaluation__endpoint__isnull=False
+        )
         if endpoints is not None:
             endpoints = list(endpoints)
             if not endpoints:  # no model chosen: nothing answered (an empty IN would make the counts NULL)

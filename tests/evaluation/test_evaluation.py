@@ -15,10 +15,11 @@ from django.utils import timezone
 
 from annotator.models import Category, Domain, Pair
 from demo.studies import seed_demo_study
-from evaluation import model_results, participation, studies
+from evaluation import participation, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
 from subtlebench.tokens import api_token_create
 from tests.factories import DESKTOP_WINDOW, make_pair
+from tests.model_fixtures import import_into_study
 
 pytestmark = pytest.mark.django_db
 
@@ -385,10 +386,8 @@ def test_it_imports_model_results_matched_by_question_id_and_sets_them_beside_hu
     while (a := participation.participant_next_item(participant=participant)) is not None:
         answer_correctly(participant, a)
     temporal = set(study.items.scored().filter(category=Category.TEMPORAL).values_list("pk", flat=True))
-    run = model_results.model_run_import(
-        study=study, name="GPT-x", content=results_file(study, temporal), file_name="mc.json"
-    )
-    assert (run.entries, run.matched) == (7, 6)
+    run = import_into_study(study, name="GPT-x", content=results_file(study, temporal), file_name="mc.json")
+    assert run.items == 6
     from evaluation.reports import study_results
 
     model = study_results(study)["models"][0]
@@ -396,27 +395,6 @@ def test_it_imports_model_results_matched_by_question_id_and_sets_them_beside_hu
     assert model["categories"]["state"]["model"]["accuracy"] == 0.0
     assert model["categories"]["state"]["difference"] == pytest.approx(1.0)
     assert model["difference"] == pytest.approx(0.5)
-
-
-@pytest.mark.parametrize(
-    "content, message",
-    [
-        (b"{not json", "mc.json: not valid JSON"),
-        (
-            b'[{"question_id": "a", "is_correct": true}, {"is_correct": false}]',
-            "mc.json, entry 1: missing field question_id",
-        ),
-        (b'[{"question_id": "a", "is_correct": "yes"}]', "mc.json, entry 0: is_correct must be true or false"),
-        (b'[{"question_id": "a", "is_correct": true}]', "none of its 1 question ids"),
-        (b'"text"', "mc.json: expected a JSON list"),
-    ],
-)
-def test_it_rejects_bad_results_files_with_the_entry_index(content, message):
-    make_pool(3)
-    study = studies.study_create(name="S", fraction=1, practice_count=0)
-    with pytest.raises(studies.StudyError, match=re.escape(message)):
-        model_results.model_run_import(study=study, name="m", content=content, file_name="mc.json")
-    assert not study.model_runs.exists()
 
 
 # --- Coordinator pages and API ------------------------------------------------------------------------------
@@ -444,7 +422,6 @@ COORDINATOR_PAGES = [
     ("post", "/studies/create/"),
     ("post", "/studies/{pk}/invites/create/"),
     ("post", "/studies/{pk}/attention/"),
-    ("post", "/studies/{pk}/models/"),
 ]
 
 
@@ -561,18 +538,6 @@ def test_the_csv_and_json_summary_hold_every_response(client_for, coordinator, f
     assert summary["study"]["seed"] == 0 and summary["sample"]["scored_items"] == 6
     assert summary["accuracy"]["micro"]["n"] == 12 and "low" in summary["accuracy"]["micro"]
     assert summary["agreement"]["fleiss_kappa"] is not None
-
-
-def test_the_dashboard_imports_a_model_file_and_reports_a_bad_one(client_for, coordinator, finished_study):
-    from django.core.files.uploadedfile import SimpleUploadedFile
-
-    client = client_for(coordinator)
-    good = SimpleUploadedFile("mc_evaluation_results.json", results_file(finished_study, set()))
-    response = client.post(f"/studies/{finished_study.pk}/models/", {"name": "M1", "file": good}, follow=True)
-    assert b"M1: 6 of 7 entries" in response.content and b"Difference" in response.content
-    bad = SimpleUploadedFile("mc.json", b"[1]")
-    response = client.post(f"/studies/{finished_study.pk}/models/", {"name": "M2", "file": bad}, follow=True)
-    assert b"mc.json, entry 0: expected an object" in response.content
 
 
 API = [

@@ -16,8 +16,9 @@ from annotator.export.services import ExportOptions, benchmark_export
 from annotator.models import Pair
 from annotator.picking.questions import question_validate
 from annotator.similarity.services import current_fingerprint
-from evaluation import model_results, studies
+from evaluation import studies
 from tests.export_fixtures import all_records, make_pair, make_video, record, write_dataset
+from tests.model_fixtures import import_into_study
 
 pytestmark = pytest.mark.django_db
 
@@ -195,8 +196,8 @@ def test_a_study_items_question_id_is_the_id_the_export_writes(tmp_path, annotat
 
     # Model results name items by the evaluator's id: every item of the export is matched.
     results = [{"question_id": question_id, "is_correct": True} for question_id in written.values()]
-    run = model_results.model_run_import(study=study, name="m", content=json.dumps(results).encode())
-    assert run.matched == study.items.scored().count() == 4
+    run = import_into_study(study, name="m", content=json.dumps(results).encode())
+    assert run.items == study.items.scored().count() == 4
 
 
 def test_model_result_matching_reads_no_video_per_item(django_assert_max_num_queries):
@@ -205,8 +206,8 @@ def test_model_result_matching_reads_no_video_per_item(django_assert_max_num_que
     study = studies.study_create(name="S", fraction=1, practice_count=0)
     results = [{"question_id": item.question_id, "is_correct": True} for item in study.items.scored()]
     with django_assert_max_num_queries(8):
-        run = model_results.model_run_import(study=study, name="m", content=json.dumps(results).encode())
-    assert run.matched == 5
+        run = import_into_study(study, name="m", content=json.dumps(results).encode())
+    assert run.items == 5
 
 
 def test_an_id_whose_source_runs_into_its_source_id_is_a_duplicate_everywhere(tmp_path):

@@ -24,13 +24,13 @@ from django.utils import timezone
 from annotator.export.services import ExportOptions, benchmark_export
 from annotator.models import Category, Domain, Pair
 from annotator.picking.services import model_success_by_category
-from evaluation import model_results, studies
-from evaluation.model_compare import human_right_model_missed, models_overview
+from evaluation import studies
+from evaluation.beside import human_right_model_missed, models_overview
 from evaluation.models import Assignment, Participant
 from evaluation.reports import study_results
 from tests import export_fixtures
 from tests.factories import make_pair
-from tests.model_fixtures import make_endpoint, make_run, record
+from tests.model_fixtures import import_into_study, make_endpoint, make_run, record
 
 pytestmark = pytest.mark.django_db
 
@@ -84,7 +84,7 @@ def world():
     content = json.dumps(
         [{"question_id": item.question_id, "is_correct": item.pk in imported_right} for item in items.values()]
     ).encode()
-    model_results.model_run_import(study=study, name="gpt-file", content=content, file_name="mc.json")
+    import_into_study(study, name="gpt-file", content=content, file_name="mc.json")
     return {"pairs": pairs, "study": study, "endpoint": a}
 
 
@@ -149,24 +149,24 @@ def test_the_models_page_matches_runs_to_the_humans_by_pair_across_studies(world
     model = by_name(overview["models"], "model-a")
     assert (model["matched"], model["same_items"]) == (5, 4)
     assert model["categories"]["state"]["human"]["n"] == 4
-    page = client_for(coordinator).get("/models/compare/", {"study": world["study"].pk})
+    page = client_for(coordinator).get("/studies/models/", {"study": world["study"].pk})
     assert page.status_code == 200
     assert b"model-a" in page.content and b"gpt-file" in page.content and b"30.1" in page.content  # 3/4 low
 
 
 def test_the_models_page_refuses_a_bad_filter_and_others_than_coordinators(world, client_for, annotator, client):
-    assert client.get("/models/compare/").status_code == 302
-    assert client_for(annotator).get("/models/compare/").status_code == 403
-    assert client_for(annotator).get("/models/compare/misses/").status_code == 403
+    assert client.get("/studies/models/").status_code == 302
+    assert client_for(annotator).get("/studies/models/").status_code == 403
+    assert client_for(annotator).get("/studies/models/misses/").status_code == 403
 
 
 def test_the_models_pages_answer_405_to_a_post_and_400_to_a_bad_filter(world, client_for, coordinator):
     client = client_for(coordinator)
-    assert client.post("/models/compare/").status_code == 405
-    assert client.post("/models/compare/misses/").status_code == 405
-    bad = client.get("/models/compare/misses/", {"category": "colour"})
+    assert client.post("/studies/models/").status_code == 405
+    assert client.post("/studies/models/misses/").status_code == 405
+    bad = client.get("/studies/models/misses/", {"category": "colour"})
     assert bad.status_code == 400 and b"Category: Select a valid choice" in bad.content
-    unknown = client.get("/models/compare/misses/", {"model": "endpoint-999999"})
+    unknown = client.get("/studies/models/misses/", {"model": "endpoint-999999"})
     assert unknown.status_code == 400 and b"no model" in unknown.content
 
 
@@ -188,7 +188,7 @@ def test_the_per_item_view_lists_exactly_the_items_humans_got_right_and_models_m
 def test_the_per_item_page_links_each_item_to_its_review_page_and_pages(world, client_for, coordinator, settings):
     client = client_for(coordinator)
     key = f"endpoint-{world['endpoint'].pk}"
-    page = client.get("/models/compare/misses/", {"study": world["study"].pk, "model": key})
+    page = client.get("/studies/models/misses/", {"study": world["study"].pk, "model": key})
     html = page.content.decode()
     assert page.status_code == 200
     listed = set(map(int, re.findall(r'data-pair="(\d+)"', html)))
@@ -199,8 +199,8 @@ def test_the_per_item_page_links_each_item_to_its_review_page_and_pages(world, c
     settings_size = views.MISSES_PER_PAGE
     views.MISSES_PER_PAGE = 2
     try:
-        first = client.get("/models/compare/misses/", {"model": key}).content.decode()
-        second = client.get("/models/compare/misses/", {"model": key, "page": 2}).content.decode()
+        first = client.get("/studies/models/misses/", {"model": key}).content.decode()
+        second = client.get("/studies/models/misses/", {"model": key, "page": 2}).content.decode()
     finally:
         views.MISSES_PER_PAGE = settings_size
     assert len(re.findall(r'data-pair="', first)) == 2 and len(re.findall(r'data-pair="', second)) == 1

@@ -13,12 +13,12 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from annotator.models import Category, Domain
-from evaluation import model_results, studies
+from evaluation import studies
 from evaluation.models import Assignment
 from subtlebench.roles import COORDINATOR, REVIEWER
 from tests.conftest import browser_login, make_user
 from tests.factories import make_pair
-from tests.model_fixtures import make_endpoint, make_run, record
+from tests.model_fixtures import import_into_study, make_endpoint, make_run, record
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -63,7 +63,7 @@ def build_world():
         for pair in pairs:
             record(run, pair, None if rng.random() < 0.05 else rng.random() < p)
     entries = [{"question_id": item.question_id, "is_correct": rng.random() < 0.78} for item in study.items.scored()]
-    model_results.model_run_import(study=study, name="gpt-4o", content=json.dumps(entries).encode())
+    import_into_study(study, name="gpt-4o", content=json.dumps(entries).encode())
     return study, pairs
 
 
@@ -72,12 +72,12 @@ def test_the_model_pages_show_models_beside_the_humans(page, live_server):
     make_user("lead", COORDINATOR, REVIEWER)
     browser_login(page, "lead")
 
-    page.goto(f"/models/compare/?study={study.pk}")
+    page.goto(f"/studies/models/?study={study.pk}")
     expect(page.locator(".model-beside")).to_have_count(3)
     expect(page.locator(".model-beside h3").first).to_contain_text("internvl3-8b")
     shot(page, "models-compare")
 
-    page.goto(f"/models/compare/misses/?study={study.pk}")
+    page.goto(f"/studies/models/misses/?study={study.pk}")
     expect(page.locator("#misses tbody tr").first).to_be_visible()
     shot(page, "models-misses")
     first = page.locator("#misses tbody tr a").first

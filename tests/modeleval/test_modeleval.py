@@ -185,17 +185,18 @@ def test_a_restarted_run_sends_only_the_items_without_a_result(db, coordinator, 
     assert server.requests == []
 
 
-def test_the_results_file_is_the_official_layout_and_the_study_import_reads_it(db, coordinator):
-    from evaluation import studies
-    from evaluation.model_results import model_run_import
-    from evaluation.model_runs import model_run_start
+def test_the_results_file_is_the_official_layout_and_the_release_import_reads_it(db, coordinator):
+    from annotator.modeleval.services import model_results_import
+    from tests.modeleval_release_factories import make_release
 
     pairs = [make_pair(category="temporal") for _ in range(4)]
-    study = studies.study_create(name="Models", fraction=1.0, practice_count=0)
+    release = make_release([(pair, "test", False) for pair in pairs])
     server = ModelServer().start()  # answers the first option shown
     try:
         endpoint = endpoint_for(server, coordinator)
-        evaluation = model_run_start(endpoint=endpoint, user=coordinator, source="study", study=study)
+        evaluation = evaluation_start(
+            endpoint=endpoint, user=coordinator, source="release", release=release, split="test"
+        )
         evaluation = evaluation_run(evaluation_id=evaluation.pk)
     finally:
         server.stop()
@@ -209,9 +210,9 @@ def test_the_results_file_is_the_official_layout_and_the_study_import_reads_it(d
     assert entry["predicted_answer"] == "A" and entry["predicted_answer_text"] == entry["options"][0]
     assert entry["question_text"] == "Which image was taken later?"
     assert data["accuracy"] == sum(e["is_correct"] for e in data["questions"]) / 4
-    run = model_run_import(study=study, name="tiny", content=json.dumps(data).encode())
-    assert run.matched == 4 == len(pairs)
-    assert sorted(run.answers.values_list("is_correct", flat=True)) == sorted(
+    run = model_results_import(user=coordinator, release=release, name="tiny", content=json.dumps(data).encode())
+    assert run.items == 4 == len(pairs) and run.parameters["unknown"] == 0
+    assert sorted(run.results.values_list("is_correct", flat=True)) == sorted(
         e["is_correct"] for e in data["questions"]
     )
 

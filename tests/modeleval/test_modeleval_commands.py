@@ -60,10 +60,10 @@ def test_async_queues_a_job_for_the_workers(db, server, export, django_capture_o
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["evaluate_model", "nope", "--study", "1"], "No model named 'nope'"),
+        (["evaluate_model", "nope", "--release", "v1"], "No model named 'nope'"),
         (["evaluate_model", "tiny", "--export", "/no/such/dir"], "no such folder"),
-        (["evaluate_model", "tiny", "--study", "999"], "no such study"),
-        (["evaluate_model", "tiny", "--study", "1", "--async", "--out", "x.json"], "--out needs the run"),
+        (["evaluate_model", "tiny", "--release", "v999"], "no such release"),
+        (["evaluate_model", "tiny", "--release", "v1", "--async", "--out", "x.json"], "--out needs the run"),
         (["add_model", "bad", "--base-url", "ftp://x/v1", "--model-id", "m"], "http:// or https://"),
         (["add_model", "tiny", "--base-url", "http://x/v1", "--model-id", "m"], "already registered"),
         (["add_model", "big", "--base-url", "http://x/v1", "--model-id", "m", "--concurrency", "0"], "concurrency"),

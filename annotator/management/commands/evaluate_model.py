@@ -1,4 +1,4 @@
-"""`manage.py evaluate_model NAME (--export DIR [--split test|val] | --study ID) [--out FILE] [--async]`."""
+"""`manage.py evaluate_model NAME (--release vN | --export DIR) [--split test|val] [--out FILE] [--async]`."""
 
 from __future__ import annotations
 
@@ -7,27 +7,26 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotator.modeleval.services import evaluation_run, evaluation_summary, results_file
-from annotator.models import ModelEndpoint, ModelEvaluation
-from evaluation.model_runs import model_run_start
-from evaluation.models import Study
+from annotator.modeleval.services import evaluation_run, evaluation_start, evaluation_summary, results_file
+from annotator.models import ModelEndpoint, ModelEvaluation, Release
 from subtlebench.errors import ServiceError
 from subtlebench.progress import TerminalProgress
 
 
 class Command(BaseCommand):
     help = (
-        "Evaluate a registered model with the official multiple-choice protocol on an export's split or a study's "
-        "sample: in the foreground with a progress bar (the default) or as a job for the workers (--async). "
+        "Evaluate a registered model with the official multiple-choice protocol on a release's split (or, before "
+        "releases, an export folder's): in the foreground with a progress bar (the default) or as a job for the "
+        "workers (--async). "
         "Prints the accuracy per category; --out writes the official results file (mc_evaluation_results.json)."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("name", help="The registered model's name (manage.py add_model).")
         source = parser.add_mutually_exclusive_group(required=True)
+        source.add_argument("--release", metavar="vN", help="A release (v1, or its number): its items as released.")
         source.add_argument("--export", metavar="DIR", help="An export folder (data/<split>.jsonl and images/).")
-        source.add_argument("--study", type=int, metavar="ID", help="A study: its scored sample.")
-        parser.add_argument("--split", choices=("test", "val"), default="test", help="With --export (default test).")
+        parser.add_argument("--split", choices=("test", "val"), default="test", help="The split (default test).")
         parser.add_argument("--seed", type=int, default=0, help="Seed of the option shuffle (default 0).")
         parser.add_argument("--out", metavar="FILE", help="Write the official results file here.")
         parser.add_argument("--async", dest="run_async", action="store_true", help="Queue a job; do not wait.")
@@ -47,12 +46,13 @@ class Command(BaseCommand):
                 raise CommandError(f"--export {opts['export']}: no such folder.")
             fields.update(source=ModelEvaluation.Source.EXPORT, export_dir=opts["export"], split=opts["split"])
         else:
-            study = Study.objects.filter(pk=opts["study"]).first()
-            if study is None:
-                raise CommandError(f"--study {opts['study']}: no such study.")
-            fields.update(source=ModelEvaluation.Source.STUDY, study=study)
+            number = opts["release"].removeprefix("v")
+            release = Release.objects.filter(number=int(number)).first() if number.isdigit() else None
+            if release is None:
+                raise CommandError(f"--release {opts['release']}: no such release (give v1, v2, ... or its number).")
+            fields.update(source=ModelEvaluation.Source.RELEASE, release=release, split=opts["split"])
         try:
-            evaluation = model_run_start(endpoint=endpoint, user=None, **fields)
+            evaluation = evaluation_start(endpoint=endpoint, user=None, **fields)
         except ServiceError as error:
             raise CommandError(str(error))
         if opts["run_async"]:

@@ -1,92 +1,32 @@
-"""Models beside the humans: each model's answers set against the humans' answers on the same items.
+"""Humans beside the models: each model's answers (annotator.modeleval.compare, the one store) set against the
+humans' answers on the same items.
 
-A model is either a registered endpoint evaluated in the app (annotator's ModelEvaluation rows) or a results file
-imported into a study (ModelRun). Both are matched to the humans by pair: a study item is its pair, and an app
-result names its pair. An endpoint's answer to a pair is its latest answer (from its most recent run that
-answered the pair), as for "models correct k of n" on the pair; failed requests are no answer, so they count
-neither as right nor as wrong.
+A model is a registered endpoint evaluated in the app or an imported results file. Both are matched to the
+humans by pair within the study's release (a study item is its pair, and a result names its release item and
+pair); before releases, by pair across runs. An endpoint's answer to a pair is its latest answer, as for "models
+correct k of n" on the pair; failed requests are no answer, so they count neither as right nor as wrong.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
 
-from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, ModelItemResult, Pair
+from annotator.modeleval.compare import ModelSource, app_sources, imported_sources, model_sources
+from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Pair
 from evaluation import metrics
-from evaluation.models import Assignment, ModelAnswer, Study, StudyItem
+from evaluation.models import Assignment, Study, StudyItem
 
 CATEGORIES = [str(c) for c in Category.values]
 DOMAINS = [str(d) for d in Domain.values]
 
 
-@dataclass
-class ModelSource:
-    """One model's answers by pair id (answered items only) and how many of its requests failed."""
-
-    key: str  # "endpoint-<id>" or "import-<id>": what the pages' model filter names
-    kind: str  # "app" or "imported"
-    id: int
-    name: str
-    detail: str
-    answers: dict[int, bool] = field(default_factory=dict)
-    failed: int = 0
-
-
-def app_sources(pair_ids=None) -> list[ModelSource]:
-    """One source per endpoint: its latest answer to each pair (restricted to `pair_ids` when given)."""
-    results = ModelItemResult.objects.filter(pair__isnull=False)
-    if pair_ids is not None:
-        results = results.filter(pair_id__in=list(pair_ids))
-    latest = (
-        results.filter(is_correct__isnull=False)
-        .order_by("evaluation__endpoint_id", "pair_id", "-evaluation__created", "-evaluation_id", "-pk")
-        .distinct("evaluation__endpoint_id", "pair_id")
-        .values_list("evaluation__endpoint_id", "evaluation__endpoint__name", "pair_id", "is_correct")
-    )
-    sources: dict[int, ModelSource] = {}
-    for endpoint_id, name, pair_id, is_correct in latest:
-        source = sources.get(endpoint_id)
-        if source is None:
-            source = sources[endpoint_id] = ModelSource(f"endpoint-{endpoint_id}", "app", endpoint_id, name, "")
-        source.answers[pair_id] = is_correct
-    # Pairs with only failed requests from an endpoint: counted apart, so a page can say how many were left out.
-    # order_by(): the default order (pk) would join the SELECT DISTINCT and keep one row per result, not per pair.
-    failed = (
-        results.filter(is_correct__isnull=True)
-        .order_by()
-        .values_list("evaluation__endpoint_id", "evaluation__endpoint__name", "pair_id")
-        .distinct()
-    )
-    for endpoint_id, name, pair_id in failed:
-        source = sources.get(endpoint_id)
-        if source is None:
-            source = sources[endpoint_id] = ModelSource(f"endpoint-{endpoint_id}", "app", endpoint_id, name, "")
-        if pair_id not in source.answers:
-            source.failed += 1
-    runs = defaultdict(set)
-    for endpoint_id, run_id in results.order_by().values_list("evaluation__endpoint_id", "evaluation_id").distinct():
-        runs[endpoint_id].add(run_id)
-    for source in sources.values():
-        n = len(runs[source.id])
-        source.detail = f"app, latest answers of {n} run{'s' if n != 1 else ''}"
-    return sorted(sources.values(), key=lambda s: s.name.lower())
-
-
-def imported_sources(study: Study | None = None) -> list[ModelSource]:
-    """One source per imported results file (of one study, or of all), its answers keyed by the item's pair."""
-    answers = ModelAnswer.objects.all() if study is None else ModelAnswer.objects.filter(run__study=study)
-    sources: dict[int, ModelSource] = {}
-    rows = answers.order_by("run_id", "pk").values_list(
-        "run_id", "run__name", "run__study__name", "run__matched", "item__pair_id", "is_correct"
-    )
-    for run_id, name, study_name, matched, pair_id, is_correct in rows:
-        source = sources.get(run_id)
-        if source is None:
-            detail = f"imported file, {matched} items of {study_name}"
-            source = sources[run_id] = ModelSource(f"import-{run_id}", "imported", run_id, name, detail)
-        source.answers[pair_id] = is_correct
-    return list(sources.values())
+def study_sources(study: Study, pair_ids) -> list[ModelSource]:
+    """The models to set beside a study's humans: on a study of a release, the runs on that release; before
+    releases, every endpoint's latest answers and the files imported into the study."""
+    release_id = getattr(study, "release_id", None)
+    if release_id is not None:
+        return model_sources(pair_ids, release_id=release_id)
+    return app_sources(pair_ids) + imported_sources(pair_ids, study_id=study.pk)
 
 
 def human_answers(study: Study | None = None) -> dict[int, list[bool]]:
@@ -167,16 +107,15 @@ def compare(sources: list[ModelSource], humans: dict[int, list[bool]], strata: d
 def study_models(study: Study) -> list[dict]:
     """The study's imported results files and every endpoint that answered its sampled pairs, side by side."""
     strata = strata_of(study, None)
-    sources = imported_sources(study) + app_sources(strata.keys())
-    return compare(sources, human_answers(study), strata)
+    return compare(study_sources(study, strata.keys()), human_answers(study), strata)
 
 
 def all_sources(study: Study | None = None) -> tuple[list[ModelSource], dict[int, tuple[str, str]]]:
     """Every model source (app endpoints first, then imported files) and the strata of the pairs they cover."""
     if study is not None:
         strata = strata_of(study, None)
-        return app_sources(strata.keys()) + imported_sources(study), strata
-    sources = app_sources() + imported_sources()
+        return study_sources(study, strata.keys()), strata
+    sources = model_sources()
     pair_ids = set()
     for source in sources:
         pair_ids.update(source.answers)
