@@ -889,3 +889,30 @@ def model_failures_on_release(release: Release) -> dict[str, int]:
         .values_list("evaluation_id", "n")
     )
     return {labels[run.pk]: failed.get(run.pk, 0) for run in runs}
+
+
+def release_model_runs_section(release: Release) -> list[dict]:
+    """The release page's "model runs on this release" (annotator.releases.services.release_links)."""
+    from django.urls import reverse
+
+    runs = list(
+        ModelEvaluation.objects.filter(release=release).select_related("endpoint", "job").order_by("created", "pk")
+    )
+    labels = run_labels(runs)
+    rows = [
+        {
+            "label": labels[run.pk],
+            "url": reverse("model-run-detail", args=[run.pk]),
+            "detail": f"{run.get_source_display()} · {run.split or 'both splits'} · {run.correct} of {run.answered}"
+            f" right · {run.job.get_status_display()}",
+        }
+        for run in runs
+    ]
+    return [
+        {
+            "id": "release-model-runs",
+            "title": "Model runs on this release",
+            "rows": rows,
+            "empty": "No model has run on this release yet.",
+        }
+    ]
