@@ -34,7 +34,7 @@ def released_record(pair: Pair, *, swapped: bool = False) -> tuple[dict, Image, 
     if swapped:
         first, second = second, first
         answer, distractors = swap_binary_answer(answer, distractors)
-    caption = pair.chosen_caption()
+    caption = pair.chosen_caption
     yt8m_id = pair.video.yt8m_id if pair.video_id else None
     record = build_record(
         image_1=exported_path(first, source=pair.source, category=pair.category),
