@@ -521,6 +521,7 @@ def test_the_study_list_creates_a_study_from_the_form(client_for, coordinator, d
         "/studies/create/",
         {
             "name": "Form",
+            "release": "1",
             "fraction": "0.5",
             "seed": "2",
             "raters_per_item": "1",
@@ -539,6 +540,7 @@ def test_the_study_list_creates_a_study_from_the_form(client_for, coordinator, d
         "/studies/create/",
         {
             "name": "X",
+            "release": "1",
             "fraction": "0.5",
             "seed": "0",
             "raters_per_item": "1",
