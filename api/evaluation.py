@@ -24,6 +24,8 @@ Coordinator = HasRole.of(COORDINATOR)
 
 
 class StudyOutputSerializer(serializers.ModelSerializer):
+    release = serializers.SerializerMethodField(help_text="The release's number (1 for v1); null before releases.")
+    baseline = serializers.CharField(source="baseline_label", read_only=True, help_text="What its results are.")
     scored_items = serializers.SerializerMethodField()
     open_url = serializers.SerializerMethodField()
 
@@ -37,9 +39,9 @@ class StudyOutputSerializer(serializers.ModelSerializer):
             "raters_per_item",
             "categories",
             "domains",
+            "release",
             "split",
-            "split_val_fraction",
-            "split_seed",
+            "baseline",
             "practice_count",
             "items_per_participant",
             "pool_size",
@@ -55,6 +57,9 @@ class StudyOutputSerializer(serializers.ModelSerializer):
             "scored_items",
         ]
 
+    def get_release(self, study) -> int | None:
+        return study.release.number if study.release_id else None
+
     def get_scored_items(self, study) -> int:
         return study.items.scored().count()
 
@@ -69,9 +74,10 @@ class StudyCreateInputSerializer(serializers.Serializer):
     raters_per_item = whole_number(default=1, low=1, high=20)
     categories = serializers.ListField(child=serializers.ChoiceField(Category.choices), default=list, max_length=20)
     domains = serializers.ListField(child=serializers.ChoiceField(Domain.choices), default=list, max_length=20)
-    split = serializers.ChoiceField([("", "any"), ("test", "test"), ("val", "val")], default="", allow_blank=True)
-    split_val_fraction = serializers.FloatField(default=0.1, min_value=0, max_value=0.99)
-    split_seed = whole_number(low=-INT32_MAX, default=0)
+    release = whole_number(
+        low=1, required=False, help_text="The release to draw from, by number (1 for v1); the latest when left out."
+    )
+    split = serializers.ChoiceField([("test", "test"), ("val", "val")], default="test")
     practice_count = whole_number(default=3, high=20)
     items_per_participant = whole_number(default=0, high=100000)
     invites = whole_number(default=0, high=10000)
@@ -102,7 +108,7 @@ def _invite(participant) -> dict:
 @permission_classes([Coordinator])
 def study_list(request):
     """Every study (a plain list, not paged)."""
-    studies = Study.objects.all()
+    studies = Study.objects.select_related("release")
     return Response(StudyOutputSerializer(studies, many=True).data)
 
 
@@ -110,9 +116,12 @@ def study_list(request):
 @api_view(["POST"])
 @permission_classes([Coordinator])
 def study_create(request):
+    """Draw a study from a release's split (the latest release and its test split unless told otherwise)."""
     data = StudyCreateInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    study = studies.study_create(**data.validated_data, created_by=request.user)
+    values = dict(data.validated_data)
+    release = studies.release_for_study(number=values.pop("release", None))
+    study = studies.study_create(**values, release=release, created_by=request.user)
     return Response(StudyOutputSerializer(study).data, status=status.HTTP_201_CREATED)
 
 
@@ -231,7 +240,7 @@ def participant_item(request, token):
             "item": assignment.token,
             "sequence": assignment.sequence,
             "planned": studies.planned_items(participant.study),
-            "question": assignment.item.pair.question,
+            "question": assignment.item.presented().question,
             "options": participation.shown_options(assignment),
             "images": [request.build_absolute_uri(image_url(assignment, slot)) for slot in (1, 2)],
         }

@@ -1,7 +1,9 @@
-"""Demo data of the evaluation area: a study with a few finished participants on the accepted pairs there are."""
+"""Demo data of the evaluation area: a study with a few finished participants, on the latest release (or, with no
+release published yet, on the accepted pairs there are, as a study before releases)."""
 
 from __future__ import annotations
 
+from annotator.models import Release
 from evaluation import participation, studies
 from evaluation.models import Study
 
@@ -15,7 +17,9 @@ def seed_demo_study(stdout=None) -> Study | None:
         return existing
     try:
         # A larger share than the paper's 10% so a small demo pool still gives a readable dashboard.
-        study = studies.study_create(name=DEMO_STUDY, fraction=0.5, seed=0, raters_per_item=2, practice_count=2)
+        study = studies.study_create(
+            name=DEMO_STUDY, release=Release.objects.first(), fraction=0.5, seed=0, raters_per_item=2, practice_count=2
+        )
     except studies.StudyError:
         if stdout:
             stdout.write("Demo study skipped: no accepted pairs yet.")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import secrets
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -11,7 +13,7 @@ from django.db import models
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from annotator.models import Category, Domain, Pair
+from annotator.models import Category, Domain, Image, Pair, Release, ReleaseItem
 from benchmark.records import item_id
 from subtlebench.text import NAME_MAX, PAGE_TEXT_MAX, single_line, text_validators
 
@@ -48,6 +50,14 @@ DEFAULT_WITHDRAWAL = "Taking part is voluntary. You may stop at any time by clos
 
 class Study(models.Model):
     name = models.CharField(max_length=NAME_MAX, validators=[single_line])
+    release = models.ForeignKey(
+        Release,
+        models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="studies",
+        help_text="The release its sample is drawn from; empty for a study made before releases.",
+    )
     fraction = models.FloatField(default=0.1, help_text="Share of the pool to sample, in (0, 1].")
     seed = models.IntegerField(default=0)
     raters_per_item = models.PositiveSmallIntegerField(default=1)
@@ -57,8 +67,9 @@ class Study(models.Model):
         max_length=4,
         choices=[("", "any split"), ("test", "test"), ("val", "val")],
         blank=True,
-        help_text="Only pairs the export puts in this split (with split_val_fraction and split_seed).",
+        help_text="The release's split the sample is drawn from (before releases: the export split re-planned).",
     )
+    # Before releases only: the export options a split was re-planned with (a release study's split is the release's).
     split_val_fraction = models.FloatField(default=0.1, help_text="The export's --val-fraction for the split.")
     split_seed = models.IntegerField(default=0, help_text="The export's --seed for the split.")
     practice_count = models.PositiveSmallIntegerField(default=3)
@@ -112,6 +123,13 @@ class Study(models.Model):
     def __str__(self):
         return self.name
 
+    @property
+    def baseline_label(self) -> str:
+        """What its results are, in the paper's words: "Humans on release v1 (test)", or "before releases"."""
+        if self.release_id is None:
+            return "Humans on the accepted pairs (before releases)"
+        return f"Humans on release {self.release.name} ({self.split})"
+
     def viewport_problem(self, width: int, height: int) -> str:
         """Why a browser window of width × height CSS px is too small for this study ("" when it is not)."""
         short = []
@@ -142,7 +160,39 @@ class Study(models.Model):
         return not self.items.scored().with_free_place(self.raters_per_item, answered_only=True).exists()
 
 
+@dataclass(frozen=True)
+class Presentation:
+    """What a participant is shown of one item and what counts as right: the released record for an item of a
+    release (its image order, question, answer and distractors, frozen), else the live pair (before releases).
+
+    `source` is the ReleaseItem or the Pair; both name their images image_1 (shown first) and image_2.
+    """
+
+    source: ReleaseItem | Pair
+    question: str
+    options: tuple[str, ...]  # the answer first, then the distractors; an Assignment's permutation indexes these
+
+    @property
+    def answer(self) -> str:
+        return self.options[0]
+
+    @property
+    def image_1(self) -> Image:
+        return self.source.image_1
+
+    @property
+    def image_2(self) -> Image:
+        return self.source.image_2
+
+    def image(self, slot: int) -> Image:
+        return self.image_1 if slot == 1 else self.image_2
+
+
 class StudyItemQuerySet(models.QuerySet):
+    def presenting(self):
+        """With what `StudyItem.presented()` reads, in the same query."""
+        return self.select_related(*PRESENTED)
+
     def scored(self):
         return self.filter(kind=StudyItem.Kind.SCORED)
 
@@ -173,6 +223,14 @@ class StudyItem(models.Model):
 
     study = models.ForeignKey(Study, models.CASCADE, related_name="items")
     pair = models.ForeignKey(Pair, models.PROTECT, related_name="study_items")
+    release_item = models.ForeignKey(
+        ReleaseItem,
+        models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="study_items",
+        help_text="The released item shown and scored; empty for an item drawn before releases (the live pair).",
+    )
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.SCORED)
     # Copied at draw time: the report keeps the stratum even if the pair is corrected later.
     category = models.CharField(max_length=20, choices=Category.choices)
@@ -188,18 +246,40 @@ class StudyItem(models.Model):
     def __str__(self):
         return f"{self.kind} item {self.position} of study {self.study_id}"
 
+    def presented(self) -> Presentation:
+        """What participants see of this item and its right answer: through the release item when there is one
+        (a later correction of the pair changes nothing), else the pair. Read it through here, never item.pair."""
+        cached = self.__dict__.get("_presented")
+        if cached is None:
+            if self.release_item_id is not None:
+                record = self.release_item.record
+                options = (record["answer"], *record["distractors"])
+                cached = Presentation(source=self.release_item, question=record["question"], options=options)
+            else:
+                pair = self.pair
+                cached = Presentation(source=pair, question=pair.question, options=tuple(pair.options))
+            self.__dict__["_presented"] = cached
+        return cached
+
     @property
     def question_id(self) -> str:
-        """The id the official evaluation code gives this item: the one the export writes (`format.item_id`).
+        """The id the official evaluation code gives this item: the release item's own, else the one the export
+        writes for the pair (`benchmark.records.item_id`).
 
         Only a pair without a source_id needs its video (its id is derived from the video's YT8M id), so the
         video is read only then; select_related("pair__video") in a loop over such items.
         """
+        if self.release_item_id is not None:
+            return self.release_item.item_id
         pair = self.pair
         yt8m_id = pair.video.yt8m_id if pair.video_id and not pair.source_id else None
         return item_id(
             category=pair.category, source=pair.source, source_id=pair.source_id, pair_id=pair.pk, yt8m_id=yt8m_id
         )
+
+
+# What `StudyItem.presented()` and `question_id` read, for select_related from a StudyItem.
+PRESENTED = ("pair", "release_item")
 
 
 class ParticipantQuerySet(models.QuerySet):
@@ -262,6 +342,12 @@ class Participant(models.Model):
 
     def __str__(self):
         return f"participant {self.pk} of study {self.study_id}"
+
+    @property
+    def rater_key(self) -> str:
+        """An opaque, stable name of this rater for reports: a hash of its secret seed (never shown, so it cannot
+        be traced back to a token or a Prolific id); the same after a dump and restore into another database."""
+        return hashlib.sha256(f"rater:{self.order_seed}".encode()).hexdigest()[:16]
 
     def record_screen(self, screen) -> None:
         """Keep the viewport and device class measured at consent (a `screens.Screen`)."""
@@ -349,12 +435,12 @@ class Assignment(models.Model):
     item = models.ForeignKey(StudyItem, models.CASCADE, related_name="assignments")
     token = models.CharField(max_length=40, unique=True, default=new_item_token)
     sequence = models.PositiveIntegerField(help_text="1 for the participant's first item of its kind, and so on.")
-    # permutation[k] is the index into pair.options shown at position k (0 is the correct answer).
+    # permutation[k] is the index into the item's presented options shown at position k (0 is the correct answer).
     permutation = models.JSONField()
     served_at = models.DateTimeField(default=timezone.now)
     lease_expires = models.DateTimeField()
     answered_at = models.DateTimeField(null=True, blank=True)
-    chosen = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Index into pair.options.")
+    chosen = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Index into the presented options.")
     correct = models.BooleanField(null=True, blank=True)
     active_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Visible-tab time spent on the item.")
     too_fast = models.BooleanField(default=False)

@@ -38,7 +38,7 @@ def item_context(assignment: Assignment) -> dict:
         "participant": participant,
         "assignment": assignment,
         "options": participation.shown_options(assignment),
-        "question": assignment.item.pair.question,
+        "question": assignment.item.presented().question,
         "image_1": image_url(assignment, 1),
         "image_2": image_url(assignment, 2),
         "planned": studies.planned_items(study),
@@ -228,7 +228,7 @@ def practice_answer(request, token, item_token):
     the feedback shows it again and sends nothing. A GET of an item not answered yet goes to the practice page."""
     participant = load_participant(token)
     assignment = (
-        Assignment.objects.select_related("item__pair", "participant__study")
+        Assignment.objects.select_related(*participation.item_presented(), "participant__study")
         .filter(participant=participant, token=item_token, item__kind=StudyItem.Kind.PRACTICE)
         .first()
     )
@@ -249,7 +249,7 @@ def practice_answer(request, token, item_token):
         return redirect("participant-practice-answer", token, item_token)
     if assignment.answered_at is None or assignment.chosen is None:
         return redirect("participant-practice", token)
-    options = assignment.item.pair.options
+    options = assignment.item.presented().options
     context = {
         "participant": participant,
         "correct": assignment.correct,
@@ -261,13 +261,14 @@ def practice_answer(request, token, item_token):
 
 def practice_feedback_context(assignment: Assignment) -> dict:
     """The practice pair again, its options in the order shown, the right one (and a wrong choice) marked."""
-    options = assignment.item.pair.options
+    presented = assignment.item.presented()
+    options = presented.options
     marked = [
         {"text": options[index], "right": index == 0, "chosen": index == assignment.chosen}
         for index in assignment.permutation
     ]
     return {
-        "question": assignment.item.pair.question,
+        "question": presented.question,
         "marked_options": marked,
         "image_1": image_url(assignment, 1),
         "image_2": image_url(assignment, 2),
@@ -332,13 +333,15 @@ def image(request, token, signed):
     except signing.BadSignature:  # also SignatureExpired
         raise Http404("This image link has expired; reload the page.")
     assignment = (
-        Assignment.objects.select_related("item__pair__image_1", "item__pair__image_2")
+        Assignment.objects.select_related(
+            "item__pair__image_1", "item__pair__image_2", "item__release_item__image_1", "item__release_item__image_2"
+        )
         .filter(token=value.get("a"), participant__token=token)
         .first()
     )
     if assignment is None or value.get("s") not in (1, 2):
         raise Http404("No such image.")
-    picture = assignment.item.pair.image_1 if value["s"] == 1 else assignment.item.pair.image_2
+    picture = assignment.item.presented().image(value["s"])  # the released order for an item of a release
     content_type = mimetypes.guess_type(picture.file.name)[0] or "image/jpeg"
     # Plain bytes, not FileResponse: that would name the stored file in Content-Disposition.
     with picture.file.open("rb") as handle:

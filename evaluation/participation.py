@@ -12,7 +12,7 @@ from django.db.models import CharField, Count, IntegerField, OuterRef, Q, Subque
 from django.db.models.functions import MD5, Cast, Coalesce, Concat
 from django.utils import timezone
 
-from evaluation.models import Assignment, Participant, Study, StudyItem
+from evaluation.models import PRESENTED, Assignment, Participant, Study, StudyItem
 from evaluation.studies import StudyError
 from subtlebench.errors import Conflict, Forbidden, NotFound
 
@@ -148,7 +148,7 @@ def participant_consent(*, participant: Participant, params, screen=None, now=No
 
 
 def _new_assignment(participant: Participant, item: StudyItem, sequence: int, now) -> Assignment:
-    permutation = list(range(len(item.pair.distractors) + 1))
+    permutation = list(range(len(item.presented().options)))
     _rng(participant, "options", item.pk).shuffle(permutation)
     return Assignment.objects.create(
         participant=participant,
@@ -172,14 +172,14 @@ def participant_next_practice(*, participant: Participant, now=None) -> Assignme
     participant = Participant.objects.select_for_update(of=("self",)).select_related("study").get(pk=participant.pk)
     _refuse_if_expired(participant, now)
     done = participant.assignments.filter(item__kind=StudyItem.Kind.PRACTICE)
-    open_ = done.filter(answered_at__isnull=True).select_related("item__pair").first()
+    open_ = done.filter(answered_at__isnull=True).select_related(*item_presented()).first()
     if open_:
         return open_
     item = (
         participant.study.items.practice()
         .exclude(assignments__participant=participant)
         .order_by(_serving_order(participant))
-        .select_related("pair")
+        .presenting()
         .first()
     )
     if item is None:
@@ -217,7 +217,7 @@ def participant_next_item(*, participant: Participant, now=None) -> Assignment |
     _refuse_if_expired(participant, now)
     study = participant.study
     mine = participant.assignments.filter(item__kind__in=_scored_kinds())
-    open_ = mine.filter(answered_at__isnull=True).select_related("item__pair", "participant").first()
+    open_ = mine.filter(answered_at__isnull=True).select_related(*item_presented(), "participant").first()
     if open_:
         if open_.lease_is_live(now) or _has_room(open_.item, now, excluding=open_):
             open_.renew_lease(now)
@@ -229,7 +229,7 @@ def participant_next_item(*, participant: Participant, now=None) -> Assignment |
         study.items.attention()
         .exclude(assignments__participant=participant)
         .order_by(_serving_order(participant))
-        .select_related("pair")
+        .presenting()
     )
     quota_left = study.items_per_participant - scored_done if study.items_per_participant else None
     if quota_left is not None and quota_left <= 0:
@@ -312,7 +312,7 @@ def _lease_scored_item(participant: Participant, study: Study, now) -> StudyItem
             .filter(taken__lt=study.raters_per_item)
             .order_by("taken", order)
             .select_for_update(skip_locked=True, of=("self",))
-            .select_related("pair")
+            .presenting()
             .first()
         )
         if item is None:
@@ -342,7 +342,7 @@ def assignment_answer(
     now = now or timezone.now()
     assignment = (
         Assignment.objects.select_for_update(of=("self",))
-        .select_related("item__study", "item__pair", "participant__study")
+        .select_related("item__study", *item_presented(), "participant__study")
         .filter(participant=participant, token=token)
         .first()
     )
@@ -366,9 +366,14 @@ def assignment_answer(
     return AnswerOutcome(assignment, recorded=True)
 
 
+def item_presented() -> list[str]:
+    """What an assignment's item is presented from, for select_related from an Assignment."""
+    return [f"item__{name}" for name in PRESENTED]
+
+
 def shown_options(assignment: Assignment) -> list[str]:
-    """The options in the order this participant sees them."""
-    options = assignment.item.pair.options
+    """The options in the order this participant sees them (the released record's, for an item of a release)."""
+    options = assignment.item.presented().options
     return [options[i] for i in assignment.permutation]
 
 

@@ -115,6 +115,8 @@ def study_results(study: Study, now=None) -> dict:
         "study": {
             "id": study.pk,
             "name": study.name,
+            "baseline": study.baseline_label,
+            "release": _release(study),
             "seed": study.seed,
             "fraction": study.fraction,
             "raters_per_item": study.raters_per_item,
@@ -160,6 +162,19 @@ def study_results(study: Study, now=None) -> dict:
         "participants": participants,
         "models": models,
         "paper_table": {"columns": [CATEGORY_ABBREVIATIONS[c] for c in Category] + ["AVG"], "rows": paper_table},
+    }
+
+
+def _release(study: Study) -> dict | None:
+    """The release the study's sample is drawn from; None for a study made before releases."""
+    if study.release_id is None:
+        return None
+    release = study.release
+    return {
+        "number": release.number,
+        "name": release.name,
+        "split": study.split,
+        "manifest_sha256": release.manifest_sha256,
     }
 
 
@@ -231,11 +246,12 @@ def responses_csv(study: Study) -> str:
     answered = (
         Assignment.objects.filter(item__study=study, answered_at__isnull=False)
         .exclude(item__kind=StudyItem.Kind.PRACTICE)
-        .select_related("participant", "item__pair__video")
+        .select_related("participant", "item__pair__video", "item__release_item")
         .order_by("participant_id", "sequence", "pk")
     )
     for a in answered.iterator():
-        options = a.item.pair.options
+        presented = a.item.presented()
+        options = presented.options
         writer.writerow(
             [
                 a.participant_id,
@@ -247,7 +263,7 @@ def responses_csv(study: Study) -> str:
                 a.item.domain,
                 " | ".join(options[i] for i in a.permutation),
                 options[a.chosen],
-                a.item.pair.answer,
+                presented.answer,
                 int(bool(a.correct)),
                 a.served_at.isoformat(),
                 a.answered_at.isoformat(),

@@ -16,14 +16,14 @@ ROUNDING_RULE = (
     "domains the same way, without the minimum of one. Equal remainders go in the order of a hash of the "
     "study's seed and the category (or domain), sha256(f'{seed}:{name}'), so that no category always wins a "
     "tie. Within a category × domain stratum the items are drawn with Python's random.Random(seed) from the "
-    "pool sorted by source, source id and pair id, so the same pool, fraction and seed always give the same "
-    "sample."
+    "pool sorted by item id (studies before releases: by source, source id and pair id), so the same pool, "
+    "fraction and seed always give the same sample."
 )
 
 
 @dataclass(frozen=True)
 class Candidate:
-    key: int  # the pair's id
+    key: int  # the release item's id (before releases: the pair's)
     category: str
     domain: str
     sort_key: tuple = ()

@@ -6,8 +6,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from annotator.export.services import ExportOptions, plan_export
-from annotator.models import Category, Domain, Pair
+from annotator.models import Category, Domain, Pair, Release, ReleaseItem
 from evaluation import sampling
 from evaluation.models import Participant, Study, StudyItem
 from subtlebench.errors import Conflict, Invalid
@@ -17,35 +16,69 @@ class StudyError(Invalid):
     """Bad input for a study operation: by field (`StudyError({"split": [...]})`) or as a whole."""
 
 
-def study_pool(*, categories=(), domains=(), split: str = "", split_val_fraction: float = 0.1, split_seed: int = 0):
-    """Accepted pairs, optionally of some categories and domains, and of one split of the benchmark export.
-
-    The split is the one `export_benchmark --val-fraction F --seed S` gives; only exportable pairs have one.
-    """
+def study_pool(*, categories=(), domains=()):
+    """Before releases: the accepted pairs not excluded from studies, optionally of some categories and domains."""
     pool = Pair.objects.accepted().filter(excluded_from_studies=False)
     if categories:
         pool = pool.filter(category__in=categories)
     if domains:
         pool = pool.filter(domain__in=domains)
-    if split:
-        options = ExportOptions(out="", val_fraction=split_val_fraction, seed=split_seed)
-        plan = plan_export(options)
-        pool = pool.filter(pk__in=[pk for pk in plan.included if plan.split_of(pk) == split])
     return pool
+
+
+def release_pool(*, release: Release, split: str, categories=(), domains=()):
+    """The items of a release's split a study draws from: as released, less the pairs a coordinator excluded from
+    studies (a decision about what people are shown, which the release does not change)."""
+    items = release.items.filter(split=split).exclude(pair__excluded_from_studies=True)
+    if categories:
+        items = items.filter(category__in=categories)
+    if domains:
+        items = items.filter(domain__in=domains)
+    return items
+
+
+def release_for_study(*, number: int | None = None) -> Release:
+    """The release a new study draws from: the one numbered `number`, or the latest."""
+    if number is not None:
+        release = Release.objects.filter(number=number).first()
+        if release is None:
+            known = ", ".join(r.name for r in Release.objects.all()) or "none yet"
+            raise StudyError({"release": [f"no release v{number} (releases: {known})."]})
+        return release
+    release = Release.objects.first()  # newest first
+    if release is None:
+        raise StudyError({"release": [NO_RELEASE]})
+    return release
+
+
+NO_RELEASE = "there is no release to draw from yet: publish a release first."
+
+
+def _candidates(*, release: Release | None, split: str, categories, domains) -> dict[int, tuple]:
+    """{key: (pair id, release item id, category, domain, sort key)}: release items of the split, or (before
+    releases) accepted pairs. Sorted by the item id (or source, source id), never by database order."""
+    if release is not None:
+        rows = release_pool(release=release, split=split, categories=categories, domains=domains).values_list(
+            "pk", "pair_id", "category", "domain", "item_id"
+        )
+        return {pk: (pair_id, pk, category, domain, (item_id,)) for pk, pair_id, category, domain, item_id in rows}
+    rows = study_pool(categories=categories, domains=domains).values_list(
+        "pk", "category", "domain", "source", "source_id"
+    )
+    return {pk: (pk, None, category, domain, (source, source_id)) for pk, category, domain, source, source_id in rows}
 
 
 @transaction.atomic
 def study_create(
     *,
     name: str,
+    release: Release | None = None,
+    split: str | None = None,
     fraction: float = 0.1,
     seed: int = 0,
     raters_per_item: int = 1,
     categories=(),
     domains=(),
-    split: str = "",
-    split_val_fraction: float = 0.1,
-    split_seed: int = 0,
     practice_count: int | None = None,
     items_per_participant: int = 0,
     open_cap: int = 0,
@@ -62,9 +95,12 @@ def study_create(
     consent_text: str = "",
     withdrawal_text: str = "",
 ) -> Study:
-    """Create a study and draw its frozen sample (and practice items) from the accepted pairs.
+    """Create a study and draw its frozen sample and practice items from a release's split (test unless `split`
+    says val), stratified and seeded (`sampling.draw`); participants are shown each item as released.
 
-    The participant page's settings left out (None, or a blank text) keep the model's defaults.
+    Without a release (the demo and callers from before releases) it draws from the accepted pairs, shown as they
+    are: a study "before releases". The pages, the API and the command always pass a release. The participant
+    page's settings left out (None, or a blank text) keep the model's defaults.
     """
     if not name.strip():
         raise StudyError({"name": ["give the study a name."]})
@@ -80,10 +116,11 @@ def study_create(
     }
     if any(unknown.values()):
         raise StudyError({field: messages for field, messages in unknown.items() if messages})
+    if release is None and split:
+        raise StudyError({"split": [f"a split is a release's: choose the release to draw its {split} items from."]})
+    split = (split or "test") if release is not None else ""
     if split not in ("", "test", "val"):
-        raise StudyError({"split": [f"must be test, val or empty, got {split!r}."]})
-    if not 0 <= split_val_fraction < 1:
-        raise StudyError({"split_val_fraction": [f"must be at least 0 and below 1, got {split_val_fraction}."]})
+        raise StudyError({"split": [f"must be test or val, got {split!r}."]})
     page_fields = participant_page_fields(
         min_viewport_width=min_viewport_width,
         min_viewport_height=min_viewport_height,
@@ -94,32 +131,24 @@ def study_create(
         withdrawal_text=withdrawal_text,
     )
     practice_count = settings.STUDY_PRACTICE_COUNT if practice_count is None else practice_count
-    pool = list(
-        study_pool(
-            categories=categories,
-            domains=domains,
-            split=split,
-            split_val_fraction=split_val_fraction,
-            split_seed=split_seed,
-        ).values_list("pk", "category", "domain", "source", "source_id")
-    )
+    pool = _candidates(release=release, split=split, categories=categories, domains=domains)
+    if not pool and release is not None:
+        raise StudyError(f"Release {release.name} has no {split} items matching the filters.")
     if not pool:
         raise StudyError("There are no accepted pairs matching the filters.")
     candidates = [
-        sampling.Candidate(pk, category, domain, (source, source_id))
-        for pk, category, domain, source, source_id in pool
+        sampling.Candidate(key, category, domain, sort_key) for key, (_, _, category, domain, sort_key) in pool.items()
     ]
     sampled, practice = sampling.draw(candidates, fraction, seed, practice=practice_count)
     study = Study.objects.create(
         name=name.strip(),
+        release=release,
         fraction=fraction,
         seed=seed,
         raters_per_item=raters_per_item,
         categories=list(categories),
         domains=list(domains),
         split=split,
-        split_val_fraction=split_val_fraction,
-        split_seed=split_seed,
         practice_count=len(practice),
         items_per_participant=items_per_participant,
         open_cap=open_cap,
@@ -130,12 +159,21 @@ def study_create(
         created_by=created_by,
         **page_fields,
     )
-    strata = {pk: (category, domain) for pk, category, domain, _, _ in pool}
-    rows = [
-        StudyItem(study=study, pair_id=pk, kind=kind, category=strata[pk][0], domain=strata[pk][1], position=i)
-        for kind, keys in ((StudyItem.Kind.SCORED, sampled), (StudyItem.Kind.PRACTICE, practice))
-        for i, pk in enumerate(keys, start=1)
-    ]
+    rows = []
+    for kind, keys in ((StudyItem.Kind.SCORED, sampled), (StudyItem.Kind.PRACTICE, practice)):
+        for position, key in enumerate(keys, start=1):
+            pair_id, release_item_id, category, domain, _ = pool[key]
+            rows.append(
+                StudyItem(
+                    study=study,
+                    pair_id=pair_id,
+                    release_item_id=release_item_id,
+                    kind=kind,
+                    category=category,
+                    domain=domain,
+                    position=position,
+                )
+            )
     StudyItem.objects.bulk_create(rows)
     if invites:
         study_invite(study=study, count=invites)
@@ -162,12 +200,26 @@ def participant_page_fields(**values) -> dict:
 
 @transaction.atomic
 def study_add_attention_checks(*, study: Study, pair_ids) -> list[StudyItem]:
-    """Mark accepted pairs outside the sample as attention checks: every participant gets each of them once."""
-    ids = [int(i) for i in pair_ids]
-    found = {p.pk: p for p in Pair.objects.accepted().filter(pk__in=ids)}
-    missing = [str(i) for i in ids if i not in found]
-    if missing:
-        raise StudyError(f"attention checks: no accepted pair with id {', '.join(missing)}.")
+    """Mark pairs outside the sample as attention checks: every participant gets each of them once. For a study on
+    a release they are items of that release (of its split when the pair is released in both), shown as released;
+    before releases, accepted pairs."""
+    ids = list(dict.fromkeys(int(i) for i in pair_ids))  # a pair named twice is one check
+    if study.release_id is not None:
+        released: dict[int, ReleaseItem] = {}
+        for item in study.release.items.filter(pair_id__in=ids).order_by("split", "position", "pk"):
+            if item.pair_id not in released or item.split == study.split:
+                released[item.pair_id] = item
+        missing = [str(i) for i in ids if i not in released]
+        if missing:
+            raise StudyError(f"attention checks: pair {', '.join(missing)} is not in release {study.release.name}.")
+        strata = {i: (released[i].category, released[i].domain) for i in ids}
+    else:
+        found = {p.pk: p for p in Pair.objects.accepted().filter(pk__in=ids)}
+        missing = [str(i) for i in ids if i not in found]
+        if missing:
+            raise StudyError(f"attention checks: no accepted pair with id {', '.join(missing)}.")
+        released = {}
+        strata = {i: (found[i].category, found[i].domain) for i in ids}
     taken = set(study.items.filter(pair_id__in=ids).values_list("pair_id", flat=True))
     if taken:
         raise StudyError(f"attention checks: pair {', '.join(map(str, sorted(taken)))} is already in this study.")
@@ -175,10 +227,11 @@ def study_add_attention_checks(*, study: Study, pair_ids) -> list[StudyItem]:
     rows = [
         StudyItem(
             study=study,
-            pair=found[i],
+            pair_id=i,
+            release_item=released.get(i),
             kind=StudyItem.Kind.ATTENTION,
-            category=found[i].category,
-            domain=found[i].domain,
+            category=strata[i][0],
+            domain=strata[i][1],
             position=start + n,
         )
         for n, i in enumerate(ids, start=1)

@@ -15,10 +15,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Pair
+from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Pair, Release
 from evaluation import beside, reports, studies
 from evaluation.models import DEFAULT_CONSENT, DEFAULT_INSTRUCTIONS, DEFAULT_WITHDRAWAL, Participant, Study, StudyItem
 from evaluation.sampling import ROUNDING_RULE
+from evaluation.studies import NO_RELEASE
 from subtlebench.errors import Conflict, Invalid
 from subtlebench.pages import error_response, post_only, redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
@@ -37,23 +38,21 @@ class StudyForm(forms.Form):
         choices=Category.choices, required=False, widget=forms.CheckboxSelectMultiple
     )
     domains = forms.MultipleChoiceField(choices=Domain.choices, required=False, widget=forms.CheckboxSelectMultiple)
-    split = forms.ChoiceField(
-        choices=[("", "any split"), ("test", "test"), ("val", "val")], required=False, label="Export split"
+    release = forms.ModelChoiceField(
+        queryset=Release.objects.all(),
+        empty_label=None,
+        to_field_name="number",
+        label="Release",
+        error_messages={"required": NO_RELEASE, "invalid_choice": "choose one of the releases listed."},
     )
-    split_val_fraction = forms.FloatField(
-        initial=0.1, min_value=0, max_value=0.99, required=False, label="Split: val fraction"
-    )
-    split_seed = forms.IntegerField(
-        initial=0, required=False, min_value=-SEED_BOUND, max_value=SEED_BOUND, label="Split: seed"
-    )
+    split = forms.ChoiceField(choices=[("test", "test"), ("val", "val")], initial="test", required=False, label="Split")
 
-    def clean_split_val_fraction(self):
-        value = self.cleaned_data["split_val_fraction"]
-        return 0.1 if value is None else value
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["release"].initial = Release.objects.values_list("number", flat=True).first()  # the latest
 
-    def clean_split_seed(self):
-        value = self.cleaned_data["split_seed"]
-        return 0 if value is None else value
+    def clean_split(self):
+        return self.cleaned_data["split"] or "test"
 
     practice_count = forms.IntegerField(initial=3, min_value=0, max_value=20, label="Practice items")
     items_per_participant = forms.IntegerField(initial=0, min_value=0, max_value=100000, label="Items each (0: all)")
@@ -74,18 +73,15 @@ class StudyForm(forms.Form):
 
     # Each field once, in the row it belongs to: the page renders these rows and nothing else.
     ROWS = (
-        ("name", "fraction", "seed"),
-        ("raters_per_item", "practice_count", "items_per_participant"),
-        ("invites", "open_cap", "session_minutes"),
+        ("name", "release", "split"),
+        ("fraction", "seed", "raters_per_item"),
+        ("practice_count", "items_per_participant", "invites"),
+        ("open_cap", "session_minutes"),
         ("redirect_url", "no_items_url"),
     )
-    FILTER_ROWS = (("split", "split_val_fraction", "split_seed"),)
 
     def rows(self):
         return [[self[name] for name in row] for row in self.ROWS]
-
-    def filter_rows(self):
-        return [[self[name] for name in row] for row in self.FILTER_ROWS]
 
     # What participants see (issue 12): the smallest window admitted, and the texts of the first page.
     min_viewport_width = forms.IntegerField(
@@ -146,16 +142,16 @@ class AttentionForm(forms.Form):
 
 
 def load_study(pk: int) -> Study:
-    return get_object_or_404(Study, pk=pk)
+    return get_object_or_404(Study.objects.select_related("release"), pk=pk)
 
 
 def _study_list_page(request, form: StudyForm, status: int = 200):
-    study_rows = Study.objects.annotate(
+    study_rows = Study.objects.select_related("release").annotate(
         scored=Count("items", filter=Q(items__kind=StudyItem.Kind.SCORED), distinct=True),
         people=Count("participants", distinct=True),
         finished=Count("participants", filter=Q(participants__finished_at__isnull=False), distinct=True),
     )
-    context = {"studies": study_rows, "form": form, "rule": ROUNDING_RULE}
+    context = {"studies": study_rows, "form": form, "rule": ROUNDING_RULE, "has_release": Release.objects.exists()}
     return render(request, "evaluation/study_list.html", context, status=status)
 
 

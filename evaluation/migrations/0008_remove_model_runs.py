@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evaluation', '0006_total_default_orders'),
+        ('evaluation', '0007_study_release'),
         # After their rows moved into annotator's one store of model answers.
         ('annotator', '0020_model_runs_into_one_store'),
     ]

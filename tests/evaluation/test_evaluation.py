@@ -20,6 +20,7 @@ from evaluation.models import Assignment, Participant, Study, StudyItem
 from subtlebench.tokens import api_token_create
 from tests.factories import DESKTOP_WINDOW, make_pair
 from tests.model_fixtures import import_into_study
+from tests.release_factories import make_release
 
 pytestmark = pytest.mark.django_db
 
@@ -85,13 +86,14 @@ def test_it_filters_the_pool_by_category_and_refuses_an_empty_pool():
 
 def test_the_command_creates_a_study_and_prints_invite_links(settings):
     settings.SITE_URL = "https://studio.example"
-    make_pool(20)
+    make_release(make_pool(20))
     out = StringIO()
     call_command(
         "create_study", "Baseline", "--fraction", "0.3", "--seed", "1", "--raters", "2", "--invites", "3", stdout=out
     )
     study = Study.objects.get(name="Baseline")
     assert study.raters_per_item == 2 and study.seed == 1
+    assert study.release.number == 1 and study.split == "test" and "(Humans on release v1 (test))" in out.getvalue()
     links = re.findall(r"https://studio\.example/p/[\w-]+/", out.getvalue())
     assert len(links) == 3
     assert {link.split("/")[-2] for link in links} == set(study.participants.values_list("token", flat=True))
@@ -490,12 +492,13 @@ def test_the_dashboard_shows_accuracy_intervals_table_chart_and_agreement(
 
 
 def test_the_study_list_creates_a_study_from_the_form(client_for, coordinator, django_assert_max_num_queries):
-    make_pool(10)
+    make_release(make_pool(10))
     client = client_for(coordinator)
     response = client.post(
         "/studies/create/",
         {
             "name": "Form",
+            "release": "1",
             "fraction": "0.5",
             "seed": "2",
             "raters_per_item": "1",
@@ -514,6 +517,7 @@ def test_the_study_list_creates_a_study_from_the_form(client_for, coordinator, d
         "/studies/create/",
         {
             "name": "X",
+            "release": "1",
             "fraction": "0.5",
             "seed": "0",
             "raters_per_item": "1",
@@ -525,7 +529,7 @@ def test_the_study_list_creates_a_study_from_the_form(client_for, coordinator, d
         },
     )
     assert bad.status_code == 302 and bad["Location"] == "/studies/"
-    assert b"no accepted pairs" in client.get(bad["Location"]).content
+    assert b"Release v1 has no test items matching the filters" in client.get(bad["Location"]).content
 
 
 def test_the_csv_and_json_summary_hold_every_response(client_for, coordinator, finished_study):
@@ -562,6 +566,7 @@ def test_api_endpoints_need_a_coordinator_and_the_right_method(client, client_fo
 
 
 def test_the_api_creates_a_study_invites_and_reports_results_with_a_token(client, coordinator, finished_study):
+    make_release(Pair.objects.order_by("pk"))
     _, key = api_token_create(user=coordinator)
     auth = {"HTTP_AUTHORIZATION": f"Token {key}"}
     created = client.post(
@@ -571,6 +576,7 @@ def test_the_api_creates_a_study_invites_and_reports_results_with_a_token(client
         **auth,
     )
     assert created.status_code == 201 and created.json()["seed"] == 4
+    assert (created.json()["release"], created.json()["split"]) == (1, "test")
     pk = created.json()["id"]
     invites = client.post(f"/api/studies/{pk}/invites/create/", {"count": 3}, content_type="application/json", **auth)
     assert invites.status_code == 201 and len(invites.json()) == 3
@@ -582,7 +588,7 @@ def test_the_api_creates_a_study_invites_and_reports_results_with_a_token(client
     bad = client.post(
         "/api/studies/create/", {"name": "X", "categories": ["quality"]}, content_type="application/json", **auth
     )
-    assert bad.status_code == 400 and "no accepted pairs" in bad.json()["detail"]
+    assert bad.status_code == 400 and "Release v1 has no test items" in bad.json()["detail"]
 
 
 def test_the_participant_api_serves_the_current_item_and_takes_answers(client):

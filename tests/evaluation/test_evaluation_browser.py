@@ -11,6 +11,7 @@ from evaluation import studies
 from evaluation.models import Assignment, Study, StudyItem
 from tests.conftest import browser_login
 from tests.factories import make_pair
+from tests.release_factories import make_release
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -91,12 +92,14 @@ def test_a_participant_practises_answers_every_item_by_keyboard_and_the_dashboar
 
 
 def test_the_study_form_asks_fraction_and_seed_once_and_the_study_is_drawn_with_what_was_typed(page, coordinator):
-    for i in range(12):
+    make_release(
         make_pair(category=[Category.TEMPORAL, Category.STATE, Category.ACTION][i % 3], domain=Domain.NATURAL)
+        for i in range(12)
+    )
     browser_login(page, "cora")
     page.goto("/studies/")
     page.click("summary")  # open "Filter the pool": nothing in it may repeat a field above
-    for name in ("name", "fraction", "seed", "split_val_fraction", "split_seed", "session_minutes"):
+    for name in ("name", "release", "split", "fraction", "seed", "session_minutes"):
         assert page.locator(f"[name={name}]").count() == 1, name
     page.fill("[name=name]", "Typed in the browser")
     page.fill("[name=fraction]", "1")

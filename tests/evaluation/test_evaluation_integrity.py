@@ -21,6 +21,7 @@ from evaluation.models import Participant, Study, StudyItem
 from evaluation.reports import study_results
 from subtlebench.spreadsheet_csv import FORMULA_STARTS, neutralised
 from tests.factories import DESKTOP_WINDOW, make_pair
+from tests.release_factories import make_release
 
 pytestmark = pytest.mark.django_db
 
@@ -379,10 +380,12 @@ def test_the_study_form_renders_each_field_once(client_for, coordinator):
 
 
 def test_the_fraction_and_seed_posted_are_the_ones_used(client_for, coordinator):
-    make_pool(10)
+    make_release(make_pool(10))
     client = client_for(coordinator)
     page = client.get("/studies/").content.decode()
     fields = dict(re.findall(r'name="(\w+)" value="([^"]*)"', page))  # what the browser would post untouched
+    selected = r'<select name="(\w+)"[^>]*>(?:(?!</select>).)*?<option value="([^"]*)" selected'
+    fields.update(re.findall(selected, page, re.S))  # and the options the selects show chosen
     fields.update(name="Visible", fraction="1", seed="3", session_minutes="45")
     for name in ("csrfmiddlewaretoken", "categories", "domains"):
         fields.pop(name, None)

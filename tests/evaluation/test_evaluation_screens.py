@@ -14,6 +14,7 @@ from evaluation import participation, studies
 from evaluation.models import DEFAULT_CONSENT, DEFAULT_INSTRUCTIONS, Assignment, Participant, Study
 from evaluation.screens import Screen
 from tests.factories import DESKTOP_WINDOW, make_pair
+from tests.release_factories import make_release
 
 pytestmark = pytest.mark.django_db
 
@@ -210,14 +211,14 @@ FORM = {
     "items_per_participant": "0",
     "invites": "1",
     "open_cap": "0",
+    "release": "1",
 }
 
 
 def test_the_study_form_sets_the_minimum_window_and_the_texts_participants_see_escaped_with_line_breaks(
     client, client_for, coordinator
 ):
-    for _ in range(6):
-        make_pair()
+    make_release([make_pair() for _ in range(6)])
     form_page = client_for(coordinator).get("/studies/").content.decode()
     assert 'name="min_viewport_width" value="1024"' in form_page and "Look at both images carefully" in form_page
     response = client_for(coordinator).post(
@@ -246,8 +247,7 @@ def test_the_study_form_sets_the_minimum_window_and_the_texts_participants_see_e
 
 
 def test_blank_texts_and_a_form_without_the_new_fields_keep_the_defaults(client, client_for, coordinator):
-    for _ in range(6):
-        make_pair()
+    make_release([make_pair() for _ in range(6)])
     client_for(coordinator).post("/studies/create/", FORM | {"instructions_text": "  ", "consent_text": ""})
     study = Study.objects.get(name="Texts")
     assert study.instructions_text == DEFAULT_INSTRUCTIONS and study.consent_text == DEFAULT_CONSENT

@@ -1,14 +1,14 @@
-"""A study's pool can be one split of the benchmark export: the same split export_benchmark writes."""
+"""A study's pool is one split of a release: the split the release wrote, never the export planner run again."""
 
 from __future__ import annotations
 
 import pytest
 
-from annotator.export.services import ExportOptions, plan_export
 from annotator.models import Category
 from evaluation import studies
 from evaluation.models import StudyItem
 from tests.factories import make_pair
+from tests.release_factories import make_release
 
 pytestmark = pytest.mark.django_db
 
@@ -18,33 +18,31 @@ def make_pool():
     for index in range(24):
         category = (Category.TEMPORAL, Category.VIEWPOINT, Category.QUALITY)[index % 3]
         pairs.append(make_pair(category=category))  # each pair on its own video: 24 groups
-    return pairs
+    val = {pair.pk for pair in pairs[::4]}
+    return make_release(pairs, split_of=lambda pair: "val" if pair.pk in val else "test")
 
 
 @pytest.mark.parametrize("split", ["val", "test"])
-def test_a_study_on_one_split_samples_only_that_splits_pairs(split):
-    make_pool()
-    plan = plan_export(ExportOptions(out="", val_fraction=0.25, seed=3))
-    expected = {pk for pk in plan.included if plan.split_of(pk) == split}
+def test_a_study_on_one_split_samples_only_that_splits_items(split):
+    release = make_pool()
+    expected = set(release.items.filter(split=split).values_list("pair_id", flat=True))
     assert 0 < len(expected) < 24
-    study = studies.study_create(
-        name="split study", fraction=1.0, split=split, split_val_fraction=0.25, split_seed=3, practice_count=0
-    )
+    study = studies.study_create(name="split study", release=release, fraction=1.0, split=split, practice_count=0)
     sampled = set(study.items.filter(kind=StudyItem.Kind.SCORED).values_list("pair_id", flat=True))
     assert sampled == expected
-    assert (study.split, study.split_val_fraction, study.split_seed, study.pool_size) == (split, 0.25, 3, len(expected))
+    assert (study.split, study.pool_size) == (split, len(expected))
 
 
-def test_without_a_split_the_pool_is_every_accepted_pair():
-    make_pool()
-    study = studies.study_create(name="all", fraction=1.0, practice_count=0)
-    assert study.items.filter(kind=StudyItem.Kind.SCORED).count() == 24
+def test_the_split_is_the_releases_test_split_unless_told():
+    release = make_pool()
+    study = studies.study_create(name="default", release=release, fraction=1.0, practice_count=0)
+    assert study.split == "test" and study.items.scored().count() == 18
 
 
 def test_an_unknown_split_is_refused():
-    make_pool()
-    with pytest.raises(studies.StudyError, match="split: must be test, val or empty"):
-        studies.study_create(name="x", split="train")
+    release = make_pool()
+    with pytest.raises(studies.StudyError, match="split: must be test or val"):
+        studies.study_create(name="x", release=release, split="train")
 
 
 def test_the_api_and_the_summary_carry_the_split(client_for, coordinator):
@@ -52,10 +50,17 @@ def test_the_api_and_the_summary_carry_the_split(client_for, coordinator):
     client = client_for(coordinator)
     response = client.post(
         "/api/studies/create/",
-        {"name": "val only", "fraction": 1.0, "split": "val", "split_val_fraction": 0.25, "practice_count": 0},
+        {"name": "val only", "fraction": 1.0, "split": "val", "practice_count": 0},
         content_type="application/json",
     )
     assert response.status_code == 201, response.content
-    assert response.json()["split"] == "val"
+    assert (response.json()["split"], response.json()["release"]) == ("val", 1)
     summary = client.get(f"/studies/{response.json()['id']}/summary.json").json()
     assert summary["study"]["filters"]["split"] == "val"
+    assert summary["study"]["release"] == {
+        "number": 1,
+        "name": "v1",
+        "split": "val",
+        "manifest_sha256": summary["study"]["release"]["manifest_sha256"],
+    }
+    assert summary["study"]["baseline"] == "Humans on release v1 (val)"

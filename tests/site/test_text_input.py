@@ -213,8 +213,8 @@ def test_a_300_character_export_name_is_refused_by_the_api_and_the_page(client_f
 def test_a_seed_beyond_the_column_is_refused_not_a_server_error(client_for, coordinator):
     make_pair()
     client = client_for(coordinator)
-    response = client.post("/api/studies/create/", {"name": "S", "split_seed": 2**42}, content_type="application/json")
-    assert list(api_error(response)["errors"]) == ["split_seed"]
+    response = client.post("/api/studies/create/", {"name": "S", "seed": 2**42}, content_type="application/json")
+    assert list(api_error(response)["errors"]) == ["seed"]
     page = client.post("/studies/create/", {"name": "S", "fraction": "1", "seed": str(2**42)})
     assert page.status_code == 302 and page["Location"] == "/studies/"  # Post/Redirect/Get: the form shows why
     assert "seed" in client.get(page["Location"]).context["form"].errors

@@ -1,4 +1,4 @@
-"""manage.py create_study NAME: draw a study's sample from the accepted pairs and print its invite links."""
+"""manage.py create_study NAME: draw a study's sample from a release's split and print its invite links."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from evaluation import studies
 
 
 class Command(BaseCommand):
-    help = "Create a human-baseline study on a stratified sample of the accepted pairs and print invite links."
+    help = "Create a human-baseline study on a stratified sample of a release's split and print invite links."
 
     def add_arguments(self, parser):
         parser.add_argument("name")
@@ -18,9 +18,8 @@ class Command(BaseCommand):
         parser.add_argument("--invites", type=int, default=0, help="Invite links to create and print.")
         parser.add_argument("--category", action="append", default=[], help="Only this category (repeatable).")
         parser.add_argument("--domain", action="append", default=[], help="Only this domain (repeatable).")
-        parser.add_argument("--split", choices=["test", "val"], default="", help="Only pairs of this export split.")
-        parser.add_argument("--split-val-fraction", type=float, default=0.1, help="The export's --val-fraction.")
-        parser.add_argument("--split-seed", type=int, default=0, help="The export's --seed.")
+        parser.add_argument("--release", type=int, default=None, help="The release's number (default the latest).")
+        parser.add_argument("--split", choices=["test", "val"], default="test", help="The release's split (test).")
         parser.add_argument("--practice", type=int, default=None, help="Practice items (default from settings).")
         parser.add_argument("--open-cap", type=int, default=0, help="Also an open link admitting this many.")
 
@@ -28,14 +27,13 @@ class Command(BaseCommand):
         try:
             study = studies.study_create(
                 name=options["name"],
+                release=studies.release_for_study(number=options["release"]),
                 fraction=options["fraction"],
                 seed=options["seed"],
                 raters_per_item=options["raters"],
                 categories=options["category"],
                 domains=options["domain"],
                 split=options["split"],
-                split_val_fraction=options["split_val_fraction"],
-                split_seed=options["split_seed"],
                 practice_count=options["practice"],
                 invites=options["invites"],
                 open_cap=options["open_cap"],
@@ -44,7 +42,8 @@ class Command(BaseCommand):
             raise CommandError(str(error))
         scored = study.items.scored().count()
         self.stdout.write(
-            f"Study {study.pk} '{study.name}': {scored} items from a pool of {study.pool_size} "
+            f"Study {study.pk} '{study.name}' ({study.baseline_label}): {scored} items "
+            f"from a pool of {study.pool_size} "
             f"(fraction {study.fraction}, seed {study.seed}, {study.raters_per_item} rater(s) per item), "
             f"{study.practice_count} practice items. Completion code {study.completion_code}."
         )

@@ -1,0 +1,86 @@
+"""A participant in real Chromium sees a release's swapped binary items in the released image order, and answering
+as the released record says is scored correct."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from annotator.models import Category
+from evaluation import studies
+from evaluation.models import Assignment, StudyItem
+from tests.conftest import browser_login
+from tests.factories import make_pair
+from tests.release_factories import make_release
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# Set EVALUATION_SCREENSHOTS=/tmp/somewhere to keep screenshots of the pages for a look.
+SHOTS = os.getenv("EVALUATION_SCREENSHOTS", "")
+
+
+def shot(page, name: str) -> None:
+    if SHOTS:
+        page.screenshot(path=os.path.join(SHOTS, f"release-study-{name}.png"), full_page=True)
+
+
+def file_bytes(image) -> bytes:
+    with image.file.open("rb") as handle:
+        return handle.read()
+
+
+def take_part(page, study, width: int) -> int:
+    """Consent, then answer every item as its released record says; returns the items that were swapped."""
+    participant = studies.participant_create(study=study)
+    page.goto(f"/p/{participant.token}/")
+    page.check("input[name=agree]")
+    with page.expect_navigation():
+        page.click("#start")
+    swapped_seen = 0
+    for number in range(study.items.scored().count()):
+        page.wait_for_selector("#answer-form")
+        current = Assignment.objects.select_related("item__release_item", "item__pair").get(
+            participant=participant, answered_at__isnull=True, item__kind=StudyItem.Kind.SCORED
+        )
+        released, pair = current.item.release_item, current.item.pair
+        shown = [page.request.get(src).body() for src in page.locator(".p-images img").evaluate_all(
+            "images => images.map(image => image.src)"
+        )]  # fmt: skip
+        assert shown == [file_bytes(released.image_1), file_bytes(released.image_2)]
+        if released.swapped:
+            swapped_seen += 1
+            assert shown[0] == file_bytes(pair.image_2) != file_bytes(pair.image_1)
+            assert current.item.presented().answer != pair.answer  # the answer flipped with the images
+        if number == 0:
+            shot(page, f"item-{width}")
+        answer = released.record["answer"]
+        with page.expect_navigation():
+            page.locator("button.p-option", has_text=answer).click()
+    page.wait_for_selector("#completion-code")
+    answers = Assignment.objects.filter(participant=participant, item__kind=StudyItem.Kind.SCORED)
+    assert answers.count() == study.items.scored().count() and all(a.correct for a in answers)
+    return swapped_seen
+
+
+@pytest.mark.parametrize("width, height", [(1440, 900), (390, 844)])
+def test_a_participant_sees_the_released_image_order_and_the_released_answer_scores(
+    browser_pages, coordinator, width, height
+):
+    pairs = [make_pair(category=Category.STATE, question="In which image is the apple peeled more?") for _ in range(4)]
+    release = make_release(pairs, swapped={pairs[0].pk, pairs[2].pk})
+    study = studies.study_create(
+        name="On release v1", release=release, fraction=1, practice_count=0, min_viewport_width=360
+    )
+    page = browser_pages.new_page(viewport={"width": width, "height": height})
+    assert take_part(page, study, width) == 2
+
+    if width == 1440:
+        coordinator_page = browser_pages.new_page()
+        browser_login(coordinator_page, "cora")
+        coordinator_page.goto(f"/studies/{study.pk}/")
+        assert coordinator_page.inner_text("#baseline") == "Humans on release v1 (test)"
+        assert "100.0%" in coordinator_page.inner_text("#acc-micro")
+        shot(coordinator_page, "dashboard")
+        coordinator_page.goto("/studies/")
+        shot(coordinator_page, "list")
