@@ -8,3 +8,7 @@ class EvaluationConfig(AppConfig):
         from evaluation.pair_filters import register
 
         register()
+        from annotator.releases.services import release_links_register
+        from evaluation.release_answers import release_studies_section
+
+        release_links_register(release_studies_section)

@@ -22,3 +22,38 @@ def human_answers_on_release(release: Release) -> list[tuple[str, str, bool]]:
     ).select_related("participant", "item__release_item")
     rows = [(a.item.release_item.item_id, a.participant.rater_key, bool(a.correct)) for a in answered.iterator()]
     return sorted(rows)
+
+
+def release_studies_section(release: Release) -> list[dict]:
+    """The release page's "studies on this release" and its report (annotator.releases.services.release_links)."""
+    from django.urls import reverse
+
+    from evaluation.models import Study
+
+    studies = Study.objects.filter(release=release).order_by("created", "pk")
+    rows = [
+        {
+            "label": study.name,
+            "url": reverse("study-detail", args=[study.pk]),
+            "detail": f"{study.baseline_label} · {study.items.scored().count()} scored items",
+        }
+        for study in studies
+    ]
+    report = [
+        {
+            "label": f"Report of {release.name}, {split} split",
+            "url": reverse("release-report-split", args=[release.number, split]),
+            "detail": "humans and every model, per category and domain, with clustered intervals; CSV, JSON, Markdown,"
+            " LaTeX, SVG and PNG",
+        }
+        for split in ("test", "val")
+    ]
+    return [
+        {
+            "id": "release-studies",
+            "title": "Studies on this release",
+            "rows": rows,
+            "empty": "No study is drawn from this release yet.",
+        },
+        {"id": "release-report-links", "title": "Report", "rows": report, "empty": ""},
+    ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 from evaluation import participant_views as p
-from evaluation import views
+from evaluation import release_report, views
 
 urlpatterns = [
     path("studies/", views.study_list, name="study-list"),
@@ -19,6 +19,14 @@ urlpatterns = [
     # The models beside the humans read the studies: evaluation's pages (the models' own pages are /models/).
     path("studies/models/", views.models_beside_humans, name="models-beside-humans"),
     path("studies/models/misses/", views.model_misses, name="model-misses"),
+    # The release report: humans and every model on a release's split (the release's own pages: annotator/urls.py).
+    path("releases/v<int:number>/report/", release_report.release_report_page, name="release-report"),
+    path("releases/v<int:number>/report/<str:split>/", release_report.release_report_page, name="release-report-split"),
+    path(
+        "releases/v<int:number>/report/<str:split>/<str:name>",
+        release_report.release_report_download,
+        name="release-report-file",
+    ),
     path("p/open/<str:open_token>/", p.open_link, name="participant-open"),
     path("p/open/<str:open_token>/consent/", p.open_consent, name="participant-open-consent"),
     path("p/<str:token>/", p.start, name="participant-start"),

@@ -88,3 +88,18 @@ def drop_test_database(name: str) -> None:
     connection.close()
     with connection._nodb_cursor() as cursor:
         cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def create_empty_database(name: str) -> None:
+    """Another database of the current schema with no rows but what migrate makes (a restore's target): a clone of
+    the template, as fresh as `migrate` on a new server would leave it."""
+    template = f"{TEMPLATE_PREFIX}{migrations_digest()}"
+    with server_cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        cursor.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+
+
+def drop_database(name: str) -> None:
+    """Drop a database other than the test's own (the test's connection and transaction stay as they are)."""
+    with connection._nodb_cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -43,7 +43,9 @@ def release_report(
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     rows = list(
-        release.items.order_by("split", "position").values_list("item_id", "split", "category", "domain", "cluster")
+        release.items.order_by("split", "position", "pk").values_list(
+            "item_id", "split", "category", "domain", "cluster"
+        )
     )
     split_of = {item_id: item_split for item_id, item_split, *_ in rows}
 

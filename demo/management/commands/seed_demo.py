@@ -1,4 +1,5 @@
-"""Demo data for `make run`: users, videos, similarities, pairs, a study and captions. Safe to re-run."""
+"""Demo data for `make run`: users, videos, similarities, pairs, release v1 with a study and a model run on it, and
+captions. Safe to re-run."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from django.core.management.base import BaseCommand
 
 from demo.captions import seed_demo_captions
 from demo.pairs import seed_demo_pairs
+from demo.releases import seed_demo_model_run, seed_demo_release
 from demo.similarity import seed_demo_similarity
 from demo.studies import seed_demo_study
 from demo.videos import demo_videos_seed
@@ -32,7 +34,7 @@ def seed_demo_users() -> None:
 
 
 class Command(BaseCommand):
-    help = "Create demo users, videos, frames, pairs, captions and a study (demo only; safe to re-run)."
+    help = "Create demo users, videos, pairs, release v1 with a study and a model run on it, captions (safe to re-run)."
 
     def handle(self, *args, **options):
         seed_demo_users()
@@ -40,5 +42,7 @@ class Command(BaseCommand):
         demo_videos_seed()
         seed_demo_similarity(self.stdout)
         self.stdout.write(f"Demo pairs: {seed_demo_pairs()} made (drafts, submitted, accepted, rejected).")
+        release = seed_demo_release(self.stdout)
         seed_demo_study(self.stdout)
+        seed_demo_model_run(release, self.stdout)
         seed_demo_captions(self.stdout)

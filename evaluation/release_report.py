@@ -1,0 +1,100 @@
+"""The release report: humans and every model on one release's split, as the paper prints it, with intervals that
+count items sharing a video or a source image as one cluster (benchmark.report), and its downloads.
+
+It lives here, above both answer stores: the human answers are this app's (evaluation.release_answers), the model
+answers annotator's (annotator.modeleval). Both are read through the release's own items, never the live pairs.
+"""
+
+from __future__ import annotations
+
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET
+
+from annotator.modeleval.services import model_answers_on_release
+from annotator.models import Release
+from annotator.releases.report import release_report, release_report_files
+from benchmark.figure import gap_svg
+from benchmark.records import SPLITS
+from benchmark.report import MACRO, MICRO, Cell, Report, percent
+from benchmark.taxonomy import ABBREVIATIONS, CATEGORIES, DOMAINS
+from evaluation.release_answers import human_answers_on_release
+from subtlebench.roles import COORDINATOR, role_required
+
+
+def release_report_of(release: Release, *, split: str = "test") -> Report:
+    """The report of `release`'s `split` from every answer stored on its items, humans' and models'."""
+    return release_report(
+        release,
+        human_answers=human_answers_on_release(release),
+        model_answers=model_answers_on_release(release),
+        split=split,
+    )
+
+
+def load_release(number: int, split: str) -> Release:
+    if split not in SPLITS:
+        raise Http404(f"no split {split!r}: {', '.join(SPLITS)}")
+    return get_object_or_404(Release, number=number)
+
+
+def cell_text(cell: Cell | None, *, signed: bool = False) -> dict:
+    """What a table cell shows: the figure in %, its interval, and what stands behind it (the tooltip)."""
+    if cell is None:
+        return {"value": "—", "interval": "", "title": "no item"}
+    value = percent(cell.estimate)
+    if signed and not value.startswith("-"):
+        value = f"+{value}"
+    interval = "" if cell.low is None else f"{percent(cell.low)}–{percent(cell.high)}"
+    behind = f"{cell.items} items in {cell.clusters} clusters, {cell.answers} answers"
+    if cell.raters is not None:
+        behind += f", {cell.raters} raters"
+    return {"value": value, "interval": interval, "title": behind}
+
+
+def table_rows(rows, *, signed: bool = False) -> list[dict]:
+    return [
+        {
+            "label": row.label,
+            "categories": [cell_text(row.categories.get(c), signed=signed) for c in CATEGORIES],
+            "micro": cell_text(row.micro, signed=signed),
+            "macro": cell_text(row.macro, signed=signed),
+            "domains": [cell_text(row.domains.get(d), signed=signed) for d in DOMAINS],
+            "n": row.micro.items if row.micro else 0,
+            "raters": row.micro.raters if row.micro else None,
+        }
+        for row in rows
+    ]
+
+
+@role_required(COORDINATOR)
+@require_GET
+def release_report_page(request, number: int, split: str = "test"):
+    release = load_release(number, split)
+    report = release_report_of(release, split=split)
+    context = {
+        "release": release,
+        "report": report,
+        "split": split,
+        "splits": SPLITS,
+        "categories": [(ABBREVIATIONS[c], c) for c in CATEGORIES],
+        "domains": list(DOMAINS),
+        "rows": table_rows([report.humans, *report.models]),
+        "gaps": table_rows(report.gaps, signed=True),
+        "figure": gap_svg(report).decode() if report.gaps else "",
+        "files": [name for name, _, _ in release_report_files(report)],
+        "overall": (MICRO, MACRO),
+    }
+    return render(request, "evaluation/release_report.html", context)
+
+
+@role_required(COORDINATOR)
+@require_GET
+def release_report_download(request, number: int, split: str, name: str):
+    release = load_release(number, split)
+    for file_name, content, content_type in release_report_files(release_report_of(release, split=split)):
+        if file_name == name:
+            response = HttpResponse(content, content_type=content_type)
+            response["Content-Disposition"] = f'attachment; filename="{file_name}"'
+            return response
+    raise Http404(f"no report file {name!r}")

@@ -1,0 +1,105 @@
+"""The release report as coordinators get it: the page, the six downloads and `manage.py release_report`, on the
+demo's release v1 (its study and its model run); the same bytes after `dumpdata` and `loaddata` into a fresh
+database."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from annotator.models import ModelEvaluation, Release
+from annotator.releases.report import release_report_files
+from devtools.localservices import BASE_DIR
+from evaluation.models import Study
+from evaluation.release_report import release_report_of
+from tests.conftest import database_url
+from tests.database_template import create_empty_database, drop_database
+
+pytestmark = pytest.mark.django_db
+
+# What a restore needs: the people and every row of the project's apps (content types and permissions are made by
+# migrate in the fresh database; sessions and login attempts are not the data).
+DUMPED = ["auth.group", "auth.user", "subtlebench", "annotator", "evaluation"]
+
+
+@pytest.fixture
+def demo(tmp_path, settings):
+    settings.VAR_DIR = tmp_path / "var"
+    call_command("seed_demo", stdout=io.StringIO())
+    return Release.objects.get(number=1)
+
+
+def report_bytes(release: Release, split: str = "test") -> dict[str, bytes]:
+    return {name: content for name, content, _ in release_report_files(release_report_of(release, split=split))}
+
+
+def manage(*args: str, database: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DATABASE_URL": database}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.slow
+def test_the_demo_release_has_a_study_and_a_model_run_and_its_report_the_same_bytes_after_a_restore(demo, tmp_path):
+    study = Study.objects.get(release=demo)
+    run = ModelEvaluation.objects.get(release=demo)
+    assert study.baseline_label.startswith("Humans on release v1")
+    files = report_bytes(demo)
+    assert sorted(files) == [f"v1-test-{name}" for name in ("gaps.png", "gaps.svg", "report.csv", "report.json",
+                                                             "report.md", "report.tex")]  # fmt: skip
+    document = json.loads(files["v1-test-report.json"])
+    assert document["release"] == "v1" and document["release_hash"] == demo.content_sha256
+    assert document["humans"]["micro"]["answers"] == study.items.scored().count() * study.raters_per_item
+    assert [row["label"] for row in document["models"]] == [run.label]
+    assert document["models"][0]["micro"]["items"] == demo.items.filter(split="test").count()
+
+    dump = tmp_path / "dump.json"
+    call_command("dumpdata", *DUMPED, output=str(dump), verbosity=0)
+    restored = f"{connection.settings_dict['NAME']}_restored"
+    create_empty_database(restored)
+    try:
+        url = database_url().rsplit("/", 1)[0] + f"/{restored}"
+        loaded = manage("loaddata", str(dump), database=url)
+        assert loaded.returncode == 0, loaded.stderr
+        written = manage("release_report", "v1", str(tmp_path / "restored"), database=url)
+        assert written.returncode == 0, written.stderr
+    finally:
+        drop_database(restored)
+    for name, content in files.items():
+        assert (tmp_path / "restored" / name).read_bytes() == content, name
+
+
+@pytest.mark.slow
+def test_the_report_page_and_its_downloads_for_a_coordinator_only(demo, client_for, coordinator, annotator):
+    files = report_bytes(demo, "val")
+    client = client_for(annotator)
+    assert client.get("/releases/v1/report/").status_code == 403
+    client = client_for(coordinator)
+    page = client.get("/releases/v1/report/")
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "Release v1 report" in body and "demo-guesser" in body and "Humans" in body
+    assert 'id="report-figure"' in body and "<svg" in body
+    for name, content in files.items():
+        response = client.get(f"/releases/v1/report/val/{name}")
+        assert response.status_code == 200 and response.content == content, name
+        assert response["Content-Disposition"] == f'attachment; filename="{name}"'
+    assert client.get("/releases/v1/report/val/v1-val-other.csv").status_code == 404
+    assert client.get("/releases/v1/report/train/").status_code == 404
+    assert client.get("/releases/v9/report/").status_code == 404
+    detail = client.get("/releases/v1/").content.decode()
+    assert "Studies on this release" in detail and "Model runs on this release" in detail
+    assert "/releases/v1/report/test/" in detail
+
+
+def test_the_report_command_says_which_releases_there_are(tmp_path):
+    result = manage("release_report", "v7", str(tmp_path), database=database_url())
+    assert result.returncode != 0 and "There is no release 'v7'" in result.stderr
