@@ -70,10 +70,6 @@ class Release(models.Model):
     def __str__(self):
         return f"{self.name} {self.title}".strip()
 
-    @property
-    def name(self) -> str:
-        return f"v{self.number}"
-
     def save(self, *args, **kwargs):
         if self.pk is not None and not self._state.adding:
             raise ReleaseFrozen(f"release {self.name} never changes once made.")
@@ -81,6 +77,10 @@ class Release(models.Model):
 
     def delete(self, *args, **kwargs):
         raise ReleaseFrozen(f"release {self.name} is never deleted.")
+
+    @property
+    def name(self) -> str:
+        return f"v{self.number}"
 
 
 class ReleaseItem(models.Model):
@@ -116,11 +116,6 @@ class ReleaseItem(models.Model):
     def __str__(self):
         return f"{self.item_id} ({self.release_id})"
 
-    @property
-    def record(self) -> dict:
-        """The record as the evaluator reads it (image paths, question, answer, distractors, ...)."""
-        return json.loads(self.line)
-
     def save(self, *args, **kwargs):
         if self.pk is not None and not self._state.adding:
             raise ReleaseFrozen(f"item {self.item_id} of a release never changes once made.")
@@ -128,3 +123,8 @@ class ReleaseItem(models.Model):
 
     def delete(self, *args, **kwargs):
         raise ReleaseFrozen(f"item {self.item_id} of a release is never deleted.")
+
+    @property
+    def record(self) -> dict:
+        """The record as the evaluator reads it (image paths, question, answer, distractors, ...)."""
+        return json.loads(self.line)
