@@ -16,7 +16,7 @@ from api.fields import INT32_MAX, free_text, whole_number
 from api.jobs import IDEMPOTENCY_KEY
 from api.pagination import page_response, paginated
 from subtlebench.roles import COORDINATOR, HasRole
-from subtlebench.text import NAME_MAX, SHORT_TEXT_MAX
+from subtlebench.text import NAME_MAX, NOTE_MAX, SHORT_TEXT_MAX
 
 
 class ExportStartInputSerializer(serializers.Serializer):
@@ -44,6 +44,9 @@ class ExportStartInputSerializer(serializers.Serializer):
         help_text="Model endpoint names the filter counts (empty: every endpoint with results).",
     )
     replace = serializers.BooleanField(default=False, help_text="Replace an earlier export at the target.")
+    release = serializers.BooleanField(default=False, help_text="Publish the export as the next release (vN).")
+    release_title = free_text(NAME_MAX, lines="single", required=False, default="", allow_blank=True)
+    release_notes = free_text(NOTE_MAX, required=False, default="", allow_blank=True)
 
 
 class ExportOutputSerializer(serializers.Serializer):

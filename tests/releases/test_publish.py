@@ -140,3 +140,19 @@ def test_release_get_names_the_releases_there_are(tmp_path):
         release_get("v7")
     with pytest.raises(ReleaseError, match="not an empty folder"):
         release_files_write(release=release_get("v1"), out=tmp_path / "a")
+
+
+def test_the_api_starts_an_export_that_publishes_a_release(client_for, coordinator):
+    make_pair()
+    client = client_for(coordinator)
+    body = {"target": "via-api", "release": True, "release_title": "From the API", "reproducible": True}
+    started = client.post("/api/exports/start/", body, content_type="application/json")
+    assert started.status_code == 202, started.content
+    job = export_run(job_id=started.json()["id"])
+    assert job.status == Job.Status.SUCCEEDED, job.errors
+    release = Release.objects.get()
+    assert (release.name, release.title, release.export_job_id) == ("v1", "From the API", job.pk)
+    refused = client.post(
+        "/api/exports/start/", {"target": "other", "release_title": "No release"}, content_type="application/json"
+    )
+    assert refused.status_code == 400 and "release_title" in refused.json()["errors"]
