@@ -90,11 +90,11 @@ def release_report_page(request, number: int, split: str = "test"):
 
 @role_required(COORDINATOR)
 @require_GET
-def release_report_download(request, number: int, split: str, name: str):
+def release_report_download(request, number: int, split: str, file_name: str):
     release = load_release(number, split)
-    for file_name, content, content_type in release_report_files(release_report_of(release, split=split)):
-        if file_name == name:
+    for name, content, content_type in release_report_files(release_report_of(release, split=split)):
+        if name == file_name:
             response = HttpResponse(content, content_type=content_type)
-            response["Content-Disposition"] = f'attachment; filename="{file_name}"'
+            response["Content-Disposition"] = f'attachment; filename="{name}"'
             return response
-    raise Http404(f"no report file {name!r}")
+    raise Http404(f"no report file {file_name!r}")

@@ -23,7 +23,7 @@ urlpatterns = [
     path("releases/v<int:number>/report/", release_report.release_report_page, name="release-report"),
     path("releases/v<int:number>/report/<str:split>/", release_report.release_report_page, name="release-report-split"),
     path(
-        "releases/v<int:number>/report/<str:split>/<str:name>",
+        "releases/v<int:number>/report/<str:split>/<str:file_name>",
         release_report.release_report_download,
         name="release-report-file",
     ),

@@ -157,6 +157,8 @@ def world(h264_video, tmp_path, settings):
         "open_token": [study.open_token],
         "signed": [signed],
         "name": [video.frames.first().image.file.name],
+        "split": ["test", "val", "train"],  # a release's report: both splits, and one there is not
+        "file_name": ["v1-test-report.csv", "v1-test-gaps.svg", "no-such-file.csv"],
         "number": [1, 99],  # release v1, and one that does not exist
     }
 
