@@ -98,6 +98,17 @@ def fast_settings(settings, tmp_path):
     }
 
 
+QUERY_COUNTERS = {"django_assert_num_queries", "django_assert_max_num_queries"}
+
+
+@pytest.fixture(autouse=True)
+def no_clock_in_query_counts(request, monkeypatch):
+    """A test that counts queries counts the same on a slow machine: the active embedding model's per-process cache
+    (one second, so other processes' activations are seen) does not run out between the test's requests."""
+    if QUERY_COUNTERS & set(request.fixturenames):
+        monkeypatch.setattr("annotator.models.similarity.ACTIVE_MODEL_CACHE_SECONDS", float("inf"))
+
+
 @pytest.fixture(autouse=True)
 def active_embedding_model(request, fast_settings):
     """Every test with the database starts with the tiny test DINOv3 as the active embedding model, activated
