@@ -19,7 +19,7 @@ from annotator.releases.report import release_report_files
 from devtools.localservices import BASE_DIR
 from evaluation.models import Study
 from evaluation.release_report import release_report_of
-from tests.conftest import database_url
+from tests.conftest import built_once, database_url
 from tests.database_template import create_empty_database, drop_database
 
 pytestmark = pytest.mark.django_db
@@ -29,11 +29,12 @@ pytestmark = pytest.mark.django_db
 DUMPED = ["auth.group", "auth.user", "subtlebench", "annotator", "evaluation"]
 
 
-@pytest.fixture
-def demo(tmp_path, settings):
-    settings.VAR_DIR = tmp_path / "var"
-    call_command("seed_demo", stdout=io.StringIO())
-    return Release.objects.get(number=1)
+@pytest.fixture(scope="module")
+def demo(django_db_setup, django_db_blocker, tmp_path_factory, tiny_dinov3_dir):
+    """The demo's data with its release v1, its study and its model run: seeded once for the module's tests."""
+    with built_once(django_db_blocker, tmp_path_factory.mktemp("demo"), tiny_dinov3_dir):
+        call_command("seed_demo", stdout=io.StringIO())
+        yield Release.objects.get(number=1)
 
 
 def report_bytes(release: Release, split: str = "test") -> dict[str, bytes]:
