@@ -10,9 +10,9 @@ from django.conf import settings
 from django.contrib.auth.models import User
 
 from annotator.export.services import ExportError, ExportOptions, benchmark_export
-from annotator.modeleval.services import model_results_import
+from annotator.modeleval.services import model_results_import, release_items
 from annotator.models import ModelEvaluation, Release
-from benchmark.protocol import Item, letter, shuffle_options
+from benchmark.protocol import letter, shuffle_options
 from benchmark.results import question_entry, results_document
 
 DEMO_RELEASE_TITLE = "Demo"
@@ -43,19 +43,7 @@ def demo_results_file(release: Release, *, accuracy: float = 0.7, seed: int = 0)
     """A results file for every item of the release's test split, as the official evaluator writes one: options
     shuffled by the protocol, a seeded guesser right about `accuracy` of the time."""
     rng = random.Random(seed)
-    items = [
-        Item(
-            question_id=row.item_id,
-            question=row.record["question"],
-            answer=row.record["answer"],
-            distractors=row.record["distractors"],
-            category=row.category,
-            domain=row.domain,
-            image_1=row.record["image_1"],
-            image_2=row.record["image_2"],
-        )
-        for row in release.items.filter(split="test").order_by("position", "pk")
-    ]
+    items = release_items(release, "test")
     shuffle_options(items, seed)
     questions = []
     for item in items:

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET
 
 from annotator.modeleval.services import model_answers_on_release
 from annotator.models import Release
-from annotator.releases.report import release_report, release_report_files
+from annotator.releases.report import release_report, release_report_file, release_report_file_names
 from benchmark.figure import gap_svg
 from benchmark.records import SPLITS
 from benchmark.report import MACRO, MICRO, Cell, Report, percent
@@ -82,7 +82,7 @@ def release_report_page(request, number: int, split: str = "test"):
         "rows": table_rows([report.humans, *report.models]),
         "gaps": table_rows(report.gaps, signed=True),
         "figure": gap_svg(report).decode() if report.gaps else "",
-        "files": [name for name, _, _ in release_report_files(report)],
+        "files": release_report_file_names(report),
         "overall": (MICRO, MACRO),
     }
     return render(request, "evaluation/release_report.html", context)
@@ -92,9 +92,10 @@ def release_report_page(request, number: int, split: str = "test"):
 @require_GET
 def release_report_download(request, number: int, split: str, file_name: str):
     release = load_release(number, split)
-    for name, content, content_type in release_report_files(release_report_of(release, split=split)):
-        if name == file_name:
-            response = HttpResponse(content, content_type=content_type)
-            response["Content-Disposition"] = f'attachment; filename="{name}"'
-            return response
-    raise Http404(f"no report file {file_name!r}")
+    written = release_report_file(release_report_of(release, split=split), file_name)
+    if written is None:
+        raise Http404(f"no report file {file_name!r}")
+    content, content_type = written
+    response = HttpResponse(content, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{file_name}"'
+    return response

@@ -72,3 +72,16 @@ def release_report_files(report: Report) -> list[tuple[str, bytes, str]]:
     named like `v1-test-report.csv`. The same report always gives the same bytes."""
     prefix = f"{report.release}-{report.split}"
     return [(f"{prefix}-{name}", write(report), content_type) for name, write, content_type in REPORT_FILES]
+
+
+def release_report_file_names(report: Report) -> list[str]:
+    return [f"{report.release}-{report.split}-{name}" for name, _, _ in REPORT_FILES]
+
+
+def release_report_file(report: Report, file_name: str) -> tuple[bytes, str] | None:
+    """One download, (bytes, content type), written alone; None when the report has no file of that name."""
+    prefix = f"{report.release}-{report.split}-"
+    for name, write, content_type in REPORT_FILES:
+        if file_name == prefix + name:
+            return write(report), content_type
+    return None

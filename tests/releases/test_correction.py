@@ -3,25 +3,17 @@ from it (what participants see and how they are scored), the model run on it, an
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from django.core.management import call_command
 
 from annotator.modeleval.services import model_answers_on_release, model_results_import
-from annotator.models import ModelItemResult, Release
+from annotator.models import ModelItemResult
 from annotator.releases.report import release_report_files
 from demo.releases import demo_results_file
 from evaluation import participation, studies
 from evaluation.release_report import release_report_of
-from tests.releases.test_diff import attribute_pair, correct
+from tests.releases.test_diff import attribute_pair, correct, publish
 
 pytestmark = pytest.mark.django_db
-
-
-def publish(out: Path) -> Release:
-    call_command("export_benchmark", "--out", str(out), "--reproducible", "--val-fraction", "0", "--release")
-    return Release.objects.order_by("-number").first()
 
 
 def test_a_pair_corrected_after_the_release_leaves_the_study_the_model_run_and_the_report_unchanged(
