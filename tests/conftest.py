@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import socket
 import subprocess
@@ -24,15 +25,46 @@ from tests.worker_services import isolate_worker
 # as such here whatever its module says, so `make test-fast` (-m "not browser and not e2e") leaves it out.
 E2E_FIXTURES = {"celery_worker_process", "private_redis", "live_server"}
 BROWSER_FIXTURES = {"browser", "page", "browser_pages"}
+LONG_MARKERS = ("slow", "browser", "e2e")
 
 
 def pytest_configure(config):
+    config.last_resort_stderr = os.fdopen(os.dup(2), "w")  # the real stderr, not a test's captured one
     isolate_worker()
+    flush_by_delete()
     retry_flush_on_deadlock()
 
 
+def flush_by_delete() -> None:
+    """The flush after a transactional test deletes the rows instead of truncating the tables: a TRUNCATE of every
+    table makes new files for each table and index (about 0.4 s here), a DELETE of a test's few rows takes
+    milliseconds. It runs with `session_replication_role = replica`, so that no trigger fires (the freeze of
+    releases, the foreign keys: every table is emptied at once), as none fires for TRUNCATE. That setting needs a
+    superuser (the suite's own embedded server is run by one); on a server where the test user is not one, the flush
+    stays a TRUNCATE. Sequences are not reset by either (pytest-django's flush does not ask for it)."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        if not tables or reset_sequences or not is_superuser(self.connection):
+            return truncate(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        deletes = [f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(table))};" for table in tables]
+        return ["SET LOCAL session_replication_role = replica;", *deletes]
+
+    DatabaseOperations.sql_flush = sql_flush
+
+
+def is_superuser(connection) -> bool:
+    if not hasattr(connection, "test_is_superuser"):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+            connection.test_is_superuser = bool(cursor.fetchone()[0])
+    return connection.test_is_superuser
+
+
 def retry_flush_on_deadlock() -> None:
-    """The flush after a live-server test locks every table; a request the browser sent just before it closed may
+    """The flush after a live-server test empties every table; a request the browser sent just before it closed may
     still be taking its own locks, and PostgreSQL then ends one of the two as a deadlock. The flush is tried again
     (the request is over by then) instead of failing the test that had already passed."""
     from django.db.backends.postgresql.operations import DatabaseOperations
@@ -50,6 +82,21 @@ def retry_flush_on_deadlock() -> None:
                 time.sleep(0.2)
 
     DatabaseOperations.execute_sql_flush = execute_sql_flush
+
+
+# A test still running this long after pytest-timeout's signal (pyproject.toml) is stuck where no signal reaches (in
+# C code that does not give the interpreter back): every thread's stack is printed and the worker exits, which
+# pytest-xdist reports as that test failed and replaces, instead of the whole run waiting for CI's limit.
+LAST_RESORT_SECONDS = 360
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    faulthandler.dump_traceback_later(LAST_RESORT_SECONDS, exit=True, file=item.config.last_resort_stderr)
+    try:
+        return (yield)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(scope="session")
@@ -70,10 +117,13 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.browser)
         if names & E2E_FIXTURES and not names & BROWSER_FIXTURES:
             item.add_marker(pytest.mark.e2e)
-    # The long tests first (a stable sort: the same order on every xdist worker and every run), so that the workers
-    # share them out early and no long test is left to run alone at the end. Tests that flush the database may then
-    # run before others: nothing a test needs is lost by a flush (the role groups come back with post_migrate).
-    items.sort(key=lambda item: not any(item.get_closest_marker(name) for name in ("slow", "browser", "e2e")))
+    # The modules with long tests first (a stable sort: the same order on every xdist worker and every run), so that
+    # the workers share them out early and no long test is left to run alone at the end. A module moves whole: its
+    # tests stay side by side, and a world it builds once for all of them (`built_once`) is built by one worker, not
+    # by every worker that was handed one of its tests. Tests that flush the database may then run before others:
+    # nothing a test needs is lost by a flush (the role groups come back with post_migrate).
+    long_modules = {item.path for item in items if any(item.get_closest_marker(name) for name in LONG_MARKERS)}
+    items.sort(key=lambda item: item.path not in long_modules)
 
 
 @pytest.fixture(autouse=True)

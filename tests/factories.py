@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 
@@ -16,6 +17,7 @@ from annotator.similarity.services import current_fingerprint
 _counter = itertools.count(1)
 
 
+@functools.cache  # the same arguments always draw the same picture: encoded once per process
 def jpeg_bytes(shift: int = 0, size: tuple[int, int] = (160, 120), color=(200, 80, 40)) -> bytes:
     """A textured JPEG; a small `shift` moves a square a little (a subtle difference)."""
     picture = PILImage.new("RGB", size, (235, 235, 225))

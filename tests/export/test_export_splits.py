@@ -11,7 +11,6 @@ import pytest
 from django.core.files.storage import default_storage
 from django.core.management import call_command
 
-from annotator.export.format import validate_dataset
 from annotator.export.services import ExportOptions, benchmark_export
 from annotator.models import Pair
 from tests.export_fixtures import accepted_caption, all_records, make_pair, read_jsonl, video_with_pairs
@@ -33,18 +32,6 @@ def assert_no_empty_split_file(out):
 
 def card_header(out) -> str:
     return (out / "README.md").read_text().split("---")[1]
-
-
-@pytest.mark.slow
-def test_the_demo_export_has_items_in_both_splits(tmp_path, settings):
-    settings.VAR_DIR = tmp_path / "var"
-    call_command("seed_demo", stdout=open("/dev/null", "w"))  # noqa: SIM115 (the demo's chatter is not the test)
-    result = export(tmp_path)  # the page's and the command's defaults: val fraction 0.1, seed 0
-    out = tmp_path / "out"
-    assert result["items"] == 13
-    assert result["splits"]["val"] >= 1 and result["left_out"] == [] and result["warnings"] == []
-    assert_no_empty_split_file(out)
-    assert read_jsonl(out / "data/val.jsonl") and list(validate_dataset(out)) == []
 
 
 def test_a_41_item_export_puts_round_a_tenth_in_val_stratified_by_category(tmp_path):

@@ -9,18 +9,23 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.db import connection
 
+from annotator.export.format import validate_dataset
+from annotator.export.services import ExportOptions
 from annotator.models import ModelEvaluation, Release
 from annotator.releases.report import release_report_files
+from benchmark.card import left_out_warnings, split_totals
 from devtools.localservices import BASE_DIR
 from evaluation.models import Study
 from evaluation.release_report import release_report_of
 from tests.conftest import built_once, database_url
 from tests.database_template import create_empty_database, drop_database
+from tests.export_fixtures import read_jsonl
 
 pytestmark = pytest.mark.django_db
 
@@ -46,6 +51,18 @@ def manage(*args: str, database: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=300
     )
+
+
+def test_the_demo_release_is_the_default_export_with_items_in_both_splits(demo):
+    """The demo's v1 is what the export page and `export_benchmark` make by default (val fraction 0.1, seed 0)."""
+    defaults = ExportOptions(out=demo.options["out"], reproducible=True, release=True, release_title=demo.title)
+    assert demo.options == defaults.as_dict()
+    totals = split_totals(demo.counts)
+    assert demo.item_count == 13 and totals["val"] >= 1 and demo.left_out == [] and left_out_warnings(totals) == []
+    out = Path(demo.options["out"])
+    for split in ("test", "val"):
+        assert read_jsonl(out / f"data/{split}.jsonl"), f"{split}.jsonl is empty"
+    assert list(validate_dataset(out)) == []
 
 
 @pytest.mark.slow

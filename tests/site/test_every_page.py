@@ -182,18 +182,24 @@ def urls_of(route: str, pattern: URLPattern, values: dict) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("role", ROLES)  # one test per role: five xdist workers can share the pages
-def test_every_page_renders_for_every_role(client, world, role):
+def test_every_page_renders_for_every_role(client, world, role, settings):
     users, values = world
     checked = set()
+    afresh = True
     for route, pattern in all_patterns():
         if route.startswith(SKIPPED_PREFIXES):
             continue
         for url in urls_of(route, pattern, values):
-            client.logout()  # a page may change the session (a participant's, a logout): each URL starts afresh
-            if role != "anonymous":
-                client.force_login(users[role])
+            # Each URL starts with the role's own session and no other cookie: a page that set or ended one (a
+            # participant's, a logout) makes the next URL log in afresh.
+            if afresh:
+                client.logout()
+                if role != "anonymous":
+                    client.force_login(users[role])
+            afresh = False
             for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
                 response = client.get(url, **headers)
+                afresh = afresh or bool(set(response.cookies) - {settings.CSRF_COOKIE_NAME})
                 assert response.status_code < 500, f"{role} GET {url}: {response.status_code}"
                 if response.get("Content-Type", "").startswith("text/html"):
                     body = b"".join(response) if response.streaming else response.content
