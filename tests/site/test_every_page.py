@@ -190,8 +190,8 @@ def test_every_page_renders_for_every_role(client, world, role, settings):
         if route.startswith(SKIPPED_PREFIXES):
             continue
         for url in urls_of(route, pattern, values):
-            # Each URL starts with the role's own session and no other cookie: a page that set or ended one (a
-            # participant's, a logout) makes the next URL log in afresh.
+            # Each URL starts with the role's own session and no cookie but the CSRF one: a page that set or ended
+            # another (a participant's session, a logout) makes the next URL log in afresh.
             if afresh:
                 client.logout()
                 if role != "anonymous":
