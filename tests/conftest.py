@@ -31,8 +31,17 @@ LONG_MARKERS = ("slow", "browser", "e2e")
 def pytest_configure(config):
     config.last_resort_stderr = os.fdopen(os.dup(2), "w")  # the real stderr, not a test's captured one
     isolate_worker()
+    fast_password_hashing()
     flush_by_delete()
     retry_flush_on_deadlock()
+
+
+def fast_password_hashing() -> None:
+    """Passwords are hashed with MD5 in the whole session, also by what a module builds once before its tests' own
+    settings apply (the demo's users, a world of owners): PBKDF2 takes about a second of CPU for each user."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def flush_by_delete() -> None:
@@ -127,25 +136,31 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(autouse=True)
-def fast_settings(settings, tmp_path):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    # Every folder the app writes to is the test's own (xdist workers run side by side).
-    settings.VAR_DIR = tmp_path / "var"
-    settings.MEDIA_ROOT = tmp_path / "media"
-    settings.EXPORT_ROOT = tmp_path / "exports"
-    settings.IMPORT_ROOTS = [tmp_path.resolve()]
-    # The worker settings of a developer's shell must not leak in: the worker reads the active row's folder.
-    settings.DINOV3_MODEL_DIR = ""
-    settings.DINOV3_DEVICE = "cpu"
-    settings.DINOV3_IMAGE_SIZE = 224
-    # Throttle counts live in the real Redis cache: a prefix of its own per test, so no test sees another's counts
-    # (and nothing is flushed: the broker of other tests shares that Redis).
-    settings.CACHES = {"default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}}
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
+def fast_settings(tmp_path):
+    """Each test's own settings, in one override (the `settings` fixture would apply, signal and undo each one)."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    with override_settings(
+        # Every folder the app writes to is the test's own (xdist workers run side by side).
+        VAR_DIR=tmp_path / "var",
+        MEDIA_ROOT=tmp_path / "media",
+        EXPORT_ROOT=tmp_path / "exports",
+        IMPORT_ROOTS=[tmp_path.resolve()],
+        # The worker settings of a developer's shell must not leak in: the worker reads the active row's folder.
+        DINOV3_MODEL_DIR="",
+        DINOV3_DEVICE="cpu",
+        DINOV3_IMAGE_SIZE=224,
+        # Throttle counts live in the real Redis cache: a prefix of its own per test, so no test sees another's
+        # counts (and nothing is flushed: the broker of other tests shares that Redis).
+        CACHES={"default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}},
+        STORAGES={
+            **settings.STORAGES,
+            "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+            "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+        },
+    ):
+        yield
 
 
 QUERY_COUNTERS = {"django_assert_num_queries", "django_assert_max_num_queries"}
@@ -161,10 +176,9 @@ def no_clock_in_query_counts(request, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def active_embedding_model(request, fast_settings):
-    """Every test with the database starts with the tiny test DINOv3 as the active embedding model, activated
-    through the service that `check_dinov3 --activate` uses (CPU, 224 px), so pairs scored by the factories
-    count. A test that asks for `no_dinov3` starts with no active model. Returns the row, or None."""
-    from annotator.similarity.services import embedding_model_activate, embedding_model_forget_cached
+    """Every test with the database starts with the tiny test DINOv3 as the active embedding model, as the service
+    that `check_dinov3 --activate` uses activates it (CPU, 224 px), so pairs scored by the factories count. A test that asks for `no_dinov3` starts with no active model. Returns the row, or None."""
+    from annotator.similarity.services import embedding_model_forget_cached
 
     embedding_model_forget_cached()  # the row another test read is gone with its transaction
     names = set(request.fixturenames)
@@ -173,7 +187,39 @@ def active_embedding_model(request, fast_settings):
         return None
     request.getfixturevalue("db")  # the database this test was given (transactional or not), set up now
     folder = request.getfixturevalue("tiny_dinov3_dir")
-    return embedding_model_activate(folder=folder, device="cpu", image_size=224, activated_by="tests")
+    return activate_test_model(folder)
+
+
+ACTIVATED_FIELDS: dict = {}  # folder -> the row the service wrote for it, in this process
+
+
+def activate_test_model(folder):
+    """The tiny model made the active one: through `embedding_model_activate` the first time in this process, and
+    after that by writing the same row in one statement (an INSERT, or an UPDATE of the row a module's world already
+    holds), instead of the service's file checks and five statements for each of a thousand tests."""
+    from django.utils import timezone
+
+    from annotator.models import EmbeddingModel
+    from annotator.similarity.services import embedding_model_activate, embedding_model_forget_cached
+
+    fields = ACTIVATED_FIELDS.get(folder)
+    if fields is None:
+        model = embedding_model_activate(folder=folder, device="cpu", image_size=224, activated_by="tests")
+        ACTIVATED_FIELDS[folder] = {
+            field.attname: getattr(model, field.attname)
+            for field in EmbeddingModel._meta.concrete_fields
+            if not field.primary_key and field.attname not in ("created", "activated_at")
+        }
+        return model
+    now = timezone.now()
+    [model] = EmbeddingModel.objects.bulk_create(
+        [EmbeddingModel(**fields, created=now, activated_at=now)],
+        update_conflicts=True,
+        unique_fields=["fingerprint"],
+        update_fields=["active", "activated_at", "activated_by", "folder"],
+    )
+    embedding_model_forget_cached()
+    return model
 
 
 @contextmanager

@@ -9,9 +9,9 @@ tiny model (other weights, so another fingerprint).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
-import shutil
 import tempfile
 from importlib.metadata import version
 from pathlib import Path
@@ -52,8 +52,8 @@ def vector_with_similarity(base, value: float, seed: int = 0) -> np.ndarray:
 def cached_random_model(cache_root: Path, *, seed: int) -> Path:
     """A tiny random DINOv3 saved under the pytest cache, built (with torch) only if no earlier run built the same
     one: the folder name holds everything the weights depend on (config, seed, torch and transformers versions).
-    Built in a folder of its own and renamed into place, so a worker that reads it never sees half a model, and two
-    xdist workers that build it at once both end with the same complete folder."""
+    Built under a lock by one xdist worker while the others wait, in a folder of its own renamed into place, so a
+    worker that reads it never sees half a model."""
     recipe = json.dumps(
         {"config": TINY_DINOV3, "seed": seed, "torch": version("torch"), "transformers": version("transformers")},
         sort_keys=True,
@@ -61,16 +61,18 @@ def cached_random_model(cache_root: Path, *, seed: int) -> Path:
     folder = cache_root / f"dinov3-{hashlib.sha256(recipe.encode()).hexdigest()[:16]}"
     if (folder / "config.json").exists():
         return folder
-    from annotator.similarity.embedder import build_random_model
-
     cache_root.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=".building-", dir=cache_root))
-    build_random_model(building, seed=seed, **TINY_DINOV3)
-    (building / "recipe.json").write_text(recipe)
-    try:
+    # One xdist worker builds it (torch and transformers take seconds of CPU to import); the others wait for it.
+    with open(cache_root / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / "config.json").exists():
+            return folder
+        from annotator.similarity.embedder import build_random_model
+
+        building = Path(tempfile.mkdtemp(prefix=".building-", dir=cache_root))
+        build_random_model(building, seed=seed, **TINY_DINOV3)
+        (building / "recipe.json").write_text(recipe)
         building.rename(folder)
-    except OSError:  # another worker renamed its (identical) build first
-        shutil.rmtree(building)
     return folder
 
 

@@ -9,6 +9,7 @@ dependency, and hiding a circle inside a function is how the old flat layout gre
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -59,7 +60,11 @@ def source_files() -> dict[str, Path]:
 
 
 FILES = source_files()
-IMPORTS = {module: imported_modules(path, module) for module, path in FILES.items()}
+
+
+@functools.cache  # parsed when a test first asks, not when every xdist worker collects the module
+def all_imports() -> dict[str, set[str]]:
+    return {module: imported_modules(path, module) for module, path in FILES.items()}
 
 
 def top(module: str) -> str:
@@ -69,7 +74,7 @@ def top(module: str) -> str:
 def violations(rule) -> list[str]:
     return sorted(
         f"{module} imports {target}"
-        for module, targets in IMPORTS.items()
+        for module, targets in all_imports().items()
         for target in targets
         if rule(module, target)
     )
@@ -77,8 +82,8 @@ def violations(rule) -> list[str]:
 
 def test_it_reads_every_package():
     assert {top(module) for module in FILES} == set(PACKAGES)
-    assert "annotator.picking.services" in IMPORTS and "evaluation.studies" in IMPORTS
-    assert "benchmark.records" in IMPORTS
+    assert "annotator.picking.services" in all_imports() and "evaluation.studies" in all_imports()
+    assert "benchmark.records" in all_imports()
 
 
 def test_benchmark_imports_only_the_standard_library_and_itself():
@@ -88,7 +93,7 @@ def test_benchmark_imports_only_the_standard_library_and_itself():
         return top(module) == "benchmark" and top(target) not in ("benchmark", *sys.stdlib_module_names)
 
     assert violations(rule) == []
-    assert "benchmark.apportion" in IMPORTS["benchmark.splits"] and "hashlib" in IMPORTS["benchmark.splits"]
+    assert "benchmark.apportion" in all_imports()["benchmark.splits"] and "hashlib" in all_imports()["benchmark.splits"]
 
 
 def test_the_apps_take_the_contract_from_benchmark():
@@ -102,8 +107,8 @@ def test_the_apps_take_the_contract_from_benchmark():
         "evaluation.sampling": "benchmark.apportion",
         "evaluation.models": "benchmark.records",
     }
-    assert {module: target for module, target in users.items() if target not in IMPORTS[module]} == {}
-    assert "benchmark.results" in IMPORTS["annotator.modeleval.services"]  # the results file, written and read
+    assert {module: target for module, target in users.items() if target not in all_imports()[module]} == {}
+    assert "benchmark.results" in all_imports()["annotator.modeleval.services"]  # the results file, written and read
 
 
 def test_annotator_never_imports_evaluation_or_api():
@@ -134,7 +139,7 @@ def test_production_code_never_imports_demo_or_devtools():
 
 def test_torch_and_transformers_are_imported_only_by_the_embedder():
     assert violations(lambda m, t: top(t) in HEAVY and m != EMBEDDER) == []
-    assert {"torch", "transformers"} <= {top(t) for t in IMPORTS[EMBEDDER]}
+    assert {"torch", "transformers"} <= {top(t) for t in all_imports()[EMBEDDER]}
 
 
 def unit(module: str) -> str | None:
@@ -150,7 +155,7 @@ def unit(module: str) -> str | None:
 
 def unit_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
-    for module, targets in IMPORTS.items():
+    for module, targets in all_imports().items():
         source = unit(module)
         if source is None:
             continue

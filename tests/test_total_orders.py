@@ -11,6 +11,7 @@ listed in DYNAMIC with the reason they are total.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 
 from django.apps import apps
@@ -148,6 +149,7 @@ class _Keyword:
         self.keyword = self.keyword.removesuffix("__exact")
 
 
+@functools.cache  # parsed when a test first asks, not when every xdist worker collects the module
 def production_orders() -> list[Order]:
     orders = []
     for package in PRODUCTION:
@@ -160,22 +162,20 @@ def production_orders() -> list[Order]:
     return orders
 
 
-ORDERS = production_orders()
-
-
 def test_it_reads_the_orders_of_the_app():
     # The finder sees the orders it must: a broken walk that found none would pass everything below.
-    assert len(ORDERS) > 80
-    assert any(o.model and o.model.__name__ == "Frame" and "video" in o.fixed for o in ORDERS)  # video.frames
+    orders = production_orders()
+    assert len(orders) > 80
+    assert any(o.model and o.model.__name__ == "Frame" and "video" in o.fixed for o in orders)  # video.frames
 
 
 def test_every_order_by_in_the_app_is_total():
-    ties = [str(o) for o in ORDERS if o.dynamic is None and not is_total(o)]
+    ties = [str(o) for o in production_orders() if o.dynamic is None and not is_total(o)]
     assert not ties, "end these orders with a unique key (-pk):\n" + "\n".join(ties)
 
 
 def test_every_order_by_with_a_key_built_at_run_time_is_listed_with_its_reason():
-    built = {(o.path, o.dynamic) for o in ORDERS if o.dynamic is not None}
+    built = {(o.path, o.dynamic) for o in production_orders() if o.dynamic is not None}
     assert built == set(DYNAMIC)
 
 

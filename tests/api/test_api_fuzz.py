@@ -13,9 +13,6 @@ import os
 
 import pytest
 import requests
-import schemathesis
-from hypothesis import HealthCheck, settings
-from schemathesis.pytest.lazy import get_all_tests
 
 from annotator.models import Caption, CaptionBatch, CaptionTask, DoubleReview, Job, Pair
 from annotator.picking import services as picking
@@ -37,9 +34,12 @@ CHECKS = [
 ]
 
 
-def fuzz_config(role: str) -> schemathesis.Config:
+def fuzz_config(role: str):
     """Fuzzing for every role; the coverage phase (boundaries, missing and wrong-typed fields, unexpected methods)
-    for the coordinator, whom every operation's own code answers rather than a 403."""
+    for the coordinator, whom every operation's own code answers rather than a 403. (Schemathesis and Hypothesis are
+    imported here, not when the module is collected: only the xdist worker that runs a fuzz test pays for them.)"""
+    import schemathesis
+
     return schemathesis.Config.from_dict(
         {
             "seed": 13,
@@ -108,7 +108,7 @@ def world(transactional_db):
     }
 
 
-def fuzz_schema(live_server, role: str) -> tuple[schemathesis.BaseSchema, dict]:
+def fuzz_schema(live_server, role: str) -> tuple:
     """The schema as a client of this role downloads it, and the headers that client sends."""
     headers = {}
     if role != "anonymous":
@@ -119,6 +119,8 @@ def fuzz_schema(live_server, role: str) -> tuple[schemathesis.BaseSchema, dict]:
     reader = headers or fuzz_login(live_server)
     raw = requests.get(f"{live_server.url}/api/schema/", params={"format": "json"}, headers=reader)
     raw.raise_for_status()
+    import schemathesis
+
     loaded = schemathesis.openapi.from_dict(raw.json(), config=fuzz_config(role))
     loaded.config.base_url = live_server.url
     return loaded, headers
@@ -131,6 +133,9 @@ def fuzz_login(live_server) -> dict:
 
 
 def test_the_api_keeps_its_contract_under_fuzzing(live_server, role, world):
+    from hypothesis import HealthCheck, settings
+    from schemathesis.pytest.lazy import get_all_tests
+
     loaded, headers = fuzz_schema(live_server, role)
     counter = itertools.count()
     examples = itertools.count(1)
