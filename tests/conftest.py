@@ -177,7 +177,8 @@ def no_clock_in_query_counts(request, monkeypatch):
 @pytest.fixture(autouse=True)
 def active_embedding_model(request, fast_settings):
     """Every test with the database starts with the tiny test DINOv3 as the active embedding model, as the service
-    that `check_dinov3 --activate` uses activates it (CPU, 224 px), so pairs scored by the factories count. A test that asks for `no_dinov3` starts with no active model. Returns the row, or None."""
+    that `check_dinov3 --activate` uses activates it (CPU, 224 px), so pairs scored by the factories count. A test
+    that asks for `no_dinov3` starts with no active model. Returns the row, or None."""
     from annotator.similarity.services import embedding_model_forget_cached
 
     embedding_model_forget_cached()  # the row another test read is gone with its transaction
