@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import mimetypes
-
 from django.conf import settings
 from django.core import signing
 from django.http import Http404, HttpResponse
@@ -11,7 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from evaluation import participation, screens, studies
+from evaluation import participation, screens, served_images, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
 from subtlebench.errors import Forbidden, ServiceError
 from subtlebench.pages import error_response, post_only
@@ -334,18 +332,22 @@ def image(request, token, signed):
         raise Http404("This image link has expired; reload the page.")
     assignment = (
         Assignment.objects.select_related(
-            "item__pair__image_1", "item__pair__image_2", "item__release_item__image_1", "item__release_item__image_2"
+            "participant",
+            "item__pair__image_1",
+            "item__pair__image_2",
+            "item__release_item__image_1",
+            "item__release_item__image_2",
         )
         .filter(token=value.get("a"), participant__token=token)
         .first()
     )
     if assignment is None or value.get("s") not in (1, 2):
         raise Http404("No such image.")
-    picture = assignment.item.presented().image(value["s"])  # the released order for an item of a release
-    content_type = mimetypes.guess_type(picture.file.name)[0] or "image/jpeg"
-    # Plain bytes, not FileResponse: that would name the stored file in Content-Disposition.
-    with picture.file.open("rb") as handle:
-        response = HttpResponse(handle.read(), content_type=content_type)
+    # Never the stored bytes: the pixels written again for this participant (the released order for an item of a
+    # release), so no export's or dataset's file matches by hash or size (served_images). Plain bytes, not
+    # FileResponse: that would name a file in Content-Disposition.
+    response = HttpResponse(served_images.participant_image(assignment=assignment, slot=value["s"]))
+    response["Content-Type"] = "image/jpeg"
     response["Cache-Control"] = "private, no-store"
     return response
 

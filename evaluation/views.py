@@ -172,6 +172,9 @@ def study_create(request):
     except Invalid as error:
         return redirect_refused_form(request, reverse("study-list"), form, error)
     messages.success(request, f"Study drawn: {study.items.scored().count()} items from a pool of {study.pool_size}.")
+    public = reports.public_items(study)
+    if public["warning"]:  # told before the first participant is invited, and on the dashboard from then on
+        messages.warning(request, public["warning"])
     return redirect("study-detail", study.pk)
 
 
