@@ -180,3 +180,24 @@ def test_an_encoding_with_a_stored_files_size_is_never_served():
     with PILImage.open(io.BytesIO(forced)) as picture:
         picture.load()
         assert picture.size == (200 - 0, 150 - 0)
+
+
+def test_downloading_a_releases_export_makes_its_items_public(client_for, coordinator, settings, tmp_path):
+    from annotator.export.services import ExportOptions, export_run, export_start
+
+    settings.EXPORT_ROOT = tmp_path / "exports"
+    for _ in range(3):
+        make_pair()
+    job = export_start(
+        options=ExportOptions(out=str(settings.EXPORT_ROOT / "v1"), reproducible=True, release=True), user=coordinator
+    )
+    job = export_run(job_id=job.pk)
+    release = job.releases.get()
+    study = studies.study_create(name="S", release=release, fraction=1, practice_count=0)
+    client = client_for(coordinator)
+    assert 'id="public-items"' not in client.get(f"/studies/{study.pk}/").content.decode()
+    assert client.get(f"/exports/{job.pk}/download/").status_code == 200
+    job.refresh_from_db()
+    assert Job.PUBLIC_SINCE in job.result
+    page = client.get(f"/studies/{study.pk}/").content.decode()
+    assert f"{study.items.count()} of the {study.items.count()} scored items are already public" in page
