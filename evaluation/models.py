@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import secrets
 import unicodedata
 from dataclasses import dataclass
@@ -42,9 +43,16 @@ def normal_pid(value: str) -> str:
 
 def address_key(address: str) -> str:
     """What a participant row keeps of the client address it joined from: a keyed hash (HMAC with SECRET_KEY), enough
-    to count joins per address, never the address itself."""
+    to count joins per address, never the address itself. An IPv6 address counts as its /64 network: one household
+    or machine is given a whole /64 and could change address at will within it."""
     if not address:
         return ""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        ip = None
+    if ip is not None and ip.version == 6:
+        address = str(ip.ipv4_mapped or ipaddress.ip_network(f"{ip}/64", strict=False))
     return hmac.new(settings.SECRET_KEY.encode(), f"join-address:{address}".encode(), hashlib.sha256).hexdigest()[:32]
 
 

@@ -117,8 +117,13 @@ def test_one_address_joins_the_open_link_a_limited_number_of_times_however_few_r
     refused = consent_open(Client(), study, PROLIFIC_PID="p9")
     assert b"from your network address" in refused.content and 0 < int(refused["Retry-After"]) <= 3600
     assert study.participants.count() == 2  # of 10 places; before, one address took all 10 in seconds
-    # Another address has its own count, and this one joins again once the window has passed.
+    # Another address has its own count, and this one joins again once the window has passed. An IPv6 address
+    # counts as its /64: a machine can change address at will within it.
     assert consent_open(Client(REMOTE_ADDR="198.51.100.7"), study, PROLIFIC_PID="other").status_code == 302
+    for number, address in enumerate(("2001:db8:1:2::1", "2001:db8:1:2::ab:1", "2001:db8:1:2:ffff::9")):
+        joined = consent_open(Client(REMOTE_ADDR=address), study, PROLIFIC_PID=f"six{number}")
+        assert joined.status_code == (302 if number < 2 else 429)
+    study.participants.filter(pid_key__startswith="six").delete()
     study.participants.filter(via_open_link=True).update(created=timezone.now() - timedelta(minutes=61))
     assert consent_open(Client(), study, PROLIFIC_PID="later").status_code == 302
     assert study.participants.count() == 4
