@@ -172,6 +172,9 @@ class StudyResultsSerializer(serializers.Serializer):
     progress = serializers.DictField()
     accuracy = serializers.DictField(help_text="micro, macro, by category and domain, with Wilson intervals.")
     attention_checks = serializers.DictField()
+    public_items = serializers.DictField(
+        help_text="scored (how many scored items are already public), of, warning: answers findable by pixel search."
+    )
     agreement = serializers.DictField()
     participants = serializers.ListField(child=serializers.DictField())
     models = serializers.ListField(child=serializers.DictField())

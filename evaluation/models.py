@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
+import ipaddress
 import secrets
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -28,6 +31,29 @@ def new_item_token() -> str:
 
 def new_completion_code() -> str:
     return secrets.token_hex(4).upper()
+
+
+def normal_pid(value: str) -> str:
+    """A Prolific id as compared: NFKC, case-folded, without spaces or invisible characters, so that "ABC", " abc"
+    and "a\u200bbc" are one person (Prolific's own ids are lowercase hex, unchanged by this)."""
+    value = unicodedata.normalize("NFKC", value or "")
+    kept = "".join(ch for ch in value if not ch.isspace() and unicodedata.category(ch) != "Cf")
+    return kept.casefold()[:100]
+
+
+def address_key(address: str) -> str:
+    """What a participant row keeps of the client address it joined from: a keyed hash (HMAC with SECRET_KEY), enough
+    to count joins per address, never the address itself. An IPv6 address counts as its /64 network: one household
+    or machine is given a whole /64 and could change address at will within it."""
+    if not address:
+        return ""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        ip = None
+    if ip is not None and ip.version == 6:
+        address = str(ip.ipv4_mapped or ipaddress.ip_network(f"{ip}/64", strict=False))
+    return hmac.new(settings.SECRET_KEY.encode(), f"join-address:{address}".encode(), hashlib.sha256).hexdigest()[:32]
 
 
 def new_order_seed() -> str:
@@ -290,6 +316,18 @@ class ParticipantQuerySet(models.QuerySet):
             models.Q(finished_at__isnull=False) | models.Q(expires_at__gt=now)
         )
 
+    def with_pid(self, pid: str):
+        """Sessions of this Prolific id, compared normalised (`normal_pid`): "ABC" and " abc" are one person."""
+        key = normal_pid(pid)
+        return self.filter(pid_key=key) if key else self.none()
+
+    def abandoned(self, now=None):
+        """Sessions that hold a place but show no life: unfinished, within their time limit, yet without a live item
+        lease and agreed longer than a lease ago (STUDY_LEASE_MINUTES). A coordinator may give their places back."""
+        now = now or timezone.now()
+        live = self.active(now).values("pk")
+        return self.holding_place(now).filter(finished_at__isnull=True).exclude(pk__in=live)
+
     def active(self, now=None):
         """Sessions under way: holding a place unfinished, with a live item lease or agreed within a lease time."""
         now = now or timezone.now()
@@ -316,6 +354,9 @@ class Participant(models.Model):
     token = models.CharField(max_length=64, unique=True, default=new_token)
     via_open_link = models.BooleanField(default=False)
     prolific_pid = models.CharField(max_length=100, blank=True)
+    pid_key = models.CharField(
+        max_length=100, blank=True, db_index=True, editable=False, help_text="normal_pid(prolific_pid): compared."
+    )
     prolific_study_id = models.CharField(max_length=100, blank=True)
     prolific_session_id = models.CharField(max_length=100, blank=True)
     created = models.DateTimeField(default=timezone.now)
@@ -334,6 +375,10 @@ class Participant(models.Model):
     viewport_height = models.PositiveIntegerField(null=True, blank=True, help_text="window.innerHeight at consent.")
     device_class = models.CharField(max_length=10, choices=Device.choices, blank=True)
     user_agent = models.CharField(max_length=400, blank=True)
+    # Joins per address on the open link are counted from this (issue 24): a keyed hash, not the address.
+    join_address = models.CharField(
+        max_length=32, blank=True, help_text="address_key() of the client address an open-link session joined from."
+    )
 
     objects = ParticipantQuerySet.as_manager()
 
@@ -342,6 +387,14 @@ class Participant(models.Model):
 
     def __str__(self):
         return f"participant {self.pk} of study {self.study_id}"
+
+    def save(self, *args, **kwargs):
+        # The id is kept as Prolific sent it (it is what pays the person); pid_key is what every comparison reads.
+        self.pid_key = normal_pid(self.prolific_pid)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "prolific_pid" in update_fields:
+            kwargs["update_fields"] = {*update_fields, "pid_key"}
+        super().save(*args, **kwargs)
 
     @property
     def rater_key(self) -> str:
@@ -401,6 +454,17 @@ class Participant(models.Model):
         if not self.turned_away_at and not self.finished_at:
             self.turned_away_at = now or timezone.now()
             self.save(update_fields=["turned_away_at"])
+
+    def release_place(self, now=None) -> bool:
+        """Give an abandoned session's place back: it expires now (its page then says the time ran out), and the
+        items it leased go back to the others. False when it held no place to give."""
+        now = now or timezone.now()
+        if self.finished_at or not self.consented_at or self.is_expired(now) or self.turned_away_at:
+            return False
+        self.expires_at = now
+        self.save(update_fields=["expires_at"])
+        self.assignments.filter(answered_at__isnull=True, lease_expires__gt=now).update(lease_expires=now)
+        return True
 
     def lease_until(self, now) -> datetime:
         """When a lease given now ends: after STUDY_LEASE_MINUTES, but never after the session itself expires."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import mimetypes
-
 from django.conf import settings
 from django.core import signing
 from django.http import Http404, HttpResponse
@@ -11,10 +9,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from evaluation import participation, screens, studies
+from evaluation import participation, screens, served_images, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
 from subtlebench.errors import Forbidden, ServiceError
 from subtlebench.pages import error_response, post_only
+from subtlebench.security import client_ip
 from subtlebench.throttles import ParticipantJoinThrottle, throttle_wait
 
 IMAGE_SALT = "evaluation.participant-image"
@@ -62,6 +61,34 @@ def _session_key(study: Study) -> str:
     return f"study-{study.pk}-participant"
 
 
+# The open link's mark on a browser that took part (issue 24): a signed cookie holding the session's token, sent only
+# to that study's open link. It outlives the browser session, so one browser gets one session of a study.
+JOINED_SALT = "evaluation.open-link-joined"
+JOINED_MAX_AGE = 365 * 24 * 3600
+
+
+def _joined_cookie(study: Study) -> str:
+    return f"study-{study.pk}-joined"
+
+
+def _joined(request, study: Study) -> str:
+    """The token of the session this browser joined the study's open link with ("" for none, or a forged cookie)."""
+    return request.get_signed_cookie(_joined_cookie(study), default="", salt=JOINED_SALT, max_age=JOINED_MAX_AGE)
+
+
+def _mark_joined(response, study: Study, participant: Participant) -> None:
+    response.set_signed_cookie(
+        _joined_cookie(study),
+        participant.token,
+        salt=JOINED_SALT,
+        max_age=JOINED_MAX_AGE,
+        path=f"/p/open/{study.open_token}/",
+        secure=settings.SESSION_COOKIE_SECURE,
+        httponly=True,
+        samesite="Lax",
+    )
+
+
 def _closed_page(request, error, title: str = "Not available"):
     if isinstance(error, participation.AlreadyTakenPart):
         title = "You have already taken part"
@@ -97,8 +124,8 @@ def _measured_screen(request, study: Study) -> screens.Screen:
 
 
 def _too_many_arrivals(request):
-    """A 429 page when one address opens the open link too often: a script must not fill a study (or the
-    participants table) from one address. Both the consent page and the consent count; None when allowed."""
+    """A 429 page when one address asks for the open link's pages too often (a flood guard: requests are counted
+    here; the joins themselves are counted per address by participant_join_open). None when allowed."""
     wait = throttle_wait(ParticipantJoinThrottle, request)
     if wait is None:
         return None
@@ -121,7 +148,10 @@ def open_link(request, open_token):
     study = get_object_or_404(Study, open_token=open_token)
     try:
         existing = participation.participant_returning(
-            study=study, params=request.GET, resumable=request.session.get(_session_key(study), "")
+            study=study,
+            params=request.GET,
+            resumable=request.session.get(_session_key(study), ""),
+            joined=_joined(request, study),
         )
         if existing is not None:
             return redirect(stage_url(existing))
@@ -146,17 +176,28 @@ def open_consent(request, open_token):
     try:
         screen = _measured_screen(request, study)
         participant = participation.participant_join_open(
-            study=study, params=request.POST, resumable=request.session.get(_session_key(study), ""), screen=screen
+            study=study,
+            params=request.POST,
+            resumable=request.session.get(_session_key(study), ""),
+            joined=_joined(request, study),
+            address=client_ip(request),
+            screen=screen,
         )
     except participation.NoItemsLeft:
         _count_turned_away_once(request, study)
         return _no_items_page(request, study)
+    except participation.TooManyJoins as error:
+        response = render(request, "evaluation/participant/closed.html", {"message": error.detail}, status=429)
+        response["Retry-After"] = str(error.retry_after)
+        return response
     except Forbidden as error:
         return _closed_page(request, error)
     except ServiceError as error:  # a window below the study's minimum, or none measured
         return _start_page(request, study, action, request.POST, error=error.detail, status=error.status)
     request.session[_session_key(study)] = participant.token
-    return redirect(stage_url(participant))
+    response = redirect(stage_url(participant))
+    _mark_joined(response, study, participant)
+    return response
 
 
 def _count_turned_away_once(request, study: Study) -> None:
@@ -174,7 +215,7 @@ def start(request, token):
         return redirect(stage_url(participant))
     study = participant.study
     pid = participation.prolific_parameters(request.GET).get("PROLIFIC_PID")
-    if pid and study.participants.filter(prolific_pid=pid).exclude(pk=participant.pk).exists():
+    if pid and study.participants.with_pid(pid).exclude(pk=participant.pk).exists():
         return _closed_page(request, participation.AlreadyTakenPart(participation.ALREADY_TOOK_PART))
     if not study.has_items_for(participant):
         participant.turn_away()
@@ -334,18 +375,22 @@ def image(request, token, signed):
         raise Http404("This image link has expired; reload the page.")
     assignment = (
         Assignment.objects.select_related(
-            "item__pair__image_1", "item__pair__image_2", "item__release_item__image_1", "item__release_item__image_2"
+            "participant",
+            "item__pair__image_1",
+            "item__pair__image_2",
+            "item__release_item__image_1",
+            "item__release_item__image_2",
         )
         .filter(token=value.get("a"), participant__token=token)
         .first()
     )
     if assignment is None or value.get("s") not in (1, 2):
         raise Http404("No such image.")
-    picture = assignment.item.presented().image(value["s"])  # the released order for an item of a release
-    content_type = mimetypes.guess_type(picture.file.name)[0] or "image/jpeg"
-    # Plain bytes, not FileResponse: that would name the stored file in Content-Disposition.
-    with picture.file.open("rb") as handle:
-        response = HttpResponse(handle.read(), content_type=content_type)
+    # Never the stored bytes: the pixels written again for this participant (the released order for an item of a
+    # release), so no export's or dataset's file matches by hash or size (served_images). Plain bytes, not
+    # FileResponse: that would name a file in Content-Disposition.
+    response = HttpResponse(served_images.participant_image(assignment=assignment, slot=value["s"]))
+    response["Content-Type"] = "image/jpeg"
     response["Cache-Control"] = "private, no-store"
     return response
 

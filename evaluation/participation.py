@@ -7,12 +7,13 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import CharField, Count, IntegerField, OuterRef, Q, Subquery, Value
 from django.db.models.functions import MD5, Cast, Coalesce, Concat
 from django.utils import timezone
 
-from evaluation.models import PRESENTED, Assignment, Participant, Study, StudyItem
+from evaluation.models import PRESENTED, Assignment, Participant, Study, StudyItem, address_key, normal_pid
 from evaluation.studies import StudyError
 from subtlebench.errors import Conflict, Forbidden, NotFound
 
@@ -37,9 +38,22 @@ class NoItemsLeft(Conflict):
     """No scored item can be served to this arrival: every place of every item it could get is taken."""
 
 
+class TooManyJoins(Forbidden):
+    """The open link admitted as many sessions from this client address as STUDY_OPEN_JOINS_PER_ADDRESS allows in
+    STUDY_OPEN_JOIN_WINDOW_MINUTES; `retry_after` says in how many seconds the next one may join."""
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 ALREADY_TOOK_PART = (
     "This Prolific id has already taken part in this study, so it cannot take part again. If that was you, "
     "continue in the browser you started in, or through the link Prolific gives you for that session."
+)
+SAME_BROWSER = (
+    "This browser has already taken part in this study, so it cannot start a second session. If you were "
+    "interrupted, continue through the link you started with."
 )
 PROLIFIC_PARAMETERS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID")
 PARTICIPANT_FIELDS = ("prolific_pid", "prolific_study_id", "prolific_session_id")
@@ -64,21 +78,26 @@ def _serving_order(participant: Participant):
     return MD5(Concat(Value(participant.order_seed), Value(":"), Cast("pk", CharField())))
 
 
-def participant_returning(*, study: Study, params, resumable: str = "") -> Participant | None:
-    """The session an open-link arrival may have back, None for a newcomer; AlreadyTakenPart for a known id.
+def participant_returning(*, study: Study, params, resumable: str = "", joined: str = "") -> Participant | None:
+    """The session an open-link arrival may have back, None for a newcomer; AlreadyTakenPart for a known id or a
+    browser that took part already.
 
     A Prolific id alone proves nothing (other studies and researchers see it): the session comes back only to
-    the browser session that started it (`resumable`, the token it holds) or with the STUDY_ID and SESSION_ID
-    Prolific gave that session.
+    the browser that started it (`resumable`, the token its session holds, or `joined`, the token of the signed
+    cookie the open link set at consent) or with the STUDY_ID and SESSION_ID Prolific gave that session. A browser
+    that took part never starts a second session, whatever id it brings. Ids are compared normalised.
     """
-    pid = _param(params, "PROLIFIC_PID")
-    if resumable:
-        mine = study.participants.filter(token=resumable).first()
-        if mine is not None and (not pid or mine.prolific_pid in ("", pid)):
+    pid = normal_pid(_param(params, "PROLIFIC_PID"))
+    tokens = [token for token in (resumable, joined) if token]
+    browser_sessions = list(study.participants.filter(token__in=tokens)) if tokens else []
+    for mine in browser_sessions:
+        if not pid or mine.pid_key in ("", pid):
             return mine
+    if browser_sessions:
+        raise AlreadyTakenPart(SAME_BROWSER)
     if not pid:
         return None
-    existing = study.participants.filter(prolific_pid=pid).first()
+    existing = study.participants.with_pid(pid).first()
     if existing is None:
         return None
     same_ids = (_param(params, "STUDY_ID"), _param(params, "SESSION_ID")) == (
@@ -100,20 +119,52 @@ def open_link_arrival_check(*, study: Study, now=None) -> None:
         raise NoItemsLeft("Every item of this study already has its answers, so there is nothing left for you.")
 
 
+def _joins_left_check(*, study: Study, key: str, now) -> None:
+    """TooManyJoins when the open link admitted STUDY_OPEN_JOINS_PER_ADDRESS sessions from this address within the
+    last STUDY_OPEN_JOIN_WINDOW_MINUTES. Joins are counted (participant rows), not requests: reloads cost nothing."""
+    limit = settings.STUDY_OPEN_JOINS_PER_ADDRESS
+    if not limit or not key:
+        return
+    since = now - timedelta(minutes=settings.STUDY_OPEN_JOIN_WINDOW_MINUTES)
+    joins = list(
+        study.participants.filter(via_open_link=True, join_address=key, created__gt=since)
+        .order_by("created")
+        .values_list("created", flat=True)
+    )
+    if len(joins) >= limit:
+        freed = joins[len(joins) - limit] + timedelta(minutes=settings.STUDY_OPEN_JOIN_WINDOW_MINUTES)
+        wait = max(1, int((freed - now).total_seconds()) + 1)
+        raise TooManyJoins(
+            f"This study has already admitted {len(joins)} participants from your network address; "
+            f"try again in {_minutes(wait)}.",
+            retry_after=wait,
+        )
+
+
+def _minutes(seconds: int) -> str:
+    minutes = (seconds + 59) // 60
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"
+
+
 @transaction.atomic
-def participant_join_open(*, study: Study, params, resumable: str = "", screen=None, now=None) -> Participant:
-    """Consent on the open link: a new participant while the cap allows and items are left, or the same session.
+def participant_join_open(
+    *, study: Study, params, resumable: str = "", joined: str = "", address: str = "", screen=None, now=None
+) -> Participant:
+    """Consent on the open link: a new participant while the cap allows, items are left and this client address has
+    joins left (`address`, the client's IP), or the same session (`resumable`, `joined`: see participant_returning).
 
     The place is taken here, by a person agreeing, never by a GET; it goes back if the session runs past the
     study's time limit unfinished.
     """
     now = now or timezone.now()
     study = Study.objects.select_for_update().get(pk=study.pk)  # one admission at a time keeps the cap exact
-    existing = participant_returning(study=study, params=params, resumable=resumable)
+    existing = participant_returning(study=study, params=params, resumable=resumable, joined=joined)
     if existing is not None:
         return existing
     open_link_arrival_check(study=study, now=now)
-    participant = Participant(study=study, via_open_link=True)
+    key = address_key(address)
+    _joins_left_check(study=study, key=key, now=now)
+    participant = Participant(study=study, via_open_link=True, join_address=key, created=now)
     for name, field in zip(PROLIFIC_PARAMETERS, PARTICIPANT_FIELDS, strict=True):
         setattr(participant, field, _param(params, name))
     participant.save()
@@ -135,7 +186,7 @@ def participant_consent(*, participant: Participant, params, screen=None, now=No
         return participant
     study = participant.study
     pid = _param(params, "PROLIFIC_PID")
-    if pid and study.participants.filter(prolific_pid=pid).exclude(pk=participant.pk).exists():
+    if pid and study.participants.with_pid(pid).exclude(pk=participant.pk).exists():
         raise AlreadyTakenPart(ALREADY_TOOK_PART)
     if not study.has_items_for(participant, now):
         participant.turn_away(now)
@@ -192,19 +243,14 @@ def _scored_kinds():
     return [StudyItem.Kind.SCORED, StudyItem.Kind.ATTENTION]
 
 
-def _check_comes_next(participant: Participant, sequence: int, checks_left: int, scored_to_come: int) -> bool:
-    """Whether the item at `sequence` is an attention check: each of the places still to come is equally likely.
-
-    Drawing check k of n places with chance k / n, place by place, spreads the checks uniformly over the rest
-    of the session, also when they were added after the participant started (or was invited).
-    """
-    draw = _rng(participant, "attention", sequence).random()
-    return draw * (scored_to_come + checks_left) < checks_left
-
-
 @transaction.atomic
 def participant_next_item(*, participant: Participant, now=None) -> Assignment | None:
     """The participant's current scored (or attention-check) item: the open one again, or a newly leased one.
+
+    Attention checks are served exactly as scored items are (issue 24): each has `raters_per_item` places, and both
+    kinds are leased together, fewest raters first, then in the participant's own order. So no comparison of
+    sessions tells them apart: a check is shared by as many sessions as a scored item, lands anywhere in a session,
+    and counts toward no quota. A session that got no scored item is never served a check.
 
     None when there is none: the participant is then finished, turned away (no scored item could ever be
     served to them), or waiting for leased places (neither of those set).
@@ -225,26 +271,9 @@ def participant_next_item(*, participant: Participant, now=None) -> Assignment |
         open_.delete()  # the lease ran out and the item went to someone else
     sequence = mine.count() + 1
     scored_done = mine.filter(item__kind=StudyItem.Kind.SCORED).count()
-    checks_left = list(
-        study.items.attention()
-        .exclude(assignments__participant=participant)
-        .order_by(_serving_order(participant))
-        .presenting()
-    )
     quota_left = study.items_per_participant - scored_done if study.items_per_participant else None
-    if quota_left is not None and quota_left <= 0:
-        if checks_left:
-            return _new_assignment(participant, checks_left[0], sequence, now)
-        participant.finish(now)
-        return None
-    free = (
-        study.items.scored().exclude(assignments__participant=participant).with_free_place(study.raters_per_item, now)
-    )
-    scored_to_come = free.count() if quota_left is None else min(free.count(), quota_left)
-    if scored_to_come:
-        if checks_left and _check_comes_next(participant, sequence, len(checks_left), scored_to_come):
-            return _new_assignment(participant, checks_left[0], sequence, now)
-        item = _lease_scored_item(participant, study, now)
+    if quota_left is None or quota_left > 0:
+        item = _lease_item(participant, study, now, checks_alone=scored_done > 0)
         if item:
             return _new_assignment(participant, item, sequence, now)
     if not scored_done:
@@ -253,9 +282,7 @@ def participant_next_item(*, participant: Participant, now=None) -> Assignment |
             return None  # every free place is leased to someone else for now: the participant waits
         participant.turn_away(now)
         return None
-    if checks_left:
-        return _new_assignment(participant, checks_left[0], sequence, now)
-    if _places_may_open(participant, study):
+    if (quota_left is None or quota_left > 0) and _places_may_open(participant, study):
         return None
     participant.finish(now)
     return None
@@ -281,14 +308,16 @@ def _holding_count(item_id: int, now, excluding: Assignment | None = None) -> in
 
 
 def _has_room(item: StudyItem, now, excluding: Assignment) -> bool:
-    if item.kind != StudyItem.Kind.SCORED:
+    if item.kind == StudyItem.Kind.PRACTICE:
         return True
     StudyItem.objects.select_for_update().filter(pk=item.pk).first()
     return _holding_count(item.pk, now, excluding) < item.study.raters_per_item
 
 
-def _lease_scored_item(participant: Participant, study: Study, now) -> StudyItem | None:
-    """Lock the next scored item with a free rater place (fewest raters first, then a per-participant order).
+def _lease_item(participant: Participant, study: Study, now, *, checks_alone: bool) -> StudyItem | None:
+    """Lock the next scored item or attention check with a free rater place (fewest raters first, then a
+    per-participant order). Unless `checks_alone` (the participant answered scored items already), None when no
+    scored item is left for this participant: a session of checks alone would earn a code for nothing.
 
     SKIP LOCKED lets concurrent participants pass over an item another transaction is assigning; once an
     item is locked its places are counted again, because the first count ran on an older snapshot.
@@ -301,11 +330,14 @@ def _lease_scored_item(participant: Participant, study: Study, now) -> StudyItem
         .annotate(n=Count("pk"))
         .values("n")
     )
+    unseen = study.items.exclude(assignments__participant=participant)
+    if not checks_alone and not unseen.scored().with_free_place(study.raters_per_item, now).exists():
+        return None
     order = _serving_order(participant)
     skipped: list[int] = []
     while True:
         item = (
-            study.items.scored()
+            study.items.filter(kind__in=_scored_kinds())
             .exclude(pk__in=skipped)
             .exclude(assignments__participant=participant)
             .annotate(taken=Coalesce(Subquery(holding, output_field=IntegerField()), 0))

@@ -12,12 +12,13 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from annotator.modeleval.services import model_answers_on_release
-from annotator.models import Release
+from annotator.models import Pair, Release
 from annotator.releases.report import release_report, release_report_file, release_report_file_names
 from benchmark.figure import gap_svg
 from benchmark.records import SPLITS
 from benchmark.report import MACRO, MICRO, Cell, Report, percent
 from benchmark.taxonomy import ABBREVIATIONS, CATEGORIES, DOMAINS
+from evaluation.models import StudyItem
 from evaluation.release_answers import human_answers_on_release
 from subtlebench.roles import COORDINATOR, role_required
 
@@ -29,6 +30,23 @@ def release_report_of(release: Release, *, split: str = "test") -> Report:
         human_answers=human_answers_on_release(release),
         model_answers=model_answers_on_release(release),
         split=split,
+    )
+
+
+def public_humans_note(release: Release, split: str) -> str:
+    """What the report says beside the human accuracy when some item people answered is already public ("" when
+    none is): those answers may have been looked up by the images' pixels (evaluation.served_images)."""
+    studied = release.items.filter(
+        split=split, study_items__kind=StudyItem.Kind.SCORED, study_items__assignments__answered_at__isnull=False
+    ).values("pk")
+    items = release.items.filter(pk__in=studied)
+    public = items.filter(pair__in=Pair.objects.already_public()).count()
+    if not public:
+        return ""
+    return (
+        f"{public} of the {items.count()} items people answered are already public (imported from an existing "
+        "dataset, or in an export whose files were downloaded or written out): their answers may have been found by "
+        "a search on the images' pixels."
     )
 
 
@@ -84,6 +102,7 @@ def release_report_page(request, number: int, split: str = "test"):
         "figure": gap_svg(report).decode() if report.gaps else "",
         "files": release_report_file_names(report),
         "overall": (MICRO, MACRO),
+        "public_humans": public_humans_note(release, split),
     }
     return render(request, "evaluation/release_report.html", context)
 

@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 
 from django.utils import timezone
 
-from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain
+from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Pair
 from evaluation import beside, metrics
 from evaluation.models import Assignment, Study, StudyItem
 from evaluation.sampling import ROUNDING_RULE
@@ -157,12 +157,30 @@ def study_results(study: Study, now=None) -> dict:
             "domains": {d: per_domain[d] for d in Domain.values if d in per_domain},
             "too_fast_responses": sum(1 for r in scored if r["too_fast"]),
         },
+        "public_items": public_items(study),
         "attention_checks": metrics.proportion(sum(bool(r["correct"]) for r in checks), len(checks)),
         "agreement": agreement,
         "participants": participants,
         "models": models,
         "paper_table": {"columns": [CATEGORY_ABBREVIATIONS[c] for c in Category] + ["AVG"], "rows": paper_table},
     }
+
+
+PUBLIC_WARNING = (
+    "{public} of the {scored} scored items are already public (imported from an existing dataset, or in an export "
+    "whose files were downloaded or written out): a participant can find them, answer included, by a search on their "
+    "pixels, which no re-encoding of the images prevents. Human accuracy on them may be looked up, not seen."
+)
+
+
+def public_items(study: Study) -> dict:
+    """How many of the study's scored items are already public (`Pair.objects.already_public`), and what the
+    dashboard and the reports say about it ("" when none is)."""
+    scored = study.items.scored()
+    total = scored.count()
+    public = scored.filter(pair__in=Pair.objects.already_public()).count()
+    warning = PUBLIC_WARNING.format(public=public, scored=total) if public else ""
+    return {"scored": public, "of": total, "warning": warning}
 
 
 def _release(study: Study) -> dict | None:

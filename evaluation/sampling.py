@@ -15,8 +15,11 @@ ROUNDING_RULE = (
     "one each to the categories with the largest remainders. Each category's items are then split over its "
     "domains the same way, without the minimum of one. Equal remainders go in the order of a hash of the "
     "study's seed and the category (or domain), sha256(f'{seed}:{name}'), so that no category always wins a "
-    "tie. Within a category × domain stratum the items are drawn with Python's random.Random(seed) from the "
-    "pool sorted by item id (studies before releases: by source, source id and pair id), so the same pool, "
+    "tie. The pool leaves out every pair that is a practice item in any study; practice items are drawn from those "
+    "first, then from the rest less every pair scored (or used as an attention check) in any study. Within a "
+    "category × domain "
+    "stratum the items are drawn with Python's random.Random(seed) from the pool sorted by item id (studies "
+    "before releases: by source, source id and pair id), so the same pool, "
     "fraction and seed always give the same sample."
 )
 
@@ -44,8 +47,17 @@ def allocate(sizes: dict[tuple[str, str], int], fraction: float, seed: int) -> d
     return counts
 
 
-def draw(candidates: list[Candidate], fraction: float, seed: int, practice: int = 0) -> tuple[list, list]:
-    """The sampled keys (stratified) and `practice` more keys from the rest, both in a stable order.
+def draw(
+    candidates: list[Candidate],
+    fraction: float,
+    seed: int,
+    practice: int = 0,
+    practice_excluded=frozenset(),
+    practice_first: list[Candidate] = (),
+) -> tuple[list, list]:
+    """The sampled keys (stratified) and `practice` more keys: from `practice_first` (practice items elsewhere, never
+    sampled) as far as they go, then from the rest less `practice_excluded` (keys scored elsewhere); both in a stable
+    order.
 
     The same candidates, fraction and seed always give the same result: one random.Random(seed), strata
     visited in sorted order, members sorted by their sort key (never by hash or database order).
@@ -62,6 +74,12 @@ def draw(candidates: list[Candidate], fraction: float, seed: int, practice: int 
         members = sorted(strata[stratum], key=lambda c: (c.sort_key, c.key))
         sampled.extend(rng.sample(members, counts.get(stratum, 0)))
     chosen = {c.key for c in sampled}
-    rest = sorted((c for c in candidates if c.key not in chosen), key=lambda c: (c.sort_key, c.key))
-    extra = rng.sample(rest, min(practice, len(rest)))
+
+    def stable(members):
+        return sorted(members, key=lambda c: (c.sort_key, c.key))
+
+    again = stable(practice_first)
+    extra = rng.sample(again, min(practice, len(again)))
+    rest = stable(c for c in candidates if c.key not in chosen and c.key not in practice_excluded)
+    extra += rng.sample(rest, min(practice - len(extra), len(rest)))
     return [c.key for c in sampled], [c.key for c in extra]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
+from django.utils import timezone
 
 from annotator.models import Category, Domain, Pair, Release, ReleaseItem
 from evaluation import sampling
@@ -52,6 +53,25 @@ def release_for_study(*, number: int | None = None) -> Release:
 
 
 NO_RELEASE = "there is no release to draw from yet: publish a release first."
+
+# One key for the advisory lock every draw of study items takes ("STDY"): two studies drawn at once cannot make one
+# pair practice in one and scored in the other.
+DRAW_LOCK = 0x53544459
+
+
+def _lock_draws() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [DRAW_LOCK])
+
+
+def practice_pair_ids() -> set[int]:
+    """Pairs that are practice items in some study: their answer is shown, so they are never scored anywhere."""
+    return set(StudyItem.objects.practice().values_list("pair_id", flat=True))
+
+
+def judged_pair_ids() -> set[int]:
+    """Pairs scored or used as attention checks in some study: never practice anywhere (practice shows answers)."""
+    return set(StudyItem.objects.exclude(kind=StudyItem.Kind.PRACTICE).values_list("pair_id", flat=True))
 
 
 def _candidates(*, release: Release | None, split: str, categories, domains) -> dict[int, tuple]:
@@ -131,15 +151,31 @@ def study_create(
         withdrawal_text=withdrawal_text,
     )
     practice_count = settings.STUDY_PRACTICE_COUNT if practice_count is None else practice_count
-    pool = _candidates(release=release, split=split, categories=categories, domains=domains)
+    _lock_draws()
+    # No practice item is scored anywhere, and no scored item (or check) is practice anywhere (issue 24): the pool
+    # leaves out every study's practice pairs, and the practice draw every study's scored pairs and checks. Practice
+    # pairs of other studies are taken again first, so that practice uses up as little of the pool as it can.
+    practised = practice_pair_ids()
+    drawable = _candidates(release=release, split=split, categories=categories, domains=domains)
+    pool = {key: row for key, row in drawable.items() if row[0] not in practised}
     if not pool and release is not None:
         raise StudyError(f"Release {release.name} has no {split} items matching the filters.")
     if not pool:
         raise StudyError("There are no accepted pairs matching the filters.")
-    candidates = [
-        sampling.Candidate(key, category, domain, sort_key) for key, (_, _, category, domain, sort_key) in pool.items()
-    ]
-    sampled, practice = sampling.draw(candidates, fraction, seed, practice=practice_count)
+
+    def candidate(key, row):
+        _, _, category, domain, sort_key = row
+        return sampling.Candidate(key, category, domain, sort_key)
+
+    judged = judged_pair_ids()
+    sampled, practice = sampling.draw(
+        [candidate(key, row) for key, row in pool.items()],
+        fraction,
+        seed,
+        practice=practice_count,
+        practice_excluded={key for key, row in pool.items() if row[0] in judged},
+        practice_first=[candidate(key, row) for key, row in drawable.items() if row[0] in practised],
+    )
     study = Study.objects.create(
         name=name.strip(),
         release=release,
@@ -162,7 +198,7 @@ def study_create(
     rows = []
     for kind, keys in ((StudyItem.Kind.SCORED, sampled), (StudyItem.Kind.PRACTICE, practice)):
         for position, key in enumerate(keys, start=1):
-            pair_id, release_item_id, category, domain, _ = pool[key]
+            pair_id, release_item_id, category, domain, _ = drawable[key]
             rows.append(
                 StudyItem(
                     study=study,
@@ -200,10 +236,19 @@ def participant_page_fields(**values) -> dict:
 
 @transaction.atomic
 def study_add_attention_checks(*, study: Study, pair_ids) -> list[StudyItem]:
-    """Mark pairs outside the sample as attention checks: every participant gets each of them once. For a study on
-    a release they are items of that release (of its split when the pair is released in both), shown as released;
-    before releases, accepted pairs."""
+    """Mark pairs outside the sample as attention checks. They are served exactly as scored items are (each to
+    `raters_per_item` participants, leased with them), so that no comparison of two sessions singles them out; a
+    session gets checks in proportion to its scored items. For a study on a release they are items of that release
+    (of its split when the pair is released in both), shown as released; before releases, accepted pairs. A pair that
+    is a practice item in any study is refused: its answer was shown."""
     ids = list(dict.fromkeys(int(i) for i in pair_ids))  # a pair named twice is one check
+    _lock_draws()
+    practised = sorted(set(StudyItem.objects.practice().filter(pair_id__in=ids).values_list("pair_id", flat=True)))
+    if practised:
+        raise StudyError(
+            f"attention checks: pair {', '.join(map(str, practised))} is a practice item (its answer is shown), "
+            "so it cannot be a check."
+        )
     if study.release_id is not None:
         released: dict[int, ReleaseItem] = {}
         for item in study.release.items.filter(pair_id__in=ids).order_by("split", "position", "pk"):
@@ -237,6 +282,17 @@ def study_add_attention_checks(*, study: Study, pair_ids) -> list[StudyItem]:
         for n, i in enumerate(ids, start=1)
     ]
     return StudyItem.objects.bulk_create(rows)
+
+
+@transaction.atomic
+def study_release_abandoned(*, study: Study, now=None) -> int:
+    """Give back the places (open-link places and item leases) of the study's abandoned sessions: each expires now.
+    Returns how many were released."""
+    now = now or timezone.now()
+    released = 0
+    for participant in Participant.objects.select_for_update().filter(study=study).abandoned(now):
+        released += participant.release_place(now)
+    return released
 
 
 def participant_create(*, study: Study, via_open_link: bool = False) -> Participant:
@@ -273,8 +329,11 @@ def open_url(study: Study) -> str:
 
 
 def planned_items(study: Study) -> int:
-    """How many items a participant expects to see (the page shows 'item n of m')."""
+    """How many items a participant expects to see (the page shows 'item n of m'): the scored items of a session and
+    the attention checks that come with them, in proportion (checks are leased like scored items)."""
     scored = study.items.scored().count()
-    if study.items_per_participant:
-        scored = min(scored, study.items_per_participant)
-    return scored + study.items.attention().count()
+    checks = study.items.attention().count()
+    if study.items_per_participant and study.items_per_participant < scored:
+        checks = -(-checks * study.items_per_participant // scored)  # rounded up
+        scored = study.items_per_participant
+    return scored + checks

@@ -14,6 +14,7 @@ urlpatterns = [
     path("studies/<int:pk>/invites/", views.invite_list, name="study-invites"),
     path("studies/<int:pk>/invites/create/", views.invite_create, name="study-invite-create"),
     path("studies/<int:pk>/attention/", views.attention_add, name="study-attention"),
+    path("studies/<int:pk>/abandoned/release/", views.release_abandoned, name="study-release-abandoned"),
     path("studies/<int:pk>/responses.csv", views.responses_csv, name="study-responses-csv"),
     path("studies/<int:pk>/summary.json", views.summary_json, name="study-summary-json"),
     # The models beside the humans read the studies: evaluation's pages (the models' own pages are /models/).

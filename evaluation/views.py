@@ -172,6 +172,9 @@ def study_create(request):
     except Invalid as error:
         return redirect_refused_form(request, reverse("study-list"), form, error)
     messages.success(request, f"Study drawn: {study.items.scored().count()} items from a pool of {study.pool_size}.")
+    public = reports.public_items(study)
+    if public["warning"]:  # told before the first participant is invited, and on the dashboard from then on
+        messages.warning(request, public["warning"])
     return redirect("study-detail", study.pk)
 
 
@@ -197,6 +200,8 @@ def study_detail(request, pk):
         "attention_form": AttentionForm(),
         "attention_items": study.items.attention(),
         "too_fast_seconds": settings.STUDY_TOO_FAST_SECONDS,
+        "abandoned": Participant.objects.filter(study=study).abandoned().count(),
+        "lease_minutes": settings.STUDY_LEASE_MINUTES,
     }
     if request.htmx:  # the live part polls itself while sessions are active
         return render(request, "evaluation/study_detail.html#study-live", context)
@@ -262,8 +267,19 @@ def attention_add(request, pk):
         return error_response(request, error, back_to=reverse("study-detail", args=[study.pk]))
     messages.success(
         request,
-        f"{len(added)} attention checks added: every participant gets them, spread over the items still to come.",
+        f"{len(added)} attention checks added: served like scored items ({study.raters_per_item} rater"
+        f"{'s' if study.raters_per_item != 1 else ''} each), so sessions get them in proportion to their items.",
     )
+    return redirect("study-detail", study.pk)
+
+
+@role_required(COORDINATOR)
+@post_only("study-detail")
+def release_abandoned(request, pk):
+    """Give back the places of sessions that hold one but show no life (ParticipantQuerySet.abandoned)."""
+    study = load_study(pk)
+    released = studies.study_release_abandoned(study=study)
+    messages.success(request, f"{released} abandoned place{'s' if released != 1 else ''} released.")
     return redirect("study-detail", study.pk)
 
 

@@ -389,6 +389,9 @@ STUDY_LEASE_MINUTES = envint("STUDY_LEASE_MINUTES", "20")
 STUDY_IMAGE_URL_MAX_AGE = envint("STUDY_IMAGE_URL_MAX_AGE", "1800")
 STUDY_TOO_FAST_SECONDS = envfloat("STUDY_TOO_FAST_SECONDS", "1.5")
 STUDY_PRACTICE_COUNT = envint("STUDY_PRACTICE_COUNT", "3")
+# Sessions one client address may start through a study's open link within the window (issue 24); 0: no limit.
+STUDY_OPEN_JOINS_PER_ADDRESS = envint("STUDY_OPEN_JOINS_PER_ADDRESS", "2")
+STUDY_OPEN_JOIN_WINDOW_MINUTES = envint("STUDY_OPEN_JOIN_WINDOW_MINUTES", "1440")
 STUDY_REDIRECT_SECONDS = envint("STUDY_REDIRECT_SECONDS", "10")  # the end page's countdown to the completion URL
 # Pair picking and review.
 PAIRS_PER_CATEGORY_TARGET = envint("PAIRS_PER_CATEGORY_TARGET", "1000")

@@ -58,6 +58,7 @@ def make_release(
     swapped: set[int] | frozenset[int] = frozenset(),
     split_of: Callable[[Pair], str] = lambda pair: "test",
     number: int | None = None,
+    export_job=None,
 ) -> Release:
     """A release of `pairs` (in the order given): `swapped` holds the ids of pairs written with their images traded,
     `split_of` gives each pair's split. Numbered after the latest release unless `number` says."""
@@ -71,6 +72,7 @@ def make_release(
         cell[split_of(pair)] += 1
     release = Release.objects.create(
         number=number,
+        export_job=export_job,
         options={"out": f"release-{number}", "seed": 0, "val_fraction": 0.1},
         manifest_sha256=hashlib.sha256(f"manifest {number}".encode()).hexdigest(),
         content_sha256=hashlib.sha256(f"content {number}".encode()).hexdigest(),

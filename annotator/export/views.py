@@ -185,8 +185,11 @@ def export_download(request, job_id: int):
         if gone:
             raise ExportGone(f"{job.result['out']} no longer holds this export. {gone}")
         if target == "s3":
-            return redirect(export_download_url(job=job))
+            url = export_download_url(job=job)
+            job.mark_files_public()  # from here on the files are wherever the browser put them
+            return redirect(url)
         archive = export_zip(job=job)
+        job.mark_files_public()
     except (NotFound, Conflict) as error:  # files replaced or removed since (ExportGone, 410), or no room for the zip
         context = {"job": job, "gone": isinstance(error, NotFound)}
         return error_response(

@@ -131,6 +131,19 @@ class Job(models.Model):
         if not changed:
             raise JobCancelled(f"job {self.pk} is {self.status}")
 
+    # The key of an export's result that says when its files first left the server (downloaded, or written out
+    # again): from then on its pairs count as public (Pair.objects.already_public, issue 24).
+    PUBLIC_SINCE = "public_since"
+
+    def mark_files_public(self, now=None) -> None:
+        """Record, once, that this export's files left the server. One UPDATE that adds the key to the stored result,
+        so a concurrent change of the result (a later export replacing it) is never overwritten."""
+        stamp = models.Value({self.PUBLIC_SINCE: (now or timezone.now()).isoformat()}, output_field=models.JSONField())
+        Job.objects.filter(pk=self.pk).exclude(**{"result__has_key": self.PUBLIC_SINCE}).update(
+            result=CombinedExpression(models.F("result"), "||", stamp)
+        )
+        self.refresh_from_db(fields=["result"])
+
     def finish(self, result: dict | None = None, error: str | None = None) -> bool:
         """Succeed or fail the job, once: a job already finished or cancelled is left as it is (False)."""
         self.refresh_from_db(fields=["done", "errors", "status"])

@@ -69,6 +69,18 @@ class PairQuerySet(models.QuerySet):
     def exportable(self):
         return self.accepted().passing_similarity()
 
+    def already_public(self):
+        """Pairs whose images and answers may be out already: imported from an existing dataset (no video of this
+        app's), or items of a release whose export's files left the server (`Job.PUBLIC_SINCE`, set when they are
+        downloaded or written out again). A participant shown such a pair could look it up by its pixels."""
+        from annotator.models.jobs import Job
+        from annotator.models.releases import ReleaseItem
+
+        released = ReleaseItem.objects.filter(
+            pair=models.OuterRef("pk"), release__export_job__result__has_key=Job.PUBLIC_SINCE
+        )
+        return self.filter(models.Q(video__isnull=True) | models.Exists(released))
+
     def reviewable_by(self, user):
         """Submitted pairs a reviewer may decide: never their own work."""
         return self.awaiting_review().exclude(author=user)

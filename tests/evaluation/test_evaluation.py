@@ -65,9 +65,11 @@ def test_it_draws_a_stratified_frozen_sample_of_accepted_pairs_only():
 
 def test_it_draws_the_same_pairs_for_the_same_pool_fraction_and_seed():
     make_pool(30)
-    first = studies.study_create(name="A", fraction=0.2, seed=5)
-    second = studies.study_create(name="B", fraction=0.2, seed=5)
-    other = studies.study_create(name="C", fraction=0.2, seed=6)
+    # Without practice items: a study's practice pairs leave every later study's pool (no pair is practice in one
+    # study and scored in another), so the pool would not be the same.
+    first = studies.study_create(name="A", fraction=0.2, seed=5, practice_count=0)
+    second = studies.study_create(name="B", fraction=0.2, seed=5, practice_count=0)
+    other = studies.study_create(name="C", fraction=0.2, seed=6, practice_count=0)
 
     def pairs(study):
         return sorted(study.items.scored().values_list("pair_id", flat=True))
@@ -424,6 +426,7 @@ COORDINATOR_PAGES = [
     ("post", "/studies/create/"),
     ("post", "/studies/{pk}/invites/create/"),
     ("post", "/studies/{pk}/attention/"),
+    ("post", "/studies/{pk}/abandoned/release/"),
 ]
 
 

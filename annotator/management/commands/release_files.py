@@ -22,6 +22,8 @@ class Command(BaseCommand):
         try:
             release = release_get(opts["release"])
             written = release_files_write(release=release, out=opts["out"])
+            if release.export_job_id is not None:  # a copy on its way out: a study drawn from it is flagged
+                release.export_job.mark_files_public()
         except ServiceError as error:
             raise CommandError(str(error))
         self.stdout.write(
