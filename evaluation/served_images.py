@@ -28,7 +28,9 @@ from PIL import ImageCms, ImageOps
 
 # High enough that no participant sees compression where the pair has none (the quality category asks about it).
 QUALITIES = (97, 96, 95, 94, 93, 92)
-CACHE_SECONDS = 600  # a reload or the practice feedback's second look reuses the encoding
+# A reload or the practice feedback's second look reuses the encoding; kept briefly, since every participant has a
+# copy of each image of their own (a few hundred KB each) in the shared Redis.
+CACHE_SECONDS = 120
 
 
 @dataclass(frozen=True)
