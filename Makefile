@@ -12,7 +12,7 @@ TEST_VAR = $(CURDIR)/var/test
 # process, Celery worker and manage.py the suite starts compiles the whole project again.
 unexport PYTHONDONTWRITEBYTECODE
 TEST_WORKERS ?= 3
-PYTEST = VAR_DIR=$(TEST_VAR) LOCAL_PG_DURABLE=false $(BIN)/python -m devtools.localservices -- $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
+PYTEST = VAR_DIR=$(TEST_VAR) LOCAL_PG_DURABLE=false $(BIN)/python -m devtools.localservices -- $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 .PHONY: install run test test-fast lint
 

@@ -128,7 +128,7 @@ def _joins_left_check(*, study: Study, key: str, now) -> None:
     since = now - timedelta(minutes=settings.STUDY_OPEN_JOIN_WINDOW_MINUTES)
     joins = list(
         study.participants.filter(via_open_link=True, join_address=key, created__gt=since)
-        .order_by("created")
+        .order_by("created", "pk")
         .values_list("created", flat=True)
     )
     if len(joins) >= limit:

@@ -16,6 +16,7 @@ from django.contrib.auth.models import Group, User
 from django.db import connection
 
 from devtools.localservices import BASE_DIR
+from tests import scheduling
 from tests.database_template import create_test_database, drop_test_database
 from tests.fault_fixtures import private_redis, read_only_disk, small_disk  # noqa: F401 (fixtures, used by name)
 from tests.similarity_fixtures import tiny_dinov3_dir  # noqa: F401 (a session fixture, used by name)
@@ -25,13 +26,13 @@ from tests.worker_services import isolate_worker
 # as such here whatever its module says, so `make test-fast` (-m "not browser and not e2e") leaves it out.
 E2E_FIXTURES = {"celery_worker_process", "private_redis", "live_server"}
 BROWSER_FIXTURES = {"browser", "page", "browser_pages"}
-LONG_MARKERS = ("slow", "browser", "e2e")
 
 
 def pytest_configure(config):
     config.last_resort_stderr = os.fdopen(os.dup(2), "w")  # the real stderr, not a test's captured one
     isolate_worker()
     fast_password_hashing()
+    scheduling.register(config)
     flush_by_delete()
     retry_flush_on_deadlock()
 
@@ -119,20 +120,17 @@ def django_db_setup(django_test_environment, django_db_blocker, django_db_modify
         drop_test_database(name)
 
 
-def pytest_collection_modifyitems(items):
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks set here
+def pytest_collection_modifyitems(config, items):
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if names & BROWSER_FIXTURES:
             item.add_marker(pytest.mark.browser)
         if names & E2E_FIXTURES and not names & BROWSER_FIXTURES:
             item.add_marker(pytest.mark.e2e)
-    # The modules with long tests first (a stable sort: the same order on every xdist worker and every run), so that
-    # the workers share them out early and no long test is left to run alone at the end. A module moves whole: its
-    # tests stay side by side, and a world it builds once for all of them (`built_once`) is built by one worker, not
-    # by every worker that was handed one of its tests. Tests that flush the database may then run before others:
-    # nothing a test needs is lost by a flush (the role groups come back with post_migrate).
-    long_modules = {item.path for item in items if any(item.get_closest_marker(name) for name in LONG_MARKERS)}
-    items.sort(key=lambda item: item.path not in long_modules)
+    # Longest first, from the durations of the last run (tests/scheduling.py). Tests that flush the database may then
+    # run before others: nothing a test needs is lost by a flush (the role groups come back with post_migrate).
+    scheduling.order_longest_first(config, items)
 
 
 @pytest.fixture(autouse=True)
