@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
@@ -424,11 +425,34 @@ if license_problem(BENCHMARK_LICENSE):
     raise ImproperlyConfigured(f"BENCHMARK_LICENSE: {license_problem(BENCHMARK_LICENSE)}.")
 # Model evaluation (annotator/modeleval): request retries on 429/5xx/connection errors with exponential backoff and
 # jitter (BACKOFF * 2^attempt, at most BACKOFF_MAX, or the server's Retry-After), the request parameters, our prompt
-# texts (a JSON file {"system": ..., "user": ...} replaces them), and the hosts an endpoint may name (empty: any).
+# texts (a JSON file {"system": ..., "user": ...} replaces them).
 MODEL_EVAL_RETRIES = envint("MODEL_EVAL_RETRIES", "4")
 MODEL_EVAL_BACKOFF_SECONDS = envfloat("MODEL_EVAL_BACKOFF_SECONDS", "1")
 MODEL_EVAL_BACKOFF_MAX_SECONDS = envfloat("MODEL_EVAL_BACKOFF_MAX_SECONDS", "30")
 MODEL_EVAL_TEMPERATURE = envfloat("MODEL_EVAL_TEMPERATURE", "0.5")
 MODEL_EVAL_MAX_TOKENS = envint("MODEL_EVAL_MAX_TOKENS", "1024")
 MODEL_EVAL_PROMPT_FILE = os.getenv("MODEL_EVAL_PROMPT_FILE", "")
-MODEL_ENDPOINT_HOSTS = envlist("MODEL_ENDPOINT_HOSTS", "")
+# The hosts a model endpoint may name (empty: any public host; loopback, private, link-local and reserved addresses
+# are refused at registration and again at each connection). An endpoint's API key is either stored encrypted with
+# MODEL_API_KEY_ENCRYPTION_KEY (Fernet keys separated by commas: the first encrypts, every one decrypts, so a key is
+# rotated by putting the new one first) or read from a variable whose name starts with MODEL_API_KEY_ENV_PREFIX:
+# never any other variable of the worker (SECRET_KEY, DATABASE_URL, ...).
+MODEL_ENDPOINT_HOSTS = [host.lower().rstrip(".") for host in envlist("MODEL_ENDPOINT_HOSTS", "")]
+MODEL_API_KEY_ENV_PREFIX = os.getenv("MODEL_API_KEY_ENV_PREFIX", "SUBTLEBENCH_MODEL_KEY_").strip()
+if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{3,}", MODEL_API_KEY_ENV_PREFIX):
+    raise ImproperlyConfigured(
+        "MODEL_API_KEY_ENV_PREFIX must be at least 4 letters, digits or _ (e.g. SUBTLEBENCH_MODEL_KEY_): "
+        "it is what keeps the worker's other variables out of reach."
+    )
+MODEL_API_KEY_ENCRYPTION_KEY = envlist("MODEL_API_KEY_ENCRYPTION_KEY", "")
+if MODEL_API_KEY_ENCRYPTION_KEY:
+    from cryptography.fernet import Fernet
+
+    try:
+        for _key in MODEL_API_KEY_ENCRYPTION_KEY:
+            Fernet(_key)
+    except ValueError:
+        raise ImproperlyConfigured(
+            "MODEL_API_KEY_ENCRYPTION_KEY: each key is 32 url-safe base64-encoded bytes, as "
+            "`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'` prints."
+        ) from None
