@@ -20,6 +20,7 @@ class Migration(migrations.Migration):
             field=models.TextField(
                 blank=True,
                 editable=False,
+                max_length=2000,
                 help_text="The API key, encrypted with MODEL_API_KEY_ENCRYPTION_KEY (Fernet).",
             ),
         ),

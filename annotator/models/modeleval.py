@@ -42,7 +42,10 @@ class ModelEndpoint(models.Model):
         "MODEL_API_KEY_ENV_PREFIX (a name without it, from before that rule, is kept but refused when a run starts).",
     )
     api_key_encrypted = models.TextField(
-        blank=True, editable=False, help_text="The API key, encrypted with MODEL_API_KEY_ENCRYPTION_KEY (Fernet)."
+        blank=True,
+        editable=False,
+        max_length=2000,
+        help_text="The API key, encrypted with MODEL_API_KEY_ENCRYPTION_KEY (Fernet).",
     )
     concurrency = models.PositiveSmallIntegerField(
         default=8, validators=[MinValueValidator(1), MaxValueValidator(256)], help_text="Requests in flight at most."
