@@ -80,7 +80,7 @@ class StudyCreateInputSerializer(serializers.Serializer):
     split = serializers.ChoiceField([("test", "test"), ("val", "val")], default="test")
     practice_count = whole_number(default=3, high=20)
     items_per_participant = whole_number(default=0, high=100000)
-    invites = whole_number(default=0, high=10000)
+    invites = whole_number(default=0, high=studies.INVITES_MAX, help_text="Invite links to make with it.")
     open_cap = whole_number(default=0, high=100000)
     redirect_url = serializers.URLField(default="", allow_blank=True, max_length=200)  # the column's
     session_minutes = whole_number(default=60, low=1, high=10080)
@@ -135,16 +135,17 @@ def invite_list(request, pk):
 
 
 class InviteCreateInputSerializer(serializers.Serializer):
-    count = whole_number(low=1, high=10000)
+    count = whole_number(low=1, high=studies.INVITES_MAX, help_text="At most this many per request.")
 
 
 @extend_schema(
     request=InviteCreateInputSerializer,
-    responses={201: InviteOutputSerializer(many=True), **error_responses(400, 403, 404)},
+    responses={201: InviteOutputSerializer(many=True), **error_responses(400, 403, 404, 409)},
 )
 @api_view(["POST"])
 @permission_classes([Coordinator])
 def invite_create(request, pk):
+    """New invite links (at most INVITES_MAX per request); 409 when every item of the study has its raters."""
     study = get_object_or_404(Study, pk=pk)
     data = InviteCreateInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
