@@ -143,7 +143,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Axes first: it refuses a locked-out username+IP before the password is even checked.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -362,9 +365,14 @@ CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL, "KEY_PREFIX": "cache"}
 }
 
-# API tokens (account page, /api/tokens/): the expiry a token gets when none is asked for (0: none), and the longest.
-API_TOKEN_DEFAULT_DAYS = envint("API_TOKEN_DEFAULT_DAYS", "0")
+# API tokens (account page, /api/tokens/): every token expires. The expiry a token gets when none is asked for (a
+# token from before expiries were required expires this long after it was made), and the longest.
+API_TOKEN_DEFAULT_DAYS = envint("API_TOKEN_DEFAULT_DAYS", "90")
 API_TOKEN_MAX_DAYS = envint("API_TOKEN_MAX_DAYS", "365")
+if not 1 <= API_TOKEN_DEFAULT_DAYS <= API_TOKEN_MAX_DAYS:
+    raise ImproperlyConfigured(
+        f"API_TOKEN_DEFAULT_DAYS must be from 1 to API_TOKEN_MAX_DAYS ({API_TOKEN_MAX_DAYS}): every token expires."
+    )
 
 # Failed logins (django-axes), on the login page, the admin and /api/token/: after AXES_FAILURE_LIMIT failures
 # for one username from one address, that pair is locked out for AXES_COOLOFF_MINUTES (each new try restarts it).
