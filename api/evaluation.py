@@ -11,7 +11,7 @@ from rest_framework.response import Response
 
 from annotator.models import Category, Domain
 from api.errors import error_responses
-from api.fields import INT32_MAX, free_text, whole_number
+from api.fields import INT32_MAX, free_text, number, whole_number
 from evaluation import participation, reports, studies
 from evaluation.models import Participant, Study
 from evaluation.participant_views import image_url
@@ -69,7 +69,7 @@ class StudyOutputSerializer(serializers.ModelSerializer):
 
 class StudyCreateInputSerializer(serializers.Serializer):
     name = free_text(NAME_MAX, lines="single")
-    fraction = serializers.FloatField(default=0.1, min_value=0.001, max_value=1)
+    fraction = number(default=0.1, min_value=0.001, max_value=1)
     seed = whole_number(low=-INT32_MAX, default=0)
     raters_per_item = whole_number(default=1, low=1, high=20)
     categories = serializers.ListField(child=serializers.ChoiceField(Category.choices), default=list, max_length=20)

@@ -5,12 +5,13 @@ filter values, a null draft, too many invites at once, export folder names, CSV 
 from __future__ import annotations
 
 import codecs
+import json
 
 import pytest
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 
-from annotator.models import Job
+from annotator.models import Job, Pair
 from evaluation import participation, studies
 from evaluation.models import Assignment, Participant
 from tests.factories import make_pair, make_video
@@ -141,3 +142,30 @@ def test_the_standard_password_validators_are_on():
         with pytest.raises(ValidationError):
             validate_password(weak)
     validate_password("violet-harbour-quietly-47")
+
+
+def test_a_filter_sent_in_a_form_is_read_as_its_json_never_as_every_row(client_for, coordinator):
+    """DRF reads `filter=<text>` in a form body as an empty filter: a bulk action on every pair."""
+    submitted = make_pair(status=Pair.Status.SUBMITTED)
+    make_pair(), make_pair()
+    client = client_for(coordinator)
+    response = client.post("/api/pairs/bulk/", {"action": "accept", "filter": json.dumps({"status": "submitted"})})
+    assert response.status_code == 202, response.content
+    assert response.json()["total"] == 1 and response.json()["result"]["items"] == 1
+    for text in ("not json", "[1, 2]", ""):
+        response = client.post("/api/pairs/bulk/", {"action": "accept", "filter": text})
+        assert response.status_code == 400 and "filter" in response.json()["errors"], text
+    assert Pair.objects.get(pk=submitted.pk).status == Pair.Status.SUBMITTED  # the job is queued, not run
+
+
+def test_a_value_of_the_wrong_type_is_refused_not_converted(client_for, coordinator):
+    make_pair()
+    client = client_for(coordinator)
+    response = client.post("/api/exports/start/", {"target": 0}, content_type=JSON)
+    assert response.status_code == 400 and response.json()["errors"]["target"] == ["Not a valid string."]
+    batch = {"title": "B", "selection": "all", "allow_own_pairs": 0}
+    response = client.post("/api/captions/batches/create/", batch, content_type=JSON)
+    assert response.status_code == 400 and "allow_own_pairs" in response.json()["errors"]
+    response = client.post("/api/captions/batches/create/", {**batch, "allow_own_pairs": False}, content_type=JSON)
+    assert response.status_code == 201, response.content
+    assert not Job.objects.filter(kind=Job.Kind.EXPORT).exists()
