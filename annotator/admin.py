@@ -208,8 +208,11 @@ class DoubleReviewAdmin(admin.ModelAdmin):
 
 @admin.register(ModelEndpoint)
 class ModelEndpointAdmin(admin.ModelAdmin):
-    list_display = ("name", "base_url", "model_id", "api_key_env", "concurrency", "timeout_s", "created")
+    list_display = ("name", "base_url", "model_id", "key_source", "concurrency", "timeout_s", "created")
     search_fields = ("name", "model_id")
+    # The key is set through add_model, the page or the API, which check it; here it is neither shown nor edited.
+    exclude = ("api_key_encrypted",)
+    readonly_fields = ("api_key_env",)
 
 
 @admin.register(ModelEvaluation)

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from annotator.captions import services as captions
 from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionSkip, CaptionTask
 from api.errors import error_responses
-from api.fields import ID_MAX, SMALL_MAX, free_text, whole_number
+from api.fields import ID_MAX, SMALL_MAX, free_text, number, whole_number, yes_no
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 from subtlebench.text import CAPTION_TEXT_MAX, NAME_MAX, NOTE_MAX
 
@@ -36,11 +36,11 @@ class CaptionBatchInputSerializer(serializers.Serializer):
     pair_ids = serializers.ListField(
         child=whole_number(low=1, high=ID_MAX), required=False, default=list, max_length=100000
     )
-    fraction = serializers.FloatField(required=False, allow_null=True, default=None)
+    fraction = number(required=False, allow_null=True, default=None)
     seed = whole_number(required=False, allow_null=True, default=None, high=ID_MAX)
     captions_per_item = whole_number(required=False, default=1, low=1, high=SMALL_MAX)
-    show_question = serializers.BooleanField(required=False, default=False)
-    allow_own_pairs = serializers.BooleanField(required=False, default=False)
+    show_question = yes_no(required=False, default=False)
+    allow_own_pairs = yes_no(required=False, default=False)
 
 
 class CaptionBatchOutputSerializer(serializers.ModelSerializer):

@@ -10,21 +10,35 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
+from rest_framework.utils import html
 
 from annotator.datamanager.bulk import ACTIONS, bulk_start
 from annotator.jobs.services import clean_idempotency_key
 from api.errors import error_responses
 from api.fields import ID_MAX, free_text, whole_number
 from api.jobs import IDEMPOTENCY_KEY, JobOutputSerializer, job_output
+from benchmark import jsonlimits
 from subtlebench.roles import COORDINATOR, HasRole
 from subtlebench.text import NOTE_MAX
 
 
 class FilterField(serializers.DictField):
-    """The table's filters by name (e.g. {"status": "submitted", "similarity_min": "0.8", "q": "cup"})."""
+    """The table's filters by name (e.g. {"status": "submitted", "similarity_min": "0.8", "q": "cup"}).
+
+    In a form body the filter is its JSON text (`filter={"status": "submitted"}`) or keys (`filter.status=...`).
+    DRF alone reads `filter=<text>` as an empty filter, which matches every row: a bulk action on all of them."""
 
     def __init__(self, **kwargs):
         super().__init__(child=free_text(200, lines="single", allow_blank=True), **kwargs)
+
+    def get_value(self, dictionary):
+        if html.is_html_input(dictionary) and self.field_name in dictionary:
+            text = dictionary[self.field_name]
+            try:
+                return jsonlimits.loads(text) if isinstance(text, str) else text
+            except ValueError:
+                return text  # not JSON: refused as "not a dictionary", naming the field
+        return super().get_value(dictionary)
 
 
 def bulk_input(table: str):

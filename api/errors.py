@@ -20,6 +20,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
 from subtlebench.errors import ServiceError, dependency_unavailable, error_body, error_status
+from subtlebench.tokens import TokenRefused
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,9 @@ def exception_handler(exc, context) -> Response | None:
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
+    if isinstance(exc, TokenRefused):
+        response.status_code = 401
+        response["WWW-Authenticate"] = 'Token realm="api"'
     data = response.data
     if isinstance(data, dict) and set(data) == {"detail"} and not isinstance(exc, exceptions.ValidationError):
         response.data = {"detail": str(data["detail"]), "errors": {}}
@@ -77,6 +81,7 @@ class ErrorSerializer(serializers.Serializer):
 
 ERROR_MEANINGS = {
     400: "Invalid: the body or the query is wrong (by field in `errors`), or the request cannot be done as sent.",
+    401: "The token sent has expired or was revoked: make a new one (POST /api/token/).",
     403: "Not logged in (no session, no valid token), or without the role or the ownership this needs.",
     404: "An object the request names does not exist.",
     409: "Conflict: the object moved on since the client saw it (someone else holds it, it was decided, it changed).",
@@ -86,5 +91,8 @@ ERROR_MEANINGS = {
 
 
 def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
-    """The error statuses an endpoint can answer, each with the one error body: `responses={200: X, **errors(...)}`."""
+    """The error statuses an endpoint can answer, each with the one error body: `responses={200: X, **errors(...)}`.
+    An endpoint that needs a login (403) also answers 401 to a token that expired or was revoked."""
+    if 403 in statuses and 401 not in statuses:
+        statuses = (401, *statuses)
     return {status: OpenApiResponse(ErrorSerializer, description=ERROR_MEANINGS[status]) for status in statuses}

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 
 from annotator.models import Category, Domain
 from api.errors import error_responses
-from api.fields import INT32_MAX, free_text, whole_number
+from api.fields import INT32_MAX, free_text, number, whole_number
 from evaluation import participation, reports, studies
 from evaluation.models import Participant, Study
 from evaluation.participant_views import image_url
@@ -69,7 +69,7 @@ class StudyOutputSerializer(serializers.ModelSerializer):
 
 class StudyCreateInputSerializer(serializers.Serializer):
     name = free_text(NAME_MAX, lines="single")
-    fraction = serializers.FloatField(default=0.1, min_value=0.001, max_value=1)
+    fraction = number(default=0.1, min_value=0.001, max_value=1)
     seed = whole_number(low=-INT32_MAX, default=0)
     raters_per_item = whole_number(default=1, low=1, high=20)
     categories = serializers.ListField(child=serializers.ChoiceField(Category.choices), default=list, max_length=20)
@@ -80,7 +80,7 @@ class StudyCreateInputSerializer(serializers.Serializer):
     split = serializers.ChoiceField([("test", "test"), ("val", "val")], default="test")
     practice_count = whole_number(default=3, high=20)
     items_per_participant = whole_number(default=0, high=100000)
-    invites = whole_number(default=0, high=10000)
+    invites = whole_number(default=0, high=studies.INVITES_MAX, help_text="Invite links to make with it.")
     open_cap = whole_number(default=0, high=100000)
     redirect_url = serializers.URLField(default="", allow_blank=True, max_length=200)  # the column's
     session_minutes = whole_number(default=60, low=1, high=10080)
@@ -135,16 +135,17 @@ def invite_list(request, pk):
 
 
 class InviteCreateInputSerializer(serializers.Serializer):
-    count = whole_number(low=1, high=10000)
+    count = whole_number(low=1, high=studies.INVITES_MAX, help_text="At most this many per request.")
 
 
 @extend_schema(
     request=InviteCreateInputSerializer,
-    responses={201: InviteOutputSerializer(many=True), **error_responses(400, 403, 404)},
+    responses={201: InviteOutputSerializer(many=True), **error_responses(400, 403, 404, 409)},
 )
 @api_view(["POST"])
 @permission_classes([Coordinator])
 def invite_create(request, pk):
+    """New invite links (at most INVITES_MAX per request); 409 when every item of the study has its raters."""
     study = get_object_or_404(Study, pk=pk)
     data = InviteCreateInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)

@@ -12,7 +12,7 @@ from annotator.export.services import ExportOptions, export_folder_for_web, expo
 from annotator.jobs.services import clean_idempotency_key
 from annotator.models import Category, Domain, Job
 from api.errors import error_responses
-from api.fields import INT32_MAX, free_text, whole_number
+from api.fields import INT32_MAX, free_text, number, whole_number, yes_no
 from api.jobs import IDEMPOTENCY_KEY
 from api.pagination import page_response, paginated
 from subtlebench.roles import COORDINATOR, HasRole
@@ -23,13 +23,13 @@ class ExportStartInputSerializer(serializers.Serializer):
     target = free_text(
         SHORT_TEXT_MAX, lines="single", help_text="A folder name under EXPORT_ROOT, or s3://bucket/prefix."
     )
-    val_fraction = serializers.FloatField(default=0.1, min_value=0, max_value=0.9)
+    val_fraction = number(default=0.1, min_value=0, max_value=0.9)
     seed = whole_number(low=-INT32_MAX, default=0)
-    min_similarity = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0, max_value=1)
+    min_similarity = number(required=False, allow_null=True, default=None, min_value=0, max_value=1)
     categories = serializers.ListField(child=serializers.ChoiceField(Category.choices), default=list, max_length=20)
     domains = serializers.ListField(child=serializers.ChoiceField(Domain.choices), default=list, max_length=20)
-    reproducible = serializers.BooleanField(default=False)
-    max_model_accuracy = serializers.FloatField(
+    reproducible = yes_no(default=False)
+    max_model_accuracy = number(
         required=False,
         allow_null=True,
         default=None,
@@ -43,8 +43,8 @@ class ExportStartInputSerializer(serializers.Serializer):
         max_length=100,
         help_text="Model endpoint names the filter counts (empty: every endpoint with results).",
     )
-    replace = serializers.BooleanField(default=False, help_text="Replace an earlier export at the target.")
-    release = serializers.BooleanField(default=False, help_text="Publish the export as the next release (vN).")
+    replace = yes_no(default=False, help_text="Replace an earlier export at the target.")
+    release = yes_no(default=False, help_text="Publish the export as the next release (vN).")
     release_title = free_text(NAME_MAX, lines="single", required=False, default="", allow_blank=True)
     release_notes = free_text(NOTE_MAX, required=False, default="", allow_blank=True)
 

@@ -12,6 +12,7 @@ from annotator.jobs.services import job_cancel, job_retry
 from annotator.models import Job
 from api.errors import error_responses
 from api.pagination import page_response, paginated
+from subtlebench.errors import Invalid
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole, has_role
 from subtlebench.security import job_without_server_paths
 
@@ -69,9 +70,12 @@ def job_output(request, job) -> dict:
 def job_list(request):
     """Jobs of the kinds your role may see, newest first; filter with `?kind=...` and `?status=...`."""
     jobs = Job.objects.visible_to(request.user).select_related("created_by")
-    for field in ("kind", "status"):
-        if request.query_params.get(field):
-            jobs = jobs.filter(**{field: request.query_params[field]})
+    for field, allowed in (("kind", Job.Kind.values), ("status", Job.Status.values)):
+        if field in request.query_params:
+            value = request.query_params[field]
+            if value not in allowed:
+                raise Invalid({field: [f"{value[:40]!r} is not one of {', '.join(allowed)}."]})
+            jobs = jobs.filter(**{field: value})
     return page_response(request, jobs, lambda page: [job_output(request, job) for job in page])
 
 

@@ -2,8 +2,8 @@
 progress and summary, its results file. Coordinators only; thin views over annotator.modeleval (the same services
 the /models/ pages call).
 
-An endpoint's base URL must be http(s) with a host, without credentials, query or fragment, and with
-MODEL_ENDPOINT_HOSTS set one of those hosts: only a coordinator can make the worker fetch a URL."""
+An endpoint's base URL must be http(s) with a host, without credentials, query or fragment, on a host the worker
+may reach (one of MODEL_ENDPOINT_HOSTS, or with none set a public one). Its API key is written, never read back."""
 
 from __future__ import annotations
 
@@ -31,17 +31,30 @@ class EndpointSerializer(serializers.Serializer):
     name = free_text(NAME_MAX, lines="single")
     base_url = free_text(500, lines="single", help_text="OpenAI-compatible base URL, e.g. http://gpu-host:8000/v1")
     model_id = free_text(NAME_MAX, lines="single")
+    api_key = serializers.CharField(
+        max_length=1000,
+        required=False,
+        default="",
+        allow_blank=True,
+        write_only=True,
+        trim_whitespace=True,
+        help_text="The API key: stored encrypted, never returned. Or name its variable in api_key_env.",
+    )
     api_key_env = free_text(
         100,
         lines="single",
         required=False,
         default="",
         allow_blank=True,
-        help_text="The name of the environment variable holding the key (never the key).",
+        help_text="The name of a variable of the worker holding the key; it must start with MODEL_API_KEY_ENV_PREFIX.",
     )
+    has_stored_key = serializers.SerializerMethodField()
     concurrency = whole_number(low=1, high=256, default=8)
     timeout_s = whole_number(low=1, high=3600, default=120)
     created = serializers.DateTimeField(read_only=True)
+
+    def get_has_stored_key(self, endpoint) -> bool:
+        return bool(endpoint.api_key_encrypted)
 
 
 class PairFilterSerializer(serializers.Serializer):

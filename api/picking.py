@@ -144,7 +144,8 @@ def video_assign(request, video_id: int):
 
 
 class PairDraftSerializer(serializers.Serializer):
-    state = serializers.JSONField()
+    # An object, as the schema says: null, a list or a number is a 400 "Expected a dictionary of items".
+    state = serializers.DictField(help_text="The workbench state, a JSON object (not null).")
     version = whole_number(
         high=ID_MAX,
         required=False,
@@ -157,7 +158,7 @@ class PairDraftSerializer(serializers.Serializer):
 
 
 class PairDraftStateSerializer(serializers.Serializer):
-    state = serializers.JSONField(help_text="The autosaved state; {} when there is none.")
+    state = serializers.DictField(help_text="The autosaved state; {} when there is none.")
     version = serializers.IntegerField(read_only=True, help_text="Its version (0: none yet): send it with the PUT.")
     updated = serializers.DateTimeField(read_only=True, allow_null=True, help_text="When it was saved; null: never.")
 

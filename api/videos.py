@@ -12,7 +12,7 @@ from annotator.jobs.services import clean_idempotency_key
 from annotator.models import Domain, Frame, Video
 from annotator.videos.services import ImportSourceError, videos_import
 from api.errors import error_responses
-from api.fields import free_text, whole_number
+from api.fields import free_text, number, whole_number
 from api.jobs import IDEMPOTENCY_KEY
 from api.pagination import page_response, paginated
 from api.server_paths import CoordinatorOnlyPaths
@@ -117,9 +117,7 @@ class VideoImportInputSerializer(serializers.Serializer):
         lines="single",
         help_text="A folder of videos or a CSV manifest (yt8m_id,path,labels), inside IMPORT_ROOTS.",
     )
-    every = serializers.FloatField(
-        required=False, min_value=0.01, max_value=3600, help_text="Seconds between frames (default 1)."
-    )
+    every = number(required=False, min_value=0.01, max_value=3600, help_text="Seconds between frames (default 1).")
     frames = whole_number(required=False, low=1, high=100000, help_text="Or: this many frames per video.")
     domain = serializers.ChoiceField(choices=[Domain.NATURAL, Domain.GAMING], default=Domain.NATURAL)
 

@@ -28,14 +28,15 @@ class TokenInputSerializer(serializers.Serializer):
         required=False,
         allow_null=True,
         default=None,
-        help_text="Days until the token stops working; empty: API_TOKEN_DEFAULT_DAYS (0 there: never).",
+        help_text="Days until the token stops working; empty: API_TOKEN_DEFAULT_DAYS (90 unless the operator "
+        "changed it). Every token expires.",
     )
 
 
 class TokenOutputSerializer(serializers.Serializer):
     token = serializers.CharField(help_text="The key: shown this once, only its digest is stored.")
     id = serializers.IntegerField()
-    expires = serializers.DateTimeField(allow_null=True)
+    expires = serializers.DateTimeField(help_text="When it stops working.")
 
 
 @extend_schema(request=TokenInputSerializer, responses={200: TokenOutputSerializer, **error_responses(400, 429)})

@@ -104,6 +104,7 @@ def main() -> None:
     url = bench_database_url()
     create_database(url)
     os.environ["DATABASE_URL"] = url
+    os.environ["MODEL_ENDPOINT_HOSTS"] = "127.0.0.1"  # the local server: loopback, refused unless allowed by name
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "subtlebench.settings")
     sys.path.insert(0, str(ROOT))
     import django

@@ -4,9 +4,9 @@ item id."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
+from benchmark import jsonlimits
 from benchmark.protocol import option_of
 
 RESULTS_FILE = "mc_evaluation_results.json"
@@ -116,8 +116,8 @@ def result_entries(data, label: str) -> list:
 def load_results(content: bytes | str, label: str = "the file") -> list:
     """The per-question entries of a results file's text (see `result_entries`), not yet checked one by one."""
     try:
-        data = json.loads(content)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        data = jsonlimits.loads(content)
+    except (UnicodeDecodeError, ValueError) as error:
         raise ResultsFileError(f"{label}: not valid JSON ({error}).") from None
     return result_entries(data, label)
 

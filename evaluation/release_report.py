@@ -21,6 +21,7 @@ from benchmark.taxonomy import ABBREVIATIONS, CATEGORIES, DOMAINS
 from evaluation.models import StudyItem
 from evaluation.release_answers import human_answers_on_release
 from subtlebench.roles import COORDINATOR, role_required
+from subtlebench.spreadsheet_csv import csv_download
 
 
 def release_report_of(release: Release, *, split: str = "test") -> Report:
@@ -115,6 +116,8 @@ def release_report_download(request, number: int, split: str, file_name: str):
     if written is None:
         raise Http404(f"no report file {file_name!r}")
     content, content_type = written
+    if content_type.startswith("text/csv"):
+        return csv_download(content, file_name)
     response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{file_name}"'
     return response

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from evaluation.models import Participant, Study
@@ -45,9 +46,12 @@ def _whole_number(data, field: str, low: int, high: int) -> int:
             {field: ["the browser did not send its window size: allow JavaScript for this site and reload the page."]}
         )
     try:
-        value = int(float(raw))
+        number = float(raw)
     except ValueError:
+        number = math.nan
+    if not math.isfinite(number):  # inf, 1e309, nan: no size of a window
         raise StudyError({field: [f"expected a whole number of pixels, got {raw[:40]!r}."]})
+    value = int(number)
     if not low <= value <= high:
         raise StudyError({field: [f"expected {low} to {high} pixels, got {value}."]})
     return value

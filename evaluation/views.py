@@ -10,7 +10,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
-from django.http import HttpResponse, JsonResponse
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
@@ -23,6 +23,7 @@ from evaluation.studies import NO_RELEASE
 from subtlebench.errors import Conflict, Invalid
 from subtlebench.pages import error_response, post_only, redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
+from subtlebench.spreadsheet_csv import csv_download
 from subtlebench.text import NAME_MAX, PAGE_TEXT_MAX, single_line
 
 # The study's integer columns hold 32 bits: a larger seed would fail the INSERT.
@@ -56,7 +57,7 @@ class StudyForm(forms.Form):
 
     practice_count = forms.IntegerField(initial=3, min_value=0, max_value=20, label="Practice items")
     items_per_participant = forms.IntegerField(initial=0, min_value=0, max_value=100000, label="Items each (0: all)")
-    invites = forms.IntegerField(initial=5, min_value=0, max_value=10000, label="Invite links")
+    invites = forms.IntegerField(initial=5, min_value=0, max_value=studies.INVITES_MAX, label="Invite links")
     open_cap = forms.IntegerField(initial=0, min_value=0, max_value=100000, label="Open-link cap (0: none)")
     redirect_url = forms.URLField(required=False, max_length=200, assume_scheme="https", label="Redirect URL when done")
     session_minutes = forms.IntegerField(
@@ -124,7 +125,7 @@ class StudyForm(forms.Form):
 
 
 class InviteForm(forms.Form):
-    count = forms.IntegerField(min_value=1, max_value=10000)
+    count = forms.IntegerField(min_value=1, max_value=studies.INVITES_MAX)
 
 
 class AttentionForm(forms.Form):
@@ -243,7 +244,7 @@ def invite_create(request, pk):
     study = load_study(pk)
     form = InviteForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Invite links: give a count from 1 to 10000.")
+        messages.error(request, f"Invite links: give a count from 1 to {studies.INVITES_MAX}.")
         return redirect("study-invites", study.pk)
     try:
         studies.study_invite(study=study, count=form.cleaned_data["count"])
@@ -287,9 +288,7 @@ def release_abandoned(request, pk):
 @require_GET
 def responses_csv(request, pk):
     study = load_study(pk)
-    response = HttpResponse(reports.responses_csv(study), content_type="text/csv")
-    response["Content-Disposition"] = f'attachment; filename="study-{study.pk}-responses.csv"'
-    return response
+    return csv_download(reports.responses_csv(study), f"study-{study.pk}-responses.csv")
 
 
 @role_required(COORDINATOR)

@@ -110,10 +110,14 @@ def carried(request) -> dict | None:
     return request.session.pop(CARRY_KEY + request.path, None)
 
 
-def redirect_refused_form(request, to: str, form, error: Exception | None = None) -> HttpResponse:
-    """`redirect_refused` for a Django form: its fields as sent (not the CSRF token) and, for a service's error,
-    its messages; the form page rebuilds it with `refused_form`, where the form's own checks run again."""
-    data = {name: values for name, values in request.POST.lists() if name != "csrfmiddlewaretoken"}
+def redirect_refused_form(
+    request, to: str, form, error: Exception | None = None, *, secret_fields: tuple[str, ...] = ()
+) -> HttpResponse:
+    """`redirect_refused` for a Django form: its fields as sent (not the CSRF token, nor `secret_fields`, which
+    never go into the session) and, for a service's error, its messages; the form page rebuilds it with
+    `refused_form`, where the form's own checks run again."""
+    left_out = {"csrfmiddlewaretoken", *secret_fields}
+    data = {name: values for name, values in request.POST.lists() if name not in left_out}
     if error is None:  # the form's own errors: kept as they were, since files cannot travel to the next page
         error = ValidationError(
             {name: [e["message"] for e in errs] for name, errs in form.errors.get_json_data().items()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
@@ -142,7 +143,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Axes first: it refuses a locked-out username+IP before the password is even checked.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -361,9 +365,14 @@ CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL, "KEY_PREFIX": "cache"}
 }
 
-# API tokens (account page, /api/tokens/): the expiry a token gets when none is asked for (0: none), and the longest.
-API_TOKEN_DEFAULT_DAYS = envint("API_TOKEN_DEFAULT_DAYS", "0")
+# API tokens (account page, /api/tokens/): every token expires. The expiry a token gets when none is asked for (a
+# token from before expiries were required expires this long after it was made), and the longest.
+API_TOKEN_DEFAULT_DAYS = envint("API_TOKEN_DEFAULT_DAYS", "90")
 API_TOKEN_MAX_DAYS = envint("API_TOKEN_MAX_DAYS", "365")
+if not 1 <= API_TOKEN_DEFAULT_DAYS <= API_TOKEN_MAX_DAYS:
+    raise ImproperlyConfigured(
+        f"API_TOKEN_DEFAULT_DAYS must be from 1 to API_TOKEN_MAX_DAYS ({API_TOKEN_MAX_DAYS}): every token expires."
+    )
 
 # Failed logins (django-axes), on the login page, the admin and /api/token/: after AXES_FAILURE_LIMIT failures
 # for one username from one address, that pair is locked out for AXES_COOLOFF_MINUTES (each new try restarts it).
@@ -427,11 +436,34 @@ if license_problem(BENCHMARK_LICENSE):
     raise ImproperlyConfigured(f"BENCHMARK_LICENSE: {license_problem(BENCHMARK_LICENSE)}.")
 # Model evaluation (annotator/modeleval): request retries on 429/5xx/connection errors with exponential backoff and
 # jitter (BACKOFF * 2^attempt, at most BACKOFF_MAX, or the server's Retry-After), the request parameters, our prompt
-# texts (a JSON file {"system": ..., "user": ...} replaces them), and the hosts an endpoint may name (empty: any).
+# texts (a JSON file {"system": ..., "user": ...} replaces them).
 MODEL_EVAL_RETRIES = envint("MODEL_EVAL_RETRIES", "4")
 MODEL_EVAL_BACKOFF_SECONDS = envfloat("MODEL_EVAL_BACKOFF_SECONDS", "1")
 MODEL_EVAL_BACKOFF_MAX_SECONDS = envfloat("MODEL_EVAL_BACKOFF_MAX_SECONDS", "30")
 MODEL_EVAL_TEMPERATURE = envfloat("MODEL_EVAL_TEMPERATURE", "0.5")
 MODEL_EVAL_MAX_TOKENS = envint("MODEL_EVAL_MAX_TOKENS", "1024")
 MODEL_EVAL_PROMPT_FILE = os.getenv("MODEL_EVAL_PROMPT_FILE", "")
-MODEL_ENDPOINT_HOSTS = envlist("MODEL_ENDPOINT_HOSTS", "")
+# The hosts a model endpoint may name (empty: any public host; loopback, private, link-local and reserved addresses
+# are refused at registration and again at each connection). An endpoint's API key is either stored encrypted with
+# MODEL_API_KEY_ENCRYPTION_KEY (Fernet keys separated by commas: the first encrypts, every one decrypts, so a key is
+# rotated by putting the new one first) or read from a variable whose name starts with MODEL_API_KEY_ENV_PREFIX:
+# never any other variable of the worker (SECRET_KEY, DATABASE_URL, ...).
+MODEL_ENDPOINT_HOSTS = [host.lower().rstrip(".") for host in envlist("MODEL_ENDPOINT_HOSTS", "")]
+MODEL_API_KEY_ENV_PREFIX = os.getenv("MODEL_API_KEY_ENV_PREFIX", "SUBTLEBENCH_MODEL_KEY_").strip()
+if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{3,}", MODEL_API_KEY_ENV_PREFIX):
+    raise ImproperlyConfigured(
+        "MODEL_API_KEY_ENV_PREFIX must be at least 4 letters, digits or _ (e.g. SUBTLEBENCH_MODEL_KEY_): "
+        "it is what keeps the worker's other variables out of reach."
+    )
+MODEL_API_KEY_ENCRYPTION_KEY = envlist("MODEL_API_KEY_ENCRYPTION_KEY", "")
+if MODEL_API_KEY_ENCRYPTION_KEY:
+    from cryptography.fernet import Fernet
+
+    try:
+        for _key in MODEL_API_KEY_ENCRYPTION_KEY:
+            Fernet(_key)
+    except ValueError:
+        raise ImproperlyConfigured(
+            "MODEL_API_KEY_ENCRYPTION_KEY: each key is 32 url-safe base64-encoded bytes, as "
+            "`python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'` prints."
+        ) from None

@@ -1,4 +1,5 @@
-"""API tokens: make one, revoke one, and the DRF authentication that refuses revoked and expired ones."""
+"""API tokens: make one (every token expires: API_TOKEN_DEFAULT_DAYS unless asked), revoke one, and the DRF
+authentication that refuses revoked and expired ones."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def api_token_create(*, user, name: str = "", expires_in_days: int | None = None
         raise Invalid({"name": ["At most 100 characters."]})
     if expires_in_days is not None and not 1 <= expires_in_days <= settings.API_TOKEN_MAX_DAYS:
         raise Invalid({"expires_in_days": [f"Between 1 and {settings.API_TOKEN_MAX_DAYS} days, or empty."]})
-    if expires_in_days is None and settings.API_TOKEN_DEFAULT_DAYS:
+    if expires_in_days is None:
         expires_in_days = settings.API_TOKEN_DEFAULT_DAYS
     key = ApiToken.new_key()
     token = ApiToken.objects.create(
@@ -33,7 +34,7 @@ def api_token_create(*, user, name: str = "", expires_in_days: int | None = None
         name=name,
         digest=token_digest(key),
         prefix=key[:8],
-        expires=timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None,
+        expires=timezone.now() + timedelta(days=expires_in_days),
     )
     return token, key
 
@@ -50,6 +51,11 @@ def api_token_revoke(*, user, token_id: int) -> ApiToken:
     return token
 
 
+class TokenRefused(exceptions.AuthenticationFailed):
+    """A real token that no longer works (expired or revoked): a 401, since the client must get a new one
+    (api.errors answers it so; DRF alone would make it the 403 of the session authentication listed first)."""
+
+
 class ExpiringTokenAuthentication(TokenAuthentication):
     """`Authorization: Token <key>` against ApiToken: a revoked or expired token is refused, saying which."""
 
@@ -59,9 +65,12 @@ class ExpiringTokenAuthentication(TokenAuthentication):
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid token.")
         if token.revoked is not None:
-            raise exceptions.AuthenticationFailed("This token was revoked.")
+            raise TokenRefused("This token was revoked: make a new one on /account/tokens/ or with POST /api/token/.")
         if token.expires is not None and token.expires <= now:
-            raise exceptions.AuthenticationFailed(f"This token expired at {token.expires:%Y-%m-%d %H:%M} UTC.")
+            raise TokenRefused(
+                f"This token expired at {token.expires:%Y-%m-%d %H:%M} UTC: make a new one on /account/tokens/ or "
+                "with POST /api/token/."
+            )
         if token.last_used is None or now - token.last_used > LAST_USED_RESOLUTION:
             ApiToken.objects.filter(pk=token.pk).update(last_used=now)
         return token.user, token

@@ -119,7 +119,14 @@ def lockout(request, original_response=None, credentials=None):
 
 def tokens_page(request, *, key: str = "", status: int = 200, error: str = ""):
     tokens = ApiToken.objects.filter(user=request.user)
-    context = {"tokens": tokens, "new_key": key, "error": error, "now": timezone.now()}
+    context = {
+        "tokens": tokens,
+        "new_key": key,
+        "error": error,
+        "now": timezone.now(),
+        "default_days": settings.API_TOKEN_DEFAULT_DAYS,
+        "max_days": settings.API_TOKEN_MAX_DAYS,
+    }
     return render(request, "account/tokens.html", context, status=status)
 
 

@@ -133,6 +133,11 @@ def pytest_collection_modifyitems(config, items):
     scheduling.order_longest_first(config, items)
 
 
+# The local model server (tests/model_server.py) listens on loopback, which an endpoint may reach only when the
+# operator names it; "gpu" is the host of endpoints that are registered and never asked.
+MODEL_ENDPOINT_HOSTS = ["127.0.0.1", "gpu"]
+
+
 @pytest.fixture(autouse=True)
 def fast_settings(tmp_path):
     """Each test's own settings, in one override (the `settings` fixture would apply, signal and undo each one)."""
@@ -149,6 +154,7 @@ def fast_settings(tmp_path):
         DINOV3_MODEL_DIR="",
         DINOV3_DEVICE="cpu",
         DINOV3_IMAGE_SIZE=224,
+        MODEL_ENDPOINT_HOSTS=MODEL_ENDPOINT_HOSTS,
         # Throttle counts live in the real Redis cache: a prefix of its own per test, so no test sees another's
         # counts (and nothing is flushed: the broker of other tests shares that Redis).
         CACHES={"default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}},
@@ -232,7 +238,8 @@ def built_once(django_db_blocker, folder, model_dir):
     from annotator.similarity.services import embedding_model_activate, embedding_model_forget_cached
 
     media = {"MEDIA_ROOT": folder / "media", "VAR_DIR": folder / "var", "EXPORT_ROOT": folder / "exports"}
-    with django_db_blocker.unblock(), override_settings(**media), transaction.atomic():
+    hosts = {"MODEL_ENDPOINT_HOSTS": MODEL_ENDPOINT_HOSTS}
+    with django_db_blocker.unblock(), override_settings(**media, **hosts), transaction.atomic():
         embedding_model_activate(folder=model_dir, device="cpu", image_size=224, activated_by="tests")
         try:
             yield
@@ -364,6 +371,7 @@ def celery_worker_process(transactional_db, settings):
             # The worker reads the active row's folder unless the test overrides it, on the test's device.
             "DINOV3_MODEL_DIR": str(settings.DINOV3_MODEL_DIR),
             "DINOV3_DEVICE": str(settings.DINOV3_DEVICE),
+            "MODEL_ENDPOINT_HOSTS": ",".join(settings.MODEL_ENDPOINT_HOSTS),
             **extra_env,
         }
         from subtlebench.celery import app

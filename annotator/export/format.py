@@ -20,6 +20,7 @@ import yaml
 from PIL import Image as PILImage
 from PIL import UnidentifiedImageError
 
+from benchmark import jsonlimits
 from benchmark.records import (
     CARD,
     IMAGE_FIELDS,
@@ -71,9 +72,11 @@ def iter_lines(path: Path) -> Iterator[tuple[int, object | None, str | None]]:
             if not line.strip():
                 continue
             try:
-                yield number, json.loads(line), None
+                yield number, jsonlimits.loads(line), None
             except json.JSONDecodeError as error:
                 yield number, None, f"invalid JSON ({error.msg} at column {error.colno})"
+            except ValueError as error:
+                yield number, None, f"invalid JSON ({error})"
 
 
 def validate_dataset(root: Path, *, check_images: bool = True, contract: bool = True) -> Iterator[Violation]:

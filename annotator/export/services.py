@@ -1218,9 +1218,13 @@ def export_run(*, job_id: int, unit=None) -> Job:
     return job
 
 
+# An export folder's name, as the page and the API take it: letters, digits, - and _ only (no path, no "~", no markup).
+EXPORT_FOLDER_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def export_folder_for_web(name: str) -> str:
     """Where a page-started local export goes: a plain name under EXPORT_ROOT, never an arbitrary path."""
-    if not name or "/" in name or "\\" in name or name.startswith("."):
+    if not name or not EXPORT_FOLDER_NAME.fullmatch(name):
         raise Invalid({"target": ["The folder name must be a plain name (letters, digits, - and _), not a path."]})
     if len(name) > EXPORT_NAME_MAX:
         raise Invalid({"target": [f"The folder name has {len(name)} characters; at most {EXPORT_NAME_MAX}."]})

@@ -4,6 +4,10 @@ Each request has the endpoint's timeout; 429, 5xx and connection errors are retr
 full jitter (a Retry-After header is honoured, up to MODEL_EVAL_BACKOFF_MAX_SECONDS); a timeout, an unknown model
 or another 4xx is not retried. A failure is a `RequestFailed` with its kind (ModelItemResult.Failure) and a clear
 message, from which the API key is scrubbed.
+
+Every connection goes to an address `hosts.endpoint_addresses` has just checked; redirects are not followed. A
+failure's message never quotes the answer's body and says no more than "could not reach the endpoint" or "the
+endpoint answered HTTP 503": a run is not a port scanner, nor a way to read an internal service's answers.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from annotator.modeleval.hosts import HostRefused, pinned_connection
 from annotator.models import ModelItemResult
 
 Failure = ModelItemResult.Failure
@@ -76,7 +81,6 @@ class ChatClient:
         self.api_key = api_key
         self.timeout = timeout
         self.local = threading.local()
-        self.where = f"{parts.scheme}://{parts.netloc}{parts.path}"
 
     # --- connections
 
@@ -89,6 +93,7 @@ class ChatClient:
                 )
             else:
                 connection = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+            connection._create_connection = pinned_connection
             self.local.connection = connection
         connection.timeout = timeout
         if connection.sock is not None:
@@ -143,28 +148,34 @@ class ChatClient:
             retry_after = None
             try:
                 status, headers, text = self._send(method, path, body, timeout)
+            except HostRefused as refused:
+                raise self._fail(Failure.REFUSED, f"the endpoint's host is refused: {refused}", attempt) from None
             except TimeoutError:
-                raise self._fail(Failure.TIMEOUT, f"no answer from {self.where} within {timeout:g} s", attempt)
-            except (OSError, http.client.HTTPException) as error:
-                kind, message = Failure.UNREACHABLE, f"cannot reach {self.where} ({type(error).__name__}: {error})"
+                raise self._fail(Failure.TIMEOUT, f"no answer from the endpoint within {timeout:g} s", attempt)
+            except (OSError, http.client.HTTPException):
+                # Refused, reset, or not HTTP at all: one message, so a run tells nothing of what listens there.
+                kind, message = Failure.UNREACHABLE, "could not reach the endpoint"
             else:
                 if 200 <= status < 300:
                     return status, headers, text, attempt
-                snippet = " ".join(text.split())[:200]
                 if status == 429:
-                    kind, message = Failure.RATE_LIMITED, f"rate limited by {self.where} (HTTP 429): {snippet}"
+                    kind, message = Failure.RATE_LIMITED, "the endpoint is rate limiting (HTTP 429)"
                     retry_after = headers.get("retry-after")
                 elif status >= 500:
-                    kind, message = Failure.SERVER_ERROR, f"{self.where} answered HTTP {status}: {snippet}"
+                    kind, message = Failure.SERVER_ERROR, f"the endpoint answered HTTP {status}"
                     retry_after = headers.get("retry-after")
+                elif 300 <= status < 400:
+                    raise self._fail(
+                        Failure.OTHER, f"the endpoint answered HTTP {status} (a redirect, not followed)", attempt
+                    )
                 elif model_missing(status, text):
                     raise self._fail(
                         Failure.UNKNOWN_MODEL,
-                        f"{self.where} does not serve the model {self.model_id!r} (HTTP {status}): {snippet}",
+                        f"the endpoint does not serve the model {self.model_id!r} (HTTP {status})",
                         attempt,
                     )
                 else:
-                    raise self._fail(Failure.OTHER, f"{self.where} answered HTTP {status}: {snippet}", attempt)
+                    raise self._fail(Failure.OTHER, f"the endpoint answered HTTP {status}", attempt)
             if attempt > retries:
                 tries = f" (after {attempt} attempts)" if attempt > 1 else ""
                 raise self._fail(kind, message + tries, attempt)
@@ -178,7 +189,7 @@ class ChatClient:
         try:
             self._exchange("GET", "/models", None, timeout=min(self.timeout, 10), retries=0)
         except RequestFailed as failed:
-            if failed.kind in (Failure.UNREACHABLE, Failure.TIMEOUT):
+            if failed.kind in (Failure.UNREACHABLE, Failure.TIMEOUT, Failure.REFUSED):
                 raise
 
     def complete(self, messages: list[dict], parameters: dict) -> Completion:
@@ -191,9 +202,8 @@ class ChatClient:
         try:
             data = json.loads(text)
             content = data["choices"][0]["message"]["content"]
-        except (json.JSONDecodeError, KeyError, IndexError, TypeError):
-            snippet = " ".join(text.split())[:200]
-            raise self._fail(Failure.MALFORMED, f"not a chat completion answer: {snippet!r}", attempts)
+        except (json.JSONDecodeError, KeyError, IndexError, TypeError, RecursionError):
+            raise self._fail(Failure.MALFORMED, "not a chat completion answer", attempts)
         if not isinstance(content, str):
             raise self._fail(Failure.MALFORMED, "the answer's message content is not text", attempts)
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -28,6 +27,8 @@ from django.utils import timezone
 from annotator.datamanager.tables import PAIRS
 from annotator.jobs.services import JobTaskLost, UnitRef, job_create_once, job_task_add, job_task_claim
 from annotator.modeleval.client import ChatClient, RequestFailed, scrub
+from annotator.modeleval.hosts import HostRefused, check_endpoint_host
+from annotator.modeleval.keys import KeyUnavailable, clean_key_variable, encrypt_key, endpoint_key
 from annotator.modeleval.protocol import configured_prompt
 from annotator.models import (
     Category,
@@ -83,8 +84,8 @@ def _check_coordinator(user) -> None:
 
 
 def check_base_url(url: str) -> str:
-    """An http(s) URL with a host, without credentials, query or fragment; with MODEL_ENDPOINT_HOSTS set, its
-    host must be one of them (who may register endpoints is already limited to coordinators)."""
+    """An http(s) URL with a host, without credentials, query or fragment, whose host the worker may reach
+    (`hosts.check_endpoint_host`: one of MODEL_ENDPOINT_HOSTS, or with none set a host of public addresses only)."""
     url = (url or "").strip()
     if len(url) > ModelEndpoint._meta.get_field("base_url").max_length:
         raise Invalid({"base_url": ["At most 500 characters."]})
@@ -92,30 +93,43 @@ def check_base_url(url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Invalid({"base_url": ["An http:// or https:// URL with a host, e.g. http://gpu-host:8000/v1."]})
     if parts.username or parts.password or "@" in parts.netloc:
-        raise Invalid({"base_url": ["No user or password in the URL: name the key's environment variable instead."]})
+        raise Invalid({"base_url": ["No user or password in the URL: give the API key instead."]})
     if parts.query or parts.fragment:
         raise Invalid({"base_url": ["No query or fragment: the base URL ends where /chat/completions is added."]})
     try:
-        parts.port  # noqa: B018 (raises on a bad port)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         raise Invalid({"base_url": ["The port is not a number from 0 to 65535."]}) from None
-    allowed = [host.lower() for host in settings.MODEL_ENDPOINT_HOSTS]
-    if allowed and parts.hostname.lower() not in allowed:
-        raise Invalid({"base_url": [f"The host {parts.hostname} is not one of MODEL_ENDPOINT_HOSTS."]})
+    try:
+        check_endpoint_host(parts.hostname, port)
+    except HostRefused as refused:
+        raise Invalid({"base_url": [f"Refused: {refused}."]}) from None
     return url.rstrip("/")
 
 
 @transaction.atomic
 def endpoint_create(
-    *, user, name: str, base_url: str, model_id: str, api_key_env: str = "", concurrency: int = 8, timeout_s: int = 120
+    *,
+    user,
+    name: str,
+    base_url: str,
+    model_id: str,
+    api_key_env: str = "",
+    api_key: str = "",
+    concurrency: int = 8,
+    timeout_s: int = 120,
 ) -> ModelEndpoint:
-    """Register a model endpoint. The key is never stored: `api_key_env` names the variable that holds it."""
+    """Register a model endpoint. Its key is `api_key`, stored encrypted and never shown again, or the variable
+    `api_key_env` names, which must start with MODEL_API_KEY_ENV_PREFIX (`keys`); or none."""
     _check_coordinator(user)
+    if (api_key or "").strip() and (api_key_env or "").strip():
+        raise Invalid({"api_key": ["Give the key or the name of its variable, not both."]})
     endpoint = ModelEndpoint(
         name=(name or "").strip(),
         base_url=check_base_url(base_url),
         model_id=(model_id or "").strip(),
-        api_key_env=(api_key_env or "").strip(),
+        api_key_env=clean_key_variable(api_key_env),
+        api_key_encrypted=encrypt_key(api_key),
         concurrency=concurrency,
         timeout_s=timeout_s,
         created_by=user if getattr(user, "pk", None) else None,
@@ -136,16 +150,11 @@ def endpoint_create(
 
 
 def endpoint_api_key(endpoint: ModelEndpoint) -> str:
-    """The key, read now from the environment variable the endpoint names ("" when it names none)."""
-    if not endpoint.api_key_env:
-        return ""
-    key = os.environ.get(endpoint.api_key_env)
-    if not key:
-        raise RunFailed(
-            f"The API key variable {endpoint.api_key_env} of model {endpoint.name} is not set in the worker's "
-            "environment: set it where the worker runs, or register the model without a key."
-        )
-    return key
+    """The key now: decrypted, or read from the endpoint's prefixed variable ("" when it has none)."""
+    try:
+        return endpoint_key(endpoint)
+    except KeyUnavailable as error:
+        raise RunFailed(str(error)) from None
 
 
 # --- Items ----------------------------------------------------------------------------------------------------
@@ -614,7 +623,7 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
                     if len(first_kinds) < FAIL_FAST_ITEMS:
                         first_kinds.append(result.failure)
                 if len(first_kinds) == min(FAIL_FAST_ITEMS, len(todo)) and all(
-                    kind == Failure.UNREACHABLE for kind in first_kinds
+                    kind in (Failure.UNREACHABLE, Failure.REFUSED) for kind in first_kinds
                 ):
                     first_kinds.append("checked")  # once
                     _store(evaluation, pending)

@@ -8,6 +8,7 @@ import json
 import uuid
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.db.models import Count
 from django.http import HttpResponse
@@ -17,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from annotator.jobs.services import clean_idempotency_key
 from annotator.modeleval.compare import release_compare
+from annotator.modeleval.keys import key_variable_allowed
 from annotator.modeleval.services import (
     endpoint_create,
     evaluation_start,
@@ -42,11 +44,19 @@ class EndpointForm(forms.Form):
         max_length=500, label="Base URL", help_text="OpenAI-compatible, e.g. http://gpu-host:8000/v1"
     )
     model_id = forms.CharField(max_length=NAME_MAX, validators=[single_line], label="Model id")
+    api_key = forms.CharField(
+        max_length=1000,
+        required=False,
+        strip=True,
+        label="API key",
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="Stored encrypted, never shown again.",
+    )
     api_key_env = forms.CharField(
         max_length=100,
         required=False,
         label="API key variable",
-        help_text="The name of the environment variable that holds the key in the worker (never the key).",
+        help_text="Or: the name of a variable of the worker holding the key; it starts with MODEL_API_KEY_ENV_PREFIX.",
     )
     concurrency = forms.IntegerField(min_value=1, max_value=256, initial=8)
     timeout_s = forms.IntegerField(min_value=1, max_value=3600, initial=120, label="Timeout (s)")
@@ -61,7 +71,9 @@ def runs():
 @role_required(COORDINATOR)
 @require_GET
 def model_list(request):
-    endpoints = ModelEndpoint.objects.annotate(runs=Count("evaluations")).order_by("name")
+    endpoints = list(ModelEndpoint.objects.annotate(runs=Count("evaluations")).order_by("name"))
+    for endpoint in endpoints:
+        endpoint.key_refused = bool(endpoint.api_key_env) and not key_variable_allowed(endpoint.api_key_env)
     return render(request, "modeleval/list.html", {"endpoints": endpoints, "runs": runs()[:RUNS_SHOWN]})
 
 
@@ -70,14 +82,16 @@ def model_list(request):
 def model_endpoint_new(request):
     """Post/Redirect/Get: a refused form comes back on this page with what was sent and why."""
     if request.method == "GET":
-        return render(request, "modeleval/endpoint_new.html", {"form": refused_form(request, EndpointForm)})
+        context = {"form": refused_form(request, EndpointForm), "key_prefix": settings.MODEL_API_KEY_ENV_PREFIX}
+        return render(request, "modeleval/endpoint_new.html", context)
     form = EndpointForm(request.POST)
+    secret = ("api_key",)  # a refused form comes back without the key: it never goes into the session
     if not form.is_valid():
-        return redirect_refused_form(request, reverse("model-endpoint-new"), form)
+        return redirect_refused_form(request, reverse("model-endpoint-new"), form, secret_fields=secret)
     try:
         endpoint = endpoint_create(user=request.user, **form.cleaned_data)
     except (Invalid, Conflict) as error:
-        return redirect_refused_form(request, reverse("model-endpoint-new"), form, error)
+        return redirect_refused_form(request, reverse("model-endpoint-new"), form, error, secret_fields=secret)
     messages.success(request, f"Model {endpoint.name} registered.")
     return redirect("model-list")
 

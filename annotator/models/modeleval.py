@@ -6,7 +6,8 @@ ModelItemResult per item. On a release each result names its ReleaseItem, so the
 score stand on the same frozen items. Each item's result is stored as it arrives, so a restarted worker continues
 where it stopped, and "models correct k of n" is read from these rows.
 
-The API key is never stored: an endpoint names the environment variable that holds it.
+An endpoint's API key is either stored encrypted (annotator.modeleval.keys; never shown back) or read from an
+environment variable whose name starts with the operator's MODEL_API_KEY_ENV_PREFIX.
 """
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ class ModelEndpoint(models.Model):
         max_length=100,
         blank=True,
         validators=[ENV_VAR_NAME],
-        help_text="The name of the environment variable that holds the API key (never the key itself).",
+        help_text="The name of the environment variable that holds the API key; it must start with "
+        "MODEL_API_KEY_ENV_PREFIX (a name without it, from before that rule, is kept but refused when a run starts).",
+    )
+    api_key_encrypted = models.TextField(
+        blank=True,
+        editable=False,
+        max_length=2000,
+        help_text="The API key, encrypted with MODEL_API_KEY_ENCRYPTION_KEY (Fernet).",
     )
     concurrency = models.PositiveSmallIntegerField(
         default=8, validators=[MinValueValidator(1), MaxValueValidator(256)], help_text="Requests in flight at most."
@@ -53,6 +61,13 @@ class ModelEndpoint(models.Model):
 
     def __str__(self):
         return self.name
+
+    @property
+    def key_source(self) -> str:
+        """Where the key comes from, in words that never show it: "stored key", "$NAME" or ""."""
+        if self.api_key_encrypted:
+            return "stored key"
+        return f"${self.api_key_env}" if self.api_key_env else ""
 
 
 class ModelEvaluation(models.Model):
@@ -139,6 +154,7 @@ class ModelItemResult(models.Model):
         TIMEOUT = "timeout"
         RATE_LIMITED = "rate_limited"
         SERVER_ERROR = "server_error"
+        REFUSED = "refused", "host refused"
         MALFORMED = "malformed", "malformed answer"
         OTHER = "other"
 

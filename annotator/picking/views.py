@@ -6,8 +6,6 @@ the two form posts (ask for work, assign a video).
 
 from __future__ import annotations
 
-import json
-
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.files.storage import default_storage
@@ -20,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from annotator.models import Category, DoubleReview, Frame, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from annotator.picking.questions import CATEGORY_KEYS, template_table
+from benchmark import jsonlimits
 from benchmark.taxonomy import BINARY_OPTIONS, FIRST_IMAGE
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, error_body
 from subtlebench.pages import error_response, post_only
@@ -207,7 +206,7 @@ def draft_beacon(request, video_id: int):
         if version and not version.isdigit():
             raise Invalid({"version": ["Send the draft version as a whole number."]})
         try:
-            state = json.loads(request.POST.get("state", ""))
+            state = jsonlimits.loads(request.POST.get("state", ""))
         except ValueError:
             raise Invalid({"state": ["The draft must be a JSON object."]}) from None
         saved = picking.pair_draft_save(

@@ -140,7 +140,7 @@ CASES = {
     ],
     ("POST", "/api/exports/start/"): [("alice", "/api/exports/start/", {"target": "stolen"}, 403)],
     ("POST", "/api/models/create/"): [
-        ("rita", "/api/models/create/", {"name": "m", "base_url": "http://x/v1", "model_id": "m"}, 403)
+        ("rita", "/api/models/create/", {"name": "m", "base_url": "http://gpu/v1", "model_id": "m"}, 403)
     ],
     ("POST", "/api/models/runs/create/"): [
         ("alice", "/api/models/runs/create/", lambda w: {"endpoint": w["endpoint"].pk, "source": "filter"}, 403),

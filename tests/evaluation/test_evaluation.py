@@ -537,7 +537,7 @@ def test_the_study_list_creates_a_study_from_the_form(client_for, coordinator, d
 
 def test_the_csv_and_json_summary_hold_every_response(client_for, coordinator, finished_study):
     client = client_for(coordinator)
-    csv_text = client.get(f"/studies/{finished_study.pk}/responses.csv").content.decode()
+    csv_text = client.get(f"/studies/{finished_study.pk}/responses.csv").content.decode("utf-8-sig")
     lines = csv_text.strip().splitlines()
     assert lines[0].startswith("participant,prolific_pid,sequence,kind,question_id")
     assert len(lines) == 1 + 12

@@ -423,7 +423,7 @@ def test_responses_csv_neutralises_prolific_ids_and_options(client_for, coordina
     participation.participant_consent(participant=participant, params={"PROLIFIC_PID": hostile})
     while (a := participation.participant_next_item(participant=participant)) is not None:
         participation.assignment_answer(participant=participant, token=a.token, position=a.permutation.index(0) + 1)
-    body = client_for(coordinator).get(f"/studies/{study.pk}/responses.csv").content.decode()
+    body = client_for(coordinator).get(f"/studies/{study.pk}/responses.csv").content.decode("utf-8-sig")
     header, row = list(csv.reader(io.StringIO(body)))
     cells = dict(zip(header, row, strict=True))
     assert cells["prolific_pid"] == "'" + hostile

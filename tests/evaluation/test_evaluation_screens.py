@@ -67,6 +67,11 @@ def test_the_minimum_height_counts_too_and_a_window_exactly_at_the_minimum_is_ad
         ({"viewport_width": "wide", "viewport_height": "900"}, "viewport_width", "expected a whole number"),
         ({"viewport_width": "12", "viewport_height": "900"}, "viewport_width", "expected 100 to 20000 pixels, got 12"),
         ({"viewport_width": "1440", "viewport_height": "-5"}, "viewport_height", "got -5"),
+        # Not finite: once a 500 (OverflowError converting the float).
+        *(
+            ({"viewport_width": raw, "viewport_height": "900"}, "viewport_width", "expected a whole number")
+            for raw in ("inf", "1e309", "-inf", "Infinity", "nan")
+        ),
     ],
 )
 def test_consent_without_a_usable_measurement_is_refused_naming_the_field(client, window, field, message):
@@ -140,7 +145,8 @@ def test_the_dashboard_and_the_csv_show_each_participants_window_and_device(clie
     assert "1 desktop · 1 phone" in page
     assert PHONE_UA in page
 
-    rows = list(csv.DictReader(io.StringIO(staff.get(f"/studies/{study.pk}/responses.csv").content.decode())))
+    body = staff.get(f"/studies/{study.pk}/responses.csv").content.decode("utf-8-sig")
+    rows = list(csv.DictReader(io.StringIO(body)))
     by_participant = {int(r["participant"]): r for r in rows}
     phone_row, desktop_row = by_participant[on_phone.pk], by_participant[on_desktop.pk]
     assert (phone_row["viewport_width"], phone_row["viewport_height"], phone_row["device_class"]) == (

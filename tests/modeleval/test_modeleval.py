@@ -22,7 +22,7 @@ from tests.factories import make_pair
 from tests.model_server import ModelServer
 from tests.modeleval_fixtures import policy_for, predicted_accuracy, write_export
 
-KEY_ENV = "SB_TEST_MODEL_KEY"
+KEY_ENV = "SUBTLEBENCH_MODEL_KEY_TEST"
 KEY = "sk-test-8c1f0e4d2b7a9c3e5f6a1b2c"
 
 
@@ -152,12 +152,12 @@ def test_a_run_whose_endpoint_is_down_fails_fast_with_one_message(db, coordinato
 
 def test_a_missing_key_variable_fails_the_run_with_its_name(db, coordinator, server, export_dir, monkeypatch):
     root, _ = export_dir
-    monkeypatch.delenv("SB_UNSET_KEY", raising=False)
-    endpoint = endpoint_for(server, coordinator, api_key_env="SB_UNSET_KEY")
+    monkeypatch.delenv("SUBTLEBENCH_MODEL_KEY_UNSET", raising=False)
+    endpoint = endpoint_for(server, coordinator, api_key_env="SUBTLEBENCH_MODEL_KEY_UNSET")
     evaluation = run_export(endpoint, coordinator, root)
     evaluation.job.refresh_from_db()
     assert evaluation.job.status == Job.Status.FAILED
-    assert "SB_UNSET_KEY" in evaluation.job.errors[0] and "not set" in evaluation.job.errors[0]
+    assert "SUBTLEBENCH_MODEL_KEY_UNSET" in evaluation.job.errors[0] and "not set" in evaluation.job.errors[0]
     assert not server.requests
 
 
@@ -299,7 +299,7 @@ def test_endpoint_rules(db, coordinator, annotator, settings):
     assert ModelEndpoint.objects.get().base_url == "http://gpu:8000/v1"
     with pytest.raises(Conflict, match="already registered"):
         endpoint_create(user=coordinator, name="one", base_url="http://gpu:8000/v1", model_id="m")
-    with pytest.raises(Invalid, match="environment variable"):
+    with pytest.raises(Invalid, match="MODEL_API_KEY_ENV_PREFIX"):
         endpoint_create(user=coordinator, name="two", base_url="http://gpu/v1", model_id="m", api_key_env="sk-abc d")
     with pytest.raises(Forbidden):
         endpoint_create(user=annotator, name="three", base_url="http://gpu/v1", model_id="m")

@@ -45,7 +45,7 @@ def test_a_coordinator_registers_a_model_starts_a_run_and_watches_it_finish(page
         page.fill("input[name=name]", "tiny-vlm")
         page.fill("input[name=base_url]", "http://me:secret@127.0.0.1/v1")
         page.fill("input[name=model_id]", "tiny-vlm")
-        page.fill("input[name=api_key_env]", "TINY_KEY")
+        page.fill("input[name=api_key_env]", "SUBTLEBENCH_MODEL_KEY_TINY")
         page.fill("input[name=concurrency]", "2")
         page.fill("input[name=timeout_s]", "1")
         page.get_by_role("button", name="Register").click()

@@ -65,8 +65,8 @@ def test_async_queues_a_job_for_the_workers(db, server, export, django_capture_o
         (["evaluate_model", "tiny", "--release", "v999"], "no such release"),
         (["evaluate_model", "tiny", "--release", "v1", "--async", "--out", "x.json"], "--out needs the run"),
         (["add_model", "bad", "--base-url", "ftp://x/v1", "--model-id", "m"], "http:// or https://"),
-        (["add_model", "tiny", "--base-url", "http://x/v1", "--model-id", "m"], "already registered"),
-        (["add_model", "big", "--base-url", "http://x/v1", "--model-id", "m", "--concurrency", "0"], "concurrency"),
+        (["add_model", "tiny", "--base-url", "http://gpu/v1", "--model-id", "m"], "already registered"),
+        (["add_model", "big", "--base-url", "http://gpu/v1", "--model-id", "m", "--concurrency", "0"], "concurrency"),
     ],
 )
 def test_bad_arguments_are_clear_errors(db, server, args, message):

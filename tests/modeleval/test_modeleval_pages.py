@@ -51,11 +51,12 @@ def test_a_coordinator_registers_a_model_and_a_bad_url_is_refused_beside_its_fie
     assert response.redirect_chain == [(page, 302)] and "No user or password" in response.content.decode()
     assert 'value="qwen"' in response.content.decode()
     response = client.post(page, {**fields, "base_url": "http://gpu:8000/v1", "api_key_env": "X Y"}, follow=True)
-    assert response.redirect_chain == [(page, 302)] and "environment variable" in response.content.decode()
-    response = client.post("/models/endpoints/new/", {**fields, "base_url": "http://gpu:8000/v1", "api_key_env": "K"})
+    assert response.redirect_chain == [(page, 302)] and "MODEL_API_KEY_ENV_PREFIX" in response.content.decode()
+    key = {"api_key_env": "SUBTLEBENCH_MODEL_KEY_K"}
+    response = client.post("/models/endpoints/new/", {**fields, "base_url": "http://gpu:8000/v1", **key})
     assert response.status_code == 302
     endpoint = ModelEndpoint.objects.get()
-    assert (endpoint.name, endpoint.api_key_env, endpoint.created_by) == ("qwen", "K", coordinator)
+    assert (endpoint.name, endpoint.api_key_env, endpoint.created_by) == ("qwen", key["api_key_env"], coordinator)
     response = client.post("/models/endpoints/new/", {**fields, "base_url": "http://gpu:8000/v1"}, follow=True)
     assert response.redirect_chain == [(page, 302)] and "already registered" in response.content.decode()
     page = client.get("/models/").content.decode()
@@ -109,7 +110,12 @@ def test_the_api_registers_a_model_starts_a_run_and_serves_its_results(client_fo
     make_pair(category="temporal")
     make_pair(category="spatial", answer="left", distractors=["right"])
     client = client_for(coordinator)
-    body = {"name": "tiny", "base_url": server.base_url, "model_id": "tiny-vlm", "api_key_env": "SB_NOPE"}
+    body = {
+        "name": "tiny",
+        "base_url": server.base_url,
+        "model_id": "tiny-vlm",
+        "api_key_env": "SUBTLEBENCH_MODEL_KEY_1",
+    }
     response = client.post("/api/models/create/", body, content_type="application/json")
     assert response.status_code == 201, response.content
     endpoint_id = response.json()["id"]

@@ -21,7 +21,7 @@ from tests.modeleval_fixtures import policy_for, predicted_accuracy, write_expor
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-KEY_ENV = "SB_E2E_MODEL_KEY"
+KEY_ENV = "SUBTLEBENCH_MODEL_KEY_E2E"
 KEY = "sk-live-5d0b9e7a41c2f8836e1d"
 PLAN = {"temporal": (12, 9), "spatial": (12, 3), "attribute": (8, 8), "quality": (8, 0)}
 WORKER = {"JOB_HEARTBEAT_SECONDS": "0.2", KEY_ENV: KEY}
@@ -101,7 +101,7 @@ def test_a_killed_run_resumes_without_sending_a_stored_item_again_and_the_key_ne
         if category != echo_category:
             assert per_category[category]["accuracy"] == accuracy
     failed = evaluation.results.get(failure__gt="")
-    assert failed.failure == "other" and "[redacted]" in failed.failure_message
+    assert failed.failure == "other" and failed.failure_message == "the endpoint answered HTTP 400"  # no body
     assert job.result["failures"] == {"other": 1}
 
     # The key: sent to the server, and nowhere else.

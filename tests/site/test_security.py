@@ -129,8 +129,10 @@ def test_the_token_endpoint_makes_a_new_token_with_an_expiry_storing_only_its_di
     token = ApiToken.objects.get(pk=body["id"])
     assert token.digest == token_digest(body["token"]) and body["token"] not in (token.digest, token.prefix)
     assert timedelta(days=6, hours=23) < token.expires - timezone.now() <= timedelta(days=7)
+    # Unasked, a token expires anyway: API_TOKEN_DEFAULT_DAYS (90) days from now.
     second = client.post("/api/token/", {"username": "alice", "password": "password"}).json()
-    assert second["token"] != body["token"] and second["expires"] is None
+    expires = ApiToken.objects.get(pk=second["id"]).expires - timezone.now()
+    assert second["token"] != body["token"] and timedelta(days=89, hours=23) < expires <= timedelta(days=90)
 
 
 def test_an_expired_or_revoked_token_is_refused_at_authentication(client, annotator):
@@ -139,7 +141,8 @@ def test_an_expired_or_revoked_token_is_refused_at_authentication(client, annota
     assert client.get("/api/videos/", **auth).status_code == 200
     ApiToken.objects.filter(pk=token.pk).update(expires=timezone.now() - timedelta(seconds=1))
     response = client.get("/api/videos/", **auth)
-    assert response.status_code in (401, 403) and "expired" in response.json()["detail"]
+    assert response.status_code == 401 and "expired" in response.json()["detail"]
+    assert "make a new one" in response.json()["detail"]
     other, other_key = api_token_create(user=annotator)
     client.post(f"/api/tokens/{other.pk}/revoke/", HTTP_AUTHORIZATION=f"Token {other_key}")
     response = client.get("/api/videos/", HTTP_AUTHORIZATION=f"Token {other_key}")
@@ -170,6 +173,7 @@ def test_the_account_page_lists_makes_and_revokes_tokens(client_for, annotator, 
     token = ApiToken.objects.get(user=annotator)
     page = client.get(made["Location"]).content.decode()
     assert "Copy it now" in page and token.prefix in page and "nightly export" in page
+    assert f'It expires on <strong id="new-token-expires">{token.expires:%Y-%m-%d %H:%M} UTC' in page
     assert "Copy it now" not in client.get("/account/tokens/").content.decode()
     assert "bob's" not in page
     assert client.post(f"/account/tokens/{theirs.pk}/revoke/").status_code == 302
