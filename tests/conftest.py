@@ -479,6 +479,7 @@ class BrowserPages:
             base_url=self.base_url, viewport=viewport or {"width": 1440, "height": 900}, **options
         )
         context.set_default_timeout(15000)
+        context.base_url = self.base_url  # Playwright keeps it to itself; browser_login needs it for the cookie
         sent = self.in_flight[context] = set()
         context.on("request", lambda request: sent.add(request))
         context.on("requestfinished", lambda request: sent.discard(request))
@@ -545,7 +546,22 @@ def wait_for_idle_database(seconds: float = 5.0) -> None:
         cursor.execute(f"SELECT pg_terminate_backend(pid) {BUSY_BACKENDS}")
 
 
-def browser_login(page, username: str, password: str = "password") -> None:
+def browser_login(page, username: str) -> None:
+    """Log the page's browser context in as `username` and open the home page. The session is made on the server as
+    Django's login makes it and put in the context's cookie jar: the login form itself (two more page loads a test,
+    seconds on a slow machine) is driven by tests/site/test_browser_login.py."""
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    client = Client()
+    client.force_login(User.objects.get(username=username))
+    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    page.context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": page.context.base_url}])
+    page.goto("/")
+
+
+def browser_login_with_form(page, username: str, password: str = "password") -> None:
     page.goto("/accounts/login/")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", password)

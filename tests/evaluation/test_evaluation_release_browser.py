@@ -3,15 +3,18 @@ as the released record says is scored correct."""
 
 from __future__ import annotations
 
+import io
 import os
 
+import numpy as np
 import pytest
+from PIL import Image as PILImage
 
-from annotator.models import Category
+from annotator.models import Category, Frame
 from evaluation import studies
 from evaluation.models import Assignment, StudyItem
 from tests.conftest import browser_login
-from tests.factories import make_pair
+from tests.factories import make_image, make_pair, make_video
 from tests.release_factories import make_release
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -28,6 +31,28 @@ def shot(page, name: str) -> None:
 def file_bytes(image) -> bytes:
     with image.file.open("rb") as handle:
         return handle.read()
+
+
+def grey_pixels(data: bytes, size: tuple[int, int]) -> np.ndarray:
+    with PILImage.open(io.BytesIO(data)) as picture:
+        return np.asarray(picture.convert("L").resize(size), dtype=np.float64)
+
+
+def which_image(served: bytes, images) -> int:
+    """The index of the stored image whose pixels the served bytes show: participants get every image encoded again
+    for them (evaluation/served_images.py), never the stored bytes, so images are told apart by their pixels."""
+    size = (images[0].width, images[0].height)
+    distances = [np.abs(grey_pixels(served, size) - grey_pixels(file_bytes(image), size)).mean() for image in images]
+    return distances.index(min(distances))
+
+
+def far_apart_video():
+    """A video of two frames whose square lies 40 pixels apart: unmistakable after a participant's re-encoding."""
+    video = make_video(frames=0)
+    for index, shift in enumerate((0, 40)):
+        image = make_image(shift=shift, name=f"frames/{video.yt8m_id}/{index:06d}.jpg")
+        Frame.objects.create(video=video, index=index, timestamp=index, pts=index * 1000, image=image)
+    return video
 
 
 def take_part(page, study, width: int) -> int:
@@ -47,10 +72,11 @@ def take_part(page, study, width: int) -> int:
         shown = [page.request.get(src).body() for src in page.locator(".p-images img").evaluate_all(
             "images => images.map(image => image.src)"
         )]  # fmt: skip
-        assert shown == [file_bytes(released.image_1), file_bytes(released.image_2)]
+        assert [which_image(data, [released.image_1, released.image_2]) for data in shown] == [0, 1]
+        assert not {*shown} & {file_bytes(released.image_1), file_bytes(released.image_2)}  # never the stored bytes
         if released.swapped:
             swapped_seen += 1
-            assert shown[0] == file_bytes(pair.image_2) != file_bytes(pair.image_1)
+            assert which_image(shown[0], [pair.image_1, pair.image_2]) == 1
             assert current.item.presented().answer != pair.answer  # the answer flipped with the images
         if number == 0:
             shot(page, f"item-{width}")
@@ -67,7 +93,8 @@ def take_part(page, study, width: int) -> int:
 def test_a_participant_sees_the_released_image_order_and_the_released_answer_scores(
     browser_pages, coordinator, width, height
 ):
-    pairs = [make_pair(category=Category.STATE, question="In which image is the apple peeled more?") for _ in range(4)]
+    question = "In which image is the apple peeled more?"
+    pairs = [make_pair(category=Category.STATE, question=question, video=far_apart_video()) for _ in range(4)]
     release = make_release(pairs, swapped={pairs[0].pk, pairs[2].pk})
     study = studies.study_create(
         name="On release v1", release=release, fraction=1, practice_count=0, min_viewport_width=360
