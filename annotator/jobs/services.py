@@ -181,25 +181,30 @@ def job_task_claim(*, unit: UnitRef) -> JobRun | None:
         "worker": unit.worker[:200],
         "heartbeat": now,
     }
-    units = JobTask.objects.filter(pk=unit.unit_id, job__status__in=ACTIVE)
     with transaction.atomic():
-        claimed = 0
-        if unit.celery_id:
-            # A retry of this very task (after a database error) takes its unit back, as the same attempt: the
-            # visibility timeout exceeds every time limit, so a message is delivered again only once its run is over.
-            claimed = units.filter(status=JobTask.Status.RUNNING, celery_id=unit.celery_id).update(**fields)
-        if not claimed:
-            fresh = models.Q(status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED))
-            claimed = units.filter(fresh | models.Q(status=JobTask.Status.RUNNING, heartbeat__lt=stale)).update(
-                **fields, attempts=models.F("attempts") + 1
-            )
-        if not claimed:
-            JobTask.objects.filter(pk=unit.unit_id, status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED)).exclude(
-                job__status__in=ACTIVE
-            ).update(status=JobTask.Status.CANCELLED, finished=now)
+        # The unit's row is locked and its state read under the lock: a compare-and-set UPDATE whose condition
+        # names the job (a join) would be checked against a snapshot taken before the lock, and two deliveries
+        # racing for one unit could then both win.
+        task = JobTask.objects.select_for_update(of=("self",)).select_related("job").filter(pk=unit.unit_id).first()
+        if task is None:
+            return None
+        waiting = task.status in (JobTask.Status.PENDING, JobTask.Status.QUEUED)
+        running = task.status == JobTask.Status.RUNNING
+        if task.job.status not in ACTIVE:
+            if waiting:
+                JobTask.objects.filter(pk=task.pk).update(status=JobTask.Status.CANCELLED, finished=now)
             log.info("unit %s: already taken, done or cancelled; this delivery does nothing", unit.unit_id)
             return None
-        task = JobTask.objects.select_related("job").get(pk=unit.unit_id)
+        if running and unit.celery_id and task.celery_id == unit.celery_id:
+            # A retry of this very task (after a database error) takes its unit back, as the same attempt: the
+            # visibility timeout exceeds every time limit, so a message is delivered again only once its run is over.
+            JobTask.objects.filter(pk=task.pk).update(**fields)
+        elif waiting or (running and task.heartbeat is not None and task.heartbeat < stale):
+            JobTask.objects.filter(pk=task.pk).update(**fields, attempts=models.F("attempts") + 1)
+        else:
+            log.info("unit %s: already taken, done or cancelled; this delivery does nothing", unit.unit_id)
+            return None
+        task.refresh_from_db()
         Job.objects.filter(pk=task.job_id, status=Job.Status.QUEUED).update(
             status=Job.Status.RUNNING, started=now, heartbeat=now
         )

@@ -4,12 +4,14 @@ and the API; the clean-up's grace period; videos whose frame files went missing;
 from __future__ import annotations
 
 import os
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.db import connection, connections
 from django.utils import timezone
 
 from annotator.cleanup.services import storage_clean_up
@@ -19,6 +21,7 @@ from annotator.models import Frame, Image, Job, JobCancelled, JobTask, Video
 from annotator.videos.services import videos_import
 from annotator.videos.tasks import sample_video
 from subtlebench.errors import Conflict, Forbidden
+from tests.conftest import wait_until
 from tests.export_fixtures import make_pair
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
 from tests.video_fixtures import run_queued
@@ -67,6 +70,49 @@ def test_a_second_worker_cannot_claim_a_running_unit_but_takes_over_a_stale_one(
     with pytest.raises(JobCancelled):  # the first worker, back from a pause, learns it lost the unit
         first.beat(force=True)
     assert not first.complete()  # and cannot count it
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_delivery_that_waited_on_a_claim_in_progress_does_not_claim_the_unit_again(h264_video):
+    # Another worker's claim holds the unit's row (updated, not yet committed) while a second delivery arrives: the
+    # second must wait for it and then see the unit running. (A compare-and-set whose condition joins the job is
+    # checked against a snapshot from before the wait, and both deliveries won: a unit sampled twice.)
+    job = videos_import(source=str(h264_video.parent), count=3, sync=False)
+    unit = job.tasks.get()
+    first = connections.create_connection("default")
+    try:
+        first.set_autocommit(False)
+        with first.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {JobTask._meta.db_table} SET status = %s, token = %s, heartbeat = now(),"
+                " attempts = attempts + 1 WHERE id = %s",
+                [JobTask.Status.RUNNING, "first", unit.pk],
+            )
+        outcome = {}
+
+        def deliver_again():
+            try:
+                outcome["run"] = job_task_claim(unit=UnitRef(unit.pk, celery_id="second", worker="w2"))
+            finally:
+                connection.close()
+
+        second = threading.Thread(target=deliver_again)
+        second.start()
+        wait_until(lambda: waiting_on_a_lock(), 30, "the second delivery to wait for the first claim")
+        first.commit()
+        second.join(30)
+    finally:
+        first.close()
+    assert outcome == {"run": None}
+    assert JobTask.objects.values_list("token", "attempts").get(pk=unit.pk) == ("first", 1)
+
+
+def waiting_on_a_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0] > 0
 
 
 def test_an_import_is_not_finished_while_one_of_its_videos_is_still_sampling(
