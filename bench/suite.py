@@ -3,7 +3,9 @@ counts and the machine's load beside them (a suite on a busy machine is slower; 
 
     python bench/suite.py [--runs 1] [--only test|test-fast] [--workers N]
 
-Prints one row per run and exits 1 if any run failed, so `--runs 10` is also "ten green runs in a row".
+Prints one row per run and exits 1 if any run failed, so `--runs 10` is also "ten green runs in a row". Each row
+also gives the machine's speed just before the run (nanoseconds for one step of a plain Python loop, on one core):
+machines of one "kind" differ by a factor of two and more, and a suite's seconds mean little without it.
 """
 
 from __future__ import annotations
@@ -21,10 +23,23 @@ TARGETS = {"test-fast": 60.0, "test": 180.0}
 SUMMARY = re.compile(r"=+ (.*?) in ([\d.]+)s")
 
 
+def loop_ns() -> float:
+    """Nanoseconds per step of a plain Python loop (the best of three runs of 2 million steps)."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        total = 0
+        for step in range(2_000_000):
+            total += step
+        best = min(best, time.perf_counter() - started)
+    return best / 2_000_000 * 1e9
+
+
 def run(target: str, workers: int | None, log: Path) -> dict:
     command = ["make", "--no-print-directory", target]
     if workers:
         command.append(f"TEST_WORKERS={workers}")
+    speed = loop_ns()
     load = os.getloadavg()[0]
     started = time.monotonic()
     with open(log, "w") as out:
@@ -32,7 +47,7 @@ def run(target: str, workers: int | None, log: Path) -> dict:
     wall = time.monotonic() - started
     summaries = SUMMARY.findall(log.read_text(errors="replace"))
     counts = summaries[-1][0] if summaries else "no pytest summary"
-    return {"target": target, "code": code, "wall": wall, "counts": counts, "load": load}
+    return {"target": target, "code": code, "wall": wall, "counts": counts, "load": load, "speed": speed}
 
 
 def main() -> int:
@@ -44,7 +59,7 @@ def main() -> int:
     targets = [args.only] if args.only else ["test-fast", "test"]
     logs = ROOT / "var" / "bench"
     logs.mkdir(parents=True, exist_ok=True)
-    print(f"{'target':<10} {'run':>3} {'wall s':>7} {'target s':>8} {'load':>5}  result")
+    print(f"{'target':<10} {'run':>3} {'wall s':>7} {'target s':>8} {'load':>5} {'loop ns':>7}  result")
     failed = 0
     for number in range(1, args.runs + 1):
         for target in targets:
@@ -54,6 +69,7 @@ def main() -> int:
             verdict = "" if ok else f"  FAILED (exit {row['code']}, log {logs / f'suite-{target}-{number}.log'})"
             print(
                 f"{target:<10} {number:>3} {row['wall']:>7.1f} {TARGETS[target]:>8.0f} {row['load']:>5.2f}"
+                f" {row['speed']:>7.0f}"
                 f"  {row['counts']}{verdict}",
                 flush=True,
             )
