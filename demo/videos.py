@@ -6,6 +6,7 @@ their frames have real temporal, spatial, viewpoint and attribute differences. I
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -25,9 +26,10 @@ DEMO_SAMPLE_EVERY = 0.5
 
 def write_video(path: Path, frames: Iterable[np.ndarray], *, fps: int = DEMO_FPS, keyframe_every: int = 50) -> Path:
     """Encode RGB frames as H.264 in an MP4 (a keyframe every `keyframe_every` frames, like real uploads).
-    Written to a temporary name first, so an interrupted run never leaves a half-written video behind."""
+    Written to a temporary name of its own first (two seeds at once never write one file), so an interrupted run
+    never leaves a half-written video behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".part")
+    partial = path.with_name(f"{path.name}.{uuid.uuid4().hex[:12]}.part")
     frames = iter(frames)
     first = next(frames)
     with av.open(str(partial), "w", format="mp4") as container:

@@ -237,7 +237,12 @@ def built_once(django_db_blocker, folder, model_dir):
 
     from annotator.similarity.services import embedding_model_activate, embedding_model_forget_cached
 
-    media = {"MEDIA_ROOT": folder / "media", "VAR_DIR": folder / "var", "EXPORT_ROOT": folder / "exports"}
+    media = {
+        "MEDIA_ROOT": folder / "media",
+        "VAR_DIR": folder / "var",
+        "EXPORT_ROOT": folder / "exports",
+        "IMPORT_ROOTS": [folder.resolve()],  # the demo writes its videos there: never a folder other workers share
+    }
     hosts = {"MODEL_ENDPOINT_HOSTS": MODEL_ENDPOINT_HOSTS}
     with django_db_blocker.unblock(), override_settings(**media, **hosts), transaction.atomic():
         embedding_model_activate(folder=model_dir, device="cpu", image_size=224, activated_by="tests")
