@@ -14,7 +14,8 @@ a tiny random DINOv3 activated) and beat (the sweeper every 2 s). Then replays, 
 
 Each row checks the outcome: the job ends (succeeded or failed, never stuck), the frames and progress are right,
 no committed file is lost, nothing is counted twice, no orphan is left after the clean-up. Everything it started is
-stopped at the end, also on failure or after BENCH_TIMEOUT seconds (default 900). BENCH_KEEP=1 keeps the folder.
+stopped at the end, also on failure or after BENCH_TIMEOUT seconds (default 900). BENCH_KEEP=1 keeps the folder;
+BENCH_ONLY=name,name runs only the faults of those function names.
 
     .venv/bin/python bench/faults.py
 """
@@ -489,7 +490,10 @@ def main() -> int:
     failed = False
     try:
         start_instance()
+        only = {name for name in os.getenv("BENCH_ONLY", "").split(",") if name}
         for fault in FAULTS:
+            if only and fault.__name__ not in only:
+                continue
             started = time.monotonic()
             try:
                 fault()
