@@ -186,11 +186,8 @@
       if (action.dataset.action === "edit") open(editBox, editText);
       if (action.dataset.action === "reject") open(rejectBox, reason);
     });
-    // Enter in a field never decides (the browser would send the form with its first button, Accept): only a
-    // button, or y / e / n outside the fields.
-    form.addEventListener("keydown", (event) => {
-      if (event.key === "Enter" && event.target.matches("input")) event.preventDefault();
-    });
+    // Enter in a field never decides (the browser would send the form with its first button, Accept): keys.js
+    // stops it on every page; Ctrl+Enter presses the open box's own button; y / e / n outside the fields.
     document.addEventListener("keydown", (event) => {
       if (typing(document.activeElement) || event.ctrlKey || event.metaKey || event.altKey) return;
       if (event.key === "y") { event.preventDefault(); form.querySelector("#accept-button").click(); }
