@@ -117,6 +117,14 @@
     // The autosave renews the lease; this keeps it alive while someone studies the images without typing.
     setInterval(() => save(true), 60000);
     form.addEventListener("submit", () => { submitting = true; clearTimeout(timer); forget(); });
+    // Stop and release: the text on screen goes with it (kept as the draft), so no save follows the page out.
+    const releaseForm = document.getElementById("release-form");
+    releaseForm.addEventListener("submit", () => {
+      releaseForm.elements.text.value = text.value;
+      submitting = true;
+      clearTimeout(timer);
+      forget();
+    });
     // Leaving with unsaved text: sendBeacon delivers the save after the page is gone. It cannot set headers, so
     // the CSRF token travels in the form body (csrfmiddlewaretoken), which Django's CSRF check reads for a POST.
     window.addEventListener("pagehide", () => {
@@ -148,7 +156,8 @@
     // (so Enter in the dialog does nothing) until there is one.
     const skipReason = dialog.querySelector("#skip-reason");
     const skipConfirm = dialog.querySelector("[data-action=confirm-skip]");
-    const updateSkip = () => { skipConfirm.disabled = !skipReason.value.trim(); };
+    const skipStop = dialog.querySelector("[data-action=confirm-skip-stop]");
+    const updateSkip = () => { skipConfirm.disabled = skipStop.disabled = !skipReason.value.trim(); };
     skipReason.addEventListener("input", updateSkip);
     function openSkip() {
       skipReason.value = "";
