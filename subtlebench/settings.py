@@ -361,8 +361,18 @@ CONTENT_SECURITY_POLICY = {
 
 # Caches: DRF's throttles count requests here, shared by every web worker process (Redis, like the broker).
 CACHE_URL = os.getenv("CACHE_URL", CELERY_BROKER_URL)
+# --- Fail-open cache (issue 25) ---
+# The cache fails open (subtlebench.cache): with Redis down or out of memory a read misses, a write is dropped and the
+# throttles let requests through; after a failure it is not asked for CACHE_RETRY_SECONDS. Short socket timeouts: a
+# Redis that hangs must not hang a participant's request.
+CACHE_RETRY_SECONDS = envfloat("CACHE_RETRY_SECONDS", "5")
 CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL, "KEY_PREFIX": "cache"}
+    "default": {
+        "BACKEND": "subtlebench.cache.FailOpenRedisCache",
+        "LOCATION": CACHE_URL,
+        "KEY_PREFIX": "cache",
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+    }
 }
 
 # API tokens (account page, /api/tokens/): every token expires. The expiry a token gets when none is asked for (a
