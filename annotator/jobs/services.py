@@ -26,6 +26,7 @@ from django.utils.module_loading import import_string
 from annotator.models import Job, JobCancelled, JobTask
 from annotator.models.jobs import ACTIVE
 from subtlebench.errors import Conflict, Forbidden
+from subtlebench.models import Tick
 from subtlebench.roles import COORDINATOR, has_role
 
 log = logging.getLogger(__name__)
@@ -247,6 +248,7 @@ def jobs_sweep(*, now=None) -> dict:
     for job in idle:
         failed = job.tasks.filter(status=JobTask.Status.FAILED).values_list("error", flat=True)
         counts["finished"] += job.finish(result=job.result, error="; ".join(failed) or None)
+    Tick.record(Tick.SWEEP)
     return counts
 
 
@@ -326,3 +328,43 @@ def job_retry(*, job: Job, user) -> Job:
 def job_units_with_problems(job: Job):
     """The units a coordinator should see on the job's page: requeued, unsent, given up."""
     return job.tasks.exclude(error="").order_by("pk")
+
+
+# --- What waits for the sweeper (the jobs page, /healthz?deep=1) ------------------------------------------------
+
+
+def jobs_waiting(*, now=None) -> dict:
+    """Beat's last tick and the units that wait on the sweeper: pending units it should have sent by now, and
+    queued units no worker started within JOB_BROKER_CHECK_SECONDS. `stale`: beat looks down."""
+    now = now or timezone.now()
+    beat_age = Tick.age(Tick.BEAT, now=now)
+    # The sweeper sends a pending unit within SEND_GRACE_SECONDS plus one sweep; two sweeps late is waiting.
+    late = now - timedelta(seconds=SEND_GRACE_SECONDS + 2 * settings.JOB_SWEEP_SECONDS)
+    pending = models.Q(status=JobTask.Status.PENDING, created__lt=late)
+    queued = models.Q(
+        status=JobTask.Status.QUEUED, queued_at__lt=now - timedelta(seconds=settings.JOB_BROKER_CHECK_SECONDS)
+    )
+    counts = JobTask.objects.filter(pending | queued).aggregate(
+        pending=models.Count("pk", filter=pending),
+        pending_since=models.Min("created", filter=pending),
+        queued=models.Count("pk", filter=queued),
+    )
+    return {"beat_age": beat_age, "beat_stale": beat_age is None or beat_age > settings.BEAT_STALE_SECONDS, **counts}
+
+
+def jobs_health_part() -> dict:
+    """The "jobs" part of /healthz?deep=1: degraded while units wait for a sweeper that does not come."""
+    from subtlebench.health import DEGRADED, OK, part, tick_text
+
+    waiting = jobs_waiting()
+    detail = f"beat {tick_text(waiting['beat_age'])}"
+    counts = {"pending_waiting": waiting["pending"], "queued_not_started": waiting["queued"]}
+    if waiting["pending"]:
+        detail = (
+            f"{waiting['pending']} unit(s) pending since {waiting['pending_since']:%Y-%m-%d %H:%M:%S} UTC, not sent; "
+            f"{detail}"
+        )
+        if waiting["beat_stale"]:
+            detail += ": beat looks down; start it, or run `manage.py sweep`"
+        return part(DEGRADED, detail, **counts)
+    return part(OK, detail, **counts)

@@ -70,12 +70,16 @@ def take_part_through_the_open_link(study) -> tuple[Participant, int]:
     return participant, recorded
 
 
-def test_with_the_cache_out_of_memory_participants_join_and_answer(cache_redis):
+def test_with_the_cache_out_of_memory_participants_join_and_answer_and_healthz_names_the_broker(cache_redis):
     study = open_study()
     out_of_memory(cache_redis)
     participant, recorded = take_part_through_the_open_link(study)
     assert recorded == 3
     assert participant.assignments.filter(answered_at__isnull=False).count() == 3
+    health = Client().get("/healthz")
+    assert health.status_code == 503
+    assert health.json()["parts"]["broker"]["status"] == "down"
+    assert health.json()["parts"]["database"]["status"] == "ok"
 
 
 def test_with_the_cache_stopped_participants_join_and_answer(cache_redis):
