@@ -88,8 +88,11 @@ def job_task_send(*, task_id: int) -> bool:
     task = JobTask.objects.filter(pk=task_id, status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED)).first()
     if task is None:
         return False
+    # The message's task id is recorded (celery_id, until a worker's claim writes its own): the sweeper looks for it
+    # in the broker to tell a lost message from one that waits (jobs_resend_lost).
+    message_id = str(uuid.uuid4())
     try:
-        app.send_task(task.name, kwargs={**task.kwargs, "unit_id": task.pk})
+        app.send_task(task.name, kwargs={**task.kwargs, "unit_id": task.pk}, task_id=message_id)
     except Exception as error:  # kombu and redis raise many kinds for "the broker is away"
         reason = f"not queued at {timezone.now():%Y-%m-%d %H:%M:%S}: the broker refused it ({type(error).__name__}: "
         reason += f"{error}); the sweeper queues it when the broker is back"
@@ -97,7 +100,7 @@ def job_task_send(*, task_id: int) -> bool:
         JobTask.objects.filter(pk=task.pk, status=task.status).update(error=reason[:2000])
         return False
     JobTask.objects.filter(pk=task.pk, status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED)).update(
-        status=JobTask.Status.QUEUED, queued_at=timezone.now(), sends=models.F("sends") + 1
+        status=JobTask.Status.QUEUED, queued_at=timezone.now(), sends=models.F("sends") + 1, celery_id=message_id
     )
     return True
 
@@ -216,9 +219,11 @@ def job_task_claim(*, unit: UnitRef) -> JobRun | None:
 # --- The sweeper ----------------------------------------------------------------------------------------------
 
 
-def jobs_sweep(*, now=None) -> dict:
+def jobs_sweep(*, now=None, resent: list | None = None) -> dict:
     """Send pending units, requeue (or give up) units whose worker vanished, send again units the broker lost,
-    finish jobs whose every unit ended. Safe to run anywhere, any number of times at once."""
+    finish jobs whose every unit ended; the counts. Safe to run anywhere, any number of times at once. The units
+    sent again are appended to `resent` when given (`manage.py sweep` names them)."""
+    resent = [] if resent is None else resent
     now = now or timezone.now()
     counts = {"sent": 0, "requeued": 0, "given_up": 0, "resent": 0, "finished": 0}
     for task in JobTask.objects.unsent(now - timedelta(seconds=SEND_GRACE_SECONDS)):
@@ -238,11 +243,13 @@ def jobs_sweep(*, now=None) -> dict:
             log.warning("job %s, unit %s: requeued: %s", task.job_id, task.pk, reason)
             counts["requeued"] += 1
             job_task_send(task_id=task.pk)
+    resent.extend(jobs_resend_lost(now=now))
     for task in JobTask.objects.lost(now - timedelta(seconds=settings.JOB_LOST_SECONDS)):
-        JobTask.objects.filter(pk=task.pk, status=JobTask.Status.QUEUED).update(
-            error=f"sent again: no worker started it within {settings.JOB_LOST_SECONDS:.0f} s"
-        )
-        counts["resent"] += job_task_send(task_id=task.pk)
+        task.error = f"sent again: no worker started it within {settings.JOB_LOST_SECONDS:.0f} s"
+        JobTask.objects.filter(pk=task.pk, status=JobTask.Status.QUEUED).update(error=task.error)
+        if job_task_send(task_id=task.pk):
+            resent.append(task)
+    counts["resent"] = len(resent)
     # A job whose units all ended but that is still active (e.g. its last unit was given up): finish it.
     idle = Job.objects.filter(status__in=ACTIVE, tasks__isnull=False).exclude(tasks__status__in=OPEN).distinct()
     for job in idle:
@@ -250,6 +257,48 @@ def jobs_sweep(*, now=None) -> dict:
         counts["finished"] += job.finish(result=job.result, error="; ".join(failed) or None)
     Tick.record(Tick.SWEEP)
     return counts
+
+
+def jobs_resend_lost(*, now=None) -> list[JobTask]:
+    """Send again the queued units whose message the broker no longer holds: in none of the queue lists and not
+    unacknowledged (a broker flushed or restarted empty). A unit is looked for once it has waited
+    JOB_BROKER_CHECK_SECONDS, or at once when the broker lost the sweeper's marker key. Returns the units sent again.
+
+    A message that was only slow, or that a worker took between the two reads, is harmless to send again: a unit is
+    claimed under a lock on its row (job_task_claim), so the second delivery finds it taken and does nothing."""
+    from annotator.jobs.broker import broker_contents, task_queue
+
+    now = now or timezone.now()
+    waiting = list(JobTask.objects.filter(status=JobTask.Status.QUEUED).order_by("pk"))
+    if not waiting:
+        return []
+    try:
+        contents = broker_contents({task_queue(task.name) for task in waiting})
+    except Exception as error:  # redis raises many kinds for "the broker is away"; the next sweep asks again
+        log.warning("queued units not checked against the broker: %s: %s", type(error).__name__, error)
+        return []
+    if contents.emptied:
+        log.warning(
+            "the broker lost its data (restarted empty or flushed) since the last sweep, or this is the first sweep: "
+            "every queued unit is looked for in it now"
+        )
+    checked_before = now - timedelta(seconds=settings.JOB_BROKER_CHECK_SECONDS)
+    resent = []
+    for task in waiting:
+        if task.celery_id in contents.task_ids or not (contents.emptied or task.queued_at < checked_before):
+            continue
+        reason = f"sent again at {timezone.localtime(now):%Y-%m-%d %H:%M:%S}: its message ({task.celery_id or '?'}) "
+        reason += "was in no queue of the broker and not unacknowledged (the broker lost it)"
+        # Only if it is still queued under that message: a unit a worker claimed meanwhile is left alone.
+        if not JobTask.objects.filter(pk=task.pk, status=JobTask.Status.QUEUED, celery_id=task.celery_id).update(
+            error=reason
+        ):
+            continue
+        if job_task_send(task_id=task.pk):
+            log.warning("job %s, unit %s (%s): %s", task.job_id, task.pk, task.name, reason)
+            task.error = reason
+            resent.append(task)
+    return resent
 
 
 def job_task_abandon(*, task: JobTask, reason: str) -> bool:
