@@ -12,7 +12,6 @@ a JSON object whose `headers.id` (task protocol 2) or `properties.correlation_id
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from django.conf import settings
 
@@ -21,18 +20,10 @@ MARKER_KEY = "subtlebench:sweeper-marker"
 READ_CHUNK = 1000
 
 
-@dataclass(frozen=True)
-class BrokerContents:
-    """The task ids the broker holds (waiting in a queue or unacknowledged), and whether its marker was gone."""
-
-    task_ids: frozenset[str]
-    emptied: bool
-
-
 def transport_option(name: str):
     from kombu.transport.redis import Channel
 
-    return settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(name, getattr(Channel, name))
+    return settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(name, getattr(Channel, name)) or ""
 
 
 def queue_keys(queue: str) -> list[str]:
@@ -55,18 +46,33 @@ def message_task_id(raw) -> str:
     return str(headers.get("id") or properties.get("correlation_id") or "")
 
 
-def broker_contents(queues: set[str]) -> BrokerContents:
-    """Read the broker (raises redis.RedisError when it cannot be read): every task id in these queues and in the
-    unacknowledged hash, and whether the sweeper's marker key was gone (it is set again here)."""
+def broker_client():
     import redis
 
-    prefix = transport_option("global_keyprefix") or ""
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=3, socket_timeout=10)
+    return redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=3, socket_timeout=10)
+
+
+def broker_marker_lost() -> bool:
+    """Whether the sweeper's marker key was gone from the broker (it is set again here): the broker lost its data
+    since the last sweep, or this is the first sweep on it. Raises redis.RedisError when the broker cannot be read."""
+    client = broker_client()
     try:
-        emptied = bool(client.set(prefix + MARKER_KEY, "1", nx=True))
-        ids = set()
+        return bool(client.set(transport_option("global_keyprefix") + MARKER_KEY, "1", nx=True))
+    finally:
+        client.close()
+
+
+def broker_task_ids(queues: set[str]) -> set[str]:
+    """Every task id the broker holds in these queues (each priority list) and in the unacknowledged hash. Raises
+    redis.RedisError when the broker cannot be read."""
+    prefix = transport_option("global_keyprefix")
+    client = broker_client()
+    ids = set()
+    try:
         for queue in sorted(queues):
             for key in queue_keys(queue):
+                # From the head, in chunks: a message pushed meanwhile shifts the rest (read twice, harmless); one a
+                # worker pops leaves from the tail, so none is skipped.
                 start = 0
                 while chunk := client.lrange(prefix + key, start, start + READ_CHUNK - 1):
                     ids.update(message_task_id(raw) for raw in chunk)
@@ -76,7 +82,7 @@ def broker_contents(queues: set[str]) -> BrokerContents:
     finally:
         client.close()
     ids.discard("")
-    return BrokerContents(frozenset(ids), emptied)
+    return ids
 
 
 def task_queue(name: str) -> str:

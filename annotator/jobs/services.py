@@ -266,26 +266,28 @@ def jobs_resend_lost(*, now=None) -> list[JobTask]:
 
     A message that was only slow, or that a worker took between the two reads, is harmless to send again: a unit is
     claimed under a lock on its row (job_task_claim), so the second delivery finds it taken and does nothing."""
-    from annotator.jobs.broker import broker_contents, task_queue
+    from annotator.jobs.broker import broker_marker_lost, broker_task_ids, task_queue
 
     now = now or timezone.now()
     waiting = list(JobTask.objects.filter(status=JobTask.Status.QUEUED).order_by("pk"))
     if not waiting:
         return []
+    checked_before = now - timedelta(seconds=settings.JOB_BROKER_CHECK_SECONDS)
     try:
-        contents = broker_contents({task_queue(task.name) for task in waiting})
+        emptied = broker_marker_lost()
+        suspects = [task for task in waiting if emptied or task.queued_at < checked_before]
+        held = broker_task_ids({task_queue(task.name) for task in suspects}) if suspects else set()
     except Exception as error:  # redis raises many kinds for "the broker is away"; the next sweep asks again
         log.warning("queued units not checked against the broker: %s: %s", type(error).__name__, error)
         return []
-    if contents.emptied:
+    if emptied:
         log.warning(
             "the broker lost its data (restarted empty or flushed) since the last sweep, or this is the first sweep: "
             "every queued unit is looked for in it now"
         )
-    checked_before = now - timedelta(seconds=settings.JOB_BROKER_CHECK_SECONDS)
     resent = []
-    for task in waiting:
-        if task.celery_id in contents.task_ids or not (contents.emptied or task.queued_at < checked_before):
+    for task in suspects:
+        if task.celery_id in held:
             continue
         reason = f"sent again at {timezone.localtime(now):%Y-%m-%d %H:%M:%S}: its message ({task.celery_id or '?'}) "
         reason += "was in no queue of the broker and not unacknowledged (the broker lost it)"
