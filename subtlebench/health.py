@@ -59,7 +59,8 @@ def broker_part() -> dict:
         written, read, _ = client.pipeline(transaction=False).set(key, value, ex=60).get(key).delete(key).execute()
     except redis.RedisError as error:
         reason = "refuses writes" if isinstance(error, redis.ResponseError) else "unreachable"
-        return part(DOWN, f"{reason} ({first_line(error)})")
+        # A pipeline's error reads "Command # 1 (SET healthz:...) of pipeline caused error: <Redis's own words>".
+        return part(DOWN, f"{reason} ({first_line(error).split('caused error: ', 1)[-1]})")
     finally:
         client.close()
     if not written or (read or b"").decode() != value:
