@@ -408,8 +408,15 @@ def jobs_health_part() -> dict:
     from subtlebench.health import DEGRADED, OK, part, tick_text
 
     waiting = jobs_waiting()
-    detail = f"beat {tick_text(waiting['beat_age'])}"
-    counts = {"pending_waiting": waiting["pending"], "queued_not_started": waiting["queued"]}
+    sweep_age = Tick.age(Tick.SWEEP)
+    # The sweep runs on a `default` worker: beat ticking but no sweep means no worker takes beat's messages.
+    swept = "the sweeper never ran" if sweep_age is None else f"the sweeper last ran {sweep_age:.0f} s ago"
+    detail = f"beat {tick_text(waiting['beat_age'])}, {swept}"
+    counts = {
+        "pending_waiting": waiting["pending"],
+        "queued_not_started": waiting["queued"],
+        "sweep_last_ran_seconds_ago": sweep_age,
+    }
     if waiting["pending"]:
         detail = (
             f"{waiting['pending']} unit(s) pending since {waiting['pending_since']:%Y-%m-%d %H:%M:%S} UTC, not sent; "

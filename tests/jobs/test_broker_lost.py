@@ -147,3 +147,27 @@ def test_beat_records_its_tick_and_the_deep_check_says_when_it_stopped(settings,
     wait_until(lambda: Tick.age(Tick.BEAT) > 3, 30, "beat's tick to go stale")
     beat_part = operator.get("/healthz", {"deep": "1"}).json()["parts"]["beat"]
     assert beat_part["status"] == "degraded" and "no sweeps are sent" in beat_part["detail"]
+
+
+def test_a_message_that_was_only_slow_and_is_sent_again_runs_its_unit_once(
+    h264_video, settings, private_redis, celery_worker_process
+):
+    job, unit = unsent_import(h264_video.parent)
+    assert "1 sent" in sweep(settings, private_redis.url)
+    broker = private_redis.client()
+    in_transit = broker.rpop("default")  # the first message, away from the broker for a while
+    assert "1 resent" in sweep(settings, private_redis.url, JOB_BROKER_CHECK_SECONDS="0")
+    broker.lpush("default", in_transit)  # ... and back: both messages are delivered
+    assert len(broker.lrange("default", 0, -1)) == 2
+
+    celery_worker_process(queues="default", CELERY_BROKER_URL=private_redis.url)
+    wait_until(lambda: not Job.objects.get(pk=job.pk).is_active, 90, "the import to finish")
+    wait_until(lambda: not broker.llen("default") and not broker.hlen("unacked"), 60, "both deliveries to end")
+    job.refresh_from_db()
+    unit.refresh_from_db()
+    assert job.status == "succeeded" and (job.done, job.total, job.result["videos_ok"]) == (1, 1, 1)
+    assert (unit.status, unit.sends, unit.attempts) == ("done", 2, 1)  # delivered twice, claimed and run once
+    video = Video.objects.get()
+    assert (video.status, video.frame_count) == ("sampled", 3)
+    log = (settings.MEDIA_ROOT.parent / "worker-0.log").read_text()
+    assert "this delivery does nothing" in log

@@ -84,6 +84,7 @@ def test_a_pending_unit_waiting_while_beat_is_down_is_reported_and_logged(operat
         jobs = deep(operator)["parts"]["jobs"]
     assert (jobs["status"], jobs["pending_waiting"]) == ("degraded", 1)
     assert "1 unit(s) pending since" in jobs["detail"] and "beat looks down" in jobs["detail"]
+    assert jobs["sweep_last_ran_seconds_ago"] is None and "the sweeper never ran" in jobs["detail"]
     assert "health: jobs degraded: 1 unit(s) pending" in caplog.text
     # The jobs page says it too.
     coordinator = make_user("cora", "coordinator")
