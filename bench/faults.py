@@ -596,8 +596,8 @@ def redis_out_of_memory() -> None:
     if plain != 503 or shallow.get("parts", {}).get("broker", {}).get("status") != "down":
         problems.append(f"/healthz {plain} {shallow}")
     down = [name for name, state in detailed.get("parts", {}).items() if state.get("status") == "down"]
-    outcome = f"participant joined and answered {recorded}/3 (images served); /healthz {plain}, down: {down} "
-    outcome += f"({broker.get('detail', '')[:60]})"
+    outcome = f"participant joined and answered {recorded}/3 (images served); /healthz {plain}, down: "
+    outcome += f"{', '.join(down)}: {broker.get('detail', '')}"
     record("Redis out of memory (maxmemory 1mb, noeviction)", started, outcome, "; ".join(problems))
 
 
@@ -625,8 +625,13 @@ def beat_down() -> None:
     wait(lambda: ended(job), 120, "the export once beat was back")
     if not waited or job.status != "succeeded":
         problems.append(f"unit {unit.status} while beat was down, export {job.status} {job.errors}")
-    outcome = f"deep /healthz: beat {parts['beat']['detail'][:40]!r}; jobs {parts['jobs']['detail'][:70]!r}; "
+    beat_age = parts["beat"]["last_tick_seconds_ago"]
+    looks_down = "beat looks down" in parts["jobs"]["detail"]
+    outcome = f"deep /healthz: beat degraded (last tick {beat_age:.0f} s ago), jobs degraded "
+    outcome += f"({parts['jobs']['pending_waiting']} unit pending, 'beat looks down': {looks_down}); "
     outcome += f"export {job.status} {time.monotonic() - back:.0f} s after beat came back"
+    if not looks_down:
+        problems.append("the jobs part does not say beat looks down")
     record("beat down", started, outcome, "; ".join(problems))
 
 
