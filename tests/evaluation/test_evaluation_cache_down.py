@@ -4,6 +4,7 @@ let requests through instead of answering 500 or 503."""
 
 from __future__ import annotations
 
+import logging
 import re
 
 import pytest
@@ -90,7 +91,7 @@ def test_with_the_cache_stopped_participants_join_and_answer(cache_redis):
     assert participant.assignments.filter(answered_at__isnull=False).count() == 3
 
 
-def test_the_throttles_count_again_once_the_cache_is_back(cache_redis, settings):
+def test_the_throttles_count_again_once_the_cache_is_back_and_the_outage_is_logged_once(cache_redis, settings, caplog):
     settings.REST_FRAMEWORK = {
         **settings.REST_FRAMEWORK,
         "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "participant_join": "2/min"},
@@ -98,6 +99,10 @@ def test_the_throttles_count_again_once_the_cache_is_back(cache_redis, settings)
     settings.CACHE_RETRY_SECONDS = 0
     study = open_study()
     cache_redis.stop()
-    assert [Client().get(f"/p/open/{study.open_token}/").status_code for _ in range(4)] == [200] * 4
-    cache_redis.start()
-    assert [Client().get(f"/p/open/{study.open_token}/").status_code for _ in range(3)] == [200, 200, 429]
+    with caplog.at_level(logging.WARNING, logger="subtlebench.cache"):
+        assert [Client().get(f"/p/open/{study.open_token}/").status_code for _ in range(4)] == [200] * 4
+        cache_redis.start()
+        assert [Client().get(f"/p/open/{study.open_token}/").status_code for _ in range(3)] == [200, 200, 429]
+    messages = [record.getMessage() for record in caplog.records if record.name == "subtlebench.cache"]
+    assert len(messages) == 2, messages  # once when it failed (not once per request), once when it was back
+    assert messages[0].startswith("cache unavailable (ConnectionError") and messages[1] == "cache available again"
