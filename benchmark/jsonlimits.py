@@ -50,11 +50,14 @@ def loads(text: str | bytes, max_depth: int = MAX_DEPTH):
     return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
 
 
-def text_lines(stream: BinaryIO, *, max_bytes: int, limit_name: str = "") -> Iterator[tuple[int, str | None, str]]:
+def text_lines(
+    stream: BinaryIO, *, max_bytes: int, limit_name: str = "", allow_bom: bool = False
+) -> Iterator[tuple[int, str | None, str]]:
     """(line number, text without its line ending, '') for each line of a binary stream, or (line number, None, why)
     for a line that cannot be read as text: longer than `max_bytes` (skipped without ever being held whole), not
     UTF-8 (with the byte offset in the line and in the file), or a first line that starts with a byte order mark
-    (Python's json.loads and sha256sum refuse it). Lines end at b"\\n"; a "\\r" before it is dropped (CRLF)."""
+    (Python's json.loads and sha256sum refuse it; `allow_bom` drops it, as a CSV reader should: Excel writes one).
+    Lines end at b"\\n"; a "\\r" before it is dropped (CRLF)."""
     number = offset = 0
     limit = f" ({limit_name})" if limit_name else ""
     while line := stream.readline(max_bytes + 1):
@@ -66,7 +69,9 @@ def text_lines(stream: BinaryIO, *, max_bytes: int, limit_name: str = "") -> Ite
             offset += len(rest)
             yield number, None, f"the line is longer than the limit of {max_bytes} bytes{limit}"
             continue
-        if number == 1 and line.startswith(BOM):
+        if number == 1 and line.startswith(BOM) and allow_bom:
+            line = line[len(BOM) :]
+        elif number == 1 and line.startswith(BOM):
             yield number, None, "the file starts with a UTF-8 byte order mark (BOM): save it as UTF-8 without one"
             continue
         try:

@@ -9,6 +9,7 @@ import contextlib
 import csv
 import hashlib
 import logging
+import os
 import re
 import tempfile
 import time
@@ -39,6 +40,7 @@ from annotator.jobs.services import (
 from annotator.models import Domain, Frame, Image, Job, JobCancelled, JobTask, Pair, PairDraft, ReleaseItem, Video
 from annotator.similarity.services import video_queue_embeddings
 from annotator.videos import sampling
+from benchmark import jsonlimits
 from subtlebench.errors import Conflict, Invalid, file_error_detail
 
 logger = logging.getLogger(__name__)
@@ -75,11 +77,15 @@ def resolve_import_path(raw: str | Path, *, base: Path | None = None) -> Path:
     path = Path(raw).expanduser()
     if not path.is_absolute():
         path = (base or Path.cwd()) / path
-    resolved = path.resolve()
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError, ValueError) as error:  # RuntimeError: a symlink loop; ValueError: a NUL byte
+        raise ImportPathError(f"cannot be resolved ({error})") from error
     roots = [Path(root).resolve() for root in settings.IMPORT_ROOTS]
     if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
+        leads = f": it leads to {resolved}" if Path(os.path.normpath(path)) != resolved else ""
         raise ImportPathError(
-            "is outside the import folders (IMPORT_ROOTS: " + ", ".join(str(root) for root in roots) + ")"
+            "is outside the import folders (IMPORT_ROOTS: " + ", ".join(str(root) for root in roots) + f"){leads}"
         )
     if not resolved.exists():
         raise ImportPathError("does not exist")
@@ -149,8 +155,8 @@ def entries_from_manifest(manifest: Path) -> list[ImportEntry]:
     """Rows of a CSV with the header yt8m_id,path,labels. Paths are local (relative to the manifest's
     folder, inside IMPORT_ROOTS) or s3://bucket/key; labels are separated by ';' or '|'."""
     try:
-        with manifest.open(newline="", encoding="utf-8-sig") as handle:
-            reader = csv.DictReader(handle)
+        with manifest.open("rb") as handle:
+            reader = csv.DictReader(_manifest_lines(manifest, handle))
             header = [name.strip() for name in reader.fieldnames or []]
             missing = [name for name in MANIFEST_COLUMNS if name not in header]
             if missing:
@@ -162,11 +168,22 @@ def entries_from_manifest(manifest: Path) -> list[ImportEntry]:
             entries, seen = [], {}
             for row in reader:
                 entries.append(_manifest_entry(manifest, reader.line_num, row, seen))
-    except UnicodeDecodeError as error:
-        raise ImportSourceError(f"{manifest} is not UTF-8 text ({error.reason} at byte {error.start})") from error
     except csv.Error as error:
-        raise ImportSourceError(f"{manifest} is not a valid CSV file ({error})") from error
+        line = f", line {reader.line_num}" if reader.line_num else ""
+        raise ImportSourceError(f"{manifest}{line} is not a valid CSV file ({error})") from error
     return entries
+
+
+def _manifest_lines(manifest: Path, handle) -> Iterator[str]:
+    """The manifest's lines for the CSV reader, each read within IMPORT_MAX_LINE_BYTES and checked for UTF-8: a bad
+    line refuses the whole manifest (its rows cannot be trusted), naming the line and the byte."""
+    lines = jsonlimits.text_lines(
+        handle, max_bytes=settings.IMPORT_MAX_LINE_BYTES, limit_name="IMPORT_MAX_LINE_BYTES", allow_bom=True
+    )
+    for number, line, error in lines:
+        if error:
+            raise ImportSourceError(f"{manifest}, line {number}: {error}")
+        yield line + "\n"
 
 
 def _manifest_entry(manifest: Path, line: int, row: dict, seen: dict[str, int]) -> ImportEntry:
@@ -174,6 +191,8 @@ def _manifest_entry(manifest: Path, line: int, row: dict, seen: dict[str, int]) 
     absent = [name for name in MANIFEST_COLUMNS if row.get(name) is None]
     if absent:
         return ImportEntry(where, "", "", error=f"{where}: missing column {', '.join(absent)}")
+    if nul := next((name for name in MANIFEST_COLUMNS if "\0" in row[name]), None):  # no file name or id holds one
+        return ImportEntry(where, "", "", error=f"{where}, field {nul}: holds a NUL byte (U+0000)")
     yt8m_id, raw_path = row["yt8m_id"].strip(), row["path"].strip()
     labels = [label.strip() for label in LABEL_SEPARATORS.split(row["labels"]) if label.strip()]
     entry = ImportEntry(where, yt8m_id, raw_path, labels, title=raw_path.rsplit("/", 1)[-1])
