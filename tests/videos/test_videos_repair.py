@@ -1,0 +1,124 @@
+"""`repair` after lost media (issue 25): a video whose frame files are gone is sampled again, and its files are
+written back only when the new frames are the stored ones byte for byte; the pairs on them stay as they were."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from annotator.models import Frame, Image, Job, Pair, Video
+from tests.factories import make_pair
+from tests.video_fixtures import *  # noqa: F403 (fixtures)
+from tests.video_fixtures import write_h264
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def used_video(h264_video, settings):
+    """'clip' sampled into 4 frames, two pairs on them, and then every frame file lost from storage."""
+    call_command("import_videos", str(h264_video.parent), "--sync", "--frames", "4")
+    video = Video.objects.get()
+    make_pair(video=video)
+    make_pair(video=video, status=Pair.Status.SUBMITTED)
+    return video
+
+
+def rows(video) -> dict:
+    return {
+        "frames": list(Frame.objects.filter(video=video).order_by("index", "pk").values("pk", "index", "pts", "image")),
+        "images": list(
+            Image.objects.filter(frame__video=video).order_by("pk").values("pk", "file", "thumbnail", "sha256")
+        ),
+        "pairs": list(Pair.objects.order_by("pk").values("pk", "image_1", "image_2", "status")),
+    }
+
+
+def lose_media(settings) -> dict[str, bytes]:
+    """Delete every stored frame file; returns what was there."""
+    media = Path(settings.MEDIA_ROOT)
+    files = {str(p.relative_to(media)): p.read_bytes() for p in (media / "frames").rglob("*") if p.is_file()}
+    for name in files:
+        (media / name).unlink()
+    return files
+
+
+def stored_files(settings) -> dict[str, bytes]:
+    media = Path(settings.MEDIA_ROOT)
+    return {str(p.relative_to(media)): p.read_bytes() for p in (media / "frames").rglob("*") if p.is_file()}
+
+
+def test_repair_restores_lost_frames_verified_by_their_hashes_and_keeps_the_pairs(used_video, settings, capsys):
+    before = rows(used_video)
+    lost = lose_media(settings)
+
+    call_command("repair", "--sync")
+
+    assert "clip: 8 frame file(s) missing from storage" in capsys.readouterr().out
+    used_video.refresh_from_db()
+    assert (used_video.status, used_video.error, used_video.missing_files()) == ("sampled", "", [])
+    assert rows(used_video) == before  # the same rows: the pairs point at the same images
+    assert stored_files(settings) == lost  # every file back under its name, byte for byte
+    for image in Image.objects.filter(frame__video=used_video):
+        assert hashlib.sha256(Path(image.file.path).read_bytes()).hexdigest() == image.sha256
+    job = Job.objects.filter(kind=Job.Kind.IMPORT).order_by("-pk").first()
+    assert (job.status, job.result["videos_ok"], job.result["frames"], job.errors) == ("succeeded", 1, 4, [])
+
+
+def test_repair_restores_only_the_files_that_are_gone(used_video, settings):
+    before, files = rows(used_video), stored_files(settings)
+    thumbnail = Image.objects.filter(frame__video=used_video).order_by("pk").last().thumbnail.name
+    (Path(settings.MEDIA_ROOT) / thumbnail).unlink()
+
+    call_command("repair", "--sync")
+
+    used_video.refresh_from_db()
+    assert used_video.status == "sampled" and rows(used_video) == before and stored_files(settings) == files
+
+
+def test_repair_refuses_a_source_that_changed_and_changes_nothing(used_video, settings, h264_video):
+    before = rows(used_video)
+    lose_media(settings)
+    write_h264(h264_video, seconds=10)  # another file at the same path
+
+    call_command("repair", "--sync")
+
+    used_video.refresh_from_db()
+    assert used_video.status == "missing"  # never leased, and not failed: its rows are all there
+    assert f"clip: {h264_video} is not the file its frames were sampled from: it has " in used_video.error
+    assert "10.0 seconds (it was 12.0)" in used_video.error
+    assert "2 pair(s) use its frames, so nothing was changed" in used_video.error
+    assert rows(used_video) == before and stored_files(settings) == {}
+    job = Job.objects.filter(kind=Job.Kind.IMPORT).order_by("-pk").first()
+    assert job.errors[0] == used_video.error and job.result["videos_failed"] == 1
+
+
+def test_repair_refuses_frames_that_come_out_different_and_names_them(used_video, settings):
+    before = rows(used_video)
+    lose_media(settings)
+    settings.FRAME_JPEG_QUALITY = 80  # the same file and timestamps, other JPEG bytes
+
+    call_command("repair", "--sync")
+
+    used_video.refresh_from_db()
+    assert used_video.status == "missing"
+    assert "was sampled again and 4 of 4 frame(s) differ from the stored ones (frame 0 at pts " in used_video.error
+    first = before["images"][0]["sha256"][:12]
+    assert f"stored {first}…" in used_video.error
+    assert rows(used_video) == before and stored_files(settings) == {}
+
+
+def test_repair_samples_anew_a_video_no_pair_uses_when_its_source_changed(h264_video, settings):
+    call_command("import_videos", str(h264_video.parent), "--sync", "--frames", "4")
+    old_images = set(Image.objects.values_list("pk", flat=True))
+    lose_media(settings)
+    write_h264(h264_video, seconds=10)
+
+    call_command("repair", "--sync")
+
+    video = Video.objects.get()
+    assert (video.status, video.frame_count, video.duration, video.missing_files()) == ("sampled", 4, 10.0, [])
+    assert not old_images & set(Image.objects.values_list("pk", flat=True))
