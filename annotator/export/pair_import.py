@@ -18,7 +18,14 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
 
-from annotator.export.format import IMAGE_FORMATS, ImageCheck, iter_lines, validate_dataset
+from annotator.export.format import (
+    IMAGE_FORMATS,
+    ImageCheck,
+    allowed_roots,
+    iter_lines,
+    readable_file_problem,
+    validate_dataset,
+)
 from annotator.models import Caption, Image, Pair
 from annotator.similarity.services import images_queue_embeddings
 from benchmark.records import (
@@ -79,6 +86,9 @@ def read_groups(root: Path) -> tuple[dict[str, str], list[str]]:
     problems: list[str] = []
     if not path.is_file():
         return groups, problems
+    problem = readable_file_problem(path, allowed_roots(root))
+    if problem:
+        return groups, [f"{ITEMS_METADATA}: {problem}"]
     for number, line, error in iter_lines(path):
         where = f"{ITEMS_METADATA}:{number}"
         if error:

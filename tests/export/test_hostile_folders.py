@@ -336,3 +336,17 @@ def test_a_clean_packaged_folder_still_passes(tmp_path):
     root = write_dataset(tmp_path / "in", [record(1)], [record(2)])
     write_package(root)
     assert [str(v) for v in validate_dataset(root)] == []
+
+
+def test_the_groups_file_may_not_be_a_link_outside_the_import_folders(tmp_path, settings):
+    folder = outside(tmp_path, settings)
+    (folder / "items.jsonl").write_text('{"item_id": "existence_levir_1", "group": "g"}\n')
+    root = write_dataset(tmp_path / "in", [record(1)])
+    (root / "metadata").mkdir()
+    (root / "metadata/items.jsonl").symlink_to(folder / "items.jsonl")
+
+    with pytest.raises(PairImportError) as error:
+        pairs_import(folder=root)
+    [problem] = error.value.problems
+    assert problem.startswith(f"metadata/items.jsonl: is a link to {(folder / 'items.jsonl').resolve()}, outside")
+    assert Pair.objects.count() == 0

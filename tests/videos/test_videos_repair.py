@@ -122,3 +122,27 @@ def test_repair_samples_anew_a_video_no_pair_uses_when_its_source_changed(h264_v
     video = Video.objects.get()
     assert (video.status, video.frame_count, video.duration, video.missing_files()) == ("sampled", 4, 10.0, [])
     assert not old_images & set(Image.objects.values_list("pk", flat=True))
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_repair_through_a_real_worker_restores_the_files_and_keeps_the_pairs(
+    h264_video, settings, celery_worker_process
+):
+    from annotator.videos.services import videos_repair
+    from tests.conftest import wait_until
+
+    call_command("import_videos", str(h264_video.parent), "--sync", "--frames", "4")
+    video = Video.objects.get()
+    make_pair(video=video)
+    before, lost = rows(video), lose_media(settings)
+    celery_worker_process()
+
+    broken, job = videos_repair()  # queued on commit, sampled and verified by the worker
+
+    assert [v.yt8m_id for v in broken] == ["clip"]
+    wait_until(lambda: not Job.objects.get(pk=job.pk).is_active, 90, "the repair job to end")
+    job.refresh_from_db()
+    video.refresh_from_db()
+    assert (job.status, job.result["videos_ok"], video.status) == ("succeeded", 1, "sampled")
+    assert rows(video) == before and stored_files(settings) == lost
