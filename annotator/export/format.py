@@ -151,14 +151,6 @@ def inspect_image(file: Path, roots: list[Path], *, thumbnail_dir: Path | None =
     return ImageCheck(None, width, height, kind, sha256, thumbnail)
 
 
-def image_read_problem(file: Path, roots: list[Path] | None = None) -> str | None:
-    """None when the file is an image within the limits that Pillow decodes to the last pixel; else why not.
-
-    `verify` checks the container (a PNG's checksums) but not the pixel data, so a JPEG cut short passes it;
-    the decode of every pixel fails on it."""
-    return inspect_image(file, roots if roots is not None else allowed_roots(file.parent)).problem
-
-
 @dataclass(frozen=True)
 class Violation:
     """One broken rule: `line` is None for a problem of the whole file (an empty split, a file not listed)."""

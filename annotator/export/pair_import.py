@@ -1,7 +1,9 @@
 """Import a dataset in the benchmark format (labelled pairs prepared elsewhere) as submitted pairs.
 
-All or nothing: the whole folder is validated first (every violation with its file and line), and the
-rows and image files are written only when none is found; a failure while writing removes what it wrote.
+All or nothing: the whole folder is validated first (every violation with its file and line, hostile files
+included: see `annotator.export.format`), and the rows and image files are written only when none is found; a
+failure while writing removes what it wrote. Each image is decoded once, by the validation, which also makes its
+thumbnail.
 Each pair keeps its group (its video), so a re-export never splits a video across test and val: the `group`
 of an export's metadata/items.jsonl when the folder has one, else the video part of its source_id.
 """

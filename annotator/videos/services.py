@@ -776,9 +776,19 @@ def frames_in_use(video: Video) -> str:
 def videos_repair(*, created_by=None, sync: bool = False) -> tuple[list[Video], Job | None]:
     """Check every sampled video's frame files, mark the incomplete ones `missing`, and re-sample every missing
     video from its source with its own parameters (one import job per sampling setting). Returns the videos found
-    missing and the last job started."""
+    missing and the last job started.
+
+    A `failed` video that still has frames (a repair before issue 25 failed videos whose frames pairs use) is
+    checked too: with files missing it is `missing` again, and restored like the others."""
     for video in Video.objects.filter(status=Video.Status.SAMPLED).iterator():
         video_check_files(video=video)
+    for video in Video.objects.filter(status=Video.Status.FAILED, frame_count__gt=0, frames__isnull=False).distinct():
+        missing = video.missing_files()
+        if missing:
+            with transaction.atomic():
+                locked = Video.objects.select_for_update().get(pk=video.pk)
+                if locked.status == Video.Status.FAILED:
+                    locked.mark_missing(missing)
     broken = list(Video.objects.filter(status=Video.Status.MISSING).order_by("pk"))
     job = None
     by_setting: dict[tuple, list[ImportEntry]] = {}

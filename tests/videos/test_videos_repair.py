@@ -146,3 +146,25 @@ def test_repair_through_a_real_worker_restores_the_files_and_keeps_the_pairs(
     video.refresh_from_db()
     assert (job.status, job.result["videos_ok"], video.status) == ("succeeded", 1, "sampled")
     assert rows(video) == before and stored_files(settings) == lost
+
+
+def test_repair_restores_a_video_an_older_repair_marked_failed_while_pairs_used_its_frames(used_video, settings):
+    before = rows(used_video)
+    lost = lose_media(settings)
+    Video.objects.filter(pk=used_video.pk).update(
+        status="failed", error="clip: was not re-sampled: 2 pair(s) use its current frames"
+    )
+
+    call_command("repair", "--sync")
+
+    used_video.refresh_from_db()
+    assert (used_video.status, used_video.error) == ("sampled", "")
+    assert rows(used_video) == before and stored_files(settings) == lost
+
+
+def test_repair_leaves_a_failed_video_without_frames_alone(settings):
+    Video.objects.create(yt8m_id="broken", source="/nowhere.mp4", status="failed", error="not a video")
+
+    call_command("repair", "--sync")
+
+    assert Video.objects.get().status == "failed" and not Job.objects.exists()
