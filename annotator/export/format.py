@@ -80,6 +80,14 @@ IMAGE_MODES = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr")
 _BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
 
 
+class ScratchSpaceError(Exception):
+    """The importer's temporary folder failed (a full or read-only disk): not a problem of the folder read."""
+
+    def __init__(self, error: OSError):
+        super().__init__(str(error))
+        self.error = error
+
+
 @dataclass(frozen=True)
 class ImageCheck:
     """What reading one image found: `problem` (None: fine), and for a fine one its facts, its file's sha256 and,
@@ -132,14 +140,13 @@ def inspect_image(file: Path, roots: list[Path], *, thumbnail_dir: Path | None =
                     picture.verify()
                 handle.seek(0)
                 with PILImage.open(handle, formats=formats) as picture:
-                    thumbnail = None
+                    small = None
                     if thumbnail_dir is None:
                         picture.load()
                     else:
                         side = settings.THUMBNAIL_MAX_SIDE
                         picture.thumbnail((side, side))  # decodes once (a JPEG at a reduced scale), then shrinks
-                        thumbnail = thumbnail_dir / f"{sha256}.jpg"
-                        picture.convert("RGB").save(thumbnail, "JPEG", quality=85)
+                        small = picture.convert("RGB")
     except PILImage.DecompressionBombError as error:
         found = _BOMB_PIXELS.search(str(error))
         pixels = f"{found.group(1)} pixels" if found else "more pixels than Pillow decodes safely"
@@ -148,6 +155,13 @@ def inspect_image(file: Path, roots: list[Path], *, thumbnail_dir: Path | None =
         return ImageCheck(f"is not a readable image (not one of the formats {', '.join(IMAGE_FORMATS)})")
     except Exception as error:  # a decoder fed a hostile file raises anything: OSError, SyntaxError, struct.error...
         return ImageCheck(f"is not a readable image ({type(error).__name__}: {error})")
+    thumbnail = None
+    if small is not None:  # outside the decoder's errors: a full disk here is the disk's problem, not the image's
+        thumbnail = thumbnail_dir / f"{sha256}.jpg"
+        try:
+            small.save(thumbnail, "JPEG", quality=85)
+        except OSError as error:
+            raise ScratchSpaceError(error) from error
     return ImageCheck(None, width, height, kind, sha256, thumbnail)
 
 
@@ -221,11 +235,14 @@ def validate_dataset(
         if problem:
             yield Violation(name, None, problem)
             continue
-        for number, record, json_error in iter_lines(root / name):
-            counts[split] += 1
-            yield from record_violations(
-                root, name, number, record, json_error, seen_ids, checked_images, check_images, roots, thumbnail_dir
-            )
+        try:
+            for number, record, json_error in iter_lines(root / name):
+                counts[split] += 1
+                yield from record_violations(
+                    root, name, number, record, json_error, seen_ids, checked_images, check_images, roots, thumbnail_dir
+                )
+        except OSError as error:  # unreadable (permissions) or failing (EIO) mid-way: the file's problem, in a line
+            yield Violation(name, None, f"cannot be read ({error.strerror or error})")
     if not contract:
         return
     yield from split_violations(counts)
@@ -341,7 +358,11 @@ def card_violations(root: Path, counts: dict[str, int]) -> Iterator[Violation]:
     if problem:
         yield Violation(CARD, None, problem)
         return
-    data = (root / CARD).read_bytes()
+    try:
+        data = (root / CARD).read_bytes()
+    except OSError as error:
+        yield Violation(CARD, None, f"cannot be read ({error.strerror or error})")
+        return
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:

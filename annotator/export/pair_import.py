@@ -23,6 +23,7 @@ from django.utils import timezone
 from annotator.export.format import (
     IMAGE_FORMATS,
     ImageCheck,
+    ScratchSpaceError,
     allowed_roots,
     iter_lines,
     readable_file_problem,
@@ -157,8 +158,13 @@ def pairs_import(*, folder, user=None, progress=None) -> dict:
     `progress` (optional) is told the number of records, then each one written, as a Job is.
     """
     root = checked_import_root(folder)
-    with tempfile.TemporaryDirectory(prefix="import-thumbnails-") as thumbnails:
-        return _pairs_import(root, user=user, progress=progress, thumbnail_dir=Path(thumbnails))
+    try:
+        with tempfile.TemporaryDirectory(prefix="import-thumbnails-") as thumbnails:
+            return _pairs_import(root, user=user, progress=progress, thumbnail_dir=Path(thumbnails))
+    except (OSError, ScratchSpaceError) as error:  # the temporary folder's disk is full or read-only: one line
+        cause = error.error if isinstance(error, ScratchSpaceError) else error
+        detail = file_error_detail(cause, what=f"Import of {root}", where=tempfile.gettempdir())
+        raise PairImportError([detail]) from error
 
 
 def _pairs_import(root: Path, *, user, progress, thumbnail_dir: Path) -> dict:

@@ -350,3 +350,17 @@ def test_the_groups_file_may_not_be_a_link_outside_the_import_folders(tmp_path, 
     [problem] = error.value.problems
     assert problem.startswith(f"metadata/items.jsonl: is a link to {(folder / 'items.jsonl').resolve()}, outside")
     assert Pair.objects.count() == 0
+
+
+def test_a_temporary_folder_that_cannot_be_written_is_one_line_and_imports_nothing(tmp_path, monkeypatch):
+    import tempfile
+
+    root = write_dataset(tmp_path / "in", [record(1)])
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "not-a-folder"))  # where the thumbnails would go
+
+    with pytest.raises(PairImportError) as error:
+        pairs_import(folder=root)
+    [problem] = error.value.problems
+    assert problem.startswith(f"Import of {root.resolve()} failed: ") and "not-a-folder" in problem
+    assert Pair.objects.count() == 0 and Image.objects.count() == 0
