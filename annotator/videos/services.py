@@ -38,8 +38,20 @@ from annotator.jobs.services import (
     job_task_add,
     job_task_claim,
 )
-from annotator.models import Domain, Frame, Image, Job, JobCancelled, JobTask, Pair, PairDraft, ReleaseItem, Video
-from annotator.similarity.services import video_queue_embeddings
+from annotator.models import (
+    Domain,
+    Frame,
+    Image,
+    ImageEmbedding,
+    Job,
+    JobCancelled,
+    JobTask,
+    Pair,
+    PairDraft,
+    ReleaseItem,
+    Video,
+)
+from annotator.similarity.services import pending_images, video_queue_embeddings
 from annotator.videos import sampling
 from benchmark import jsonlimits
 from subtlebench.errors import Conflict, Invalid, file_error_detail
@@ -757,6 +769,10 @@ def _restore_commit(video_id: int, job_id: int, run, restored: int, *, seconds: 
             video = Video.objects.select_for_update().get(pk=video_id)
             if video.status == Video.Status.MISSING:
                 video.mark_restored()
+            # An embedding that failed while the files were gone is pending again, and the pending ones are queued.
+            ImageEmbedding.objects.filter(image__frame__video=video, vector__isnull=True).delete()
+            if pending_images(video=video).exists():
+                video_queue_embeddings(video=video)
             if not _job_record(job_id, outcome="videos_ok", frames=restored, seconds=seconds, run=run):
                 if run is not None:
                     raise UnitTaken

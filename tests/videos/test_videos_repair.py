@@ -68,6 +68,21 @@ def test_repair_restores_lost_frames_verified_by_their_hashes_and_keeps_the_pair
     assert (job.status, job.result["videos_ok"], job.result["frames"], job.errors) == ("succeeded", 1, 4, [])
 
 
+def test_repair_queues_again_the_embeddings_that_failed_while_the_files_were_gone(used_video, settings):
+    from annotator.models import ImageEmbedding
+    from annotator.similarity.services import current_fingerprint
+
+    lose_media(settings)
+    image = Image.objects.filter(frame__video=used_video).order_by("pk").first()
+    ImageEmbedding.objects.create(image=image, fingerprint=current_fingerprint(), error="file not found")
+    similarity_jobs = Job.objects.filter(kind=Job.Kind.SIMILARITY).count()
+
+    call_command("repair", "--sync")
+
+    assert not ImageEmbedding.objects.filter(image=image).exists()  # pending again
+    assert Job.objects.filter(kind=Job.Kind.SIMILARITY).count() == similarity_jobs + 1
+
+
 def test_repair_restores_only_the_files_that_are_gone(used_video, settings):
     before, files = rows(used_video), stored_files(settings)
     thumbnail = Image.objects.filter(frame__video=used_video).order_by("pk").last().thumbnail.name
