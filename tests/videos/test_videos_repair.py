@@ -183,3 +183,17 @@ def test_repair_leaves_a_failed_video_without_frames_alone(settings):
     call_command("repair", "--sync")
 
     assert Video.objects.get().status == "failed" and not Job.objects.exists()
+
+
+@pytest.mark.parametrize("how", [{"count": 4}, {"every": 0.2}], ids=["seeking", "sequential"])
+def test_sampling_one_file_twice_gives_the_same_pts_and_the_same_jpeg_bytes(h264_video, how):
+    """What restoring relies on: decoding (threaded) and encoding are deterministic for one file and one build."""
+    from annotator.videos import sampling
+
+    def sampled():
+        _, frames = sampling.sample(h264_video, **how)
+        return [(f.index, f.pts, f.timestamp, hashlib.sha256(f.jpeg).digest(), f.thumbnail) for f in frames]
+
+    first = sampled()
+    assert len(first) == (4 if "count" in how else 60)
+    assert sampled() == first
