@@ -120,6 +120,13 @@ def truncated_image(root, tmp_path, settings):
     return 2, f"image_1 {IMAGE!r} is not a readable image (OSError: image file is truncated"
 
 
+def corrupt_png(root, tmp_path, settings):
+    data = bytearray(noise_png(32))
+    data[data.index(b"IDAT") + 40] ^= 0xFF  # one flipped byte in the pixel data: its checksum no longer matches
+    (root / IMAGE).write_bytes(bytes(data))
+    return 2, f"image_1 {IMAGE!r} is not a readable image (SyntaxError: broken PNG file"
+
+
 def not_an_image(root, tmp_path, settings):
     (root / IMAGE).write_bytes(b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n")  # EPS would run Ghostscript
     return 2, f"image_1 {IMAGE!r} is not a readable image (not one of the formats JPEG, PNG, WEBP, GIF, BMP)"
@@ -199,6 +206,7 @@ CASES = [
     over_pixel_limit,
     over_byte_limit,
     truncated_image,
+    corrupt_png,
     not_an_image,
     empty_image,
     sixteen_bit_image,
