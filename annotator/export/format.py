@@ -40,7 +40,7 @@ from benchmark.records import (
 
 def allowed_roots(root: Path) -> list[Path]:
     """The folders a file named inside a dataset folder may really lie in: the folder itself and IMPORT_ROOTS."""
-    return [Path(root).resolve(), *(Path(allowed).resolve() for allowed in settings.IMPORT_ROOTS)]
+    return list(dict.fromkeys([Path(root).resolve(), *(Path(allowed).resolve() for allowed in settings.IMPORT_ROOTS)]))
 
 
 def escape_problem(path: Path, roots: list[Path]) -> str | None:
