@@ -14,6 +14,7 @@ a tiny random DINOv3 activated) and beat (the sweeper every 2 s). Then replays, 
 - Redis FLUSHALL with a unit queued (the sweeper finds its message gone and sends it again);
 - Redis out of memory (participants keep joining and answering; /healthz names the broker);
 - beat down (/healthz?deep=1 says so and reports the pending unit that waits; beat back, it is sent).
+- a hostile folder given to import_pairs and validate_benchmark; a video's media lost, then `repair` (issue 25).
 
 Each row checks the outcome: the job ends (succeeded or failed, never stuck), the frames and progress are right,
 no committed file is lost, nothing is counted twice, no orphan is left after the clean-up. Everything it started is
@@ -635,6 +636,128 @@ def beat_down() -> None:
     record("beat down", started, outcome, "; ".join(problems))
 
 
+# --- Issue 25 (Faults II), item 9: hostile import folders; item 10: repair after lost media ----------------------
+
+
+def hostile_folder() -> tuple[Path, list[str]]:
+    """A dataset folder under the import root with one hostile case per line, and the 'file:line' each must name."""
+    import io
+
+    from PIL import Image as PILImage
+
+    from benchmark.records import build_record
+    from tests.factories import jpeg_bytes
+
+    root = BASE / "imports" / "hostile"
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    outside = BASE / "outside.jpg"
+    outside.write_bytes(jpeg_bytes(1))
+
+    def item(n: int) -> bytes:
+        for side in "ab":
+            (root / f"images/{n}_{side}.jpg").write_bytes(jpeg_bytes(n + (side == "b")))
+        question = "What was added to the shelf in the second image?"
+        fields = dict(question=question, answer="a car", distractors=["a tree"])
+        record = build_record(image_1=f"images/{n}_a.jpg", image_2=f"images/{n}_b.jpg", caption=None, **fields,
+                              category="existence", domain="aerial", source="hostile", source_id=str(n))  # fmt: skip
+        return json.dumps(record).encode()
+
+    lines = [item(n) for n in range(1, 8)]
+    lines[1] = item(2).replace(b"a car", b"a caf\xe9")  # line 2: Latin-1, not UTF-8
+    lines[2] = b"[" * 200_000 + b"]" * 200_000  # line 3: 200k deep
+    bomb = io.BytesIO()
+    PILImage.new("1", (15000, 15000)).save(bomb, "PNG")
+    (root / "images/4_a.jpg").write_bytes(bomb.getvalue())  # line 4: a 15000x15000 PNG of a few kB
+    (root / "images/5_a.jpg").unlink()
+    (root / "images/5_a.jpg").symlink_to(outside)  # line 5: a link out of IMPORT_ROOTS
+    (root / "images/6_a.jpg").write_bytes(jpeg_bytes(6)[:300])  # line 6: cut short
+    (root / "data").mkdir(exist_ok=True)
+    (root / "data/test.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    return root, [f"data/test.jsonl:{n}" for n in (2, 3, 4, 5, 6)]
+
+
+def hostile_import_folder() -> None:
+    started = time.monotonic()
+    from annotator.models import Image, Pair
+
+    root, expected = hostile_folder()
+    counts = (Pair.objects.count(), Image.objects.count())
+    problems = []
+    for command in ("import_pairs", "validate_benchmark"):
+        done = subprocess.run(
+            [sys.executable, "manage.py", command, str(root)], cwd=ROOT, capture_output=True, text=True, timeout=300
+        )
+        printed = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("data/")]
+        named = sorted({line.split(": ")[0] for line in printed})
+        if done.returncode != 1 or "Traceback" in done.stderr or named != expected or len(printed) != len(expected):
+            problems.append(f"{command}: exit {done.returncode}, named {named}, {done.stderr[-300:]!r}")
+    if (Pair.objects.count(), Image.objects.count()) != counts:
+        problems.append("rows were imported")
+    outcome = "import_pairs and validate_benchmark: exit 1, one line per case naming lines 2-6, no traceback, no row"
+    record("hostile import folder (non-UTF-8, 200k deep, 15000x15000 PNG, link out, cut short)", started, outcome,
+           "; ".join(problems))  # fmt: skip
+
+
+def lost_media_repair() -> None:
+    started = time.monotonic()
+    from django.utils import timezone
+
+    from annotator.models import Frame, Image, Job, Pair, Video
+
+    folder = videos("lm", 1, seconds=6)
+    manage("import_videos", str(folder), "--sync", "--every", "1")
+    video = Video.objects.get(yt8m_id="lm0")
+    frames = list(video.frames.order_by("index", "pk"))
+    now = timezone.now()
+    Pair.objects.bulk_create(
+        Pair(image_1=a.image, image_2=b.image, video=video, category="temporal", domain="natural", source="yt8m",
+             source_id=f"lm0_{a.index}_{b.index}", question="Which image was taken later?", answer="second image",
+             distractors=["first image"], status="accepted", submitted_at=now, decided_at=now)
+        for a, b in zip(frames, frames[1:], strict=False)
+    )  # fmt: skip
+
+    def state() -> tuple:
+        return (
+            list(Frame.objects.filter(video=video).order_by("index", "pk").values_list("pk", "pts", "image_id")),
+            list(Image.objects.filter(frame__video=video).order_by("pk").values_list("file", "thumbnail", "sha256")),
+            list(Pair.objects.filter(video=video).order_by("pk").values_list("pk", "image_1_id", "image_2_id")),
+        )
+
+    before = state()
+    shutil.rmtree(BASE / "media" / "frames" / "lm0")  # the media bucket lost this video's files
+    last = Job.objects.order_by("-pk").first().pk
+    manage("repair")  # queued: the real worker samples again and verifies
+    job = wait(lambda: (j := jobs_after(last, "import").first()) and ended(j), 120, "the repair job")
+    video.refresh_from_db()
+    import hashlib
+
+    media = BASE / "media"
+    hashes_ok = all(hashlib.sha256((media / f).read_bytes()).hexdigest() == sha for f, _, sha in before[1])
+    problems = []
+    if (job.status, video.status, state(), hashes_ok) != ("succeeded", "sampled", before, True):
+        problems.append(f"job {job.status} {job.errors}, video {video.status}, rows kept {state() == before}")
+    if not all((media / name).is_file() for f, t, _ in before[1] for name in (f, t)):
+        problems.append("files not all back")
+    # Then the source is replaced by another file and the media lost again: refused, nothing changed.
+    shutil.rmtree(media / "frames" / "lm0")
+    from demo.videos import panning_frames, write_video
+
+    write_video(folder / "lm0.mp4", panning_frames((640, 360), 5, 25, seed=99))
+    last = job.pk
+    manage("repair")
+    refused = wait(lambda: (j := jobs_after(last, "import").first()) and ended(j), 120, "the second repair job")
+    video.refresh_from_db()
+    if video.status != "missing" or "nothing was changed" not in video.error or state() != before:
+        problems.append(f"changed source: video {video.status} {video.error[:200]!r}, rows kept {state() == before}")
+    if (media / "frames" / "lm0").exists() and any((media / "frames" / "lm0").rglob("*.jpg")):
+        problems.append("changed source: files written")
+    outcome = (
+        f"{len(frames)} frames restored under their names, sha256 verified, {len(frames) - 1} pairs kept "
+        f"({job.status}); source replaced: refused, video stays missing, nothing changed (job {refused.status})"
+    )
+    record("media lost, then repair (and again with the source replaced)", started, outcome, "; ".join(problems))
+
+
 FAULTS = [
     redis_down_after_commit,
     kill_pool_child,
@@ -646,6 +769,8 @@ FAULTS = [
     flushall_with_a_queued_unit,
     redis_out_of_memory,
     beat_down,
+    hostile_import_folder,  # issue 25
+    lost_media_repair,  # issue 25
 ]
 
 

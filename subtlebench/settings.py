@@ -193,6 +193,12 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024**2
 # Folders that imports (videos, manifests, pair datasets) may read from.
 IMPORT_ROOTS = [Path(p).resolve() for p in envpaths("IMPORT_ROOTS", str(VAR_DIR / "imports"))]
 
+# --- Limits on what an imported or validated folder may hold (issue 25): checked before anything is decoded, so a
+# hostile file is one clear error, never a traceback or a process out of memory.
+IMPORT_MAX_IMAGE_PIXELS = envint("IMPORT_MAX_IMAGE_PIXELS", str(100_000_000))  # width x height, read from the header
+IMPORT_MAX_IMAGE_BYTES = envint("IMPORT_MAX_IMAGE_BYTES", str(50 * 1024**2))
+IMPORT_MAX_LINE_BYTES = envint("IMPORT_MAX_LINE_BYTES", str(1024**2))  # one line of a .jsonl, a manifest or a card
+
 # Frame sampling.
 FRAME_MAX_SIDE = envint("FRAME_MAX_SIDE", "1920")  # 1080p sources keep their detail
 THUMBNAIL_MAX_SIDE = envint("THUMBNAIL_MAX_SIDE", "240")
