@@ -13,7 +13,7 @@ a tiny random DINOv3 activated) and beat (the sweeper every 2 s). Then replays, 
 - every unit of an import delivered twice to two workers on one queue;
 - Redis FLUSHALL with a unit queued (the sweeper finds its message gone and sends it again);
 - Redis out of memory (participants keep joining and answering; /healthz names the broker);
-- beat down (/healthz?deep=1 says so and reports the pending unit that waits; beat back, it is sent).
+- beat down (/healthz?deep=1 says so and reports the pending unit that waits; beat back, it is sent);
 - a hostile folder given to import_pairs and validate_benchmark; a video's media lost, then `repair` (issue 25).
 
 Each row checks the outcome: the job ends (succeeded or failed, never stuck), the frames and progress are right,
