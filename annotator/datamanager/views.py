@@ -35,9 +35,39 @@ def _table(name: str):
     return TABLES[name]
 
 
+# A refused bulk action comes back with its choices in the address (bulk_action, bulk_scope, bulk_target,
+# bulk_reason, bulk_ids), beside the filter: the form shows them again, the ticked rows ticked (issue 26).
+BULK_PARAMS = ("action", "scope", "target", "reason", "ids")
+BULK_IDS_KEPT = 500  # more ticked rows than this come back unticked (the address stays short)
+
+
+def split_bulk(data) -> tuple[QueryDict, dict]:
+    """The table's query and the bulk form's choices carried beside it."""
+    table_data = data.copy()
+    bulk = {}
+    for name in BULK_PARAMS:
+        bulk[name] = table_data.pop(f"bulk_{name}", [""])[-1][:4000]
+    bulk["ids"] = {int(i) for i in bulk["ids"].split(",") if i.isdigit() and len(i) < 10}
+    return table_data, bulk
+
+
+def bulk_back(table, filter_query: str, post) -> str:
+    """The table's address with the refused bulk form's choices, so nothing the coordinator chose is lost."""
+    carried = QueryDict(mutable=True)
+    for name in ("action", "scope", "target", "reason"):
+        if post.get(name):
+            carried[f"bulk_{name}"] = post.get(name)[:NOTE_MAX]
+    ids = [i for i in post.getlist("ids") if i.isdigit()][:BULK_IDS_KEPT]
+    if ids:
+        carried["bulk_ids"] = ",".join(ids)
+    return f"/tables/{table.name}/?" + "&".join(part for part in (filter_query, carried.urlencode()) if part)
+
+
 def table_context(request, table, data) -> tuple[dict, int]:
     """The page's context for the query `data` (a QueryDict); status 400 with the errors when a filter is bad."""
+    data, bulk = split_bulk(data)
     context = {
+        "bulk": bulk,
         "table": table,
         "noun": table.name.rstrip("s"),
         "data": data,
@@ -118,7 +148,7 @@ def bulk_action(request, table_name: str):
         raise Http404(f"The {table.name} table has no bulk actions.")
     post = request.POST
     filter_query = post.get("filter", "")[:4000]
-    back = f"/tables/{table.name}/?{filter_query}"
+    back = bulk_back(table, filter_query, post)
     try:
         if post.get("scope") == "matching":
             selection = {"filter": {k: v for k, v in QueryDict(filter_query).items() if k not in ("page", "sort")}}

@@ -12,3 +12,13 @@ document.addEventListener("change", function (event) {
     if (ticked) ticked.checked = true;
   }
 });
+
+// The filter form's empty fields stay out of the request, and so out of the address it pushes: the address names
+// the filters in use, the sort and the search, nothing else.
+document.addEventListener("htmx:configRequest", function (event) {
+  if (!event.detail.elt || event.detail.elt.id !== "dm-filters") return;
+  var parameters = event.detail.parameters;
+  Object.keys(parameters).forEach(function (name) {
+    if (parameters[name] === "") delete parameters[name];
+  });
+});

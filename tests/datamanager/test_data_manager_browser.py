@@ -76,3 +76,70 @@ def test_a_coordinator_filters_selects_all_matching_and_bulk_accepts(
     page.goto("/tables/captions/")
     expect(page.locator("table.dm tbody")).to_contain_text("The second image is sharper.")
     shot(page, "captions-table-1440.png")
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_sort_filter_search_and_back_keep_every_choice_in_the_address_and_on_the_page(page, coordinator):
+    for similarity, category in ((0.91, Category.STATE), (0.97, Category.STATE), (0.94, Category.STATE)):
+        make_pair(
+            status=Pair.Status.SUBMITTED,
+            category=category,
+            similarity=similarity,
+            question="Where did the camera move?",
+        )
+    make_pair(status=Pair.Status.SUBMITTED, category=Category.STATE, similarity=0.99, question="Which cup is fuller?")
+    make_pair(status=Pair.Status.ACCEPTED, category=Category.TEMPORAL, similarity=0.95)
+    browser_login(page, "cora")
+    page.goto("/tables/pairs/")
+    similarities = page.locator("table.dm tbody tr td:nth-child(9)")  # after the tick box, id, ..., reviewer
+    page.get_by_role("link", name="Similarity").click()
+    page.wait_for_url("**sort=-similarity**")
+    expect(similarities.first).to_have_text("0.990")
+    page.select_option("select[name=status]", "submitted")  # a filter after a sort keeps the sort
+    expect(page.locator(".dm-total")).to_have_text("4")
+    assert "sort=-similarity" in page.url and "status=submitted" in page.url
+    expect(similarities.first).to_have_text("0.990")
+    page.fill("#dm-search", "camera")
+    expect(page.locator(".dm-total")).to_have_text("3")
+    expect(similarities).to_have_text(["0.970", "0.940", "0.910"])
+    assert "q=camera" in page.url and "sort=-similarity" in page.url
+    shot(page, "pairs-sorted-filtered-1440.png")
+    # At 1440 px the page is no wider than the window, and the question has room to be read.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1440
+    assert page.locator("td.dm-question").first.bounding_box()["width"] >= 200
+
+    page.goto("/jobs/")
+    page.go_back()  # the page as the address says: the search box, the filter, the sort and the rows
+    expect(page.locator("#dm-search")).to_have_value("camera")
+    expect(page.locator("select[name=status]")).to_have_value("submitted")
+    expect(page.locator(".dm-total")).to_have_text("3")
+    expect(similarities).to_have_text(["0.970", "0.940", "0.910"])
+    page.select_option("select[name=category]", "state")  # and what comes next still builds on all of it
+    page.wait_for_url("**category=state**")
+    expect(page.locator(".dm-total")).to_have_text("3")
+    assert page.url.endswith("/tables/pairs/?q=camera&status=submitted&category=state&sort=-similarity"), page.url
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_a_refused_bulk_action_comes_back_with_its_choices(page, coordinator):
+    pairs = [make_pair(status=Pair.Status.SUBMITTED, similarity=0.9 + n / 100) for n in range(3)]
+    browser_login(page, "cora")
+    page.goto("/tables/pairs/?status=submitted&sort=id")
+    page.check(f"input[name=ids][value='{pairs[0].pk}']")
+    page.check(f"input[name=ids][value='{pairs[2].pk}']")
+    page.select_option("select[name=action]", "reject")
+    page.click("button.dm-run")  # a reject needs a reason: refused
+    expect(page.locator(".messages")).to_contain_text("reason")
+    assert "status=submitted" in page.url and "sort=id" in page.url
+    expect(page.locator("select[name=action]")).to_have_value("reject")
+    expect(page.locator("input[name=scope][value=selected]")).to_be_checked()
+    ticked = page.locator("input[name=ids]:checked")
+    expect(ticked).to_have_count(2)
+    assert {int(box.get_attribute("value")) for box in ticked.all()} == {pairs[0].pk, pairs[2].pk}
+    shot(page, "bulk-refused-1440.png")
+    page.fill("input[name=reason]", "Not subtle")
+    page.click("button.dm-run")
+    page.wait_for_url("**/jobs/*/")
+    assert Job.objects.get(kind=Job.Kind.BULK).title == "Bulk reject: 2 pairs"
