@@ -83,6 +83,7 @@ CHUNK = 2000
 COPY_WINDOW = 256  # rows whose image copies may be in flight at once
 UPLOAD_ATTEMPTS = 4
 UPLOAD_PAUSE = 0.5  # seconds before the second attempt; doubles after each failure
+IMAGE_CHUNK = 1 << 20  # an image is copied (and hashed on the way) in pieces of this many bytes
 SKIPPED_KEPT = 200  # a job row keeps this many skipped items with their reasons (the count is always exact)
 
 
@@ -98,6 +99,11 @@ class ExportTargetTaken(ExportError):
     def __init__(self, message: str, existing: str):
         self.existing = existing
         super().__init__(message)
+
+
+class ImageUnusable(Exception):
+    """An image cannot be exported (its file is unreadable, or its bytes are not the ones recorded when it was
+    stored): the pairs that use it are left out with the reason; the rest of the export goes on."""
 
 
 class ExportGone(NotFound):
@@ -488,41 +494,75 @@ class ImageWriter:
         self.digest_of: dict[int, str] = {}  # image id -> sha256 of its bytes as read (a release keeps it)
         self.written: dict[str, str] = {}  # content sha256 -> exported path
         self.strays: set[str] = set()  # a copy of already exported content, written in a second folder
+        self.failed: dict[int, str] = {}  # image id -> why it cannot be exported
         self.folders_lock = threading.Lock()
         self.folders: set[str] = set()
         self.media = default_storage.location if isinstance(default_storage, FileSystemStorage) else None
 
-    def read(self, name: str) -> bytes:
-        """The bytes of an image file in storage (a plain read for local storage: the common, fast case)."""
+    def open(self, name: str):
+        """An image file in storage, opened for reading (a plain open for local storage: the common, fast case)."""
         if self.media is not None and ".." not in name and not name.startswith("/"):
-            with open(os.path.join(self.media, name), "rb") as file:
-                return file.read()
-        with default_storage.open(name, "rb") as file:
-            return file.read()
+            return open(os.path.join(self.media, name), "rb")
+        return default_storage.open(name, "rb")
 
-    def copy(self, image_id: int, name: str, folder: str, pair_id: int) -> tuple[str, str]:
-        try:
-            data = self.read(name)
-        except (OSError, ClientError, BotoCoreError) as error:
-            raise ExportError(f"pair {pair_id}: image {image_id} file {name!r} cannot be read from storage ({error})")
-        digest = hashlib.sha256(data).hexdigest()
-        path = f"{folder}/{digest[:32]}{os.path.splitext(name)[1].lower() or '.jpg'}"
+    def copy(self, image_id: int, name: str, expected: str, folder: str) -> tuple[str, str]:
+        """Copy one image, hashing the bytes as they stream through (one read); (sha256, exported path). A file that
+        cannot be read, or whose bytes are not the ones recorded when it was stored, raises ImageUnusable."""
         with self.folders_lock:
             if folder not in self.folders:
                 os.makedirs(os.path.join(self.root, folder), exist_ok=True)
                 self.folders.add(folder)
-        with open(os.path.join(self.root, path), "wb") as file:
-            file.write(data)
-        return digest, path
+        part = os.path.join(self.root, folder, f".{image_id}.part")
+        digest = hashlib.sha256()
+        unreadable = f"image {image_id} file {name!r} cannot be read from storage"
+        try:
+            source = self.open(name)
+        except (OSError, ClientError, BotoCoreError) as error:
+            raise ImageUnusable(f"{unreadable} ({error})") from error
+        # A failed write (a full disk) is not the image's fault: it propagates, and the whole export fails.
+        with source, open(part, "wb") as target:
+            while True:
+                try:
+                    chunk = source.read(IMAGE_CHUNK)
+                except (OSError, ClientError, BotoCoreError) as error:
+                    target.close()
+                    os.remove(part)
+                    raise ImageUnusable(f"{unreadable} ({error})") from error
+                if not chunk:
+                    break
+                digest.update(chunk)
+                target.write(chunk)
+        actual = digest.hexdigest()
+        if expected and actual != expected:
+            os.remove(part)
+            raise ImageUnusable(
+                f"image {image_id} file {name!r} is corrupt: its sha256 is {actual}, not the {expected} recorded "
+                "when it was stored"
+            )
+        path = f"{folder}/{actual[:32]}{os.path.splitext(name)[1].lower() or '.jpg'}"
+        os.replace(part, os.path.join(self.root, path))
+        return actual, path
 
-    def submit(self, image_id: int, name: str, source: str, category: str, pair_id: int) -> None:
-        if image_id not in self.path_of and image_id not in self.pending:
+    def submit(self, image_id: int, name: str, expected: str, source: str, category: str) -> None:
+        if image_id not in self.path_of and image_id not in self.pending and image_id not in self.failed:
             # The first pair (in id order) that uses an image decides its folder.
             folder = f"images/{source}/{category}"
-            self.pending[image_id] = self.pool.submit(self.copy, image_id, name, folder, pair_id)
+            self.pending[image_id] = self.pool.submit(self.copy, image_id, name, expected, folder)
+
+    def check(self, image_id: int) -> None:
+        """Wait for a submitted image's copy; raise ImageUnusable (each time it is asked) when it failed."""
+        if image_id in self.failed:
+            raise ImageUnusable(self.failed[image_id])
+        if image_id in self.pending:
+            try:
+                self.pending[image_id].result()
+            except ImageUnusable as problem:
+                del self.pending[image_id]
+                self.failed[image_id] = str(problem)
+                raise
 
     def resolve(self, image_id: int) -> str:
-        """The exported path of a submitted image; call in pair order."""
+        """The exported path of a submitted image that passed `check`; call in pair order."""
         if image_id in self.path_of:
             return self.path_of[image_id]
         digest, path = self.pending.pop(image_id).result()
@@ -538,7 +578,11 @@ class ImageWriter:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
-        for path in self.strays - set(self.written.values()):
+        unused = set(self.strays)
+        for future in self.pending.values():  # copied, but every pair that used it failed (its other image did)
+            if not future.cancelled() and future.exception() is None:
+                unused.add(future.result()[1])
+        for path in unused - set(self.written.values()):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(self.root, path))
 
@@ -681,6 +725,12 @@ def write_export(
         window: deque = deque()  # rows whose images are being copied, in id order; bounded, so memory is too
 
         def write_line(row: dict, split: str, swapped: bool) -> None:
+            try:
+                images.check(row["image_1_id"])
+                images.check(row["image_2_id"])
+            except ImageUnusable as problem:  # this item fails, with the reason; the others are exported
+                plan.skip(row["pk"], str(problem))
+                return
             image_1, image_2 = images.resolve(row["image_1_id"]), images.resolve(row["image_2_id"])
             record = record_of(row, image_1, image_2)
             record_text = json.dumps(record, ensure_ascii=False)
@@ -735,7 +785,11 @@ def write_export(
                     row = swapped_row(row)
                 for n in ("1", "2"):
                     images.submit(
-                        row[f"image_{n}_id"], row[f"image_{n}__file"], row["source"], row["category"], row["pk"]
+                        row[f"image_{n}_id"],
+                        row[f"image_{n}__file"],
+                        row[f"image_{n}__sha256"],
+                        row["source"],
+                        row["category"],
                     )
                 window.append((row, split, swapped))
                 if len(window) > COPY_WINDOW:
@@ -770,6 +824,9 @@ def write_export(
     return {
         "items": sum(totals.values()),
         "splits": totals,
+        # Pass two adds the items whose images could not be exported (unreadable, or not the bytes recorded).
+        "skipped": plan.skipped[:SKIPPED_KEPT],
+        "skipped_count": plan.skipped_count,
         "left_out": [split for split in SPLITS if split not in written],
         "warnings": left_out_warnings(totals),
         "images": image_count,

@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 
 from annotator.export.format import validate_dataset
 from annotator.export.services import MANIFEST, ExportError, ExportOptions, benchmark_export, export_queryset
-from annotator.models import Caption, Pair
+from annotator.models import Caption, Image, Pair
 from annotator.similarity.services import current_fingerprint
 from benchmark.records import FIELDS
 from subtlebench.storage import s3_client
@@ -235,25 +235,42 @@ def test_dry_run_prints_counts_and_skips_and_writes_nothing(tmp_path, capsys):
     assert not (tmp_path / "out").exists() and list(tmp_path.iterdir()) == [tmp_path / "media"]
 
 
-def test_a_failed_export_leaves_the_previous_one_intact(tmp_path):
-    make_pair()
-    export(tmp_path)
-    before = tree_bytes(tmp_path / "out")
+def test_an_unreadable_image_fails_its_item_alone_with_the_reason(tmp_path):
+    kept = make_pair()
     broken = make_pair()
     default_storage.delete(broken.image_2.file.name)
 
-    with pytest.raises(ExportError, match=rf"pair {broken.pk}: image {broken.image_2_id} file .* cannot be read"):
-        export(tmp_path, replace=True)
+    result = export(tmp_path, val_fraction=0)
 
-    assert tree_bytes(tmp_path / "out") == before
+    assert [r["source_id"] for r in all_records(tmp_path / "out")] == [kept.source_id]
+    [skipped] = result["skipped"]
+    assert skipped["pair"] == broken.pk and result["skipped_count"] == 1
+    assert skipped["reason"].startswith(f"image {broken.image_2_id} file '{broken.image_2.file.name}' cannot be read")
+    assert list(validate_dataset(tmp_path / "out")) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["media", "out"]  # no temporary folder left behind
 
 
-def test_the_command_reports_a_failed_export_as_an_error(tmp_path):
-    pair = make_pair()
-    default_storage.delete(pair.image_1.file.name)
-    with pytest.raises(CommandError, match="cannot be read from storage"):
-        call_command("export_benchmark", "--out", str(tmp_path / "out"))
+def test_a_truncated_frame_fails_its_item_with_the_reason_and_the_others_export(tmp_path, capsys):
+    kept = video_with_pairs(2)
+    broken = make_pair()
+    path = Path(default_storage.path(broken.image_1.file.name))
+    recorded = hashlib.sha256(path.read_bytes()).hexdigest()  # as sampling records it, from the bytes it stored
+    Image.objects.filter(pk=broken.image_1_id).update(sha256=recorded)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # a frame cut short on disk
+
+    call_command("export_benchmark", "--out", str(tmp_path / "out"), "--val-fraction", "0")
+
+    output = capsys.readouterr().out
+    reason = (
+        f"skipped pair {broken.pk}: image {broken.image_1_id} file '{broken.image_1.file.name}' is corrupt: "
+        f"its sha256 is {hashlib.sha256(path.read_bytes()).hexdigest()}, not the {recorded} recorded"
+    )
+    assert reason in output and "Exported 2 items" in output and "; 1 skipped." in output
+    assert sorted(r["source_id"] for r in all_records(tmp_path / "out")) == sorted(p.source_id for p in kept)
+    assert list(validate_dataset(tmp_path / "out")) == []
+    exported = {p.name for p in (tmp_path / "out/images").rglob("*") if p.is_file()}
+    assert hashlib.sha256(path.read_bytes()).hexdigest()[:32] + ".jpg" not in exported
+    assert not [p for p in (tmp_path / "out").rglob("*.part")]
 
 
 def test_it_refuses_to_replace_a_folder_that_is_not_an_export(tmp_path):

@@ -104,11 +104,14 @@ def test_the_page_refuses_a_target_that_is_a_path(client_for, coordinator):
     assert "must be a plain name" in response.content.decode() and not Job.objects.exists()
 
 
-def test_a_failed_export_job_records_its_error(coordinator, export_root):
+def test_an_export_job_lists_an_item_whose_image_is_gone_with_the_reason(coordinator, export_root):
+    make_pair()
     pair = make_pair()
     pair.image_1.file.delete(save=False)
     job = finished_export(coordinator, str(export_root / "v1"))
-    assert job.status == Job.Status.FAILED and "cannot be read from storage" in job.errors[-1]
+    assert job.status == Job.Status.SUCCEEDED and job.result["items"] == 1
+    [skipped] = job.result["skipped"]
+    assert skipped["pair"] == pair.pk and "cannot be read from storage" in skipped["reason"]
 
 
 def test_the_history_lists_exports_with_counts_links_and_a_bounded_query_count(
