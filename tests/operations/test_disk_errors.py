@@ -95,6 +95,8 @@ def test_importing_videos_onto_a_full_media_disk_fails_each_video_with_one_line(
     assert Job.objects.get().errors == [line, summary]
     assert Video.objects.get().status == Video.Status.FAILED
     assert Image.objects.count() == 0
+    # The frame cut short by the full disk went with the failure, not 7 hours later with the clean-up.
+    assert [p for p in small_disk.rglob("*") if p.is_file()] == []
 
 
 def test_importing_videos_into_a_read_only_media_folder_says_read_only(h264_video, read_only_disk, settings):
