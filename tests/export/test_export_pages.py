@@ -375,3 +375,16 @@ def test_the_preview_asks_about_replacing_an_earlier_export_at_once(client_for, 
     html = response.content.decode()
     assert "Preview: 1 items" in html and 'id="export-replace"' in html
     assert Job.objects.filter(kind=Job.Kind.EXPORT).count() == 1
+
+
+def test_a_failed_zip_job_retried_zips_the_same_export(coordinator, export_root):
+    from annotator.jobs.services import job_retry
+
+    make_pair()
+    job = finished_export(coordinator, str(export_root / "v1"))
+    zip_job = export_zip_start(job=job, user=coordinator)
+    Job.objects.filter(pk=zip_job.pk).update(status=Job.Status.FAILED)
+    zip_job.refresh_from_db()
+    again = export_zip_run(job_id=job_retry(job=zip_job, user=coordinator).pk)
+    assert again.status == Job.Status.SUCCEEDED and again.result["export_job"] == job.pk
+    assert (export_root / ".zips" / f"{job.result['manifest_sha256']}.zip").is_file()
