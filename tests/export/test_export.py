@@ -520,3 +520,17 @@ def test_a_dry_run_says_what_a_real_run_would_refuse(tmp_path, capsys):
     assert "A real run would stop: " in capsys.readouterr().out
     call_command("export_benchmark", "--out", str(tmp_path / "out"), "--dry-run", "--replace")
     assert "A real run would stop" not in capsys.readouterr().out
+
+
+def test_an_image_gone_from_s3_storage_fails_its_item_alone(tmp_path, s3_storage):
+    kept = make_pair()
+    broken = make_pair()
+    s3_client().delete_object(Bucket=s3_storage, Key=f"media/{broken.image_1.file.name}")
+
+    result = export(tmp_path, val_fraction=0)
+
+    assert [r["source_id"] for r in all_records(tmp_path / "out")] == [kept.source_id]
+    [skipped] = result["skipped"]
+    assert skipped["pair"] == broken.pk and f"image {broken.image_1_id} file" in skipped["reason"]
+    assert "cannot be read from storage" in skipped["reason"]
+    assert list(validate_dataset(tmp_path / "out")) == []
