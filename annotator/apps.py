@@ -22,3 +22,7 @@ class AnnotatorConfig(AppConfig):
         from annotator.releases.services import release_links_register
 
         release_links_register(release_model_runs_section)
+        from annotator.jobs.services import jobs_health_part
+        from subtlebench.health import health_part_register
+
+        health_part_register("jobs", jobs_health_part)

@@ -53,6 +53,7 @@ urlpatterns = [
     path("captions/tasks/<int:task_id>/draft/", views_captions.caption_draft, name="caption-draft"),
     path("captions/tasks/<int:task_id>/submit/", views_captions.caption_submit, name="caption-submit"),
     path("captions/tasks/<int:task_id>/skip/", views_captions.caption_skip, name="caption-skip"),
+    path("captions/tasks/<int:task_id>/release/", views_captions.caption_release, name="caption-release"),
     path("captions/skips/<int:skip_id>/undo/", views_captions.caption_skip_undo, name="caption-skip-undo"),
     path("captions/review/", views_captions.captions_review, name="captions-review"),
     path("captions/<int:caption_id>/review/", views_captions.caption_review, name="caption-review"),

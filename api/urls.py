@@ -62,6 +62,7 @@ urlpatterns = [
     path("captions/tasks/<int:task_id>/draft/", captions.caption_draft_save, name="api-caption-draft"),
     path("captions/tasks/<int:task_id>/submit/", captions.caption_submit, name="api-caption-submit"),
     path("captions/tasks/<int:task_id>/skip/", captions.caption_skip, name="api-caption-skip"),
+    path("captions/tasks/<int:task_id>/release/", captions.caption_release, name="api-caption-release"),
     path("captions/review/", captions.caption_review_queue, name="api-caption-review-queue"),
     path("captions/<int:caption_id>/review/", captions.caption_review, name="api-caption-review"),
     path("captions/<int:caption_id>/choose/", captions.caption_choose, name="api-caption-choose"),

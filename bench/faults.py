@@ -11,6 +11,10 @@ a tiny random DINOv3 activated) and beat (the sweeper every 2 s). Then replays, 
 - PostgreSQL restarted (pg_ctl restart) during a task;
 - an export started through the API with Redis down, and retried with the same Idempotency-Key;
 - every unit of an import delivered twice to two workers on one queue;
+- Redis FLUSHALL with a unit queued (the sweeper finds its message gone and sends it again);
+- Redis out of memory (participants keep joining and answering; /healthz names the broker);
+- beat down (/healthz?deep=1 says so and reports the pending unit that waits; beat back, it is sent);
+- a hostile folder given to import_pairs and validate_benchmark; a video's media lost, then `repair` (issue 25);
 - exports (issue 25): S3 cut mid-upload during `--replace` (a moto server behind a cuttable TCP proxy), a
   corrupted frame, a command-line export SIGKILLed, a zip job's worker SIGKILLed (then the clean-up).
 
@@ -67,6 +71,7 @@ ENV = {
     "MEDIA_ROOT": str(BASE / "media"),
     "IMPORT_ROOTS": str(BASE / "imports"),
     "EXPORT_ROOT": str(BASE / "exports"),
+    "STATIC_ROOT": str(BASE / "static"),  # collected at start: the participant pages (DEBUG off) need the manifest
     # Faults show within seconds: frequent heartbeats, a unit stale after 10 s (an embedding chunk on a busy CPU
     # takes a few seconds between two beats), quick retries, a sweep every 2 s.
     "JOB_HEARTBEAT_SECONDS": "0.2",
@@ -81,6 +86,11 @@ ENV = {
     "DINOV3_DEVICE": "cpu",
     "DINOV3_BATCH_SIZE": "8",
     "LOG_LEVEL": "WARNING",
+    # Beat ticks every second and is stale after 5 s; a queued unit is looked for in the broker after 5 s.
+    "BEAT_TICK_SECONDS": "1",
+    "BEAT_STALE_SECONDS": "5",
+    "JOB_BROKER_CHECK_SECONDS": "5",
+    "HEALTHZ_TOKEN": "bench-faults-healthz",
 }
 os.environ.update(ENV)
 
@@ -154,6 +164,7 @@ def start_instance() -> None:
     localservices.start_postgres()
     localservices.start_redis()
     manage("migrate", "--no-input")
+    manage("collectstatic", "--no-input")
     import django
 
     django.setup()
@@ -474,6 +485,281 @@ def delivered_twice_two_workers() -> None:
     record("every unit delivered twice, two workers on one queue", started, outcome, problems.strip())
 
 
+def healthz(deep: bool = False) -> tuple[int, dict]:
+    headers = {"Authorization": f"Bearer {ENV['HEALTHZ_TOKEN']}"} if deep else {}
+    url = f"http://127.0.0.1:{WEB_PORT}/healthz" + ("?deep=1" if deep else "")
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def flushall_with_a_queued_unit() -> None:
+    started = time.monotonic()
+    stop("cpu")  # no worker on `default`: the unit's message waits in Redis
+    job = import_job(videos("fa", 1, seconds=4), every=0.5)
+    unit = job.tasks.get()
+    wait(lambda: unit.refresh_from_db() or unit.status == "queued", 30, "the unit to be queued")
+    redis_client().flushall()
+    flushed = time.monotonic()
+    worker("cpu")
+    wait(lambda: ended(job), 120, "the import after FLUSHALL")
+    recovered = time.monotonic() - flushed
+    unit.refresh_from_db()
+    problems = sampled_as_expected(job, 8)
+    if (unit.sends, unit.attempts) != (2, 1) or "the broker lost it" not in unit.error:
+        problems += f" unit sent {unit.sends}x, claimed {unit.attempts}x, error {unit.error!r}"
+    outcome = f"{job.status} {recovered:.0f} s after FLUSHALL (worker start included): unit sent again by the sweep, "
+    outcome += f"sent {unit.sends}x, run {unit.attempts}x"
+    record("FLUSHALL with a queued unit", started, outcome, problems.strip())
+
+
+def redis_client():
+    import redis
+
+    return redis.Redis.from_url(ENV["CELERY_BROKER_URL"])
+
+
+def participant_flow(study) -> tuple[int, list[int]]:
+    """Through gunicorn: the open link, consent, then every item (its images) answered through the participant
+    API. The answers recorded and every status code that was not a success."""
+    import re
+
+    import requests
+
+    from evaluation import participation
+    from tests.factories import DESKTOP_WINDOW
+
+    base = f"http://127.0.0.1:{WEB_PORT}"
+    browser = requests.Session()
+    failures = []
+    page = browser.get(f"{base}/p/open/{study.open_token}/", timeout=30)
+    if page.status_code != 200:
+        return 0, [page.status_code]
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    form = {"agree": "yes", "PROLIFIC_PID": f"oom{time.monotonic_ns()}", "csrfmiddlewaretoken": token, **DESKTOP_WINDOW}
+    joined = browser.post(f"{base}/p/open/{study.open_token}/consent/", form, allow_redirects=False, timeout=30)
+    if joined.status_code != 302:
+        return 0, [joined.status_code]
+    participant = study.participants.order_by("-pk").first()
+    while (practice := participation.participant_next_practice(participant=participant)) is not None:
+        participation.assignment_answer(participant=participant, token=practice.token, position=1)
+    recorded = 0
+    for _ in range(20):
+        item = browser.get(f"{base}/api/p/{participant.token}/item/", timeout=30)
+        if item.status_code != 200:
+            failures.append(item.status_code)
+            break
+        if item.json()["done"]:
+            break
+        for url in item.json()["images"]:
+            image = browser.get(url, timeout=30)
+            if image.status_code != 200:
+                failures.append(image.status_code)
+        path = f"{base}/api/p/{participant.token}/item/{item.json()['item']}/answer/"
+        answer = browser.post(path, json={"option": 1}, timeout=30)
+        if answer.status_code != 200:
+            failures.append(answer.status_code)
+            break
+        recorded += answer.json()["recorded"]
+    return recorded, failures
+
+
+def redis_out_of_memory() -> None:
+    started = time.monotonic()
+    from evaluation import studies
+    from tests.factories import make_pair
+
+    for _ in range(3):
+        make_pair()
+    study = studies.study_create(name=f"OOM {time.monotonic_ns()}", fraction=1, practice_count=0, open_cap=10)
+    client = redis_client()
+    client.mset({f"ballast:{number}": b"x" * 1000 for number in range(300)})
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", "1mb")
+    try:
+        refused = False
+        try:
+            client.set("bench-probe", "1")
+        except Exception:  # redis.exceptions.OutOfMemoryError
+            refused = True
+        recorded, failures = participant_flow(study)
+        plain, shallow = healthz()
+        _, detailed = healthz(deep=True)
+    finally:
+        client.config_set("maxmemory", "0")
+        client.delete(*[f"ballast:{number}" for number in range(300)])
+    broker = detailed.get("parts", {}).get("broker", {})
+    problems = []
+    if not refused:
+        problems.append("Redis took a write over maxmemory")
+    if recorded != 3 or failures:
+        problems.append(f"{recorded} answers recorded, failed answers {failures}")
+    if plain != 503 or shallow.get("parts", {}).get("broker", {}).get("status") != "down":
+        problems.append(f"/healthz {plain} {shallow}")
+    down = [name for name, state in detailed.get("parts", {}).items() if state.get("status") == "down"]
+    outcome = f"participant joined and answered {recorded}/3 (images served); /healthz {plain}, down: "
+    outcome += f"{', '.join(down)}: {broker.get('detail', '')}"
+    record("Redis out of memory (maxmemory 1mb, noeviction)", started, outcome, "; ".join(problems))
+
+
+def beat_down() -> None:
+    started = time.monotonic()
+    stop("beat")
+    localservices.stop(["redis"])
+    wait(lambda: not localservices.port_open(REDIS_PORT), 30, "Redis to stop")
+    status, body = api("POST", "/api/exports/start/", {"target": "bench-beat"})
+    localservices.start_redis()
+    problems = [] if status == 202 else [f"export answered {status} {body}"]
+    job = job_row(body["id"])
+
+    def reported():
+        _, health = healthz(deep=True)
+        parts = health.get("parts", {})
+        if parts.get("beat", {}).get("status") == "degraded" and parts.get("jobs", {}).get("pending_waiting"):
+            return parts
+
+    parts = wait(reported, 60, "/healthz?deep=1 to report beat down and the pending unit")
+    unit = job.tasks.get()
+    waited = unit.status == "pending" and job.is_active
+    spawn("beat", sys.executable, "-m", "celery", "-A", "subtlebench", "beat", "-s", str(BASE / "beat-schedule"))
+    back = time.monotonic()
+    wait(lambda: ended(job), 120, "the export once beat was back")
+    if not waited or job.status != "succeeded":
+        problems.append(f"unit {unit.status} while beat was down, export {job.status} {job.errors}")
+    beat_age = parts["beat"]["last_tick_seconds_ago"]
+    looks_down = "beat looks down" in parts["jobs"]["detail"]
+    outcome = f"deep /healthz: beat degraded (last tick {beat_age:.0f} s ago), jobs degraded "
+    outcome += f"({parts['jobs']['pending_waiting']} unit pending, 'beat looks down': {looks_down}); "
+    outcome += f"export {job.status} {time.monotonic() - back:.0f} s after beat came back"
+    if not looks_down:
+        problems.append("the jobs part does not say beat looks down")
+    record("beat down", started, outcome, "; ".join(problems))
+
+
+# --- Issue 25 (Faults II), item 9: hostile import folders; item 10: repair after lost media ----------------------
+
+
+def hostile_folder() -> tuple[Path, list[str]]:
+    """A dataset folder under the import root with one hostile case per line, and the 'file:line' each must name."""
+    import io
+
+    from PIL import Image as PILImage
+
+    from benchmark.records import build_record
+    from tests.factories import jpeg_bytes
+
+    root = BASE / "imports" / "hostile"
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    outside = BASE / "outside.jpg"
+    outside.write_bytes(jpeg_bytes(1))
+
+    def item(n: int) -> bytes:
+        for side in "ab":
+            (root / f"images/{n}_{side}.jpg").write_bytes(jpeg_bytes(n + (side == "b")))
+        question = "What was added to the shelf in the second image?"
+        fields = dict(question=question, answer="a car", distractors=["a tree"])
+        record = build_record(image_1=f"images/{n}_a.jpg", image_2=f"images/{n}_b.jpg", caption=None, **fields,
+                              category="existence", domain="aerial", source="hostile", source_id=str(n))  # fmt: skip
+        return json.dumps(record).encode()
+
+    lines = [item(n) for n in range(1, 8)]
+    lines[1] = item(2).replace(b"a car", b"a caf\xe9")  # line 2: Latin-1, not UTF-8
+    lines[2] = b"[" * 200_000 + b"]" * 200_000  # line 3: 200k deep
+    bomb = io.BytesIO()
+    PILImage.new("1", (15000, 15000)).save(bomb, "PNG")
+    (root / "images/4_a.jpg").write_bytes(bomb.getvalue())  # line 4: a 15000x15000 PNG of a few kB
+    (root / "images/5_a.jpg").unlink()
+    (root / "images/5_a.jpg").symlink_to(outside)  # line 5: a link out of IMPORT_ROOTS
+    (root / "images/6_a.jpg").write_bytes(jpeg_bytes(6)[:300])  # line 6: cut short
+    (root / "data").mkdir(exist_ok=True)
+    (root / "data/test.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    return root, [f"data/test.jsonl:{n}" for n in (2, 3, 4, 5, 6)]
+
+
+def hostile_import_folder() -> None:
+    started = time.monotonic()
+    from annotator.models import Image, Pair
+
+    root, expected = hostile_folder()
+    counts = (Pair.objects.count(), Image.objects.count())
+    problems = []
+    for command in ("import_pairs", "validate_benchmark"):
+        done = subprocess.run(
+            [sys.executable, "manage.py", command, str(root)], cwd=ROOT, capture_output=True, text=True, timeout=300
+        )
+        printed = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("data/")]
+        named = sorted({line.split(": ")[0] for line in printed})
+        if done.returncode != 1 or "Traceback" in done.stderr or named != expected or len(printed) != len(expected):
+            problems.append(f"{command}: exit {done.returncode}, named {named}, {done.stderr[-300:]!r}")
+    if (Pair.objects.count(), Image.objects.count()) != counts:
+        problems.append("rows were imported")
+    outcome = "import_pairs and validate_benchmark: exit 1, one line per case naming lines 2-6, no traceback, no row"
+    record("hostile import folder (non-UTF-8, 200k deep, 15000x15000 PNG, link out, cut short)", started, outcome,
+           "; ".join(problems))  # fmt: skip
+
+
+def lost_media_repair() -> None:
+    started = time.monotonic()
+    from django.utils import timezone
+
+    from annotator.models import Frame, Image, Job, Pair, Video
+
+    folder = videos("lm", 1, seconds=6)
+    manage("import_videos", str(folder), "--sync", "--every", "1")
+    video = Video.objects.get(yt8m_id="lm0")
+    frames = list(video.frames.order_by("index", "pk"))
+    now = timezone.now()
+    Pair.objects.bulk_create(
+        Pair(image_1=a.image, image_2=b.image, video=video, category="temporal", domain="natural", source="yt8m",
+             source_id=f"lm0_{a.index}_{b.index}", question="Which image was taken later?", answer="second image",
+             distractors=["first image"], status="accepted", submitted_at=now, decided_at=now)
+        for a, b in zip(frames, frames[1:], strict=False)
+    )  # fmt: skip
+
+    def state() -> tuple:
+        return (
+            list(Frame.objects.filter(video=video).order_by("index", "pk").values_list("pk", "pts", "image_id")),
+            list(Image.objects.filter(frame__video=video).order_by("pk").values_list("file", "thumbnail", "sha256")),
+            list(Pair.objects.filter(video=video).order_by("pk").values_list("pk", "image_1_id", "image_2_id")),
+        )
+
+    before = state()
+    shutil.rmtree(BASE / "media" / "frames" / "lm0")  # the media bucket lost this video's files
+    last = Job.objects.order_by("-pk").first().pk
+    manage("repair")  # queued: the real worker samples again and verifies
+    job = wait(lambda: (j := jobs_after(last, "import").first()) and ended(j), 120, "the repair job")
+    video.refresh_from_db()
+    import hashlib
+
+    media = BASE / "media"
+    hashes_ok = all(hashlib.sha256((media / f).read_bytes()).hexdigest() == sha for f, _, sha in before[1])
+    problems = []
+    if (job.status, video.status, state(), hashes_ok) != ("succeeded", "sampled", before, True):
+        problems.append(f"job {job.status} {job.errors}, video {video.status}, rows kept {state() == before}")
+    if not all((media / name).is_file() for f, t, _ in before[1] for name in (f, t)):
+        problems.append("files not all back")
+    # Then the source is replaced by another file and the media lost again: refused, nothing changed.
+    shutil.rmtree(media / "frames" / "lm0")
+    from demo.videos import panning_frames, write_video
+
+    write_video(folder / "lm0.mp4", panning_frames((640, 360), 5, 25, seed=99))
+    last = job.pk
+    manage("repair")
+    refused = wait(lambda: (j := jobs_after(last, "import").first()) and ended(j), 120, "the second repair job")
+    video.refresh_from_db()
+    if video.status != "missing" or "nothing was changed" not in video.error or state() != before:
+        problems.append(f"changed source: video {video.status} {video.error[:200]!r}, rows kept {state() == before}")
+    if (media / "frames" / "lm0").exists() and any((media / "frames" / "lm0").rglob("*.jpg")):
+        problems.append("changed source: files written")
+    outcome = (
+        f"{len(frames)} frames restored under their names, sha256 verified, {len(frames) - 1} pairs kept "
+        f"({job.status}); source replaced: refused, video stays missing, nothing changed (job {refused.status})"
+    )
+    record("media lost, then repair (and again with the source replaced)", started, outcome, "; ".join(problems))
+
+
 # --- Exports and clean-up (issue 25) ------------------------------------------------------------------------------
 
 
@@ -701,6 +987,11 @@ FAULTS = [
     postgres_restarted_mid_task,
     export_with_redis_down,
     delivered_twice_two_workers,
+    flushall_with_a_queued_unit,
+    redis_out_of_memory,
+    beat_down,
+    hostile_import_folder,  # issue 25
+    lost_media_repair,  # issue 25
     s3_cut_during_replace,
     corrupted_frame,
     kill_cli_export,

@@ -185,8 +185,11 @@ def content_problems(record: dict) -> list[str]:
 
 
 def image_path_problem(path: str) -> str | None:
-    """Why a path cannot name a file of the folder (absolute, with '..', with a backslash), or None."""
+    """Why a path cannot name a file of the folder (absolute, with '..', with a backslash, with a control character
+    such as NUL, which no file name holds), or None."""
     pure = PurePosixPath(path)
     if not path or pure.is_absolute() or ".." in pure.parts or "\\" in path:
         return f"image path {path!r} must be relative to the dataset folder, without '..'"
+    if any(ord(character) < 32 or ord(character) == 127 for character in path):
+        return f"image path {path!r} holds a control character"
     return None

@@ -120,8 +120,9 @@ class Study(models.Model):
         default=0, help_text="Open-link arrivals told that no item was left for them (once per browser session)."
     )
     # Participants' screens and texts (issue 12, items 5 and 7).
+    # 360: phones are admitted by default (the participant pages work from 360 px wide, issue 26).
     min_viewport_width = models.PositiveIntegerField(
-        default=1024, help_text="Narrowest browser window (CSS px) admitted at consent; 0: any."
+        default=360, help_text="Narrowest browser window (CSS px) admitted at consent; 0: any."
     )
     min_viewport_height = models.PositiveIntegerField(
         default=0, help_text="Lowest browser window (CSS px) admitted at consent; 0: any."

@@ -11,10 +11,11 @@ from benchmark.apportion import apportion_sizes, exact, round_half_up
 
 ROUNDING_RULE = (
     "Stratified by category, and by domain within each category. The sample size is round(fraction × pool), "
-    "halves rounded up. Each category gets its share rounded down, but at least one item; the places left go "
-    "one each to the categories with the largest remainders. Each category's items are then split over its "
-    "domains the same way, without the minimum of one. Equal remainders go in the order of a hash of the "
-    "study's seed and the category (or domain), sha256(f'{seed}:{name}'), so that no category always wins a "
+    "halves rounded up, but never fewer than one item per category in the pool (so a small pool may draw more: "
+    "10% of 13 items in 7 categories draws 7). Each category gets its share rounded down, but at least one item; "
+    "the places left go one each to the categories with the largest remainders. Each category's items are then "
+    "split over its domains the same way, without the minimum of one. Equal remainders go in the order of a hash "
+    "of the study's seed and the category (or domain), sha256(f'{seed}:{name}'), so that no category always wins a "
     "tie. The pool leaves out every pair that is a practice item in any study; practice items are drawn from those "
     "first, then from the rest less every pair scored (or used as an attention check) in any study. Within a "
     "category × domain "

@@ -216,6 +216,52 @@ def study_create(
     return study
 
 
+def participants_admitted(*, items: int, raters_per_item: int, items_per_participant: int) -> int:
+    """How many participants a study's settings give work to: its items times their raters are the places, and
+    each session takes `items_per_participant` of them (0: every item, once), the last one perhaps fewer. Attention
+    checks are leased with the scored items and change nothing here."""
+    if items <= 0:
+        return 0
+    each = items if items_per_participant <= 0 else min(items_per_participant, items)
+    return -(-items * raters_per_item // each)  # ceiling: the last session takes what is left
+
+
+def study_plan(
+    *,
+    release: Release | None,
+    split: str = "test",
+    fraction: float,
+    seed: int,
+    categories=(),
+    domains=(),
+    raters_per_item: int = 1,
+    items_per_participant: int = 0,
+    invites: int = 0,
+) -> dict:
+    """What `study_create` would draw with these settings, drawn nothing: the pool, the scored items and how many
+    participants they admit, with a warning when the invites outnumber them (issue 26: told before anyone is
+    invited). The same pool and the same apportionment as the draw itself."""
+    practised = practice_pair_ids()
+    drawable = _candidates(release=release, split=split or "test", categories=categories, domains=domains)
+    sizes: dict[tuple[str, str], int] = {}
+    for row in drawable.values():
+        if row[0] not in practised:
+            sizes[(row[2], row[3])] = sizes.get((row[2], row[3]), 0) + 1
+    items = sum(sampling.allocate(sizes, fraction, seed).values()) if sizes and 0 < fraction <= 1 else 0
+    admitted = participants_admitted(
+        items=items, raters_per_item=raters_per_item, items_per_participant=items_per_participant
+    )
+    warning = ""
+    if invites > admitted:
+        unused = invites - admitted
+        warning = (
+            f"{invites} invite links, but these settings admit {admitted} participant{'s' if admitted != 1 else ''}: "
+            f"{unused} link{'s' if unused != 1 else ''} would find nothing left. Give each fewer items, more raters "
+            "per item, or fewer links."
+        )
+    return {"pool": sum(sizes.values()), "items": items, "admitted": admitted, "invites": invites, "warning": warning}
+
+
 def participant_page_fields(**values) -> dict:
     """The participant-page settings of a new study, checked; None and blank texts keep the model's defaults."""
     fields = {}

@@ -10,6 +10,7 @@ from evaluation import release_report, views
 urlpatterns = [
     path("studies/", views.study_list, name="study-list"),
     path("studies/create/", views.study_create, name="study-create"),
+    path("studies/plan/", views.study_plan, name="study-plan"),
     path("studies/<int:pk>/", views.study_detail, name="study-detail"),
     path("studies/<int:pk>/invites/", views.invite_list, name="study-invites"),
     path("studies/<int:pk>/invites/create/", views.invite_create, name="study-invite-create"),

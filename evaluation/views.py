@@ -57,7 +57,7 @@ class StudyForm(forms.Form):
 
     practice_count = forms.IntegerField(initial=3, min_value=0, max_value=20, label="Practice items")
     items_per_participant = forms.IntegerField(initial=0, min_value=0, max_value=100000, label="Items each (0: all)")
-    invites = forms.IntegerField(initial=5, min_value=0, max_value=studies.INVITES_MAX, label="Invite links")
+    invites = forms.IntegerField(initial=1, min_value=0, max_value=studies.INVITES_MAX, label="Invite links")
     open_cap = forms.IntegerField(initial=0, min_value=0, max_value=100000, label="Open-link cap (0: none)")
     redirect_url = forms.URLField(required=False, max_length=200, assume_scheme="https", label="Redirect URL when done")
     session_minutes = forms.IntegerField(
@@ -86,7 +86,11 @@ class StudyForm(forms.Form):
 
     # What participants see (issue 12): the smallest window admitted, and the texts of the first page.
     min_viewport_width = forms.IntegerField(
-        initial=1024, min_value=0, max_value=10000, required=False, label="Smallest window width, px (0: any)"
+        initial=Study._meta.get_field("min_viewport_width").default,
+        min_value=0,
+        max_value=10000,
+        required=False,
+        label="Smallest window width, px (0: any)",
     )
     min_viewport_height = forms.IntegerField(
         initial=0, min_value=0, max_value=10000, required=False, label="Smallest window height, px (0: any)"
@@ -173,10 +177,50 @@ def study_create(request):
     except Invalid as error:
         return redirect_refused_form(request, reverse("study-list"), form, error)
     messages.success(request, f"Study drawn: {study.items.scored().count()} items from a pool of {study.pool_size}.")
+    invites = form.cleaned_data["invites"]
+    admitted = studies.participants_admitted(
+        items=study.items.scored().count(),
+        raters_per_item=study.raters_per_item,
+        items_per_participant=study.items_per_participant,
+    )
+    if invites > admitted:
+        messages.warning(
+            request,
+            f"{invites} invite links, but the study admits {admitted} participant{'s' if admitted != 1 else ''}: "
+            f"{invites - admitted} link{'s' if invites - admitted != 1 else ''} will find nothing left.",
+        )
     public = reports.public_items(study)
     if public["warning"]:  # told before the first participant is invited, and on the dashboard from then on
         messages.warning(request, public["warning"])
     return redirect("study-detail", study.pk)
+
+
+PLAN_FIELDS = (
+    "release",
+    "split",
+    "fraction",
+    "seed",
+    "categories",
+    "domains",
+    "raters_per_item",
+    "items_per_participant",
+    "invites",
+)
+
+
+@role_required(COORDINATOR)
+@require_GET
+def study_plan(request):
+    """The new-study form's live summary (htmx): how many items the settings draw and how many participants they
+    admit, with a warning when the invite links outnumber them. Fields not (yet) valid leave the summary out."""
+    form = StudyForm(request.GET)
+    form.is_valid()
+    data = form.cleaned_data
+    plan = None
+    if all(name in data for name in PLAN_FIELDS):
+        plan = studies.study_plan(**{name: data[name] for name in PLAN_FIELDS})
+        plan["raters_per_item"], plan["items_per_participant"] = data["raters_per_item"], data["items_per_participant"]
+    return render(request, "evaluation/_study_plan.html", {"plan": plan})
 
 
 @role_required(COORDINATOR)

@@ -1,14 +1,17 @@
 """The Celery application: Redis broker, tasks discovered in each workflow package's tasks.py.
 
 Also the Redis transport the app uses (settings CELERY_BROKER_TRANSPORT), with which a worker survives losing
-Redis while a task is in flight.
+Redis while a task is in flight, and beat's scheduler (settings CELERY_BEAT_SCHEDULER), which records beat's ticks.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 
 from celery import Celery
+from celery.beat import PersistentScheduler
 from kombu.transport import redis
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "subtlebench.settings")
@@ -48,6 +51,37 @@ class RedisChannel(redis.Channel):
 
 class RedisTransport(redis.Transport):
     Channel = RedisChannel
+
+
+class BeatScheduler(PersistentScheduler):
+    """Celery beat's default scheduler, which also records that beat is alive (subtlebench.models.Tick "beat") at
+    most every BEAT_TICK_SECONDS, waking at least that often to do so. /healthz and the jobs page read the tick: a
+    beat that is down sends no sweep, so pending units would wait with nothing said."""
+
+    recorded_at = 0.0
+
+    def tick(self, *args, **kwargs):
+        from django.conf import settings
+
+        interval = super().tick(*args, **kwargs)
+        if time.monotonic() - self.recorded_at >= settings.BEAT_TICK_SECONDS:
+            self.recorded_at = time.monotonic()
+            beat_tick_record()
+        return min(interval, settings.BEAT_TICK_SECONDS)
+
+
+def beat_tick_record() -> None:
+    """Record beat's tick; a database that is away is logged, never fatal to beat (it ticks again later)."""
+    from django.db import DatabaseError, close_old_connections, connection
+
+    from subtlebench.models import Tick
+
+    close_old_connections()
+    try:
+        Tick.record(Tick.BEAT)
+    except DatabaseError as error:
+        logging.getLogger(__name__).warning("beat's tick not recorded: the database is away (%s)", error)
+        connection.close()
 
 
 app = Celery("subtlebench")

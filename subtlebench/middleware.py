@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.http import Http404
 from django.shortcuts import render
+from django.utils.cache import add_never_cache_headers
 
 from subtlebench.errors import Invalid
 from subtlebench.pages import error_response
@@ -48,3 +49,20 @@ def invalid_request(request, error: Invalid):
     return error_response(
         request, error, page=lambda message: render(request, "400.html", {"message": message}, status=400)
     )
+
+
+class NoStoreMiddleware:
+    """Every answer of a view that says nothing of caching is never cached (issue 26): a page carries state that
+    changes while it is away (a draft saved since, a queue, a table), and Back must not show the copy the browser kept
+    (a stale draft, restored and then saved over the newer one). Views that may be cached say so (`media`: a frame
+    never changes under its name); static files are WhiteNoise's, answered before this. `static/js/fresh.js` reloads a
+    page the browser restores from its back/forward cache."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if not response.has_header("Cache-Control"):
+            add_never_cache_headers(response)
+        return response

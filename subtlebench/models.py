@@ -57,3 +57,30 @@ class ApiToken(models.Model):
         if self.expires is not None and self.expires <= timezone.now():
             return "expired"
         return "active"
+
+
+class Tick(models.Model):
+    """When a periodic process last showed it is alive: beat's scheduler ("beat"), the job sweeper ("sweep"). In the
+    database, not Redis: a broker that lost its data must not also lose the evidence of who was running."""
+
+    BEAT = "beat"
+    SWEEP = "sweep"
+
+    name = models.CharField(max_length=50, primary_key=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return f"{self.name} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+    @classmethod
+    def record(cls, name: str, now=None) -> None:
+        cls.objects.update_or_create(name=name, defaults={"at": now or timezone.now()})
+
+    @classmethod
+    def age(cls, name: str, now=None) -> float | None:
+        """Seconds since the last tick of `name`; None when it never ticked."""
+        at = cls.objects.filter(name=name).values_list("at", flat=True).first()
+        return None if at is None else ((now or timezone.now()) - at).total_seconds()

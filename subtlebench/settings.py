@@ -93,6 +93,7 @@ if DEBUG:
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "subtlebench.middleware.NoStoreMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -192,6 +193,12 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024**2
 # Folders that imports (videos, manifests, pair datasets) may read from.
 IMPORT_ROOTS = [Path(p).resolve() for p in envpaths("IMPORT_ROOTS", str(VAR_DIR / "imports"))]
 
+# --- Limits on what an imported or validated folder may hold (issue 25): checked before anything is decoded, so a
+# hostile file is one clear error, never a traceback or a process out of memory.
+IMPORT_MAX_IMAGE_PIXELS = envint("IMPORT_MAX_IMAGE_PIXELS", str(100_000_000))  # width x height, read from the header
+IMPORT_MAX_IMAGE_BYTES = envint("IMPORT_MAX_IMAGE_BYTES", str(50 * 1024**2))
+IMPORT_MAX_LINE_BYTES = envint("IMPORT_MAX_LINE_BYTES", str(1024**2))  # one line of a .jsonl, a manifest or a card
+
 # Frame sampling.
 FRAME_MAX_SIDE = envint("FRAME_MAX_SIDE", "1920")  # 1080p sources keep their detail
 THUMBNAIL_MAX_SIDE = envint("THUMBNAIL_MAX_SIDE", "240")
@@ -245,6 +252,16 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # is back (cancelling would requeue it to start over, after the visibility timeout).
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BEAT_SCHEDULE: dict = {}
+# --- Beat's tick and the broker check of queued units (issue 25) ---
+# Beat records that it is alive every BEAT_TICK_SECONDS (subtlebench.celery.BeatScheduler); /healthz?deep=1 and the
+# jobs page call beat down once its last tick is older than BEAT_STALE_SECONDS.
+CELERY_BEAT_SCHEDULER = "subtlebench.celery:BeatScheduler"
+BEAT_TICK_SECONDS = envfloat("BEAT_TICK_SECONDS", "15")
+BEAT_STALE_SECONDS = envfloat("BEAT_STALE_SECONDS", "180")
+# A queued unit no worker started within JOB_BROKER_CHECK_SECONDS is looked for in the broker (its queue lists and
+# the unacknowledged set) by each sweep, and sent again when its message is in neither (a broker wiped or restarted
+# empty). At once, whatever its age, when the broker lost the sweeper's marker key (FLUSHALL, restart without data).
+JOB_BROKER_CHECK_SECONDS = envfloat("JOB_BROKER_CHECK_SECONDS", "30")
 # Jobs: a running task beats its unit's heartbeat every JOB_HEARTBEAT_SECONDS; a unit silent for JOB_STALE_SECONDS
 # lost its worker and is requeued by the sweeper (every JOB_SWEEP_SECONDS), up to JOB_MAX_ATTEMPTS claims, then
 # failed with the reason. A unit the broker accepted but no worker started within JOB_LOST_SECONDS is sent again.
@@ -367,9 +384,25 @@ CONTENT_SECURITY_POLICY = {
 
 # Caches: DRF's throttles count requests here, shared by every web worker process (Redis, like the broker).
 CACHE_URL = os.getenv("CACHE_URL", CELERY_BROKER_URL)
+# --- Fail-open cache (issue 25) ---
+# The cache fails open (subtlebench.cache): with Redis down or out of memory a read misses, a write is dropped and the
+# throttles let requests through; after a failure it is not asked for CACHE_RETRY_SECONDS. Short socket timeouts: a
+# Redis that hangs must not hang a participant's request.
+CACHE_RETRY_SECONDS = envfloat("CACHE_RETRY_SECONDS", "5")
 CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL, "KEY_PREFIX": "cache"}
+    "default": {
+        "BACKEND": "subtlebench.cache.FailOpenRedisCache",
+        "LOCATION": CACHE_URL,
+        "KEY_PREFIX": "cache",
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+    }
 }
+# --- The health check (issue 25) ---
+# /healthz?deep=1 (beat, workers per queue, storage, waiting job units, with details) answers staff users and callers
+# sending `Authorization: Bearer <HEALTHZ_TOKEN>` (unset: staff only); the plain /healthz is open and says no more
+# than "ok"/"down" per part. Workers are asked with a broadcast that waits HEALTH_WORKER_TIMEOUT_SECONDS for replies.
+HEALTHZ_TOKEN = os.getenv("HEALTHZ_TOKEN", "")
+HEALTH_WORKER_TIMEOUT_SECONDS = envfloat("HEALTH_WORKER_TIMEOUT_SECONDS", "1")
 
 # API tokens (account page, /api/tokens/): every token expires. The expiry a token gets when none is asked for (a
 # token from before expiries were required expires this long after it was made), and the longest.

@@ -1,5 +1,6 @@
 """Throttles of the endpoints that need no login (participants of studies): per client address, counted in the
-cache (Redis, shared by every web process), at the rates of REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]."""
+cache (Redis, shared by every web process), at the rates of REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]. The cache
+fails open (subtlebench.cache): with Redis down or out of memory every request is let through, never refused."""
 
 from __future__ import annotations
 

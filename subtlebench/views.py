@@ -3,6 +3,7 @@ lockout, and the account's API tokens."""
 
 from __future__ import annotations
 
+import hmac
 import mimetypes
 import sys
 
@@ -10,7 +11,7 @@ from axes.helpers import get_cool_off
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.files.storage import default_storage
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -20,6 +21,7 @@ from django.views import defaults
 from django.views.decorators.http import require_GET, require_http_methods
 
 from subtlebench.errors import Invalid, NotFound, ServiceError, dependency_unavailable, error_body
+from subtlebench.health import DOWN, health_log, health_parts, overall
 from subtlebench.models import ApiToken
 from subtlebench.pages import carried, error_response, post_only, redirect_refused
 from subtlebench.roles import roles_of
@@ -28,39 +30,37 @@ from subtlebench.tokens import api_token_create, api_token_revoke
 
 @require_GET
 def healthz(request):
-    """200 "ok" when the database and the broker answer; 503 with one line per dependency when either does not."""
-    checks = {"database": _database_problem(), "broker": _broker_problem()}
-    if not any(checks.values()):
-        return HttpResponse("ok", content_type="text/plain")
-    lines = [f"{name}: {problem or 'ok'}" for name, problem in checks.items()]
-    return HttpResponse("unavailable\n" + "\n".join(lines) + "\n", status=503, content_type="text/plain")
+    """JSON: the overall status and one per part; 503 when the database or the broker is down.
+
+    The plain check (for load balancers) asks only those two and says "ok"/"down" per part. `?deep=1` adds beat,
+    the workers per queue, the storage and the waiting job units, with details (host names, errors): for staff and
+    for callers with the HEALTHZ_TOKEN, 403 for anyone else (subtlebench.health)."""
+    deep = request.GET.get("deep", "") not in ("", "0")
+    allowed = _health_details_allowed(request)
+    if deep and not allowed:
+        body = {
+            "detail": "The deep health check needs a staff login or the HEALTHZ_TOKEN (Authorization: Bearer).",
+            "errors": {},
+        }
+        return JsonResponse(body, status=403)
+    parts = health_parts(deep=deep)
+    if deep:
+        health_log(parts)
+    if not allowed:
+        parts = {name: {"status": state["status"]} for name, state in parts.items()}
+    status = overall(parts)
+    return JsonResponse({"status": status, "parts": parts}, status=503 if status == DOWN else 200)
 
 
-def _database_problem() -> str:
+def _health_details_allowed(request) -> bool:
+    token = settings.HEALTHZ_TOKEN
+    sent = request.headers.get("Authorization", "")
+    if token and sent.startswith("Bearer ") and hmac.compare_digest(sent[len("Bearer ") :].encode(), token.encode()):
+        return True
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-    except DatabaseError as error:
-        return f"unreachable ({_first_line(error)})"
-    return ""
-
-
-def _broker_problem() -> str:
-    import redis
-
-    # A short timeout: a load balancer's health check must not hang on a broker that swallows packets.
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=2, socket_timeout=2)
-    try:
-        client.ping()
-    except redis.RedisError as error:
-        return f"unreachable ({_first_line(error)})"
-    finally:
-        client.close()
-    return ""
-
-
-def _first_line(error: Exception) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return bool(request.user.is_authenticated and request.user.is_staff)
+    except DatabaseError:  # the session lives in the database, which is down: no details, the parts say why
+        return False
 
 
 def server_error(request):

@@ -308,6 +308,18 @@ def caption_task_skip(*, task_id: int, user, reason: str) -> CaptionSkip:
 
 
 @transaction.atomic
+def caption_task_release(*, task_id: int, user, text: str | None = None) -> CaptionTask:
+    """Stop for now: the lease ends and the task is open to anyone again. This user's draft is kept, with `text`
+    (what the page holds, perhaps newer than its last autosave) when it is given and the task is still theirs.
+    A task this user no longer holds is left as it is."""
+    task = CaptionTask.objects.select_for_update().get(pk=task_id)
+    if text and task.lease_holder_id == user.pk and task.status == CaptionTask.Status.OPEN:
+        caption_draft_save(task_id=task.pk, user=user, text=text)
+    lease_release(row=task, user=user)
+    return task
+
+
+@transaction.atomic
 def caption_skip_undo(*, skip_id: int, user) -> CaptionTask:
     """Take back a skip: the task is offered to its skipper again (if it is still open). Only the skipper may."""
     skip = CaptionSkip.objects.select_for_update().select_related("task").filter(pk=skip_id).first()

@@ -255,8 +255,24 @@ def caption_skip(request, task_id: int):
         return error_response(request, error, back_to="captions-work")
     except Invalid as error:
         return redirect_refused(request, task_url(task), data={"text": request.POST.get("text")}, error=error)
-    messages.success(request, "Skipped.")
+    if request.POST.get("then") == "stop":
+        messages.success(request, f"Skipped pair {task.pair_id}. You hold no caption task now; undo the skip below.")
+        return redirect("captions-work")
+    messages.success(request, f"Skipped pair {task.pair_id} (undo it on the captions work page).")
     return _lease_and_go(request)
+
+
+@role_required(ANNOTATOR)
+@post_only("caption-workbench")
+def caption_release(request, task_id: int):
+    """Stop and release: the task goes back to the queue, the annotator to the work page (their skips, with undo)."""
+    task = get_object_or_404(CaptionTask, pk=task_id)
+    try:
+        captions.caption_task_release(task_id=task.pk, user=request.user, text=request.POST.get("text"))
+    except Invalid as error:  # a draft over the length limit: nothing released, the page says why
+        return redirect_refused(request, task_url(task), data={"text": request.POST.get("text")}, error=error)
+    messages.success(request, f"Released pair {task.pair_id}: you hold no caption task now. Your draft is kept.")
+    return redirect("captions-work")
 
 
 # --- Reviewer: the caption queue and the exported caption --------------------------------------------------

@@ -12,11 +12,13 @@ import hashlib
 import json
 import os
 import re
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import yaml
+from django.conf import settings
 from PIL import Image as PILImage
 from PIL import UnidentifiedImageError
 
@@ -33,23 +35,134 @@ from benchmark.records import (
     structure_problems,
 )
 
+# --- Files from outside: where they really are, and their limits ----------------------------------------------
 
-def image_read_problem(file: Path) -> str | None:
-    """None when the file is an image Pillow can decode to the last pixel; else why not.
 
-    `verify` checks the container (a PNG's checksums) but not the pixel data, so a JPEG cut short passes it;
-    the second open decodes every pixel, which a cut-short file fails.
-    """
-    if not file.is_file():
-        return "is missing"
+def allowed_roots(root: Path) -> list[Path]:
+    """The folders a file named inside a dataset folder may really lie in: the folder itself and IMPORT_ROOTS."""
+    return list(dict.fromkeys([Path(root).resolve(), *(Path(allowed).resolve() for allowed in settings.IMPORT_ROOTS)]))
+
+
+def escape_problem(path: Path, roots: list[Path]) -> str | None:
+    """Why a file of the folder may not be read, or None: its real path (every symlink of a file or a folder on the
+    way resolved, relative ones and chains too) lies outside `roots`, or the links loop."""
     try:
-        with PILImage.open(file) as picture:
-            picture.verify()
-        with PILImage.open(file) as picture:
-            picture.load()
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
-        return f"is not a readable image ({error})"
+        real = path.resolve()
+    except (OSError, RuntimeError, ValueError) as error:  # RuntimeError: a symlink loop (Python 3.11)
+        return f"cannot be resolved ({error})"
+    if any(real == allowed or real.is_relative_to(allowed) for allowed in roots):
+        return None
+    listed = ", ".join(str(allowed) for allowed in roots)
+    return f"is a link to {real}, outside the dataset folder and the import folders ({listed}; IMPORT_ROOTS)"
+
+
+def readable_file_problem(path: Path, roots: list[Path], *, max_bytes: int | None = None, limit_name: str = ""):
+    """Why a file of the folder cannot be read safely (outside the roots, not a regular file, over `max_bytes`),
+    or None. A FIFO or a device is never opened: reading one would block or never end."""
+    problem = escape_problem(path, roots)
+    if problem:
+        return problem
+    if not path.exists():
+        return "is missing"
+    if not path.is_file():
+        return "is not a regular file"
+    size = path.stat().st_size
+    if max_bytes is not None and size > max_bytes:
+        return f"is {size} bytes, over the limit of {max_bytes} bytes ({limit_name})"
     return None
+
+
+# The formats an item's image may have (what the models' APIs take), opened by these Pillow plugins only: no
+# other decoder (EPS would run Ghostscript) ever sees a file from outside.
+IMAGE_FORMATS = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp", "GIF": ".gif", "BMP": ".bmp"}
+# The modes that convert to 8-bit RGB as they are; 16-bit and float images (I;16, I, F) do not.
+IMAGE_MODES = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr")
+_BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
+
+
+class ScratchSpaceError(Exception):
+    """The importer's temporary folder failed (a full or read-only disk): not a problem of the folder read."""
+
+    def __init__(self, error: OSError):
+        super().__init__(str(error))
+        self.error = error
+
+
+@dataclass(frozen=True)
+class ImageCheck:
+    """What reading one image found: `problem` (None: fine), and for a fine one its facts, its file's sha256 and,
+    when asked for, the path of its RGB thumbnail (made from the one full decode)."""
+
+    problem: str | None
+    width: int = 0
+    height: int = 0
+    format: str = ""
+    sha256: str = ""
+    thumbnail: Path | None = None
+
+
+def inspect_image(file: Path, roots: list[Path], *, thumbnail_dir: Path | None = None) -> ImageCheck:
+    """Read one image of the folder within the limits: where it really is, its size in bytes (before reading it),
+    its format, mode and pixel count (from the header, before decoding), its container (`verify`), then one decode
+    of every pixel, which a cut-short file fails. With `thumbnail_dir`, that decode also makes its thumbnail."""
+    problem = readable_file_problem(
+        file, roots, max_bytes=settings.IMPORT_MAX_IMAGE_BYTES, limit_name="IMPORT_MAX_IMAGE_BYTES"
+    )
+    if problem:
+        return ImageCheck(problem)
+    limit = settings.IMPORT_MAX_IMAGE_PIXELS
+    formats = list(IMAGE_FORMATS)
+    try:
+        # One handle from the checks to the decode: the file read is the file whose size was checked.
+        with open(file, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > settings.IMPORT_MAX_IMAGE_BYTES:
+                limit_bytes = settings.IMPORT_MAX_IMAGE_BYTES
+                return ImageCheck(f"is {size} bytes, over the limit of {limit_bytes} bytes (IMPORT_MAX_IMAGE_BYTES)")
+            if size == 0:
+                return ImageCheck("is empty (0 bytes)")
+            digest = hashlib.sha256()
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+            sha256 = digest.hexdigest()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", PILImage.DecompressionBombWarning)  # our own limit is checked below
+                handle.seek(0)
+                with PILImage.open(handle, formats=formats) as picture:
+                    width, height, kind, mode = picture.width, picture.height, picture.format, picture.mode
+                    if width * height > limit:
+                        return ImageCheck(
+                            f"is {width}x{height} = {width * height} pixels, over the limit of {limit} pixels "
+                            "(IMPORT_MAX_IMAGE_PIXELS); nothing was decoded"
+                        )
+                    if mode not in IMAGE_MODES:
+                        return ImageCheck(f"has the pixel mode {mode}, which does not convert to RGB: save it as 8-bit")
+                    picture.verify()
+                handle.seek(0)
+                with PILImage.open(handle, formats=formats) as picture:
+                    small = None
+                    if thumbnail_dir is None:
+                        picture.load()
+                    else:
+                        side = settings.THUMBNAIL_MAX_SIDE
+                        picture.thumbnail((side, side))  # decodes once (a JPEG at a reduced scale), then shrinks
+                        small = picture.convert("RGB")
+    except PILImage.DecompressionBombError as error:
+        found = _BOMB_PIXELS.search(str(error))
+        pixels = f"{found.group(1)} pixels" if found else "more pixels than Pillow decodes safely"
+        return ImageCheck(f"is {pixels} by its header, over the limit of {limit} pixels (IMPORT_MAX_IMAGE_PIXELS)")
+    except UnidentifiedImageError:
+        return ImageCheck(f"is not a readable image (not one of the formats {', '.join(IMAGE_FORMATS)})")
+    except Exception as error:  # a decoder fed a hostile file raises anything: OSError, SyntaxError, struct.error...
+        return ImageCheck(f"is not a readable image ({type(error).__name__}: {error})")
+    thumbnail = None
+    if small is not None:  # outside the decoder's errors: a full disk here is the disk's problem, not the image's
+        thumbnail = thumbnail_dir / f"{sha256}.jpg"
+        try:
+            small.save(thumbnail, "JPEG", quality=85)
+        except OSError as error:
+            raise ScratchSpaceError(error) from error
+    return ImageCheck(None, width, height, kind, sha256, thumbnail)
 
 
 @dataclass(frozen=True)
@@ -66,41 +179,70 @@ class Violation:
 
 
 def iter_lines(path: Path) -> Iterator[tuple[int, object | None, str | None]]:
-    """(line number, parsed record or None, JSON error or None) for each non-blank line, streaming."""
-    with open(path, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
+    """(line number, parsed record or None, error or None) for each non-blank line, streaming: a line over
+    IMPORT_MAX_LINE_BYTES, not UTF-8, nested too deep or not JSON is one error with its line, never a traceback."""
+    with open(path, "rb") as stream:
+        lines = jsonlimits.text_lines(
+            stream, max_bytes=settings.IMPORT_MAX_LINE_BYTES, limit_name="IMPORT_MAX_LINE_BYTES"
+        )
+        for number, line, error in lines:
+            if error:
+                yield number, None, error
+                continue
             if not line.strip():
                 continue
             try:
                 yield number, jsonlimits.loads(line), None
             except json.JSONDecodeError as error:
                 yield number, None, f"invalid JSON ({error.msg} at column {error.colno})"
-            except ValueError as error:
+            except (ValueError, RecursionError) as error:
                 yield number, None, f"invalid JSON ({error})"
 
 
-def validate_dataset(root: Path, *, check_images: bool = True, contract: bool = True) -> Iterator[Violation]:
+def validate_dataset(
+    root: Path,
+    *,
+    check_images: bool = True,
+    contract: bool = True,
+    images: dict[str, ImageCheck] | None = None,
+    thumbnail_dir: Path | None = None,
+) -> Iterator[Violation]:
     """Every violation in a dataset folder, file by file and line by line, streaming the JSONL files.
 
     The records and their images are always checked. With `contract` (what `validate_benchmark` checks; an
     import of labelled pairs prepared elsewhere does not ask it) the folder is also held to what the export
     promises: no empty split and at least one item (the official evaluator crashes otherwise), a card whose
     counts are the files' counts, and a manifest that lists every file with its hash.
+
+    Every file is read within the limits (IMPORT_MAX_LINE_BYTES, IMPORT_MAX_IMAGE_BYTES, IMPORT_MAX_IMAGE_PIXELS)
+    and only where it really lies inside the folder or IMPORT_ROOTS (symlinks resolved). `images`, when given, is
+    filled with each image path's ImageCheck; with `thumbnail_dir`, each image's thumbnail is written there by the
+    same decode (an importer stores it: no image is decoded twice at full size).
     """
     root = Path(root)
+    roots = allowed_roots(root)
     present = [split for split in SPLITS if (root / split_path(split)).is_file()]
     if not present and not contract:
         yield Violation(str(root), None, "neither data/test.jsonl nor data/val.jsonl exists")
         return
     counts: dict[str, int] = {}
     seen_ids: dict[str, str] = {}
-    checked_images: dict[str, str | None] = {}
+    checked_images: dict[str, ImageCheck] = images if images is not None else {}
     for split in present:
         name = split_path(split)
         counts[split] = 0
-        for number, record, json_error in iter_lines(root / name):
-            counts[split] += 1
-            yield from record_violations(root, name, number, record, json_error, seen_ids, checked_images, check_images)
+        problem = readable_file_problem(root / name, roots)
+        if problem:
+            yield Violation(name, None, problem)
+            continue
+        try:
+            for number, record, json_error in iter_lines(root / name):
+                counts[split] += 1
+                yield from record_violations(
+                    root, name, number, record, json_error, seen_ids, checked_images, check_images, roots, thumbnail_dir
+                )
+        except OSError as error:  # unreadable (permissions) or failing (EIO) mid-way: the file's problem, in a line
+            yield Violation(name, None, f"cannot be read ({error.strerror or error})")
     if not contract:
         return
     yield from split_violations(counts)
@@ -108,7 +250,9 @@ def validate_dataset(root: Path, *, check_images: bool = True, contract: bool = 
     yield from manifest_violations(root)
 
 
-def record_violations(root, name, number, record, json_error, seen_ids, checked_images, check_images):
+def record_violations(
+    root, name, number, record, json_error, seen_ids, checked_images, check_images, roots, thumbnail_dir=None
+):
     if json_error:
         yield Violation(name, number, json_error)
         return
@@ -129,9 +273,9 @@ def record_violations(root, name, number, record, json_error, seen_ids, checked_
         if image_path_problem(path):
             continue
         if path not in checked_images:
-            checked_images[path] = image_read_problem(root / path)
-        if checked_images[path]:
-            yield Violation(name, number, f"{field} {path!r} {checked_images[path]}")
+            checked_images[path] = inspect_image(root / path, roots, thumbnail_dir=thumbnail_dir)
+        if checked_images[path].problem:
+            yield Violation(name, number, f"{field} {path!r} {checked_images[path].problem}")
 
 
 # --- The folder as a whole: splits, card, manifest -------------------------------------------------------------
@@ -186,11 +330,17 @@ def card_header(text: str) -> tuple[object, dict[int, int]] | str:
     end = next((n for n, line in enumerate(lines[1:], start=1) if line.strip() == "---"), None)
     if end is None:
         return "the YAML header has no closing '---'"
+    try:  # PyYAML composes nested collections recursively: bound the flow nesting before it starts
+        jsonlimits.check_depth("\n".join(lines[1:end]))
+    except json.JSONDecodeError as error:
+        return f"the YAML header is {error.msg}"
     loader = LineLoader("\n".join(lines[1:end]), first_line=2)
     try:
         header = loader.get_single_data()
     except yaml.YAMLError as error:
         return f"the YAML header is not valid YAML ({error})"
+    except RecursionError:  # block nesting (indentation) the bracket count does not see
+        return "the YAML header is nested too deep to read"
     finally:
         loader.dispose()
     return header, loader.lines
@@ -202,7 +352,25 @@ def card_violations(root: Path, counts: dict[str, int]) -> Iterator[Violation]:
     if not (root / CARD).is_file():
         yield Violation(CARD, None, "missing: the dataset card with configs and dataset_info")
         return
-    parsed = card_header((root / CARD).read_text(encoding="utf-8"))
+    problem = readable_file_problem(
+        root / CARD, allowed_roots(root), max_bytes=settings.IMPORT_MAX_LINE_BYTES, limit_name="IMPORT_MAX_LINE_BYTES"
+    )
+    if problem:
+        yield Violation(CARD, None, problem)
+        return
+    try:
+        data = (root / CARD).read_bytes()
+    except OSError as error:
+        yield Violation(CARD, None, f"cannot be read ({error.strerror or error})")
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1)
+        yield Violation(CARD, line, f"not UTF-8: byte 0x{data[error.start]:02x} at byte offset {column} of the line")
+        return
+    parsed = card_header(text)
     if isinstance(parsed, str):
         yield Violation(CARD, 1, parsed)
         return
@@ -299,10 +467,20 @@ def manifest_violations(root: Path) -> Iterator[Violation]:
     if not (root / MANIFEST).is_file():
         yield Violation(MANIFEST, None, "missing: the list of every file and its sha256 (sha256sum format)")
         return
+    roots = allowed_roots(root)
+    problem = readable_file_problem(root / MANIFEST, roots)
+    if problem:
+        yield Violation(MANIFEST, None, problem)
+        return
     listed: set[str] = set()
-    with open(root / MANIFEST, encoding="utf-8") as manifest:
-        for number, line in enumerate(manifest, start=1):
-            line = line.rstrip("\n")
+    with open(root / MANIFEST, "rb") as manifest:
+        lines = jsonlimits.text_lines(
+            manifest, max_bytes=settings.IMPORT_MAX_LINE_BYTES, limit_name="IMPORT_MAX_LINE_BYTES"
+        )
+        for number, line, error in lines:
+            if error:
+                yield Violation(MANIFEST, number, error)
+                continue
             if not line.strip():
                 continue
             match = MANIFEST_LINE.match(line)
@@ -318,8 +496,12 @@ def manifest_violations(root: Path) -> Iterator[Violation]:
                 yield Violation(MANIFEST, number, f"{path} is listed twice")
                 continue
             listed.add(path)
-            if not (root / path).is_file():
+            if not (root / path).is_file() and not (root / path).is_symlink():
                 yield Violation(MANIFEST, number, f"{path} is listed but missing")
+                continue
+            problem = readable_file_problem(root / path, roots)
+            if problem:
+                yield Violation(MANIFEST, number, f"{path} {problem}")
                 continue
             actual = file_sha256(root / path)
             if actual != expected:

@@ -1,7 +1,9 @@
 """Import a dataset in the benchmark format (labelled pairs prepared elsewhere) as submitted pairs.
 
-All or nothing: the whole folder is validated first (every violation with its file and line), and the
-rows and image files are written only when none is found; a failure while writing removes what it wrote.
+All or nothing: the whole folder is validated first (every violation with its file and line, hostile files
+included: see `annotator.export.format`), and the rows and image files are written only when none is found; a
+failure while writing removes what it wrote. Each image is decoded once, by the validation, which also makes its
+thumbnail.
 Each pair keeps its group (its video), so a re-export never splits a video across test and val: the `group`
 of an export's metadata/items.jsonl when the folder has one, else the video part of its source_id.
 """
@@ -9,20 +11,35 @@ of an export's metadata/items.jsonl when the folder has one, else the video part
 from __future__ import annotations
 
 import hashlib
-import io
-from pathlib import Path, PurePosixPath
+import tempfile
+from pathlib import Path
 
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
-from PIL import Image as PILImage
 
-from annotator.export.format import iter_lines, validate_dataset
+from annotator.export.format import (
+    IMAGE_FORMATS,
+    ImageCheck,
+    ScratchSpaceError,
+    allowed_roots,
+    iter_lines,
+    readable_file_problem,
+    validate_dataset,
+)
 from annotator.models import Caption, Image, Pair
 from annotator.similarity.services import images_queue_embeddings
-from benchmark.records import ITEMS_METADATA, SPLITS, item_id, record_item_id, source_group, split_path
+from benchmark.records import (
+    ITEMS_METADATA,
+    SPLITS,
+    item_id,
+    record_item_id,
+    source_group,
+    split_path,
+    structure_problems,
+)
 from subtlebench.errors import Invalid, file_error_detail
 
 
@@ -35,7 +52,10 @@ class PairImportError(Invalid):
 
 
 def checked_import_root(folder) -> Path:
-    root = Path(folder).resolve()
+    try:
+        root = Path(folder).resolve()
+    except (OSError, RuntimeError, ValueError) as error:  # RuntimeError: a symlink loop (Python 3.11)
+        raise PairImportError([f"{folder} cannot be resolved ({error})"]) from error
     if not any(root == allowed or root.is_relative_to(allowed) for allowed in settings.IMPORT_ROOTS):
         roots = ", ".join(str(r) for r in settings.IMPORT_ROOTS)
         raise PairImportError([f"{root} is outside the import folders ({roots}): set IMPORT_ROOTS to allow it"])
@@ -45,12 +65,17 @@ def checked_import_root(folder) -> Path:
 
 
 def read_records(root: Path) -> list[tuple[str, int, dict]]:
-    return [
-        (split_path(split), number, record)
-        for split in SPLITS
-        if (root / split_path(split)).is_file()
-        for number, record, _ in iter_lines(root / split_path(split))
-    ]
+    """The records of the folder, read again after it was validated: a file changed in between is refused."""
+    records = []
+    for split in SPLITS:
+        name = split_path(split)
+        if not (root / name).is_file():
+            continue
+        for number, record, error in iter_lines(root / name):
+            if error or structure_problems(record):
+                raise PairImportError([f"{name}:{number}: the file changed while it was imported; nothing was"])
+            records.append((name, number, record))
+    return records
 
 
 GROUP_MAX = Pair._meta.get_field("group_key").max_length
@@ -64,6 +89,9 @@ def read_groups(root: Path) -> tuple[dict[str, str], list[str]]:
     problems: list[str] = []
     if not path.is_file():
         return groups, problems
+    problem = readable_file_problem(path, allowed_roots(root))
+    if problem:
+        return groups, [f"{ITEMS_METADATA}: {problem}"]
     for number, line, error in iter_lines(path):
         where = f"{ITEMS_METADATA}:{number}"
         if error:
@@ -92,20 +120,17 @@ def clashes_with_database(records) -> list[str]:
     return [f"{where[identifier]}: item {identifier} already exists in the database" for identifier in sorted(taken)]
 
 
-def stored_image(root: Path, path: str, source: str, saved: list[str]) -> Image:
-    data = (root / path).read_bytes()
+def stored_image(root: Path, path: str, check: ImageCheck, source: str, saved: list[str]) -> Image:
+    """The image and its thumbnail (made when it was validated, by its one decode) in storage, and its row."""
+    data = (root / path).read_bytes()  # at most IMPORT_MAX_IMAGE_BYTES: checked when it was validated
     digest = hashlib.sha256(data).hexdigest()
-    suffix = PurePosixPath(path).suffix.lower() or ".jpg"
-    name = f"imports/{digest[:2]}/{digest}{suffix}"
-    with PILImage.open(io.BytesIO(data)) as picture:
-        width, height = picture.size
-        thumb = picture.convert("RGB")
-        thumb.thumbnail((settings.THUMBNAIL_MAX_SIDE, settings.THUMBNAIL_MAX_SIDE))
-        buffer = io.BytesIO()
-        thumb.save(buffer, "JPEG", quality=85)
-    image = Image(width=width, height=height, source=source, original_name=path, sha256=digest)
+    if digest != check.sha256:
+        raise PairImportError([f"{path}: the file changed while it was imported; nothing was"])
+    # The suffix of the format Pillow found, never the name's: storage serves a file by its suffix.
+    name = f"imports/{digest[:2]}/{digest}{IMAGE_FORMATS[check.format]}"
     thumb_name = f"imports/{digest[:2]}/{digest}_thumb.jpg"
-    for target, content in ((name, data), (thumb_name, buffer.getvalue())):
+    image = Image(width=check.width, height=check.height, source=source, original_name=path, sha256=digest)
+    for target, content in ((name, data), (thumb_name, check.thumbnail.read_bytes())):
         if not default_storage.exists(target):
             default_storage.save(target, ContentFile(content))
             saved.append(target)
@@ -133,8 +158,23 @@ def pairs_import(*, folder, user=None, progress=None) -> dict:
     `progress` (optional) is told the number of records, then each one written, as a Job is.
     """
     root = checked_import_root(folder)
-    # The records and their images; an export's card and manifest are not needed to import its pairs.
-    problems = [str(violation) for violation in validate_dataset(root, contract=False)]
+    try:
+        with tempfile.TemporaryDirectory(prefix="import-thumbnails-") as thumbnails:
+            return _pairs_import(root, user=user, progress=progress, thumbnail_dir=Path(thumbnails))
+    except (OSError, ScratchSpaceError) as error:  # the temporary folder's disk is full or read-only: one line
+        cause = error.error if isinstance(error, ScratchSpaceError) else error
+        detail = file_error_detail(cause, what=f"Import of {root}", where=tempfile.gettempdir())
+        raise PairImportError([detail]) from error
+
+
+def _pairs_import(root: Path, *, user, progress, thumbnail_dir: Path) -> dict:
+    # The records and their images; an export's card and manifest are not needed to import its pairs. Each image
+    # is decoded once, here: its thumbnail is kept on disk for the writing below.
+    checks: dict[str, ImageCheck] = {}
+    problems = [
+        str(violation)
+        for violation in validate_dataset(root, contract=False, images=checks, thumbnail_dir=thumbnail_dir)
+    ]
     if problems:
         raise PairImportError(problems)
     records = read_records(root)
@@ -153,7 +193,8 @@ def pairs_import(*, folder, user=None, progress=None) -> dict:
             for _name, _number, record in records:
                 for field in ("image_1", "image_2"):
                     if record[field] not in images:
-                        images[record[field]] = stored_image(root, record[field], record["source"], saved)
+                        path = record[field]
+                        images[path] = stored_image(root, path, checks[path], record["source"], saved)
                 pair = Pair.objects.create(
                     image_1=images[record["image_1"]],
                     image_2=images[record["image_2"]],

@@ -26,6 +26,7 @@ from django.utils.module_loading import import_string
 from annotator.models import Job, JobCancelled, JobTask
 from annotator.models.jobs import ACTIVE
 from subtlebench.errors import Conflict, Forbidden
+from subtlebench.models import Tick
 from subtlebench.roles import COORDINATOR, has_role
 
 log = logging.getLogger(__name__)
@@ -87,8 +88,11 @@ def job_task_send(*, task_id: int) -> bool:
     task = JobTask.objects.filter(pk=task_id, status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED)).first()
     if task is None:
         return False
+    # The message's task id is recorded (celery_id, until a worker's claim writes its own): the sweeper looks for it
+    # in the broker to tell a lost message from one that waits (jobs_resend_lost).
+    message_id = str(uuid.uuid4())
     try:
-        app.send_task(task.name, kwargs={**task.kwargs, "unit_id": task.pk})
+        app.send_task(task.name, kwargs={**task.kwargs, "unit_id": task.pk}, task_id=message_id)
     except Exception as error:  # kombu and redis raise many kinds for "the broker is away"
         reason = f"not queued at {timezone.now():%Y-%m-%d %H:%M:%S}: the broker refused it ({type(error).__name__}: "
         reason += f"{error}); the sweeper queues it when the broker is back"
@@ -96,7 +100,7 @@ def job_task_send(*, task_id: int) -> bool:
         JobTask.objects.filter(pk=task.pk, status=task.status).update(error=reason[:2000])
         return False
     JobTask.objects.filter(pk=task.pk, status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED)).update(
-        status=JobTask.Status.QUEUED, queued_at=timezone.now(), sends=models.F("sends") + 1
+        status=JobTask.Status.QUEUED, queued_at=timezone.now(), sends=models.F("sends") + 1, celery_id=message_id
     )
     return True
 
@@ -215,9 +219,11 @@ def job_task_claim(*, unit: UnitRef) -> JobRun | None:
 # --- The sweeper ----------------------------------------------------------------------------------------------
 
 
-def jobs_sweep(*, now=None) -> dict:
+def jobs_sweep(*, now=None, resent: list | None = None) -> dict:
     """Send pending units, requeue (or give up) units whose worker vanished, send again units the broker lost,
-    finish jobs whose every unit ended. Safe to run anywhere, any number of times at once."""
+    finish jobs whose every unit ended; the counts. Safe to run anywhere, any number of times at once. The units
+    sent again are appended to `resent` when given (`manage.py sweep` names them)."""
+    resent = [] if resent is None else resent
     now = now or timezone.now()
     counts = {"sent": 0, "requeued": 0, "given_up": 0, "resent": 0, "finished": 0}
     for task in JobTask.objects.unsent(now - timedelta(seconds=SEND_GRACE_SECONDS)):
@@ -237,17 +243,64 @@ def jobs_sweep(*, now=None) -> dict:
             log.warning("job %s, unit %s: requeued: %s", task.job_id, task.pk, reason)
             counts["requeued"] += 1
             job_task_send(task_id=task.pk)
+    resent.extend(jobs_resend_lost(now=now))
     for task in JobTask.objects.lost(now - timedelta(seconds=settings.JOB_LOST_SECONDS)):
-        JobTask.objects.filter(pk=task.pk, status=JobTask.Status.QUEUED).update(
-            error=f"sent again: no worker started it within {settings.JOB_LOST_SECONDS:.0f} s"
-        )
-        counts["resent"] += job_task_send(task_id=task.pk)
+        task.error = f"sent again: no worker started it within {settings.JOB_LOST_SECONDS:.0f} s"
+        JobTask.objects.filter(pk=task.pk, status=JobTask.Status.QUEUED).update(error=task.error)
+        if job_task_send(task_id=task.pk):
+            resent.append(task)
+    counts["resent"] = len(resent)
     # A job whose units all ended but that is still active (e.g. its last unit was given up): finish it.
     idle = Job.objects.filter(status__in=ACTIVE, tasks__isnull=False).exclude(tasks__status__in=OPEN).distinct()
     for job in idle:
         failed = job.tasks.filter(status=JobTask.Status.FAILED).values_list("error", flat=True)
         counts["finished"] += job.finish(result=job.result, error="; ".join(failed) or None)
+    Tick.record(Tick.SWEEP)
     return counts
+
+
+def jobs_resend_lost(*, now=None) -> list[JobTask]:
+    """Send again the queued units whose message the broker no longer holds: in none of the queue lists and not
+    unacknowledged (a broker flushed or restarted empty). A unit is looked for once it has waited
+    JOB_BROKER_CHECK_SECONDS, or at once when the broker lost the sweeper's marker key. Returns the units sent again.
+
+    A message that was only slow, or that a worker took between the two reads, is harmless to send again: a unit is
+    claimed under a lock on its row (job_task_claim), so the second delivery finds it taken and does nothing."""
+    from annotator.jobs.broker import broker_marker_lost, broker_task_ids, task_queue
+
+    now = now or timezone.now()
+    waiting = list(JobTask.objects.filter(status=JobTask.Status.QUEUED).order_by("pk"))
+    if not waiting:
+        return []
+    checked_before = now - timedelta(seconds=settings.JOB_BROKER_CHECK_SECONDS)
+    try:
+        emptied = broker_marker_lost()
+        suspects = [task for task in waiting if emptied or task.queued_at < checked_before]
+        held = broker_task_ids({task_queue(task.name) for task in suspects}) if suspects else set()
+    except Exception as error:  # redis raises many kinds for "the broker is away"; the next sweep asks again
+        log.warning("queued units not checked against the broker: %s: %s", type(error).__name__, error)
+        return []
+    if emptied:
+        log.warning(
+            "the broker lost its data (restarted empty or flushed) since the last sweep, or this is the first sweep: "
+            "every queued unit is looked for in it now"
+        )
+    resent = []
+    for task in suspects:
+        if task.celery_id in held:
+            continue
+        reason = f"sent again at {timezone.localtime(now):%Y-%m-%d %H:%M:%S}: its message ({task.celery_id or '?'}) "
+        reason += "was in no queue of the broker and not unacknowledged (the broker lost it)"
+        # Only if it is still queued under that message: a unit a worker claimed meanwhile is left alone.
+        if not JobTask.objects.filter(pk=task.pk, status=JobTask.Status.QUEUED, celery_id=task.celery_id).update(
+            error=reason
+        ):
+            continue
+        if job_task_send(task_id=task.pk):
+            log.warning("job %s, unit %s (%s): %s", task.job_id, task.pk, task.name, reason)
+            task.error = reason
+            resent.append(task)
+    return resent
 
 
 def job_task_abandon(*, task: JobTask, reason: str) -> bool:
@@ -328,3 +381,50 @@ def job_retry(*, job: Job, user) -> Job:
 def job_units_with_problems(job: Job):
     """The units a coordinator should see on the job's page: requeued, unsent, given up."""
     return job.tasks.exclude(error="").order_by("pk")
+
+
+# --- What waits for the sweeper (the jobs page, /healthz?deep=1) ------------------------------------------------
+
+
+def jobs_waiting(*, now=None) -> dict:
+    """Beat's last tick and the units that wait on the sweeper: pending units it should have sent by now, and
+    queued units no worker started within JOB_BROKER_CHECK_SECONDS. `stale`: beat looks down."""
+    now = now or timezone.now()
+    beat_age = Tick.age(Tick.BEAT, now=now)
+    # The sweeper sends a pending unit within SEND_GRACE_SECONDS plus one sweep; two sweeps late is waiting.
+    late = now - timedelta(seconds=SEND_GRACE_SECONDS + 2 * settings.JOB_SWEEP_SECONDS)
+    pending = models.Q(status=JobTask.Status.PENDING, created__lt=late)
+    queued = models.Q(
+        status=JobTask.Status.QUEUED, queued_at__lt=now - timedelta(seconds=settings.JOB_BROKER_CHECK_SECONDS)
+    )
+    counts = JobTask.objects.filter(pending | queued).aggregate(
+        pending=models.Count("pk", filter=pending),
+        pending_since=models.Min("created", filter=pending),
+        queued=models.Count("pk", filter=queued),
+    )
+    return {"beat_age": beat_age, "beat_stale": beat_age is None or beat_age > settings.BEAT_STALE_SECONDS, **counts}
+
+
+def jobs_health_part() -> dict:
+    """The "jobs" part of /healthz?deep=1: degraded while units wait for a sweeper that does not come."""
+    from subtlebench.health import DEGRADED, OK, part, tick_text
+
+    waiting = jobs_waiting()
+    sweep_age = Tick.age(Tick.SWEEP)
+    # The sweep runs on a `default` worker: beat ticking but no sweep means no worker takes beat's messages.
+    swept = "the sweeper never ran" if sweep_age is None else f"the sweeper last ran {sweep_age:.0f} s ago"
+    detail = f"beat {tick_text(waiting['beat_age'])}, {swept}"
+    counts = {
+        "pending_waiting": waiting["pending"],
+        "queued_not_started": waiting["queued"],
+        "sweep_last_ran_seconds_ago": sweep_age,
+    }
+    if waiting["pending"]:
+        detail = (
+            f"{waiting['pending']} unit(s) pending since {waiting['pending_since']:%Y-%m-%d %H:%M:%S} UTC, not sent; "
+            f"{detail}"
+        )
+        if waiting["beat_stale"]:
+            detail += ": beat looks down; start it, or run `manage.py sweep`"
+        return part(DEGRADED, detail, **counts)
+    return part(OK, detail, **counts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 
-from annotator.jobs.services import job_cancel, job_retry, job_units_with_problems
+from annotator.jobs.services import job_cancel, job_retry, job_units_with_problems, jobs_waiting
 from annotator.models import EmbeddingModel, Job
 from annotator.models.similarity import NO_ACTIVE_MODEL
 from subtlebench.errors import Conflict
@@ -31,7 +31,7 @@ def job_list(request):
     # What templates/similarity/_model.html shows (similarity.services.embedding_model_context; the jobs package
     # sits below similarity, so it reads the row itself).
     model = {"embedding_model": EmbeddingModel.objects.current(), "no_embedding_model": NO_ACTIVE_MODEL}
-    return render(request, "jobs/list.html", {**context, **model})
+    return render(request, "jobs/list.html", {**context, **model, "waiting": jobs_waiting()})
 
 
 @role_required(ANNOTATOR, REVIEWER, COORDINATOR)

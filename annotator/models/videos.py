@@ -62,6 +62,11 @@ class Video(Leasable):
             and self.sample_count == count
         )
 
+    def is_sampled_from(self, source: str, every: float | None, count: int | None) -> bool:
+        """Its frames (whatever its status) come from this file with these parameters: sampling them again gives
+        the same timestamps."""
+        return self.source == source and self.sample_every == every and self.sample_count == count
+
     def mark_sampling(self) -> None:
         """Only a video without frames shows 'sampling': a sampled one keeps its status while re-sampled."""
         if self.status != self.Status.SAMPLED:
@@ -94,6 +99,18 @@ class Video(Leasable):
             "re-import it or run manage.py repair"
         )
         self.save(update_fields=["status", "error", "updated"])
+
+    def mark_restored(self) -> None:
+        """Its lost frame files were written back, verified against their hashes: it is sampled again."""
+        self.status = self.Status.SAMPLED
+        self.error = ""
+        self.save(update_fields=["status", "error", "updated"])
+
+    def mark_not_restored(self, reason: str) -> None:
+        """Its lost frame files could not be restored: it stays `missing` (its frames and the pairs on them are kept),
+        with the reason for a coordinator."""
+        self.error = reason
+        self.save(update_fields=["error", "updated"])
 
     def mark_failed(self, error: str) -> bool:
         """Record a failure; a video that has frames keeps them and its status. True when the row changed."""

@@ -92,9 +92,11 @@ def question_validate(*, category: str, question: str, answer: str, distractors:
         raise Invalid({"category": [f"Unknown category {category!r}: pick one of {', '.join(Category)}."]})
     if not isinstance(distractors, list | tuple):
         raise Invalid({"distractors": ["Distractors must be a list of texts."]})
-    # A blank form field arrives as None.
+    # A blank form field arrives as None. An empty distractor slot (the editor and its templates offer a few) is
+    # one the author did not use: left out, not refused. The format itself has no empty option
+    # (`question_problems`, which import and export apply).
     question, answer = ("" if text is None else text for text in (question, answer))
-    distractors = ["" if text is None else text for text in distractors]
+    distractors = [text for text in distractors if not (text is None or isinstance(text, str) and not text.strip())]
     _refuse_oversized(question, answer, distractors)
     problems = question_problems(question=question, answer=answer, distractors=distractors)
     if not problems:

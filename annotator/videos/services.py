@@ -9,6 +9,8 @@ import contextlib
 import csv
 import hashlib
 import logging
+import math
+import os
 import re
 import time
 import uuid
@@ -19,14 +21,14 @@ from functools import partial
 from pathlib import Path
 
 from django.conf import settings
-from django.core.files.base import ContentFile
+from django.core.files.base import ContentFile, File
 from django.core.files.storage import default_storage
 from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
-from annotator.jobs.scratch import scratch_file
+from annotator.jobs.scratch import scratch_file, scratch_folder
 from annotator.jobs.services import (
     JobRun,
     JobTaskLost,
@@ -36,9 +38,22 @@ from annotator.jobs.services import (
     job_task_add,
     job_task_claim,
 )
-from annotator.models import Domain, Frame, Image, Job, JobCancelled, JobTask, Pair, PairDraft, ReleaseItem, Video
-from annotator.similarity.services import video_queue_embeddings
+from annotator.models import (
+    Domain,
+    Frame,
+    Image,
+    ImageEmbedding,
+    Job,
+    JobCancelled,
+    JobTask,
+    Pair,
+    PairDraft,
+    ReleaseItem,
+    Video,
+)
+from annotator.similarity.services import pending_images, video_queue_embeddings
 from annotator.videos import sampling
+from benchmark import jsonlimits
 from subtlebench.errors import Conflict, Invalid, file_error_detail
 
 logger = logging.getLogger(__name__)
@@ -75,11 +90,15 @@ def resolve_import_path(raw: str | Path, *, base: Path | None = None) -> Path:
     path = Path(raw).expanduser()
     if not path.is_absolute():
         path = (base or Path.cwd()) / path
-    resolved = path.resolve()
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError, ValueError) as error:  # RuntimeError: a symlink loop; ValueError: a NUL byte
+        raise ImportPathError(f"cannot be resolved ({error})") from error
     roots = [Path(root).resolve() for root in settings.IMPORT_ROOTS]
     if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
+        leads = f": it leads to {resolved}" if Path(os.path.normpath(path)) != resolved else ""
         raise ImportPathError(
-            "is outside the import folders (IMPORT_ROOTS: " + ", ".join(str(root) for root in roots) + ")"
+            "is outside the import folders (IMPORT_ROOTS: " + ", ".join(str(root) for root in roots) + f"){leads}"
         )
     if not resolved.exists():
         raise ImportPathError("does not exist")
@@ -149,8 +168,8 @@ def entries_from_manifest(manifest: Path) -> list[ImportEntry]:
     """Rows of a CSV with the header yt8m_id,path,labels. Paths are local (relative to the manifest's
     folder, inside IMPORT_ROOTS) or s3://bucket/key; labels are separated by ';' or '|'."""
     try:
-        with manifest.open(newline="", encoding="utf-8-sig") as handle:
-            reader = csv.DictReader(handle)
+        with manifest.open("rb") as handle:
+            reader = csv.DictReader(_manifest_lines(manifest, handle))
             header = [name.strip() for name in reader.fieldnames or []]
             missing = [name for name in MANIFEST_COLUMNS if name not in header]
             if missing:
@@ -162,11 +181,22 @@ def entries_from_manifest(manifest: Path) -> list[ImportEntry]:
             entries, seen = [], {}
             for row in reader:
                 entries.append(_manifest_entry(manifest, reader.line_num, row, seen))
-    except UnicodeDecodeError as error:
-        raise ImportSourceError(f"{manifest} is not UTF-8 text ({error.reason} at byte {error.start})") from error
     except csv.Error as error:
-        raise ImportSourceError(f"{manifest} is not a valid CSV file ({error})") from error
+        line = f", line {reader.line_num}" if reader.line_num else ""
+        raise ImportSourceError(f"{manifest}{line} is not a valid CSV file ({error})") from error
     return entries
+
+
+def _manifest_lines(manifest: Path, handle) -> Iterator[str]:
+    """The manifest's lines for the CSV reader, each read within IMPORT_MAX_LINE_BYTES and checked for UTF-8: a bad
+    line refuses the whole manifest (its rows cannot be trusted), naming the line and the byte."""
+    lines = jsonlimits.text_lines(
+        handle, max_bytes=settings.IMPORT_MAX_LINE_BYTES, limit_name="IMPORT_MAX_LINE_BYTES", allow_bom=True
+    )
+    for number, line, error in lines:
+        if error:
+            raise ImportSourceError(f"{manifest}, line {number}: {error}")
+        yield line + "\n"
 
 
 def _manifest_entry(manifest: Path, line: int, row: dict, seen: dict[str, int]) -> ImportEntry:
@@ -174,6 +204,8 @@ def _manifest_entry(manifest: Path, line: int, row: dict, seen: dict[str, int]) 
     absent = [name for name in MANIFEST_COLUMNS if row.get(name) is None]
     if absent:
         return ImportEntry(where, "", "", error=f"{where}: missing column {', '.join(absent)}")
+    if nul := next((name for name in MANIFEST_COLUMNS if "\0" in row[name]), None):  # no file name or id holds one
+        return ImportEntry(where, "", "", error=f"{where}, field {nul}: holds a NUL byte (U+0000)")
     yt8m_id, raw_path = row["yt8m_id"].strip(), row["path"].strip()
     labels = [label.strip() for label in LABEL_SEPARATORS.split(row["labels"]) if label.strip()]
     entry = ImportEntry(where, yt8m_id, raw_path, labels, title=raw_path.rsplit("/", 1)[-1])
@@ -403,6 +435,12 @@ def video_sample(
             Video.objects.filter(pk=video_id).update(labels=labels, domain=domain, updated=timezone.now())
         _job_record(job_id, outcome="videos_skipped", run=run)
         return "skipped"
+    # Frame files lost from storage come back by sampling again when that reproduces them exactly; the pairs on
+    # them stay as they are. Only a video whose frames cannot be reproduced and that nothing uses is sampled anew.
+    if video.status == Video.Status.MISSING and video.frame_count and video.is_sampled_from(source, every, count):
+        restored = video_restore_frames(video=video, job_id=job_id, run=run)
+        if restored is not None:
+            return restored
     if video.status != Video.Status.SAMPLED:
         fields = {"source": source, "labels": labels, "domain": domain, "title": title or video.title}
         Video.objects.filter(pk=video_id).update(**fields)
@@ -606,12 +644,178 @@ def video_check_files(*, video: Video) -> bool:
     return False
 
 
+# --- Restoring lost frame files -----------------------------------------------------------------------------------
+
+
+class FramesDiffer(Exception):
+    """Sampling the source again does not give the stored frames; the message says which differ and how."""
+
+
+def video_restore_frames(*, video: Video, job_id: int, run: JobRun | None = None) -> str | None:
+    """Write a `missing` video's lost frame files back by sampling its source again with its own parameters, and
+    count the outcome on its job: 'ok', 'failed', 'taken' or 'cancelled'; None when its frames cannot be reproduced
+    and nothing uses them (the caller samples it anew, as a first import would).
+
+    Restored only when verified: the source has the size, duration, rate and picture size it had, every frame comes
+    at the stored pts and timestamp, and every frame's JPEG has the stored sha256, byte for byte (decoding with
+    PyAV and encoding with Pillow are deterministic for one file, one ffmpeg/libjpeg build and the same
+    FRAME_MAX_SIDE and FRAME_JPEG_QUALITY). Pixels alone are not enough: the lost bytes are what the stored hash,
+    releases and export manifests name. Then only the missing files are written, under their stored names: the
+    Image and Frame rows, the pairs, drafts and embeddings on them do not change. When anything differs and pairs
+    or releases use the frames, nothing is changed: the video stays `missing` with the frames that differ named.
+    """
+    started = time.monotonic()
+    stored = {frame.index: frame for frame in video.frames.select_related("image").order_by("index", "pk")}
+    missing = set(video.missing_files())
+    try:
+        # Under SCRATCH_ROOT, in the clean-up's ledger: a killed worker's reproduced frames do not stay behind.
+        with scratch_folder("restore-frames", owner=run) as folder:
+            reproduced = _reproduce_frames(video, stored, missing, Path(folder), run)
+            restored = _write_back(reproduced, missing)
+        counted = _restore_commit(video.pk, job_id, run, restored, seconds=time.monotonic() - started)
+    except JobCancelled as stop:
+        logger.info("restoring %s stopped: %s", video.yt8m_id, stop)
+        if isinstance(stop, JobTaskLost):
+            return "taken"
+        if run is not None:
+            with transaction.atomic():
+                run.cancel()
+        return "cancelled"
+    except (FramesDiffer, sampling.SamplingError, ImportPathError, OSError) as error:
+        used = frames_in_use(video)
+        if not used:
+            logger.info("%s cannot be restored (%s); nothing uses its frames: sampling it anew", video.yt8m_id, error)
+            return None
+        if isinstance(error, OSError) and not isinstance(error, FileNotFoundError):
+            error = file_error_detail(error, what="restoring", where=getattr(default_storage, "location", None))
+        message = (
+            f"{video.yt8m_id}: {video.source} {error}; {used}, so nothing was changed: bring back the original "
+            "video file (or the frame files from a backup) and run manage.py repair again"
+        )
+        with transaction.atomic():
+            Video.objects.select_for_update().get(pk=video.pk).mark_not_restored(message)
+            _job_record(job_id, outcome="videos_failed", error=message, run=run)
+        return "failed"
+    return "ok" if counted else "taken"
+
+
+def _reproduce_frames(video: Video, stored: dict, missing: set[str], folder: Path, run) -> list[tuple]:
+    """Sample the source again; FramesDiffer unless every frame is the stored one. Returns (image, jpeg file,
+    thumbnail file) for each frame with a missing file, its bytes kept on local disk until all are verified."""
+    with local_video_file(video.source) as path:
+        info, frames = sampling.sample(
+            path,
+            every=video.sample_every,
+            count=video.sample_count,
+            max_side=settings.FRAME_MAX_SIDE,
+            thumbnail_side=settings.THUMBNAIL_MAX_SIDE,
+            quality=settings.FRAME_JPEG_QUALITY,
+        )
+        facts = [
+            (name, now, then)
+            for name, now, then in (
+                ("bytes", info.size_bytes, video.size_bytes),
+                ("seconds", info.duration, video.duration),
+                ("fps", info.fps, video.fps),
+                ("width", info.width, video.width),
+                ("height", info.height, video.height),
+            )
+            if now != then
+        ]
+        if facts:
+            frames.close()
+            changed = ", ".join(f"{now} {name} (it was {then})" for name, now, then in facts)
+            raise FramesDiffer(f"is not the file its frames were sampled from: it has {changed}")
+        differ, seen, reproduced = [], set(), []
+        for frame in frames:
+            if run is not None:
+                run.beat()  # also stops here when the job was cancelled
+            seen.add(frame.index)
+            old = stored.get(frame.index)
+            digest = hashlib.sha256(frame.jpeg).hexdigest()
+            if old is None:
+                differ.append(f"frame {frame.index} at pts {frame.pts} is new")
+            elif old.pts != frame.pts or not math.isclose(old.timestamp, frame.timestamp, abs_tol=1e-9):
+                differ.append(
+                    f"frame {frame.index} is at pts {frame.pts} ({frame.timestamp:.3f} s), stored at pts {old.pts} "
+                    f"({old.timestamp:.3f} s)"
+                )
+            elif digest != old.image.sha256:
+                differ.append(
+                    f"frame {frame.index} at pts {frame.pts} has sha256 {digest[:12]}…, stored {old.image.sha256[:12]}…"
+                )
+            elif {old.image.file.name, old.image.thumbnail.name} & missing:
+                jpeg, thumbnail = folder / f"{frame.index}.jpg", folder / f"{frame.index}_thumb.jpg"
+                jpeg.write_bytes(frame.jpeg)
+                thumbnail.write_bytes(frame.thumbnail)
+                reproduced.append((old.image, jpeg, thumbnail))
+        differ += [f"frame {index} was not sampled again" for index in sorted(set(stored) - seen)]
+    if differ:
+        listed = "; ".join(differ[:5]) + (f"; and {len(differ) - 5} more" if len(differ) > 5 else "")
+        raise FramesDiffer(
+            f"was sampled again and {len(differ)} of {len(stored)} frame(s) differ from the stored ones ({listed}): "
+            "the file, the decoder or FRAME_MAX_SIDE / FRAME_JPEG_QUALITY changed since it was sampled"
+        )
+    return reproduced
+
+
+def _write_back(reproduced: list[tuple], missing: set[str]) -> int:
+    """Save each verified file under its stored name; returns the number of frames restored."""
+    restored = 0
+    for image, jpeg, thumbnail in reproduced:
+        for name, file in ((image.file.name, jpeg), (image.thumbnail.name, thumbnail)):
+            if name not in missing:
+                continue
+            with file.open("rb") as content:
+                saved = default_storage.save(name, File(content))
+            if saved != name:  # the name came back meanwhile (another repair): ours is a copy under another name
+                _delete_files([saved])
+        restored += 1
+    return restored
+
+
+def _restore_commit(video_id: int, job_id: int, run, restored: int, *, seconds: float) -> bool:
+    try:
+        with transaction.atomic():
+            video = Video.objects.select_for_update().get(pk=video_id)
+            if video.status == Video.Status.MISSING:
+                video.mark_restored()
+            # An embedding that failed while the files were gone is pending again, and the pending ones are queued.
+            ImageEmbedding.objects.filter(image__frame__video=video, vector__isnull=True).delete()
+            if pending_images(video=video).exists():
+                video_queue_embeddings(video=video)
+            if not _job_record(job_id, outcome="videos_ok", frames=restored, seconds=seconds, run=run):
+                if run is not None:
+                    raise UnitTaken
+    except UnitTaken:
+        return False
+    return True
+
+
+def frames_in_use(video: Video) -> str:
+    """What holds the video's current frames (pairs on them, releases with items of them), or ''."""
+    used = Pair.objects.filter(Q(image_1__frame__video=video) | Q(image_2__frame__video=video)).count()
+    reasons = [f"{used} pair(s) use its frames"] if used else []
+    released = released_frame_items(video)
+    return "; ".join(reasons + ([released] if released else []))
+
+
 def videos_repair(*, created_by=None, sync: bool = False) -> tuple[list[Video], Job | None]:
     """Check every sampled video's frame files, mark the incomplete ones `missing`, and re-sample every missing
     video from its source with its own parameters (one import job per sampling setting). Returns the videos found
-    missing and the last job started."""
+    missing and the last job started.
+
+    A `failed` video that still has frames (a repair before issue 25 failed videos whose frames pairs use) is
+    checked too: with files missing it is `missing` again, and restored like the others."""
     for video in Video.objects.filter(status=Video.Status.SAMPLED).iterator():
         video_check_files(video=video)
+    for video in Video.objects.filter(status=Video.Status.FAILED, frame_count__gt=0, frames__isnull=False).distinct():
+        missing = video.missing_files()
+        if missing:
+            with transaction.atomic():
+                locked = Video.objects.select_for_update().get(pk=video.pk)
+                if locked.status == Video.Status.FAILED:
+                    locked.mark_missing(missing)
     broken = list(Video.objects.filter(status=Video.Status.MISSING).order_by("pk"))
     job = None
     by_setting: dict[tuple, list[ImportEntry]] = {}

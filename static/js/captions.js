@@ -117,6 +117,14 @@
     // The autosave renews the lease; this keeps it alive while someone studies the images without typing.
     setInterval(() => save(true), 60000);
     form.addEventListener("submit", () => { submitting = true; clearTimeout(timer); forget(); });
+    // Stop and release: the text on screen goes with it (kept as the draft), so no save follows the page out.
+    const releaseForm = document.getElementById("release-form");
+    releaseForm.addEventListener("submit", () => {
+      releaseForm.elements.text.value = text.value;
+      submitting = true;
+      clearTimeout(timer);
+      forget();
+    });
     // Leaving with unsaved text: sendBeacon delivers the save after the page is gone. It cannot set headers, so
     // the CSRF token travels in the form body (csrfmiddlewaretoken), which Django's CSRF check reads for a POST.
     window.addEventListener("pagehide", () => {
@@ -148,7 +156,8 @@
     // (so Enter in the dialog does nothing) until there is one.
     const skipReason = dialog.querySelector("#skip-reason");
     const skipConfirm = dialog.querySelector("[data-action=confirm-skip]");
-    const updateSkip = () => { skipConfirm.disabled = !skipReason.value.trim(); };
+    const skipStop = dialog.querySelector("[data-action=confirm-skip-stop]");
+    const updateSkip = () => { skipConfirm.disabled = skipStop.disabled = !skipReason.value.trim(); };
     skipReason.addEventListener("input", updateSkip);
     function openSkip() {
       skipReason.value = "";
@@ -186,11 +195,8 @@
       if (action.dataset.action === "edit") open(editBox, editText);
       if (action.dataset.action === "reject") open(rejectBox, reason);
     });
-    // Enter in a field never decides (the browser would send the form with its first button, Accept): only a
-    // button, or y / e / n outside the fields.
-    form.addEventListener("keydown", (event) => {
-      if (event.key === "Enter" && event.target.matches("input")) event.preventDefault();
-    });
+    // Enter in a field never decides (the browser would send the form with its first button, Accept): keys.js
+    // stops it on every page; Ctrl+Enter presses the open box's own button; y / e / n outside the fields.
     document.addEventListener("keydown", (event) => {
       if (typing(document.activeElement) || event.ctrlKey || event.metaKey || event.altKey) return;
       if (event.key === "y") { event.preventDefault(); form.querySelector("#accept-button").click(); }

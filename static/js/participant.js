@@ -176,6 +176,8 @@
       check.hidden = short.length === 0;
       form.hidden = short.length > 0;
       size.textContent = `Your browser window is ${width} × ${height} px; this study needs a window ${short.join(" and ")}.`;
+      // Turning the device helps only when the window, turned, would fit (an 844 px phone never fits 1024 px).
+      check.querySelector("[data-sideways]").hidden = !(height >= minWidth && width >= minHeight);
       form.elements.viewport_width.value = width;
       form.elements.viewport_height.value = height;
       form.elements.pointer.value = pointer();

@@ -114,11 +114,9 @@
     return out;
   }
 
-  // Enter in a field never decides: a form is sent only by its button (a submit event with that submitter).
+  // Enter in a field never decides (keys.js, on every page): a form is sent only by its button, clicked or pressed
+  // with Ctrl+Enter in a field (a submit event with that submitter).
   function onlyByButton(form, button, send) {
-    form.addEventListener("keydown", (event) => {
-      if (event.key === "Enter" && event.target.matches("input, select")) event.preventDefault();
-    });
     form.addEventListener("submit", (event) => {
       event.preventDefault();
       if (event.submitter === button && !button.disabled) send();

@@ -435,7 +435,7 @@
       renderEditor();
       changed();
     } else if (result.status === 0) {
-      showErrors(["The server did not answer. Your draft is kept: press Enter to send it again (it will not be doubled)."]);
+      showErrors(["The server did not answer. Your draft is kept: press Ctrl+Enter to send it again (it will not be doubled)."]);
     } else {
       const data = result.data || {};
       const messages = [];
@@ -585,6 +585,7 @@
       else if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) { event.preventDefault(); submit(); }
       return;
     }
+    if ((event.ctrlKey || event.metaKey) && event.key === "Enter") { event.preventDefault(); submit(); return; }
     if (event.ctrlKey || event.metaKey || event.altKey) return;
     const step = event.shiftKey ? 10 : 1;
     const key = event.key;
@@ -601,7 +602,7 @@
     else if (key === "A" || key === "B") setAnswerFrame(key.toLowerCase());
     else if (key === "s") useSuggestion();
     else if (key === "q") { $("question").focus(); $("question").select(); }
-    else if (key === "Enter") submit();
+    else if (key === "Enter") { $("question").focus(); } // as on the caption page: Enter goes to the text
     else if (key === "x") openSkip(); // deliberate: Esc only ever leaves a field or closes a dialog
     else if (key === "?") $("keys-dialog").showModal();
     else handled = false;

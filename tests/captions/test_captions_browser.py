@@ -95,6 +95,38 @@ def test_escape_never_skips_and_x_skips_with_a_chosen_reason(page, annotator, co
     expect(dialog).to_be_visible()
     assert not pair.caption_tasks.get().skips.exists()
     page.locator("[data-reason='No visible difference']").click()
-    page.locator("#skip-reason").press("Enter")
+    page.locator("#skip-reason").press("Enter")  # with a reason too: Enter in a field never sends
+    page.wait_for_timeout(300)
+    expect(dialog).to_be_visible()
+    page.locator("#skip-reason").press("Control+Enter")
     page.wait_for_url("**/captions/work/")
     assert pair.caption_tasks.get().skips.get().reason == "No visible difference"
+
+
+def test_a_caption_skip_is_undone_from_the_work_page_and_stop_releases_with_the_text_kept(page, annotator, coordinator):
+    pair = make_pair()
+    captions.caption_batch_create(created_by=coordinator, title="undo", selection="list", pair_ids=[pair.pk])
+    browser_login(page, "alice")
+    start_captioning(page)
+    task_url = page.url
+    page.keyboard.press("x")
+    page.locator("[data-reason='Several differences']").click()
+    page.get_by_role("button", name="Skip and stop").click()
+    page.wait_for_url("**/captions/work/")
+    expect(page.locator("#toast")).to_contain_text(f"Skipped pair {pair.pk}")
+    expect(page.get_by_role("button", name="Start captioning")).to_be_disabled()  # the only task was skipped
+    page.get_by_role("button", name="Undo").click()
+    expect(page.locator("#toast")).to_contain_text(f"pair {pair.pk} is offered to you again")
+    page.get_by_role("button", name="Start captioning").click()
+    page.wait_for_url(task_url)
+
+    # Stop and release: the text typed a moment ago goes with it, and comes back with the task.
+    page.locator("#caption-text").click()
+    page.keyboard.type("The square is a little larger")
+    page.get_by_role("button", name="Stop and release").click()
+    page.wait_for_url("**/captions/work/")
+    expect(page.locator("#toast")).to_contain_text(f"Released pair {pair.pk}")
+    assert pair.caption_tasks.get().lease_holder_id is None
+    page.get_by_role("button", name="Start captioning").click()
+    page.wait_for_url(task_url)
+    expect(page.locator("#caption-text")).to_have_value("The square is a little larger")

@@ -38,6 +38,7 @@ VIEWS = [
     ("post", "caption-draft", "task", "annotator"),
     ("post", "caption-submit", "task", "annotator"),
     ("post", "caption-skip", "task", "annotator"),
+    ("post", "caption-release", "task", "annotator"),
     ("get", "captions-review", None, "reviewer"),
     ("post", "caption-review", "caption", "reviewer"),
     ("post", "caption-choose", "caption", "reviewer"),
@@ -49,6 +50,7 @@ API = [
     ("put", "api-caption-draft", "task", "annotator"),
     ("post", "api-caption-submit", "task", "annotator"),
     ("post", "api-caption-skip", "task", "annotator"),
+    ("post", "api-caption-release", "task", "annotator"),
     ("get", "api-caption-review-queue", None, "reviewer"),
     ("post", "api-caption-review", "caption", "reviewer"),
     ("post", "api-caption-choose", "caption", "reviewer"),
@@ -346,3 +348,46 @@ def test_a_reviewer_rejects_with_a_reason_or_edits_from_the_page(client_for, rev
     caption.refresh_from_db()
     assert (caption.status, caption.text, caption.chosen) == ("accepted", "The red square moved right a bit.", True)
     assert caption.reviews.get().original_text == GOOD
+
+
+# --- Stop and release, skip and stop (issue 26) ------------------------------------------------------------
+
+
+def test_stop_and_release_keeps_the_text_on_screen_as_the_draft_and_opens_the_work_page(client_for, annotator, world):
+    client = client_for(annotator)
+    task = captions.caption_task_lease(user=annotator)
+    captions.caption_draft_save(task_id=task.pk, user=annotator, text="The square moved")
+    response = client.post(reverse("caption-release", kwargs={"task_id": task.pk}), {"text": "The square moved left"})
+    assert response.status_code == 302 and response["Location"] == reverse("captions-work")
+    task.refresh_from_db()
+    assert task.lease_holder_id is None and task.status == CaptionTask.Status.OPEN
+    assert Caption.objects.get(task=task, author=annotator).text == "The square moved left"
+    # The work page no longer sends the annotator back to a held task: it shows the queue.
+    page = client.get(reverse("captions-work"))
+    assert page.status_code == 200 and b"Start captioning" in page.content
+    # Taking the task again restores the draft.
+    assert captions.caption_task_lease(user=annotator).pk == task.pk
+    assert captions.caption_draft_of(task, annotator).text == "The square moved left"
+
+
+def test_releasing_a_task_someone_else_holds_changes_nothing(client_for, annotator, annotator2, world):
+    task = captions.caption_task_lease(user=annotator)
+    response = client_for(annotator2).post(f"/api/captions/tasks/{task.pk}/release/", {"text": "mine now"})
+    assert response.status_code == 204
+    task.refresh_from_db()
+    assert task.lease_holder_id == annotator.pk
+    assert not Caption.objects.filter(task=task, author=annotator2).exists()
+
+
+def test_skip_and_stop_goes_to_the_work_page_where_the_skip_is_undone(client_for, annotator, world):
+    client = client_for(annotator)
+    task = captions.caption_task_lease(user=annotator)
+    url = reverse("caption-skip", kwargs={"task_id": task.pk})
+    response = client.post(url, {"reason": "No visible difference", "then": "stop"})
+    assert response.status_code == 302 and response["Location"] == reverse("captions-work")
+    assert CaptionTask.objects.held_by(annotator).count() == 0  # nothing else was leased
+    page = client.get(reverse("captions-work")).content.decode()
+    skip = task.skips.get()
+    assert f"/captions/skips/{skip.pk}/undo/" in page
+    client.post(f"/captions/skips/{skip.pk}/undo/")
+    assert captions.caption_task_lease(user=annotator).pk == task.pk

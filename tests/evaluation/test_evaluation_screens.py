@@ -36,8 +36,8 @@ def consent(client, participant, window, **headers):
 
 
 def test_consent_is_refused_for_a_window_below_the_minimum_and_no_place_or_screen_is_recorded(client):
-    study = make_study()
-    assert study.min_viewport_width == 1024  # the default
+    assert make_study().min_viewport_width == 360  # the default admits phones (issue 26)
+    study = make_study(name="Desktop only", min_viewport_width=1024)
     participant = studies.participant_create(study=study)
     response = consent(client, participant, PHONE_WINDOW, HTTP_USER_AGENT=PHONE_UA)
     assert response.status_code == 400
@@ -226,7 +226,7 @@ def test_the_study_form_sets_the_minimum_window_and_the_texts_participants_see_e
 ):
     make_release([make_pair() for _ in range(6)])
     form_page = client_for(coordinator).get("/studies/").content.decode()
-    assert 'name="min_viewport_width" value="1024"' in form_page and "Look at both images carefully" in form_page
+    assert 'name="min_viewport_width" value="360"' in form_page and "Look at both images carefully" in form_page
     response = client_for(coordinator).post(
         "/studies/create/",
         FORM
@@ -257,7 +257,7 @@ def test_blank_texts_and_a_form_without_the_new_fields_keep_the_defaults(client,
     client_for(coordinator).post("/studies/create/", FORM | {"instructions_text": "  ", "consent_text": ""})
     study = Study.objects.get(name="Texts")
     assert study.instructions_text == DEFAULT_INSTRUCTIONS and study.consent_text == DEFAULT_CONSENT
-    assert (study.min_viewport_width, study.min_viewport_height, study.expected_minutes) == (1024, 0, 15)
+    assert (study.min_viewport_width, study.min_viewport_height, study.expected_minutes) == (360, 0, 15)
     page = client.get(f"/p/{study.participants.get().token}/").content.decode()
     assert "the differences are small on purpose." in page
     assert "write to the researchers through the site that sent you here" in page

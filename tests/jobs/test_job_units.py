@@ -409,7 +409,7 @@ def test_repair_finds_and_re_samples_videos_with_missing_files(settings, h264_vi
         path.unlink()
     call_command("repair", "--sync")
     out = capsys.readouterr().out
-    assert "clip: 3 frame file(s) missing from storage" in out and "re-sampling in job" in out
+    assert "clip: 3 frame file(s) missing from storage" in out and "restoring or re-sampling in job" in out
     video = Video.objects.get()
     assert (video.status, video.frame_count, video.missing_files()) == ("sampled", 3, [])
     call_command("repair")

@@ -114,3 +114,31 @@ def test_a_reload_right_after_typing_shows_and_keeps_the_newest_caption_draft(pa
     assert late.status == 409
     assert text() == "The red square moved to the right edge of the table."
     assert errors == []
+
+
+def test_back_after_a_saved_draft_shows_the_newest_draft_and_no_false_conflict(page, annotator):
+    video = make_video(frames=8)
+    picking.video_lease_next(user=annotator)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    browser_login(page, "alice")
+    first = page.goto(f"/work/videos/{video.pk}/")
+    assert "no-store" in first.headers["cache-control"]  # the page carries the draft: never kept by the browser
+    for key in ("ArrowRight", "a", "ArrowRight", "ArrowRight", "b"):
+        page.keyboard.press(key)
+    page.fill("#question", "What changed about the kettle?")
+    expect(page.locator("#save-status")).to_have_text("Draft saved")
+    page.get_by_role("link", name="Pick pairs").click()
+    page.wait_for_load_state()
+    page.go_back()
+    expect(page.locator("#question")).to_have_value("What changed about the kettle?")
+    expect(page.locator("#where-a")).to_contain_text("#1 ")
+    expect(page.locator("#where-b")).to_contain_text("#3 ")
+    # Typing on builds on the newest draft: saved, with no "changed in another tab" (there is no other tab).
+    page.locator("#question").press("End")
+    page.keyboard.type(" lid")
+    expect(page.locator("#save-status")).to_have_text("Draft saved")
+    expect(page.locator("#draft-conflict")).to_be_hidden()
+    draft = PairDraft.objects.get(author=annotator, video=video)
+    assert draft.state["question"] == "What changed about the kettle? lid"
+    assert errors == []

@@ -342,8 +342,8 @@ def test_annotators_each_firing_concurrent_requests_never_share_a_video_nor_hold
     [
         ({"question": "  "}, "question", "question is empty"),
         ({"answer": ""}, "answer", "answer is empty"),
-        ({"distractors": ["sat down", " "]}, "distractors", "Distractor 2 is empty"),
         ({"distractors": []}, "distractors", "Give 1 to 4 distractors"),
+        ({"distractors": ["", " ", None]}, "distractors", "Give 1 to 4 distractors: there are none"),
         ({"distractors": ["w", "x", "y", "z", "v"]}, "distractors", "5 distractors (at most 4)"),
         ({"distractors": ["Sat  Down", "sat down"]}, "distractors", "Duplicate options: 'Sat  Down' = 'sat down'"),
         ({"answer": "Sat down", "distractors": ["sat   down"]}, "answer", "is among the distractors (as 'sat   down')"),
@@ -355,6 +355,13 @@ def test_it_refuses_a_question_that_breaks_a_rule(fields, field, message):
     with pytest.raises(ValidationError) as caught:
         question_validate(**values)
     assert any(message in text for text in caught.value.message_dict[field])
+
+
+def test_the_editors_empty_distractor_slots_are_left_out_not_refused():
+    question, answer, distractors = question_validate(
+        category="action", question="What happened?", answer="ran", distractors=["", "sat down", " ", None, "hid"]
+    )
+    assert distractors == ["sat down", "hid"]
 
 
 def test_it_accepts_up_to_four_distractors_and_trims_spaces():

@@ -38,7 +38,7 @@ def test_an_annotator_picks_with_the_keyboard_and_a_reviewer_accepts(browser_pag
     expect(page.locator("#where-b")).to_contain_text("#10 ")
     expect(page.locator("#similarity")).to_contain_text("0.93")
     expect(page.locator("#question")).to_have_value("Which image was taken later?")
-    page.keyboard.press("Enter")
+    page.keyboard.press("Control+Enter")
     pair = wait_until(lambda: Pair.objects.filter(status="submitted").first(), 15, "the submitted pair")
     expect(page.locator("#pairs")).to_contain_text("submitted")
     assert {pair.image_1.frame.index, pair.image_2.frame.index} == {1, 10}

@@ -47,7 +47,7 @@ def test_an_unchanged_example_question_is_refused_and_a_good_one_gets_a_toast(pa
     question = page.locator("#question")
     expect(question).to_have_value("")
     expect(question).to_have_attribute("placeholder", f"e.g. {EXAMPLE_QUESTIONS['attribute']}")
-    page.keyboard.press("Enter")
+    page.keyboard.press("Control+Enter")
     expect(page.locator("#errors")).to_contain_text("is only an example of a attribute question")
     expect(question).to_have_value("")
 

@@ -34,14 +34,17 @@ def test_esc_and_enter_skip_nothing_and_a_skip_is_undone_from_the_work_page(page
     dialog = page.locator("#skip-dialog")
 
     page.keyboard.press("Escape")
-    page.keyboard.press("Enter")  # outside a field Enter submits the pair: refused, A and B are not set
+    page.keyboard.press("Control+Enter")  # submits the pair from anywhere: refused, A and B are not set
     expect(page.locator("#errors")).to_contain_text("Set frame A and frame B")
-    page.click("#question")
+    page.keyboard.press("Enter")  # outside a field Enter goes to the question
+    expect(page.locator("#question")).to_be_focused()
     page.keyboard.press("Escape")  # leaves the field
     expect(page.locator("#question")).not_to_be_focused()
     page.keyboard.press("Escape")
     page.keyboard.press("Enter")
     expect(dialog).to_be_hidden()
+    expect(page.locator("#question")).to_be_focused()  # Enter went to the question
+    page.keyboard.press("Escape")
 
     page.keyboard.press("x")  # the deliberate key: a dialog with no reason chosen
     expect(dialog).to_be_visible()

@@ -46,7 +46,10 @@ def test_the_role_groups_come_back_after_a_flush():
 
 
 def test_healthz_answers_ok(client):
-    assert client.get("/healthz").content == b"ok"
+    assert client.get("/healthz").json() == {
+        "status": "ok",
+        "parts": {"database": {"status": "ok"}, "broker": {"status": "ok"}},
+    }
 
 
 def test_media_needs_login_and_refuses_parent_paths(client, client_for, annotator, settings):

@@ -11,6 +11,7 @@ from django.core.management import call_command
 
 from annotator.models import Frame, Video
 from annotator.videos.services import videos_import
+from subtlebench.errors import Invalid
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
 from tests.video_fixtures import write_h264
 
@@ -206,3 +207,57 @@ def test_it_fails_an_s3_object_that_does_not_exist(existing, batch, settings, s3
     job = manifest_import(batch, f"lost,s3://{s3_bucket}/nowhere.mp4,")
     message = f"lost: s3://{s3_bucket}/nowhere.mp4 does not exist in the bucket"
     assert_nothing_else_changed(existing, settings, "lost", message, job)
+
+
+# --- Hostile paths and manifests (issue 25) ---------------------------------------------------------------------
+
+
+def test_it_fails_a_symlink_loop_alone(existing, batch, settings):
+    os.symlink("loop.mp4", batch / "loop.mp4")
+    job = videos_import(source=str(batch), count=3, sync=True)
+    assert_nothing_else_changed(existing, settings, "loop", f"{batch / 'loop.mp4'} cannot be resolved", job)
+
+
+def test_it_refuses_a_manifest_path_through_a_folder_link_and_a_chain_that_lead_outside(
+    existing, batch, settings, tmp_path
+):
+    settings.IMPORT_ROOTS = [batch.resolve(), (tmp_path / "media").resolve()]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(batch / "fine.mp4", elsewhere / "far.mp4")
+    os.symlink(elsewhere, batch / "shelf")  # a folder link
+    os.symlink("shelf/far.mp4", batch / "hop.mp4")  # a relative link to a path through it
+    job = manifest_import(batch, "through,shelf/far.mp4,", "chained,hop.mp4,")
+    roots = f"(IMPORT_ROOTS: {batch.resolve()}, {(tmp_path / 'media').resolve()})"
+    leads = f"it leads to {(elsewhere / 'far.mp4').resolve()}"
+    assert sorted(job.errors) == [
+        f"manifest.csv, line 3, field path: shelf/far.mp4 is outside the import folders {roots}: {leads}",
+        f"manifest.csv, line 4, field path: hop.mp4 is outside the import folders {roots}: {leads}",
+    ]
+    assert (job.result["videos_ok"], job.result["videos_failed"]) == (1, 2)
+    assert not Frame.objects.filter(video__yt8m_id__in=["through", "chained"]).exists()
+
+
+def test_it_fails_a_manifest_path_with_a_nul_byte_naming_the_row(existing, batch, settings):
+    job = manifest_import(batch, "nul,fi\0ne.mp4,")
+    assert_nothing_else_changed(existing, settings, None, "manifest.csv, line 3, field path: holds a NUL byte", job)
+    assert not Video.objects.filter(yt8m_id="nul").exists()
+
+
+def test_it_refuses_a_manifest_with_a_line_that_is_not_utf8_naming_the_line_and_byte(existing, batch, settings):
+    manifest = batch / "manifest.csv"
+    manifest.write_bytes(b"yt8m_id,path,labels\nfine,fine.mp4,Good\ncafe,fine.mp4,Caf\xe9\n")
+    with pytest.raises(Invalid) as error:
+        videos_import(source=str(manifest), count=3, sync=True)
+    assert str(error.value) == (
+        f"{manifest}, line 3: not UTF-8: byte 0xe9 at byte offset 17 of the line (offset 56 of the file)"
+    )
+    assert snapshot(settings) == existing
+
+
+def test_it_reads_a_manifest_with_a_byte_order_mark_and_crlf_endings(existing, batch, settings):
+    manifest = batch / "manifest.csv"
+    manifest.write_bytes(b"\xef\xbb\xbfyt8m_id,path,labels\r\nfine,fine.mp4,Good\r\n")
+    job = videos_import(source=str(manifest), count=3, sync=True)
+    assert (job.status, job.result["videos_ok"], job.errors) == ("succeeded", 1, [])
+    assert Video.objects.get(yt8m_id="fine").labels == ["Good"]

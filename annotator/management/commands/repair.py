@@ -10,7 +10,10 @@ from annotator.videos.services import videos_repair
 class Command(BaseCommand):
     help = (
         "Check every sampled video's frame files in storage; mark the incomplete ones 'missing' (never leased to "
-        "annotators) and re-sample them from their source with their own parameters. Safe to re-run."
+        "annotators) and sample them again from their source with their own parameters: the lost files are written "
+        "back when the new frames match the stored hashes byte for byte (pairs on them are kept); a video whose "
+        "frames differ stays 'missing' with the frames named if pairs or releases use it, else gets new frames. "
+        "Safe to re-run."
     )
 
     def add_arguments(self, parser):
@@ -24,5 +27,6 @@ class Command(BaseCommand):
         for video in broken:
             self.stdout.write(f"  {video.yt8m_id}: {video.error}")
         self.stdout.write(
-            f"{len(broken)} video(s) with missing frame files; re-sampling in job {job.pk} (/jobs/{job.pk}/)."
+            f"{len(broken)} video(s) with missing frame files; restoring or re-sampling in job {job.pk} "
+            f"(/jobs/{job.pk}/)."
         )
