@@ -71,6 +71,10 @@ BAD = [
 ]
 
 
+# The editor offers empty distractor slots and leaves out those left empty; a file or a stored pair has no slots.
+EDITOR_LEAVES_OUT = {"distractor 2 is empty"}
+
+
 def editor_verdict(question, answer, distractors, category="existence") -> dict[str, list[str]]:
     try:
         question_validate(category=category, question=question, answer=answer, distractors=distractors)
@@ -111,7 +115,10 @@ def test_every_entry_point_refuses_a_bad_question_for_the_same_reason(
     fields = {"question": question, "answer": answer, "distractors": distractors}
 
     editor = editor_verdict(**fields)
-    assert any(expected.casefold() in message.casefold() for message in editor.get(field, [])), editor
+    if expected in EDITOR_LEAVES_OUT:
+        assert editor == {}  # an empty slot of the editor is one the author did not use (issue 26)
+    else:
+        assert any(expected.casefold() in message.casefold() for message in editor.get(field, [])), editor
 
     root = write_dataset(tmp_path / "in", [record(1, **fields)])
     assert any(expected in problem for problem in import_verdict(root))
