@@ -275,10 +275,16 @@ JOB_LOST_SECONDS = envfloat("JOB_LOST_SECONDS", str(3 * 3600))
 TASK_RETRY_BACKOFF_SECONDS = envint("TASK_RETRY_BACKOFF_SECONDS", "5")
 TASK_RETRY_BACKOFF_MAX_SECONDS = envint("TASK_RETRY_BACKOFF_MAX_SECONDS", "60")
 TASK_MAX_RETRIES = envint("TASK_MAX_RETRIES", "10")
-# Clean-up after crashes (every CLEANUP_MINUTES, 0: never): frame files no row references and export staging
-# folders, once older than CLEANUP_GRACE_MINUTES (longer than any task's time limit, so nothing in use is taken).
+# Clean-up after crashes (every CLEANUP_MINUTES, 0: never): frame files no row references and every temporary
+# path the app made (annotator/jobs/scratch.py), once untouched for CLEANUP_GRACE_MINUTES and no live owner
+# (an active job with a fresh heartbeat, a running process) holds them.
 CLEANUP_MINUTES = envint("CLEANUP_MINUTES", "60")
-CLEANUP_GRACE_MINUTES = envfloat("CLEANUP_GRACE_MINUTES", "420")
+CLEANUP_GRACE_MINUTES = envfloat("CLEANUP_GRACE_MINUTES", "15")
+# --- Temporary files (exports, issue 25): downloads, S3 staging and the ledger of every temporary path. Empty:
+# VAR_DIR/scratch. Every process of one deployment (web, workers, commands) must see the same folder.
+SCRATCH_ROOT = os.getenv("SCRATCH_ROOT", "")
+# boto3's attempts per S3 request (its own retries; the export retries a failed upload on top).
+S3_MAX_ATTEMPTS = envint("S3_MAX_ATTEMPTS", "5")
 if JOB_SWEEP_SECONDS:
     CELERY_BEAT_SCHEDULE["sweep-jobs"] = {
         "task": "annotator.tasks.sweep_jobs",

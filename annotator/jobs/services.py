@@ -349,6 +349,8 @@ def job_cancel(*, job: Job, user) -> Job:
 RESULT_KEPT = ("source", "every", "frames_per_video", "options")
 # A bulk job's record of what it does (annotator/datamanager/bulk.py): its retry does the same.
 RESULT_KEPT += ("table", "action", "by", "at", "selection", "filter", "items", "reason", "target")
+# A zip job's export (annotator/export/services.py, export_zip_start): its retry zips the same files.
+RESULT_KEPT += ("export_job", "manifest_sha256")
 
 
 @transaction.atomic

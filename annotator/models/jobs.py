@@ -38,6 +38,7 @@ class Job(models.Model):
         EXPORT = "export"
         MODEL_EVAL = "model_eval", "model evaluation"
         BULK = "bulk"
+        ZIP = "zip", "export zip"
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -54,6 +55,7 @@ class Job(models.Model):
         Kind.EXPORT: (COORDINATOR,),
         Kind.MODEL_EVAL: (COORDINATOR,),
         Kind.BULK: (REVIEWER, COORDINATOR),
+        Kind.ZIP: (COORDINATOR,),
     }
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
