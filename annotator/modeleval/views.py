@@ -60,6 +60,12 @@ class EndpointForm(forms.Form):
     )
     concurrency = forms.IntegerField(min_value=1, max_value=256, initial=8)
     timeout_s = forms.IntegerField(min_value=1, max_value=3600, initial=120, label="Timeout (s)")
+    test_connection = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Test the connection first",
+        help_text="Register only if it answers, serves the model id (per /models) and answers one tiny request.",
+    )
 
 
 def runs():
