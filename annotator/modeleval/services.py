@@ -855,6 +855,7 @@ def evaluation_summary(evaluation: ModelEvaluation) -> dict:
     ):
         answered, correct = row["answered"], row["correct"]
         per_category[row["category"]] = {
+            "count": answered + row["failed"],  # items with a result (kept for API clients): answered + failed
             "answered": answered,
             "correct": correct,
             "failed": row["failed"],
