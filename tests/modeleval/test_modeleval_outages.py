@@ -252,3 +252,36 @@ def test_test_connection_checks_the_endpoint_before_registering_it(db, coordinat
         content_type="application/json",
     )
     assert response.status_code == 400 and "is not served by by-api" in response.content.decode()
+
+
+def test_a_database_blip_while_the_server_is_down_says_what_was_stored_never_that_nothing_was_sent(
+    db, coordinator, server, export_dir, fast, monkeypatch
+):
+    from django.db import OperationalError
+
+    from annotator.modeleval import services
+
+    root, records = export_dir
+    server.latency = 0.05
+    evaluation = start(endpoint_for(server, coordinator, concurrency=1), coordinator, root)
+    unit = UnitRef(JobTask.objects.get(job_id=evaluation.job_id).pk, celery_id="celery-1")
+    store, calls = services._store, []
+
+    def store_then_blip(evaluation, results):
+        calls.append(len(results))
+        if len(calls) == 2:
+            server.stop()  # the model server goes down, then the database drops the connection
+            raise OperationalError("server closed the connection unexpectedly")
+        store(evaluation, results)
+
+    monkeypatch.setattr(services, "_store", store_then_blip)
+    with pytest.raises(OperationalError):
+        evaluation_run(evaluation_id=evaluation.pk, unit=unit)
+    monkeypatch.setattr(services, "_store", store)
+    # The task's retry (same Celery id) takes its unit back and finds the endpoint down.
+    evaluation = evaluation_run(evaluation_id=evaluation.pk, unit=unit)
+    stored = evaluation.results.count()
+    assert stored == calls[0] >= 1 and len(server.requests) > stored  # sent more than it could store
+    assert evaluation.state == "paused" and "Nothing was sent" not in evaluation.pause_reason
+    assert f"Stored so far: {stored} of {len(records)} items ({stored} answered, 0 failed)" in evaluation.pause_reason
+    server.restart()
