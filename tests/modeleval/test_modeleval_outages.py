@@ -13,7 +13,7 @@ from django.db import connection
 
 from annotator.jobs.services import UnitRef, job_cancel, job_retry
 from annotator.modeleval.services import endpoint_create, evaluation_run, evaluation_start, results_file
-from annotator.models import Job, JobTask
+from annotator.models import Job, JobTask, ModelEndpoint
 from subtlebench.errors import Invalid
 from tests.model_server import ModelServer
 from tests.modeleval_fixtures import policy_for, write_export
@@ -252,6 +252,15 @@ def test_test_connection_checks_the_endpoint_before_registering_it(db, coordinat
         content_type="application/json",
     )
     assert response.status_code == 400 and "is not served by by-api" in response.content.decode()
+    # The page's box, checked by default on the form.
+    page = "/models/endpoints/new/"
+    assert 'name="test_connection"' in client_for(coordinator).get(page).content.decode()
+    fields = {"name": "by-page", "base_url": server.base_url, "concurrency": 1, "timeout_s": 5, "test_connection": "on"}
+    response = client_for(coordinator).post(page, {**fields, "model_id": "nope"}, follow=True)
+    assert response.redirect_chain == [(page, 302)]
+    assert "model nope is not served by by-page; it serves: tiny-vlm" in response.content.decode()
+    response = client_for(coordinator).post(page, {**fields, "model_id": "tiny-vlm"})
+    assert response.status_code == 302 and ModelEndpoint.objects.filter(name="by-page").exists()
 
 
 def test_a_database_blip_while_the_server_is_down_says_what_was_stored_never_that_nothing_was_sent(
