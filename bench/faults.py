@@ -16,7 +16,11 @@ a tiny random DINOv3 activated) and beat (the sweeper every 2 s). Then replays, 
 - beat down (/healthz?deep=1 says so and reports the pending unit that waits; beat back, it is sent);
 - a hostile folder given to import_pairs and validate_benchmark; a video's media lost, then `repair` (issue 25);
 - exports (issue 25): S3 cut mid-upload during `--replace` (a moto server behind a cuttable TCP proxy), a
-  corrupted frame, a command-line export SIGKILLed, a zip job's worker SIGKILLed (then the clean-up).
+  corrupted frame, a command-line export SIGKILLed, a zip job's worker SIGKILLed (then the clean-up);
+- model runs against a fake model server (tests/model_server.py in a process of its own): killed mid-run and
+  restarted (the run pauses, resumes, asks its failed items again: accuracy over answered items is the true one),
+  answering 500 to everything (the run ends failed with the reason), trickling one byte every 2 s (each request
+  ends at its deadline).
 
 Each row checks the outcome: the job ends (succeeded or failed, never stuck), the frames and progress are right,
 no committed file is lost, nothing is counted twice, no orphan is left after the clean-up. Everything it started is
@@ -91,6 +95,13 @@ ENV = {
     "BEAT_STALE_SECONDS": "5",
     "JOB_BROKER_CHECK_SECONDS": "5",
     "HEALTHZ_TOKEN": "bench-faults-healthz",
+    # Model runs (issue 25): the fake model server on loopback is allowed; pauses of a second, a run down 15 s fails.
+    "MODEL_ENDPOINT_HOSTS": "127.0.0.1",
+    "MODEL_EVAL_PAUSE_SECONDS": "1",
+    "MODEL_EVAL_PAUSE_MAX_SECONDS": "15",
+    "MODEL_EVAL_BACKOFF_SECONDS": "0.05",
+    "MODEL_EVAL_BACKOFF_MAX_SECONDS": "0.2",
+    "MODEL_EVAL_RETRIES": "1",
 }
 os.environ.update(ENV)
 
@@ -979,6 +990,124 @@ def kill_zip_job() -> None:
     record("SIGKILL of a zip job", started, outcome, "; ".join(problems))
 
 
+# --- Model runs against a fake model server (issue 25) ---------------------------------------------------------
+
+
+def model_server(mode: str = "", port: int = 0, latency: float = 0.0) -> tuple[subprocess.Popen, str]:
+    """tests/model_server.py in a process of its own (killable as a real server is): (process, base URL)."""
+    port = port or free_port()
+    args = [sys.executable, "tests/model_server.py", "--port", str(port), "--latency", str(latency)]
+    process = spawn("model-server", *args, *(["--mode", mode] if mode else []))
+    wait(lambda: localservices.port_open(port), 30, "the model server")
+    return process, f"http://127.0.0.1:{port}/v1"
+
+
+def model_run(base_url: str, name: str, plan: dict, *, timeout_s: int = 10, concurrency: int = 2, test=True):
+    """Register the server (testing the connection unless told not to) and queue a run on an export of `plan`."""
+    from annotator.modeleval.services import endpoint_create, evaluation_start
+    from tests.modeleval_fixtures import write_export
+
+    root = BASE / "model-exports" / name
+    write_export(root, plan=plan)
+    endpoint = endpoint_create(
+        user=None,
+        name=name,
+        base_url=base_url,
+        model_id="tiny-vlm",
+        concurrency=concurrency,
+        timeout_s=timeout_s,
+        test_connection=test,
+    )
+    return evaluation_start(endpoint=endpoint, user=None, source="export", export_dir=str(root))
+
+
+def run_ended(evaluation):
+    evaluation.refresh_from_db()
+    evaluation.job.refresh_from_db()
+    return evaluation if not evaluation.job.is_active else None
+
+
+def model_server_killed_and_restarted() -> None:
+    started = time.monotonic()
+    process, url = model_server(latency=0.1)
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    evaluation = model_run(url, "killed", {"temporal": (40, 0), "spatial": (40, 0)})
+    wait(lambda: evaluation.results.filter(is_correct__isnull=False).count() >= 15, 120, "15 answers")
+    process.kill()  # SIGKILL: no goodbye to the open connections
+    process.wait()
+    processes.pop("model-server", None)
+    wait(
+        lambda: evaluation.__class__.objects.filter(pk=evaluation.pk, paused_until__isnull=False).exists(),
+        60,
+        "a pause",
+    )
+    evaluation.refresh_from_db()
+    reason = evaluation.pause_reason
+    failed_while_down = evaluation.failed
+    time.sleep(3)  # down a while (the outage itself, not a check)
+    model_server(port=port, latency=0.1)
+    wait(lambda: run_ended(evaluation), 180, "the run to end")
+    stop("model-server")
+    rows = evaluation.results.all()
+    # The server answers the first option shown: the true accuracy is the share of items whose answer was shown A.
+    true = rows.filter(correct_letter="A").count() / evaluation.items
+    asked_again = rows.filter(asks__gte=2).count()
+    problems = []
+    if evaluation.job.status != "succeeded" or evaluation.answered != evaluation.items or evaluation.failed:
+        problems.append(f"{evaluation.state}: {evaluation.answered} answered, {evaluation.failed} failed")
+    if evaluation.accuracy != true:
+        problems.append(f"accuracy {evaluation.accuracy} != true {true}")
+    if not failed_while_down or asked_again < 1 or "requests in a row failed" not in reason and "down" not in reason:
+        problems.append(f"failed while down {failed_while_down}, asked again {asked_again}, reason {reason!r}")
+    outcome = (
+        f"paused ({failed_while_down} failed while down), resumed: {evaluation.state}, "
+        f"{evaluation.answered}/{evaluation.items} answered, accuracy {evaluation.accuracy:.3f} = true {true:.3f}, "
+        f"{asked_again} failed items asked again"
+    )
+    record("model server killed mid-run and restarted", started, outcome, "; ".join(problems))
+
+
+def model_server_answers_500() -> None:
+    started = time.monotonic()
+    _, url = model_server(mode="500")
+    evaluation = model_run(url, "all-500", {"temporal": (4, 2)}, test=False)
+    wait(lambda: run_ended(evaluation), 120, "the run to end")
+    stop("model-server")
+    errors = evaluation.job.errors
+    problems = []
+    if evaluation.job.status != "failed" or not errors or "HTTP 500" not in errors[0] or evaluation.answered:
+        problems.append(f"{evaluation.state}, {evaluation.answered} answered, errors {errors}")
+    outcome = f"paused, then {evaluation.state} after MODEL_EVAL_PAUSE_MAX_SECONDS: {errors[0][:110] if errors else ''}"
+    record("model server answers 500 to everything", started, outcome, "; ".join(problems))
+
+
+def model_server_trickles() -> None:
+    started = time.monotonic()
+    _, url = model_server(mode="trickle")  # one byte every 2 s: a ~300-byte answer in 10 minutes
+    deadline = 3
+    evaluation = model_run(url, "trickle", {"temporal": (4, 2)}, timeout_s=deadline, concurrency=4, test=False)
+    wait(lambda: run_ended(evaluation), 180, "the run to end")
+    stop("model-server")
+    rows = list(evaluation.results.all())
+    longest = max((row.latency_ms for row in rows), default=0) / 1000
+    job = evaluation.job
+    wall = (job.finished - job.started).total_seconds()
+    from django.conf import settings
+
+    tries = settings.MODEL_EVAL_ITEM_TRIES
+    bound = tries * (deadline + 2) + 2 * settings.MODEL_EVAL_PAUSE_SECONDS + 10  # far below one trickled answer
+    problems = []
+    if job.status != "failed" or any(row.failure != "timeout" for row in rows) or not rows:
+        problems.append(f"{evaluation.state}, failures {sorted({row.failure for row in rows})}")
+    if longest > deadline + 2 or wall > bound:
+        problems.append(f"longest request {longest:.1f} s (deadline {deadline} s), run {wall:.1f} s (bound {bound} s)")
+    outcome = (
+        f"{evaluation.state}: {len(rows)} items timed out, longest request {longest:.1f} s for a {deadline} s "
+        f"deadline, run {wall:.1f} s ({tries} asks each)"
+    )
+    record("model server trickles one byte every 2 s", started, outcome, "; ".join(problems))
+
+
 FAULTS = [
     redis_down_after_commit,
     kill_pool_child,
@@ -996,6 +1125,9 @@ FAULTS = [
     corrupted_frame,
     kill_cli_export,
     kill_zip_job,
+    model_server_killed_and_restarted,
+    model_server_answers_500,
+    model_server_trickles,
 ]
 
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotator', '0021_model_endpoint_keys'),
+        ('annotator', '0022_model_runs_pause_and_retry'),
     ]
 
     operations = [
