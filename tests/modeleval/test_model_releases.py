@@ -236,3 +236,10 @@ def test_a_file_imported_from_the_page_names_its_unknown_ids_and_shows_on_the_co
     bad = SimpleUploadedFile("mc.json", b"[1]")
     response = client.post("/models/import/", {"release": release.pk, "name": "m", "file": bad}, follow=True)
     assert "mc.json, entry 0: expected an object" in response.content.decode()
+
+
+def test_the_run_page_links_the_release_it_ran_on(world, client_for, coordinator, server):
+    evaluation = run_on_release(server, coordinator, world["release"])
+    page = client_for(coordinator).get(f"/models/runs/{evaluation.pk}/").content.decode()
+    number = world["release"].number
+    assert f'release <a href="/releases/v{number}/"><strong>{world["release"].name}</strong></a>' in page
