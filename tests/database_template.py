@@ -2,9 +2,12 @@
 once for every xdist worker and every run.
 
 The template's name carries a digest of every migration file and of Django's version, so a changed migration makes
-a new template (the old ones are dropped). A template is built under another name and renamed when complete, so
-one that exists is whole; its building and every clone run under an advisory lock, so workers that start together
-wait for the one that builds.
+a new template. A template is built under another name and renamed when complete, so one that exists is whole; its
+building and every clone run under an advisory lock, so workers that start together wait for the one that builds.
+
+Several checkouts may share one server (worktrees, or runs pointed at one DATABASE_URL), each with its own
+migrations: the newest TEMPLATES_KEPT templates stay, so that a checkout never drops the template another one is
+cloning from; older ones are dropped without FORCE, so a template in use right now is left for a later run.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ import django
 from django.apps import apps
 from django.conf import settings
 from django.core.management import call_command
-from django.db import connection
+from django.db import DatabaseError, connection
 
 TEMPLATE_PREFIX = "test_template_"
+TEMPLATES_KEPT = 4
 LOCK_KEY = 7_316_202_612  # any fixed number: the advisory lock of the test databases
 
 
@@ -55,10 +59,9 @@ def use_database(name: str) -> None:
 
 
 def build_template(cursor, template: str) -> None:
-    """Migrate a new database from scratch and rename it to `template`; drop the templates of other digests."""
-    for old in database_names(cursor, f"{TEMPLATE_PREFIX}%"):  # other digests, and a build that was cut short
-        cursor.execute(f'DROP DATABASE IF EXISTS "{old}" WITH (FORCE)')
+    """Migrate a new database from scratch and rename it to `template`; drop templates beyond the newest few."""
     building = f"{template}_building"
+    cursor.execute(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)')  # this digest's build, cut short
     cursor.execute(f'CREATE DATABASE "{building}"')
     original = connection.settings_dict["NAME"]
     use_database(building)
@@ -67,6 +70,18 @@ def build_template(cursor, template: str) -> None:
     finally:
         use_database(original)
     cursor.execute(f'ALTER DATABASE "{building}" RENAME TO "{template}"')
+    drop_old_templates(cursor)
+
+
+def drop_old_templates(cursor, prefix: str = TEMPLATE_PREFIX, kept: int = TEMPLATES_KEPT) -> None:
+    """Drop the templates (and cut-short builds) older than the newest `kept`; one that a connection uses (another
+    checkout cloning or building it) is left alone."""
+    cursor.execute("SELECT datname FROM pg_database WHERE datname LIKE %s ORDER BY oid DESC", [f"{prefix}%"])
+    for (old,) in cursor.fetchall()[kept:]:
+        try:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{old}"')
+        except DatabaseError:  # in use: kept for now
+            pass
 
 
 def create_test_database() -> str:
