@@ -434,13 +434,14 @@ def video_embedding_counts(*, video: Video) -> dict:
 
 
 def suggestion_reason(value: float) -> str:
-    """Why a frame pair is or is not suggested, in the words the workbench shows next to it."""
+    """Why a frame pair is or is not suggested, in the words the workbench shows next to it (four decimals: the
+    value the API gives, so that 0.79996 never reads "0.800 < 0.8")."""
     threshold, ceiling = settings.SIMILARITY_THRESHOLD, settings.NEAR_DUPLICATE_CEILING
     if value < threshold:
-        return f"{value:.3f} < {threshold}: the frames differ too much to count as a subtle pair"
+        return f"{value:.4f} < {threshold}: the frames differ too much to count as a subtle pair"
     if value >= ceiling:
-        return f"{value:.3f} >= {ceiling}: nearly identical, nothing to ask about"
-    return f"{threshold} <= {value:.3f} < {ceiling}: subtle"
+        return f"{value:.4f} ≥ {ceiling}: nearly identical, nothing to ask about"
+    return f"{value:.4f}: subtle (at least {threshold}, under the near-duplicate ceiling {ceiling})"
 
 
 def video_suggestions(*, video: Video, limit: int = 20, below_limit: int = 5) -> dict:

@@ -147,9 +147,9 @@
     pick.textContent = `#${s.index_1} ↔ #${s.index_2}`;
     const facts = document.createElement("span");
     facts.className = "muted";
-    facts.textContent = ` ${Number(s.similarity).toFixed(3)} · Δ ${Number(s.gap).toFixed(1)} s`;
+    facts.textContent = ` · Δ ${Number(s.gap).toFixed(1)} s`;
     const reason = document.createElement("div");
-    reason.className = "reason muted small";
+    reason.className = "why";  // the similarity and the rule it meets or fails
     reason.textContent = s.reason || "";
     item.append(pick, facts, reason);
     if (i !== undefined) pick.addEventListener("click", () => useSuggestion(i));

@@ -443,9 +443,12 @@ def test_suggestions_show_the_closest_pairs_under_the_threshold_with_the_reason(
     assert [(row["index_1"], row["index_2"]) for row in below] == [(i, j) for _, _, i, j in under[:4]]
     for row in below:
         assert row["similarity"] < 0.8
-        assert row["reason"] == f"{row['similarity']:.3f} < 0.8: the frames differ too much to count as a subtle pair"
+        assert row["reason"] == f"{row['similarity']:.4f} < 0.8: the frames differ too much to count as a subtle pair"
     assert {(row["index_1"], row["index_2"]) for row in result["results"]} == set(subtle)
-    assert all(row["reason"].endswith(": subtle") and row["similarity"] >= 0.8 for row in result["results"])
+    for row in result["results"]:
+        assert row["similarity"] >= 0.8
+        rule = "subtle (at least 0.8, under the near-duplicate ceiling 0.995)"
+        assert row["reason"] == f"{row['similarity']:.4f}: {rule}"
     assert result["demo"] is False
 
 
