@@ -15,7 +15,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from annotator.models import Pair, Video
+from annotator.models import Job, Pair, Video
+from annotator.models.jobs import ACTIVE
 from annotator.similarity.services import (
     DEMO_MARKER,
     current_fingerprint,
@@ -60,6 +61,21 @@ def build_demo_model(folder: Path) -> Path:
     return folder
 
 
+DEMO_JOB_TITLE = "Demo: embed all images, score all pairs"
+
+
+def demo_jobs_close_interrupted() -> int:
+    """Fail the demo's embedding jobs that a killed seed_demo left running: they run in its process, with no unit
+    for the sweeper to requeue, so nothing else would ever end them. What they stored stays; this run goes on."""
+    interrupted = Job.objects.filter(
+        kind=Job.Kind.SIMILARITY, title=DEMO_JOB_TITLE, status__in=ACTIVE, tasks__isnull=True
+    ).order_by("pk")
+    return sum(
+        job.finish(result=job.result, error="interrupted: the seed_demo that ran it stopped; a later one went on")
+        for job in interrupted
+    )
+
+
 def demo_model_outdated(model) -> bool:
     """An active demo model built before DEMO_CONFIG changed (the old one scored every pair 0.99): replace it."""
     if not model.demo:
@@ -84,9 +100,10 @@ def seed_demo_similarity(stdout=None, *, folder: Path | None = None) -> None:
             image_size=settings.DINOV3_IMAGE_SIZE,
             activated_by="seed_demo",
         )
+    demo_jobs_close_interrupted()
     if not pending_images().exists() and not scorable_pairs().exists():
         return
-    job = embeddings_compute(job=embedding_job_create(title="Demo: embed all images, score all pairs"))
+    job = embeddings_compute(job=embedding_job_create(title=DEMO_JOB_TITLE))
     if stdout is not None:
         if job.errors:
             stdout.write(f"Similarity: {job.errors[-1]}")

@@ -112,3 +112,20 @@ def test_seed_demo_replaces_an_older_demo_model_that_scored_everything_alike(no_
     seed_demo_similarity(folder=tmp_path / "demo-model")
     model = embedding_model_active(fresh=True)
     assert model.demo and model.folder == str((tmp_path / "demo-model").resolve())
+
+
+def test_a_demo_job_left_running_by_a_killed_seed_demo_is_ended_by_the_next_one(no_dinov3, tmp_path):
+    from annotator.models import Job
+    from annotator.similarity.services import embedding_job_create
+    from demo.similarity import DEMO_JOB_TITLE
+
+    make_video(frames=2)
+    seed_demo_similarity(folder=tmp_path / "demo-model")
+    left = embedding_job_create(title=DEMO_JOB_TITLE)
+    left.start(total=96)  # as a seed_demo killed mid-embedding leaves it: running, no unit, nobody to end it
+    make_video(frames=2)  # work for the next run
+    seed_demo_similarity(folder=tmp_path / "demo-model")
+    left.refresh_from_db()
+    assert left.status == "failed" and "interrupted: the seed_demo that ran it stopped" in left.errors[-1]
+    assert not Job.objects.filter(status__in=("queued", "running")).exists()
+    assert Job.objects.filter(title=DEMO_JOB_TITLE, status="succeeded").count() == 2
