@@ -14,7 +14,8 @@ a tiny random DINOv3 activated) and beat (the sweeper every 2 s). Then replays, 
 - Redis FLUSHALL with a unit queued (the sweeper finds its message gone and sends it again);
 - Redis out of memory (participants keep joining and answering; /healthz names the broker);
 - beat down (/healthz?deep=1 says so and reports the pending unit that waits; beat back, it is sent);
-- a hostile folder given to import_pairs and validate_benchmark; a video's media lost, then `repair` (issue 25).
+- a hostile folder given to import_pairs and validate_benchmark; a video's media lost, then `repair` (issue 25);
+- `seed_demo` SIGKILLed while it embeds the demo frames, then run again (issue 26).
 
 Each row checks the outcome: the job ends (succeeded or failed, never stuck), the frames and progress are right,
 no committed file is lost, nothing is counted twice, no orphan is left after the clean-up. Everything it started is
@@ -758,6 +759,55 @@ def lost_media_repair() -> None:
     record("media lost, then repair (and again with the source replaced)", started, outcome, "; ".join(problems))
 
 
+# --- Issue 26: the demo ------------------------------------------------------------------------------------------
+
+
+def seed_demo_killed_mid_embedding() -> None:
+    """`seed_demo` SIGKILLed while it embeds the demo's frames (in its own process: no unit for the sweeper), then
+    run again: it ends the job the first one left running, embeds the rest, and makes every demo pair once."""
+    started = time.monotonic()
+    from annotator.models import Frame, ImageEmbedding, Job, Pair
+    from annotator.similarity.services import current_fingerprint
+
+    env = {**os.environ, "DEBUG": "true"}  # the demo app is installed only with DEBUG on
+    command = [sys.executable, "manage.py", "seed_demo"]
+    first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    title = "Demo: embed all images, score all pairs"
+    wait(lambda: first.poll() is not None or Job.objects.filter(title=title, status="running").exists(), 300, "embed")
+    killed = first.poll() is None
+    if killed:
+        first.kill()
+        first.wait()
+    left = Job.objects.filter(title=title).order_by("pk").first()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    frames = Frame.objects.filter(video__yt8m_id__startswith="demo_")
+    embedded = ImageEmbedding.objects.filter(
+        image__frame__in=frames, fingerprint=current_fingerprint(), vector__isnull=False
+    ).count()
+    pairs = Pair.objects.filter(video__yt8m_id__startswith="demo_")
+    stuck = Job.objects.filter(title__startswith="Demo", status__in=("queued", "running")).count()
+    line = next((x for x in done.stdout.splitlines() if "pairs scored" in x), "")
+    problems = []
+    if done.returncode:
+        problems.append(f"the second seed_demo failed: {done.stderr[-500:]}")
+    if not killed:
+        problems.append("seed_demo ended before it could be killed mid-embedding")
+    if stuck or (left and left.pk and Job.objects.get(pk=left.pk).status in ("queued", "running")):
+        problems.append(f"{stuck} demo job(s) still active")
+    if embedded != frames.count() or frames.count() == 0:
+        problems.append(f"{embedded} of {frames.count()} demo frames embedded")
+    if pairs.count() != 18 or pairs.values("source_id").distinct().count() != 18:
+        problems.append(f"{pairs.count()} demo pairs (18 expected, each once)")
+    if f"{pairs.exclude(similarity=None).count()} pairs scored" not in line:
+        problems.append(f"the report is not the pairs' count: {line!r}")
+    left_status = Job.objects.get(pk=left.pk).status if left else "none"
+    outcome = (
+        f"killed mid-embedding: {killed}; its job: {left_status}; re-run: {embedded}/{frames.count()} frames "
+        f"embedded, {pairs.count()} pairs (each once), no demo job left active ({stuck}); report: {line[:90]}"
+    )
+    record("seed_demo killed mid-embedding, then run again", started, outcome, "; ".join(problems))
+
+
 FAULTS = [
     redis_down_after_commit,
     kill_pool_child,
@@ -771,6 +821,7 @@ FAULTS = [
     beat_down,
     hostile_import_folder,  # issue 25
     lost_media_repair,  # issue 25
+    seed_demo_killed_mid_embedding,  # issue 26
 ]
 
 
