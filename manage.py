@@ -15,6 +15,13 @@ def main():
             ensure_started()
         except ForeignServer as error:
             sys.exit(f"manage.py: {error}")
+    if not os.getenv("SITE_URL"):
+        # Links printed here (create_study's invites) use the address a running `make run` serves on.
+        from devtools.localservices import site_url_running
+
+        served = site_url_running()
+        if served:
+            os.environ["SITE_URL"] = served
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

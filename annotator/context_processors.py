@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from annotator.similarity.services import DEMO_BANNER, NO_ACTIVE_MODEL, embedding_model_active
-from subtlebench.roles import COORDINATOR, roles_of
+from subtlebench.roles import COORDINATOR, ROLES, roles_of
 from subtlebench.text import text_limits
 
 
@@ -14,9 +14,14 @@ def site(request):
 
 
 def site_banners(roles=()) -> list[dict]:
-    """Warnings every page shows, from the active embedding model row (the web process never opens weights):
-    similarities from an untrained demo model; for coordinators, who can fix it, that no model is active."""
+    """Warnings about the embedding model, from its row (the web process never opens weights), for the signed-in
+    roles that act on similarities: annotators pick pairs by them, reviewers accept by them, coordinators run the
+    model. They learn that the similarities come from an untrained demo model; coordinators, who can fix it, also
+    that no model is active. Anonymous visitors (the login page), study participants and users without a role
+    see no similarity anywhere, so no banner about it either."""
     banners = []
+    if not set(roles) & set(ROLES):
+        return banners
     model = embedding_model_active()
     if model is not None and model.demo:
         banners.append({"level": "warning", "text": DEMO_BANNER})

@@ -109,9 +109,20 @@ class SuggestionsOutputSerializer(serializers.Serializer):
         index_2 = serializers.IntegerField()
         similarity = serializers.FloatField()
         gap = serializers.FloatField(help_text="Seconds between the two frames.")
+        reason = serializers.CharField(help_text="Why it is (or is not) suggested: its similarity against the rule.")
+
+    class CountsSerializer(serializers.Serializer):
+        subtle = serializers.IntegerField(help_text="Frame pairs in the gap window that pass the rule.")
+        under_threshold = serializers.IntegerField(help_text="Frame pairs in the window below the threshold.")
+        near_duplicate = serializers.IntegerField(help_text="Frame pairs at or above the near-duplicate ceiling.")
 
     status = serializers.ChoiceField(choices=["ready", "pending"], help_text="pending: frames still being embedded.")
-    results = SuggestionSerializer(many=True)
+    results = SuggestionSerializer(many=True, help_text="Subtle pairs, most similar first.")
+    below_threshold = SuggestionSerializer(
+        many=True, help_text="The most similar pairs in the window that fail the rule (not suggested), with why."
+    )
+    counts = CountsSerializer()
+    demo = serializers.BooleanField(help_text="The similarities come from the untrained demo model.")
 
 
 @extend_schema(
@@ -121,7 +132,8 @@ class SuggestionsOutputSerializer(serializers.Serializer):
 @api_view(["GET"])
 @permission_classes([ANY_ROLE])
 def video_suggestions(request, video_id: int):
-    """Frame pairs ranked for subtlety: at least the threshold, below the near-duplicate ceiling, close in time."""
+    """Frame pairs ranked for subtlety: at least the threshold, below the near-duplicate ceiling, close in time;
+    beside them the closest pairs that fail the rule, each with its reason."""
     video = get_object_or_404(Video, pk=video_id)
     data = SuggestionsInputSerializer(data=request.query_params)
     data.is_valid(raise_exception=True)

@@ -20,7 +20,8 @@ a tiny random DINOv3 activated) and beat (the sweeper every 2 s). Then replays, 
 - model runs against a fake model server (tests/model_server.py in a process of its own): killed mid-run and
   restarted (the run pauses, resumes, asks its failed items again: accuracy over answered items is the true one),
   answering 500 to everything (the run ends failed with the reason), trickling one byte every 2 s (each request
-  ends at its deadline).
+  ends at its deadline);
+- `seed_demo` SIGKILLed while it embeds the demo frames, then run again (issue 26).
 
 Each row checks the outcome: the job ends (succeeded or failed, never stuck), the frames and progress are right,
 no committed file is lost, nothing is counted twice, no orphan is left after the clean-up. Everything it started is
@@ -1108,6 +1109,55 @@ def model_server_trickles() -> None:
     record("model server trickles one byte every 2 s", started, outcome, "; ".join(problems))
 
 
+# --- Issue 26: the demo ------------------------------------------------------------------------------------------
+
+
+def seed_demo_killed_mid_embedding() -> None:
+    """`seed_demo` SIGKILLed while it embeds the demo's frames (in its own process: no unit for the sweeper), then
+    run again: it ends the job the first one left running, embeds the rest, and makes every demo pair once."""
+    started = time.monotonic()
+    from annotator.models import Frame, ImageEmbedding, Job, Pair
+    from annotator.similarity.services import current_fingerprint
+
+    env = {**os.environ, "DEBUG": "true"}  # the demo app is installed only with DEBUG on
+    command = [sys.executable, "manage.py", "seed_demo"]
+    first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    title = "Demo: embed all images, score all pairs"
+    wait(lambda: first.poll() is not None or Job.objects.filter(title=title, status="running").exists(), 300, "embed")
+    killed = first.poll() is None
+    if killed:
+        first.kill()
+        first.wait()
+    left = Job.objects.filter(title=title).order_by("pk").first()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    frames = Frame.objects.filter(video__yt8m_id__startswith="demo_")
+    embedded = ImageEmbedding.objects.filter(
+        image__frame__in=frames, fingerprint=current_fingerprint(), vector__isnull=False
+    ).count()
+    pairs = Pair.objects.filter(video__yt8m_id__startswith="demo_")
+    stuck = Job.objects.filter(title__startswith="Demo", status__in=("queued", "running")).count()
+    line = next((x for x in done.stdout.splitlines() if "pairs scored" in x), "")
+    problems = []
+    if done.returncode:
+        problems.append(f"the second seed_demo failed: {done.stderr[-500:]}")
+    if not killed:
+        problems.append("seed_demo ended before it could be killed mid-embedding")
+    if stuck or (left and left.pk and Job.objects.get(pk=left.pk).status in ("queued", "running")):
+        problems.append(f"{stuck} demo job(s) still active")
+    if embedded != frames.count() or frames.count() == 0:
+        problems.append(f"{embedded} of {frames.count()} demo frames embedded")
+    if pairs.count() != 18 or pairs.values("source_id").distinct().count() != 18:
+        problems.append(f"{pairs.count()} demo pairs (18 expected, each once)")
+    if f"{pairs.exclude(similarity=None).count()} pairs scored" not in line:
+        problems.append(f"the report is not the pairs' count: {line!r}")
+    left_status = Job.objects.get(pk=left.pk).status if left else "none"
+    outcome = (
+        f"killed mid-embedding: {killed}; its job: {left_status}; re-run: {embedded}/{frames.count()} frames "
+        f"embedded, {pairs.count()} pairs (each once), no demo job left active ({stuck}); report: {line[:90]}"
+    )
+    record("seed_demo killed mid-embedding, then run again", started, outcome, "; ".join(problems))
+
+
 FAULTS = [
     redis_down_after_commit,
     kill_pool_child,
@@ -1128,6 +1178,7 @@ FAULTS = [
     model_server_killed_and_restarted,
     model_server_answers_500,
     model_server_trickles,
+    seed_demo_killed_mid_embedding,  # issue 26
 ]
 
 

@@ -48,6 +48,7 @@ PLANS = [
     plan(LIGHT, 5, 8, "accept", "annotator1", Category.ATTRIBUTE, "What changed about the light?",
          "it became warmer and dimmer", ["it became brighter", "it turned blue"]),
     plan(LIGHT, 15, 17, "accept", "annotator2", Category.QUALITY, "Which image is brighter?", answer_frame="a"),
+    # The light changes fast here: the demo model scores it about 0.75, under 0.8, so it waits as submitted.
     plan(LIGHT, 1, 3, "accept", "annotator1", Category.TEMPORAL, LATER),
     plan(LIGHT, 20, 22, "leave", "annotator2", Category.TEMPORAL, LATER),
     # Too far apart: the demo model scores it below 0.8, so it cannot be accepted.

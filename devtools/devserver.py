@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from devtools.localservices import BASE_DIR, ensure_started, stop, var_dir
+from devtools.localservices import BASE_DIR, ensure_started, site_url_forget, site_url_record, stop, var_dir
 
 DEMO_LOGINS = ("coordinator", "annotator1", "annotator2", "reviewer")
 # A process that ran this long before exiting was working: its next restart starts the backoff over.
@@ -118,13 +118,22 @@ def app_services(port: str) -> list[Supervised]:
     ]
 
 
+def serve_on(port: str) -> str:
+    """The address links name (SITE_URL): as set, else this port on localhost. Set for the processes started here
+    and recorded for commands run from another shell (manage.py reads it: create_study's invite links)."""
+    site_url = os.environ.setdefault("SITE_URL", f"http://localhost:{port}")
+    site_url_record(site_url)
+    return site_url
+
+
 def main() -> int:
     started = ensure_started()
     port = os.getenv("PORT", "8000")
+    site_url = serve_on(port)
     try:
         manage("migrate", "--no-input")
         manage("seed_demo")
-        print(f"\n  SubtleBench Studio is starting at http://localhost:{port}/", flush=True)
+        print(f"\n  SubtleBench Studio is starting at http://localhost:{port}/ (links name {site_url})", flush=True)
         print(f"  Demo logins (password 'demo'): {', '.join(DEMO_LOGINS)}", flush=True)
         print("  Ctrl-C stops the web server, the worker, beat and the embedded services.\n", flush=True)
         return supervise(app_services(port))
@@ -133,6 +142,7 @@ def main() -> int:
     finally:
         # Only here, once supervise() has returned (Ctrl-C, SIGTERM, or a process that cannot start): a worker
         # that died on its own never reaches this line.
+        site_url_forget()
         stop(started)
 
 

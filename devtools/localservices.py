@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -305,6 +306,47 @@ def stop_redis() -> None:
     deadline = time.monotonic() + 20
     while port_open(redis_port()) and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+# --- The address `make run` serves on -------------------------------------------------------------------------
+# `make run` serves on PORT and records the address here while it runs, so that a command started from another
+# shell (`manage.py create_study` prints invite links) uses the address the app is really on, not localhost:8000.
+
+
+def site_url_file() -> Path:
+    return var_dir() / "site_url.json"
+
+
+def site_url_record(url: str) -> None:
+    """Record the address this process (the `make run` supervisor) serves on."""
+    var_dir().mkdir(parents=True, exist_ok=True)
+    site_url_file().write_text(json.dumps({"url": url, "pid": os.getpid()}))
+
+
+def site_url_forget() -> None:
+    """Drop the record, if it is this process's (a second `make run` may have written its own since)."""
+    try:
+        if json.loads(site_url_file().read_text()).get("pid") == os.getpid():
+            site_url_file().unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def site_url_running() -> str | None:
+    """The address a running `make run` of this checkout serves on, or None (none runs: a record left by one that
+    was killed names a process that is gone)."""
+    try:
+        record = json.loads(site_url_file().read_text())
+        url, pid = str(record["url"]), int(record["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, another user's
+    return url
 
 
 # --- Entry points ------------------------------------------------------------------------------------------------

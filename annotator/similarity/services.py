@@ -433,16 +433,33 @@ def video_embedding_counts(*, video: Video) -> dict:
     }
 
 
-def video_suggestions(*, video: Video, limit: int = 20) -> dict:
+def suggestion_reason(value: float) -> str:
+    """Why a frame pair is or is not suggested, in the words the workbench shows next to it (four decimals: the
+    value the API gives, so that 0.79996 never reads "0.800 < 0.8")."""
+    threshold, ceiling = settings.SIMILARITY_THRESHOLD, settings.NEAR_DUPLICATE_CEILING
+    if value < threshold:
+        return f"{value:.4f} < {threshold}: the frames differ too much to count as a subtle pair"
+    if value >= ceiling:
+        return f"{value:.4f} ≥ {ceiling}: nearly identical, nothing to ask about"
+    return f"{value:.4f}: subtle (at least {threshold}, under the near-duplicate ceiling {ceiling})"
+
+
+def video_suggestions(*, video: Video, limit: int = 20, below_limit: int = 5) -> dict:
     """Frame pairs of the video ranked for subtlety: threshold <= similarity < near-duplicate ceiling, within
-    the maximum time gap, most similar first.
+    the maximum time gap, most similar first; beside them (`below_threshold`) the most similar pairs in the same
+    window that fail the rule, so an annotator sees where the line runs and why. `counts`: every frame pair in
+    the window, by verdict. Each entry carries its `reason`.
 
     Vectorised over a band: frames in time order, offset k compares every frame with the k-th next one in
     one numpy pass, for k up to the most frames any gap window holds (no Python loop over pairs).
     """
-    fingerprint = current_fingerprint()
+    model = embedding_model_active()
+    fingerprint = model.fingerprint if model is not None else None
+    counts = {"subtle": 0, "under_threshold": 0, "near_duplicate": 0}
+    # `demo`: the numbers come from the untrained demo model, and the workbench says so beside them.
+    empty = {"results": [], "below_threshold": [], "counts": counts, "demo": bool(model and model.demo)}
     if fingerprint is None:
-        return {"status": "pending", "results": []}
+        return {"status": "pending", **empty}
     frames = list(
         Frame.objects.filter(video=video)
         .order_by("timestamp", "index")
@@ -457,7 +474,7 @@ def video_suggestions(*, video: Video, limit: int = 20) -> dict:
     embedded = [(image_id, vector) for image_id, vector in rows if vector is not None]
     status = "ready" if done >= len(frames) else "pending"
     if not embedded:
-        return {"status": status, "results": []}
+        return {"status": status, **empty}
     ids, matrix = stack_vectors(embedded)
     position = {image_id: row for row, image_id in enumerate(ids)}
     frames = [frame for frame in frames if frame[1] in position]
@@ -470,37 +487,49 @@ def video_suggestions(*, video: Video, limit: int = 20) -> dict:
     for offset in range(1, width + 1):
         left = np.arange(count - offset)
         sims = cosines(vectors[: count - offset], vectors[offset:])
-        keep = (
-            (sims >= settings.SIMILARITY_THRESHOLD)
-            & (sims < settings.NEAR_DUPLICATE_CEILING)
-            & (times[offset:] - times[: count - offset] <= settings.SUGGESTION_MAX_GAP_SECONDS)
-        )
+        keep = times[offset:] - times[: count - offset] <= settings.SUGGESTION_MAX_GAP_SECONDS
         firsts.append(left[keep])
         seconds.append(left[keep] + offset)
         values.append(sims[keep])
     if not firsts:
-        return {"status": status, "results": []}
+        return {"status": status, **empty}
     firsts, seconds, values = np.concatenate(firsts), np.concatenate(seconds), np.concatenate(values)
     gaps = times[seconds] - times[firsts]
-    # A total order: most similar first (exact values, see `cosines`), then the shorter gap, then the earlier
-    # frames, so equal similarities always come out the same way.
-    order = np.lexsort((seconds, firsts, gaps, -values))[:limit]
-    results = []
-    for at in order:
-        one, two = frames[firsts[at]], frames[seconds[at]]
-        results.append(
-            {
-                "frame_1": one[0],
-                "frame_2": two[0],
-                "image_1": one[1],
-                "image_2": two[1],
-                "index_1": one[2],
-                "index_2": two[2],
-                "similarity": round(float(values[at]), 4),
-                "gap": round(float(gaps[at]), 3),
-            }
-        )
-    return {"status": status, "results": results}
+    under = values < settings.SIMILARITY_THRESHOLD
+    duplicate = values >= settings.NEAR_DUPLICATE_CEILING
+    subtle = ~under & ~duplicate
+    counts.update(subtle=int(subtle.sum()), under_threshold=int(under.sum()), near_duplicate=int(duplicate.sum()))
+
+    def ranked(mask: np.ndarray, top: int) -> list[dict]:
+        # A total order: most similar first (exact values, see `cosines`), then the shorter gap, then the earlier
+        # frames, so equal similarities always come out the same way.
+        chosen = np.flatnonzero(mask)
+        order = chosen[np.lexsort((seconds[chosen], firsts[chosen], gaps[chosen], -values[chosen]))][:top]
+        entries = []
+        for at in order:
+            one, two = frames[firsts[at]], frames[seconds[at]]
+            entries.append(
+                {
+                    "frame_1": one[0],
+                    "frame_2": two[0],
+                    "image_1": one[1],
+                    "image_2": two[1],
+                    "index_1": one[2],
+                    "index_2": two[2],
+                    "similarity": round(float(values[at]), 4),
+                    "gap": round(float(gaps[at]), 3),
+                    "reason": suggestion_reason(float(values[at])),
+                }
+            )
+        return entries
+
+    return {
+        "status": status,
+        "results": ranked(subtle, limit),
+        "below_threshold": ranked(under, below_limit),
+        "counts": counts,
+        "demo": empty["demo"],
+    }
 
 
 # --- Embedding jobs -------------------------------------------------------------------------------------------

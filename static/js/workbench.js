@@ -139,23 +139,56 @@
 
   let suggestions = [];
   let suggestionAt = -1;
+  function suggestionItem(s, i) {
+    const item = document.createElement("li");
+    const pick = document.createElement("button");
+    pick.type = "button";
+    pick.className = "link";
+    pick.textContent = `#${s.index_1} ↔ #${s.index_2}`;
+    const facts = document.createElement("span");
+    facts.className = "muted";
+    facts.textContent = ` · Δ ${Number(s.gap).toFixed(1)} s`;
+    const reason = document.createElement("div");
+    reason.className = "why";  // the similarity and the rule it meets or fails
+    reason.textContent = s.reason || "";
+    item.append(pick, facts, reason);
+    if (i !== undefined) pick.addEventListener("click", () => useSuggestion(i));
+    return item;
+  }
   async function loadSuggestions() {
     const list = $("suggestions");
+    const under = $("suggestions-under");
     const result = await api("GET", `/api/videos/${config.video.id}/suggestions/?limit=20`);
     const data = result.ok && result.data ? result.data : {};
-    suggestions = data.status === "ready" && Array.isArray(data.results) ? data.results : [];
+    const ready = data.status === "ready";
+    suggestions = ready && Array.isArray(data.results) ? data.results : [];
+    const below = ready && Array.isArray(data.below_threshold) ? data.below_threshold : [];
+    $("suggestions-demo").hidden = !data.demo;
     list.innerHTML = "";
+    under.innerHTML = "";
+    $("suggestions-under-head").hidden = !below.length;
+    if (ready && data.counts) {
+      const c = data.counts;
+      $("suggestions-counts").textContent = `${c.subtle} subtle · ${c.under_threshold} under the threshold · ${c.near_duplicate} near-duplicate`;
+    }
+    below.forEach((s) => {
+      const item = suggestionItem(s);
+      // Not suggested, but loadable: seeing such a pair side by side shows what the rule keeps out.
+      item.querySelector("button").addEventListener("click", () => {
+        if (!position.has(s.index_1) || !position.has(s.index_2)) return;
+        state.a = s.index_1;
+        state.b = s.index_2;
+        state.cursor = position.get(s.index_2);
+        changed();
+      });
+      under.appendChild(item);
+    });
     if (!suggestions.length) {
-      const note = result.ok && data.status === "pending" ? "similarities are still being computed: pending" : "no suggestions yet";
+      const note = result.ok && data.status === "pending" ? "similarities are still being computed: pending" : "no subtle pairs within the gap";
       list.innerHTML = `<li class="muted">${note}</li>`;
       return;
     }
-    suggestions.forEach((s, i) => {
-      const item = document.createElement("li");
-      item.innerHTML = `<button type="button" class="link">#${s.index_1} ↔ #${s.index_2}</button> <span class="muted">${Number(s.similarity).toFixed(3)} · Δ ${Number(s.gap).toFixed(1)} s</span>`;
-      item.querySelector("button").addEventListener("click", () => useSuggestion(i));
-      list.appendChild(item);
-    });
+    suggestions.forEach((s, i) => list.appendChild(suggestionItem(s, i)));
   }
   function useSuggestion(i) {
     if (!suggestions.length) return flash("No suggestions yet.");

@@ -3,15 +3,23 @@ takes nothing down with it; Ctrl-C stops everything; a process that cannot start
 
 from __future__ import annotations
 
+import io
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
 
+import pytest
+from django.core.management import call_command
+
+from annotator.models import Category
 from devtools import devserver
 from devtools.localservices import BASE_DIR
 from tests.conftest import wait_until
+from tests.factories import make_pair
+from tests.release_factories import make_release
 
 # A long-running child: appends its pid to a file, then sleeps until it is stopped.
 SLEEPER = "import os, sys, time; open(sys.argv[1], 'a').write(f'{os.getpid()}\\n'); time.sleep(600)"
@@ -111,3 +119,68 @@ def test_make_run_supervises_the_web_server_the_worker_and_beat():
     assert "0.0.0.0:8123" in services[0].command
     assert services[1].command[1:4] == ["-A", "subtlebench", "worker"]
     assert services[2].command[1:4] == ["-A", "subtlebench", "beat"]
+
+
+# --- SITE_URL: the address make run serves on, for the links other commands print --------------------------------
+
+
+def test_make_run_names_its_port_in_site_url_and_records_it_while_it_runs(tmp_path, monkeypatch):
+    from devtools.localservices import site_url_forget, site_url_running
+
+    monkeypatch.setenv("VAR_DIR", str(tmp_path))
+    monkeypatch.delenv("SITE_URL", raising=False)
+    assert devserver.serve_on("8765") == "http://localhost:8765"
+    assert os.environ["SITE_URL"] == "http://localhost:8765"  # what the web server, worker and seed_demo inherit
+    assert site_url_running() == "http://localhost:8765"
+    site_url_forget()
+    assert site_url_running() is None and not (tmp_path / "site_url.json").exists()
+
+
+def test_a_site_url_that_is_set_wins_over_the_port(tmp_path, monkeypatch):
+    monkeypatch.setenv("VAR_DIR", str(tmp_path))
+    monkeypatch.setenv("SITE_URL", "https://studio.example.org")
+    assert devserver.serve_on("8765") == "https://studio.example.org"
+
+
+def test_a_record_left_by_a_killed_make_run_is_ignored(tmp_path, monkeypatch):
+    from devtools.localservices import site_url_running
+
+    monkeypatch.setenv("VAR_DIR", str(tmp_path))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / "site_url.json").write_text(f'{{"url": "http://localhost:8765", "pid": {gone.pid}}}')
+    assert site_url_running() is None
+
+
+def test_manage_py_in_another_shell_prints_links_on_the_port_make_run_serves_on(tmp_path):
+    # The record names a live process (this test's), as a running `make run` does; a command started without
+    # SITE_URL reads it, so create_study's invite links name port 8765, not localhost:8000.
+    (tmp_path / "site_url.json").write_text(f'{{"url": "http://localhost:8765", "pid": {os.getpid()}}}')
+    env = {k: v for k, v in os.environ.items() if k not in ("SITE_URL", "PORT")}
+    code = (
+        "from django.conf import settings; from evaluation.studies import invite_url;"
+        "from evaluation.models import Participant; print(invite_url(Participant(token='abc')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=BASE_DIR,
+        env={**env, "VAR_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "http://localhost:8765/p/abc/"
+
+
+@pytest.mark.django_db
+def test_create_study_prints_invite_links_on_the_served_port(settings, tmp_path, monkeypatch):
+    # What `make run` on PORT=8765 hands its processes (serve_on), read as settings read SITE_URL at start.
+    monkeypatch.setenv("VAR_DIR", str(tmp_path))
+    monkeypatch.delenv("SITE_URL", raising=False)
+    settings.SITE_URL = devserver.serve_on("8765")
+    make_release([make_pair(category=Category.TEMPORAL) for _ in range(12)])
+    out = io.StringIO()
+    call_command("create_study", "Port check", "--fraction", "0.5", "--invites", "2", stdout=out)
+    links = re.findall(r"http://\S+/p/[\w-]+/", out.getvalue())
+    assert len(links) == 2 and all(link.startswith("http://localhost:8765/p/") for link in links), out.getvalue()

@@ -358,7 +358,7 @@ def test_embedding_a_video_scores_its_pending_pairs(dinov3):
 # --- Suggestions -----------------------------------------------------------------------------------------------
 
 
-def frames_with_vectors(count: int, every: float = 0.5):
+def frames_with_vectors(count: int, every: float = 0.5, drift: float = 0.12):
     """A video of `count` frames (no files) whose embeddings drift slowly, as frames of one shot do."""
     video = make_video(frames=0)
     images = Image.objects.bulk_create(
@@ -370,7 +370,7 @@ def frames_with_vectors(count: int, every: float = 0.5):
     rng = np.random.default_rng(7)
     vectors = [rng.normal(size=64)]
     for _ in range(count - 1):
-        vectors.append(vectors[-1] + rng.normal(size=64) * 0.12)
+        vectors.append(vectors[-1] + rng.normal(size=64) * drift)
     vectors = np.stack(vectors)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     embeddings_store(
@@ -419,11 +419,50 @@ def test_suggestions_for_600_frames_rank_subtle_pairs_within_the_gap(dinov3, set
     assert first["gap"] == pytest.approx((first["index_2"] - first["index_1"]) * 0.5)
 
 
+def test_suggestions_show_the_closest_pairs_under_the_threshold_with_the_reason(dinov3, settings):
+    settings.SIMILARITY_THRESHOLD = 0.8
+    settings.NEAR_DUPLICATE_CEILING = 0.995
+    settings.SUGGESTION_MAX_GAP_SECONDS = 3
+    video, images, _ = frames_with_vectors(40, drift=0.3)
+    result = video_suggestions(video=video, limit=500, below_limit=4)
+    vectors = stored_vectors([image.pk for image in images])
+    under, subtle, duplicates = [], [], 0
+    for i in range(40):
+        for j in range(i + 1, min(40, i + 7)):
+            value = float(vectors[images[i].pk] @ vectors[images[j].pk])
+            if value < 0.8:
+                under.append((-value, j - i, i, j))
+            elif value < 0.995:
+                subtle.append((i, j))
+            else:
+                duplicates += 1
+    under.sort()
+    assert len(under) > 4 and len(subtle) > 4  # the drift puts pairs on both sides of the line
+    assert result["counts"] == {"subtle": len(subtle), "under_threshold": len(under), "near_duplicate": duplicates}
+    below = result["below_threshold"]
+    assert [(row["index_1"], row["index_2"]) for row in below] == [(i, j) for _, _, i, j in under[:4]]
+    for row in below:
+        assert row["similarity"] < 0.8
+        assert row["reason"] == f"{row['similarity']:.4f} < 0.8: the frames differ too much to count as a subtle pair"
+    assert {(row["index_1"], row["index_2"]) for row in result["results"]} == set(subtle)
+    for row in result["results"]:
+        assert row["similarity"] >= 0.8
+        rule = "subtle (at least 0.8, under the near-duplicate ceiling 0.995)"
+        assert row["reason"] == f"{row['similarity']:.4f}: {rule}"
+    assert result["demo"] is False
+
+
 def test_suggestions_are_pending_while_frames_are_not_embedded(dinov3, client_for, reviewer):
     video = make_video(frames=3)
     response = client_for(reviewer).get(f"/api/videos/{video.pk}/suggestions/?limit=5")
     assert response.status_code == 200
-    assert response.json() == {"status": "pending", "results": []}
+    assert response.json() == {
+        "status": "pending",
+        "results": [],
+        "below_threshold": [],
+        "counts": {"subtle": 0, "under_threshold": 0, "near_duplicate": 0},
+        "demo": False,
+    }
 
 
 # --- API -------------------------------------------------------------------------------------------------------

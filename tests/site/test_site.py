@@ -9,8 +9,10 @@ from django.core.exceptions import ImproperlyConfigured
 
 from devtools.localservices import BASE_DIR
 from subtlebench.settings import database_from_url
+from tests import similarity_fixtures
 
 pytestmark = pytest.mark.django_db
+no_dinov3 = similarity_fixtures.no_dinov3
 
 
 def test_it_redirects_anonymous_users_to_login(client):
@@ -119,3 +121,39 @@ def test_a_missing_service_url_stops_the_start_and_says_how_to_get_one(name):
     assert result.returncode != 0
     assert f"{name} is not set" in result.stderr
     assert "python -m devtools.localservices -- COMMAND" in result.stderr
+
+
+# --- The model banners: for the roles that act on similarities, never on the login page --------------------------
+
+
+def demo_model_active(tmp_path):
+    from annotator.similarity.services import embedding_model_activate
+    from demo.similarity import build_demo_model
+
+    return embedding_model_activate(folder=build_demo_model(tmp_path / "demo"), device="cpu", image_size=224)
+
+
+def test_the_demo_model_banner_is_not_shown_to_anonymous_visitors_or_users_without_a_role(
+    client, client_for, stranger, tmp_path
+):
+    demo_model_active(tmp_path)
+    login = client.get("/accounts/login/")
+    assert login.status_code == 200 and "untrained demo model" not in login.content.decode()
+    assert "untrained demo model" not in client_for(stranger).get("/", follow=True).content.decode()
+
+
+def test_the_demo_model_banner_is_shown_to_every_role_that_sees_similarities(
+    client_for, annotator, reviewer, coordinator, tmp_path
+):
+    demo_model_active(tmp_path)
+    for user in (annotator, reviewer, coordinator):
+        assert "similarity from an untrained demo model" in client_for(user).get("/").content.decode(), user
+
+
+def test_the_no_model_banner_is_for_coordinators_only(no_dinov3, client, client_for, annotator, coordinator):
+    from annotator.similarity.services import NO_ACTIVE_MODEL, embedding_model_active
+
+    assert embedding_model_active(fresh=True) is None
+    assert NO_ACTIVE_MODEL in client_for(coordinator).get("/").content.decode()
+    assert NO_ACTIVE_MODEL not in client_for(annotator).get("/").content.decode()
+    assert NO_ACTIVE_MODEL not in client.get("/accounts/login/").content.decode()

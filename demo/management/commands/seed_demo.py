@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand
 from demo.captions import seed_demo_captions
 from demo.pairs import seed_demo_pairs
 from demo.releases import seed_demo_model_run, seed_demo_release
-from demo.similarity import seed_demo_similarity
+from demo.similarity import report_demo_similarity, seed_demo_similarity
 from demo.studies import seed_demo_study
 from demo.videos import demo_videos_seed
 
@@ -42,6 +42,7 @@ class Command(BaseCommand):
         demo_videos_seed()
         seed_demo_similarity(self.stdout)
         self.stdout.write(f"Demo pairs: {seed_demo_pairs()} made (drafts, submitted, accepted, rejected).")
+        report_demo_similarity(self.stdout)
         release = seed_demo_release(self.stdout)
         seed_demo_study(self.stdout)
         seed_demo_model_run(release, self.stdout)
