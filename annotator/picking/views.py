@@ -20,7 +20,7 @@ from annotator.picking import services as picking
 from annotator.picking.questions import CATEGORY_KEYS, template_table
 from benchmark import jsonlimits
 from benchmark.taxonomy import BINARY_OPTIONS, FIRST_IMAGE
-from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, error_body
+from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, page_detail
 from subtlebench.pages import error_response, post_only
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_required
 
@@ -109,7 +109,7 @@ def pair_reopen(request, pair_id: int):
     try:
         picking.pair_reopen(pair=pair, by=request.user, reason=request.POST.get("reason", ""))
     except (Invalid, Forbidden, Conflict) as error:
-        messages.error(request, error_body(error)["detail"])
+        messages.error(request, page_detail(error))
         return redirect("picking-review-pair", pair_id=pair.pk)
     messages.success(request, f"Pair {pair.pk} reopened: it is waiting for review again.")
     return redirect("picking-review-pair", pair_id=pair.pk)

@@ -45,9 +45,7 @@
     }
     if (result.status === 0) return showErrors(["The server did not answer; try again."]);
     const data = result.data || {};
-    const messages = [];
-    if (data.errors) for (const [field, list] of Object.entries(data.errors)) for (const m of [].concat(list)) messages.push(field === "detail" ? m : `${field}: ${m}`);
-    showErrors(messages.length ? messages : [data.detail || `Refused (${result.status}).`]);
+    showErrors(window.sbRefusalMessages(data, result.status));
   }
 
   const decideBox = $("decide");
