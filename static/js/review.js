@@ -51,7 +51,14 @@
   const decideBox = $("decide");
   const rejectForm = $("reject-form");
   const correctForm = $("correct-form");
-  const open = (form) => { if (!form) return; form.hidden = false; decideBox.hidden = true; form.querySelector("input, textarea, select").focus(); };
+  const open = (form) => {
+    if (!form) return;
+    form.hidden = false;
+    decideBox.hidden = true;
+    form.querySelector("input, textarea, select").focus();
+    // The open form's buttons (Reject, Save) in view too, not below the fold under the text box (1440x900).
+    form.querySelector(".decide").scrollIntoView({ block: "nearest" });
+  };
   const close = () => { for (const form of [rejectForm, correctForm]) if (form) form.hidden = true; if (decideBox) decideBox.hidden = false; };
   const accept = () => {
     // Accept is off and its reason on screen already (#accept-off): y sends nothing the server would refuse.
