@@ -18,8 +18,8 @@ from django.views.decorators.http import require_GET
 
 from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Pair, Release
 from evaluation import beside, reports, studies
-from evaluation.participation import PROLIFIC_PARAMETERS
 from evaluation.models import DEFAULT_CONSENT, DEFAULT_INSTRUCTIONS, DEFAULT_WITHDRAWAL, Participant, Study, StudyItem
+from evaluation.participation import PROLIFIC_PARAMETERS
 from evaluation.sampling import ROUNDING_RULE
 from evaluation.studies import NO_RELEASE
 from subtlebench.errors import Conflict, Invalid
