@@ -339,8 +339,5 @@ def overview_assign(request):
         who = user.username if user else "nobody"
         messages.success(request, f"Video {video.yt8m_id} is assigned to {who}.")
         return redirect("picking-overview")
-    response = redirect_refused(
-        request, reverse("picking-overview"), data={"video": yt8m_id, "user": raw}, error=problem
-    )
-    response["Location"] += "#overview-assign"  # the browser lands on the form, where the reason is shown
-    return response
+    # The page shows the reason beside the form, whose field takes the focus (autofocus): the browser scrolls to it.
+    return redirect_refused(request, reverse("picking-overview"), data={"video": yt8m_id, "user": raw}, error=problem)

@@ -48,7 +48,7 @@ def test_the_picker_offers_sampled_videos_not_flagged_bad(client_for, coordinato
 def test_a_refused_assignment_comes_back_to_its_form_with_what_was_typed(client_for, coordinator, annotator):
     client = client_for(coordinator)
     response = client.post("/overview/assign/", {"video": "no-such-id", "user": annotator.pk})
-    assert response.status_code == 302 and response["Location"] == "/overview/#overview-assign"
+    assert response.status_code == 302 and response["Location"] == "/overview/"
     page = client.get("/overview/")
     html = page.content.decode()
     form = html[html.index('id="overview-assign"') : html.index("</form>", html.index('id="overview-assign"'))]
