@@ -66,6 +66,7 @@ urlpatterns = [
     path("exports/", views_exports.exports, name="exports"),
     path("exports/history/", views_exports.export_history, name="export-history"),
     path("exports/<int:job_id>/download/", views_exports.export_download, name="export-download"),
+    path("exports/<int:job_id>/zip/", views_exports.export_zip_request, name="export-zip"),
     # Releases: published, frozen benchmark versions
     path("releases/", views_releases.release_list, name="release-list"),
     path("releases/v<int:number>/", views_releases.release_detail, name="release-detail"),

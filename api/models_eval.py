@@ -51,6 +51,12 @@ class EndpointSerializer(serializers.Serializer):
     has_stored_key = serializers.SerializerMethodField()
     concurrency = whole_number(low=1, high=256, default=8)
     timeout_s = whole_number(low=1, high=3600, default=120)
+    test_connection = serializers.BooleanField(
+        default=True,
+        write_only=True,
+        help_text="Register only if the endpoint answers, serves model_id (per /models) and answers one tiny "
+        "request (false: register an endpoint that is not up yet).",
+    )
     created = serializers.DateTimeField(read_only=True)
 
     def get_has_stored_key(self, endpoint) -> bool:
@@ -99,6 +105,17 @@ class RunSerializer(serializers.Serializer):
     seed = serializers.IntegerField()
     job_id = serializers.IntegerField()
     status = serializers.CharField(source="job.status")
+    state = serializers.ChoiceField(
+        choices=["queued", "running", "paused", "succeeded", "incomplete", "failed", "cancelled"],
+        help_text="The job's status, or paused (endpoint down: see pause_reason, paused_until) while it runs, or "
+        "incomplete when it ended with items left without an answer.",
+    )
+    answered = serializers.IntegerField()
+    failed = serializers.IntegerField(help_text="Items whose request failed: no answer, not counted in accuracy.")
+    not_asked = serializers.IntegerField()
+    accuracy = serializers.FloatField(allow_null=True, help_text="Over the answered items only.")
+    paused_until = serializers.DateTimeField(allow_null=True)
+    pause_reason = serializers.CharField()
     percent = serializers.IntegerField(source="job.percent")
     errors = serializers.ListField(child=serializers.CharField(), source="job.errors")
     summary = serializers.SerializerMethodField()

@@ -15,6 +15,12 @@ a tiny random DINOv3 activated) and beat (the sweeper every 2 s). Then replays, 
 - Redis out of memory (participants keep joining and answering; /healthz names the broker);
 - beat down (/healthz?deep=1 says so and reports the pending unit that waits; beat back, it is sent);
 - a hostile folder given to import_pairs and validate_benchmark; a video's media lost, then `repair` (issue 25);
+- exports (issue 25): S3 cut mid-upload during `--replace` (a moto server behind a cuttable TCP proxy), a
+  corrupted frame, a command-line export SIGKILLed, a zip job's worker SIGKILLed (then the clean-up);
+- model runs against a fake model server (tests/model_server.py in a process of its own): killed mid-run and
+  restarted (the run pauses, resumes, asks its failed items again: accuracy over answered items is the true one),
+  answering 500 to everything (the run ends failed with the reason), trickling one byte every 2 s (each request
+  ends at its deadline);
 - the coordinator's daily pages (overview, assignment, invites CSV) with Redis stopped (issue 26).
 
 Each row checks the outcome: the job ends (succeeded or failed, never stuck), the frames and progress are right,
@@ -91,6 +97,13 @@ ENV = {
     "BEAT_STALE_SECONDS": "5",
     "JOB_BROKER_CHECK_SECONDS": "5",
     "HEALTHZ_TOKEN": "bench-faults-healthz",
+    # Model runs (issue 25): the fake model server on loopback is allowed; pauses of a second, a run down 15 s fails.
+    "MODEL_ENDPOINT_HOSTS": "127.0.0.1",
+    "MODEL_EVAL_PAUSE_SECONDS": "1",
+    "MODEL_EVAL_PAUSE_MAX_SECONDS": "15",
+    "MODEL_EVAL_BACKOFF_SECONDS": "0.05",
+    "MODEL_EVAL_BACKOFF_MAX_SECONDS": "0.2",
+    "MODEL_EVAL_RETRIES": "1",
 }
 os.environ.update(ENV)
 
@@ -760,6 +773,343 @@ def lost_media_repair() -> None:
     record("media lost, then repair (and again with the source replaced)", started, outcome, "; ".join(problems))
 
 
+# --- Exports and clean-up (issue 25) ------------------------------------------------------------------------------
+
+
+def sampled_video(name: str, seconds: float = 4, every: float = 0.5):
+    """A video imported and sampled through the API (its frames carry the sha256 sampling recorded)."""
+    from annotator.models import Video
+
+    job = import_job(videos(name, 1, seconds=seconds), every=every)
+    wait(lambda: ended(job), 120, f"the import of {name}")
+    return Video.objects.get(yt8m_id=f"{name}0")
+
+
+def accepted_pairs(video, count: int, start: int = 0) -> list:
+    """`count` accepted temporal pairs over consecutive frames of the video (frames 2n, 2n+1), scored above the bar."""
+    from django.utils import timezone
+
+    from annotator.models import Pair
+    from annotator.similarity.services import current_fingerprint
+
+    frames = list(video.frames.order_by("index"))
+    now, pairs = timezone.now(), []
+    for n in range(start, start + count):
+        first, second = frames[2 * n], frames[2 * n + 1]
+        pairs.append(
+            Pair.objects.create(
+                image_1=first.image,
+                image_2=second.image,
+                video=video,
+                category="temporal",
+                domain="natural",
+                status=Pair.Status.ACCEPTED,
+                question="Which image was taken later?",
+                answer="second image",
+                distractors=["first image"],
+                source="yt8m",
+                source_id=f"{video.yt8m_id}_{first.index}_{second.index}",
+                similarity=0.95,
+                similarity_model=current_fingerprint() or "",
+                submitted_at=now,
+                decided_at=now,
+            )
+        )
+    return pairs
+
+
+def command(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """manage.py with extra environment variables; the caller judges the exit status."""
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+
+
+def ledger_entries() -> list[Path]:
+    folder = BASE / "var" / "scratch" / "ledger"
+    return sorted(folder.glob("*")) if folder.exists() else []
+
+
+def s3_cut_during_replace() -> None:
+    started = time.monotonic()
+    import logging
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from tests.cut_proxy import CutProxy
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    s3 = {"S3_ENDPOINT_URL": f"http://127.0.0.1:{port}", "S3_ACCESS_KEY_ID": "bench", "S3_SECRET_ACCESS_KEY": "bench"}
+    client = boto3.client(
+        "s3", endpoint_url=s3["S3_ENDPOINT_URL"], region_name="us-east-1",
+        aws_access_key_id="bench", aws_secret_access_key="bench",
+    )  # fmt: skip
+    proxy = None
+    try:
+        client.create_bucket(Bucket="faults")
+        video = sampled_video("s3c", seconds=6)
+        accepted_pairs(video, 3)
+        uri = "s3://faults/bench"
+        first = command("export_benchmark", "--out", uri, **s3)
+        assert first.returncode == 0, first.stderr[-500:]
+        previous = json.loads(client.get_object(Bucket="faults", Key="bench/current.json")["Body"].read())["version"]
+        accepted_pairs(video, 3, start=3)
+        proxy = CutProxy(port, cut_after=4)  # four objects of the new version get through, then the line drops
+        cut = command(
+            "export_benchmark", "--out", uri, "--replace",
+            **{**s3, "S3_ENDPOINT_URL": proxy.url, "S3_MAX_ATTEMPTS": "1"},
+        )  # fmt: skip
+        current = json.loads(client.get_object(Bucket="faults", Key="bench/current.json")["Body"].read())["version"]
+        keys = [o["Key"] for o in client.list_objects_v2(Bucket="faults", Prefix="bench/versions/")["Contents"]]
+        uploaded = len([key for key in keys if previous not in key])
+        checked = command("validate_benchmark", uri, **s3)
+        problems = []
+        if cut.returncode == 0 or "failed after 4 attempts" not in cut.stderr:
+            problems.append(f"the cut replace exited {cut.returncode}: {cut.stderr[-300:]}")
+        if current != previous:
+            problems.append(f"the pointer moved to {current}")
+        if checked.returncode or "no violations" not in checked.stdout:
+            problems.append(f"the previous export does not validate: {checked.stdout[-300:]} {checked.stderr[-300:]}")
+        outcome = (
+            f"replace failed after {uploaded} object(s) of the new version were uploaded; the previous version "
+            f"stays current and validate_benchmark {uri} finds no violation"
+        )
+        record("S3 cut during --replace", started, outcome, "; ".join(problems))
+    finally:
+        if proxy is not None:
+            proxy.close()
+        server.stop()
+
+
+def corrupted_frame() -> None:
+    started = time.monotonic()
+    video = sampled_video("cf")
+    pairs = accepted_pairs(video, 3)
+    broken = pairs[1]
+    path = BASE / "media" / broken.image_1.file.name
+    original = path.read_bytes()
+    path.write_bytes(original[: len(original) // 2])  # a frame truncated on disk
+    try:
+        out = BASE / "exports" / "corrupted"
+        done = command("export_benchmark", "--out", str(out), "--val-fraction", "0")
+        checked = command("validate_benchmark", str(out))
+    finally:
+        path.write_bytes(original)
+    said = f"skipped pair {broken.pk}: image {broken.image_1_id} file '{broken.image_1.file.name}' is corrupt"
+    exported = sum(1 for _ in open(out / "data" / "test.jsonl")) if (out / "data" / "test.jsonl").exists() else 0
+    problems = []
+    if done.returncode or said not in done.stdout:
+        problems.append(f"exit {done.returncode}, no line for pair {broken.pk}: {done.stdout[-300:]}")
+    if checked.returncode:
+        problems.append(f"the export does not validate: {checked.stdout[-300:]}")
+    # Every other pair of the instance (earlier rows') is exported too: the one broken item alone is left out.
+    outcome = f"{exported} items exported, pair {broken.pk} skipped with its reason (sha256 mismatch, image, file)"
+    record("a corrupted frame", started, outcome + "; the export validates", "; ".join(problems))
+
+
+def pipe_in_place_of(path: Path) -> bytes:
+    """A named pipe where a file was (a reader blocks there until killed); returns the file's bytes."""
+    data = path.read_bytes()
+    path.unlink()
+    os.mkfifo(path)
+    return data
+
+
+def put_back(path: Path, data: bytes) -> None:
+    path.unlink()
+    path.write_bytes(data)
+
+
+def kill_cli_export() -> None:
+    started = time.monotonic()
+    video = sampled_video("kx")
+    [pair] = accepted_pairs(video, 1)
+    image = BASE / "media" / pair.image_1.file.name
+    data = pipe_in_place_of(image)
+    target = BASE / "elsewhere" / "bench"  # not under EXPORT_ROOT, no job's target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    process = spawn("cli-export", sys.executable, "manage.py", "export_benchmark", "--out", str(target))
+    problems = []
+    try:
+        staging = wait(lambda: list(target.parent.glob(".bench.tmp-*")), 120, "the export's staging folder")[0]
+        size = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file())
+        command("cleanup", "--grace-minutes", "0")
+        if not staging.exists():
+            problems.append("the clean-up removed the staging folder of a running export")
+    finally:
+        stop("cli-export", signal.SIGKILL)
+        put_back(image, data)
+    if process.returncode != -signal.SIGKILL:
+        problems.append(f"the export ended by itself ({process.returncode})")
+    cleaned = command("cleanup", "--grace-minutes", "0")
+    left = list(target.parent.iterdir())
+    if left or ledger_entries():
+        problems.append(f"left: {left} {ledger_entries()}")
+    outcome = f"staging ({size} bytes) kept while the export ran; after SIGKILL: {cleaned.stdout.splitlines()[0]}"
+    record("SIGKILL of a CLI export", started, outcome, "; ".join(problems))
+
+
+def kill_zip_job() -> None:
+    started = time.monotonic()
+    from django.contrib.auth.models import User
+
+    from annotator.export.services import export_zip_start
+
+    video = sampled_video("kz")
+    accepted_pairs(video, 2)
+    status, body = api("POST", "/api/exports/start/", {"target": "zipped", "replace": True})
+    assert status == 202, (status, body)
+    export = job_row(body["id"])
+    wait(lambda: ended(export), 120, "the export to zip")
+    image = next((BASE / "exports" / "zipped" / "images").rglob("*.jpg"))
+    data = pipe_in_place_of(image)
+    zips = BASE / "exports" / ".zips"
+    job = export_zip_start(job=export, user=User.objects.get(username="cora"))
+    try:
+        part = wait(lambda: list(zips.glob(".*.zip.part-*")), 120, "the zip job's part file")[0]
+        for child in children_of(processes["cpu"].pid):  # the pool child that runs the zip job
+            os.kill(child, signal.SIGKILL)
+    finally:
+        put_back(image, data)  # the requeued unit finds the file again
+    wait(lambda: ended(job), 180, "the zip job after its worker was killed")
+    cleaned = command("cleanup", "--grace-minutes", "0")
+    unit = job.tasks.get()
+    left = sorted(p.name for p in zips.iterdir())
+    problems = []
+    if job.status != "succeeded" or left != [f"{export.result['manifest_sha256']}.zip"] or part.exists():
+        problems.append(f"zip job {job.status} {job.errors}, .zips holds {left}")
+    if ledger_entries():
+        problems.append(f"ledger entries left: {ledger_entries()}")
+    outcome = (
+        f"zip job {job.status} after its pool child was killed (unit claims: {unit.attempts}); the killed run's part "
+        f"removed by the clean-up ({cleaned.stdout.splitlines()[0]}); .zips holds only the zip"
+    )
+    record("SIGKILL of a zip job", started, outcome, "; ".join(problems))
+
+
+# --- Model runs against a fake model server (issue 25) ---------------------------------------------------------
+
+
+def model_server(mode: str = "", port: int = 0, latency: float = 0.0) -> tuple[subprocess.Popen, str]:
+    """tests/model_server.py in a process of its own (killable as a real server is): (process, base URL)."""
+    port = port or free_port()
+    args = [sys.executable, "tests/model_server.py", "--port", str(port), "--latency", str(latency)]
+    process = spawn("model-server", *args, *(["--mode", mode] if mode else []))
+    wait(lambda: localservices.port_open(port), 30, "the model server")
+    return process, f"http://127.0.0.1:{port}/v1"
+
+
+def model_run(base_url: str, name: str, plan: dict, *, timeout_s: int = 10, concurrency: int = 2, test=True):
+    """Register the server (testing the connection unless told not to) and queue a run on an export of `plan`."""
+    from annotator.modeleval.services import endpoint_create, evaluation_start
+    from tests.modeleval_fixtures import write_export
+
+    root = BASE / "model-exports" / name
+    write_export(root, plan=plan)
+    endpoint = endpoint_create(
+        user=None,
+        name=name,
+        base_url=base_url,
+        model_id="tiny-vlm",
+        concurrency=concurrency,
+        timeout_s=timeout_s,
+        test_connection=test,
+    )
+    return evaluation_start(endpoint=endpoint, user=None, source="export", export_dir=str(root))
+
+
+def run_ended(evaluation):
+    evaluation.refresh_from_db()
+    evaluation.job.refresh_from_db()
+    return evaluation if not evaluation.job.is_active else None
+
+
+def model_server_killed_and_restarted() -> None:
+    started = time.monotonic()
+    process, url = model_server(latency=0.1)
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    evaluation = model_run(url, "killed", {"temporal": (40, 0), "spatial": (40, 0)})
+    wait(lambda: evaluation.results.filter(is_correct__isnull=False).count() >= 15, 120, "15 answers")
+    process.kill()  # SIGKILL: no goodbye to the open connections
+    process.wait()
+    processes.pop("model-server", None)
+    wait(
+        lambda: evaluation.__class__.objects.filter(pk=evaluation.pk, paused_until__isnull=False).exists(),
+        60,
+        "a pause",
+    )
+    evaluation.refresh_from_db()
+    reason = evaluation.pause_reason
+    failed_while_down = evaluation.failed
+    time.sleep(3)  # down a while (the outage itself, not a check)
+    model_server(port=port, latency=0.1)
+    wait(lambda: run_ended(evaluation), 180, "the run to end")
+    stop("model-server")
+    rows = evaluation.results.all()
+    # The server answers the first option shown: the true accuracy is the share of items whose answer was shown A.
+    true = rows.filter(correct_letter="A").count() / evaluation.items
+    asked_again = rows.filter(asks__gte=2).count()
+    problems = []
+    if evaluation.job.status != "succeeded" or evaluation.answered != evaluation.items or evaluation.failed:
+        problems.append(f"{evaluation.state}: {evaluation.answered} answered, {evaluation.failed} failed")
+    if evaluation.accuracy != true:
+        problems.append(f"accuracy {evaluation.accuracy} != true {true}")
+    if not failed_while_down or asked_again < 1 or "requests in a row failed" not in reason and "down" not in reason:
+        problems.append(f"failed while down {failed_while_down}, asked again {asked_again}, reason {reason!r}")
+    outcome = (
+        f"paused ({failed_while_down} failed while down), resumed: {evaluation.state}, "
+        f"{evaluation.answered}/{evaluation.items} answered, accuracy {evaluation.accuracy:.3f} = true {true:.3f}, "
+        f"{asked_again} failed items asked again"
+    )
+    record("model server killed mid-run and restarted", started, outcome, "; ".join(problems))
+
+
+def model_server_answers_500() -> None:
+    started = time.monotonic()
+    _, url = model_server(mode="500")
+    evaluation = model_run(url, "all-500", {"temporal": (4, 2)}, test=False)
+    wait(lambda: run_ended(evaluation), 120, "the run to end")
+    stop("model-server")
+    errors = evaluation.job.errors
+    problems = []
+    if evaluation.job.status != "failed" or not errors or "HTTP 500" not in errors[0] or evaluation.answered:
+        problems.append(f"{evaluation.state}, {evaluation.answered} answered, errors {errors}")
+    outcome = f"paused, then {evaluation.state} after MODEL_EVAL_PAUSE_MAX_SECONDS: {errors[0][:110] if errors else ''}"
+    record("model server answers 500 to everything", started, outcome, "; ".join(problems))
+
+
+def model_server_trickles() -> None:
+    started = time.monotonic()
+    _, url = model_server(mode="trickle")  # one byte every 2 s: a ~300-byte answer in 10 minutes
+    deadline = 3
+    evaluation = model_run(url, "trickle", {"temporal": (4, 2)}, timeout_s=deadline, concurrency=4, test=False)
+    wait(lambda: run_ended(evaluation), 180, "the run to end")
+    stop("model-server")
+    rows = list(evaluation.results.all())
+    longest = max((row.latency_ms for row in rows), default=0) / 1000
+    job = evaluation.job
+    wall = (job.finished - job.started).total_seconds()
+    from django.conf import settings
+
+    tries = settings.MODEL_EVAL_ITEM_TRIES
+    bound = tries * (deadline + 2) + 2 * settings.MODEL_EVAL_PAUSE_SECONDS + 10  # far below one trickled answer
+    problems = []
+    if job.status != "failed" or any(row.failure != "timeout" for row in rows) or not rows:
+        problems.append(f"{evaluation.state}, failures {sorted({row.failure for row in rows})}")
+    if longest > deadline + 2 or wall > bound:
+        problems.append(f"longest request {longest:.1f} s (deadline {deadline} s), run {wall:.1f} s (bound {bound} s)")
+    outcome = (
+        f"{evaluation.state}: {len(rows)} items timed out, longest request {longest:.1f} s for a {deadline} s "
+        f"deadline, run {wall:.1f} s ({tries} asks each)"
+    )
+    record("model server trickles one byte every 2 s", started, outcome, "; ".join(problems))
+
+
 # --- Daily pages (issue 26) -------------------------------------------------------------------------------------
 
 
@@ -887,6 +1237,13 @@ FAULTS = [
     beat_down,
     hostile_import_folder,  # issue 25
     lost_media_repair,  # issue 25
+    s3_cut_during_replace,
+    corrupted_frame,
+    kill_cli_export,
+    kill_zip_job,
+    model_server_killed_and_restarted,
+    model_server_answers_500,
+    model_server_trickles,
     daily_pages_with_redis_down,  # issue 26
 ]
 

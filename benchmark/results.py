@@ -60,9 +60,13 @@ def results_document(
     seed: int,
     prompt_tokens: int,
     completion_tokens: int,
+    not_asked: int = 0,
 ) -> dict:
-    """The whole file: the run's settings and counts, then `questions` (see `question_entry`)."""
-    correct = sum(bool(entry["is_correct"]) for entry in questions)
+    """The whole file: the run's settings and counts, then `questions` (see `question_entry`). `accuracy` is over
+    the answered questions: an entry with `error` (a failed request) is no answer, counted in `failed_count`, and
+    `not_asked_count` items of the run have no entry yet."""
+    answered = [entry for entry in questions if "error" not in entry]
+    correct = sum(bool(entry["is_correct"]) for entry in answered)
     return {
         "model": model,
         "temperature": temperature,
@@ -74,7 +78,10 @@ def results_document(
         "max_workers": max_workers,
         "skipped_items": [{"item_id": qid, "reason": "missing_image"} for qid in skipped],
         "correct_count": correct,
-        "accuracy": correct / len(questions) if questions else 0,
+        "answered_count": len(answered),
+        "failed_count": len(questions) - len(answered),
+        "not_asked_count": not_asked,
+        "accuracy": correct / len(answered) if answered else 0,
         "total_cost_usd": 0.0,
         "cost_per_question": 0.0,
         "random_seed": seed,

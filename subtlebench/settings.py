@@ -275,10 +275,16 @@ JOB_LOST_SECONDS = envfloat("JOB_LOST_SECONDS", str(3 * 3600))
 TASK_RETRY_BACKOFF_SECONDS = envint("TASK_RETRY_BACKOFF_SECONDS", "5")
 TASK_RETRY_BACKOFF_MAX_SECONDS = envint("TASK_RETRY_BACKOFF_MAX_SECONDS", "60")
 TASK_MAX_RETRIES = envint("TASK_MAX_RETRIES", "10")
-# Clean-up after crashes (every CLEANUP_MINUTES, 0: never): frame files no row references and export staging
-# folders, once older than CLEANUP_GRACE_MINUTES (longer than any task's time limit, so nothing in use is taken).
+# Clean-up after crashes (every CLEANUP_MINUTES, 0: never): frame files no row references and every temporary
+# path the app made (annotator/jobs/scratch.py), once untouched for CLEANUP_GRACE_MINUTES and no live owner
+# (an active job with a fresh heartbeat, a running process) holds them.
 CLEANUP_MINUTES = envint("CLEANUP_MINUTES", "60")
-CLEANUP_GRACE_MINUTES = envfloat("CLEANUP_GRACE_MINUTES", "420")
+CLEANUP_GRACE_MINUTES = envfloat("CLEANUP_GRACE_MINUTES", "15")
+# --- Temporary files (exports, issue 25): downloads, S3 staging and the ledger of every temporary path. Empty:
+# VAR_DIR/scratch. Every process of one deployment (web, workers, commands) must see the same folder.
+SCRATCH_ROOT = os.getenv("SCRATCH_ROOT", "")
+# boto3's attempts per S3 request (its own retries; the export retries a failed upload on top).
+S3_MAX_ATTEMPTS = envint("S3_MAX_ATTEMPTS", "5")
 if JOB_SWEEP_SECONDS:
     CELERY_BEAT_SCHEDULE["sweep-jobs"] = {
         "task": "annotator.tasks.sweep_jobs",
@@ -476,6 +482,20 @@ MODEL_EVAL_BACKOFF_MAX_SECONDS = envfloat("MODEL_EVAL_BACKOFF_MAX_SECONDS", "30"
 MODEL_EVAL_TEMPERATURE = envfloat("MODEL_EVAL_TEMPERATURE", "0.5")
 MODEL_EVAL_MAX_TOKENS = envint("MODEL_EVAL_MAX_TOKENS", "1024")
 MODEL_EVAL_PROMPT_FILE = os.getenv("MODEL_EVAL_PROMPT_FILE", "")
+# --- Model runs when the endpoint fails (issue 25): a run pauses after MODEL_EVAL_PAUSE_AFTER_FAILURES requests in a
+# row fail for the endpoint's sake (unreachable, timeout, 5xx, 429) or when its check before sending finds it down;
+# its unit is queued again every MODEL_EVAL_PAUSE_SECONDS and resumes when the endpoint answers; after
+# MODEL_EVAL_PAUSE_MAX_SECONDS down (0: never pause) the run fails with the reason. A failed item is asked again,
+# MODEL_EVAL_ITEM_TRIES times at most per job. A run with failed items ends "incomplete", or "failed" when more than
+# MODEL_EVAL_FAILED_SHARE of its items failed. A running run reads its cancel flag every
+# MODEL_EVAL_CANCEL_CHECK_SECONDS.
+MODEL_EVAL_PAUSE_AFTER_FAILURES = envint("MODEL_EVAL_PAUSE_AFTER_FAILURES", "8")
+MODEL_EVAL_PAUSE_SECONDS = envfloat("MODEL_EVAL_PAUSE_SECONDS", "60")
+MODEL_EVAL_PAUSE_MAX_SECONDS = envfloat("MODEL_EVAL_PAUSE_MAX_SECONDS", str(6 * 3600))
+MODEL_EVAL_ITEM_TRIES = max(1, envint("MODEL_EVAL_ITEM_TRIES", "3"))
+MODEL_EVAL_FAILED_SHARE = envfloat("MODEL_EVAL_FAILED_SHARE", "0.5")
+MODEL_EVAL_CANCEL_CHECK_SECONDS = envfloat("MODEL_EVAL_CANCEL_CHECK_SECONDS", "1")
+# --- end of model runs when the endpoint fails
 # The hosts a model endpoint may name (empty: any public host; loopback, private, link-local and reserved addresses
 # are refused at registration and again at each connection). An endpoint's API key is either stored encrypted with
 # MODEL_API_KEY_ENCRYPTION_KEY (Fernet keys separated by commas: the first encrypts, every one decrypts, so a key is

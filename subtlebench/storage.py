@@ -20,7 +20,7 @@ def s3_client():
         region_name=settings.S3_REGION,
         aws_access_key_id=settings.S3_ACCESS_KEY_ID or None,
         aws_secret_access_key=settings.S3_SECRET_ACCESS_KEY or None,
-        config=Config(retries={"max_attempts": 5, "mode": "standard"}, signature_version="s3v4"),
+        config=Config(retries={"max_attempts": settings.S3_MAX_ATTEMPTS, "mode": "standard"}, signature_version="s3v4"),
     )
 
 

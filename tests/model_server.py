@@ -2,8 +2,14 @@
 
 It answers deterministically from the question and the option texts it reads in the request (never from their
 letters or order): `policy(question, options)` returns the option text to answer, and the reply names its
-letter. It can be told to fail: `faults[question] = "timeout" | "429" | "500" | "malformed" | "429-once" | ...`,
-or `down_after` to stop answering. It records every request it got (`requests`, thread-safe).
+letter. It can be told to fail per question: `faults[question] = "timeout" | "429" | "500" | "malformed" |
+"429-once" | ...`, or as a whole with `mode`: "500" (every request, /models too), "html" (an HTML page with 200 for
+every request), "trickle" (chat answers sent one byte every `trickle_seconds`). `stop()` then `restart()` takes it
+down and brings it back on the same port; `served` is what /models lists (a model id not in it is refused with 404,
+as vLLM does). It records every request it got (`requests`, thread-safe).
+
+Run alone (bench/faults.py does): `python tests/model_server.py [--mode M] [--port P]` serves until killed and prints
+its base URL on the first line.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -50,6 +57,12 @@ class ModelServer:
         self.lock = threading.Lock()
         self.hang_seconds = 5.0
         self.drop_chat = False
+        self.mode = ""
+        self.trickle_seconds = 2.0
+        self.served = [model]
+        self.port = 0
+        self.connections: set = set()
+        self.down = False
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -61,6 +74,16 @@ class ModelServer:
             def log_message(self, *args):
                 pass
 
+            def setup(self):
+                super().setup()
+                with server.lock:
+                    server.connections.add(self.connection)
+
+            def finish(self):
+                with server.lock:
+                    server.connections.discard(self.connection)
+                super().finish()
+
             def _send(self, status: int, payload, headers: dict | None = None):
                 body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
@@ -71,9 +94,46 @@ class ModelServer:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def _whole_mode(self) -> bool:
+                """The server-wide failure modes, for every route: True when it answered that way."""
+                if server.down:  # being stopped: answer nothing more, as a killed process does
+                    self.close_connection = True
+                    return True
+                if server.mode == "500":
+                    self._send(500, {"error": {"message": "internal error"}})
+                    return True
+                if server.mode == "html":
+                    self.send_response(200)
+                    body = b"<html><body>Bad gateway page of a proxy</body></html>"
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return True
+                return False
+
+            def _trickle(self, payload: dict):
+                body = json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.flush()
+                try:
+                    for index in range(len(body)):
+                        self.wfile.write(body[index : index + 1])
+                        self.wfile.flush()
+                        time.sleep(server.trickle_seconds)
+                except OSError:  # the client gave up: what it should do
+                    self.close_connection = True
+
             def do_GET(self):
+                if self._whole_mode():
+                    return
                 if self.path.rstrip("/").endswith("/models"):
-                    self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
+                    self._send(
+                        200, {"object": "list", "data": [{"id": name, "object": "model"} for name in server.served]}
+                    )
                 else:
                     self._send(404, {"error": {"message": "no such route"}})
 
@@ -83,8 +143,13 @@ class ModelServer:
                 if not self.path.endswith("/chat/completions"):
                     self._send(404, {"error": {"message": "no such route"}})
                     return
+                if server.down:
+                    self.close_connection = True
+                    return
                 body = json.loads(raw)
                 seen = server.record(self.path, body, self.headers.get("Authorization", ""))
+                if self._whole_mode():
+                    return
                 if server.drop_chat:  # up for GET /models, but every chat request's connection is dropped
                     self.close_connection = True
                     return
@@ -117,18 +182,24 @@ class ModelServer:
                     content = f"### Reasoning\nThe second image differs.\n\n### Answer\n{letter}"
                 usage = {"prompt_tokens": 100 + len(seen.text) // 4, "completion_tokens": 12}
                 usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-                self._send(
-                    200,
-                    {
-                        "id": "chatcmpl-test",
-                        "object": "chat.completion",
-                        "model": server.model,
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
-                        "usage": usage,
-                    },
-                )
+                payload = {
+                    "id": "chatcmpl-test",
+                    "object": "chat.completion",
+                    "model": server.model,
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+                    "usage": usage,
+                }
+                if server.mode == "trickle":
+                    self._trickle(payload)
+                else:
+                    self._send(200, payload)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.handler = Handler
+        self._bind()
+
+    def _bind(self) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), self.handler)
+        self.port = self.httpd.server_address[1]
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
 
@@ -141,8 +212,23 @@ class ModelServer:
         return self
 
     def stop(self) -> None:
+        """Down: nothing listens on its port (kept-alive connections are cut too, as a killed server's are)."""
+        self.down = True
         self.httpd.shutdown()
         self.httpd.server_close()
+        with self.lock:
+            connections, self.connections = list(self.connections), set()
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def restart(self) -> ModelServer:
+        """Back, on the same port (a client reconnects to the same base URL)."""
+        self.down = False
+        self._bind()
+        return self.start()
 
     def record(self, path: str, body: dict, authorization: str) -> Seen:
         messages = body.get("messages") or []
@@ -183,3 +269,32 @@ class ModelServer:
     @staticmethod
     def image_bytes(data_url: str) -> bytes:
         return base64.b64decode(data_url.split(",", 1)[1])
+
+
+def main() -> None:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description="A fake OpenAI-compatible model server on loopback.")
+    parser.add_argument("--mode", default="", choices=["", "500", "html", "trickle"])
+    parser.add_argument("--port", type=int, default=0, help="0: a free port")
+    parser.add_argument("--model", default="tiny-vlm")
+    parser.add_argument("--trickle-seconds", type=float, default=2.0)
+    parser.add_argument("--latency", type=float, default=0.0)
+    args = parser.parse_args()
+    server = ModelServer(model=args.model, latency=args.latency)
+    server.mode, server.trickle_seconds = args.mode, args.trickle_seconds
+    if args.port:
+        server.httpd.server_close()
+        server.port = args.port
+        server._bind()
+    server.start()
+    print(server.base_url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -11,7 +11,6 @@ of an export's metadata/items.jsonl when the folder has one, else the video part
 from __future__ import annotations
 
 import hashlib
-import tempfile
 from pathlib import Path
 
 from django.conf import settings
@@ -29,6 +28,7 @@ from annotator.export.format import (
     readable_file_problem,
     validate_dataset,
 )
+from annotator.jobs.scratch import scratch_folder, scratch_root
 from annotator.models import Caption, Image, Pair
 from annotator.similarity.services import images_queue_embeddings
 from benchmark.records import (
@@ -159,11 +159,12 @@ def pairs_import(*, folder, user=None, progress=None) -> dict:
     """
     root = checked_import_root(folder)
     try:
-        with tempfile.TemporaryDirectory(prefix="import-thumbnails-") as thumbnails:
-            return _pairs_import(root, user=user, progress=progress, thumbnail_dir=Path(thumbnails))
+        # Under SCRATCH_ROOT, in the clean-up's ledger: a killed import's thumbnails do not stay behind.
+        with scratch_folder("import-thumbnails") as thumbnails:
+            return _pairs_import(root, user=user, progress=progress, thumbnail_dir=thumbnails)
     except (OSError, ScratchSpaceError) as error:  # the temporary folder's disk is full or read-only: one line
         cause = error.error if isinstance(error, ScratchSpaceError) else error
-        detail = file_error_detail(cause, what=f"Import of {root}", where=tempfile.gettempdir())
+        detail = file_error_detail(cause, what=f"Import of {root}", where=scratch_root())
         raise PairImportError([detail]) from error
 
 

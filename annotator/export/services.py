@@ -4,8 +4,8 @@ manifest.
 Two streaming passes over the exportable pairs: the first checks each question, plans the leak-free split
 (union-find over videos, groups and shared images) and the orientation of the binary items, the second writes
 the JSONL lines and the provenance sidecar and copies each image once. Everything is written into a temporary
-folder beside the target and renamed into place at the end; an S3 target is staged locally and uploaded images
-first, manifest last.
+folder beside the target and renamed into place at the end; an S3 target is staged locally, uploaded under a
+version of its own and made current by switching a pointer object last (see `upload_export`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import errno
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import shutil
 import statistics
-import tempfile
 import threading
 import time
 import tomllib
@@ -41,6 +41,7 @@ from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
 from annotator.export.format import file_sha256
+from annotator.jobs.scratch import newest_mtime, scratch_folder, scratch_paths, scratch_register, scratch_root
 from annotator.models import EmbeddingModel, Job, Pair, Release, Review
 from annotator.releases.services import (
     ReleaseDraft,
@@ -77,19 +78,22 @@ from subtlebench.errors import Conflict, Invalid, NotFound, file_error_detail
 from subtlebench.storage import s3_client, split_s3_uri
 from subtlebench.text import EXPORT_NAME_MAX, NAME_MAX, NOTE_MAX, control_character
 
+log = logging.getLogger(__name__)
+
 REPRODUCIBLE_TIME = "1970-01-01T00:00:00Z"
 NOT_IN_CARD = ("out", "replace", "release", "release_title", "release_notes")
 CHUNK = 2000
 COPY_WINDOW = 256  # rows whose image copies may be in flight at once
 UPLOAD_ATTEMPTS = 4
 UPLOAD_PAUSE = 0.5  # seconds before the second attempt; doubles after each failure
+IMAGE_CHUNK = 1 << 20  # an image is copied (and hashed on the way) in pieces of this many bytes
+ZIP_PROGRESS_EVERY = 50  # a zip job counts its progress (and beats its heartbeat) every this many files
 SKIPPED_KEPT = 200  # a job row keeps this many skipped items with their reasons (the count is always exact)
 
 
 class ExportError(Conflict):
-    """The export could not be written (a target in the way, an unreadable stored file, a failed upload): a previous
-    local export is left as it was; an S3 prefix is left without its manifest (the sign that an export there is
-    unfinished)."""
+    """The export could not be written (a target in the way, a full disk, a failed upload): a previous export is
+    left as it was, local or on S3 (whose pointer still names it)."""
 
 
 class ExportTargetTaken(ExportError):
@@ -98,6 +102,11 @@ class ExportTargetTaken(ExportError):
     def __init__(self, message: str, existing: str):
         self.existing = existing
         super().__init__(message)
+
+
+class ImageUnusable(Exception):
+    """An image cannot be exported (its file is unreadable, or its bytes are not the ones recorded when it was
+    stored): the pairs that use it are left out with the reason; the rest of the export goes on."""
 
 
 class ExportGone(NotFound):
@@ -488,41 +497,75 @@ class ImageWriter:
         self.digest_of: dict[int, str] = {}  # image id -> sha256 of its bytes as read (a release keeps it)
         self.written: dict[str, str] = {}  # content sha256 -> exported path
         self.strays: set[str] = set()  # a copy of already exported content, written in a second folder
+        self.failed: dict[int, str] = {}  # image id -> why it cannot be exported
         self.folders_lock = threading.Lock()
         self.folders: set[str] = set()
         self.media = default_storage.location if isinstance(default_storage, FileSystemStorage) else None
 
-    def read(self, name: str) -> bytes:
-        """The bytes of an image file in storage (a plain read for local storage: the common, fast case)."""
+    def open(self, name: str):
+        """An image file in storage, opened for reading (a plain open for local storage: the common, fast case)."""
         if self.media is not None and ".." not in name and not name.startswith("/"):
-            with open(os.path.join(self.media, name), "rb") as file:
-                return file.read()
-        with default_storage.open(name, "rb") as file:
-            return file.read()
+            return open(os.path.join(self.media, name), "rb")
+        return default_storage.open(name, "rb")
 
-    def copy(self, image_id: int, name: str, folder: str, pair_id: int) -> tuple[str, str]:
-        try:
-            data = self.read(name)
-        except (OSError, ClientError, BotoCoreError) as error:
-            raise ExportError(f"pair {pair_id}: image {image_id} file {name!r} cannot be read from storage ({error})")
-        digest = hashlib.sha256(data).hexdigest()
-        path = f"{folder}/{digest[:32]}{os.path.splitext(name)[1].lower() or '.jpg'}"
+    def copy(self, image_id: int, name: str, expected: str, folder: str) -> tuple[str, str]:
+        """Copy one image, hashing the bytes as they stream through (one read); (sha256, exported path). A file that
+        cannot be read, or whose bytes are not the ones recorded when it was stored, raises ImageUnusable."""
         with self.folders_lock:
             if folder not in self.folders:
                 os.makedirs(os.path.join(self.root, folder), exist_ok=True)
                 self.folders.add(folder)
-        with open(os.path.join(self.root, path), "wb") as file:
-            file.write(data)
-        return digest, path
+        part = os.path.join(self.root, folder, f".{image_id}.part")
+        digest = hashlib.sha256()
+        unreadable = f"image {image_id} file {name!r} cannot be read from storage"
+        try:
+            source = self.open(name)
+        except (OSError, ClientError, BotoCoreError) as error:
+            raise ImageUnusable(f"{unreadable} ({error})") from error
+        # A failed write (a full disk) is not the image's fault: it propagates, and the whole export fails.
+        with source, open(part, "wb") as target:
+            while True:
+                try:
+                    chunk = source.read(IMAGE_CHUNK)
+                except (OSError, ClientError, BotoCoreError) as error:
+                    target.close()
+                    os.remove(part)
+                    raise ImageUnusable(f"{unreadable} ({error})") from error
+                if not chunk:
+                    break
+                digest.update(chunk)
+                target.write(chunk)
+        actual = digest.hexdigest()
+        if expected and actual != expected:
+            os.remove(part)
+            raise ImageUnusable(
+                f"image {image_id} file {name!r} is corrupt: its sha256 is {actual}, not the {expected} recorded "
+                "when it was stored"
+            )
+        path = f"{folder}/{actual[:32]}{os.path.splitext(name)[1].lower() or '.jpg'}"
+        os.replace(part, os.path.join(self.root, path))
+        return actual, path
 
-    def submit(self, image_id: int, name: str, source: str, category: str, pair_id: int) -> None:
-        if image_id not in self.path_of and image_id not in self.pending:
+    def submit(self, image_id: int, name: str, expected: str, source: str, category: str) -> None:
+        if image_id not in self.path_of and image_id not in self.pending and image_id not in self.failed:
             # The first pair (in id order) that uses an image decides its folder.
             folder = f"images/{source}/{category}"
-            self.pending[image_id] = self.pool.submit(self.copy, image_id, name, folder, pair_id)
+            self.pending[image_id] = self.pool.submit(self.copy, image_id, name, expected, folder)
+
+    def check(self, image_id: int) -> None:
+        """Wait for a submitted image's copy; raise ImageUnusable (each time it is asked) when it failed."""
+        if image_id in self.failed:
+            raise ImageUnusable(self.failed[image_id])
+        if image_id in self.pending:
+            try:
+                self.pending[image_id].result()
+            except ImageUnusable as problem:
+                del self.pending[image_id]
+                self.failed[image_id] = str(problem)
+                raise
 
     def resolve(self, image_id: int) -> str:
-        """The exported path of a submitted image; call in pair order."""
+        """The exported path of a submitted image that passed `check`; call in pair order."""
         if image_id in self.path_of:
             return self.path_of[image_id]
         digest, path = self.pending.pop(image_id).result()
@@ -538,7 +581,11 @@ class ImageWriter:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
-        for path in self.strays - set(self.written.values()):
+        unused = set(self.strays)
+        for future in self.pending.values():  # copied, but every pair that used it failed (its other image did)
+            if not future.cancelled() and future.exception() is None:
+                unused.add(future.result()[1])
+        for path in unused - set(self.written.values()):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(self.root, path))
 
@@ -681,6 +728,12 @@ def write_export(
         window: deque = deque()  # rows whose images are being copied, in id order; bounded, so memory is too
 
         def write_line(row: dict, split: str, swapped: bool) -> None:
+            try:
+                images.check(row["image_1_id"])
+                images.check(row["image_2_id"])
+            except ImageUnusable as problem:  # this item fails, with the reason; the others are exported
+                plan.skip(row["pk"], str(problem))
+                return
             image_1, image_2 = images.resolve(row["image_1_id"]), images.resolve(row["image_2_id"])
             record = record_of(row, image_1, image_2)
             record_text = json.dumps(record, ensure_ascii=False)
@@ -735,7 +788,11 @@ def write_export(
                     row = swapped_row(row)
                 for n in ("1", "2"):
                     images.submit(
-                        row[f"image_{n}_id"], row[f"image_{n}__file"], row["source"], row["category"], row["pk"]
+                        row[f"image_{n}_id"],
+                        row[f"image_{n}__file"],
+                        row[f"image_{n}__sha256"],
+                        row["source"],
+                        row["category"],
                     )
                 window.append((row, split, swapped))
                 if len(window) > COPY_WINDOW:
@@ -770,6 +827,9 @@ def write_export(
     return {
         "items": sum(totals.values()),
         "splits": totals,
+        # Pass two adds the items whose images could not be exported (unreadable, or not the bytes recorded).
+        "skipped": plan.skipped[:SKIPPED_KEPT],
+        "skipped_count": plan.skipped_count,
         "left_out": [split for split in SPLITS if split not in written],
         "warnings": left_out_warnings(totals),
         "images": image_count,
@@ -843,20 +903,24 @@ def input_sizes(fingerprints) -> str:
 # --- Targets -----------------------------------------------------------------------------------------------
 
 
-def swap_into_place(staging: Path, out: Path) -> None:
-    """Rename the finished export into place; the previous one is kept until the new one is there."""
-    old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
-        os.replace(out, old)
-    try:
+def swap_into_place(staging: Path, out: Path, *, owner=None) -> None:
+    """Rename the finished export into place; the previous one is kept until the new one is there (killed between
+    the two renames, the clean-up puts the previous one back)."""
+    if not out.exists():
         os.replace(staging, out)
-    except OSError:
-        if old is not None:
+        return
+    old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
+    entry = scratch_register(old, owner=owner, restore_to=out)
+    try:
+        os.replace(out, old)
+        try:
+            os.replace(staging, out)
+        except OSError:
             os.replace(old, out)
-        raise
-    if old is not None:
+            raise
         shutil.rmtree(old, ignore_errors=True)
+    finally:
+        entry.release()
 
 
 REPLACE_HOW = (
@@ -899,21 +963,17 @@ def describe_local_export(out: Path) -> str:
 
 
 def check_s3_target(uri: str, *, replace: bool) -> None:
-    """An S3 prefix with a manifest holds a finished export: replaced only when asked."""
+    """An S3 prefix with a pointer (or, from before pointers, a manifest) holds a finished export: replaced only
+    when asked."""
     if replace:
         return
-    bucket, prefix = split_s3_uri(uri)
-    key = f"{prefix.strip('/')}/{MANIFEST}" if prefix.strip("/") else MANIFEST
-    try:
-        s3_client().head_object(Bucket=bucket, Key=key)
-    except ClientError as error:
-        if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-            return
-        raise ExportError(f"cannot read s3://{bucket}/{key}: {error}")
-    except BotoCoreError as error:
-        raise ExportError(f"cannot read s3://{bucket}/{key}: {error}")
+    current = s3_export_current(uri)
+    if current is None:
+        return
     job = export_jobs_at(uri).first()
-    existing = f"export #{job.pk} of {job.finished:%Y-%m-%d %H:%M}" if job else f"s3://{bucket}/{key} exists"
+    bucket, _ = split_s3_uri(uri)
+    where = f"s3://{bucket}/{current['manifest_key']}"
+    existing = f"export #{job.pk} of {job.finished:%Y-%m-%d %H:%M}" if job else f"{where} exists"
     raise ExportTargetTaken(f"{uri} already holds an export ({existing}): {REPLACE_HOW}.", existing)
 
 
@@ -958,55 +1018,170 @@ def upload_file(client, path: Path, bucket: str, key: str) -> None:
             time.sleep(UPLOAD_PAUSE * 2 ** (attempt - 1))
 
 
-def s3_zip_key(prefix: str) -> str:
+# An S3 export is written under a version of its own, `<prefix>/versions/<version>/` (its zip beside it, as
+# `<version>.zip`), and made current by the small pointer object `<prefix>/current.json`, written last: one PUT, so
+# readers see the previous export or the new one, never half of either. Older versions are removed only after the
+# switch. An export from before pointers sits directly under the prefix (its manifest there): read as current
+# until the first export with a pointer replaces it.
+POINTER = "current.json"
+VERSIONS = "versions"
+
+
+def s3_key(prefix: str, name: str) -> str:
+    prefix = prefix.strip("/")
+    return f"{prefix}/{name}" if prefix else name
+
+
+def s3_missing(error: ClientError) -> bool:
+    return error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound")
+
+
+def s3_export_current(uri: str, client=None) -> dict | None:
+    """Where the current export at an s3:// URI lies: {"version", "root" (the key prefix of its files, ending in
+    "/", or "" for the bucket's root), "manifest_key", "zip_key"}; None when the prefix holds no finished export."""
+    bucket, prefix = split_s3_uri(uri)
+    prefix = prefix.strip("/")
+    client = client or s3_client()
+    try:
+        try:
+            body = client.get_object(Bucket=bucket, Key=s3_key(prefix, POINTER))["Body"].read()
+        except ClientError as error:
+            if not s3_missing(error):
+                raise
+        else:
+            pointer = json.loads(body)
+            version = pointer["version"]
+            root = s3_key(prefix, f"{VERSIONS}/{version}/")
+            return {
+                "version": version,
+                "root": root,
+                "manifest_key": root + MANIFEST,
+                "zip_key": s3_key(prefix, f"{VERSIONS}/{version}.zip"),
+            }
+        try:
+            client.head_object(Bucket=bucket, Key=s3_key(prefix, MANIFEST))
+        except ClientError as error:
+            if s3_missing(error):
+                return None
+            raise
+    except (ClientError, BotoCoreError, ValueError, KeyError) as error:
+        raise ExportError(f"cannot read the export at {uri}: {error}") from error
+    root = f"{prefix}/" if prefix else ""
+    return {"version": None, "root": root, "manifest_key": root + MANIFEST, "zip_key": legacy_zip_key(prefix)}
+
+
+def legacy_zip_key(prefix: str) -> str:
     return f"{prefix.rstrip('/')}.zip" if prefix.strip("/") else "export.zip"
 
 
+def s3_export_download(uri: str, folder: Path) -> dict:
+    """Copy the current export at an s3:// URI (the one its pointer names) into a local folder, every file its
+    manifest lists and the manifest; returns where it was read (s3_export_current)."""
+    bucket, _ = split_s3_uri(uri)
+    client = s3_client()
+    current = s3_export_current(uri, client)
+    if current is None:
+        raise ExportError(f"{uri} holds no finished export (no {POINTER}, no {MANIFEST})")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        client.download_file(bucket, current["manifest_key"], str(folder / MANIFEST))
+        with open(folder / MANIFEST, encoding="utf-8") as manifest:
+            for line in manifest:
+                name = line.rstrip("\n").split("  ", 1)[-1]
+                if not name or name.startswith("/") or ".." in name.split("/"):
+                    continue  # validate_dataset names a malformed line; nothing is written outside the folder
+                (folder / name).parent.mkdir(parents=True, exist_ok=True)
+                with contextlib.suppress(ClientError):  # a missing file is the validator's to report
+                    client.download_file(bucket, current["root"] + name, str(folder / name))
+    except (ClientError, BotoCoreError) as error:
+        raise ExportError(f"cannot read the export at {uri}: {error}") from error
+    return current
+
+
+def export_version_name() -> str:
+    """A new version's name: sortable by time (pruning keeps the newer ones), unique by its random tail."""
+    return f"{timezone.now().astimezone(UTC):%Y%m%dT%H%M%S%fZ}-{uuid.uuid4().hex[:8]}"
+
+
 def upload_export(staging: Path, uri: str) -> dict:
-    """Images first, then data files and card, then the zip, the manifest last: a reader that waits for the
-    manifest never sees half an export. The old manifest goes first, so a half-replaced export looks unfinished."""
+    """Upload the export under a new version of the prefix (images first, then data files and card, then the zip,
+    the version's manifest), then switch the pointer to it, and only then remove what the previous export had: a
+    failure at any step before the switch leaves the previous export current, whole and valid."""
     bucket, prefix = split_s3_uri(uri)
     prefix = prefix.strip("/")
     client = s3_client()
-
-    def key(name: str) -> str:
-        return f"{prefix}/{name}" if prefix else name
-
-    # A split left out this time must not survive from an earlier export at this prefix: readers would load it.
-    stale = [split_path(split) for split in SPLITS if not (staging / split_path(split)).exists()]
-    try:
-        for name in (MANIFEST, *stale):
-            client.delete_object(Bucket=bucket, Key=key(name))
-    except (ClientError, BotoCoreError) as error:
-        raise ExportError(f"cannot write to s3://{bucket}/{prefix}: {error}")
+    previous = s3_export_current(uri, client)
+    version = export_version_name()
+    root = s3_key(prefix, f"{VERSIONS}/{version}/")
     for want_images in (True, False):  # two streaming passes over the manifest: images, then the rest
         with open(staging / MANIFEST, encoding="utf-8") as manifest:
             for line in manifest:
                 name = line.rstrip("\n").split("  ", 1)[1]
                 if name.startswith("images/") == want_images:
-                    upload_file(client, staging / name, bucket, key(name))
+                    upload_file(client, staging / name, bucket, root + name)
     archive = staging.parent / f"{staging.name}.zip"
     zip_folder(staging, archive)
-    upload_file(client, archive, bucket, s3_zip_key(prefix))
+    zip_key = s3_key(prefix, f"{VERSIONS}/{version}.zip")
+    upload_file(client, archive, bucket, zip_key)
     archive.unlink()
-    upload_file(client, staging / MANIFEST, bucket, key(MANIFEST))
-    return {"zip_key": s3_zip_key(prefix), "bucket": bucket}
+    upload_file(client, staging / MANIFEST, bucket, root + MANIFEST)
+    pointer = staging.parent / POINTER
+    pointer.write_text(json.dumps({"version": version, "manifest": f"{VERSIONS}/{version}/{MANIFEST}"}) + "\n")
+    upload_file(client, pointer, bucket, s3_key(prefix, POINTER))  # the switch
+    s3_export_prune(client, bucket, prefix, keep=version, previous=previous)
+    return {"zip_key": zip_key, "bucket": bucket, "version": version, "root": f"s3://{bucket}/{root}"}
 
 
-def zip_folder(folder: Path, archive: Path) -> None:
-    """A stored (not deflated: JPEGs do not shrink) zip of an export, files in manifest order, streamed."""
+def s3_export_prune(client, bucket: str, prefix: str, *, keep: str, previous: dict | None) -> list[str]:
+    """After the switch to `keep`: remove the versions older than it (the previous export, and what a cut upload
+    left) and the files of an export from before pointers. A failure is logged, not raised: the new export is in
+    place, and the next export at this prefix prunes again. Returns the keys removed."""
+    doomed = []
+    try:
+        paginator = client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=bucket, Prefix=s3_key(prefix, f"{VERSIONS}/")):
+            for item in page.get("Contents", []):
+                name = item["Key"][len(s3_key(prefix, f"{VERSIONS}/")) :]
+                version = name.split("/", 1)[0].removesuffix(".zip")
+                if version < keep:
+                    doomed.append(item["Key"])
+        if previous is not None and previous["version"] is None:  # the flat export from before pointers
+            body = client.get_object(Bucket=bucket, Key=previous["manifest_key"])["Body"].read().decode()
+            doomed += [previous["root"] + line.split("  ", 1)[1] for line in body.splitlines() if "  " in line]
+            doomed += [previous["manifest_key"], previous["zip_key"]]
+        for start in range(0, len(doomed), 1000):
+            chunk = [{"Key": key} for key in doomed[start : start + 1000]]
+            client.delete_objects(Bucket=bucket, Delete={"Objects": chunk, "Quiet": True})
+    except (ClientError, BotoCoreError) as error:
+        log.warning("export at s3://%s/%s: older versions not removed yet (%s)", bucket, prefix, error)
+        return []
+    return doomed
+
+
+def zip_folder(folder: Path, archive: Path, *, progress=None, owner=None) -> None:
+    """A stored (not deflated: JPEGs do not shrink) zip of an export, files in manifest order, streamed into a part
+    file (in the clean-up's ledger, held by `owner`) renamed into place when whole. `progress` counts files."""
     part = archive.parent / f".{archive.name}.part-{uuid.uuid4().hex[:8]}"
+    entry = scratch_register(part, owner=owner)
     try:
         with open(folder / MANIFEST, encoding="utf-8") as manifest:
-            with zipfile.ZipFile(part, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-                for line in manifest:
-                    name = line.rstrip("\n").split("  ", 1)[1]
-                    zf.write(folder / name, name)
-                zf.write(folder / MANIFEST, MANIFEST)
+            names = [line.rstrip("\n").split("  ", 1)[1] for line in manifest]
+        if progress is not None:
+            progress.start(len(names) + 1)
+        with zipfile.ZipFile(part, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+            for done, name in enumerate(names, start=1):
+                zf.write(folder / name, name)
+                if progress is not None and done % ZIP_PROGRESS_EVERY == 0:
+                    progress.advance(ZIP_PROGRESS_EVERY)
+            zf.write(folder / MANIFEST, MANIFEST)
         os.replace(part, archive)
-    except BaseException:  # a full disk mid-zip: no half-written zip stays behind
+        if progress is not None:
+            progress.advance(len(names) % ZIP_PROGRESS_EVERY + 1)
+    except BaseException:  # a full disk mid-zip, a cancelled job: no half-written zip stays behind
         part.unlink(missing_ok=True)
         raise
+    finally:
+        entry.release()
 
 
 # --- Services ----------------------------------------------------------------------------------------------
@@ -1100,8 +1275,9 @@ def release_export_result(release: Release) -> dict:
         "release": {"number": release.number, "name": release.name, "title": release.title},
     }
     if result["target"] == "s3":
-        bucket, prefix = split_s3_uri(options["out"])
-        result.update({"bucket": bucket, "zip_key": s3_zip_key(prefix.strip("/"))})
+        bucket, _ = split_s3_uri(options["out"])
+        current = s3_export_current(options["out"]) or {}
+        result.update({"bucket": bucket, "zip_key": current.get("zip_key"), "version": current.get("version")})
     else:
         result["out"] = str(Path(options["out"]).resolve())
     return result
@@ -1114,34 +1290,46 @@ def write_and_place(
     progress.start(plan.total)
     if options.is_s3:
         try:
-            with tempfile.TemporaryDirectory(prefix="export-") as tmp:
-                staging = Path(tmp) / "export"
+            with scratch_folder("export", owner=scratch_owner(progress, job_id)) as tmp:
+                staging = tmp / "export"
                 result.update(write_export(options, plan, staging, progress, draft=draft))
                 check_target(options)  # an export may have landed there while this one was written
                 result.update(upload_export(staging, options.out))
-        except OSError as error:  # the local staging folder: a full disk, a missing or read-only temp folder
+        except OSError as error:  # the local staging folder: a full disk, a missing or read-only scratch folder
             what = f"Export to {options.out}"
-            raise ExportError(file_error_detail(error, what=what, where=tempfile.gettempdir())) from error
+            raise ExportError(file_error_detail(error, what=what, where=scratch_root())) from error
         exports_mark_replaced(out=options.out, by_job=job_id)
         pairs_record_export_split(plan)
         return result
     out = Path(options.out).resolve()
     staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    entry = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
+        # A killed export's staging folder is in the ledger: the clean-up finds it wherever the target is.
+        entry = scratch_register(staging, owner=scratch_owner(progress, job_id))
         result.update(write_export(options, plan, staging, progress, draft=draft))
         check_local_target(out, replace=options.replace)  # an export may have landed there meanwhile
-        swap_into_place(staging, out)
+        swap_into_place(staging, out, owner=scratch_owner(progress, job_id))
     except OSError as error:  # a full disk, a missing or read-only target: one line with the path, not a traceback
         shutil.rmtree(staging, ignore_errors=True)
         raise ExportError(file_error_detail(error, what=f"Export to {out}", where=out.parent)) from error
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        if entry is not None:
+            entry.release()
     result["out"] = str(out)
     exports_mark_replaced(out=str(out), by_job=job_id)
     pairs_record_export_split(plan)
     return result
+
+
+def scratch_owner(progress, job_id: int | None):
+    """Who holds an export's temporary paths, for the clean-up: the claimed unit (a JobRun), the job, or this
+    process (the command line)."""
+    return progress if hasattr(progress, "token") else job_id
 
 
 @transaction.atomic
@@ -1245,26 +1433,98 @@ def export_gone_reason(job: Job) -> str | None:
     return None
 
 
-def export_zip(*, job: Job) -> Path:
-    """The zip of a local export, built once (named by the manifest's hash) and reused for later downloads."""
+def export_zip_source(job: Job) -> Path:
+    """The folder of a finished local export that still holds its files (else ExportGone, or ExportError)."""
     result = job.result or {}
-    if job.status != Job.Status.SUCCEEDED or result.get("target") != "local":
+    if job.kind != Job.Kind.EXPORT or job.status != Job.Status.SUCCEEDED or result.get("target") != "local":
         raise ExportError("Only a finished export to a local folder can be downloaded as a zip.")
     folder = Path(result["out"])
     gone = export_gone_reason(job)
-    if gone is None and file_sha256(folder / MANIFEST) != result["manifest_sha256"]:
-        gone = "Replaced: a later export (not recorded in this history) wrote other files there."
+    if gone is None:
+        try:
+            if file_sha256(folder / MANIFEST) != result["manifest_sha256"]:
+                gone = "Replaced: a later export (not recorded in this history) wrote other files there."
+        except FileNotFoundError:
+            gone = "Removed: its folder no longer holds an export."
     if gone:
         raise ExportGone(f"{folder} no longer holds this export. {gone}")
-    zips = Path(settings.EXPORT_ROOT) / ".zips"
-    archive = zips / f"{result['manifest_sha256']}.zip"
+    return folder
+
+
+def export_zip_path(job: Job) -> Path:
+    """Where the zip of a local export is (or will be): named by its manifest's hash, built once, shared by every
+    export job with the same files."""
+    return Path(settings.EXPORT_ROOT) / ".zips" / f"{job.result['manifest_sha256']}.zip"
+
+
+def export_zip_jobs(job: Job):
+    """The zip jobs of this export's files (any export job with the same manifest), newest first."""
+    return Job.objects.filter(kind=Job.Kind.ZIP, result__manifest_sha256=job.result["manifest_sha256"]).order_by(
+        "-created", "-pk"
+    )
+
+
+def export_zip_start(*, job: Job, user) -> Job | None:
+    """Queue the job that builds the zip of a local export (a worker writes it; the web only serves the file). A zip
+    that exists already needs none (None); a zip job of the same files that is queued or running is answered
+    instead of a second one. The export's row is locked meanwhile, so two requests at once make one job."""
+    from annotator.jobs.services import job_task_add
+
+    export_zip_source(job)
+    with transaction.atomic():
+        Job.objects.select_for_update().filter(pk=job.pk).first()
+        if export_zip_path(job).exists():
+            return None
+        building = export_zip_jobs(job).filter(status__in=(Job.Status.QUEUED, Job.Status.RUNNING)).first()
+        if building is not None:
+            return building
+        zip_job = Job.objects.create(
+            kind=Job.Kind.ZIP,
+            title=f"Zip of export #{job.pk} ({Path(job.result['out']).name})",
+            created_by=user,
+            result={"export_job": job.pk, "manifest_sha256": job.result["manifest_sha256"]},
+        )
+        job_task_add(job=zip_job, name="annotator.tasks.export_zip_task", kwargs={"job_id": zip_job.pk})
+    return zip_job
+
+
+def export_zip_run(*, job_id: int, unit=None) -> Job:
+    """Build the zip of a zip job's export once: its unit is claimed with a compare-and-set (a redelivery finds it
+    taken or done); a zip already there is not built again. The part file is in the clean-up's ledger under this
+    claim, so a killed worker's part is removed once its heartbeat is stale."""
+    from annotator.jobs.services import UnitRef, job_task_claim
+    from annotator.models import JobCancelled, JobTask
+
+    if unit is None or unit.unit_id is None:  # called in this process
+        task = JobTask.objects.filter(job_id=job_id).order_by("pk").last()
+        unit = UnitRef(task.pk if task else None, worker=unit.worker if unit else "this process")
+    run = job_task_claim(unit=unit) if unit.unit_id is not None else None
+    job = run.job if run is not None else Job.objects.get(pk=job_id)
+    if (run is None and unit.unit_id is not None) or not job.is_active:
+        return job
+    export = Job.objects.get(pk=job.result["export_job"])
+    result = {**job.result}
     try:
-        zips.mkdir(parents=True, exist_ok=True)
-        if not archive.exists():
-            zip_folder(folder, archive)
-    except OSError as error:
-        raise ExportError(file_error_detail(error, what=f"The zip of {folder}", where=zips)) from error
-    return archive
+        folder = export_zip_source(export)
+        archive = export_zip_path(export)
+        try:
+            archive.parent.mkdir(parents=True, exist_ok=True)
+            if not archive.exists():
+                zip_folder(folder, archive, progress=run or job, owner=run or job.pk)
+        except OSError as error:
+            raise ExportError(file_error_detail(error, what=f"The zip of {folder}", where=archive.parent)) from error
+    except JobCancelled:
+        if run is not None:
+            run.cancel()
+        job.refresh_from_db()
+        return job
+    except (ExportError, ExportGone) as error:
+        job.finish(result=result, error=str(error))
+    else:
+        job.finish(result={**result, "archive": str(archive), "size": archive.stat().st_size})
+    if run is not None:
+        run.complete()
+    return job
 
 
 def export_download_url(*, job: Job) -> str:
@@ -1281,39 +1541,37 @@ def export_download_url(*, job: Job) -> str:
 
 # --- Clean-up after crashes ------------------------------------------------------------------------------------
 
-STAGING_NAME = re.compile(r"^\..+\.(tmp|old)-[0-9a-f]{8}(\.zip)?$")
+# The hidden names an export gives its temporary paths beside a target: a staging folder, the previous export moved
+# aside during a swap, a zip being written. New ones are in the clean-up's ledger (annotator/jobs/scratch.py);
+# the names find those left by a version before the ledger.
+STAGING_NAME = re.compile(r"^\..+\.(tmp|old)-[0-9a-f]{8}(\.zip)?$|^\..+\.zip\.part-[0-9a-f]{8}$")
 
 
 def export_staging_remove_stale(*, older_than: float, folders=None) -> list[str]:
-    """Remove the hidden staging and replaced folders (`.<name>.tmp-xxxxxxxx`, `.<name>.old-xxxxxxxx`) that a killed
-    export left beside its target, once untouched for `older_than` seconds. Looks in EXPORT_ROOT and beside every
-    local target of an export job. Returns the paths removed."""
-    places = {Path(settings.EXPORT_ROOT)}
+    """Remove the hidden staging folders, previous exports moved aside and zip parts that a killed export or zip job
+    left beside its target (`.<name>.tmp-xxxxxxxx`, `.<name>.old-xxxxxxxx`, `.<name>.zip.part-xxxxxxxx`) and that
+    the ledger does not hold, once untouched for `older_than` seconds; a previous export moved aside goes back to
+    its place when that is empty. Looks in EXPORT_ROOT, its zips and beside every local target of an export job.
+    Returns the paths removed."""
+    places = {Path(settings.EXPORT_ROOT), Path(settings.EXPORT_ROOT) / ".zips"}
     for out in Job.objects.filter(kind=Job.Kind.EXPORT).values_list("result__options__out", flat=True):
         if out and not str(out).startswith("s3://"):
             places.add(Path(out).resolve().parent)
     places.update(Path(folder) for folder in folders or ())
+    registered = scratch_paths()
     removed, cutoff = [], time.time() - older_than
     for place in sorted(places):
         if not place.is_dir():
             continue
         for entry in place.iterdir():
-            if not STAGING_NAME.match(entry.name) or _newest_mtime(entry) > cutoff:
+            if not STAGING_NAME.match(entry.name) or str(entry) in registered or newest_mtime(entry) > cutoff:
                 continue
-            if entry.is_dir():
+            moved_aside = re.fullmatch(r"\.(.+)\.old-[0-9a-f]{8}", entry.name)
+            if moved_aside and entry.is_dir() and not (place / moved_aside[1]).exists():
+                os.replace(entry, place / moved_aside[1])
+            elif entry.is_dir():
                 shutil.rmtree(entry, ignore_errors=True)
             else:
                 entry.unlink(missing_ok=True)
             removed.append(str(entry))
     return removed
-
-
-def _newest_mtime(path: Path) -> float:
-    """The newest modification time in a folder (a running export keeps writing into its staging folder)."""
-    newest = path.lstat().st_mtime
-    if path.is_dir():
-        for root, dirs, files in os.walk(path):
-            for name in dirs + files:
-                with contextlib.suppress(OSError):
-                    newest = max(newest, os.lstat(os.path.join(root, name)).st_mtime)
-    return newest

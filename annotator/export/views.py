@@ -22,12 +22,15 @@ from annotator.export.services import (
     export_folder_for_web,
     export_gone_reason,
     export_start,
-    export_zip,
+    export_zip_jobs,
+    export_zip_path,
+    export_zip_source,
+    export_zip_start,
 )
 from annotator.jobs.services import clean_idempotency_key
 from annotator.models import Category, Domain, Job
 from subtlebench.errors import Conflict, Invalid, NotFound
-from subtlebench.pages import error_response, form_add_errors, redirect_refused_form, refused_form
+from subtlebench.pages import error_response, form_add_errors, post_only, redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
 from subtlebench.text import NAME_MAX, NOTE_MAX, SHORT_TEXT_MAX, single_line
 
@@ -173,29 +176,58 @@ def export_history(request):
     return render(request, "export/exports.html#export-history", {"jobs": history_rows()})
 
 
+def _finished_export(job_id: int) -> Job:
+    job = get_object_or_404(Job, pk=job_id, kind=Job.Kind.EXPORT)
+    if job.status != Job.Status.SUCCEEDED or (job.result or {}).get("target") not in ("local", "s3"):
+        raise NotFound("This export has not finished.")
+    return job
+
+
+def _download_problem(request, job: Job, error: Exception):
+    """The page of an export that cannot be downloaded: gone (410), or a problem with its zip (409)."""
+    context = {"job": job, "gone": isinstance(error, NotFound)}
+    return error_response(
+        request,
+        error,
+        page=lambda message: render(request, "export/export_gone.html", {**context, "message": message}),
+    )
+
+
 @role_required(COORDINATOR)
 @require_GET
 def export_download(request, job_id: int):
-    job = get_object_or_404(Job, pk=job_id, kind=Job.Kind.EXPORT)
-    target = (job.result or {}).get("target")
-    if job.status != Job.Status.SUCCEEDED or target not in ("local", "s3"):
-        raise NotFound("This export has not finished.")
+    """An S3 export: a presigned URL of its zip. A local one: its zip served as a file once a worker has built it;
+    until then, the page that starts the zip job and follows its progress (polled while it runs)."""
+    job = _finished_export(job_id)
     try:
         gone = export_gone_reason(job)
         if gone:
             raise ExportGone(f"{job.result['out']} no longer holds this export. {gone}")
-        if target == "s3":
+        if job.result["target"] == "s3":
             url = export_download_url(job=job)
             job.mark_files_public()  # from here on the files are wherever the browser put them
             return redirect(url)
-        archive = export_zip(job=job)
+        export_zip_source(job)
+    except (NotFound, Conflict) as error:  # files replaced or removed since (ExportGone, 410)
+        return _download_problem(request, job, error)
+    archive = export_zip_path(job)
+    if request.GET.get("file") and archive.is_file():
         job.mark_files_public()
-    except (NotFound, Conflict) as error:  # files replaced or removed since (ExportGone, 410), or no room for the zip
-        context = {"job": job, "gone": isinstance(error, NotFound)}
-        return error_response(
-            request,
-            error,
-            page=lambda message: render(request, "export/export_gone.html", {**context, "message": message}),
-        )
-    name = f"{job.result['out'].rstrip('/').rsplit('/', 1)[-1]}-{job.pk}.zip"
-    return FileResponse(open(archive, "rb"), as_attachment=True, filename=name, content_type="application/zip")
+        name = f"{job.result['out'].rstrip('/').rsplit('/', 1)[-1]}-{job.pk}.zip"
+        return FileResponse(open(archive, "rb"), as_attachment=True, filename=name, content_type="application/zip")
+    context = {"job": job, "zip_job": export_zip_jobs(job).first(), "built": archive.is_file()}
+    if request.htmx:
+        return render(request, "export/export_zip.html#export-zip", context)
+    return render(request, "export/export_zip.html", context)
+
+
+@role_required(COORDINATOR)
+@post_only("export-download")
+def export_zip_request(request, job_id: int):
+    """Start the zip job of a local export, or join the one already building it; back to the download page."""
+    job = _finished_export(job_id)
+    try:
+        export_zip_start(job=job, user=request.user)
+    except (NotFound, Conflict) as error:
+        return _download_problem(request, job, error)
+    return redirect("export-download", job_id=job.pk)

@@ -80,9 +80,9 @@ def job_task_add(*, job: Job, name: str, kwargs: dict, send: bool = True) -> Job
     return task
 
 
-def job_task_send(*, task_id: int) -> bool:
-    """Hand a unit to the broker. Never raises: a broker error leaves the unit pending with the reason, for the
-    sweeper; the committed work it follows stays as it is."""
+def job_task_send(*, task_id: int, countdown: float | None = None) -> bool:
+    """Hand a unit to the broker (to run in `countdown` seconds: a paused model run). Never raises: a broker error
+    leaves the unit pending with the reason, for the sweeper; the committed work it follows stays as it is."""
     from subtlebench.celery import app
 
     task = JobTask.objects.filter(pk=task_id, status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED)).first()
@@ -92,7 +92,7 @@ def job_task_send(*, task_id: int) -> bool:
     # in the broker to tell a lost message from one that waits (jobs_resend_lost).
     message_id = str(uuid.uuid4())
     try:
-        app.send_task(task.name, kwargs={**task.kwargs, "unit_id": task.pk}, task_id=message_id)
+        app.send_task(task.name, kwargs={**task.kwargs, "unit_id": task.pk}, task_id=message_id, countdown=countdown)
     except Exception as error:  # kombu and redis raise many kinds for "the broker is away"
         reason = f"not queued at {timezone.now():%Y-%m-%d %H:%M:%S}: the broker refused it ({type(error).__name__}: "
         reason += f"{error}); the sweeper queues it when the broker is back"
@@ -349,16 +349,22 @@ def job_cancel(*, job: Job, user) -> Job:
 RESULT_KEPT = ("source", "every", "frames_per_video", "options")
 # A bulk job's record of what it does (annotator/datamanager/bulk.py): its retry does the same.
 RESULT_KEPT += ("table", "action", "by", "at", "selection", "filter", "items", "reason", "target")
+# A zip job's export (annotator/export/services.py, export_zip_start): its retry zips the same files.
+RESULT_KEPT += ("export_job", "manifest_sha256")
 
 
 @transaction.atomic
 def job_retry(*, job: Job, user) -> Job:
     """Run a failed or cancelled job again as a new job with the same units (a unit that finished its work before
-    finds it done: sampled videos are skipped, embedded images are not embedded again)."""
+    finds it done: sampled videos are skipped, embedded images are not embedded again). A model run can be retried
+    once it ended however it ended: its failed items are asked again."""
     _check_coordinator(user)
     locked = Job.objects.select_for_update().get(pk=job.pk)
     if not locked.can_retry:
-        raise Conflict(f"Job {locked.pk} is {locked.status}: only a failed or cancelled job can be retried.")
+        raise Conflict(
+            f"Job {locked.pk} is {locked.status}: only a failed or cancelled job (or a finished model run) can be "
+            "retried."
+        )
     units = list(locked.tasks.all())
     if not units:
         raise Conflict(f"Job {locked.pk} has no recorded units to run again (it was made by an older version).")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 
 from annotator.jobs.services import job_cancel, job_retry, job_units_with_problems, jobs_waiting
-from annotator.models import EmbeddingModel, Job
+from annotator.jobs.summary import is_waiting, job_summary, job_waiting
+from annotator.models import EmbeddingModel, Job, JobTask
 from annotator.models.similarity import NO_ACTIVE_MODEL
 from subtlebench.errors import Conflict
 from subtlebench.pages import error_response, post_only
@@ -24,6 +27,17 @@ def job_list(request):
     if kind in Job.Kind.values:
         jobs = jobs.filter(kind=kind)
     jobs = list(jobs[:JOBS_PER_PAGE])
+    coordinator = has_role(request.user, COORDINATOR)
+    units = defaultdict(list)  # of the jobs that wait, read in one query
+    for unit in JobTask.objects.filter(job__in=[job for job in jobs if is_waiting(job)]).order_by(
+        "job", "created", "pk"
+    ):
+        units[unit.job_id].append(unit)
+    for job in jobs:  # in words: what each did, or what an active one that has not moved waits for
+        if not coordinator:
+            job_without_server_paths(job)
+        job.summary = job_summary(job)
+        job.waiting_for = job_waiting(job, units=units[job.pk])
     kinds = [(value, label) for value, label in Job.Kind.choices if has_role(request.user, *Job.KIND_ROLES[value])]
     context = {"jobs": jobs, "kind": kind, "kinds": kinds, "any_active": any(j.is_active for j in jobs)}
     if request.htmx:
@@ -42,6 +56,8 @@ def job_detail(request, job_id):
         job_without_server_paths(job)
     context = {
         "job": job,
+        "summary": job_summary(job),
+        "waiting_for": job_waiting(job),
         "units": job_units_with_problems(job),
         "can_manage": has_role(request.user, COORDINATOR),
     }

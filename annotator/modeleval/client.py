@@ -1,9 +1,12 @@
 """HTTP to an OpenAI-compatible chat completions API (stdlib http.client: one kept-alive connection per thread).
 
-Each request has the endpoint's timeout; 429, 5xx and connection errors are retried with exponential backoff and
-full jitter (a Retry-After header is honoured, up to MODEL_EVAL_BACKOFF_MAX_SECONDS); a timeout, an unknown model
-or another 4xx is not retried. A failure is a `RequestFailed` with its kind (ModelItemResult.Failure) and a clear
-message, from which the API key is scrubbed.
+Each request has a deadline, the endpoint's timeout, over the whole exchange (connecting, sending and reading the
+full answer): a watchdog thread shuts the socket of a request past its deadline, so a server that trickles its
+answer a byte at a time cannot hold a request longer (a socket timeout alone counts per read). `cancel()` shuts every
+request in flight at once and ends the backoff waits: a cancelled run frees its worker promptly. 429, 5xx and
+connection errors are retried with exponential backoff and full jitter (a Retry-After header is honoured, up to
+MODEL_EVAL_BACKOFF_MAX_SECONDS); a timeout, an unknown model or another 4xx is not retried. A failure is a
+`RequestFailed` with its kind (ModelItemResult.Failure) and a clear message, from which the API key is scrubbed.
 
 Every connection goes to an address `hosts.endpoint_addresses` has just checked; redirects are not followed. A
 failure's message never quotes the answer's body and says no more than "could not reach the endpoint" or "the
@@ -31,6 +34,70 @@ Failure = ModelItemResult.Failure
 RETRIED = (Failure.UNREACHABLE, Failure.RATE_LIMITED, Failure.SERVER_ERROR)
 MESSAGE_MAX = 500
 REDACTED = "[redacted]"
+
+
+class RequestCancelled(Exception):
+    """The client was cancelled (its run's job was): the request was cut off, it is no answer and no failure."""
+
+
+class DeadlinePassed(Exception):
+    """The watchdog shut the request's socket: its deadline passed before the whole answer arrived."""
+
+
+class Watchdog:
+    """Shuts the sockets of requests past their deadline, or of every request on cancel (one thread per client)."""
+
+    TICK = 0.05
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.watched: dict[int, list] = {}  # id -> [deadline, connection, fired]
+        self.cancelled = threading.Event()
+        self.stopped = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def watch(self, connection, deadline: float) -> list:
+        entry = [deadline, connection, False]
+        with self.lock:
+            self.watched[id(entry)] = entry
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._loop, name="model-eval-deadlines", daemon=True)
+                self.thread.start()
+        if self.cancelled.is_set():
+            self._fire(entry)
+        return entry
+
+    def unwatch(self, entry: list) -> None:
+        with self.lock:
+            self.watched.pop(id(entry), None)
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        with self.lock:
+            entries = list(self.watched.values())
+        for entry in entries:
+            self._fire(entry)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    @staticmethod
+    def _fire(entry: list) -> None:
+        entry[2] = True
+        sock = getattr(entry[1], "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # the blocked read returns at once, in its own thread
+            except OSError:
+                pass
+
+    def _loop(self) -> None:
+        while not self.stopped.wait(self.TICK):
+            now = time.monotonic()
+            with self.lock:
+                late = [entry for entry in self.watched.values() if not entry[2] and entry[0] <= now]
+            for entry in late:
+                self._fire(entry)
 
 
 class RequestFailed(Exception):
@@ -81,6 +148,7 @@ class ChatClient:
         self.api_key = api_key
         self.timeout = timeout
         self.local = threading.local()
+        self.watchdog = Watchdog()
 
     # --- connections
 
@@ -112,29 +180,47 @@ class ChatClient:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
-    def _send(self, method: str, path: str, body: bytes | None, timeout: float) -> tuple[int, dict, str]:
-        """One HTTP exchange; a stale kept-alive connection is reopened once."""
+    def _send(self, method: str, path: str, body: bytes | None, deadline: float) -> tuple[int, dict, str]:
+        """One HTTP exchange, done by `deadline` (time.monotonic()) or DeadlinePassed; a stale kept-alive connection
+        is reopened once."""
         for reuse in (True, False):
-            connection = self._connection(timeout)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DeadlinePassed
+            connection = self._connection(remaining)
             fresh = connection.sock is None
+            entry = self.watchdog.watch(connection, deadline)
             try:
                 if fresh:
                     connection.connect()
                     # A request is one write (http.client joins headers and a bytes body); no Nagle delay on it.
                     connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    if entry[2]:  # fired while connecting: the socket it shut was not there yet
+                        raise DeadlinePassed
                 connection.request(method, self.path + path, body=body, headers=self._headers())
                 response = connection.getresponse()
                 text = response.read().decode("utf-8", errors="replace")
+                if entry[2]:
+                    raise DeadlinePassed  # a body cut off by the watchdog is not an answer
                 if response.getheader("Connection", "").lower() == "close":
                     self._drop()
                 return response.status, {k.lower(): v for k, v in response.getheaders()}, text
+            except DeadlinePassed:
+                self._drop()
+                raise
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 self._drop()
+                if entry[2]:
+                    raise DeadlinePassed from None
                 if fresh or not reuse:
                     raise
             except Exception:
                 self._drop()
+                if entry[2]:
+                    raise DeadlinePassed from None
                 raise
+            finally:
+                self.watchdog.unwatch(entry)
         raise AssertionError("unreachable")
 
     def _fail(self, kind: str, message: str, attempts: int) -> RequestFailed:
@@ -146,13 +232,24 @@ class ChatClient:
         while True:
             attempt += 1
             retry_after = None
+            if self.watchdog.cancelled.is_set():
+                raise RequestCancelled
             try:
-                status, headers, text = self._send(method, path, body, timeout)
+                status, headers, text = self._send(method, path, body, time.monotonic() + timeout)
             except HostRefused as refused:
                 raise self._fail(Failure.REFUSED, f"the endpoint's host is refused: {refused}", attempt) from None
-            except TimeoutError:
-                raise self._fail(Failure.TIMEOUT, f"no answer from the endpoint within {timeout:g} s", attempt)
+            except (TimeoutError, DeadlinePassed):
+                if self.watchdog.cancelled.is_set():
+                    raise RequestCancelled from None
+                raise self._fail(
+                    Failure.TIMEOUT,
+                    f"no answer from the endpoint within {timeout:g} s (the deadline covers connecting, sending "
+                    "and the whole answer)",
+                    attempt,
+                ) from None
             except (OSError, http.client.HTTPException):
+                if self.watchdog.cancelled.is_set():
+                    raise RequestCancelled from None
                 # Refused, reset, or not HTTP at all: one message, so a run tells nothing of what listens there.
                 kind, message = Failure.UNREACHABLE, "could not reach the endpoint"
             else:
@@ -179,31 +276,67 @@ class ChatClient:
             if attempt > retries:
                 tries = f" (after {attempt} attempts)" if attempt > 1 else ""
                 raise self._fail(kind, message + tries, attempt)
-            time.sleep(retry_delay(attempt - 1, retry_after))
+            if self.watchdog.cancelled.wait(retry_delay(attempt - 1, retry_after)):
+                raise RequestCancelled
 
     # --- operations
 
-    def probe(self) -> None:
-        """GET {base}/models once, no retries: RequestFailed(unreachable/timeout) when nothing answers there. Any
-        HTTP answer counts as reachable (a server without /models still serves chat completions)."""
+    def served_models(self) -> list[str] | None:
+        """GET {base}/models once, no retries: the model ids it lists, or None when it lists none (a server without
+        /models still serves chat completions). RequestFailed when the endpoint is down: nothing answers, no
+        answer within the deadline, 5xx or 429 (then `kind` says which)."""
         try:
-            self._exchange("GET", "/models", None, timeout=min(self.timeout, 10), retries=0)
+            _, _, text, _ = self._exchange("GET", "/models", None, timeout=min(self.timeout, 10), retries=0)
         except RequestFailed as failed:
-            if failed.kind in (Failure.UNREACHABLE, Failure.TIMEOUT, Failure.REFUSED):
+            if failed.kind in (Failure.UNREACHABLE, Failure.TIMEOUT, Failure.REFUSED, Failure.SERVER_ERROR):
                 raise
+            if failed.kind == Failure.RATE_LIMITED:
+                raise
+            return None  # 404 and other 4xx: no list
+        try:
+            data = json.loads(text)
+            listed = [entry["id"] for entry in data["data"]]
+        except (json.JSONDecodeError, KeyError, TypeError, RecursionError):
+            return None
+        return [name for name in listed if isinstance(name, str)]
 
-    def complete(self, messages: list[dict], parameters: dict) -> Completion:
+    def check_model(self, endpoint_name: str) -> list[str] | None:
+        """The check before a run sends anything: the endpoint answers, and lists our model when it lists any.
+        RequestFailed(UNKNOWN_MODEL) with what it serves when it does not; the ids it lists otherwise."""
+        served = self.served_models()
+        if served is not None and self.model_id not in served:
+            shown = ", ".join(served[:20]) + (f" and {len(served) - 20} more" if len(served) > 20 else "")
+            raise self._fail(
+                Failure.UNKNOWN_MODEL,
+                f"model {self.model_id} is not served by {endpoint_name}; it serves: {shown or 'nothing'}",
+                1,
+            )
+        return served
+
+    def test_connection(self, endpoint_name: str) -> str:
+        """ "Test connection": reachable, our model among /models (when listed), one tiny chat request answered.
+        A line that says what was checked; RequestFailed with what is wrong otherwise."""
+        served = self.check_model(endpoint_name)
+        messages = [{"role": "user", "content": [{"type": "text", "text": "Answer with the letter A.\nA. yes"}]}]
+        answer = self.complete(messages, {"max_tokens": 1, "temperature": 0}, retries=0)
+        listed = "listed by /models" if served is not None else "no /models list"
+        took = f"one request answered in {answer.latency_ms} ms"
+        return f"{endpoint_name} answers: model {self.model_id} ({listed}), {took}"
+
+    def complete(self, messages: list[dict], parameters: dict, retries: int | None = None) -> Completion:
         body = json.dumps({"model": self.model_id, "messages": messages, **parameters}).encode()
         started = time.monotonic()
-        _, _, text, attempts = self._exchange(
-            "POST", "/chat/completions", body, timeout=self.timeout, retries=settings.MODEL_EVAL_RETRIES
-        )
+        retries = settings.MODEL_EVAL_RETRIES if retries is None else retries
+        _, _, text, attempts = self._exchange("POST", "/chat/completions", body, timeout=self.timeout, retries=retries)
         latency_ms = int(1000 * (time.monotonic() - started))
         try:
             data = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            raise self._fail(Failure.MALFORMED, "not a chat completion answer (the body is not JSON)", attempts)
+        try:
             content = data["choices"][0]["message"]["content"]
-        except (json.JSONDecodeError, KeyError, IndexError, TypeError, RecursionError):
-            raise self._fail(Failure.MALFORMED, "not a chat completion answer", attempts)
+        except (KeyError, IndexError, TypeError):
+            raise self._fail(Failure.MALFORMED, "not a chat completion answer (no choices[0].message)", attempts)
         if not isinstance(content, str):
             raise self._fail(Failure.MALFORMED, "the answer's message content is not text", attempts)
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
@@ -220,5 +353,10 @@ class ChatClient:
             latency_ms=latency_ms,
         )
 
+    def cancel(self) -> None:
+        """Cut off every request in flight and every backoff wait (from any thread): they raise RequestCancelled."""
+        self.watchdog.cancel()
+
     def close(self) -> None:
         self._drop()
+        self.watchdog.stop()

@@ -15,6 +15,8 @@ import logging
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -25,8 +27,15 @@ from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from annotator.datamanager.tables import PAIRS
-from annotator.jobs.services import JobTaskLost, UnitRef, job_create_once, job_task_add, job_task_claim
-from annotator.modeleval.client import ChatClient, RequestFailed, scrub
+from annotator.jobs.services import (
+    JobTaskLost,
+    UnitRef,
+    job_create_once,
+    job_task_add,
+    job_task_claim,
+    job_task_send,
+)
+from annotator.modeleval.client import ChatClient, RequestCancelled, RequestFailed, scrub
 from annotator.modeleval.hosts import HostRefused, check_endpoint_host
 from annotator.modeleval.keys import KeyUnavailable, clean_key_variable, encrypt_key, endpoint_key
 from annotator.modeleval.protocol import configured_prompt
@@ -43,6 +52,7 @@ from annotator.models import (
     Release,
     ReleaseItem,
 )
+from annotator.models.jobs import ACTIVE
 from benchmark.protocol import LETTERS, Item, letter, messages_for, option_of, parse_answer, shuffle_options
 from benchmark.questions import MAX_DISTRACTORS
 from benchmark.records import (
@@ -67,12 +77,16 @@ FLUSH_ITEMS = 64
 # switch interval (5 ms) behind the others: at 16 requests of 50 ms that cost a quarter of the throughput
 # (bench/model_eval.py). The run lowers it while it runs and puts it back after.
 GIL_SWITCH_SECONDS = 0.0005
-FAIL_FAST_ITEMS = 8  # the first this many requests all unreachable: the endpoint is down, fail the run
 Failure = ModelItemResult.Failure
+# Failures for the endpoint's sake, not the item's: many in a row, or one at the check before sending, pause the run.
+OUTAGE = (Failure.UNREACHABLE, Failure.TIMEOUT, Failure.SERVER_ERROR, Failure.RATE_LIMITED)
 
 
 class RunFailed(Exception):
-    """The run cannot go on (endpoint down, key variable missing, items unreadable): one clear message."""
+    """The run cannot go on (model not served, key variable missing, items unreadable, down too long) or ended with
+    items left without an answer: one clear message. `ended`: how the run ended (failed, or incomplete)."""
+
+    ended = ModelEvaluation.Ended.FAILED
 
 
 def _check_coordinator(user) -> None:
@@ -118,9 +132,11 @@ def endpoint_create(
     api_key: str = "",
     concurrency: int = 8,
     timeout_s: int = 120,
+    test_connection: bool = False,
 ) -> ModelEndpoint:
     """Register a model endpoint. Its key is `api_key`, stored encrypted and never shown again, or the variable
-    `api_key_env` names, which must start with MODEL_API_KEY_ENV_PREFIX (`keys`); or none."""
+    `api_key_env` names, which must start with MODEL_API_KEY_ENV_PREFIX (`keys`); or none. With `test_connection`
+    (the form, the API and `add_model` ask for it by default) it is registered only if `endpoint_test` passes."""
     _check_coordinator(user)
     if (api_key or "").strip() and (api_key_env or "").strip():
         raise Invalid({"api_key": ["Give the key or the name of its variable, not both."]})
@@ -141,12 +157,32 @@ def endpoint_create(
         if "name" in error.message_dict and ModelEndpoint.objects.filter(name=endpoint.name).exists():
             raise Conflict({"name": [f"A model named {endpoint.name!r} is already registered."]}) from None
         raise Invalid(error.message_dict) from None
+    if test_connection:
+        if ModelEndpoint.objects.filter(name=endpoint.name).exists():
+            raise Conflict({"name": [f"A model named {endpoint.name!r} is already registered."]})
+        try:
+            endpoint_test(endpoint, api_key=api_key or None)
+        except RunFailed as failed:
+            raise Invalid({"base_url": [f"Test connection failed: {failed}"]}) from None
     try:
         with transaction.atomic():
             endpoint.save()
     except IntegrityError:
         raise Conflict({"name": [f"A model named {endpoint.name!r} is already registered."]}) from None
     return endpoint
+
+
+def endpoint_test(endpoint: ModelEndpoint, *, api_key: str | None = None) -> str:
+    """ "Test connection": the endpoint answers, lists the model id among /models (when it lists any) and answers
+    one tiny request. A line that says so; RunFailed with what is wrong."""
+    key = endpoint_api_key(endpoint) if api_key is None else api_key
+    client = ChatClient(base_url=endpoint.base_url, model_id=endpoint.model_id, api_key=key, timeout=endpoint.timeout_s)
+    try:
+        return client.test_connection(endpoint.name or endpoint.base_url)
+    except RequestFailed as failed:
+        raise RunFailed(failed.message) from None
+    finally:
+        client.close()
 
 
 def endpoint_api_key(endpoint: ModelEndpoint) -> str:
@@ -460,16 +496,29 @@ def evaluation_start(
 # --- Running it ------------------------------------------------------------------------------------------------
 
 
+class RunPaused(Exception):
+    """The endpoint is down (its check failed, or many requests in a row failed for its sake): the run waits and
+    resumes by itself. The message says why."""
+
+
 def evaluation_run(
     *, evaluation_id: int, unit: UnitRef | None = None, progress=None, job_id: int | None = None
 ) -> ModelEvaluation:
     """Run (or continue) an evaluation once: its unit is claimed with a compare-and-set, so a redelivered message
-    does nothing; the items that have a stored result are not sent again. With the `job_id` of a retried job
-    (the jobs page's "Retry"), that job takes the run over and continues it."""
+    does nothing; the items with an answer are not sent again, failed ones are (MODEL_EVAL_ITEM_TRIES asks at most
+    per job). With the `job_id` of a retried job (the jobs page's "Retry"), that job takes the run over, with a
+    fresh count of asks for its failed items. While the endpoint is down the run pauses: its unit is queued again
+    with a countdown (`_pause`)."""
     if job_id is not None:
-        ModelEvaluation.objects.filter(pk=evaluation_id, job__kind=Job.Kind.MODEL_EVAL).exclude(job_id=job_id).filter(
-            **{"job__pk__lt": job_id}
-        ).update(job_id=job_id)
+        with transaction.atomic():
+            taken = (
+                ModelEvaluation.objects.filter(pk=evaluation_id, job__kind=Job.Kind.MODEL_EVAL)
+                .exclude(job_id=job_id)
+                .filter(**{"job__pk__lt": job_id})
+                .update(job_id=job_id, paused_since=None, paused_until=None, pause_reason="", ended="")
+            )
+            if taken:
+                ModelItemResult.objects.filter(evaluation_id=evaluation_id, is_correct__isnull=True).update(asks=0)
     evaluation = ModelEvaluation.objects.select_related("endpoint", "job").get(pk=evaluation_id)
     if job_id is not None and evaluation.job_id != job_id:
         return evaluation  # an older job's message: the run belongs to a newer retry
@@ -481,7 +530,10 @@ def evaluation_run(
         return evaluation
     job = run.job
     try:
-        _evaluate(evaluation, run, progress)
+        try:
+            _evaluate(evaluation, run, progress)
+        except RunPaused as paused:
+            _pause(evaluation, run, str(paused))
     except JobTaskLost:
         return evaluation  # another worker holds the unit now: it writes the outcome
     except JobCancelled:
@@ -489,19 +541,79 @@ def evaluation_run(
     except (RunFailed, Invalid) as error:
         message = str(error)
         log.warning("model evaluation %s failed: %s", evaluation.pk, message)
-        with transaction.atomic():
-            if run.complete(JobTask.Status.DONE):
-                job.finish(result=evaluation_summary(evaluation), error=message)
+        _end(evaluation, run, job, getattr(error, "ended", ModelEvaluation.Ended.FAILED), message)
     else:
-        with transaction.atomic():
-            if run.complete(JobTask.Status.DONE):
-                job.finish(result=evaluation_summary(evaluation))
+        if not ModelEvaluation.objects.filter(pk=evaluation.pk, paused_until__isnull=False).exists():
+            _end(evaluation, run, job, ModelEvaluation.Ended.COMPLETE, None)
     evaluation.refresh_from_db()
     return evaluation
 
 
-def _answer(client: ChatClient, evaluation, item: Item, prompt, parameters) -> ModelItemResult:
-    """Ask the model one item (in a worker thread; no database here)."""
+def _end(evaluation: ModelEvaluation, run, job: Job, ended: str, error: str | None) -> None:
+    with transaction.atomic():
+        if run.complete(JobTask.Status.DONE):
+            ModelEvaluation.objects.filter(pk=evaluation.pk).update(
+                ended=ended, paused_since=None, paused_until=None, pause_reason=""
+            )
+            job.finish(result=evaluation_summary(evaluation), error=error)
+
+
+def _pause(evaluation: ModelEvaluation, run, reason: str) -> None:
+    """Queue the run's unit again in MODEL_EVAL_PAUSE_SECONDS (not a lost claim: its attempt is not counted), and
+    show why and when it tries again; RunFailed once the endpoint has been down MODEL_EVAL_PAUSE_MAX_SECONDS."""
+    now = timezone.now()
+    evaluation.refresh_from_db(fields=["paused_since", "items", "answered", "failed"])
+    since = evaluation.paused_since or now
+    down = (now - since).total_seconds()
+    if down >= settings.MODEL_EVAL_PAUSE_MAX_SECONDS:
+        raise RunFailed(
+            f"{reason}; it has been down {down:.0f} s (since {timezone.localtime(since):%Y-%m-%d %H:%M:%S}), "
+            f"MODEL_EVAL_PAUSE_MAX_SECONDS is {settings.MODEL_EVAL_PAUSE_MAX_SECONDS:g}. {stored_counts(evaluation)}"
+        )
+    countdown = settings.MODEL_EVAL_PAUSE_SECONDS
+    with transaction.atomic():
+        requeued = JobTask.objects.filter(pk=run.task_id, token=run.token, status=JobTask.Status.RUNNING).update(
+            status=JobTask.Status.QUEUED,
+            token="",
+            queued_at=now,
+            heartbeat=now,
+            attempts=models.Case(
+                models.When(attempts__gt=0, then=models.F("attempts") - 1),
+                default=models.F("attempts"),
+                output_field=models.PositiveIntegerField(),
+            ),
+        )
+        if not requeued:
+            raise JobTaskLost(f"unit {run.task_id} was taken over while pausing")
+        ModelEvaluation.objects.filter(pk=evaluation.pk).update(
+            paused_since=since,
+            paused_until=now + timedelta(seconds=countdown),
+            pause_reason=f"{reason}. {stored_counts(evaluation)}"[:2000],
+        )
+        transaction.on_commit(partial(_send_after_pause, task_id=run.task_id, countdown=countdown), robust=True)
+    log.warning("model evaluation %s paused for %g s: %s", evaluation.pk, countdown, reason)
+
+
+def _send_after_pause(*, task_id: int, countdown: float) -> None:
+    if not job_task_send(task_id=task_id, countdown=countdown):
+        # The broker refused it: pending, the sweeper sends it when the broker is back (the run then checks the
+        # endpoint again and pauses anew if it is still down).
+        JobTask.objects.filter(pk=task_id, status=JobTask.Status.QUEUED).update(status=JobTask.Status.PENDING)
+
+
+def stored_counts(evaluation: ModelEvaluation) -> str:
+    """What the run has stored, in words, read from its rows (never from what one process remembers)."""
+    totals = evaluation_totals(evaluation)
+    stored = totals["answered"] + totals["failed"]
+    not_asked = max(0, evaluation.items - stored)
+    return (
+        f"Stored so far: {stored} of {evaluation.items} items ({totals['answered']} answered, {totals['failed']} "
+        f"failed), {not_asked} not asked yet."
+    )
+
+
+def _answer(client: ChatClient, evaluation, item: Item, prompt, parameters) -> ModelItemResult | None:
+    """Ask the model one item (in a worker thread; no database here). None: the run was cancelled meanwhile."""
     result = ModelItemResult(
         evaluation_id=evaluation.pk,
         pair_id=item.pair_id,
@@ -521,6 +633,8 @@ def _answer(client: ChatClient, evaluation, item: Item, prompt, parameters) -> M
     started = time.monotonic()
     try:
         answer = client.complete(messages, parameters)
+    except RequestCancelled:
+        return None
     except RequestFailed as failed:
         result.failure, result.failure_message, result.attempts = failed.kind, failed.message, failed.attempts
         result.latency_ms = int(1000 * (time.monotonic() - started))
@@ -544,10 +658,16 @@ def _answer(client: ChatClient, evaluation, item: Item, prompt, parameters) -> M
 
 
 def _store(evaluation: ModelEvaluation, results: list[ModelItemResult]) -> None:
-    """Write a batch of results (a second write of an item is a no-op) and recount the run from its rows."""
+    """Write a batch of results and recount the run from its rows. A result replaces the item's failed one (an item
+    asked again); an item's answer is never replaced (a second write of it is a no-op)."""
     with transaction.atomic():
+        ModelItemResult.objects.filter(
+            evaluation=evaluation, question_id__in=[row.question_id for row in results], is_correct__isnull=True
+        ).delete()
         ModelItemResult.objects.bulk_create(results, ignore_conflicts=True)
         totals = evaluation_totals(evaluation)
+        if any(row.is_correct is not None for row in results):
+            totals["paused_since"] = None  # an answer: the endpoint is back, a later outage counts from zero
         ModelEvaluation.objects.filter(pk=evaluation.pk).update(**totals)
         changed = Job.objects.filter(pk=evaluation.job_id, status__in=("queued", "running")).update(
             done=totals["answered"] + totals["failed"], heartbeat=timezone.now()
@@ -567,47 +687,84 @@ def evaluation_totals(evaluation: ModelEvaluation) -> dict:
     return counts
 
 
+def _check_active(job_id: int) -> None:
+    """The cancel flag, read often (a beat reads it only every JOB_HEARTBEAT_SECONDS)."""
+    if not Job.objects.filter(pk=job_id, status__in=ACTIVE).exists():
+        raise JobCancelled(f"job {job_id} is no longer active")
+
+
 def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
+    """Ask every item without an answer until each is answered or asked MODEL_EVAL_ITEM_TRIES times; RunPaused when
+    the endpoint is down, RunFailed (incomplete or failed) when items are left without an answer."""
     endpoint = evaluation.endpoint
     api_key = endpoint_api_key(endpoint)
     items = evaluation_items(evaluation)
-    done = set(ModelItemResult.objects.filter(evaluation=evaluation).values_list("question_id", flat=True))
-    todo = [item for item in items if not item.missing and item.question_id not in done]
     released = (
         dict(release_rows(evaluation.release, evaluation.split).values_list("item_id", "pk"))
         if evaluation.source == ModelEvaluation.Source.RELEASE
         else {}
     )
     skipped = [item.question_id for item in items if item.missing]
-    ModelEvaluation.objects.filter(pk=evaluation.pk).update(items=len(items) - len(skipped))
-    total = len(items) - len(skipped)
-    run.start(total)
+    asked = [item for item in items if not item.missing]
+    ModelEvaluation.objects.filter(pk=evaluation.pk).update(items=len(asked))
+    evaluation.items = len(asked)
+    run.start(len(asked))
     Job.objects.filter(pk=evaluation.job_id).update(result={**run.job.result, "skipped": skipped[:200]})
     if progress is not None:
-        progress.start(total)
-        progress.advance(len(done))
-    if not todo:
-        return
-    client = ChatClient(
-        base_url=endpoint.base_url, model_id=endpoint.model_id, api_key=api_key, timeout=endpoint.timeout_s
+        progress.start(len(asked))
+        progress.advance(ModelItemResult.objects.filter(evaluation=evaluation).count())
+    if _todo(evaluation, asked):
+        client = ChatClient(
+            base_url=endpoint.base_url, model_id=endpoint.model_id, api_key=api_key, timeout=endpoint.timeout_s
+        )
+        try:
+            try:
+                client.check_model(endpoint.name)
+            except RequestFailed as failed:
+                if failed.kind in OUTAGE:
+                    raise RunPaused(f"Model {endpoint.name} is down: {failed.message}") from None
+                raise RunFailed(f"{failed.message}. {stored_counts(evaluation)}") from None
+            ModelEvaluation.objects.filter(pk=evaluation.pk).update(paused_until=None, pause_reason="")
+            prompt = configured_prompt()
+            parameters = evaluation.parameters.get("request") or request_parameters()
+            while todo := _todo(evaluation, asked):
+                _ask(evaluation, run, client, todo, released, prompt, parameters, progress)
+        finally:
+            client.close()
+    _verdict(evaluation)
+
+
+def _todo(evaluation: ModelEvaluation, items: list[Item]) -> list[tuple[Item, int]]:
+    """(item, asks so far) of the items to ask: without a result, or failed and asked fewer than the tries."""
+    stored = dict(
+        ModelItemResult.objects.filter(evaluation=evaluation)
+        .order_by()
+        .values_list("question_id", models.Case(models.When(is_correct__isnull=True, then="asks"), default=None))
     )
-    try:
-        client.probe()
-    except RequestFailed as failed:
-        raise RunFailed(f"Model {endpoint.name} is not reachable: {failed.message}. Nothing was sent.") from None
-    prompt = configured_prompt()
-    parameters = evaluation.parameters.get("request") or request_parameters()
+    tries = settings.MODEL_EVAL_ITEM_TRIES
+    return [
+        (item, stored.get(item.question_id) or 0)
+        for item in items
+        if item.question_id not in stored or (stored[item.question_id] is not None and stored[item.question_id] < tries)
+    ]
+
+
+def _ask(evaluation, run, client: ChatClient, todo, released: dict, prompt, parameters, progress) -> None:
+    """One pass over `todo`, `endpoint.concurrency` requests at once; results stored as they come. Stops sending
+    (and raises RunPaused) after MODEL_EVAL_PAUSE_AFTER_FAILURES requests in a row failed for the endpoint's sake."""
+    endpoint = evaluation.endpoint
+    asks = {item.question_id: count for item, count in todo}
+    queue = iter(item for item, _ in todo)
     pending: list[ModelItemResult] = []
-    first_kinds: list[str] = []
-    last_flush = time.monotonic()
-    queue = iter(todo)
+    streak, down = 0, ""
+    last_flush = last_check = time.monotonic()
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(min(switch_interval, GIL_SWITCH_SECONDS))
     with ThreadPoolExecutor(max_workers=endpoint.concurrency, thread_name_prefix="model-eval") as executor:
         in_flight = set()
         try:
             while True:
-                while len(in_flight) < endpoint.concurrency * 2:
+                while not down and len(in_flight) < endpoint.concurrency * 2:
                     item = next(queue, None)
                     if item is None:
                         break
@@ -615,20 +772,23 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
                 if not in_flight:
                     break
                 run.beat()
+                if time.monotonic() - last_check >= settings.MODEL_EVAL_CANCEL_CHECK_SECONDS:
+                    _check_active(evaluation.job_id)
+                    last_check = time.monotonic()
                 finished, in_flight = wait(in_flight, timeout=FLUSH_SECONDS, return_when=FIRST_COMPLETED)
                 for future in finished:
                     result = future.result()
+                    if result is None:
+                        continue  # cut off by a cancel
                     result.release_item_id = released.get(result.question_id)
+                    result.asks = asks[result.question_id] + 1
                     pending.append(result)
-                    if len(first_kinds) < FAIL_FAST_ITEMS:
-                        first_kinds.append(result.failure)
-                if len(first_kinds) == min(FAIL_FAST_ITEMS, len(todo)) and all(
-                    kind in (Failure.UNREACHABLE, Failure.REFUSED) for kind in first_kinds
-                ):
-                    first_kinds.append("checked")  # once
-                    _store(evaluation, pending)
-                    message = pending[0].failure_message
-                    raise RunFailed(f"Model {endpoint.name} is down: its first requests all failed ({message}).")
+                    streak = streak + 1 if result.failure in OUTAGE else 0
+                    if streak >= settings.MODEL_EVAL_PAUSE_AFTER_FAILURES and not down:
+                        down = (
+                            f"Model {endpoint.name} is down: {streak} requests in a row failed "
+                            f"(the last: {result.failure_message})"
+                        )
                 if pending and (len(pending) >= FLUSH_ITEMS or time.monotonic() - last_flush >= FLUSH_SECONDS):
                     _store(evaluation, pending)
                     if progress is not None:
@@ -638,44 +798,89 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
                 _store(evaluation, pending)
                 if progress is not None:
                     progress.advance(len(pending))
+        except BaseException:
+            client.cancel()  # a cancelled job or a lost database frees the worker now, not when requests end
+            raise
         finally:
             for future in in_flight:
                 future.cancel()
-            client.close()
             sys.setswitchinterval(switch_interval)
+    if down:
+        raise RunPaused(down)
+
+
+def _verdict(evaluation: ModelEvaluation) -> None:
+    """A run with an item left without an answer does not succeed: "failed" when most of its items failed (or none
+    was answered), "incomplete" otherwise; the message counts them and says why, by kind."""
+    totals = evaluation_totals(evaluation)
+    missing = evaluation.items - totals["answered"]
+    if missing <= 0:
+        return
+    rows = ModelItemResult.objects.filter(evaluation=evaluation, is_correct__isnull=True).order_by()
+    kinds = []
+    for row in rows.values("failure").annotate(n=models.Count("pk"), last=models.Max("pk")).order_by("-n", "failure"):
+        example = ModelItemResult.objects.filter(pk=row["last"]).values_list("failure_message", flat=True).first()
+        kinds.append(f"{row['n']} {row['failure'] or 'other'} ({example})")
+    tries = settings.MODEL_EVAL_ITEM_TRIES
+    why = f"{missing} of {evaluation.items} items have no answer after up to {tries} asks each: " + "; ".join(kinds)
+    if not totals["answered"] or missing > settings.MODEL_EVAL_FAILED_SHARE * evaluation.items:
+        error = RunFailed(f"Most requests failed: {why}. {totals['answered']} answered.")
+    else:
+        error = RunFailed(
+            f"Incomplete: {why}. The accuracy is over the {totals['answered']} answered items; retry the run to ask "
+            "the others again."
+        )
+        error.ended = ModelEvaluation.Ended.INCOMPLETE
+    raise error
 
 
 # --- Summaries and the results file --------------------------------------------------------------------------
 
 
 def evaluation_summary(evaluation: ModelEvaluation) -> dict:
-    """Counts of the run: accuracy over answered items and over all, per category, failures by kind, tokens."""
+    """Counts of the run: answered, failed and not yet asked items, accuracy over the answered ones (overall and per
+    category: a failed request is no answer, never a wrong one), failures by kind, tokens, the state (paused:
+    why and the next try)."""
     evaluation.refresh_from_db()
     results = ModelItemResult.objects.filter(evaluation=evaluation).order_by()
-    per_category = {
-        row["category"]: {"count": row["count"], "correct": row["correct"], "accuracy": row["correct"] / row["count"]}
-        for row in results.values("category")
-        .annotate(count=models.Count("pk"), correct=models.Count("pk", filter=models.Q(is_correct=True)))
+    per_category = {}
+    for row in (
+        results.values("category")
+        .annotate(
+            answered=models.Count("pk", filter=models.Q(is_correct__isnull=False)),
+            correct=models.Count("pk", filter=models.Q(is_correct=True)),
+            failed=models.Count("pk", filter=models.Q(is_correct__isnull=True)),
+        )
         .order_by("category")
-    }
+    ):
+        answered, correct = row["answered"], row["correct"]
+        per_category[row["category"]] = {
+            "count": answered + row["failed"],  # items with a result (kept for API clients): answered + failed
+            "answered": answered,
+            "correct": correct,
+            "failed": row["failed"],
+            "accuracy": correct / answered if answered else None,
+        }
     failures = {
         row["failure"]: row["count"]
         for row in results.exclude(failure="").values("failure").annotate(count=models.Count("pk")).order_by("failure")
     }
     job = evaluation.job
-    job.refresh_from_db(fields=["started", "finished", "result"])
+    job.refresh_from_db(fields=["started", "finished", "result", "status"])
     end = job.finished or timezone.now()
     return {
         **{key: value for key, value in (job.result or {}).items() if key in ("skipped",)},
+        "state": evaluation.state,
         "total": evaluation.items,
         "answered": evaluation.answered,
         "correct": evaluation.correct,
         "failed": evaluation.failed,
-        "accuracy": evaluation.correct / (evaluation.answered + evaluation.failed)
-        if evaluation.answered + evaluation.failed
-        else None,
+        "not_asked": evaluation.not_asked,
+        "accuracy": evaluation.accuracy,
         "per_category": per_category,
         "failures": failures,
+        "paused_until": evaluation.paused_until.isoformat() if evaluation.paused_until else None,
+        "pause_reason": evaluation.pause_reason if evaluation.paused_until else "",
         "prompt_tokens": evaluation.prompt_tokens,
         "completion_tokens": evaluation.completion_tokens,
         "seconds": round((end - job.started).total_seconds(), 1) if job.started else 0.0,
@@ -684,7 +889,8 @@ def evaluation_summary(evaluation: ModelEvaluation) -> dict:
 
 def results_file(evaluation: ModelEvaluation) -> dict:
     """The run as the official results file (`benchmark.results`): a failed request is an entry with `error`,
-    `predicted_answer` null and `is_correct` false, as the official evaluator writes it."""
+    `predicted_answer` null and `is_correct` false, as the official evaluator writes it; `accuracy` is over the
+    answered entries, with `answered_count`, `failed_count` and `not_asked_count` beside it."""
     texts = _question_texts(evaluation)
     questions = [
         question_entry(
@@ -716,6 +922,7 @@ def results_file(evaluation: ModelEvaluation) -> dict:
         seed=evaluation.seed,
         prompt_tokens=evaluation.prompt_tokens,
         completion_tokens=evaluation.completion_tokens,
+        not_asked=evaluation.not_asked,
     )
 
 
@@ -913,7 +1120,7 @@ def release_model_runs_section(release: Release) -> list[dict]:
             "label": labels[run.pk],
             "url": reverse("model-run-detail", args=[run.pk]),
             "detail": f"{run.get_source_display()} · {run.split or 'both splits'} · {run.correct} of {run.answered}"
-            f" right · {run.job.get_status_display()}",
+            f" answered right · {run.failed} failed · {run.state}",
         }
         for run in runs
     ]

@@ -60,6 +60,12 @@ class EndpointForm(forms.Form):
     )
     concurrency = forms.IntegerField(min_value=1, max_value=256, initial=8)
     timeout_s = forms.IntegerField(min_value=1, max_value=3600, initial=120, label="Timeout (s)")
+    test_connection = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Test the connection first",
+        help_text="Register only if it answers, serves the model id (per /models) and answers one tiny request.",
+    )
 
 
 def runs():
@@ -98,7 +104,8 @@ def model_endpoint_new(request):
 
 def _detail_context(evaluation: ModelEvaluation) -> dict:
     job = evaluation.job
-    summary = job.result if not job.is_active and job.result.get("per_category") is not None else None
+    # A finished run's stored summary, when it is of the current shape (accuracy over answered items, "not_asked").
+    summary = job.result if not job.is_active and "not_asked" in job.result else None
     summary = summary or evaluation_summary(evaluation)
     failures = evaluation.results.exclude(failure="").order_by("-pk")[:FAILURES_SHOWN]
     labels = dict(ModelItemResult.Failure.choices)

@@ -38,6 +38,7 @@ class Job(models.Model):
         EXPORT = "export"
         MODEL_EVAL = "model_eval", "model evaluation"
         BULK = "bulk"
+        ZIP = "zip", "export zip"
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -54,6 +55,7 @@ class Job(models.Model):
         Kind.EXPORT: (COORDINATOR,),
         Kind.MODEL_EVAL: (COORDINATOR,),
         Kind.BULK: (REVIEWER, COORDINATOR),
+        Kind.ZIP: (COORDINATOR,),
     }
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
@@ -105,7 +107,9 @@ class Job(models.Model):
 
     @property
     def can_retry(self) -> bool:
-        return self.status in (self.Status.FAILED, self.Status.CANCELLED)
+        # A model run that succeeded may still hold failed items (before issue 25) or be asked again: any ended one.
+        ended = (self.Status.FAILED, self.Status.CANCELLED)
+        return self.status in ended or (self.kind == self.Kind.MODEL_EVAL and self.status == self.Status.SUCCEEDED)
 
     def start(self, total: int | None = None) -> None:
         """Mark the job running (from queued: a compare-and-set); a finished or cancelled job raises JobCancelled."""

@@ -51,7 +51,9 @@ class ModelEndpoint(models.Model):
         default=8, validators=[MinValueValidator(1), MaxValueValidator(256)], help_text="Requests in flight at most."
     )
     timeout_s = models.PositiveIntegerField(
-        default=120, validators=[MinValueValidator(1), MaxValueValidator(3600)], help_text="Per request."
+        default=120,
+        validators=[MinValueValidator(1), MaxValueValidator(3600)],
+        help_text="The deadline of each request: connecting, sending and the whole answer.",
     )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
     created = models.DateTimeField(default=timezone.now)
@@ -79,6 +81,11 @@ class ModelEvaluation(models.Model):
         EXPORT = "export", "an export's split"
         STUDY = "study", "a study's sample"
         FILTER = "filter", "accepted pairs matching a filter"
+
+    class Ended(models.TextChoices):
+        COMPLETE = "complete"
+        INCOMPLETE = "incomplete"
+        FAILED = "failed"
 
     endpoint = models.ForeignKey(
         ModelEndpoint, models.PROTECT, null=True, blank=True, related_name="evaluations", help_text="None: imported."
@@ -117,6 +124,17 @@ class ModelEvaluation(models.Model):
     failed = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
+    # While its endpoint is down the run is paused, not failed: its unit is queued again for `paused_until`, and
+    # `paused_since` (the first pause since the last answer) bounds the wait (MODEL_EVAL_PAUSE_MAX_SECONDS).
+    paused_since = models.DateTimeField(null=True, blank=True)
+    paused_until = models.DateTimeField(null=True, blank=True)
+    pause_reason = models.TextField(blank=True, max_length=NOTE_MAX)
+    ended = models.CharField(
+        max_length=12,
+        choices=Ended.choices,
+        blank=True,
+        help_text="How the last job of the run ended: every item answered, some not, or most requests failed.",
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
     created = models.DateTimeField(default=timezone.now)
 
@@ -130,6 +148,27 @@ class ModelEvaluation(models.Model):
     def label(self) -> str:
         """The model's name: its endpoint's, or the name given to an imported file."""
         return self.endpoint.name if self.endpoint_id else (self.name or "imported model")
+
+    @property
+    def not_asked(self) -> int:
+        """Items without a stored result (answered or failed) yet."""
+        return max(0, self.items - self.answered - self.failed)
+
+    @property
+    def accuracy(self) -> float | None:
+        """Over the answered items only: a failed request is no answer, right or wrong."""
+        return self.correct / self.answered if self.answered else None
+
+    @property
+    def state(self) -> str:
+        """The run's status in one word: the job's, or "paused" (endpoint down, waiting to resume) while it runs,
+        or "incomplete" when it ended with items that have no answer."""
+        job = self.job
+        if job.is_active and self.paused_until is not None:
+            return "paused"
+        if job.status == Job.Status.FAILED and self.ended == self.Ended.INCOMPLETE:
+            return "incomplete"
+        return job.status
 
     @property
     def before_releases(self) -> bool:
@@ -181,7 +220,10 @@ class ModelItemResult(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     latency_ms = models.PositiveIntegerField(default=0)
-    attempts = models.PositiveSmallIntegerField(default=1)
+    attempts = models.PositiveSmallIntegerField(default=1, help_text="HTTP attempts of the last ask (backoff).")
+    asks = models.PositiveSmallIntegerField(
+        default=1, help_text="Times the item was asked by the current job (MODEL_EVAL_ITEM_TRIES at most)."
+    )
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -23,6 +23,7 @@ from django.core.files.storage import default_storage
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Max
 
+from annotator.jobs.scratch import scratch_register
 from annotator.models import Category, Domain, Pair, Release, ReleaseItem
 from benchmark.card import split_totals
 from benchmark.records import CARD, FIELDS, ITEMS_METADATA, MANIFEST, SPLITS, split_path
@@ -190,6 +191,7 @@ def release_files_write(*, release: Release, out: str | os.PathLike) -> dict:
     if not out.parent.is_dir():
         raise ReleaseError(f"{out.parent} does not exist: create the folder first, or check the path.")
     staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    entry = scratch_register(staging)  # a killed run's staging folder is the clean-up's to remove
     try:
         written = _write_release_files(release, staging)
         os.replace(staging, out)
@@ -199,6 +201,8 @@ def release_files_write(*, release: Release, out: str | os.PathLike) -> dict:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        entry.release()
     return {**written, "out": str(out)}
 
 

@@ -12,7 +12,6 @@ import logging
 import math
 import os
 import re
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
+from annotator.jobs.scratch import scratch_file, scratch_folder
 from annotator.jobs.services import (
     JobRun,
     JobTaskLost,
@@ -465,9 +465,9 @@ def video_sample(
                 if run is not None:
                     run.beat()  # also stops here when the job was cancelled
                 name = f"frames/{video.yt8m_id}/{run_folder}/{frame.index:06d}"
-                image_name = default_storage.save(f"{name}.jpg", ContentFile(frame.jpeg))
+                image_name = _save_frame_file(f"{name}.jpg", frame.jpeg)
                 written.append(image_name)
-                thumbnail_name = default_storage.save(f"{name}_thumb.jpg", ContentFile(frame.thumbnail))
+                thumbnail_name = _save_frame_file(f"{name}_thumb.jpg", frame.thumbnail)
                 written.append(thumbnail_name)
                 sampled.append((frame, image_name, thumbnail_name, hashlib.sha256(frame.jpeg).hexdigest()))
         counted = _video_replace_frames(
@@ -515,6 +515,16 @@ def video_sample(
             run.cancel()
         return "taken"
     return "ok"
+
+
+def _save_frame_file(name: str, data: bytes) -> str:
+    """Store one frame file. A write that fails (a full disk) leaves the part it wrote under the final name, which
+    no list of written files holds yet: it is removed at once, so no truncated frame stays for the clean-up."""
+    try:
+        return default_storage.save(name, ContentFile(data))
+    except BaseException:
+        _delete_files([name])  # the run's folder is new: a file of this name can only be this write's
+        raise
 
 
 def _check_no_pairs(video: Video) -> None:
@@ -658,7 +668,8 @@ def video_restore_frames(*, video: Video, job_id: int, run: JobRun | None = None
     stored = {frame.index: frame for frame in video.frames.select_related("image").order_by("index", "pk")}
     missing = set(video.missing_files())
     try:
-        with tempfile.TemporaryDirectory(prefix="restore-frames-") as folder:
+        # Under SCRATCH_ROOT, in the clean-up's ledger: a killed worker's reproduced frames do not stay behind.
+        with scratch_folder("restore-frames", owner=run) as folder:
             reproduced = _reproduce_frames(video, stored, missing, Path(folder), run)
             restored = _write_back(reproduced, missing)
         counted = _restore_commit(video.pk, job_id, run, restored, seconds=time.monotonic() - started)
@@ -838,7 +849,10 @@ def frames_remove_orphans(*, older_than: float) -> list[str]:
         folders = default_storage.listdir("frames")[0]
     except FileNotFoundError:
         return removed
+    busy = videos_being_sampled()
     for yt8m_id in folders:
+        if yt8m_id in busy:
+            continue  # a live unit is writing this video's new frames: not orphans, not yet referenced
         images = Image.objects.filter(frame__video__yt8m_id=yt8m_id).values_list("file", "thumbnail")
         referenced = {name for pair in images for name in pair if name}
         for name in _storage_walk(f"frames/{yt8m_id}"):
@@ -853,6 +867,15 @@ def frames_remove_orphans(*, older_than: float) -> list[str]:
             _delete_files([name])
             removed.append(name)
     return removed
+
+
+def videos_being_sampled() -> set[str]:
+    """The videos (yt8m ids) a claimed sampling unit with a fresh heartbeat is working on now."""
+    fresh = timezone.now() - timedelta(seconds=settings.JOB_STALE_SECONDS)
+    running = JobTask.objects.filter(
+        name="annotator.tasks.sample_video", status=JobTask.Status.RUNNING, heartbeat__gte=fresh
+    ).values_list("kwargs__video_id", flat=True)
+    return set(Video.objects.filter(pk__in=[pk for pk in running if pk is not None]).values_list("yt8m_id", flat=True))
 
 
 def _storage_walk(folder: str) -> Iterator[str]:
@@ -891,10 +914,11 @@ def local_video_file(source: str) -> Iterator[Path]:
             raise ImportPathError("does not exist in the bucket") from error
         raise ImportPathError(f"cannot be read from S3 ({code or error})") from error
     _check_size(size)
-    with tempfile.NamedTemporaryFile(suffix=Path(key).suffix or ".mp4") as handle:
-        client.download_fileobj(bucket, key, handle)
-        handle.flush()
-        yield Path(handle.name)
+    # A download under SCRATCH_ROOT, in the clean-up's ledger: a killed worker's copy does not stay behind.
+    with scratch_file("video", suffix=Path(key).suffix or ".mp4") as path:
+        with open(path, "wb") as handle:
+            client.download_fileobj(bucket, key, handle)
+        yield path
 
 
 def _check_size(size: int) -> None:

@@ -14,11 +14,20 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from annotator.export.format import validate_dataset
-from annotator.export.services import MANIFEST, ExportError, ExportOptions, benchmark_export, export_queryset
-from annotator.models import Caption, Pair
+from annotator.export.services import (
+    MANIFEST,
+    ExportError,
+    ExportOptions,
+    benchmark_export,
+    export_queryset,
+    s3_export_current,
+    s3_export_download,
+)
+from annotator.models import Caption, Image, Pair
 from annotator.similarity.services import current_fingerprint
 from benchmark.records import FIELDS
 from subtlebench.storage import s3_client
+from tests.cut_proxy import CutProxy
 from tests.export_fixtures import (
     accepted_caption,
     all_records,
@@ -235,25 +244,43 @@ def test_dry_run_prints_counts_and_skips_and_writes_nothing(tmp_path, capsys):
     assert not (tmp_path / "out").exists() and list(tmp_path.iterdir()) == [tmp_path / "media"]
 
 
-def test_a_failed_export_leaves_the_previous_one_intact(tmp_path):
-    make_pair()
-    export(tmp_path)
-    before = tree_bytes(tmp_path / "out")
+def test_an_unreadable_image_fails_its_item_alone_with_the_reason(tmp_path):
+    kept = make_pair()
     broken = make_pair()
     default_storage.delete(broken.image_2.file.name)
 
-    with pytest.raises(ExportError, match=rf"pair {broken.pk}: image {broken.image_2_id} file .* cannot be read"):
-        export(tmp_path, replace=True)
+    result = export(tmp_path, val_fraction=0)
 
-    assert tree_bytes(tmp_path / "out") == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["media", "out"]  # no temporary folder left behind
+    assert [r["source_id"] for r in all_records(tmp_path / "out")] == [kept.source_id]
+    [skipped] = result["skipped"]
+    assert skipped["pair"] == broken.pk and result["skipped_count"] == 1
+    assert skipped["reason"].startswith(f"image {broken.image_2_id} file '{broken.image_2.file.name}' cannot be read")
+    assert list(validate_dataset(tmp_path / "out")) == []
+    # No temporary folder left behind (the ledger of temporary paths is under var/).
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "var") == ["media", "out"]
 
 
-def test_the_command_reports_a_failed_export_as_an_error(tmp_path):
-    pair = make_pair()
-    default_storage.delete(pair.image_1.file.name)
-    with pytest.raises(CommandError, match="cannot be read from storage"):
-        call_command("export_benchmark", "--out", str(tmp_path / "out"))
+def test_a_truncated_frame_fails_its_item_with_the_reason_and_the_others_export(tmp_path, capsys):
+    kept = video_with_pairs(2)
+    broken = make_pair()
+    path = Path(default_storage.path(broken.image_1.file.name))
+    recorded = hashlib.sha256(path.read_bytes()).hexdigest()  # as sampling records it, from the bytes it stored
+    Image.objects.filter(pk=broken.image_1_id).update(sha256=recorded)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # a frame cut short on disk
+
+    call_command("export_benchmark", "--out", str(tmp_path / "out"), "--val-fraction", "0")
+
+    output = capsys.readouterr().out
+    reason = (
+        f"skipped pair {broken.pk}: image {broken.image_1_id} file '{broken.image_1.file.name}' is corrupt: "
+        f"its sha256 is {hashlib.sha256(path.read_bytes()).hexdigest()}, not the {recorded} recorded"
+    )
+    assert reason in output and "Exported 2 items" in output and "; 1 skipped." in output
+    assert sorted(r["source_id"] for r in all_records(tmp_path / "out")) == sorted(p.source_id for p in kept)
+    assert list(validate_dataset(tmp_path / "out")) == []
+    exported = {p.name for p in (tmp_path / "out/images").rglob("*") if p.is_file()}
+    assert hashlib.sha256(path.read_bytes()).hexdigest()[:32] + ".jpg" not in exported
+    assert not [p for p in (tmp_path / "out").rglob("*.part")]
 
 
 def test_it_refuses_to_replace_a_folder_that_is_not_an_export(tmp_path):
@@ -275,12 +302,15 @@ def test_it_exports_to_s3_with_the_manifest_last_and_the_same_bytes(tmp_path, s3
     client = s3_client()
     keys = {o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket)["Contents"]}
     local = tree_bytes(tmp_path / "local")
-    assert keys == {f"bench/v1/{name}" for name in local} | {"bench/v1.zip"}
+    current = s3_export_current(f"s3://{s3_bucket}/bench/v1")
+    root = f"bench/v1/versions/{result['version']}/"
+    assert current["root"] == root and current["zip_key"] == f"bench/v1/versions/{result['version']}.zip"
+    assert keys == {root + name for name in local} | {current["zip_key"], "bench/v1/current.json"}
     for name, data in local.items():
-        assert client.get_object(Bucket=s3_bucket, Key=f"bench/v1/{name}")["Body"].read() == data
-    archive = zipfile.ZipFile(io.BytesIO(client.get_object(Bucket=s3_bucket, Key="bench/v1.zip")["Body"].read()))
-    assert sorted(archive.namelist()) == sorted(local)
-    assert result["target"] == "s3" and result["items"] == 3
+        assert client.get_object(Bucket=s3_bucket, Key=root + name)["Body"].read() == data
+    zipped = client.get_object(Bucket=s3_bucket, Key=current["zip_key"])["Body"].read()
+    assert sorted(zipfile.ZipFile(io.BytesIO(zipped)).namelist()) == sorted(local)
+    assert result["target"] == "s3" and result["items"] == 3 and result["zip_key"] == current["zip_key"]
 
 
 def test_it_uploads_the_manifest_after_every_other_file(tmp_path, s3_bucket, monkeypatch):
@@ -290,8 +320,8 @@ def test_it_uploads_the_manifest_after_every_other_file(tmp_path, s3_bucket, mon
     uploaded = []
     real = export_module.upload_file
     monkeypatch.setattr(export_module, "upload_file", lambda c, p, b, k: (uploaded.append(k), real(c, p, b, k)))
-    benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/x"))
-    assert uploaded[-1] == f"x/{MANIFEST}"
+    result = benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/x"))
+    assert uploaded[-2:] == [f"x/versions/{result['version']}/{MANIFEST}", "x/current.json"]  # the switch is last
     assert [k for k in uploaded if "/images/" in k] == uploaded[:2]
 
 
@@ -347,13 +377,13 @@ def test_it_retries_a_failed_upload_and_gives_up_with_a_clear_error(tmp_path, s3
     monkeypatch.setattr(export_module, "s3_client", flaky_client)
     benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/a"))
     assert failures["left"] == 0
-    assert s3_client().head_object(Bucket=s3_bucket, Key=f"a/{MANIFEST}")
+    assert s3_export_current(f"s3://{s3_bucket}/a") is not None
 
     failures["left"] = 10
-    with pytest.raises(ExportError, match=r"upload of s3://.*/b/data/test.jsonl failed after 4 attempts"):
+    with pytest.raises(ExportError, match=r"upload of s3://.*/b/versions/.*/data/test.jsonl failed after 4 attempts"):
         benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/b"))
     keys = {o["Key"] for o in s3_client().list_objects_v2(Bucket=s3_bucket, Prefix="b/").get("Contents", [])}
-    assert f"b/{MANIFEST}" not in keys  # an unfinished export has no manifest: readers know to wait
+    assert "b/current.json" not in keys and s3_export_current(f"s3://{s3_bucket}/b") is None  # no export there
 
 
 def test_a_derived_source_id_that_clashes_with_a_real_one_is_skipped_with_its_reason(tmp_path):
@@ -390,7 +420,7 @@ def test_it_replaces_an_earlier_export_only_with_replace(tmp_path, capsys):
     with pytest.raises(CommandError, match=r"out already holds an export \(written .*\): replace it explicitly"):
         call_command("export_benchmark", "--out", str(tmp_path / "out"), "--val-fraction", "0")
     assert tree_bytes(tmp_path / "out") == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["media", "out"]  # nothing was staged
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "var") == ["media", "out"]  # nothing was staged
 
     call_command("export_benchmark", "--out", str(tmp_path / "out"), "--val-fraction", "0", "--replace")
     assert len(read_jsonl(tmp_path / "out/data/test.jsonl")) == 2
@@ -405,6 +435,69 @@ def test_it_replaces_an_export_in_s3_only_with_replace(s3_bucket):
         benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/bench"))
     result = benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/bench", replace=True))
     assert result["items"] == 2
+
+
+def s3_keys(bucket: str, prefix: str) -> set[str]:
+    pages = s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return {item["Key"] for page in pages for item in page.get("Contents", [])}
+
+
+def test_an_s3_replace_cut_mid_upload_leaves_the_previous_export_current_whole_and_valid(
+    tmp_path, s3_bucket, s3_server, settings, monkeypatch, capsys
+):
+    from annotator.export import services as export_module
+
+    video_with_pairs(2)
+    uri = f"s3://{s3_bucket}/bench"
+    first = benchmark_export(options=ExportOptions(out=uri, reproducible=True))
+    s3_export_download(uri, tmp_path / "before")
+    before = tree_bytes(tmp_path / "before")
+    video_with_pairs(3)  # the new export has other data files and more images
+
+    proxy = CutProxy(int(s3_server.rsplit(":", 1)[1]), cut_after=3)  # three images get through, then the line drops
+    settings.S3_ENDPOINT_URL, settings.S3_MAX_ATTEMPTS = proxy.url, 1
+    monkeypatch.setattr(export_module, "UPLOAD_PAUSE", 0)
+    try:
+        with pytest.raises(ExportError, match=r"upload of s3://.*/bench/versions/.* failed after 4 attempts"):
+            benchmark_export(options=ExportOptions(out=uri, reproducible=True, replace=True))
+    finally:
+        proxy.close()
+        settings.S3_ENDPOINT_URL = s3_server
+    assert proxy.puts == 4  # the cut came mid-upload: some of the new version's objects are there
+
+    assert s3_export_current(uri)["version"] == first["version"]
+    s3_export_download(uri, tmp_path / "after")
+    assert tree_bytes(tmp_path / "after") == before
+    call_command("validate_benchmark", uri)
+    assert f"{uri}: no violations" in capsys.readouterr().out
+
+    # The next replace switches to its own version and removes the previous one and what the cut upload left.
+    second = benchmark_export(options=ExportOptions(out=uri, reproducible=True, replace=True))
+    assert second["items"] == 5
+    versions = {key.split("/")[2].removesuffix(".zip") for key in s3_keys(s3_bucket, "bench/versions/")}
+    assert versions == {second["version"]}
+    call_command("validate_benchmark", uri)
+
+
+def test_an_s3_export_from_before_pointers_is_replaced_and_its_files_removed(tmp_path, s3_bucket, capsys):
+    make_pair()
+    export(tmp_path, name="flat")
+    client = s3_client()
+    for name in tree_bytes(tmp_path / "flat"):  # the layout of an export written before pointers
+        client.upload_file(str(tmp_path / "flat" / name), s3_bucket, f"old/{name}")
+    client.put_object(Bucket=s3_bucket, Key="old.zip", Body=b"zip")
+    uri = f"s3://{s3_bucket}/old"
+    assert s3_export_current(uri)["version"] is None
+    with pytest.raises(ExportError, match="already holds an export"):
+        benchmark_export(options=ExportOptions(out=uri))
+
+    result = benchmark_export(options=ExportOptions(out=uri, replace=True))
+
+    kept = s3_keys(s3_bucket, "old")
+    assert kept == {key for key in kept if key.startswith(("old/versions/", "old/current.json"))} and kept
+    assert s3_export_current(uri)["version"] == result["version"]
+    call_command("validate_benchmark", uri)
+    assert f"{uri}: no violations" in capsys.readouterr().out
 
 
 def test_an_export_replaced_from_the_command_line_is_marked_replaced_in_its_job(tmp_path, coordinator):
@@ -427,3 +520,17 @@ def test_a_dry_run_says_what_a_real_run_would_refuse(tmp_path, capsys):
     assert "A real run would stop: " in capsys.readouterr().out
     call_command("export_benchmark", "--out", str(tmp_path / "out"), "--dry-run", "--replace")
     assert "A real run would stop" not in capsys.readouterr().out
+
+
+def test_an_image_gone_from_s3_storage_fails_its_item_alone(tmp_path, s3_storage):
+    kept = make_pair()
+    broken = make_pair()
+    s3_client().delete_object(Bucket=s3_storage, Key=f"media/{broken.image_1.file.name}")
+
+    result = export(tmp_path, val_fraction=0)
+
+    assert [r["source_id"] for r in all_records(tmp_path / "out")] == [kept.source_id]
+    [skipped] = result["skipped"]
+    assert skipped["pair"] == broken.pk and f"image {broken.image_1_id} file" in skipped["reason"]
+    assert "cannot be read from storage" in skipped["reason"]
+    assert list(validate_dataset(tmp_path / "out")) == []

@@ -9,7 +9,14 @@ import zipfile
 import pytest
 from django.urls import reverse
 
-from annotator.export.services import MANIFEST, ExportOptions, export_run, export_start
+from annotator.export.services import (
+    MANIFEST,
+    ExportOptions,
+    export_run,
+    export_start,
+    export_zip_run,
+    export_zip_start,
+)
 from annotator.models import Job
 from tests.conftest import wait_until
 from tests.export_fixtures import make_pair, tree_bytes
@@ -31,19 +38,20 @@ def finished_export(user, out: str, **options) -> Job:
     return export_run(job_id=job.pk)
 
 
-@pytest.mark.parametrize("url", [*PAGES, "/exports/1/download/"])
+@pytest.mark.parametrize("url", [*PAGES, "/exports/1/download/", "/exports/1/zip/"])
 def test_pages_send_anonymous_users_to_login(client, url):
     response = client.get(url)
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
 
 
-@pytest.mark.parametrize("url", [*PAGES, "/exports/1/download/"])
+@pytest.mark.parametrize("url", [*PAGES, "/exports/1/download/", "/exports/1/zip/"])
 def test_pages_refuse_other_roles(client_for, annotator, reviewer, url):
     assert client_for(annotator).get(url).status_code == 403
     assert client_for(reviewer).get(url).status_code == 403
+    assert client_for(reviewer).post(url).status_code in (403, 405)
 
 
-@pytest.mark.parametrize("url", [*PAGES, "/exports/1/download/"])
+@pytest.mark.parametrize("url", [*PAGES, "/exports/1/download/", "/exports/1/zip/"])
 def test_pages_refuse_wrong_methods(client_for, coordinator, url):
     assert client_for(coordinator).put(url).status_code == 405
 
@@ -104,11 +112,14 @@ def test_the_page_refuses_a_target_that_is_a_path(client_for, coordinator):
     assert "must be a plain name" in response.content.decode() and not Job.objects.exists()
 
 
-def test_a_failed_export_job_records_its_error(coordinator, export_root):
+def test_an_export_job_lists_an_item_whose_image_is_gone_with_the_reason(coordinator, export_root):
+    make_pair()
     pair = make_pair()
     pair.image_1.file.delete(save=False)
     job = finished_export(coordinator, str(export_root / "v1"))
-    assert job.status == Job.Status.FAILED and "cannot be read from storage" in job.errors[-1]
+    assert job.status == Job.Status.SUCCEEDED and job.result["items"] == 1
+    [skipped] = job.result["skipped"]
+    assert skipped["pair"] == pair.pk and "cannot be read from storage" in skipped["reason"]
 
 
 def test_the_history_lists_exports_with_counts_links_and_a_bounded_query_count(
@@ -134,19 +145,49 @@ def test_the_history_polls_only_while_an_export_runs(client_for, coordinator):
     assert 'hx-trigger="every 2s"' not in page.get("/exports/history/").content.decode()
 
 
-def test_it_downloads_a_local_export_as_a_zip_built_once(client_for, coordinator, export_root):
+def test_a_worker_job_builds_the_zip_once_and_the_page_serves_it_as_a_file(
+    client_for, coordinator, export_root, django_assert_max_num_queries
+):
     make_pair()
     job = finished_export(coordinator, str(export_root / "v1"))
     page = client_for(coordinator)
-    response = page.get(f"/exports/{job.pk}/download/")
+    html = page.get(f"/exports/{job.pk}/download/").content.decode()
+    assert f'action="/exports/{job.pk}/zip/"' in html and "Build the zip" in html
+    assert not (export_root / ".zips").exists()  # nothing is zipped inside a web request
+
+    assert page.post(f"/exports/{job.pk}/zip/")["Location"] == f"/exports/{job.pk}/download/"
+    assert page.post(f"/exports/{job.pk}/zip/").status_code == 302  # a second request joins the job building it
+    zip_job = Job.objects.get(kind=Job.Kind.ZIP)
+    assert zip_job.status == Job.Status.QUEUED and zip_job.result["export_job"] == job.pk
+    building = page.get(f"/exports/{job.pk}/download/").content.decode()
+    assert "A worker is building the zip" in building and 'hx-trigger="every 1s"' in building
+    assert "?file=1" not in building
+
+    zip_job = export_zip_run(job_id=zip_job.pk)
+    assert zip_job.status == Job.Status.SUCCEEDED and zip_job.done == zip_job.total
+    ready = page.get(f"/exports/{job.pk}/download/").content.decode()
+    assert f'href="/exports/{job.pk}/download/?file=1"' in ready and "hx-trigger" not in ready
+    response = page.get(f"/exports/{job.pk}/download/?file=1")
     assert response.status_code == 200 and response["Content-Type"] == "application/zip"
+    assert 'filename="v1-' in response["Content-Disposition"]
     archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
-    files = tree_bytes(export_root / "v1")
-    assert {name: archive.read(name) for name in archive.namelist()} == files
-    [built] = (export_root / ".zips").iterdir()
+    assert {name: archive.read(name) for name in archive.namelist()} == tree_bytes(export_root / "v1")
+    job.refresh_from_db()
+    assert Job.PUBLIC_SINCE in job.result
+
+    assert page.post(f"/exports/{job.pk}/zip/").status_code == 302
+    assert Job.objects.filter(kind=Job.Kind.ZIP).count() == 1  # built once: the next downloads reuse it
+    assert [p.name for p in (export_root / ".zips").iterdir()] == [f"{job.result['manifest_sha256']}.zip"]
+
+
+def test_a_zip_job_replayed_after_its_zip_exists_builds_nothing_again(coordinator, export_root):
+    make_pair()
+    job = finished_export(coordinator, str(export_root / "v1"))
+    first = export_zip_run(job_id=export_zip_start(job=job, user=coordinator).pk)
+    built = export_root / ".zips" / f"{job.result['manifest_sha256']}.zip"
     stamp = built.stat().st_mtime_ns
-    b"".join(page.get(f"/exports/{job.pk}/download/").streaming_content)
-    assert built.stat().st_mtime_ns == stamp
+    assert export_zip_start(job=job, user=coordinator) is None
+    assert export_zip_run(job_id=first.pk).status == Job.Status.SUCCEEDED and built.stat().st_mtime_ns == stamp
 
 
 def test_a_replaced_export_can_no_longer_be_downloaded_and_its_page_says_why(client_for, coordinator, export_root):
@@ -334,3 +375,16 @@ def test_the_preview_asks_about_replacing_an_earlier_export_at_once(client_for, 
     html = response.content.decode()
     assert "Preview: 1 items" in html and 'id="export-replace"' in html
     assert Job.objects.filter(kind=Job.Kind.EXPORT).count() == 1
+
+
+def test_a_failed_zip_job_retried_zips_the_same_export(coordinator, export_root):
+    from annotator.jobs.services import job_retry
+
+    make_pair()
+    job = finished_export(coordinator, str(export_root / "v1"))
+    zip_job = export_zip_start(job=job, user=coordinator)
+    Job.objects.filter(pk=zip_job.pk).update(status=Job.Status.FAILED)
+    zip_job.refresh_from_db()
+    again = export_zip_run(job_id=job_retry(job=zip_job, user=coordinator).pk)
+    assert again.status == Job.Status.SUCCEEDED and again.result["export_job"] == job.pk
+    assert (export_root / ".zips" / f"{job.result['manifest_sha256']}.zip").is_file()

@@ -79,17 +79,20 @@ def test_two_items_of_one_video_leave_val_out_and_every_reader_is_told(tmp_path,
     assert_no_empty_split_file(out)
 
 
-def test_a_split_left_out_of_an_s3_export_is_removed_from_the_prefix(tmp_path, s3_bucket):
+def test_a_split_left_out_of_an_s3_export_is_not_in_its_current_version(tmp_path, s3_bucket):
+    from annotator.export.services import s3_export_current
     from subtlebench.storage import s3_client
 
     for _ in range(3):
         make_pair()
-    benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/b", val_fraction=0.3))
+    uri = f"s3://{s3_bucket}/b"
+    benchmark_export(options=ExportOptions(out=uri, val_fraction=0.3))
     keys = {o["Key"] for o in s3_client().list_objects_v2(Bucket=s3_bucket, Prefix="b/")["Contents"]}
-    assert "b/data/val.jsonl" in keys
-    benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/b", val_fraction=0, replace=True))
+    assert s3_export_current(uri)["root"] + "data/val.jsonl" in keys
+    benchmark_export(options=ExportOptions(out=uri, val_fraction=0, replace=True))
+    root = s3_export_current(uri)["root"]
     keys = {o["Key"] for o in s3_client().list_objects_v2(Bucket=s3_bucket, Prefix="b/")["Contents"]}
-    assert "b/data/val.jsonl" not in keys and "b/data/test.jsonl" in keys
+    assert not [key for key in keys if key.endswith("data/val.jsonl")] and root + "data/test.jsonl" in keys
 
 
 def test_an_export_with_no_item_writes_no_split_file_and_says_so(tmp_path):

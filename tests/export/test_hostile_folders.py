@@ -360,12 +360,10 @@ def test_the_groups_file_may_not_be_a_link_outside_the_import_folders(tmp_path, 
     assert Pair.objects.count() == 0
 
 
-def test_a_temporary_folder_that_cannot_be_written_is_one_line_and_imports_nothing(tmp_path, monkeypatch):
-    import tempfile
-
+def test_a_temporary_folder_that_cannot_be_written_is_one_line_and_imports_nothing(tmp_path, settings):
     root = write_dataset(tmp_path / "in", [record(1)])
     (tmp_path / "not-a-folder").write_text("")
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "not-a-folder"))  # where the thumbnails would go
+    settings.SCRATCH_ROOT = tmp_path / "not-a-folder"  # where the thumbnails would go
 
     with pytest.raises(PairImportError) as error:
         pairs_import(folder=root)

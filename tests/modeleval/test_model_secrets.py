@@ -140,7 +140,8 @@ def raw_port(greeting: bytes) -> tuple[int, threading.Thread]:
     return listener.getsockname()[1], thread
 
 
-def test_run_errors_tell_a_closed_port_from_a_non_http_one_in_no_way(db, coordinator):
+def test_run_errors_tell_a_closed_port_from_a_non_http_one_in_no_way(db, coordinator, settings):
+    settings.MODEL_EVAL_PAUSE_MAX_SECONDS = 0  # down: fail at once instead of pausing
     closed = socket.create_server(("127.0.0.1", 0))
     closed_port = closed.getsockname()[1]
     closed.close()
@@ -150,9 +151,9 @@ def test_run_errors_tell_a_closed_port_from_a_non_http_one_in_no_way(db, coordin
         endpoint = endpoint_create(user=coordinator, name=name, base_url=f"http://127.0.0.1:{port}/v1", model_id="m")
         job = run_on(endpoint, coordinator)
         assert job.status == Job.Status.FAILED
-        errors.append(job.errors[0].replace(f"Model {name} ", "Model X "))
+        errors.append(job.errors[0].replace(f"Model {name} ", "Model X ").split("; it has been down")[0])
     thread.join(5)
-    assert errors[0] == errors[1] == "Model X is not reachable: could not reach the endpoint. Nothing was sent."
+    assert errors[0] == errors[1] == "Model X is down: could not reach the endpoint"
 
 
 def test_an_internal_answer_body_is_never_stored(coordinator, server, settings):

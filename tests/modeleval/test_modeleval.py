@@ -1,6 +1,7 @@
 """Model evaluation runs against a local OpenAI-compatible server on loopback (tests/model_server.py): accuracy per
-category as the server's rule predicts, failures per item with their reason, fail-fast on a dead endpoint, resume
-without sending an item twice, the official results file and its import, endpoints' validation."""
+category as the server's rule predicts, failures per item with their reason (asked again, then "incomplete"), a
+paused run on a dead endpoint, resume without sending an answered item twice, the official results file and its
+import, endpoints' validation. Outages, deadlines and cancels: test_modeleval_outages.py."""
 
 from __future__ import annotations
 
@@ -100,7 +101,9 @@ def test_each_bad_answer_fails_its_item_with_the_reason_and_the_run_goes_on(
     evaluation = run_export(endpoint, coordinator, root)
     job = evaluation.job
     job.refresh_from_db()
-    assert job.status == Job.Status.SUCCEEDED, job.errors
+    # Five items never got an answer: the run is not a success, and says which and why.
+    assert job.status == Job.Status.FAILED and evaluation.state == "incomplete", job.errors
+    assert job.errors[0].startswith("Incomplete: 5 of 13 items have no answer after up to 3 asks each")
     assert job.result["failures"] == {"malformed": 2, "rate_limited": 1, "server_error": 1, "timeout": 1}
     rows = {row.question_id: row for row in evaluation.results.all()}
     by_question = {r["question"]: f"{r['category']}_yt8m_{r['source_id']}" for r in records}
@@ -118,22 +121,25 @@ def test_each_bad_answer_fails_its_item_with_the_reason_and_the_run_goes_on(
     for recovered in (questions[5], questions[6]):
         row = rows[by_question[recovered]]
         assert row.failure == "" and row.attempts == 2 and row.is_correct is not None
-    assert server.sent(questions[1]) == 3  # retried MODEL_EVAL_RETRIES times
+    # Each failed item was asked MODEL_EVAL_ITEM_TRIES times, each ask retried MODEL_EVAL_RETRIES times.
+    assert server.sent(questions[1]) == 3 * 3 and rows[by_question[questions[1]]].asks == 3
     assert evaluation.failed == 5 and evaluation.answered == len(records) - 5
+    assert evaluation_summary(evaluation)["accuracy"] == evaluation.correct / evaluation.answered
 
 
-def test_an_unknown_model_fails_each_item_with_that_reason(db, coordinator, server, export_dir, fast_retries):
+def test_an_unknown_model_fails_the_run_before_anything_is_sent(db, coordinator, server, export_dir, fast_retries):
     root, records = export_dir
+    server.served = ["tiny-vlm", "other-vlm"]
     endpoint = endpoint_for(server, coordinator, model_id="no-such-model")
     evaluation = run_export(endpoint, coordinator, root)
-    evaluation.job.refresh_from_db()
-    assert evaluation.job.result["failures"] == {"unknown_model": len(records)}
-    row = evaluation.results.first()
-    assert "does not serve the model 'no-such-model' (HTTP 404)" in row.failure_message
-    assert len(server.requests) == len(records)  # not retried
+    job = evaluation.job
+    job.refresh_from_db()
+    assert job.status == Job.Status.FAILED and evaluation.state == "failed"
+    assert job.errors[0].startswith("model no-such-model is not served by tiny; it serves: tiny-vlm, other-vlm")
+    assert server.requests == [] and not evaluation.results.exists()
 
 
-def test_a_run_whose_endpoint_is_down_fails_fast_with_one_message(db, coordinator, export_dir):
+def test_a_run_whose_endpoint_is_down_pauses_then_fails_once_down_too_long(db, coordinator, export_dir, settings):
     root, _ = export_dir
     dead = ModelServer().start()
     url = dead.base_url
@@ -142,10 +148,20 @@ def test_a_run_whose_endpoint_is_down_fails_fast_with_one_message(db, coordinato
     evaluation = run_export(endpoint, coordinator, root)
     job = evaluation.job
     job.refresh_from_db()
-    assert job.status == Job.Status.FAILED
+    # Paused, not failed: the unit is queued again (for its countdown), the page says why and when.
+    assert job.status == Job.Status.RUNNING and evaluation.state == "paused" and job.errors == []
+    assert "Model down is down: could not reach the endpoint" in evaluation.pause_reason
     assert (
-        len(job.errors) == 1 and "Model down is not reachable" in job.errors[0] and "Nothing was sent" in job.errors[0]
+        "Stored so far: 0 of 13 items" in evaluation.pause_reason and "Nothing was sent" not in evaluation.pause_reason
     )
+    assert evaluation.paused_until is not None
+    assert job.tasks.get().status == JobTask.Status.QUEUED
+    # Still down once MODEL_EVAL_PAUSE_MAX_SECONDS passed: the run fails with the reason.
+    settings.MODEL_EVAL_PAUSE_MAX_SECONDS = 0
+    evaluation = evaluation_run(evaluation_id=evaluation.pk)
+    job.refresh_from_db()
+    assert job.status == Job.Status.FAILED and evaluation.state == "failed"
+    assert len(job.errors) == 1 and "could not reach the endpoint; it has been down" in job.errors[0]
     assert not evaluation.results.exists()
     assert not job.tasks.filter(status=JobTask.Status.RUNNING).exists()
 
@@ -335,19 +351,24 @@ def test_retrying_a_failed_run_continues_it_under_the_new_job(db, coordinator, e
     server.stop()
 
 
-def test_a_run_whose_first_requests_all_fail_to_connect_stops_with_one_message(
+def test_a_run_whose_requests_all_fail_to_connect_pauses_and_asks_them_again_when_back(
     db, coordinator, server, export_dir, fast_retries
 ):
     root, records = export_dir
-    server.drop_chat = True
-    evaluation = run_export(endpoint_for(server, coordinator), coordinator, root)
+    server.drop_chat = True  # up for GET /models, every chat request's connection dropped
+    evaluation = run_export(endpoint_for(server, coordinator, concurrency=1), coordinator, root)
     job = evaluation.job
     job.refresh_from_db()
-    assert job.status == Job.Status.FAILED
-    assert len(job.errors) == 1 and "is down: its first requests all failed" in job.errors[0]
+    assert job.status == Job.Status.RUNNING and evaluation.state == "paused"
+    assert "8 requests in a row failed (the last: could not reach the endpoint" in evaluation.pause_reason
     stored = evaluation.results.count()
-    assert 8 <= stored < len(records)  # stopped early, not one timeout per item
+    assert 8 <= stored < len(records)  # stopped sending early, not one failure per item
     assert set(evaluation.results.values_list("failure", flat=True)) == {"unreachable"}
+    server.drop_chat = False
+    evaluation = evaluation_run(evaluation_id=evaluation.pk)
+    job.refresh_from_db()
+    assert job.status == Job.Status.SUCCEEDED and evaluation.state == "succeeded", job.errors
+    assert evaluation.answered == len(records) and evaluation.failed == 0 and evaluation.paused_until is None
 
 
 def test_an_exported_item_is_linked_to_the_pair_it_came_from(db):

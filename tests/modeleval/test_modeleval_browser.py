@@ -69,7 +69,7 @@ def test_a_coordinator_registers_a_model_starts_a_run_and_watches_it_finish(page
         expect(page.locator("#run-failures")).to_be_visible(timeout=20000)
         shot(page, "run-running")
         runner.join(timeout=60)
-        expect(page.locator("#run-status .badge").first).to_have_text("succeeded", timeout=20000)
+        expect(page.locator("#run-status .badge").first).to_have_text("incomplete", timeout=20000)
         status = page.locator("#run-status")
         expect(status).to_contain_text("malformed answer 1")
         expect(status).to_contain_text("server error 1")
@@ -77,7 +77,26 @@ def test_a_coordinator_registers_a_model_starts_a_run_and_watches_it_finish(page
         expect(page.get_by_role("link", name="Download results file")).to_be_visible()
         shot(page, "run-finished")
         page.goto("/models/")
-        expect(page.locator("#model-runs")).to_contain_text("succeeded")
+        expect(page.locator("#model-runs")).to_contain_text("incomplete")
         shot(page, "models-list")
     finally:
         server.stop()
+
+
+def test_the_run_form_shows_only_the_chosen_sources_fields_and_sends_only_them(page, coordinator):
+    browser_login(page, "cora")
+    page.goto("/models/runs/new/")
+    release, export = page.locator("#id_release"), page.locator("#id_export_job")
+    categories = page.locator("input[name=categories]").first
+    expect(release).to_be_visible()  # a release's split, the default
+    expect(export).to_be_hidden()
+    expect(categories).to_be_hidden()
+    page.check("input[name=source][value=export]")
+    expect(export).to_be_visible()
+    expect(release).to_be_hidden()
+    expect(release).to_be_disabled()  # not sent: the server reads only the chosen source's field
+    expect(page.locator("#id_split")).to_be_enabled()
+    page.check("input[name=source][value=filter]")
+    expect(categories).to_be_visible()
+    expect(page.locator("#id_split")).to_be_hidden()
+    expect(export).to_be_hidden()

@@ -36,7 +36,10 @@ def run(*args) -> str:
 def test_it_registers_a_model_and_evaluates_an_export_in_the_foreground(db, server, export, tmp_path):
     root, records = export
     said = run("add_model", "tiny", "--base-url", server.base_url, "--model-id", "tiny-vlm", "--concurrency", "3")
-    assert "registered model tiny" in said and ModelEndpoint.objects.get().concurrency == 3
+    assert "registered model tiny" in said and "(connection tested)" in said
+    assert ModelEndpoint.objects.get().concurrency == 3
+    assert [seen.body["max_tokens"] for seen in server.requests] == [1]  # test connection's one tiny request
+    server.requests.clear()
     out = tmp_path / "mc_evaluation_results.json"
     said = run("evaluate_model", "tiny", "--export", str(root), "--out", str(out), "--seed", "2")
     for category, accuracy in predicted_accuracy(records).items():
@@ -50,6 +53,7 @@ def test_it_registers_a_model_and_evaluates_an_export_in_the_foreground(db, serv
 def test_async_queues_a_job_for_the_workers(db, server, export, django_capture_on_commit_callbacks):
     root, _ = export
     run("add_model", "tiny", "--base-url", server.base_url, "--model-id", "tiny-vlm")
+    server.requests.clear()  # test connection's request
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         said = run("evaluate_model", "tiny", "--export", str(root), "--async")
     assert "queued run" in said and len(callbacks) == 1
@@ -80,6 +84,8 @@ def test_a_failed_run_is_a_command_error_with_its_reason(db, export, tmp_path):
     dead = ModelServer().start()
     url = dead.base_url
     dead.stop()
-    run("add_model", "down", "--base-url", url, "--model-id", "m")
-    with pytest.raises(CommandError, match="not reachable"):
+    with pytest.raises(CommandError, match="Test connection failed: could not reach the endpoint"):
+        run("add_model", "down", "--base-url", url, "--model-id", "m")
+    run("add_model", "down", "--base-url", url, "--model-id", "m", "--no-test")
+    with pytest.raises(CommandError, match="paused: Model down is down: could not reach the endpoint"):
         run("evaluate_model", "down", "--export", str(root))

@@ -115,6 +115,7 @@ def test_the_api_registers_a_model_starts_a_run_and_serves_its_results(client_fo
         "base_url": server.base_url,
         "model_id": "tiny-vlm",
         "api_key_env": "SUBTLEBENCH_MODEL_KEY_1",
+        "test_connection": False,  # the key variable is the worker's, not set in this process
     }
     response = client.post("/api/models/create/", body, content_type="application/json")
     assert response.status_code == 201, response.content

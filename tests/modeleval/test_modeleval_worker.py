@@ -75,6 +75,7 @@ def test_a_killed_run_resumes_without_sending_a_stored_item_again_and_the_key_ne
         worker.wait(timeout=20)
         time.sleep(0.5)  # requests the killed worker had in flight reach the server
         stored_before = set(evaluation.results.values_list("question_id", flat=True))
+        answered_before = set(evaluation.results.filter(is_correct__isnull=False).values_list("question_id", flat=True))
         sent_before = Counter(seen.question for seen in server.requests)
         assert 8 <= len(stored_before) < len(records)
         job.refresh_from_db()
@@ -87,11 +88,15 @@ def test_a_killed_run_resumes_without_sending_a_stored_item_again_and_the_key_ne
     finally:
         server.stop()
 
-    assert job.status == Job.Status.SUCCEEDED, job.errors
+    # The echoing item never gets an answer: the run ends incomplete (a failed request is no answer), not succeeded.
+    evaluation.refresh_from_db()
+    assert job.status == Job.Status.FAILED and evaluation.state == "incomplete", job.errors
+    assert job.errors[0].startswith("Incomplete: 1 of 40 items have no answer after up to 3 asks each: 1 other")
     ids = {f"{r['category']}_yt8m_{r['source_id']}": r["question"] for r in records}
     sent_after = Counter(seen.question for seen in server.requests)
-    for question_id in stored_before:
+    for question_id in answered_before:
         assert sent_after[ids[question_id]] == sent_before[ids[question_id]], question_id  # never sent again
+    assert sent_after[echo] >= sent_before[echo] + 1  # the failed item, asked again
     assert evaluation.results.count() == len(records)
     assert job.tasks.get().attempts == 2
     expected = predicted_accuracy(records)
@@ -102,6 +107,7 @@ def test_a_killed_run_resumes_without_sending_a_stored_item_again_and_the_key_ne
             assert per_category[category]["accuracy"] == accuracy
     failed = evaluation.results.get(failure__gt="")
     assert failed.failure == "other" and failed.failure_message == "the endpoint answered HTTP 400"  # no body
+    assert failed.asks == settings.MODEL_EVAL_ITEM_TRIES
     assert job.result["failures"] == {"other": 1}
 
     # The key: sent to the server, and nowhere else.

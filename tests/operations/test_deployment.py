@@ -169,7 +169,7 @@ def test_it_reads_csrf_trusted_origins_as_urls_separated_by_commas():
 
 
 def test_page_started_exports_land_on_a_volume_web_and_worker_share(compose):
-    """The worker writes an export under EXPORT_ROOT; web zips and downloads it from there."""
+    """The worker writes an export (and its zip) under EXPORT_ROOT; web serves the zip from there."""
     mounts = []
     for name in ("web", "worker"):
         service = compose["services"][name]

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotator.export.services import ExportOptions, export_run, export_start
+from annotator.export.services import ExportOptions, export_run, export_start, export_zip_run
 from annotator.models import Image, Job, Pair, Video
 from tests.export.test_import_pairs import small_dataset
 from tests.export_fixtures import make_pair
@@ -62,20 +62,21 @@ def test_an_export_whose_folder_is_a_file_names_the_file(tmp_path):
     )
 
 
-def test_a_download_zip_that_fills_the_disk_says_so_and_leaves_no_partial_zip(
+def test_a_zip_job_that_fills_the_disk_says_so_and_leaves_no_partial_zip(
     tmp_path, small_disk, coordinator, client_for, settings
 ):
     export_pairs()
     job = export_start(options=ExportOptions(out=str(tmp_path / "bench")), user=coordinator)
     export_run(job_id=job.pk)
     settings.EXPORT_ROOT = small_disk  # where the zips are built
-    response = client_for(coordinator).get(f"/exports/{job.pk}/download/")
-    assert response.status_code == 409
-    problem = re.search(r'<p id="download-problem">(.*?)</p>', response.content.decode())[1]
-    assert problem == (
-        f"The zip of {tmp_path / 'bench'} failed: the disk is full, writing under {small_disk / '.zips'} [ENOSPC]"
-    )
-    assert "is no longer available" not in response.content.decode()  # the export itself is still there
+    page = client_for(coordinator)
+    assert page.post(f"/exports/{job.pk}/zip/").status_code == 302
+    zip_job = export_zip_run(job_id=Job.objects.get(kind=Job.Kind.ZIP).pk)
+    message = f"The zip of {tmp_path / 'bench'} failed: the disk is full, writing under {small_disk / '.zips'} [ENOSPC]"
+    assert zip_job.status == Job.Status.FAILED and zip_job.errors == [message]
+    response = page.get(f"/exports/{job.pk}/download/")
+    problem = re.search(r'<p id="download-problem" class="error">(.*?)</p>', response.content.decode())[1]
+    assert problem == message and "Try again" in response.content.decode()
     assert list((small_disk / ".zips").iterdir()) == []
 
 
@@ -96,6 +97,8 @@ def test_importing_videos_onto_a_full_media_disk_fails_each_video_with_one_line(
     assert Job.objects.get().errors == [line, summary]
     assert Video.objects.get().status == Video.Status.FAILED
     assert Image.objects.count() == 0
+    # The frame cut short by the full disk went with the failure, not 7 hours later with the clean-up.
+    assert [p for p in small_disk.rglob("*") if p.is_file()] == []
 
 
 def test_importing_videos_into_a_read_only_media_folder_says_read_only(h264_video, read_only_disk, settings):

@@ -82,20 +82,30 @@ def finished_jobs(coordinator, h264_video, tmp_path, settings) -> list[Job]:
 
 def model_eval_jobs(coordinator) -> list[Job]:
     """A model run that succeeded (the local model server) and one whose endpoint is down (the server stopped)."""
+    from django.test import override_settings
+
     from annotator.modeleval.services import endpoint_create, evaluation_run, evaluation_start
+    from annotator.models import Release, ReleaseItem
     from tests.model_server import ModelServer
 
     server = ModelServer().start()
     runs = []
     try:
         endpoint = endpoint_create(user=coordinator, name="pages", base_url=server.base_url, model_id="tiny-vlm")
-        runs.append(evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter={}))
+        # On release v1, whose images are all there (a pair with a deleted image would leave its item unanswered,
+        # and the run incomplete).
+        release = Release.objects.order_by("pk").first()
+        split = ReleaseItem.objects.filter(release=release).order_by("pk").values_list("split", flat=True).first()
+        runs.append(
+            evaluation_start(endpoint=endpoint, user=coordinator, source="release", release=release, split=split)
+        )
         evaluation_run(evaluation_id=runs[0].pk)
     finally:
         server.stop()
     down = endpoint_create(user=coordinator, name="down", base_url=server.base_url, model_id="tiny-vlm")
     runs.append(evaluation_start(endpoint=down, user=coordinator, source="filter", pair_filter={}))
-    evaluation_run(evaluation_id=runs[1].pk)
+    with override_settings(MODEL_EVAL_PAUSE_MAX_SECONDS=0):  # down: failed at once, not paused
+        evaluation_run(evaluation_id=runs[1].pk)
     return [run.job for run in runs]
 
 

@@ -1,5 +1,5 @@
-"""`manage.py add_model NAME --base-url URL --model-id ID [--api-key-stdin | --api-key-env VAR] [--concurrency N]`:
-register a model."""
+"""`manage.py add_model NAME --base-url URL --model-id ID [--api-key-stdin | --api-key-env VAR] [--concurrency N]
+[--no-test]`: register a model, once it passed "test connection" (reachable, the model id served, one tiny request)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--concurrency", type=int, default=8, help="Requests in flight at most (1-256).")
         parser.add_argument("--timeout", type=int, default=120, help="Seconds per request (1-3600).")
+        parser.add_argument(
+            "--no-test",
+            action="store_true",
+            help="Register without testing the connection first (an endpoint not up yet).",
+        )
 
     def handle(self, *args, **opts):
         # From standard input, not an argument: a command line is visible to every user of the machine (ps).
@@ -46,8 +51,10 @@ class Command(BaseCommand):
                 api_key=api_key,
                 concurrency=opts["concurrency"],
                 timeout_s=opts["timeout"],
+                test_connection=not opts["no_test"],
             )
         except ServiceError as error:
             raise CommandError(str(error))
         key = f", key: {endpoint.key_source}" if endpoint.key_source else ", no key"
-        self.stdout.write(f"registered model {endpoint.name}: {endpoint.model_id} at {endpoint.base_url}{key}")
+        tested = "" if opts["no_test"] else " (connection tested)"
+        self.stdout.write(f"registered model {endpoint.name}: {endpoint.model_id} at {endpoint.base_url}{key}{tested}")

@@ -1,4 +1,5 @@
-"""`manage.py cleanup`: remove orphaned frame files and stale export staging folders (what beat does hourly)."""
+"""`manage.py cleanup`: remove what killed runs left (temporary files and folders, orphaned frame files, export
+staging folders): what beat does every CLEANUP_MINUTES."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from annotator.cleanup.services import storage_clean_up
 
 class Command(BaseCommand):
     help = (
-        "Remove frame files no image references and the hidden staging folders of killed exports, once older "
-        "than CLEANUP_GRACE_MINUTES (or --grace-minutes). Safe to re-run."
+        "Remove the temporary files and folders of killed runs (export staging, zip parts, downloads), frame files no "
+        "image references, once untouched for CLEANUP_GRACE_MINUTES (or --grace-minutes) and held by no live job or "
+        "process. Safe to re-run."
     )
 
     def add_arguments(self, parser):
@@ -19,8 +21,8 @@ class Command(BaseCommand):
     def handle(self, *args, grace_minutes, **options):
         removed = storage_clean_up(grace_minutes=grace_minutes)
         self.stdout.write(
-            f"Removed {len(removed['frame_files'])} orphaned frame file(s) and "
-            f"{len(removed['staging_folders'])} staging folder(s)."
+            f"Removed {len(removed['temporary'])} temporary path(s), {len(removed['frame_files'])} orphaned frame "
+            f"file(s) and {len(removed['staging_folders'])} staging folder(s)."
         )
-        for path in removed["staging_folders"]:
+        for path in [*removed["temporary"], *removed["staging_folders"]]:
             self.stdout.write(f"  {path}")

@@ -66,18 +66,22 @@ class Command(BaseCommand):
         job.refresh_from_db()
         summary = evaluation_summary(evaluation)
         for category, cell in summary["per_category"].items():
-            self.stdout.write(
-                f"{category:<10} {cell['correct']:>6} / {cell['count']:<6} {100 * cell['accuracy']:6.1f}%"
-            )
+            shown = f"{100 * cell['accuracy']:6.1f}%" if cell["accuracy"] is not None else "     -"
+            self.stdout.write(f"{category:<10} {cell['correct']:>6} / {cell['answered']:<6} {shown}")
         if summary["accuracy"] is not None:
             self.stdout.write(
-                f"{'all':<10} {summary['correct']:>6} / {summary['answered'] + summary['failed']:<6} "
-                f"{100 * summary['accuracy']:6.1f}%"
+                f"{'all':<10} {summary['correct']:>6} / {summary['answered']:<6} {100 * summary['accuracy']:6.1f}%"
+                f"  (over answered items; {summary['failed']} failed, {summary['not_asked']} not asked)"
             )
         for kind, count in summary["failures"].items():
             self.stdout.write(f"failed ({kind}): {count}")
         if opts["out"]:
             Path(opts["out"]).write_text(json.dumps(results_file(evaluation), indent=2, ensure_ascii=False))
             self.stdout.write(f"results file: {opts['out']}")
+        if evaluation.state == "paused":
+            raise CommandError(
+                f"run {evaluation.pk} paused: {evaluation.pause_reason} A worker resumes it when the endpoint "
+                f"answers (next try {evaluation.paused_until:%Y-%m-%d %H:%M:%S}); cancel it on its job's page."
+            )
         if job.status != job.Status.SUCCEEDED:
-            raise CommandError(f"run {evaluation.pk} {job.status}: {'; '.join(job.errors)}")
+            raise CommandError(f"run {evaluation.pk} {evaluation.state}: {'; '.join(job.errors)}")
