@@ -21,7 +21,8 @@ a tiny random DINOv3 activated) and beat (the sweeper every 2 s). Then replays, 
   restarted (the run pauses, resumes, asks its failed items again: accuracy over answered items is the true one),
   answering 500 to everything (the run ends failed with the reason), trickling one byte every 2 s (each request
   ends at its deadline);
-- `seed_demo` SIGKILLed while it embeds the demo frames, then run again (issue 26).
+- `seed_demo` SIGKILLed while it embeds the demo frames, then run again (issue 26);
+- the coordinator's daily pages (overview, assignment, invites CSV) with Redis stopped (issue 26).
 
 Each row checks the outcome: the job ends (succeeded or failed, never stuck), the frames and progress are right,
 no committed file is lost, nothing is counted twice, no orphan is left after the clean-up. Everything it started is
@@ -43,6 +44,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -1158,6 +1160,120 @@ def seed_demo_killed_mid_embedding() -> None:
     record("seed_demo killed mid-embedding, then run again", started, outcome, "; ".join(problems))
 
 
+# --- Daily pages (issue 26) -------------------------------------------------------------------------------------
+
+
+def browser_session(username: str):
+    """A urllib opener logged in as `username` (a session made as Django's login makes it) that keeps cookies."""
+    import http.cookiejar
+
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.auth.models import User
+    from django.contrib.sessions.backends.db import SessionStore
+
+    user = User.objects.get(username=username)
+    session = SessionStore()
+    session.update(
+        {
+            SESSION_KEY: str(user.pk),
+            BACKEND_SESSION_KEY: "django.contrib.auth.backends.ModelBackend",
+            HASH_SESSION_KEY: user.get_session_auth_hash(),
+        }
+    )
+    session.create()
+    jar = http.cookiejar.CookieJar()
+    jar.set_cookie(
+        http.cookiejar.Cookie(
+            0,
+            "sessionid",
+            session.session_key,
+            None,
+            False,
+            "127.0.0.1",
+            False,
+            False,
+            "/",
+            True,
+            False,
+            None,
+            False,
+            None,
+            None,
+            {},
+        )
+    )
+    return urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar)), jar
+
+
+def page_get(opener, path: str) -> tuple[int, str]:
+    try:
+        with opener.open(f"http://127.0.0.1:{WEB_PORT}{path}", timeout=30) as answer:
+            return answer.status, answer.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode("utf-8", "replace")
+
+
+def page_post(opener, jar, path: str, fields: dict, referer: str) -> tuple[int, str]:
+    token = next((cookie.value for cookie in jar if cookie.name == "csrftoken"), "")
+    body = urllib.parse.urlencode({"csrfmiddlewaretoken": token, **fields}).encode()
+    headers = {"Referer": f"http://127.0.0.1:{WEB_PORT}{referer}", "X-CSRFToken": token}
+    request = urllib.request.Request(f"http://127.0.0.1:{WEB_PORT}{path}", body, headers, method="POST")
+    try:
+        with opener.open(request, timeout=30) as answer:  # follows the redirect to the page
+            return answer.status, answer.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode("utf-8", "replace")
+
+
+def daily_pages_with_redis_down() -> None:
+    """A coordinator's daily pages need no broker: with Redis stopped the overview shows its counts, a refused
+    assignment comes back to its form with the reason (nothing written), a good one is written once, and the
+    invites CSV downloads."""
+    started = time.monotonic()
+    from annotator.models import Video
+    from evaluation import studies
+    from tests.factories import make_pair
+
+    for _ in range(3):
+        make_pair()
+    study = studies.study_create(name=f"Daily {time.monotonic_ns()}", fraction=1, practice_count=0, open_cap=5)
+    studies.study_invite(study=study, count=2)
+    video = Video.objects.create(yt8m_id=f"daily{time.monotonic_ns()}", source="/nowhere.mp4", status="sampled")
+    from django.contrib.auth.models import Group, User
+
+    annotator = User.objects.create_user(f"ada{time.monotonic_ns()}", password="bench")
+    annotator.groups.add(Group.objects.get_or_create(name="annotator")[0])
+    opener, jar = browser_session("cora")
+    localservices.stop(["redis"])
+    wait(lambda: not localservices.port_open(REDIS_PORT), 30, "Redis to stop")
+    try:
+        overview, html = page_get(opener, "/overview/")
+        refused, refused_html = page_post(
+            opener, jar, "/overview/assign/", {"video": "no-such-id", "user": ""}, "/overview/"
+        )
+        unchanged = Video.objects.get(pk=video.pk).assigned_to_id is None
+        done, _ = page_post(
+            opener, jar, "/overview/assign/", {"video": video.yt8m_id, "user": annotator.pk}, "/overview/"
+        )
+        csv_status, csv_text = page_get(opener, f"/studies/{study.pk}/invites.csv")
+    finally:
+        localservices.start_redis()
+    problems = []
+    if overview != 200 or "Held now" not in html:
+        problems.append(f"/overview/ {overview}")
+    form = refused_html[refused_html.find('id="overview-assign"') :]
+    if refused != 200 or "No video has the YouTube-8M id" not in form or not unchanged:
+        problems.append(f"refused assignment {refused}, reason beside the form: {'No video has' in form}")
+    if done != 200 or Video.objects.get(pk=video.pk).assigned_to_id != annotator.pk:
+        problems.append(f"assignment {done}, assigned to {Video.objects.get(pk=video.pk).assigned_to_id}")
+    links = csv_text.strip().splitlines()[1:]
+    if csv_status != 200 or len(links) != 2:
+        problems.append(f"invites.csv {csv_status}, {len(links)} links")
+    outcome = f"overview {overview}; bad id refused beside the form, nothing written; good one assigned {done}; "
+    outcome += f"invites.csv {len(links)} links"
+    record("daily pages with Redis down", started, outcome, "; ".join(problems))
+
+
 FAULTS = [
     redis_down_after_commit,
     kill_pool_child,
@@ -1179,6 +1295,7 @@ FAULTS = [
     model_server_answers_500,
     model_server_trickles,
     seed_demo_killed_mid_embedding,  # issue 26
+    daily_pages_with_redis_down,  # issue 26
 ]
 
 

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from evaluation import participation, screens, served_images, studies
 from evaluation.models import Assignment, Participant, Study, StudyItem
-from subtlebench.errors import Forbidden, ServiceError
+from subtlebench.errors import Forbidden, ServiceError, page_detail
 from subtlebench.pages import error_response, post_only
 from subtlebench.security import client_ip
 from subtlebench.throttles import ParticipantJoinThrottle, throttle_wait
@@ -193,7 +193,7 @@ def open_consent(request, open_token):
     except Forbidden as error:
         return _closed_page(request, error)
     except ServiceError as error:  # a window below the study's minimum, or none measured
-        return _start_page(request, study, action, request.POST, error=error.detail, status=error.status)
+        return _start_page(request, study, action, request.POST, error=page_detail(error), status=error.status)
     request.session[_session_key(study)] = participant.token
     response = redirect(stage_url(participant))
     _mark_joined(response, study, participant)
@@ -238,7 +238,7 @@ def consent(request, token):
     except participation.AlreadyTakenPart as error:
         return _closed_page(request, error)
     except ServiceError as error:  # a window below the study's minimum, or none measured
-        return _start_page(request, study, action, request.POST, error=error.detail, status=error.status)
+        return _start_page(request, study, action, request.POST, error=page_detail(error), status=error.status)
     request.session[_session_key(study)] = participant.token
     return redirect(stage_url(participant))
 

@@ -14,6 +14,7 @@ urlpatterns = [
     path("studies/<int:pk>/", views.study_detail, name="study-detail"),
     path("studies/<int:pk>/invites/", views.invite_list, name="study-invites"),
     path("studies/<int:pk>/invites/create/", views.invite_create, name="study-invite-create"),
+    path("studies/<int:pk>/invites.csv", views.invite_csv, name="study-invites-csv"),
     path("studies/<int:pk>/attention/", views.attention_add, name="study-attention"),
     path("studies/<int:pk>/abandoned/release/", views.release_abandoned, name="study-release-abandoned"),
     path("studies/<int:pk>/responses.csv", views.responses_csv, name="study-responses-csv"),

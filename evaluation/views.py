@@ -3,6 +3,7 @@ beside the humans (the models' own pages are annotator.modeleval's, under /model
 
 from __future__ import annotations
 
+import io
 from collections import Counter
 
 from django import forms
@@ -18,12 +19,13 @@ from django.views.decorators.http import require_GET
 from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Pair, Release
 from evaluation import beside, reports, studies
 from evaluation.models import DEFAULT_CONSENT, DEFAULT_INSTRUCTIONS, DEFAULT_WITHDRAWAL, Participant, Study, StudyItem
+from evaluation.participation import PROLIFIC_PARAMETERS
 from evaluation.sampling import ROUNDING_RULE
 from evaluation.studies import NO_RELEASE
 from subtlebench.errors import Conflict, Invalid
 from subtlebench.pages import error_response, post_only, redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
-from subtlebench.spreadsheet_csv import csv_download
+from subtlebench.spreadsheet_csv import SafeCsvWriter, csv_download
 from subtlebench.text import NAME_MAX, PAGE_TEXT_MAX, single_line
 
 # The study's integer columns hold 32 bits: a larger seed would fail the INSERT.
@@ -256,9 +258,11 @@ def study_detail(request, pk):
 @role_required(COORDINATOR)
 @require_GET
 def invite_list(request, pk):
+    """The study's invite links (each with a copy button, all in a CSV), its open link and the Prolific URL to paste."""
     study = load_study(pk)
     can_serve = study.has_items_for()
-    rows = [{"p": p, "url": studies.invite_url(p), **_link_state(p, can_serve)} for p in study.participants.all()]
+    rows = _invite_rows(study, can_serve)
+    open_url = studies.open_url(study) if study.open_cap else ""
     context = {
         "study": study,
         "rows": rows,
@@ -266,8 +270,36 @@ def invite_list(request, pk):
         "can_serve": can_serve,
         "full": study.is_full(),
         "usable": sum(1 for row in rows if row["usable"]),
+        "open_url": open_url,
+        "prolific_url": open_url + PROLIFIC_URL_PARAMETERS if open_url else "",
+        "prolific_parameters": PROLIFIC_URL_PARAMETERS,
+        "all_links": "\n".join(row["url"] for row in rows if row["usable"]),
     }
     return render(request, "evaluation/invites.html", context)
+
+
+# What Prolific's "study URL" field takes: Prolific fills in these placeholders for each participant, and the
+# participant pages keep them (evaluation/participation.py PROLIFIC_PARAMETERS).
+# "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}".
+PROLIFIC_URL_PARAMETERS = "?" + "&".join(f"{name}={{{{%{name}%}}}}" for name in PROLIFIC_PARAMETERS)
+
+
+def _invite_rows(study: Study, can_serve: bool) -> list[dict]:
+    participants = study.participants.order_by("created", "pk")
+    return [{"p": p, "url": studies.invite_url(p), **_link_state(p, can_serve)} for p in participants]
+
+
+@role_required(COORDINATOR)
+@require_GET
+def invite_csv(request, pk):
+    """The invite links as a spreadsheet: id, link, state (as the invites page says it), whether it can be used."""
+    study = load_study(pk)
+    out = io.StringIO()
+    writer = SafeCsvWriter(out)
+    writer.writerow(["id", "link", "state", "can_be_used", "stage"])
+    for row in _invite_rows(study, study.has_items_for()):
+        writer.writerow([row["p"].pk, row["url"], row["state"], "yes" if row["usable"] else "no", row["p"].stage])
+    return csv_download(out.getvalue(), f"study-{study.pk}-invites.csv")
 
 
 def _link_state(participant, can_serve: bool) -> dict:

@@ -134,6 +134,34 @@ def validation_detail(error: ValidationError) -> str:
     )
 
 
+# --- Errors on pages ---------------------------------------------------------------------------------------------
+# The API's bodies keep each field's name ("text: ..."): clients and tests read them. A page shows a person the
+# message alone when it is a sentence of its own (it starts with a capital letter); a message that continues its
+# field's name ("frames: must be at least 1.") gets the field in words. static/js/refusal.js does the same in pages'
+# scripts.
+FIELD_WORDS = {"text": "Caption", "yt8m_id": "YouTube-8M id", "base_url": "Base URL", "api_key": "API key"}
+
+
+def field_in_words(field: str) -> str:
+    return FIELD_WORDS.get(field) or field.replace("_", " ").capitalize()
+
+
+def page_message(field: str, message: str) -> str:
+    """One field's message as a page shows it: never the raw field name."""
+    if field == NON_FIELD_ERRORS or message[:1].isupper():
+        return message
+    return f"{field_in_words(field)}: {message}"
+
+
+def page_detail(error: Exception) -> str:
+    """One line for a page (a flashed message, an error above a form): like `detail`, without raw field names."""
+    if isinstance(error, ValidationError) and hasattr(error, "error_dict"):
+        return " ".join(
+            page_message(field, message) for field, messages in error.message_dict.items() for message in messages
+        )
+    return error_body(error)["detail"]
+
+
 def error_status(error: Exception) -> int:
     if isinstance(error, ServiceError):
         return error.status

@@ -18,7 +18,7 @@ from django.http import HttpResponse, HttpResponseNotAllowed, JsonResponse, Quer
 from django.shortcuts import redirect
 from django.urls import NoReverseMatch, reverse
 
-from subtlebench.errors import error_body, error_status
+from subtlebench.errors import error_body, error_status, page_detail, page_message
 
 
 def error_response(
@@ -29,15 +29,14 @@ def error_response(
     form=None,
     page: Callable[[str], HttpResponse] | None = None,
 ) -> HttpResponse:
-    body = error_body(error)
     if back_to is not None:
-        messages.error(request, body["detail"])
+        messages.error(request, page_detail(error))
         return redirect(back_to)
     if page is None:
-        return JsonResponse(body, status=error_status(error))
+        return JsonResponse(error_body(error), status=error_status(error))
     if form is not None:
         form_add_errors(form, error)
-    response = page(body["detail"])
+    response = page(page_detail(error))
     response.status_code = error_status(error)
     return response
 
@@ -45,7 +44,7 @@ def error_response(
 def form_add_errors(form, error: Exception) -> None:
     """A service error on a Django form: field messages beside their field, the rest above the form."""
     if not (isinstance(error, ValidationError) and hasattr(error, "error_dict")):
-        form.add_error(None, error_body(error)["detail"])
+        form.add_error(None, page_detail(error))
         return
     for field, field_messages in error.message_dict.items():
         if field in form.fields:
@@ -53,7 +52,7 @@ def form_add_errors(form, error: Exception) -> None:
         elif field == NON_FIELD_ERRORS:
             form.add_error(None, field_messages)
         else:
-            form.add_error(None, [f"{field}: {message}" for message in field_messages])
+            form.add_error(None, [page_message(field, message) for message in field_messages])
 
 
 # --- Post/Redirect/Get -----------------------------------------------------------------------------------------
@@ -101,7 +100,8 @@ def redirect_refused(request, to: str, *, data: dict, error: Exception | str) ->
     browser goes to the form's page (`to`, a path), whose next GET shows them (`carried`). A reload of that page
     asks nothing and shows the form as stored then."""
     body = error_body(error) if isinstance(error, Exception) else {"detail": error, "errors": {}}
-    request.session[CARRY_KEY + to] = {"data": data, "detail": body["detail"], "errors": body.get("errors", {})}
+    detail = page_detail(error) if isinstance(error, Exception) else error
+    request.session[CARRY_KEY + to] = {"data": data, "detail": detail, "errors": body.get("errors", {})}
     return redirect(to)
 
 

@@ -24,7 +24,7 @@ from annotator.models import CaptionBatch, CaptionTask, Job, JobCancelled, JobIt
 from annotator.models.jobs import ACTIVE
 from annotator.picking import services as picking
 from annotator.similarity.services import images_queue_embeddings, pair_update_similarity
-from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, error_body
+from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, page_detail
 from subtlebench.roles import ANNOTATOR, COORDINATOR, has_role
 from subtlebench.text import NOTE_MAX
 
@@ -47,7 +47,7 @@ class Action:
 
 
 def message_of(error: Exception) -> str:
-    return error_body(error)["detail"]
+    return page_detail(error)
 
 
 # --- What each action does to one item ---------------------------------------------------------------------------

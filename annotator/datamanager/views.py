@@ -17,7 +17,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from annotator.datamanager.bulk import ACTIONS, bulk_start
 from annotator.datamanager.tables import SEARCH_MAX, TABLES, query_string, raw_value
 from annotator.models import CaptionBatch
-from subtlebench.errors import Invalid, ServiceError, error_body
+from subtlebench.errors import Invalid, ServiceError, page_detail
 from subtlebench.pages import post_only
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_required
 from subtlebench.text import NOTE_MAX
@@ -168,7 +168,7 @@ def bulk_action(request, table_name: str):
             **selection,
         )
     except ServiceError as error:
-        messages.error(request, error_body(error)["detail"])
+        messages.error(request, page_detail(error))
         if request.htmx:
             return HttpResponseClientRedirect(back)
         return redirect(back)

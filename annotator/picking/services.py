@@ -697,3 +697,25 @@ def holdings(now=None) -> list[dict]:
         since = task.lease_since or task.lease_heartbeat
         person(task.lease_holder.username)["leases"].append({"what": "caption", "task": task, "since": since})
     return sorted(people.values(), key=lambda p: p["username"])
+
+
+# How many videos can be offered in the overview's assignment picker: a typed id beyond them still works.
+ASSIGN_PICKER_LIMIT = 1000
+
+
+def assignable_videos():
+    """The videos the overview's picker offers to assign: sampled ones not flagged bad for everyone, by id."""
+    flagged = VideoSkip.objects.filter(video=OuterRef("pk"), reason__in=VideoSkip.FOR_EVERYONE)
+    return (
+        Video.objects.filter(status=Video.Status.SAMPLED)
+        .exclude(Exists(flagged))
+        .select_related("assigned_to")
+        .order_by("yt8m_id", "pk")[:ASSIGN_PICKER_LIMIT]
+    )
+
+
+def holding_counts(people: list[dict]) -> dict:
+    """The leases "who holds what" lists, counted by kind: the overview's "Held now" card is the same rows."""
+    leases = [lease for p in people for lease in p["leases"]]
+    videos = sum(1 for lease in leases if lease["what"] == "video")
+    return {"all": len(leases), "videos": videos, "captions": len(leases) - videos}

@@ -12,6 +12,7 @@ from django.core.files.storage import default_storage
 from django.db.models import OuterRef, Subquery
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
@@ -20,8 +21,8 @@ from annotator.picking import services as picking
 from annotator.picking.questions import CATEGORY_KEYS, template_table
 from benchmark import jsonlimits
 from benchmark.taxonomy import BINARY_OPTIONS, FIRST_IMAGE
-from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, error_body
-from subtlebench.pages import error_response, post_only
+from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, page_detail
+from subtlebench.pages import carried, error_response, post_only, redirect_refused
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_required
 
 
@@ -109,7 +110,7 @@ def pair_reopen(request, pair_id: int):
     try:
         picking.pair_reopen(pair=pair, by=request.user, reason=request.POST.get("reason", ""))
     except (Invalid, Forbidden, Conflict) as error:
-        messages.error(request, error_body(error)["detail"])
+        messages.error(request, page_detail(error))
         return redirect("picking-review-pair", pair_id=pair.pk)
     messages.success(request, f"Pair {pair.pk} reopened: it is waiting for review again.")
     return redirect("picking-review-pair", pair_id=pair.pk)
@@ -301,27 +302,42 @@ def review_pair(request, pair_id: int):
 @role_required(COORDINATOR)
 @require_GET
 def overview(request):
-    """Progress against the targets, category x domain, annotators, videos left, and who holds what."""
-    annotators = get_user_model().objects.filter(groups__name=ANNOTATOR, is_active=True).order_by("username")
-    context = {"figures": picking.overview_figures(), "annotators": annotators, "holdings": picking.holdings()}
+    """Progress against the targets, category x domain, annotators, videos left, and who holds what. A refused
+    assignment comes back here (Post/Redirect/Get) with what was typed and why, shown beside its form."""
+    annotators = get_user_model().objects.filter(groups__name=ANNOTATOR, is_active=True).order_by("username", "pk")
+    holdings = picking.holdings()
+    context = {
+        "figures": picking.overview_figures(),
+        "annotators": annotators,
+        "holdings": holdings,
+        "held": picking.holding_counts(holdings),
+        "assignable": picking.assignable_videos(),
+        "assign_refused": carried(request),
+        "picker_limit": picking.ASSIGN_PICKER_LIMIT,
+    }
     return render(request, "picking/overview.html", context)
 
 
 @role_required(COORDINATOR)
 @post_only("picking-overview")
 def overview_assign(request):
-    """Assign a video (by YouTube-8M id) to an annotator chosen from the list, or clear it with "nobody"."""
+    """Assign a video (by YouTube-8M id, typed or picked) to an annotator chosen from the list, or clear it with
+    "nobody". A refusal goes back to the form, not to the top of the page."""
     yt8m_id = request.POST.get("video", "").strip()
     raw = request.POST.get("user", "").strip()
-    video = Video.objects.filter(yt8m_id=yt8m_id).first()
+    video = Video.objects.filter(yt8m_id=yt8m_id).first() if yt8m_id else None
     annotators = get_user_model().objects.filter(groups__name=ANNOTATOR, is_active=True)
     user = annotators.filter(pk=int(raw)).first() if raw.isdigit() else None
-    if video is None:
-        messages.error(request, f"Assign: no video with the YouTube-8M id {yt8m_id!r}.")
+    if not yt8m_id:
+        problem = "Type or pick the YouTube-8M id of the video to assign."
+    elif video is None:
+        problem = f"No video has the YouTube-8M id {yt8m_id!r}: pick one from the list."
     elif raw and user is None:
-        messages.error(request, "Assign: choose an annotator from the list.")
+        problem = "Choose an annotator from the list."
     else:
         picking.video_assign(video=video, user=user, by=request.user)
         who = user.username if user else "nobody"
         messages.success(request, f"Video {video.yt8m_id} is assigned to {who}.")
-    return redirect("picking-overview")
+        return redirect("picking-overview")
+    # The page shows the reason beside the form, whose field takes the focus (autofocus): the browser scrolls to it.
+    return redirect_refused(request, reverse("picking-overview"), data={"video": yt8m_id, "user": raw}, error=problem)

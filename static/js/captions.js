@@ -92,7 +92,7 @@
         const data = await response.json();
         sending = null;
         if (response.status === 409) return showConflict();
-        if (!response.ok) throw Object.assign(new Error(data.detail || response.statusText), { refused: true });
+        if (!response.ok) throw Object.assign(new Error(window.sbRefusalMessages(data, response.status).join(" ")), { refused: true });
         lastSaved = value;
         version = data.version;
         if (text.value === value) forget(); else remember();

@@ -45,15 +45,20 @@
     }
     if (result.status === 0) return showErrors(["The server did not answer; try again."]);
     const data = result.data || {};
-    const messages = [];
-    if (data.errors) for (const [field, list] of Object.entries(data.errors)) for (const m of [].concat(list)) messages.push(field === "detail" ? m : `${field}: ${m}`);
-    showErrors(messages.length ? messages : [data.detail || `Refused (${result.status}).`]);
+    showErrors(window.sbRefusalMessages(data, result.status));
   }
 
   const decideBox = $("decide");
   const rejectForm = $("reject-form");
   const correctForm = $("correct-form");
-  const open = (form) => { if (!form) return; form.hidden = false; decideBox.hidden = true; form.querySelector("input, textarea, select").focus(); };
+  const open = (form) => {
+    if (!form) return;
+    form.hidden = false;
+    decideBox.hidden = true;
+    form.querySelector("input, textarea, select").focus();
+    // The open form's buttons (Reject, Save) in view too, not below the fold under the text box (1440x900).
+    form.querySelector(".decide").scrollIntoView({ block: "nearest" });
+  };
   const close = () => { for (const form of [rejectForm, correctForm]) if (form) form.hidden = true; if (decideBox) decideBox.hidden = false; };
   const accept = () => {
     // Accept is off and its reason on screen already (#accept-off): y sends nothing the server would refuse.

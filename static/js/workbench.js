@@ -342,7 +342,7 @@
       await showConflict();
     } else {
       dirty = true;
-      saveStatus(result.status ? `Not saved: ${(result.data && result.data.detail) || result.status}` : "Offline: retrying", "unsaved");
+      saveStatus(result.status ? `Not saved: ${window.sbRefusalMessages(result.data, result.status).join(" ")}` : "Offline: retrying", "unsaved");
       saveTimer = setTimeout(save, 3000);
     }
   }
@@ -471,9 +471,7 @@
       showErrors(["The server did not answer. Your draft is kept: press Ctrl+Enter to send it again (it will not be doubled)."]);
     } else {
       const data = result.data || {};
-      const messages = [];
-      if (data.errors) for (const [field, list] of Object.entries(data.errors)) for (const m of [].concat(list)) messages.push(field === "detail" ? m : `${field}: ${m}`);
-      showErrors(messages.length ? messages : [data.detail || `Refused (${result.status}).`]);
+      showErrors(window.sbRefusalMessages(data, result.status));
     }
   }
   $("editor").addEventListener("submit", (event) => { event.preventDefault(); submit(); });
@@ -522,7 +520,7 @@
   }
   async function withdrawPair(p) {
     const result = await api("POST", `/api/pairs/${p.id}/withdraw/`);
-    if (!result.ok) return showErrors([(result.data && result.data.detail) || `Not withdrawn (${result.status}).`]);
+    if (!result.ok) return showErrors(result.data && (result.data.detail || result.data.errors) ? window.sbRefusalMessages(result.data, result.status) : [`Not withdrawn (${result.status}).`]);
     upsertPair({ id: p.id, status: "withdrawn", editable: false, withdrawable: false });
     if (state.pair === p.id) { Object.assign(state, { pair: null, version: null, client_key: newKey() }); changed(); }
     flash(`Withdrew pair ${p.id}: its frames are free again.`, "ok");
@@ -544,14 +542,14 @@
     const result = await api("POST", `/api/videos/${config.video.id}/heartbeat/`);
     const el = $("lease-status");
     if (result.ok) { el.textContent = "lease: yours"; el.className = "muted"; }
-    else if (result.status === 409) { el.textContent = (result.data && result.data.detail) || "lease lost"; el.className = "error"; }
+    else if (result.status === 409) { el.textContent = result.data && result.data.detail ? window.sbRefusalMessages(result.data, 409).join(" ") : "lease lost"; el.className = "error"; }
     else if (result.status === 0) { el.textContent = "offline"; el.className = "error"; }
   }
   async function release(reason, note = "") {
     await save();
     const result = await api("POST", `/api/videos/${config.video.id}/release/`, { reason, note });
     if (result.ok) window.location.assign("/work/");
-    else showErrors([(result.data && result.data.detail) || "Could not release the video."]);
+    else showErrors(result.data && (result.data.detail || result.data.errors) ? window.sbRefusalMessages(result.data, result.status) : ["Could not release the video."]);
   }
   $("done-video").addEventListener("click", () => release("done"));
   const skipDialog = $("skip-dialog");

@@ -421,6 +421,7 @@ COORDINATOR_PAGES = [
     ("get", "/studies/"),
     ("get", "/studies/{pk}/"),
     ("get", "/studies/{pk}/invites/"),
+    ("get", "/studies/{pk}/invites.csv"),
     ("get", "/studies/{pk}/responses.csv"),
     ("get", "/studies/{pk}/summary.json"),
     ("post", "/studies/create/"),
