@@ -8,12 +8,13 @@ failed, each made by the service that runs it, so `/jobs/<id>/` shows the result
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from annotator.datamanager.bulk import bulk_run_unit, bulk_start
-from annotator.export.services import ExportOptions, export_run, export_start
+from annotator.export.services import ExportOptions, export_run, export_start, export_zip_run, export_zip_start
 from annotator.jobs.services import UnitRef
 from annotator.models import Caption, CaptionBatch, CaptionSkip, CaptionTask, DoubleReview, Job, Pair, VideoSkip
 from annotator.picking import services as picking
@@ -60,13 +61,27 @@ def finished_jobs(coordinator, h264_video, tmp_path, settings) -> list[Job]:
     jobs.append(embeddings_compute(job=embedding_job_create(title="Similarity: no weights", user=coordinator)))
     settings.DINOV3_MODEL_DIR = ""
     export_fixtures.make_pair()
-    for out, break_an_image in ((tmp_path / "exports" / "ok", False), (tmp_path / "exports" / "bad", True)):
-        if break_an_image:
-            export_fixtures.make_pair().image_1.file.delete(save=False)
-        # The export that succeeds is published as release v1 (/releases/v1/).
-        options = ExportOptions(out=str(out), reproducible=True, release=not break_an_image)
-        job = export_start(options=options, user=coordinator)
-        jobs.append(export_run(job_id=job.pk))
+    # The export that succeeds is published as release v1 (/releases/v1/).
+    options = ExportOptions(out=str(tmp_path / "exports" / "ok"), reproducible=True, release=True)
+    ok = export_run(job_id=export_start(options=options, user=coordinator).pk)
+    # One that fails: a file is in the way of its folder by the time it runs.
+    later = tmp_path / "exports" / "later"
+    later.mkdir(parents=True)
+    job = export_start(options=ExportOptions(out=str(later / "bench")), user=coordinator)
+    later.rmdir()
+    later.write_text("not a folder")
+    jobs += [ok, export_run(job_id=job.pk)]
+    # Zips: one whose export's folder went away before its worker ran (failed), one built (succeeded).
+    gone = export_run(
+        job_id=export_start(options=ExportOptions(out=str(tmp_path / "exports" / "gone")), user=coordinator).pk
+    )
+    failed_zip = export_zip_start(job=gone, user=coordinator)
+    shutil.rmtree(tmp_path / "exports" / "gone")
+    jobs += [
+        gone,
+        export_zip_run(job_id=failed_zip.pk),
+        export_zip_run(job_id=export_zip_start(job=ok, user=coordinator).pk),
+    ]
     # Bulk: one that went through, one whose every pair was refused (below the similarity bar).
     for similarity in (0.95, 0.1):
         pair = make_pair(status=Pair.Status.SUBMITTED, similarity=similarity)
@@ -216,5 +231,6 @@ def test_every_page_renders_for_every_role(client, world, role, settings):
                     assert not METHOD_REPR.search(body), f"{role} GET {url} prints a method"
             checked.add(url)
     job_pages = {url for url in checked if re.fullmatch(r"/jobs/\d+/", url)}
-    assert len(job_pages) == 2 * len(Job.Kind.values)  # a succeeded and a failed job of each kind
+    # A succeeded and a failed job of each kind, and the export whose folder went away under its zip job.
+    assert len(job_pages) == 2 * len(Job.Kind.values) + 1
     assert len(checked) > 40
