@@ -224,11 +224,13 @@ def caption_skip(request, task_id: int):
     return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-@extend_schema(request=None, responses={204: OpenApiResponse(description="Released."), **error_responses(403, 404)})
+@extend_schema(
+    request=None, responses={204: OpenApiResponse(description="Released."), **error_responses(403, 404, 409)}
+)
 @api_view(["POST"])
 @permission_classes([HasRole.of(ANNOTATOR)])
 def caption_release(request, task_id: int):
-    """Stop for now: give back a task you hold (your draft is kept); a task you do not hold is left as it is."""
+    """Stop for now: give back a task you hold (your draft is kept); 409 for a task you do not hold."""
     get_object_or_404(CaptionTask, pk=task_id)
     captions.caption_task_release(task_id=task_id, user=request.user)
     return Response(status=status.HTTP_204_NO_CONTENT)

@@ -136,21 +136,24 @@ def validation_detail(error: ValidationError) -> str:
 
 # --- Errors on pages ---------------------------------------------------------------------------------------------
 # The API's bodies keep each field's name ("text: ..."): clients and tests read them. A page shows a person the
-# message alone when it is a sentence of its own (it starts with a capital letter); a message that continues its
-# field's name ("frames: must be at least 1.") gets the field in words. static/js/refusal.js does the same in pages'
-# scripts.
+# field in words before its message ("Frames: must be at least 1."), or the message alone when it names the field
+# itself ("The caption is empty"). static/js/refusal.js does the same in pages' scripts.
 FIELD_WORDS = {"text": "Caption", "yt8m_id": "YouTube-8M id", "base_url": "Base URL", "api_key": "API key"}
 
 
 def field_in_words(field: str) -> str:
+    if field.isupper():  # a parameter of the address as the sender wrote it (PROLIFIC_PID): its own name is the clue
+        return field
     return FIELD_WORDS.get(field) or field.replace("_", " ").capitalize()
 
 
 def page_message(field: str, message: str) -> str:
-    """One field's message as a page shows it: never the raw field name."""
-    if field == NON_FIELD_ERRORS or message[:1].isupper():
+    """One field's message as a page shows it: never the raw field name, and never without the field unless the
+    message names it itself ("The caption is empty" for `text`)."""
+    words = field_in_words(field)
+    if field == NON_FIELD_ERRORS or words.casefold() in message.casefold():
         return message
-    return f"{field_in_words(field)}: {message}"
+    return f"{words}: {message}"
 
 
 def page_detail(error: Exception) -> str:

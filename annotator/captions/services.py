@@ -311,9 +311,11 @@ def caption_task_skip(*, task_id: int, user, reason: str) -> CaptionSkip:
 def caption_task_release(*, task_id: int, user, text: str | None = None) -> CaptionTask:
     """Stop for now: the lease ends and the task is open to anyone again. This user's draft is kept, with `text`
     (what the page holds, perhaps newer than its last autosave) when it is given and the task is still theirs.
-    A task this user no longer holds is left as it is."""
+    A task this user does not hold (another's, or given back already) is refused (Conflict) and left as it is."""
     task = CaptionTask.objects.select_for_update().get(pk=task_id)
-    if text and task.lease_holder_id == user.pk and task.status == CaptionTask.Status.OPEN:
+    if task.lease_holder_id != user.pk:
+        raise Conflict(f"You do not hold caption task {task.pk} (pair {task.pair_id}): there is nothing to release.")
+    if text and task.status == CaptionTask.Status.OPEN:
         caption_draft_save(task_id=task.pk, user=user, text=text)
     lease_release(row=task, user=user)
     return task

@@ -269,6 +269,8 @@ def caption_release(request, task_id: int):
     task = get_object_or_404(CaptionTask, pk=task_id)
     try:
         captions.caption_task_release(task_id=task.pk, user=request.user, text=request.POST.get("text"))
+    except Conflict as error:  # not held (a second click, or the lease went to someone else)
+        return error_response(request, error, back_to="captions-work")
     except Invalid as error:  # a draft over the length limit: nothing released, the page says why
         return redirect_refused(request, task_url(task), data={"text": request.POST.get("text")}, error=error)
     messages.success(request, f"Released pair {task.pair_id}: you hold no caption task now. Your draft is kept.")

@@ -1,6 +1,6 @@
 /* The new-run form shows the fields of the source chosen under "Items from", and only those (issue 26): with all
    of them on screen, a study or an export picked under another source was ignored, and the error named the field
-   left empty. A field hidden here is disabled too, so it is not sent. */
+   left empty. The server reads only the chosen source's fields. */
 (() => {
   "use strict";
   const form = document.getElementById("run-form");
@@ -11,9 +11,6 @@
     form.querySelectorAll("[data-source]").forEach((part) => {
       const on = part.dataset.source.split(" ").includes(source);
       part.hidden = !on;
-      part.querySelectorAll("input, select").forEach((field) => {
-        if (field.closest("[data-source]") === part) field.disabled = !on;
-      });
     });
   }
   form.addEventListener("change", (event) => { if (event.target.name === "source") show(); });

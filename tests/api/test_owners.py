@@ -125,6 +125,10 @@ CASES = {
         ("rita", "/api/captions/tasks/{task}/skip/", {"reason": "no"}, 403),
         ("bob", "/api/captions/tasks/{task}/skip/", {"reason": "no"}, 409),
     ],
+    ("POST", "/api/captions/tasks/{task_id}/release/"): [
+        ("rita", "/api/captions/tasks/{task}/release/", None, 403),
+        ("bob", "/api/captions/tasks/{task}/release/", None, 409),  # alice holds its lease
+    ],
     ("POST", "/api/captions/tasks/{task_id}/submit/"): [
         ("rita", "/api/captions/tasks/{task}/submit/", {"text": CAPTION}, 403),
         ("bob", "/api/captions/tasks/{task}/submit/", {"text": CAPTION}, 409),

@@ -373,7 +373,7 @@ def test_stop_and_release_keeps_the_text_on_screen_as_the_draft_and_opens_the_wo
 def test_releasing_a_task_someone_else_holds_changes_nothing(client_for, annotator, annotator2, world):
     task = captions.caption_task_lease(user=annotator)
     response = client_for(annotator2).post(f"/api/captions/tasks/{task.pk}/release/", {"text": "mine now"})
-    assert response.status_code == 204
+    assert response.status_code == 409 and "You do not hold caption task" in response.json()["detail"]
     task.refresh_from_db()
     assert task.lease_holder_id == annotator.pk
     assert not Caption.objects.filter(task=task, author=annotator2).exists()

@@ -131,7 +131,7 @@ def test_a_refused_bulk_action_comes_back_with_its_choices(page, coordinator):
     page.check(f"input[name=ids][value='{pairs[2].pk}']")
     page.select_option("select[name=action]", "reject")
     page.click("button.dm-run")  # a reject needs a reason: refused
-    expect(page.locator(".messages")).to_contain_text("reason")
+    expect(page.locator(".messages")).to_contain_text("Say why the pairs are rejected")
     assert "status=submitted" in page.url and "sort=id" in page.url
     expect(page.locator("select[name=action]")).to_have_value("reject")
     expect(page.locator("input[name=scope][value=selected]")).to_be_checked()

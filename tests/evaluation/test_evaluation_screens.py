@@ -13,6 +13,7 @@ from annotator.models import Category, Domain
 from evaluation import participation, studies
 from evaluation.models import DEFAULT_CONSENT, DEFAULT_INSTRUCTIONS, Assignment, Participant, Study
 from evaluation.screens import Screen
+from subtlebench.errors import field_in_words
 from tests.factories import DESKTOP_WINDOW, make_pair
 from tests.release_factories import make_release
 
@@ -80,7 +81,7 @@ def test_consent_without_a_usable_measurement_is_refused_naming_the_field(client
     response = consent(client, participant, window)
     assert response.status_code == 400
     text = response.content.decode()
-    assert f"{field}: " in text and message in text
+    assert f"{field_in_words(field)}: " in text and message in text  # in words: "Viewport width: ..."
     participant.refresh_from_db()
     assert participant.consented_at is None
 

@@ -183,7 +183,7 @@ def test_an_encoding_with_a_stored_files_size_is_never_served():
 
 
 def test_downloading_a_releases_export_makes_its_items_public(client_for, coordinator, settings, tmp_path):
-    from annotator.export.services import ExportOptions, export_run, export_start
+    from annotator.export.services import ExportOptions, export_run, export_start, export_zip_run, export_zip_start
 
     settings.EXPORT_ROOT = tmp_path / "exports"
     for _ in range(3):
@@ -196,7 +196,13 @@ def test_downloading_a_releases_export_makes_its_items_public(client_for, coordi
     study = studies.study_create(name="S", release=release, fraction=1, practice_count=0)
     client = client_for(coordinator)
     assert 'id="public-items"' not in client.get(f"/studies/{study.pk}/").content.decode()
-    assert client.get(f"/exports/{job.pk}/download/").status_code == 200
+    # The zip is built by a worker job (run here in this process); the files leave the server when it is served.
+    assert client.get(f"/exports/{job.pk}/download/").status_code == 200  # the page that starts the zip job
+    job.refresh_from_db()
+    assert Job.PUBLIC_SINCE not in job.result
+    zip_job = export_zip_start(job=job, user=coordinator)
+    export_zip_run(job_id=zip_job.pk)
+    assert client.get(f"/exports/{job.pk}/download/?file=1").status_code == 200
     job.refresh_from_db()
     assert Job.PUBLIC_SINCE in job.result
     page = client.get(f"/studies/{study.pk}/").content.decode()

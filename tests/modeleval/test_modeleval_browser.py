@@ -94,8 +94,7 @@ def test_the_run_form_shows_only_the_chosen_sources_fields_and_sends_only_them(p
     page.check("input[name=source][value=export]")
     expect(export).to_be_visible()
     expect(release).to_be_hidden()
-    expect(release).to_be_disabled()  # not sent: the server reads only the chosen source's field
-    expect(page.locator("#id_split")).to_be_enabled()
+    expect(page.locator("#id_split")).to_be_visible()
     page.check("input[name=source][value=filter]")
     expect(categories).to_be_visible()
     expect(page.locator("#id_split")).to_be_hidden()

@@ -103,7 +103,7 @@ def test_the_reject_button_is_in_view_when_the_reason_box_opens(page, annotator,
     assert in_view(page.locator("#reject-reason")) and in_view(page.locator("#cancel-reject"))
     shot(page, "review-reject-open-1440.png")
     send.click()  # no reason: refused, and the page names no raw field ("reason: ...")
-    expect(page.locator("#errors")).to_have_text("Say why the pair is rejected: the author reads it.")
+    expect(page.locator("#errors")).to_have_text("Reason: Say why the pair is rejected: the author reads it.")
     page.fill("#reject-reason", "The difference is not visible.")
     send.click()
     wait_until(lambda: Pair.objects.get(pk=pair.pk).status == Pair.Status.REJECTED, 15, "the pair to be rejected")

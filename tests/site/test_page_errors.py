@@ -36,7 +36,11 @@ def test_errors_of_no_field_and_other_kinds_read_as_before():
     )
     assert page_detail(Conflict("Someone else decided it.")) == "Someone else decided it."
     both = Invalid({"reason": ["Say why."], "text": ["too long."]})
-    assert page_detail(both) == "Say why. Caption: too long."
+    assert page_detail(both) == "Reason: Say why. Caption: too long."  # the field in words, never its raw name
+    assert page_detail(Invalid({"text": ["The caption is empty."]})) == "The caption is empty."  # named already
+    assert page_detail(Invalid({"PROLIFIC_PID": ["Contains NUL (U+0000); remove it."]})) == (
+        "PROLIFIC_PID: Contains NUL (U+0000); remove it."  # a parameter of the address keeps its own name
+    )
 
 
 @pytest.mark.django_db
@@ -65,7 +69,7 @@ def test_a_refused_caption_review_flashes_the_message_without_the_field_name(
     response = client_for(reviewer).post(f"/captions/{caption.pk}/review/", {"decision": "reject", "reason": ""})
     assert response.status_code == 302
     shown = [str(m) for m in get_messages(response.wsgi_request)]
-    assert shown == ["Say why the caption is rejected, so its author can learn from it."]
+    assert shown == ["Reason: Say why the caption is rejected, so its author can learn from it."]
 
 
 @pytest.mark.django_db
