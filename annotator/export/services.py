@@ -1373,12 +1373,10 @@ def export_run(*, job_id: int, unit=None) -> Job:
     worker) finds it taken or done and changes nothing. A cancelled job stops at its next item."""
     from django.db import InterfaceError, OperationalError
 
-    from annotator.jobs.services import UnitRef, job_task_claim
-    from annotator.models import JobCancelled, JobTask
+    from annotator.jobs.services import job_task_claim, job_unit
+    from annotator.models import JobCancelled
 
-    if unit is None or unit.unit_id is None:  # called in this process, or a message of an older version
-        task = JobTask.objects.filter(job_id=job_id).order_by("pk").last()
-        unit = UnitRef(task.pk if task else None, worker=unit.worker if unit else "this process")
+    unit = job_unit(job_id, unit)
     run = job_task_claim(unit=unit) if unit.unit_id is not None else None
     job = run.job if run is not None else Job.objects.get(pk=job_id)
     if (run is None and unit.unit_id is not None) or not job.is_active:
@@ -1492,12 +1490,10 @@ def export_zip_run(*, job_id: int, unit=None) -> Job:
     """Build the zip of a zip job's export once: its unit is claimed with a compare-and-set (a redelivery finds it
     taken or done); a zip already there is not built again. The part file is in the clean-up's ledger under this
     claim, so a killed worker's part is removed once its heartbeat is stale."""
-    from annotator.jobs.services import UnitRef, job_task_claim
-    from annotator.models import JobCancelled, JobTask
+    from annotator.jobs.services import job_task_claim, job_unit
+    from annotator.models import JobCancelled
 
-    if unit is None or unit.unit_id is None:  # called in this process
-        task = JobTask.objects.filter(job_id=job_id).order_by("pk").last()
-        unit = UnitRef(task.pk if task else None, worker=unit.worker if unit else "this process")
+    unit = job_unit(job_id, unit)
     run = job_task_claim(unit=unit) if unit.unit_id is not None else None
     job = run.job if run is not None else Job.objects.get(pk=job_id)
     if (run is None and unit.unit_id is not None) or not job.is_active:

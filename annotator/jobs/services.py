@@ -123,6 +123,15 @@ def unit_of(task, unit_id: int | None) -> UnitRef:
     return UnitRef(unit_id, celery_id=request.id or "", worker=request.hostname or "")
 
 
+def job_unit(job_id: int, unit: UnitRef | None) -> UnitRef:
+    """The unit to claim: the message's own, or, called in this process (or by a message of an older version, which
+    names none), the job's last unit."""
+    if unit is not None and unit.unit_id is not None:
+        return unit
+    task = JobTask.objects.filter(job_id=job_id).order_by("pk").last()
+    return UnitRef(task.pk if task else None, worker=unit.worker if unit else "this process")
+
+
 @dataclass
 class JobRun:
     """A claimed unit: beats its heartbeat, stops when the job ended, completes the unit once."""

@@ -34,6 +34,7 @@ from annotator.jobs.services import (
     job_task_add,
     job_task_claim,
     job_task_send,
+    job_unit,
 )
 from annotator.modeleval.client import ChatClient, RequestCancelled, RequestFailed, scrub
 from annotator.modeleval.hosts import HostRefused, check_endpoint_host
@@ -522,9 +523,7 @@ def evaluation_run(
     evaluation = ModelEvaluation.objects.select_related("endpoint", "job").get(pk=evaluation_id)
     if job_id is not None and evaluation.job_id != job_id:
         return evaluation  # an older job's message: the run belongs to a newer retry
-    if unit is None or unit.unit_id is None:
-        task = JobTask.objects.filter(job_id=evaluation.job_id).order_by("pk").last()
-        unit = UnitRef(task.pk if task else None, worker=unit.worker if unit else "this process")
+    unit = job_unit(evaluation.job_id, unit)
     run = job_task_claim(unit=unit) if unit.unit_id is not None else None
     if run is None:
         return evaluation
