@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.factories import jpeg_bytes
+from tests.model_server import ModelServer
 
 # category -> how many of its items the server answers right (the rest: the longest distractor).
 PLAN = {"temporal": (4, 4), "attribute": (4, 1), "spatial": (3, 0), "viewpoint": (2, 2)}
@@ -63,3 +66,19 @@ def predicted_accuracy(records: list[dict]) -> dict[str, float]:
     for record in records:
         by_category.setdefault(record["category"], []).append(record["_right"])
     return {category: sum(flags) / len(flags) for category, flags in by_category.items()}
+
+
+@pytest.fixture
+def export_dir(tmp_path):
+    """(the folder, its records): an export written with `write_export`."""
+    root = tmp_path / "export"
+    return root, write_export(root)
+
+
+@pytest.fixture
+def server(export_dir):
+    """The local model server, answering the export's items by `policy_for`."""
+    _, records = export_dir
+    server = ModelServer(policy=policy_for(records)).start()
+    yield server
+    server.stop()

@@ -21,24 +21,11 @@ from annotator.models import Job, JobTask, ModelEndpoint, ModelEvaluation, Model
 from subtlebench.errors import Conflict, Forbidden, Invalid
 from tests.factories import make_pair
 from tests.model_server import ModelServer
-from tests.modeleval_fixtures import policy_for, predicted_accuracy, write_export
+from tests.modeleval_fixtures import *  # noqa: F403 (fixtures: export_dir, server)
+from tests.modeleval_fixtures import policy_for, predicted_accuracy
 
 KEY_ENV = "SUBTLEBENCH_MODEL_KEY_TEST"
 KEY = "sk-test-8c1f0e4d2b7a9c3e5f6a1b2c"
-
-
-@pytest.fixture
-def export_dir(tmp_path):
-    root = tmp_path / "export"
-    return root, write_export(root)
-
-
-@pytest.fixture
-def server(export_dir):
-    _, records = export_dir
-    server = ModelServer(policy=policy_for(records)).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -16,21 +16,8 @@ from annotator.modeleval.services import endpoint_create, evaluation_run, evalua
 from annotator.models import Job, JobTask, ModelEndpoint
 from subtlebench.errors import Invalid
 from tests.model_server import ModelServer
+from tests.modeleval_fixtures import *  # noqa: F403 (fixtures: export_dir, server)
 from tests.modeleval_fixtures import policy_for, write_export
-
-
-@pytest.fixture
-def export_dir(tmp_path):
-    root = tmp_path / "export"
-    return root, write_export(root)
-
-
-@pytest.fixture
-def server(export_dir):
-    _, records = export_dir
-    server = ModelServer(policy=policy_for(records)).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
