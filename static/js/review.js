@@ -174,7 +174,6 @@
     if (key === "y" && decideBox && !decideBox.hidden) accept();
     else if (key === "n" && decideBox && !decideBox.hidden) open(rejectForm);
     else if (key === "e" && decideBox && !decideBox.hidden) open(correctForm);
-    else if (key === "?") $("keys-dialog").showModal();
     else handled = false;
     if (handled) event.preventDefault();
   });

@@ -635,7 +635,6 @@
     else if (key === "q") { $("question").focus(); $("question").select(); }
     else if (key === "Enter") { $("question").focus(); } // as on the caption page: Enter goes to the text
     else if (key === "x") openSkip(); // deliberate: Esc only ever leaves a field or closes a dialog
-    else if (key === "?") $("keys-dialog").showModal();
     else handled = false;
     if (handled) event.preventDefault();
   });
