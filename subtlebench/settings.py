@@ -454,6 +454,8 @@ CAPTION_NEAR_DUPLICATE_SCAN = envint("CAPTION_NEAR_DUPLICATE_SCAN", "2000")
 # active model's refuses to embed.
 DINOV3_DEVICE = os.getenv("DINOV3_DEVICE", "cpu")
 DINOV3_DECODE_THREADS = envint("DINOV3_DECODE_THREADS", "0")  # 0: one per CPU core but one
+# Seconds one image's read and decode may take before it fails alone (a hung mount or object store).
+DINOV3_DECODE_TIMEOUT = envint("DINOV3_DECODE_TIMEOUT", "60")
 # Beat queues a catch-up of pending embeddings and stale pairs this often (0: never).
 SIMILARITY_CATCH_UP_MINUTES = envint("SIMILARITY_CATCH_UP_MINUTES", "10")
 if SIMILARITY_CATCH_UP_MINUTES:

@@ -12,9 +12,11 @@ import functools
 import io
 import logging
 import os
+import stat
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,7 +67,7 @@ def decode_image(source: Source, image_size: int) -> np.ndarray:
     if callable(source):
         source = source()
     if isinstance(source, str | os.PathLike):
-        source = Path(source).read_bytes()
+        source = read_regular_file(source)
     if source[:2] == b"\xff\xd8":
         try:
             return simplejpeg.decode_jpeg(source, colorspace="RGB", min_height=image_size, min_width=image_size)
@@ -76,6 +78,27 @@ def decode_image(source: Source, image_size: int) -> np.ndarray:
         if picture.mode != "RGB":
             picture = picture.convert("RGB")
         return np.asarray(picture)
+
+
+def read_regular_file(path: str | os.PathLike) -> bytes:
+    """The bytes of a regular file. Anything else at the path (a named pipe, a device, a socket) is refused at
+    once: opening a pipe for reading would wait for a writer forever, and the embedding transaction with it."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a pipe opens at once instead of waiting for a writer
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(f"{os.fspath(path)} is not a regular file ({file_kind(mode)})")
+        os.set_blocking(descriptor, True)
+        with os.fdopen(descriptor, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(descriptor)
+
+
+def file_kind(mode: int) -> str:
+    kinds = [(stat.S_ISFIFO, "a named pipe"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket")]
+    kinds += [(stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")]
+    return next((name for test, name in kinds if test(mode)), "not a file")
 
 
 @functools.cache
@@ -171,6 +194,7 @@ class Embedder:
         prefetch: int = 2,
         oom_above: int | None = None,
         compile: bool | None = None,
+        decode_timeout: float = 60.0,
     ):
         self.model = model
         parameter = next(model.parameters())
@@ -183,6 +207,8 @@ class Embedder:
         self.decode_threads = decode_threads or max(1, (os.cpu_count() or 2) - 1)
         self.prefetch = max(1, prefetch)
         self.oom_above = oom_above
+        self.decode_timeout = decode_timeout
+        self.abandoned = 0  # decode threads left hanging in a read, over this embedder's life
         self.dim = model.config.hidden_size
         self._copy_stream = torch.cuda.Stream(self.device) if self.cuda else None
         # On CUDA the forward pass is compiled (fused kernels: ~1.65x the eager ViT-L/16 rate on an H200). The
@@ -245,7 +271,14 @@ class Embedder:
         by_shape: dict[tuple[int, ...], list[tuple[int, np.ndarray]]] = {}
         failures: dict[int, str] = {}
         for offset, future in enumerate(decoded):
-            result = future.result()
+            # An image whose read never returns (a hung network mount, a stuck object store) fails alone after
+            # the deadline: its thread is abandoned, the batch and the transaction around it go on.
+            try:
+                result = future.result(timeout=self.decode_timeout)
+            except FutureTimeout:
+                future.cancel()
+                self.abandoned += 1
+                result = f"reading the image took longer than {self.decode_timeout:g} s; left behind"
             if isinstance(result, str):
                 failures[start + offset] = result
             else:
@@ -301,10 +334,11 @@ class Embedder:
         starts = list(range(0, len(sources), self.batch_size))
         if not starts:
             return
-        with (
-            ThreadPoolExecutor(self.decode_threads, thread_name_prefix="decode") as decoders,
-            ThreadPoolExecutor(1, thread_name_prefix="collate") as collator,
-        ):
+        # Not `with`: its exit would wait for a decode thread that hangs in a read; a fresh pool per call, closed
+        # without waiting, leaves such a thread behind instead of the worker.
+        decoders = ThreadPoolExecutor(self.decode_threads, thread_name_prefix="decode")
+        collator = ThreadPoolExecutor(1, thread_name_prefix="collate")
+        try:
             queued: deque[Future] = deque()
 
             def queue(start: int) -> None:
@@ -331,3 +365,6 @@ class Embedder:
                 running = current
             if running is not None:
                 yield self._finish(running)
+        finally:
+            collator.shutdown(wait=self.abandoned == 0, cancel_futures=True)
+            decoders.shutdown(wait=self.abandoned == 0, cancel_futures=True)

@@ -232,6 +232,7 @@ def worker_embedder(model: EmbeddingModel):
             image_size=model.image_size,
             batch_size=settings.DINOV3_BATCH_SIZE,
             decode_threads=settings.DINOV3_DECODE_THREADS or None,
+            decode_timeout=settings.DINOV3_DECODE_TIMEOUT,
         )
     return _embedders[key]
 
@@ -583,7 +584,7 @@ def embeddings_compute(
     score the pairs that became computable. Each chunk commits on its own, so a crash loses at most one chunk and
     a re-run picks up where this one stopped (its progress goes on from what was counted: nothing twice).
 
-    Workers never embed an image twice: each chunk's images are locked (FOR UPDATE SKIP LOCKED) while they are
+    Workers never embed an image twice: each chunk's images are locked (FOR NO KEY UPDATE SKIP LOCKED) while they are
     embedded; images another worker holds are left to it, waited for at the end, and counted as done here.
     `run` (a claimed unit, annotator.jobs.services.JobRun) beats the heartbeat and stops a cancelled job.
 
@@ -648,10 +649,14 @@ def embeddings_compute(
 
 def _embed_chunk(ids: list[int], fingerprint: str, embedder, progress, counts: dict, *, wait: bool) -> list[int]:
     """Lock the chunk's images still pending (skipping those another worker holds, unless `wait`), embed and store
-    them in one transaction, and count the whole chunk once. Returns the ids left to another worker."""
+    them in one transaction, and count the whole chunk once. Returns the ids left to another worker.
+
+    The lock is FOR NO KEY UPDATE: it keeps a second embedder off these images, but never blocks a pair or any
+    other row that only references them (their FOR KEY SHARE checks). Reads have a deadline (DINOV3_DECODE_TIMEOUT)
+    and a pipe or device in place of a file is refused, so the transaction always ends."""
     with transaction.atomic():
         rows = Image.objects.filter(pk__in=ids).order_by("pk")
-        rows = rows.select_for_update() if wait else rows.select_for_update(skip_locked=True)
+        rows = rows.select_for_update(no_key=True, skip_locked=not wait)
         locked = {image.pk: image for image in rows}
         done = set(
             ImageEmbedding.objects.filter(

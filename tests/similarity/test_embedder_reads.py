@@ -1,0 +1,110 @@
+"""Reads that never return cannot hold an embedding job, nor the rows it locks: a pipe in place of a frame fails at
+once, a hung read fails after its deadline, and a pair can reference an image while that image is being embedded."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import psycopg
+import pytest
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.db import connection
+
+from annotator.models import ImageEmbedding, Job, Pair
+from annotator.similarity.services import embedding_job_create, embeddings_compute
+from tests import similarity_fixtures
+from tests.factories import make_image
+
+dinov3 = similarity_fixtures.dinov3
+
+pytestmark = pytest.mark.django_db
+
+
+def stored(ids):
+    rows = ImageEmbedding.objects.filter(image_id__in=ids, vector__isnull=False)
+    return {row.image_id for row in rows}
+
+
+def test_a_named_pipe_in_place_of_a_frame_fails_alone_at_once_and_the_rest_embed(dinov3):
+    images = [make_image(shift=i) for i in range(3)]
+    piped = images[1]
+    path = default_storage.path(piped.file.name)
+    os.unlink(path)
+    os.mkfifo(path)  # opening it to read would wait for a writer forever
+
+    job = embeddings_compute(job=embedding_job_create(title="test"), image_ids=[image.pk for image in images])
+
+    assert job.status == Job.Status.SUCCEEDED
+    [error] = job.errors
+    assert f"image {piped.pk}" in error and "is not a regular file (a named pipe)" in error
+    assert stored([image.pk for image in images]) == {images[0].pk, images[2].pk}
+    assert "named pipe" in ImageEmbedding.objects.get(image=piped).error
+
+
+def test_a_read_that_never_returns_fails_after_its_deadline_and_the_batch_goes_on(dinov3):
+    from annotator.similarity.embedder import Embedder
+
+    images = [make_image(shift=i) for i in range(2)]
+    paths = [default_storage.path(image.file.name) for image in images]
+    released = threading.Event()
+
+    def hung_read():
+        released.wait()  # a network mount that stopped answering
+        return b""
+
+    embedder = Embedder.load(dinov3, batch_size=3, decode_threads=2, decode_timeout=0.5)
+    try:
+        batches = list(embedder.embed([paths[0], hung_read, paths[1]]))
+    finally:
+        released.set()  # the abandoned thread ends with the test
+
+    [batch] = batches
+    assert batch.indices == [0, 2]
+    assert batch.vectors.shape == (2, 64) and np.isfinite(batch.vectors).all()
+    assert set(batch.failures) == {1}
+    assert "took longer than 0.5 s" in batch.failures[1]
+    assert embedder.abandoned == 1
+
+
+class InsertsAPairMidway:
+    """An embedder that, while the job holds its chunk's images, makes a pair on one of them from another
+    connection (another process would), as `seed_demo` does beside a running worker."""
+
+    def __init__(self, image_1, image_2):
+        self.image_1, self.image_2 = image_1, image_2
+        self.outcome = None
+
+    def embed(self, sources):
+        params = connection.get_connection_params()
+        with psycopg.connect(**params, autocommit=True) as other:
+            other.execute("SET lock_timeout = '10s'")
+            try:
+                other.execute(
+                    "INSERT INTO annotator_pair (image_1_id, image_2_id, category, domain, source, source_id, "
+                    "group_key, raw_folder, question, answer, distractors, regions, similarity_model, "
+                    "similarity_override_reason, status, version, created, updated, swapped, "
+                    "excluded_from_studies, export_split) VALUES (%s, %s, 'state', 'natural', 'yt8m', 'midway', "
+                    "'', '', '', '', '[]', '[]', '', '', 'draft', 1, now(), now(), false, false, '')",
+                    (self.image_1.pk, self.image_2.pk),
+                )
+                self.outcome = "inserted"
+            except psycopg.errors.LockNotAvailable:
+                self.outcome = "blocked by the embedding transaction's lock"
+        yield from ()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_image_being_embedded_does_not_block_a_pair_that_references_it(dinov3):
+    assert settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+    images = [make_image(shift=i) for i in range(2)]
+    embedder = InsertsAPairMidway(*images)
+
+    embeddings_compute(
+        job=embedding_job_create(title="test"), image_ids=[image.pk for image in images], embedder=embedder
+    )
+
+    assert embedder.outcome == "inserted"
+    assert Pair.objects.filter(source_id="midway", image_1=images[0]).exists()
