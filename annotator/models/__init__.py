@@ -10,6 +10,7 @@ from annotator.models.captions import (
     CaptionTask,
     CaptionTaskQuerySet,
 )
+from annotator.models.collections import Collection, PairCandidate, PairCandidateQuerySet
 from annotator.models.jobs import Job, JobCancelled, JobItem, JobTask
 from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.modeleval import ModelEndpoint, ModelEvaluation, ModelItemResult
@@ -32,6 +33,7 @@ __all__ = [
     "CaptionTask",
     "CaptionTaskQuerySet",
     "Category",
+    "Collection",
     "Domain",
     "DoubleReview",
     "EmbeddingModel",
@@ -48,6 +50,8 @@ __all__ = [
     "ModelEvaluation",
     "ModelItemResult",
     "Pair",
+    "PairCandidate",
+    "PairCandidateQuerySet",
     "PairDraft",
     "PairQuerySet",
     "Release",

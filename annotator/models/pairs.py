@@ -10,6 +10,7 @@ from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.utils import timezone
 
+from annotator.models.collections import regions_validator
 from annotator.models.similarity import NO_ACTIVE_MODEL, EmbeddingModel
 from annotator.models.taxonomy import Category, Domain
 from annotator.models.videos import Image, Video
@@ -183,6 +184,9 @@ class Pair(models.Model):
         blank=True, max_length=SHORT_TEXT_MAX, validators=text_validators(SHORT_TEXT_MAX, lines="single")
     )
     distractors = models.JSONField(default=list, blank=True, validators=[options_validator])
+    # Where the two images differ: boxes on image 1 and/or 2 (benchmark/regions.py); exported in the provenance
+    # sidecar only, never in the official records.
+    regions = models.JSONField(default=list, blank=True, validators=[regions_validator])
     similarity = models.FloatField(null=True, blank=True)
     similarity_model = models.CharField(max_length=200, blank=True, help_text="Fingerprint of the model.")
     similarity_override_reason = models.TextField(blank=True, max_length=NOTE_MAX, validators=text_validators(NOTE_MAX))

@@ -132,6 +132,10 @@ class Image(models.Model):
     source = models.CharField(max_length=50, help_text="Dataset source, e.g. yt8m.")
     original_name = models.CharField(max_length=500, blank=True)
     sha256 = models.CharField(max_length=64, blank=True, db_index=True)
+    # Image collections (issue 27): the collection a standalone image was imported into, and its class there (an
+    # MVTec-AD object class, a change-detection scene), which pair mining can keep candidates within.
+    collection = models.ForeignKey("annotator.Collection", models.PROTECT, null=True, blank=True, related_name="images")
+    label = models.CharField(max_length=100, blank=True, help_text="Its class in the collection, e.g. an MVTec class.")
     created = models.DateTimeField(default=timezone.now)
 
     def __str__(self):

@@ -1,0 +1,127 @@
+"""Difference regions: boxes marking where two images of a pair differ.
+
+A region is a dict `{"image": 1 or 2, "x": int, "y": int, "w": int, "h": int}` in pixels of that image (its
+original size, origin at the top left), with an optional short `label`. A pair holds a list of them (at most
+`MAX_REGIONS`); the official records never carry them, the provenance sidecar of an export does. Annotators draw
+them, imports make them from masks (MVTec-AD `ground_truth/`, change-detection `label/`), the synthetic generator
+knows them by construction, and model evaluation's highlight strategy draws them on the images.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+MAX_REGIONS = 20
+LABEL_MAX = 100
+KEYS = {"image", "x", "y", "w", "h"}
+OPTIONAL_KEYS = {"label"}
+
+
+class RegionError(ValueError):
+    """A region list that breaks the contract; the message names the region (1-based) and the field."""
+
+
+def validate_regions(regions, sizes: Mapping[int, tuple[int, int]] | None = None) -> list[dict]:
+    """The regions in their canonical form (keys in a fixed order, ints), or RegionError saying which region and
+    field is wrong. `sizes`: {1: (width, height), 2: (width, height)} of the pair's images, to check that every box
+    lies inside its image; None skips that check."""
+    if regions is None:
+        return []
+    if not isinstance(regions, list):
+        raise RegionError("regions must be a list of boxes.")
+    if len(regions) > MAX_REGIONS:
+        raise RegionError(f"at most {MAX_REGIONS} regions per pair, got {len(regions)}.")
+    clean = []
+    for number, region in enumerate(regions, start=1):
+        where = f"region {number}"
+        if not isinstance(region, dict):
+            raise RegionError(f"{where}: must be an object with image, x, y, w and h.")
+        missing = sorted(KEYS - region.keys())
+        if missing:
+            raise RegionError(f"{where}: {', '.join(missing)} missing.")
+        unknown = sorted(region.keys() - KEYS - OPTIONAL_KEYS)
+        if unknown:
+            raise RegionError(f"{where}: unknown field {', '.join(unknown)}.")
+        for key in ("image", "x", "y", "w", "h"):
+            value = region[key]
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise RegionError(f"{where}: {key} must be a whole number of pixels, got {value!r}.")
+        if region["image"] not in (1, 2):
+            raise RegionError(f"{where}: image must be 1 or 2, got {region['image']}.")
+        if region["x"] < 0 or region["y"] < 0:
+            raise RegionError(f"{where}: x and y must be 0 or more.")
+        if region["w"] < 1 or region["h"] < 1:
+            raise RegionError(f"{where}: w and h must be at least 1 pixel.")
+        if sizes is not None and region["image"] in sizes:
+            width, height = sizes[region["image"]]
+            if region["x"] + region["w"] > width or region["y"] + region["h"] > height:
+                raise RegionError(
+                    f"{where}: the box ({region['x']}, {region['y']}, {region['w']}×{region['h']}) runs outside "
+                    f"image {region['image']} ({width}×{height})."
+                )
+        box = {key: region[key] for key in ("image", "x", "y", "w", "h")}
+        label = region.get("label")
+        if label not in (None, ""):
+            if not isinstance(label, str) or len(label) > LABEL_MAX or "\n" in label:
+                raise RegionError(f"{where}: label must be one line of at most {LABEL_MAX} characters.")
+            box["label"] = label
+        clean.append(box)
+    return clean
+
+
+def boxes_from_mask(mask, *, image: int, min_pixels: int = 1, max_boxes: int = MAX_REGIONS) -> list[dict]:
+    """The bounding boxes of the connected parts (8-connected) of a mask's nonzero pixels, for image 1 or 2:
+    largest first (ties by position, so the order is fixed), parts smaller than `min_pixels` left out, at most
+    `max_boxes` (the smallest are merged into one box around them all rather than dropped)."""
+    array = np.asarray(mask)
+    if array.ndim == 3:
+        array = array.max(axis=2)
+    foreground = array > 0
+    seen = np.zeros_like(foreground, dtype=bool)
+    height, width = foreground.shape
+    parts = []  # (pixels, y0, x0, y1, x1)
+    for start_y, start_x in zip(*np.nonzero(foreground), strict=True):
+        if seen[start_y, start_x]:
+            continue
+        seen[start_y, start_x] = True
+        stack = [(int(start_y), int(start_x))]
+        pixels, y0, x0, y1, x1 = 0, height, width, -1, -1
+        while stack:
+            y, x = stack.pop()
+            pixels += 1
+            y0, x0, y1, x1 = min(y0, y), min(x0, x), max(y1, y), max(x1, x)
+            for ny in (y - 1, y, y + 1):
+                if ny < 0 or ny >= height:
+                    continue
+                for nx in (x - 1, x, x + 1):
+                    if 0 <= nx < width and foreground[ny, nx] and not seen[ny, nx]:
+                        seen[ny, nx] = True
+                        stack.append((ny, nx))
+        if pixels >= min_pixels:
+            parts.append((pixels, y0, x0, y1, x1))
+    parts.sort(key=lambda part: (-part[0], part[1], part[2]))
+    if len(parts) > max_boxes:
+        rest = parts[max_boxes - 1 :]
+        merged = (
+            sum(part[0] for part in rest),
+            min(part[1] for part in rest),
+            min(part[2] for part in rest),
+            max(part[3] for part in rest),
+            max(part[4] for part in rest),
+        )
+        parts = [*parts[: max_boxes - 1], merged]
+    return [{"image": image, "x": x0, "y": y0, "w": x1 - x0 + 1, "h": y1 - y0 + 1} for _, y0, x0, y1, x1 in parts]
+
+
+def union_box(regions: Iterable[Mapping], image: int) -> dict | None:
+    """One box around all regions on image 1 or 2, or None when it has none."""
+    boxes = [region for region in regions if region["image"] == image]
+    if not boxes:
+        return None
+    x0 = min(box["x"] for box in boxes)
+    y0 = min(box["y"] for box in boxes)
+    x1 = max(box["x"] + box["w"] for box in boxes)
+    y1 = max(box["y"] + box["h"] for box in boxes)
+    return {"image": image, "x": x0, "y": y0, "w": x1 - x0, "h": y1 - y0}
