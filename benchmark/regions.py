@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-import numpy as np
-
 MAX_REGIONS = 20
 LABEL_MAX = 100
 KEYS = {"image", "x", "y", "w", "h"}
@@ -74,31 +72,30 @@ def validate_regions(regions, sizes: Mapping[int, tuple[int, int]] | None = None
 def boxes_from_mask(mask, *, image: int, min_pixels: int = 1, max_boxes: int = MAX_REGIONS) -> list[dict]:
     """The bounding boxes of the connected parts (8-connected) of a mask's nonzero pixels, for image 1 or 2:
     largest first (ties by position, so the order is fixed), parts smaller than `min_pixels` left out, at most
-    `max_boxes` (the smallest are merged into one box around them all rather than dropped)."""
-    array = np.asarray(mask)
-    if array.ndim == 3:
-        array = array.max(axis=2)
-    foreground = array > 0
-    seen = np.zeros_like(foreground, dtype=bool)
-    height, width = foreground.shape
+    `max_boxes` (the smallest are merged into one box around them all rather than dropped). `mask`: rows of
+    pixel values (a list of lists, or an array: anything with `tolist()`); a pixel that is itself a sequence (RGB)
+    counts when any channel is nonzero."""
+    rows = mask.tolist() if hasattr(mask, "tolist") else mask
+    foreground = set()
+    for y, row in enumerate(rows):
+        for x, value in enumerate(row):
+            if (max(value) if isinstance(value, list | tuple) else value) > 0:
+                foreground.add((y, x))
     parts = []  # (pixels, y0, x0, y1, x1)
-    for start_y, start_x in zip(*np.nonzero(foreground), strict=True):
-        if seen[start_y, start_x]:
+    for start in sorted(foreground):
+        if start not in foreground:
             continue
-        seen[start_y, start_x] = True
-        stack = [(int(start_y), int(start_x))]
-        pixels, y0, x0, y1, x1 = 0, height, width, -1, -1
+        foreground.discard(start)
+        stack = [start]
+        pixels, y0, x0, y1, x1 = 0, start[0], start[1], start[0], start[1]
         while stack:
             y, x = stack.pop()
             pixels += 1
             y0, x0, y1, x1 = min(y0, y), min(x0, x), max(y1, y), max(x1, x)
-            for ny in (y - 1, y, y + 1):
-                if ny < 0 or ny >= height:
-                    continue
-                for nx in (x - 1, x, x + 1):
-                    if 0 <= nx < width and foreground[ny, nx] and not seen[ny, nx]:
-                        seen[ny, nx] = True
-                        stack.append((ny, nx))
+            for neighbour in ((y + dy, x + dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1)):
+                if neighbour in foreground:
+                    foreground.discard(neighbour)
+                    stack.append(neighbour)
         if pixels >= min_pixels:
             parts.append((pixels, y0, x0, y1, x1))
     parts.sort(key=lambda part: (-part[0], part[1], part[2]))
