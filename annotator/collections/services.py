@@ -276,6 +276,8 @@ def _write(root, plan: Plan, checks, *, name, domain, layout, source, job) -> di
     saved: list[str] = []
     counts = {"images": 0, "images_new": 0, "candidates": 0, "pairs": 0, "already": 0, "left_out": 0}
     now = timezone.now()
+    if not checks:
+        return counts  # no image could be read: no collection is made either
     try:
         with transaction.atomic():
             collection, _ = Collection.objects.get_or_create(

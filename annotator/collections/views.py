@@ -71,6 +71,13 @@ def collection_import_view(request):
 
 
 @role_required(ANNOTATOR)
+@require_GET
+def candidate_queue(request):
+    """The work page's part on candidate pairs (loaded by htmx): the one held, how many wait, drafts and skips."""
+    return render(request, "collections/_work_candidates.html", authoring.candidate_work_context(request.user))
+
+
+@role_required(ANNOTATOR)
 @post_only("picking-work")
 def candidate_next(request):
     """Ask for a candidate pair to author, and open it."""

@@ -16,7 +16,6 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotator.collections.authoring import candidate_work_context
 from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, PairDraft, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from annotator.picking.questions import CATEGORY_KEYS, template_table
@@ -83,8 +82,6 @@ def work(request):
         "counts": counts,
         "waiting": waiting,
         "skipped": skipped,
-        # Image collections (issue 27): the candidate pairs to author, beside the videos.
-        **candidate_work_context(request.user),
     }
     return render(request, "picking/work.html", context)
 

@@ -145,7 +145,8 @@ def test_reviewed_and_exported_the_pair_keeps_its_domain_and_its_regions_in_the_
 
 
 def test_the_work_page_offers_candidates_beside_videos(levir, client_for, annotator):
-    page = client_for(annotator).get("/work/")
+    assert b'hx-get="/work/candidates/"' in client_for(annotator).get("/work/").content
+    page = client_for(annotator).get("/work/candidates/")
     assert page.status_code == 200
     assert b"2 candidate pairs from image collections" in page.content and b'id="ask-for-candidate"' in page.content
     response = client_for(annotator).post("/work/candidates/next/")
