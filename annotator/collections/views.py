@@ -157,7 +157,8 @@ def candidate_workbench(request, candidate_id: int):
         "frames": frames,
         "pairs": pairs,
         # Frames A and B are the two images from the start: the annotator writes the question.
-        "draft": draft.state or {"a": 0, "b": 1, "cursor": 1, "category": candidate.category},
+        "draft": draft.state,
+        "start": {"a": 0, "b": 1, "cursor": 1, "category": candidate.category},
         "draft_version": draft.version,
         "templates": template_table(),
         "categories": list(Category.values),

@@ -23,7 +23,8 @@
     cursor: 0, a: null, b: null, category: "", question: "", answer: "", distractors: [""],
     answer_frame: "", client_key: newKey(), pair: null, version: null,
   });
-  const state = Object.assign(blank(), config.draft || {});
+  // `start`: where a page without a draft begins (a candidate pair: its two images as A and B).
+  const state = Object.assign(blank(), config.start || {}, config.draft || {});
   if (!Array.isArray(state.distractors) || !state.distractors.length) state.distractors = [""];
   state.cursor = Math.min(Math.max(0, state.cursor | 0), Math.max(0, frames.length - 1));
 
@@ -47,6 +48,8 @@
   const frameAt = (index) => (index === null || index === undefined ? null : frames[position.get(index)]);
   const template = () => config.templates[state.category] || null;
   const seconds = (t) => `${t.toFixed(3)} s`;
+  // A frame by its index and time; a candidate pair's image by its file name (it has no time).
+  const frameName = (frame) => (frame.name ? frame.name : `#${frame.i} · ${seconds(frame.t)}`);
 
   /* --- Filmstrip: one strip of light buttons, images lazy-loaded by the browser as they scroll in. --- */
   const strip = $("filmstrip");
@@ -58,7 +61,7 @@
       thumb.type = "button";
       thumb.className = "thumb";
       thumb.dataset.pos = i;
-      thumb.title = `#${frame.i} · ${seconds(frame.t)}`;
+      thumb.title = frameName(frame);
       thumb.innerHTML = `<img loading="lazy" decoding="async" alt="" src="${frame.th}"><span>${frame.i}</span>`;
       fragment.appendChild(thumb);
       thumbs.push(thumb);
@@ -90,7 +93,7 @@
       }
     }
     const frame = frames[state.cursor];
-    $("cursor-label").textContent = frame ? `#${frame.i} · ${seconds(frame.t)} · ${state.cursor + 1}/${frames.length}` : "no frames";
+    $("cursor-label").textContent = frame ? `${frameName(frame)} · ${state.cursor + 1}/${frames.length}` : "no frames";
   }
 
   /* --- Viewers (static/js/compare.js): an unset slot previews the cursor. The strip shows thumbnails, the
@@ -106,7 +109,7 @@
         src: frameShown.src,
         preview: !frame,
         label: frame
-          ? `#${frame.i} · ${seconds(frame.t)}`
+          ? frameName(frame)
           : `cursor #${cursor ? cursor.i : "–"} · press <kbd>${slot}</kbd> to set`,
       };
     }
@@ -114,6 +117,7 @@
     const a = frameAt(state.a);
     const b = frameAt(state.b);
     $("gap").textContent = a && b ? `Δ ${seconds(Math.abs(b.t - a.t))}` : "Δ –";
+    $("gap").hidden = config.kind === "candidate";
   }
 
   /* --- Similarity of A and B, and the suggestions (both from the similarity API; pending until it exists). --- */
