@@ -205,3 +205,28 @@ def test_the_collections_page_imports_through_a_job(tmp_path, client_for, coordi
     assert b"does not exist" in refused.content
     page = client.get("/collections/")
     assert page.status_code == 200 and b"Recent imports" in page.content
+
+
+def test_a_returned_pair_is_fixed_from_its_candidate(levir, annotator, reviewer):
+    candidate = authoring.candidate_lease_next(user=annotator)
+    fields = {"category": "existence", "answer": "a building", "distractors": ["a pool"]}
+    pair, _ = authoring.candidate_submit(
+        user=annotator, candidate=candidate, question="Which thing appeared by the road?", client_key=key(), **fields
+    )
+    Pair.objects.filter(pk=pair.pk).update(similarity=0.9, similarity_model=current_fingerprint())
+    picking.pair_review(pair=pair, reviewer=reviewer, decision="reject", version=pair.version, reason="Say where.")
+    candidate.refresh_from_db()
+
+    fixed, created = authoring.candidate_submit(
+        user=annotator,
+        candidate=candidate,
+        question="Which building appeared by the road on the left?",
+        client_key=key(),
+        pair_id=pair.pk,
+        version=pair.version,
+        **fields,
+    )
+
+    assert not created and fixed.pk == pair.pk and fixed.version == pair.version + 1
+    assert (fixed.status, fixed.question) == ("submitted", "Which building appeared by the road on the left?")
+    assert fixed.regions == [{"image": 2, "x": 10, "y": 4, "w": 10, "h": 8}] and Pair.objects.count() == 1
