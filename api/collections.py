@@ -43,7 +43,7 @@ class CollectionImportInputSerializer(serializers.Serializer):
         1000, lines="single", help_text="A folder or CSV/JSONL manifest inside IMPORT_ROOTS, or s3://bucket/prefix."
     )
     name = serializers.SlugField(max_length=50, help_text="The collection's source name, e.g. mvtec.")
-    domain = serializers.ChoiceField(choices=Domain.values)
+    domain = serializers.ChoiceField(choices=Domain.choices)
     layout = serializers.ChoiceField(choices=["auto", *Collection.Layout.values], default="auto")
 
 
