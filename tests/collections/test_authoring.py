@@ -230,3 +230,13 @@ def test_a_returned_pair_is_fixed_from_its_candidate(levir, annotator, reviewer)
     assert not created and fixed.pk == pair.pk and fixed.version == pair.version + 1
     assert (fixed.status, fixed.question) == ("submitted", "Which building appeared by the road on the left?")
     assert fixed.regions == [{"image": 2, "x": 10, "y": 4, "w": 10, "h": 8}] and Pair.objects.count() == 1
+
+
+def test_the_home_page_counts_the_pairs_to_author_and_ignores_candidate_drafts(levir, client_for, annotator):
+    candidate = authoring.candidate_lease_next(user=annotator)
+    picking.pair_draft_save(candidate=candidate, user=annotator, state={"question": "half"}, version=0)
+    page = client_for(annotator).get("/")
+    assert page.status_code == 200
+    assert page.context["waiting"]["counts"]["pairs_to_author"] == 1  # the other one; alice holds the first
+    assert page.context["waiting"]["draft"] is None  # a draft on a candidate is on the work page, not a video's
+    assert b'id="count-pairs-to-author"' in page.content
