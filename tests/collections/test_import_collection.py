@@ -198,3 +198,42 @@ def test_the_command_reports_problems_and_counts(tmp_path, capsys):
     assert "4 images (4 new), 2 candidate pairs, 0 pairs for review" in out
     with pytest.raises(CommandError, match="exists with the domain aerial"):
         call_command("import_collection", str(root), "--name", "levir_cd", "--domain", "medical")
+
+
+def test_a_csv_pair_list_reads_distractor_columns_and_names_bad_rows(tmp_path):
+    root = tmp_path / "edits"
+    for number in range(1, 4):
+        picture(root / f"{number}.png", 20 + number)
+    (root / "pairs.csv").write_text(
+        "image_1,image_2,category,question,answer,distractor_1,distractor_2\n"
+        "1.png,2.png,attribute,What changed about the left cup?,its colour,its size,its handle\n"
+        "1.png,3.png,,,,,\n"
+        "2.png,missing.png,,,,,\n"
+        "1.png,1.png,,,,,\n"
+    )
+
+    job = collection_import(source=str(root / "pairs.csv"), name="edits", domain="synthetic", sync=True)
+
+    assert job.errors == [
+        "pairs.csv:4, field image_2: missing.png is missing",
+        "pairs.csv:5: image_1 and image_2 are the same file (1.png)",
+    ]
+    assert Pair.objects.get().distractors == ["its size", "its handle"]
+    assert PairCandidate.objects.get().source_id == "1_3"
+
+
+def test_a_manifest_of_plain_images_imports_them_with_labels_and_no_pairs(tmp_path):
+    root = tmp_path / "scans"
+    picture(root / "a.png", 10)
+    picture(root / "b.png", 20)
+    (root / "images.csv").write_text("path,label\na.png,lung\nb.png,lung\na.png,lung\n")
+
+    job = collection_import(source=str(root / "images.csv"), name="scans", domain="medical", sync=True)
+
+    assert (job.status, job.result["layout"], job.errors) == (
+        "succeeded",
+        "manifest",
+        ["images.csv:4, field path: a.png already appears on line 2"],
+    )
+    assert sorted(Image.objects.values_list("original_name", "label")) == [("a.png", "lung"), ("b.png", "lung")]
+    assert not PairCandidate.objects.exists() and Collection.objects.get().domain == "medical"
