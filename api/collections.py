@@ -11,10 +11,12 @@ from rest_framework.response import Response
 
 from annotator.collections import authoring
 from annotator.collections.services import collection_import
+from annotator.jobs.services import clean_idempotency_key
 from annotator.models import CandidateSkip, Category, Collection, Domain, PairCandidate
 from annotator.picking import services as picking
 from api.errors import error_responses
 from api.fields import ID_MAX, free_text, whole_number
+from api.jobs import IDEMPOTENCY_KEY
 from api.picking import PairDraftSerializer, PairDraftStateSerializer, PairSubmitOutputSerializer
 from api.server_paths import CoordinatorOnlyPaths
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
@@ -54,16 +56,18 @@ class CollectionImportOutputSerializer(serializers.Serializer):
 
 @extend_schema(
     request=CollectionImportInputSerializer,
+    parameters=[IDEMPOTENCY_KEY],
     responses={202: CollectionImportOutputSerializer, **error_responses(400, 403)},
 )
 @api_view(["POST"])
 @permission_classes([HasRole.of(COORDINATOR)])
 def collection_import_api(request):
     """Start the import of a collection; a worker runs it. Follow it at /api/jobs/<job_id>/: its `errors` list each
-    bad file or row, by file and line."""
+    bad file or row, by file and line. An `Idempotency-Key` header makes a retry answer the first request's job."""
     data = CollectionImportInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    job = collection_import(**data.validated_data, created_by=request.user)
+    key = clean_idempotency_key(request.headers.get("Idempotency-Key"))
+    job = collection_import(**data.validated_data, created_by=request.user, idempotency_key=key)
     output = {"job_id": job.pk, "job_url": request.build_absolute_uri(f"/api/jobs/{job.pk}/")}
     return Response(CollectionImportOutputSerializer(output).data, status=status.HTTP_202_ACCEPTED)
 

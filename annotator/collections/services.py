@@ -23,7 +23,7 @@ from django.utils import timezone
 from annotator.collections.layouts import Plan, PlannedPair, detect_layout, read_plan
 from annotator.export.format import IMAGE_FORMATS, ImageCheck, ScratchSpaceError, allowed_roots, inspect_image
 from annotator.jobs.scratch import scratch_folder
-from annotator.jobs.services import JobRun, UnitRef, job_task_add, job_task_claim, job_unit
+from annotator.jobs.services import JobRun, UnitRef, job_create_once, job_task_add, job_task_claim, job_unit
 from annotator.models import Collection, Domain, Image, Job, JobCancelled, Pair, PairCandidate
 from annotator.picking.questions import question_validate
 from annotator.similarity.services import images_queue_embeddings
@@ -73,21 +73,36 @@ def collection_check(*, source: str, name: str, domain: str, layout: str) -> Non
 
 
 def collection_import(
-    *, source: str, name: str, domain: str, layout: str = "auto", created_by=None, sync: bool = False
+    *,
+    source: str,
+    name: str,
+    domain: str,
+    layout: str = "auto",
+    created_by=None,
+    sync: bool = False,
+    idempotency_key: str = "",
 ) -> Job:
-    """Start the import Job of a collection: one unit, run by a Celery task after the commit, or here when `sync`."""
+    """Start the import Job of a collection: one unit, run by a Celery task after the commit, or here when `sync`.
+    The same `idempotency_key` from the same user answers the job it made the first time."""
     collection_check(source=source, name=name, domain=domain, layout=layout)
-    with transaction.atomic():
+
+    @transaction.atomic
+    def create() -> Job:
         job = Job.objects.create(
             kind=Job.Kind.IMPORT,
             title=f"Import collection {name} ({domain}) from {source}",
             created_by=created_by,
+            idempotency_key=idempotency_key,
             result={"collection": name, "source": source, "domain": domain, "layout": layout},
         )
         kwargs = {"job_id": job.pk, "source": source, "name": name, "domain": domain, "layout": layout}
-        unit = job_task_add(job=job, name=IMPORT_TASK, kwargs=kwargs, send=not sync)
-    if sync:
-        collection_import_run(**kwargs, unit=UnitRef(unit.pk, worker="this process"))
+        job_task_add(job=job, name=IMPORT_TASK, kwargs=kwargs, send=not sync)
+        return job
+
+    job, created = job_create_once(create, user=created_by, kind=Job.Kind.IMPORT, key=idempotency_key)
+    if created and sync:
+        unit = job.tasks.get()
+        collection_import_run(**unit.kwargs, unit=UnitRef(unit.pk, worker="this process"))
     job.refresh_from_db()
     return job
 

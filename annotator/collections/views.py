@@ -5,6 +5,8 @@ Changes of the workbench go through the API (api/collections.py), as the video w
 
 from __future__ import annotations
 
+import uuid
+
 from django import forms
 from django.contrib import messages
 from django.core.files.storage import default_storage
@@ -17,6 +19,7 @@ from django.views.decorators.http import require_GET
 
 from annotator.collections import authoring
 from annotator.collections.services import collection_import
+from annotator.jobs.services import clean_idempotency_key
 from annotator.models import CandidateSkip, Category, Collection, Domain, Job, Pair, PairCandidate
 from annotator.picking import services as picking
 from annotator.picking.questions import CATEGORY_KEYS, template_table
@@ -34,6 +37,8 @@ class ImportForm(forms.Form):
     name = forms.SlugField(max_length=50, help_text="The source name its pairs export under, e.g. mvtec.")
     domain = forms.ChoiceField(choices=Domain.choices)
     layout = forms.ChoiceField(choices=[("auto", "recognise it"), *Collection.Layout.choices], initial="auto")
+    # A fresh key per rendered form: a double submit makes one job.
+    idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
 
 
 @role_required(COORDINATOR)
@@ -61,7 +66,9 @@ def collection_import_view(request):
     if not form.is_valid():
         return redirect_refused_form(request, reverse("collection-list"), form)
     try:
-        job = collection_import(**form.cleaned_data, created_by=request.user)
+        fields = dict(form.cleaned_data)
+        key = clean_idempotency_key(fields.pop("idempotency_key"))
+        job = collection_import(**fields, created_by=request.user, idempotency_key=key)
     except Invalid as error:
         return redirect_refused_form(request, reverse("collection-list"), form, error)
     return redirect("job-detail", job_id=job.pk)

@@ -11,7 +11,7 @@ import pytest
 from annotator.collections import authoring
 from annotator.collections.services import collection_import
 from annotator.export.services import ExportOptions, benchmark_export
-from annotator.models import CandidateSkip, Pair, PairCandidate, PairDraft
+from annotator.models import CandidateSkip, Job, Pair, PairCandidate, PairDraft
 from annotator.picking import services as picking
 from annotator.similarity.services import current_fingerprint
 from subtlebench.errors import Conflict, Invalid
@@ -240,3 +240,14 @@ def test_the_home_page_counts_the_pairs_to_author_and_ignores_candidate_drafts(l
     assert page.context["waiting"]["counts"]["pairs_to_author"] == 1  # the other one; alice holds the first
     assert page.context["waiting"]["draft"] is None  # a draft on a candidate is on the work page, not a video's
     assert b'id="count-pairs-to-author"' in page.content
+
+
+def test_the_import_api_answers_the_same_job_for_the_same_idempotency_key(tmp_path, client_for, coordinator):
+    source = levir_folder(tmp_path / "levir")
+    client = client_for(coordinator)
+    body = {"source": str(source), "name": "levir_cd", "domain": "aerial"}
+    first = client.post("/api/collections/import/", body, content_type="application/json", HTTP_IDEMPOTENCY_KEY="k1")
+    again = client.post("/api/collections/import/", body, content_type="application/json", HTTP_IDEMPOTENCY_KEY="k1")
+    assert first.status_code == again.status_code == 202
+    assert first.json()["job_id"] == again.json()["job_id"]
+    assert Job.objects.filter(kind="import").count() == 1
