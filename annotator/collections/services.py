@@ -12,12 +12,15 @@ already is left as it is.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import threading
 from pathlib import Path
 
+from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from annotator.collections.layouts import Plan, PlannedPair, detect_layout, read_plan
@@ -168,8 +171,37 @@ def _import(source, name, domain, layout, *, job, progress) -> tuple[dict, list[
             checks = _inspect(root, plan, thumbnails, progress)
         except ScratchSpaceError as error:
             raise CollectionSourceError(file_error_detail(error.error, what=f"Import of {source}")) from error
-        result = _write(root, plan, checks, name=name, domain=domain, layout=chosen, source=source, job=job)
+        with _beating(progress):
+            result = _write(root, plan, checks, name=name, domain=domain, layout=chosen, source=source, job=job)
     return {**result, "layout": chosen}, plan.problems
+
+
+@contextlib.contextmanager
+def _beating(progress):
+    """Beat the unit's heartbeat from a thread of its own while the one write transaction runs: the thread's own
+    database connection makes each beat visible at once, so the sweeper never takes a long write for a worker that
+    vanished (JOB_STALE_SECONDS) and runs the import a second time beside it."""
+    if not isinstance(progress, JobRun):
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(settings.JOB_HEARTBEAT_SECONDS):
+                progress.beat(force=True)
+        except (JobCancelled, DatabaseError):
+            pass  # the unit was taken over or cancelled, or the database is away: the main thread finds out
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=beat, name="collection-import-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _download_prefix(uri: str, folder: Path) -> Path:

@@ -13,6 +13,7 @@ from django.core.management.base import CommandError
 from annotator.collections.services import CollectionSourceError, collection_import
 from annotator.models import Collection, Image, Job, JobTask, Pair, PairCandidate
 from tests.collection_fixtures import levir_folder, mask, mvtec_folder, picture
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -237,3 +238,28 @@ def test_a_manifest_of_plain_images_imports_them_with_labels_and_no_pairs(tmp_pa
     )
     assert sorted(Image.objects.values_list("original_name", "label")) == [("a.png", "lung"), ("b.png", "lung")]
     assert not PairCandidate.objects.exists() and Collection.objects.get().domain == "medical"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_unit_keeps_beating_while_the_one_write_transaction_runs(tmp_path, monkeypatch, settings):
+    """A long write is never taken for a vanished worker: a thread beats the unit's heartbeat, visible at once."""
+    settings.JOB_HEARTBEAT_SECONDS = 0.05
+    from annotator.collections import services
+
+    real_stored = services._stored
+    seen = []
+
+    def slow_stored(*args, **kwargs):
+        unit = JobTask.objects.get(name=services.IMPORT_TASK)  # read committed: the thread's beats show
+        if not seen:
+            seen.append(unit.heartbeat)
+            # Waits (inside the write transaction) for a beat from the other thread; fails after 30 s without one.
+            seen.append(wait_until(lambda: JobTask.objects.get(pk=unit.pk).heartbeat > seen[0], 30, "a heartbeat"))
+        return real_stored(*args, **kwargs)
+
+    monkeypatch.setattr(services, "_stored", slow_stored)
+    job = collection_import(source=str(levir_folder(tmp_path / "levir")), name="levir_cd", domain="aerial", sync=True)
+
+    assert job.status == "succeeded"
+    assert seen[1] is True
+    assert JobTask.objects.get(name=services.IMPORT_TASK).status == "done"
