@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from annotator.drafts import DraftChanged
 from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
-from annotator.models import Category, DoubleReview, Frame, Pair, PairDraft, Review, Video, VideoSkip
+from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, PairDraft, Review, Video, VideoSkip
 from annotator.models.picking import next_draft_version
 from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
 from annotator.similarity.services import pair_update_similarity
@@ -665,7 +665,14 @@ def overview_figures() -> dict:
         flagged=Count("id", filter=Q(Exists(flagged))),
         leased=Count("id", filter=Video.objects.held_q()),
     )
+    # Image collections (issue 27): the candidate pairs waiting for a question, beside the videos left.
+    candidates = PairCandidate.objects.aggregate(
+        open=Count("id", filter=Q(status=PairCandidate.Status.OPEN)),
+        held=Count("id", filter=Q(status=PairCandidate.Status.OPEN) & PairCandidate.objects.held_q()),
+        authored=Count("id", filter=Q(status=PairCandidate.Status.AUTHORED)),
+    )
     return {
+        "candidates": candidates,
         "categories": categories,
         "domains": domains,
         "grid": grid,

@@ -251,3 +251,10 @@ def test_the_import_api_answers_the_same_job_for_the_same_idempotency_key(tmp_pa
     assert first.status_code == again.status_code == 202
     assert first.json()["job_id"] == again.json()["job_id"]
     assert Job.objects.filter(kind="import").count() == 1
+
+
+def test_the_overview_counts_the_candidate_pairs(levir, client_for, coordinator, annotator):
+    authoring.candidate_lease_next(user=annotator)
+    response = client_for(coordinator).get("/overview/")
+    assert response.context["figures"]["candidates"] == {"open": 2, "held": 1, "authored": 0}
+    assert b'id="pairs-to-author"' in response.content
