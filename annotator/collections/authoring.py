@@ -243,7 +243,6 @@ def candidate_submit(
             pair.image_1, pair.image_2 = first.image, second.image
             pair.category, pair.domain = category, locked.domain
             pair.source, pair.source_id, pair.group_key = locked.source, locked.source_id, locked.group_key
-            pair.raw_folder = locked.source
             pair.regions = regions
             pair.question, pair.answer, pair.distractors = question, answer, distractors
             pair.swapped = swapped

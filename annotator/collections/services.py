@@ -374,7 +374,6 @@ def _write(root, plan: Plan, checks, *, name, domain, layout, source, job) -> di
                         status=Pair.Status.SUBMITTED,
                         author=job.created_by,
                         submitted_at=now,
-                        raw_folder=collection.name,
                         **fields,
                     )
                     counts["pairs"] += 1
