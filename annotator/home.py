@@ -13,6 +13,7 @@ from django.db.models.functions import Coalesce
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from annotator.collections.authoring import candidates_open_to
 from annotator.models import Caption, CaptionTask, DoubleReview, Pair, PairDraft, Review, Target, Video
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role
 
@@ -41,6 +42,7 @@ def home_waiting(user) -> dict:
     if annotator:
         counted["returned"] = Pair.objects.filter(author=user, status=Pair.Status.REJECTED)
         counted["captions_to_write"] = CaptionTask.objects.available_to(user)
+        counted["pairs_to_author"] = candidates_open_to(user)  # image collections' candidate pairs (issue 27)
     if reviewer:
         counted["pairs_to_review"] = Pair.objects.reviewable_by(user)
         counted["captions_to_review"] = Caption.objects.reviewable_by(user)
@@ -50,7 +52,7 @@ def home_waiting(user) -> dict:
     if annotator:
         held_video = Video.objects.held_by(user).first()
         draft = (
-            PairDraft.objects.filter(author=user)
+            PairDraft.objects.filter(author=user, video__isnull=False)  # a video's draft, not a candidate's
             .exclude(video=held_video)
             .select_related("video")
             .order_by("-updated", "-pk")

@@ -2,6 +2,7 @@ from django.urls import path
 
 from annotator import home
 from annotator.captions import views as views_captions
+from annotator.collections import views as views_collections
 from annotator.datamanager import views as views_datamanager
 from annotator.export import views as views_exports
 from annotator.jobs import views as views_jobs
@@ -20,6 +21,18 @@ urlpatterns = [
     path("videos/<int:video_id>/", views_videos.video_detail, name="video-detail"),
     path("videos/<int:video_id>/assign/", views_videos.video_assign_view, name="video-assign"),
     path("videos/<int:video_id>/resample/", views_videos.video_resample_view, name="video-resample"),
+    # Image collections (issue 27): import, and the queue of candidate pairs to author
+    path("collections/", views_collections.collection_list, name="collection-list"),
+    path("collections/import/", views_collections.collection_import_view, name="collection-import"),
+    path("work/candidates/", views_collections.candidate_queue, name="candidate-queue"),
+    path("work/candidates/next/", views_collections.candidate_next, name="candidate-next"),
+    path("work/candidates/<int:candidate_id>/", views_collections.candidate_workbench, name="candidate-workbench"),
+    path(
+        "work/candidates/<int:candidate_id>/draft/",
+        views_collections.candidate_draft_beacon,
+        name="candidate-draft-beacon",
+    ),
+    path("work/candidate-skips/<int:skip_id>/undo/", views_collections.candidate_skip_undo, name="candidate-skip-undo"),
     # Jobs
     path("jobs/", views_jobs.job_list, name="job-list"),
     path("jobs/<int:job_id>/", views_jobs.job_detail, name="job-detail"),

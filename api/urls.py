@@ -3,7 +3,20 @@ from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
-from api import captions, datamanager, evaluation, exports, jobs, models_eval, picking, similarity, stats, videos, views
+from api import (
+    captions,
+    collections,
+    datamanager,
+    evaluation,
+    exports,
+    jobs,
+    models_eval,
+    picking,
+    similarity,
+    stats,
+    videos,
+    views,
+)
 
 # Swagger UI and Redoc put a <style> element in their page: inline styles there only, scripts still from files.
 docs_page = csp_update({"style-src": ["'unsafe-inline'"]})
@@ -83,6 +96,15 @@ urlpatterns = [
     path("models/runs/create/", models_eval.run_create, name="api-model-run-create"),
     path("models/runs/<int:run_id>/", models_eval.run_detail, name="api-model-run-detail"),
     path("models/runs/<int:run_id>/results/", models_eval.run_results, name="api-model-run-results"),
+    # Image collections and the pair-authoring queue (issue 27)
+    path("collections/", collections.collection_list, name="api-collection-list"),
+    path("collections/import/", collections.collection_import_api, name="api-collection-import"),
+    path("candidates/lease/", collections.candidate_lease_next, name="api-candidate-lease"),
+    path("candidates/<int:candidate_id>/heartbeat/", collections.candidate_heartbeat, name="api-candidate-heartbeat"),
+    path("candidates/<int:candidate_id>/release/", collections.candidate_release, name="api-candidate-release"),
+    path("candidates/<int:candidate_id>/draft/", collections.candidate_draft, name="api-candidate-draft"),
+    path("candidates/<int:candidate_id>/submit/", collections.candidate_submit, name="api-candidate-submit"),
+    path("candidate-skips/<int:skip_id>/undo/", collections.candidate_skip_undo, name="api-candidate-skip-undo"),
     # Last: any other /api/ URL answers the JSON 404, not the HTML page.
     re_path(r"^(?P<path>.*)$", views.not_found, name="api-not-found"),
 ]

@@ -119,7 +119,7 @@ class VideoImportInputSerializer(serializers.Serializer):
     )
     every = number(required=False, min_value=0.01, max_value=3600, help_text="Seconds between frames (default 1).")
     frames = whole_number(required=False, low=1, high=100000, help_text="Or: this many frames per video.")
-    domain = serializers.ChoiceField(choices=[Domain.NATURAL, Domain.GAMING], default=Domain.NATURAL)
+    domain = serializers.ChoiceField(choices=Domain.choices, default=Domain.NATURAL)
 
     def validate(self, data):
         if "every" in data and "frames" in data:

@@ -37,6 +37,7 @@ from bench.lease_load import (  # noqa: E402
     start_gunicorn,
     stop_gunicorn,
 )
+from benchmark.taxonomy import DOMAINS as TAXONOMY_DOMAINS  # noqa: E402
 
 WORDS = (
     "cup mug apple door window car person dog cat tree lamp chair table bottle phone book road sky cloud boat "
@@ -44,7 +45,7 @@ WORDS = (
 ).split()
 OTHER_CATEGORIES = ["temporal", "viewpoint", "action", "quality", "attribute", "spatial", "existence", "quantity"]
 STATUSES = ["submitted", "accepted", "rejected"]
-DOMAINS = ["natural", "gaming"]
+DOMAINS = list(TAXONOMY_DOMAINS)
 FINGERPRINT = "bench-dinov3"
 BULK_PAIRS = 10_000
 

@@ -106,3 +106,27 @@ def make_pair(
 
 # What a participant's consent form sends from a desktop browser window (the window check, issue 12).
 DESKTOP_WINDOW = {"viewport_width": "1440", "viewport_height": "900", "pointer": "fine", "touch_points": "0"}
+
+
+def make_candidate(source: str = "levir_cd", source_id: str | None = None, domain: str = "aerial", **fields):
+    """A candidate pair of two images of a collection, waiting in the authoring queue."""
+    from annotator.models import Collection, PairCandidate
+
+    collection, _ = Collection.objects.get_or_create(
+        name=source, defaults={"domain": domain, "layout": Collection.Layout.CHANGE_DETECTION, "location": "/data"}
+    )
+    number = next(_counter)
+    image_1, image_2 = make_image(number, source=source), make_image(number + 1, source=source)
+    image_1.collection = image_2.collection = collection
+    Image.objects.bulk_update([image_1, image_2], ["collection"])
+    return PairCandidate.objects.create(
+        image_1=image_1,
+        image_2=image_2,
+        origin=PairCandidate.Origin.GIVEN,
+        collection=collection,
+        domain=domain,
+        source=source,
+        source_id=source_id or f"scene_{number}",
+        group_key=source_id or f"scene_{number}",
+        **fields,
+    )

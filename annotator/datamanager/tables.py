@@ -458,7 +458,7 @@ VIDEOS = Table(
     ],
     filters=[
         choice_filter("status", "Status", Video.Status.choices),
-        choice_filter("domain", "Domain", [(Domain.NATURAL, "natural"), (Domain.GAMING, "gaming")]),
+        choice_filter("domain", "Domain", Domain.choices),
         username_filter("assignee", "Assigned to", lambda qs, pk: qs.filter(assigned_to_id=pk)),
         username_filter("holder", "Lease holder", lambda qs, pk: qs.filter(held_q(), lease_holder_id=pk)),
         yes_no_filter("leased", "Leased now", held_q),

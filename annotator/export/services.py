@@ -267,6 +267,7 @@ PROVENANCE_FIELDS = (
     "image_2__original_name",
     "image_1__frame__timestamp",
     "image_2__frame__timestamp",
+    "regions",
 )
 
 
@@ -632,6 +633,8 @@ def provenance_of(row: dict, *, identifier: str, split: str, swapped: bool, inpu
         "annotator": opaque_user_id(row["author_id"]),
         "reviewer": opaque_user_id(row["reviewer_id"]),
         "swapped": swapped,
+        # Where the two images differ (benchmark/regions.py), numbered as the record's images: never in the record.
+        "regions": row["regions"] or [],
     }
 
 
@@ -641,6 +644,8 @@ def swapped_row(row: dict) -> dict:
     for suffix in ("_id", "__file", "__sha256", "__original_name", "__frame__timestamp"):
         row[f"image_1{suffix}"], row[f"image_2{suffix}"] = row[f"image_2{suffix}"], row[f"image_1{suffix}"]
     row["answer"], row["distractors"] = swap_binary_answer(row["answer"], row["distractors"])
+    if row.get("regions"):
+        row["regions"] = [{**region, "image": 3 - region["image"]} for region in row["regions"]]
     return row
 
 

@@ -32,6 +32,8 @@ def job_summary(job: Job) -> SafeString:
 
 
 def _import_summary(result: dict) -> SafeString:
+    if "collection" in result:
+        return _collection_summary(result)
     if not any(result.get(key) for key in ("videos_ok", "videos_skipped", "videos_failed")):
         return SafeString("")
     how = ""
@@ -49,6 +51,23 @@ def _import_summary(result: dict) -> SafeString:
     if result.get("videos_failed"):
         parts.append(f"{plural(result['videos_failed'], 'video')} failed (the reasons are listed).")
     return format_html("{} <a href='/videos/'>See the videos</a> · <a href='/work/'>pick pairs</a>", " ".join(parts))
+
+
+def _collection_summary(result: dict) -> SafeString:
+    """An image collection's import (annotator/collections/services.py)."""
+    if "images" not in result:
+        return SafeString("")
+    text = (
+        f"Imported collection {result['collection']} ({result.get('layout', '')}, {result.get('domain', '')}): "
+        f"{plural(result['images'], 'image')} ({result.get('images_new', 0)} new), "
+        f"{plural(result.get('candidates', 0), 'candidate pair')} to author, "
+        f"{plural(result.get('pairs', 0), 'pair')} for review"
+    )
+    if result.get("already"):
+        text += f", {result['already']} there already"
+    if result.get("left_out"):
+        text += f"; {plural(result['left_out'], 'pair')} left out (the reasons are listed)"
+    return format_html("{}. <a href='/collections/'>Collections</a> · <a href='/work/'>author pairs</a>", text)
 
 
 def _similarity_summary(result: dict) -> SafeString:

@@ -10,7 +10,7 @@ from annotator.models.captions import (
     CaptionTask,
     CaptionTaskQuerySet,
 )
-from annotator.models.collections import Collection, PairCandidate, PairCandidateQuerySet
+from annotator.models.collections import CandidateSkip, Collection, PairCandidate, PairCandidateQuerySet
 from annotator.models.jobs import Job, JobCancelled, JobItem, JobTask
 from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.modeleval import ModelEndpoint, ModelEvaluation, ModelItemResult
@@ -31,6 +31,7 @@ __all__ = [
     "CaptionReview",
     "CaptionSkip",
     "CaptionTask",
+    "CandidateSkip",
     "CaptionTaskQuerySet",
     "Category",
     "Collection",

@@ -14,9 +14,10 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from annotator.models.leases import Leasable
+from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.taxonomy import Category, Domain
 from benchmark.regions import RegionError, validate_regions
+from subtlebench.text import NOTE_MAX, text_validators
 
 
 def regions_validator(value) -> None:
@@ -49,7 +50,8 @@ class Collection(models.Model):
         return self.name
 
 
-class PairCandidateQuerySet(models.QuerySet):
+class PairCandidateQuerySet(LeaseQuerySet):
+    # A lease query set: the authoring queue leases candidates as videos are leased (annotator/leases.py).
     def open(self):
         return self.filter(status=PairCandidate.Status.OPEN)
 
@@ -95,3 +97,32 @@ class PairCandidate(Leasable):
 
     def __str__(self):
         return f"candidate {self.image_1_id}/{self.image_2_id} ({self.origin})"
+
+    @property
+    def title(self) -> str:
+        """How pages name it: its source and source id (or its images)."""
+        return f"{self.source}/{self.source_id}" if self.source_id else f"{self.source} #{self.pk}"
+
+
+class CandidateSkip(models.Model):
+    """An annotator put a candidate pair aside with a reason: they are not offered it again (nobody is, if its images
+    are bad). Undone from the work page, like a video skip."""
+
+    class Reason(models.TextChoices):
+        NO_DIFFERENCE = "no_difference", "no usable difference"
+        BAD_IMAGES = "bad_images", "bad or broken images"
+
+    FOR_EVERYONE = (Reason.BAD_IMAGES,)
+
+    candidate = models.ForeignKey(PairCandidate, models.CASCADE, related_name="skips")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="candidate_skips")
+    reason = models.CharField(max_length=20, choices=Reason.choices)
+    note = models.TextField(blank=True, max_length=NOTE_MAX, validators=text_validators(NOTE_MAX))
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created", "-pk"]
+        indexes = [models.Index(fields=["candidate", "user"], name="candidateskip_candidate_user")]
+
+    def __str__(self):
+        return f"{self.user_id} skipped candidate {self.candidate_id}: {self.reason}"

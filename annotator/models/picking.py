@@ -50,7 +50,11 @@ class PairDraft(models.Model):
     """The workbench state of one annotator on one video, autosaved as they work, restored on reload."""
 
     author = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="pair_drafts")
-    video = models.ForeignKey(Video, models.CASCADE, related_name="pair_drafts")
+    video = models.ForeignKey(Video, models.CASCADE, null=True, blank=True, related_name="pair_drafts")
+    # Or a candidate pair of a collection (issue 27): the same workbench, one draft per candidate.
+    candidate = models.ForeignKey(
+        "annotator.PairCandidate", models.CASCADE, null=True, blank=True, related_name="pair_drafts"
+    )
     state = models.JSONField(default=dict, blank=True)
     # Optimistic versioning, as for pairs: each save names the version it was based on, and a save from a tab that
     # did not see the latest one is refused (409, annotator/drafts.py).
@@ -58,10 +62,18 @@ class PairDraft(models.Model):
     updated = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["author", "video"], name="pairdraft_one_per_video")]
+        constraints = [
+            models.UniqueConstraint(fields=["author", "video"], name="pairdraft_one_per_video"),
+            models.UniqueConstraint(fields=["author", "candidate"], name="pairdraft_one_per_candidate"),
+            models.CheckConstraint(
+                condition=models.Q(video__isnull=False, candidate__isnull=True)
+                | models.Q(video__isnull=True, candidate__isnull=False),
+                name="pairdraft_video_or_candidate",
+            ),
+        ]
 
     def __str__(self):
-        return f"draft of {self.author_id} on {self.video_id}"
+        return f"draft of {self.author_id} on {self.video_id or f'candidate {self.candidate_id}'}"
 
     @staticmethod
     def next_version_expression():

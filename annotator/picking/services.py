@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from annotator.drafts import DraftChanged
 from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
-from annotator.models import Category, DoubleReview, Frame, Pair, PairDraft, Review, Video, VideoSkip
+from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, PairDraft, Review, Video, VideoSkip
 from annotator.models.picking import next_draft_version
 from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
 from annotator.similarity.services import pair_update_similarity
@@ -218,7 +218,9 @@ def video_assign(*, video: Video, user, by) -> Video:
 # --- Drafts ---------------------------------------------------------------------------------------------------
 
 
-def pair_draft_save(*, video: Video, user, state: dict, version: int | None = None) -> PairDraft:
+def pair_draft_save(
+    *, video: Video | None = None, user, state: dict, version: int | None = None, candidate=None
+) -> PairDraft:
     """Store the workbench state as typed; it comes back on reload. Never needs the lease: work is never lost.
 
     `version` is the draft version the state was based on (0: no draft yet). Another tab of the same annotator
@@ -229,7 +231,9 @@ def pair_draft_save(*, video: Video, user, state: dict, version: int | None = No
         raise Invalid({"state": ["The draft must be a JSON object."]})
     if len(json.dumps(state)) > MAX_DRAFT_BYTES:
         raise Invalid({"state": [f"The draft is larger than {MAX_DRAFT_BYTES} bytes."]})
-    drafts = PairDraft.objects.filter(author=user, video=video)
+    # A draft is on a video, or on a candidate pair of a collection (annotator/collections/authoring.py).
+    target = {"video": video} if candidate is None else {"candidate": candidate}
+    drafts = PairDraft.objects.filter(author=user, **target)
 
     def write_over(based_on) -> bool:
         return bool(based_on.update(state=state, version=PairDraft.next_version_expression(), updated=timezone.now()))
@@ -242,7 +246,7 @@ def pair_draft_save(*, video: Video, user, state: dict, version: int | None = No
             try:
                 with transaction.atomic():  # two first saves of two tabs meet on the unique constraint
                     first = next_draft_version(0)
-                    return PairDraft.objects.create(author=user, video=video, state=state, version=first)
+                    return PairDraft.objects.create(author=user, state=state, version=first, **target)
             except IntegrityError:
                 if version is None and write_over(drafts):
                     return drafts.get()
@@ -254,9 +258,10 @@ def pair_draft_save(*, video: Video, user, state: dict, version: int | None = No
         raise DraftChanged(current=saved.version if saved else 0, sent=version)
 
 
-def pair_draft_of(*, video: Video, user) -> PairDraft:
-    """The annotator's draft on a video; an unsaved empty one (version 0) when they have none."""
-    return PairDraft.objects.filter(author=user, video=video).first() or PairDraft(author=user, video=video)
+def pair_draft_of(*, video: Video | None = None, user, candidate=None) -> PairDraft:
+    """The annotator's draft on a video (or a candidate pair); an unsaved empty one (version 0) when they have none."""
+    target = {"video": video} if candidate is None else {"candidate": candidate}
+    return PairDraft.objects.filter(author=user, **target).first() or PairDraft(author=user, **target)
 
 
 def _draft_delete_after_submit(*, video: Video, user, draft_version: int | None) -> None:
@@ -660,7 +665,14 @@ def overview_figures() -> dict:
         flagged=Count("id", filter=Q(Exists(flagged))),
         leased=Count("id", filter=Video.objects.held_q()),
     )
+    # Image collections (issue 27): the candidate pairs waiting for a question, beside the videos left.
+    candidates = PairCandidate.objects.aggregate(
+        open=Count("id", filter=Q(status=PairCandidate.Status.OPEN)),
+        held=Count("id", filter=Q(status=PairCandidate.Status.OPEN) & PairCandidate.objects.held_q()),
+        authored=Count("id", filter=Q(status=PairCandidate.Status.AUTHORED)),
+    )
     return {
+        "candidates": candidates,
         "categories": categories,
         "domains": domains,
         "grid": grid,

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotator.models import Category, DoubleReview, Frame, Pair, PairDraft, Review, Video, VideoSkip
+from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, PairDraft, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from annotator.picking.questions import CATEGORY_KEYS, template_table
 from benchmark import jsonlimits
@@ -38,6 +38,11 @@ def _last_rejection():
     )
 
 
+def _candidate_of():
+    """The candidate pair a pair was authored from (its workbench fixes a returned pair), or None."""
+    return Subquery(PairCandidate.objects.filter(pair=OuterRef("pk")).order_by("pk").values("pk")[:1])
+
+
 @role_required(ANNOTATOR)
 @require_http_methods(["GET", "POST"])
 def work(request):
@@ -57,10 +62,14 @@ def work(request):
     returned = (
         Pair.objects.filter(author=request.user, status=Pair.Status.REJECTED)
         .select_related("video")
-        .annotate(rejection=_last_rejection())
+        .annotate(rejection=_last_rejection(), candidate_id=_candidate_of())
         .order_by("-decided_at", "-pk")[:50]
     )
-    drafts = PairDraft.objects.filter(author=request.user).select_related("video").order_by("-updated", "-pk")[:20]
+    drafts = (
+        PairDraft.objects.filter(author=request.user, video__isnull=False)
+        .select_related("video")
+        .order_by("-updated", "-pk")[:20]
+    )
     mine = Pair.objects.filter(author=request.user).exclude(status=Pair.Status.DRAFT)
     counts = {status: mine.filter(status=status).count() for status in ("submitted", "accepted", "rejected")}
     waiting = mine.filter(status=Pair.Status.SUBMITTED).select_related("video").order_by("-submitted_at", "-pk")[:50]

@@ -44,7 +44,7 @@ class UploadForm(forms.Form):
         label="Every (s)", required=False, min_value=0.01, max_value=3600, help_text="Default: 1 s."
     )
     frames = forms.IntegerField(label="Or frames", required=False, min_value=1, max_value=10000)
-    domain = forms.ChoiceField(choices=[(Domain.NATURAL, "natural"), (Domain.GAMING, "gaming")])
+    domain = forms.ChoiceField(choices=Domain.choices, initial=Domain.NATURAL)
     # A fresh key per rendered form: a double submit, or a resubmit after a lost answer, makes one job.
     idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
 

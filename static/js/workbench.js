@@ -9,6 +9,13 @@
   const position = new Map(frames.map((frame, i) => [frame.i, i]));
   const HEARTBEAT_MS = 60000;
   const SAVE_DELAY_MS = 600;
+  /* The addresses this workbench talks to: a video's by default; a candidate pair of an image collection (issue 27)
+     sends its own (annotator/collections/views.py), and its two images are frames 0 and 1. */
+  const base = `/api/videos/${config.video.id}`;
+  const urls = Object.assign({
+    draft: `${base}/draft/`, beacon: `/work/videos/${config.video.id}/draft/`, heartbeat: `${base}/heartbeat/`,
+    release: `${base}/release/`, submit: "/api/pairs/submit/", suggestions: `${base}/suggestions/?limit=20`, done: "/work/",
+  }, config.urls || {});
 
   const newKey = () =>
     (crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + Math.random().toString(16).slice(2)).replace(/-/g, "");
@@ -16,7 +23,8 @@
     cursor: 0, a: null, b: null, category: "", question: "", answer: "", distractors: [""],
     answer_frame: "", client_key: newKey(), pair: null, version: null,
   });
-  const state = Object.assign(blank(), config.draft || {});
+  // `start`: where a page without a draft begins (a candidate pair: its two images as A and B).
+  const state = Object.assign(blank(), config.start || {}, config.draft || {});
   if (!Array.isArray(state.distractors) || !state.distractors.length) state.distractors = [""];
   state.cursor = Math.min(Math.max(0, state.cursor | 0), Math.max(0, frames.length - 1));
 
@@ -40,6 +48,8 @@
   const frameAt = (index) => (index === null || index === undefined ? null : frames[position.get(index)]);
   const template = () => config.templates[state.category] || null;
   const seconds = (t) => `${t.toFixed(3)} s`;
+  // A frame by its index and time; a candidate pair's image by its file name (it has no time).
+  const frameName = (frame) => (frame.name ? frame.name : `#${frame.i} · ${seconds(frame.t)}`);
 
   /* --- Filmstrip: one strip of light buttons, images lazy-loaded by the browser as they scroll in. --- */
   const strip = $("filmstrip");
@@ -51,7 +61,7 @@
       thumb.type = "button";
       thumb.className = "thumb";
       thumb.dataset.pos = i;
-      thumb.title = `#${frame.i} · ${seconds(frame.t)}`;
+      thumb.title = frameName(frame);
       thumb.innerHTML = `<img loading="lazy" decoding="async" alt="" src="${frame.th}"><span>${frame.i}</span>`;
       fragment.appendChild(thumb);
       thumbs.push(thumb);
@@ -83,7 +93,7 @@
       }
     }
     const frame = frames[state.cursor];
-    $("cursor-label").textContent = frame ? `#${frame.i} · ${seconds(frame.t)} · ${state.cursor + 1}/${frames.length}` : "no frames";
+    $("cursor-label").textContent = frame ? `${frameName(frame)} · ${state.cursor + 1}/${frames.length}` : "no frames";
   }
 
   /* --- Viewers (static/js/compare.js): an unset slot previews the cursor. The strip shows thumbnails, the
@@ -99,7 +109,7 @@
         src: frameShown.src,
         preview: !frame,
         label: frame
-          ? `#${frame.i} · ${seconds(frame.t)}`
+          ? frameName(frame)
           : `cursor #${cursor ? cursor.i : "–"} · press <kbd>${slot}</kbd> to set`,
       };
     }
@@ -107,6 +117,7 @@
     const a = frameAt(state.a);
     const b = frameAt(state.b);
     $("gap").textContent = a && b ? `Δ ${seconds(Math.abs(b.t - a.t))}` : "Δ –";
+    $("gap").hidden = config.kind === "candidate";
   }
 
   /* --- Similarity of A and B, and the suggestions (both from the similarity API; pending until it exists). --- */
@@ -158,7 +169,8 @@
   async function loadSuggestions() {
     const list = $("suggestions");
     const under = $("suggestions-under");
-    const result = await api("GET", `/api/videos/${config.video.id}/suggestions/?limit=20`);
+    if (!urls.suggestions) return;
+    const result = await api("GET", urls.suggestions);
     const data = result.ok && result.data ? result.data : {};
     const ready = data.status === "ready";
     suggestions = ready && Array.isArray(data.results) ? data.results : [];
@@ -312,7 +324,9 @@
      version it was based on. A reload before the debounced save, or before the pagehide save has reached the
      server, finds it there: the page takes it when it is based on the server's draft or newer (the server's is
      then older), saves it, and never shows the older draft. A server draft saved since (another tab) wins. */
-  const localKey = `subtlebench:pair-draft:${config.user}:${config.video.id}`;
+  const localKey = config.kind === "candidate"
+    ? `subtlebench:candidate-draft:${config.user}:${config.video.id}`
+    : `subtlebench:pair-draft:${config.user}:${config.video.id}`;
   // The server stores JSON with its own key order: states are compared in one canonical form.
   const canon = (value) => JSON.stringify(value, (_, x) => (x && typeof x === "object" && !Array.isArray(x)
     ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x));
@@ -331,7 +345,7 @@
     saveStatus("Saving…");
     sending = canon(state);
     remember();
-    const result = await api("PUT", `/api/videos/${config.video.id}/draft/`, { state, version: draftVersion });
+    const result = await api("PUT", urls.draft, { state, version: draftVersion });
     sending = null;
     if (result.ok) {
       draftVersion = result.data.version;
@@ -349,7 +363,7 @@
   const copy = (value) => JSON.parse(JSON.stringify(value));
   const describe = (s) => (s && s.question ? `“${s.question.length > 60 ? s.question.slice(0, 60) + "…" : s.question}”` : "an empty draft");
   async function showConflict() {
-    const result = await api("GET", `/api/videos/${config.video.id}/draft/`);
+    const result = await api("GET", urls.draft);
     conflict = result.ok ? { state: result.data.state || {}, version: result.data.version } : { state: {}, version: null };
     $("draft-conflict-text").textContent =
       `The draft changed in another tab (now ${describe(conflict.state)}). This tab's work is kept on screen and not saved until you choose.`;
@@ -379,7 +393,7 @@
   $("draft-keep-mine").addEventListener("click", async () => {
     if (stashed) { applyState(stashed); stashed = null; renderEditor(); renderStrip(); renderViewers(); renderSimilarity(); }
     else if (conflict) draftVersion = conflict.version; // save over the newer draft, knowingly
-    if (draftVersion === null) { const now = await api("GET", `/api/videos/${config.video.id}/draft/`); draftVersion = now.ok ? now.data.version : 0; }
+    if (draftVersion === null) { const now = await api("GET", urls.draft); draftVersion = now.ok ? now.data.version : 0; }
     conflict = null;
     $("draft-conflict").hidden = true;
     dirty = true;
@@ -399,8 +413,8 @@
     if (!dirty || conflict) return;
     const body = new URLSearchParams({ state: JSON.stringify(state), csrfmiddlewaretoken: csrf });
     if (draftVersion !== null && draftVersion !== undefined) body.set("version", String(draftVersion));
-    if (!(navigator.sendBeacon && navigator.sendBeacon(`/work/videos/${config.video.id}/draft/`, body))) {
-      fetch(`/api/videos/${config.video.id}/draft/`, {
+    if (!(navigator.sendBeacon && navigator.sendBeacon(urls.beacon, body))) {
+      fetch(urls.draft, {
         method: "PUT", keepalive: true, credentials: "same-origin",
         headers: { "Content-Type": "application/json", "X-CSRFToken": csrf },
         body: JSON.stringify({ state, version: draftVersion }),
@@ -449,7 +463,7 @@
       client_key: state.client_key, pair: state.pair, version: state.version, draft_version: draftVersion,
       active_ms: window.activeTime ? window.activeTime.peek() : null,
     };
-    const result = await api("POST", "/api/pairs/submit/", payload);
+    const result = await api("POST", urls.submit, payload);
     submitting = false;
     $("submit-pair").disabled = false;
     if (result.ok) {
@@ -461,6 +475,8 @@
         index_a: state.a, index_b: state.b, answer_frame: t.binary ? (t.derived ? derivedAnswerFrame() : state.answer_frame) : "" });
       // A toast of its own: the autosave status that follows must not overwrite it.
       window.sbToast(`Submitted pair ${pair.id} for review.`);
+      // A candidate pair is authored once: its page is done, the work page offers the next one.
+      if (config.kind === "candidate" && !state.pair) { forget(); window.location.assign(urls.done); return; }
       // Out of the field typed in last, or it would keep showing the sent text over the emptied state.
       if (document.activeElement && document.activeElement.closest("#editor")) document.activeElement.blur();
       const keep = { cursor: state.cursor, category: state.category };
@@ -539,7 +555,7 @@
 
   /* --- Lease: heartbeat while the page is open; release when done or skipped. --- */
   async function heartbeat() {
-    const result = await api("POST", `/api/videos/${config.video.id}/heartbeat/`);
+    const result = await api("POST", urls.heartbeat);
     const el = $("lease-status");
     if (result.ok) { el.textContent = "lease: yours"; el.className = "muted"; }
     else if (result.status === 409) { el.textContent = result.data && result.data.detail ? window.sbRefusalMessages(result.data, 409).join(" ") : "lease lost"; el.className = "error"; }
@@ -547,11 +563,12 @@
   }
   async function release(reason, note = "") {
     await save();
-    const result = await api("POST", `/api/videos/${config.video.id}/release/`, { reason, note });
-    if (result.ok) window.location.assign("/work/");
+    const result = await api("POST", urls.release, { reason, note });
+    if (result.ok) window.location.assign(urls.done);
     else showErrors(result.data && (result.data.detail || result.data.errors) ? window.sbRefusalMessages(result.data, result.status) : ["Could not release the video."]);
   }
-  $("done-video").addEventListener("click", () => release("done"));
+  // A candidate pair is left untouched (no reason: it stays in the queue); a video is given back as done.
+  $("done-video").addEventListener("click", () => release(config.kind === "candidate" ? null : "done"));
   const skipDialog = $("skip-dialog");
   // No reason is checked by default and "Skip video" stays disabled until one is: Enter in the dialog (the implicit
   // submission of a form whose default button is disabled) and Esc (cancel) never skip.

@@ -9,12 +9,13 @@ from django.apps import apps
 from drf_spectacular.generators import SchemaGenerator
 
 from annotator.captions import services as captions
-from annotator.models import CaptionSkip, Category, DoubleReview, Job, Pair, VideoSkip
+from annotator.collections import authoring
+from annotator.models import CandidateSkip, CaptionSkip, Category, DoubleReview, Job, Pair, VideoSkip
 from annotator.picking import services as picking
 from evaluation import participation, studies
 from subtlebench.tokens import api_token_create
 from tests.conftest import built_once, make_user
-from tests.factories import make_pair, make_video
+from tests.factories import make_candidate, make_pair, make_video
 
 pytestmark = pytest.mark.django_db
 
@@ -67,7 +68,13 @@ def build_world() -> dict:
     from annotator.modeleval.services import endpoint_create
 
     endpoint = endpoint_create(user=coordinator, name="owners", base_url="http://127.0.0.1:9/v1", model_id="m")
+    # Image collections (issue 27): alice holds a candidate pair, and skipped another.
+    candidate = make_candidate()
+    authoring.candidate_heartbeat(candidate=candidate, user=annotator)
+    candidate_skip = CandidateSkip.objects.create(candidate=make_candidate(), user=annotator, reason="no_difference")
     return {
+        "candidate": candidate,
+        "candidate_skip": candidate_skip,
         "endpoint": endpoint,
         "queued_job": queued,
         "failed_job": failed,
@@ -100,6 +107,10 @@ def pair_submit_body(w) -> dict:
         "pair": w["pair"].pk,
         "version": w["pair"].version,
     }
+
+
+def candidate_submit_body(w) -> dict:
+    return {"category": "temporal", "question": "Which image was taken later?", "client_key": "bob-takes-candidate"}
 
 
 # (method, schema path): [(who, url, body, expected status), ...]; who is a user of the world, or "anonymous".
@@ -203,6 +214,31 @@ CASES = {
     ],
     ("POST", "/api/videos/import/"): [("alice", "/api/videos/import/", {"path": "."}, 403)],
     ("POST", "/api/work/lease/"): [("rita", "/api/work/lease/", None, 403)],
+    # Image collections and the pair-authoring queue (issue 27)
+    ("POST", "/api/collections/import/"): [
+        ("alice", "/api/collections/import/", {"source": ".", "name": "x", "domain": "aerial"}, 403),
+        ("rita", "/api/collections/import/", {"source": ".", "name": "x", "domain": "aerial"}, 403),
+    ],
+    ("POST", "/api/candidates/lease/"): [("rita", "/api/candidates/lease/", None, 403)],
+    ("POST", "/api/candidates/{candidate_id}/heartbeat/"): [
+        ("rita", "/api/candidates/{candidate}/heartbeat/", None, 403),
+        ("bob", "/api/candidates/{candidate}/heartbeat/", None, 409),  # alice holds it
+    ],
+    ("POST", "/api/candidates/{candidate_id}/release/"): [
+        ("bob", "/api/candidates/{candidate}/release/", {"reason": "bad_images"}, 403),
+        ("rita", "/api/candidates/{candidate}/release/", {"reason": "bad_images"}, 403),
+    ],
+    ("PUT", "/api/candidates/{candidate_id}/draft/"): [
+        ("rita", "/api/candidates/{candidate}/draft/", {"state": {"q": "x"}}, 403)
+    ],
+    ("POST", "/api/candidates/{candidate_id}/submit/"): [
+        ("rita", "/api/candidates/{candidate}/submit/", candidate_submit_body, 403),
+        ("bob", "/api/candidates/{candidate}/submit/", candidate_submit_body, 409),  # alice holds it
+    ],
+    ("POST", "/api/candidate-skips/{skip_id}/undo/"): [
+        ("bob", "/api/candidate-skips/{candidate_skip}/undo/", None, 403),  # alice's skip
+        ("rita", "/api/candidate-skips/{candidate_skip}/undo/", None, 403),
+    ],
 }
 ROWS = [(operation, *row) for operation, rows in CASES.items() for row in rows]
 
@@ -243,6 +279,8 @@ def url_of(template: str, w) -> str:
         queued_job=w["queued_job"].pk,
         failed_job=w["failed_job"].pk,
         double_review=w["double_review"].pk,
+        candidate=w["candidate"].pk,
+        candidate_skip=w["candidate_skip"].pk,
     )
 
 

@@ -474,7 +474,7 @@ def test_home_tells_an_annotator_what_waits(client_for, annotator, home_world, d
     with django_assert_max_num_queries(10):
         response = client.get("/")
     waiting = response.context["waiting"]
-    assert waiting["counts"] == {"returned": 1, "captions_to_write": 0}
+    assert waiting["counts"] == {"returned": 1, "captions_to_write": 0, "pairs_to_author": 0}
     assert waiting["held_video"] == home_world and waiting["draft"].video.yt8m_id == "drafted-video"
     html = response.content.decode()
     assert "The answer is the other frame." in html and "alices-video" in html and "drafted-video" in html

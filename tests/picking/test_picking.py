@@ -692,7 +692,7 @@ def test_the_review_and_overview_pages_run_a_bounded_number_of_queries(
     client.get("/")
     with django_assert_max_num_queries(8):
         assert client.get("/review/").status_code == 200
-    with django_assert_max_num_queries(13):  # 13: the assignment picker's videos are one query
+    with django_assert_max_num_queries(14):  # the assignment picker's videos are one query, the candidate pairs one
         response = client.get("/overview/")
     assert response.status_code == 200
     figures = response.context["figures"]

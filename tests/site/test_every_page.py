@@ -13,19 +13,31 @@ import shutil
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from annotator.collections.services import collection_import
 from annotator.datamanager.bulk import bulk_run_unit, bulk_start
 from annotator.export.services import ExportOptions, export_run, export_start, export_zip_run, export_zip_start
 from annotator.jobs.services import UnitRef
-from annotator.models import Caption, CaptionBatch, CaptionSkip, CaptionTask, DoubleReview, Job, Pair, VideoSkip
+from annotator.models import (
+    CandidateSkip,
+    Caption,
+    CaptionBatch,
+    CaptionSkip,
+    CaptionTask,
+    DoubleReview,
+    Job,
+    Pair,
+    PairCandidate,
+    VideoSkip,
+)
 from annotator.picking import services as picking
 from annotator.similarity.services import embedding_job_create, embeddings_compute
 from annotator.videos.services import videos_import
 from evaluation import participation, studies
 from evaluation.participant_views import image_url
 from subtlebench.tokens import api_token_create
-from tests import export_fixtures
+from tests import collection_fixtures, export_fixtures
 from tests.conftest import make_user
-from tests.factories import make_pair, make_video
+from tests.factories import make_candidate, make_pair, make_video
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
 
 pytestmark = pytest.mark.django_db
@@ -90,6 +102,17 @@ def finished_jobs(coordinator, h264_video, tmp_path, settings) -> list[Job]:
         bulk_run_unit(job_id=job.pk, ids=unit.kwargs["ids"], unit=UnitRef(unit.pk, celery_id=f"c{unit.pk}"))
         jobs.append(job)
     jobs += model_eval_jobs(coordinator)
+    # Image collections (issue 27): an import that made candidates, and one whose every file was bad.
+    levir = collection_fixtures.levir_folder(tmp_path / "levir")
+    jobs.append(
+        collection_import(source=str(levir), name="levir_cd", domain="aerial", created_by=coordinator, sync=True)
+    )
+    bad = tmp_path / "bad_collection"
+    (bad / "A").mkdir(parents=True)
+    (bad / "B").mkdir()
+    (bad / "A/x.png").write_bytes(b"not an image")
+    (bad / "B/x.png").write_bytes(b"not an image")
+    jobs.append(collection_import(source=str(bad), name="bad", domain="medical", created_by=coordinator, sync=True))
     outcomes = {(job.kind, job.status) for job in Job.objects.filter(pk__in=[job.pk for job in jobs])}
     assert outcomes == {(kind, status) for kind in Job.Kind.values for status in ("succeeded", "failed")}, outcomes
     return jobs
@@ -164,7 +187,13 @@ def world(h264_video, tmp_path, settings):
     withdrawn = make_pair(status=Pair.Status.SUBMITTED, author=users["annotator"])
     picking.pair_withdraw(pair=withdrawn, user=users["annotator"])
     picking.pair_reopen(pair=accepted[3], by=users["coordinator"], reason="A second look.")
+    # The authoring queue: a candidate pair of the collection imported above, one skipped by the annotator.
+    candidate = PairCandidate.objects.order_by("pk").first()
+    candidate_skip = CandidateSkip.objects.create(
+        candidate=make_candidate(), user=users["annotator"], reason="bad_images"
+    )
     return users, {
+        "candidate_id": [candidate.pk],
         "double_review_id": [double_review.pk],
         "token_id": [token.pk],
         "path": ["no-such-endpoint/"],  # the API's catch-all: its JSON 404
@@ -175,7 +204,7 @@ def world(h264_video, tmp_path, settings):
         "pair_id": [submitted.pk, accepted[2].pk],
         "task_id": [task.pk],
         "caption_id": [caption.pk],
-        "skip_id": [video_skip.pk, caption_skip.pk],
+        "skip_id": [video_skip.pk, caption_skip.pk, candidate_skip.pk],
         "pk": [study.pk],
         "token": [invited.token, practising.token, scored.token, finished.token],
         "item_token": [practice.token, item.token],
@@ -231,6 +260,7 @@ def test_every_page_renders_for_every_role(client, world, role, settings):
                     assert not METHOD_REPR.search(body), f"{role} GET {url} prints a method"
             checked.add(url)
     job_pages = {url for url in checked if re.fullmatch(r"/jobs/\d+/", url)}
-    # A succeeded and a failed job of each kind, and the export whose folder went away under its zip job.
-    assert len(job_pages) == 2 * len(Job.Kind.values) + 1
+    # A succeeded and a failed job of each kind, the export whose folder went away under its zip job, and the two
+    # imports of image collections (their own summary).
+    assert len(job_pages) == 2 * len(Job.Kind.values) + 3
     assert len(checked) > 40

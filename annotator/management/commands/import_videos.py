@@ -23,7 +23,7 @@ class Command(BaseCommand):
         how = parser.add_mutually_exclusive_group()
         how.add_argument("--every", type=float, help="Seconds between sampled frames (default: 1).")
         how.add_argument("--frames", type=int, help="Sample this many evenly spaced frames per video.")
-        parser.add_argument("--domain", choices=[Domain.NATURAL, Domain.GAMING], default=Domain.NATURAL)
+        parser.add_argument("--domain", choices=Domain.values, default=Domain.NATURAL)
         parser.add_argument("--sync", action="store_true", help="Sample in this process and print a summary.")
 
     def handle(self, *args, source, every, frames, domain, sync, **options):

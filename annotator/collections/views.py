@@ -1,0 +1,219 @@
+"""Pages of image collections: the coordinators' collections page (import form, the collections and their
+candidates), and the authoring queue's pages: ask for a candidate pair, its workbench (the pair workbench of
+annotator/picking, with two images in place of a video's frames), the draft beacon and the undo of a skip.
+Changes of the workbench go through the API (api/collections.py), as the video workbench's do."""
+
+from __future__ import annotations
+
+import uuid
+
+from django import forms
+from django.contrib import messages
+from django.core.files.storage import default_storage
+from django.db.models import Count, Q
+from django.http import JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from annotator.collections import authoring
+from annotator.collections.services import collection_import
+from annotator.jobs.services import clean_idempotency_key
+from annotator.models import CandidateSkip, Category, Collection, Domain, Job, Pair, PairCandidate
+from annotator.picking import services as picking
+from annotator.picking.questions import CATEGORY_KEYS, template_table
+from annotator.picking.views import _answer_frame, _last_rejection
+from benchmark import jsonlimits
+from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
+from subtlebench.pages import error_response, post_only, redirect_refused_form, refused_form
+from subtlebench.roles import ANNOTATOR, COORDINATOR, role_required
+
+
+class ImportForm(forms.Form):
+    source = forms.CharField(
+        max_length=1000, help_text="A folder or CSV/JSONL manifest inside IMPORT_ROOTS, or s3://bucket/prefix."
+    )
+    name = forms.SlugField(max_length=50, help_text="The source name its pairs export under, e.g. mvtec.")
+    domain = forms.ChoiceField(choices=Domain.choices)
+    layout = forms.ChoiceField(choices=[("auto", "recognise it"), *Collection.Layout.choices], initial="auto")
+    # A fresh key per rendered form: a double submit makes one job.
+    idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
+
+
+@role_required(COORDINATOR)
+@require_GET
+def collection_list(request):
+    """The collections with their images and candidates by status, the recent import jobs, and the import form."""
+    collections = Collection.objects.annotate(
+        image_count=Count("images", distinct=True),
+        open_count=Count("candidates", filter=Q(candidates__status=PairCandidate.Status.OPEN), distinct=True),
+        authored_count=Count("candidates", filter=Q(candidates__status=PairCandidate.Status.AUTHORED), distinct=True),
+    ).order_by("name", "pk")
+    jobs = (
+        Job.objects.filter(kind=Job.Kind.IMPORT, result__has_key="collection")
+        .select_related("created_by")
+        .order_by("-created", "-pk")[:10]
+    )
+    context = {"collections": collections, "jobs": jobs, "form": refused_form(request, ImportForm)}
+    return render(request, "collections/list.html", context)
+
+
+@role_required(COORDINATOR)
+@post_only("collection-list")
+def collection_import_view(request):
+    form = ImportForm(request.POST)
+    if not form.is_valid():
+        return redirect_refused_form(request, reverse("collection-list"), form)
+    try:
+        fields = dict(form.cleaned_data)
+        key = clean_idempotency_key(fields.pop("idempotency_key"))
+        job = collection_import(**fields, created_by=request.user, idempotency_key=key)
+    except Invalid as error:
+        return redirect_refused_form(request, reverse("collection-list"), form, error)
+    return redirect("job-detail", job_id=job.pk)
+
+
+# --- The authoring queue ----------------------------------------------------------------------------------------
+
+
+@role_required(ANNOTATOR)
+@require_GET
+def candidate_queue(request):
+    """The work page's part on candidate pairs (loaded by htmx): the one held, how many wait, drafts and skips."""
+    return render(request, "collections/_work_candidates.html", authoring.candidate_work_context(request.user))
+
+
+@role_required(ANNOTATOR)
+@post_only("picking-work")
+def candidate_next(request):
+    """Ask for a candidate pair to author, and open it."""
+    try:
+        candidate = authoring.candidate_lease_next(user=request.user)
+    except Conflict as error:
+        return error_response(request, error, back_to="picking-work")
+    if candidate is None:
+        messages.warning(request, "No candidate pair is left for you: every one is leased, skipped or authored.")
+        return redirect("picking-work")
+    return redirect("candidate-workbench", candidate_id=candidate.pk)
+
+
+@role_required(ANNOTATOR)
+@require_GET
+def candidate_workbench(request, candidate_id: int):
+    """The pair workbench on one candidate: its two images are frames A and B, set from the start."""
+    candidate = get_object_or_404(
+        PairCandidate.objects.select_related("lease_holder", "image_1", "image_2", "collection"), pk=candidate_id
+    )
+    now = timezone.now()
+    elsewhere = PairCandidate.objects.held_by(request.user, now).exclude(pk=candidate.pk).first()
+    frames = [
+        {
+            "i": side.index,
+            "t": side.timestamp,
+            "im": side.image.pk,
+            "src": default_storage.url(side.image.file.name),
+            "th": default_storage.url(side.image.thumbnail.name or side.image.file.name),
+            "name": side.image.original_name,
+        }
+        for side in authoring.sides(candidate).values()
+    ]
+    pairs = []
+    if candidate.pair_id:
+        pair = Pair.objects.select_related("author").annotate(rejection=_last_rejection()).get(pk=candidate.pair_id)
+        mine = pair.author_id == request.user.pk
+        index_1 = 0 if pair.image_1_id == candidate.image_1_id else 1
+        pairs.append(
+            {
+                "id": pair.pk,
+                "status": pair.status,
+                "category": pair.category,
+                "version": pair.version,
+                "author": pair.author.username if pair.author else "",
+                "mine": mine,
+                "question": pair.question,
+                "answer": pair.answer,
+                "distractors": pair.distractors,
+                "index_1": index_1,
+                "index_2": 1 - index_1,
+                "index_a": 1 - index_1 if pair.swapped else index_1,
+                "index_b": index_1 if pair.swapped else 1 - index_1,
+                "answer_frame": _answer_frame(pair),
+                "rejection": pair.rejection or "",
+                "editable": mine and pair.status in (Pair.Status.SUBMITTED, Pair.Status.REJECTED),
+                "withdrawable": mine and pair.status == Pair.Status.SUBMITTED,
+            }
+        )
+    draft = picking.pair_draft_of(candidate=candidate, user=request.user)
+    holder = candidate.holder_now(now)
+    now_held = holder is not None and holder.pk == request.user.pk
+    base = f"/api/candidates/{candidate.pk}"
+    config = {
+        "video": {"id": candidate.pk, "yt8m_id": candidate.title, "domain": candidate.domain, "title": ""},
+        "kind": "candidate",
+        "urls": {
+            "draft": f"{base}/draft/",
+            "beacon": reverse("candidate-draft-beacon", args=[candidate.pk]),
+            "heartbeat": f"{base}/heartbeat/",
+            "release": f"{base}/release/",
+            "submit": f"{base}/submit/",
+            "suggestions": "",
+            "done": "/work/",
+        },
+        "user": request.user.pk,
+        "frames": frames,
+        "pairs": pairs,
+        # Frames A and B are the two images from the start: the annotator writes the question.
+        "draft": draft.state,
+        "start": {"a": 0, "b": 1, "cursor": 1, "category": candidate.category},
+        "draft_version": draft.version,
+        "templates": template_table(),
+        "categories": list(Category.values),
+        "keys": CATEGORY_KEYS,
+        "held": now_held,
+        "leased_to": holder.username if holder is not None and not now_held else "",
+        "held_elsewhere": {"id": elsewhere.pk, "yt8m_id": elsewhere.title} if elsewhere else None,
+        "skip_reasons": [{"value": value, "label": label} for value, label in CandidateSkip.Reason.choices],
+        "edit": request.GET.get("pair", ""),
+    }
+    context = {
+        "candidate": candidate,
+        "video": {"yt8m_id": candidate.title, "title": candidate.collection or "", "domain": candidate.domain},
+        "config": config,
+        "frame_count": 2,
+        "held_elsewhere": None,
+        "candidate_elsewhere": elsewhere,
+    }
+    return render(request, "picking/workbench.html", context)
+
+
+@role_required(ANNOTATOR)
+@post_only("picking-work")
+def candidate_draft_beacon(request, candidate_id: int):
+    """The workbench's last save as its page goes away: as the video workbench's beacon (a form post)."""
+    candidate = get_object_or_404(PairCandidate, pk=candidate_id)
+    try:
+        version = request.POST.get("version", "")
+        if version and not version.isdigit():
+            raise Invalid({"version": ["Send the draft version as a whole number."]})
+        try:
+            state = jsonlimits.loads(request.POST.get("state", ""))
+        except ValueError:
+            raise Invalid({"state": ["The draft must be a JSON object."]}) from None
+        saved = picking.pair_draft_save(
+            candidate=candidate, user=request.user, state=state, version=int(version) if version else None
+        )
+    except (Invalid, Conflict) as error:
+        return error_response(request, error)
+    return JsonResponse({"version": saved.version, "updated": saved.updated.isoformat()})
+
+
+@role_required(ANNOTATOR, COORDINATOR)
+@post_only("picking-work")
+def candidate_skip_undo(request, skip_id: int):
+    try:
+        candidate = authoring.candidate_skip_undo(skip_id=skip_id, user=request.user)
+    except (NotFound, Forbidden) as error:
+        return error_response(request, error, back_to="picking-work")
+    messages.success(request, f"Skip undone: candidate pair {candidate.title} is offered to you again.")
+    return redirect("picking-work")
