@@ -179,3 +179,35 @@ def test_a_reviewers_region_outside_the_image_is_refused_and_nothing_changes(cli
     pair.refresh_from_db()
     assert pair.status == Pair.Status.SUBMITTED and pair.regions == []
     assert not Review.objects.exists()
+
+
+# --- Drawing the boxes on an image (model evaluation's highlight strategy) -------------------------------------
+
+
+def test_draw_regions_outlines_the_boxes_of_one_image_and_leaves_the_input_alone():
+    from PIL import Image as PILImage
+
+    from annotator.regions import draw_regions
+
+    image = PILImage.new("RGB", (100, 80), (255, 255, 255))
+    regions = [{"image": 1, "x": 10, "y": 20, "w": 30, "h": 10}, {"image": 2, "x": 0, "y": 0, "w": 100, "h": 80}]
+    drawn = draw_regions(image, regions, 1, width=2)
+    assert image.getpixel((10, 20)) == (255, 255, 255)  # a copy was drawn on
+    red = {(x, y) for x in range(100) for y in range(80) if drawn.getpixel((x, y)) == (255, 0, 0)}
+    inside = {(x, y) for x in range(10, 40) for y in range(20, 30)}
+    hole = {(x, y) for x in range(12, 38) for y in range(22, 28)}
+    assert red == inside - hole  # a 2-pixel outline inside the box, nothing of image 2's box
+    assert draw_regions(image, regions[:1], 2).tobytes() == image.tobytes()
+
+
+def test_draw_regions_scales_the_boxes_to_a_resized_image():
+    from PIL import Image as PILImage
+
+    from annotator.regions import draw_regions
+
+    small = PILImage.new("RGB", (50, 40), (0, 0, 0))
+    drawn = draw_regions(small, [{"image": 2, "x": 20, "y": 40, "w": 40, "h": 20}], 2, original_size=(100, 80), width=1)
+    red = {(x, y) for x in range(50) for y in range(40) if drawn.getpixel((x, y)) == (255, 0, 0)}
+    assert min(red) == (10, 20) and max(red) == (29, 29)  # the box at half size: x 10-29, y 20-29
+    with pytest.raises(ValueError, match="image_number must be 1 or 2"):
+        draw_regions(small, [], 3)
