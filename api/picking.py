@@ -16,6 +16,7 @@ from annotator.models import Category, Pair, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from api.errors import error_responses
 from api.fields import ID_MAX, free_text, whole_number
+from api.schema_enums import FRAME
 from benchmark.regions import LABEL_MAX, MAX_REGIONS
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 from subtlebench.text import NOTE_MAX, OPTIONS_MAX, QUESTION_MAX, SHORT_TEXT_MAX
@@ -37,7 +38,7 @@ class FrameRegionSerializer(RegionSerializer):
     1 or 2, wherever the app puts that frame."""
 
     image = None
-    frame = serializers.ChoiceField(choices=["a", "b"], help_text="a or b: the frame the box is on.")
+    frame = serializers.ChoiceField(choices=FRAME, help_text="a or b: the frame the box is on.")
 
 
 class RegionListField(serializers.ListField):
