@@ -211,3 +211,14 @@ def test_draw_regions_scales_the_boxes_to_a_resized_image():
     assert min(red) == (10, 20) and max(red) == (29, 29)  # the box at half size: x 10-29, y 20-29
     with pytest.raises(ValueError, match="image_number must be 1 or 2"):
         draw_regions(small, [], 3)
+
+
+def test_the_regions_setting_is_for_coordinators_and_posts_only(client, client_for, reviewer, coordinator):
+    anonymous = client.post("/stats/regions/", {"categories": ["state"]})
+    assert anonymous.status_code == 302 and "/accounts/login/" in anonymous.url
+    assert client_for(reviewer).post("/stats/regions/", {"categories": ["state"]}).status_code == 403
+    assert TeamSettings.current().regions_required == []
+    answer = client_for(coordinator).get("/stats/regions/")
+    assert answer.status_code == 302 and answer.url == "/stats/"  # a GET goes to the page with the form
+    assert client_for(coordinator).post("/stats/regions/", {}).status_code == 302
+    assert TeamSettings.current().regions_required == []  # none ticked: no category requires a region
