@@ -56,6 +56,7 @@ urlpatterns = [
     # Team analytics
     path("stats/", views_stats.stats_page, name="stats"),
     path("stats/settings/", views_stats.stats_settings, name="stats-settings"),
+    path("stats/regions/", views_stats.stats_regions, name="stats-regions"),
     path("stats/targets/", views_stats.stats_targets, name="stats-targets"),
     # Captions
     path("captions/", views_captions.captions_home, name="captions-home"),

@@ -16,8 +16,49 @@ from annotator.models import Category, Pair, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from api.errors import error_responses
 from api.fields import ID_MAX, free_text, whole_number
+from api.schema_enums import FRAME
+from benchmark.regions import LABEL_MAX, MAX_REGIONS
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 from subtlebench.text import NOTE_MAX, OPTIONS_MAX, QUESTION_MAX, SHORT_TEXT_MAX
+
+
+class RegionSerializer(serializers.Serializer):
+    """A difference region on image 1 or 2 of a pair, in pixels of that image (benchmark/regions.py)."""
+
+    image = whole_number(low=1, high=2, help_text="1 or 2: the image the box is on.")
+    x = whole_number(help_text="Left edge, pixels from the image's left.")
+    y = whole_number(help_text="Top edge, pixels from the image's top.")
+    w = whole_number(low=1, help_text="Width in pixels.")
+    h = whole_number(low=1, help_text="Height in pixels.")
+    label = free_text(LABEL_MAX, lines="single", required=False, allow_blank=True)
+
+
+class FrameRegionSerializer(RegionSerializer):
+    """A difference region on the annotator's frame A or B (the workbench's terms): the server stores it on image
+    1 or 2, wherever the app puts that frame."""
+
+    image = None
+    frame = serializers.ChoiceField(choices=FRAME, help_text="a or b: the frame the box is on.")
+
+
+class RegionListField(serializers.ListField):
+    """A list of regions whose errors name the region, counted from 1 as the contract's messages do."""
+
+    def __init__(self, child, **kwargs):
+        super().__init__(child=child, max_length=MAX_REGIONS, **kwargs)
+
+    def to_internal_value(self, data):
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as error:
+            detail = error.detail
+            if isinstance(detail, dict):
+                detail = {f"region {int(index) + 1}": messages for index, messages in detail.items()}
+            raise serializers.ValidationError(detail) from error
+
+
+def regions_field(child=RegionSerializer, **kwargs) -> RegionListField:
+    return RegionListField(child=child(), **kwargs)
 
 
 class VideoLeaseSerializer(serializers.Serializer):
@@ -215,6 +256,12 @@ class PairSubmitInputSerializer(serializers.Serializer):
         default=None,
         help_text="Active workbench time spent on this version (visible tab, recent input), milliseconds.",
     )
+    regions = regions_field(
+        FrameRegionSerializer,
+        required=False,
+        default=list,
+        help_text="Where A and B differ: boxes on frame A or B, in pixels of the frame (at most 20).",
+    )
 
 
 class PairOutputSerializer(serializers.ModelSerializer):
@@ -251,6 +298,7 @@ class PairOutputSerializer(serializers.ModelSerializer):
             "index_1",
             "index_2",
             "swapped",
+            "regions",
             "similarity",
             "client_key",
             "model_correct",
@@ -299,6 +347,9 @@ class PairCorrectionsSerializer(serializers.Serializer):
     distractors = serializers.ListField(
         child=free_text(SHORT_TEXT_MAX, allow_blank=True), required=False, max_length=OPTIONS_MAX
     )
+    regions = regions_field(
+        required=False, help_text="The corrected difference regions, all of them, on images 1 and 2 ([] for none)."
+    )
 
 
 DECISIONS = [(value, label) for value, label in Review.Decision.choices if value != Review.Decision.REOPEN]
@@ -309,7 +360,7 @@ class PairReviewInputSerializer(serializers.Serializer):
     version = whole_number(help_text="The version of the pair you reviewed.")
     reason = free_text(NOTE_MAX, required=False, allow_blank=True, default="")
     corrections = PairCorrectionsSerializer(
-        required=False, default=dict, help_text="category, question, answer, distractors"
+        required=False, default=dict, help_text="category, question, answer, distractors, regions"
     )
 
 

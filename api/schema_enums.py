@@ -8,3 +8,4 @@ DOMAIN = Domain
 VIDEO_STATUS = Video.Status
 REVIEW_STATUS = Pair.Status  # the same four states as Caption.Status: draft, submitted, accepted, rejected
 JOB_STATUS = Job.Status
+FRAME = [("a", "a"), ("b", "b")]  # the workbench's frame A or B: a submit's answer frame and a region's frame

@@ -336,6 +336,7 @@ SPECTACULAR_SETTINGS = {
         "VideoStatusEnum": "api.schema_enums.VIDEO_STATUS",
         "ReviewStatusEnum": "api.schema_enums.REVIEW_STATUS",
         "JobStatusEnum": "api.schema_enums.JOB_STATUS",
+        "FrameEnum": "api.schema_enums.FRAME",
     },
 }
 

@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.core.paginator import Paginator
 from django.db import models
-from django.db.models import Count, Exists, ExpressionWrapper, F, OuterRef, Q, Subquery
+from django.db.models import Count, Exists, ExpressionWrapper, F, Func, OuterRef, Q, Subquery
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -319,6 +319,7 @@ def pairs_base():
             reviewer_name=Subquery(last_review.values("reviewer__username")[:1]),
             author_name=F("author__username"),
             has_caption=Exists(Caption.objects.exported().filter(pair=OuterRef("pk"))),
+            region_count=Func(F("regions"), function="jsonb_array_length", output_field=models.IntegerField()),
         )
     )
 
@@ -371,6 +372,7 @@ PAIRS = Table(
         Column("similarity", "Similarity", "similarity", numeric=True),
         Column("models", "Models right", "model_correct", numeric=True),
         Column("caption", "Caption", "has_caption"),
+        Column("regions", "Regions", "region_count", numeric=True),
         Column("split", "Split", "export_split"),
         Column("created", "Created", "created"),
         Column("decided", "Decided", "decided_at"),
@@ -385,6 +387,7 @@ PAIRS = Table(
         models_right_filter(),
         date_range_filter("created", "Created", "created"),
         yes_no_filter("caption", "Has caption", lambda: Q(has_caption=True)),
+        yes_no_filter("regions", "Has regions", lambda: Q(region_count__gt=0)),
         choice_filter("split", "Export split", SPLITS, apply=split_apply),
         yes_no_filter("excluded", "Excluded from studies", lambda: Q(excluded_from_studies=True)),
     ],

@@ -40,6 +40,7 @@ from benchmark.records import (
     split_path,
     structure_problems,
 )
+from benchmark.regions import RegionError, validate_regions
 from subtlebench.errors import Invalid, file_error_detail
 
 
@@ -103,6 +104,31 @@ def read_groups(root: Path) -> tuple[dict[str, str], list[str]]:
         else:
             groups[line["item_id"]] = line.get("group") or ""
     return groups, problems
+
+
+def read_regions(root: Path, records, checks: dict[str, ImageCheck]) -> tuple[dict[str, list[dict]], list[str]]:
+    """The difference regions of an export's metadata/items.jsonl, by item id, each checked against the sizes of
+    its record's images; and the problems, each with its line and region. A folder without the file has none;
+    a line without `regions` (an older export) gives its item none."""
+    path = root / ITEMS_METADATA
+    found: dict[str, list[dict]] = {}
+    problems: list[str] = []
+    if not path.is_file() or readable_file_problem(path, allowed_roots(root)):
+        return found, problems  # read_groups says what is wrong with the file
+    images = {record_item_id(record): (record["image_1"], record["image_2"]) for _, _, record in records}
+    for number, line, error in iter_lines(path):
+        if error or not isinstance(line, dict) or line.get("item_id") not in images:
+            continue  # read_groups names a broken line; an item that is not in the data files is not imported
+        if not line.get("regions"):
+            continue
+        sizes = {
+            n: (checks[p].width, checks[p].height) for n, p in enumerate(images[line["item_id"]], 1) if p in checks
+        }
+        try:
+            found[line["item_id"]] = validate_regions(line["regions"], sizes)
+        except RegionError as error:
+            problems.append(f"{ITEMS_METADATA}:{number}: regions: {error}")
+    return found, problems
 
 
 def clashes_with_database(records) -> list[str]:
@@ -180,6 +206,8 @@ def _pairs_import(root: Path, *, user, progress, thumbnail_dir: Path) -> dict:
         raise PairImportError(problems)
     records = read_records(root)
     groups, problems = read_groups(root)
+    regions, region_problems = read_regions(root, records, checks)
+    problems += region_problems
     problems += captions_without_author(records, user) or clashes_with_database(records)
     if problems:
         raise PairImportError(problems)
@@ -212,6 +240,7 @@ def _pairs_import(root: Path, *, user, progress, thumbnail_dir: Path) -> dict:
                     question=record["question"],
                     answer=record["answer"],
                     distractors=record["distractors"],
+                    regions=regions.get(record_item_id(record), []),
                     status=Pair.Status.SUBMITTED,
                     author=user,
                     submitted_at=now,

@@ -43,6 +43,7 @@ from django.utils import timezone
 from annotator.export.format import file_sha256
 from annotator.jobs.scratch import newest_mtime, scratch_folder, scratch_paths, scratch_register, scratch_root
 from annotator.models import EmbeddingModel, Job, Pair, Release, Review
+from annotator.regions import regions_swapped
 from annotator.releases.services import (
     ReleaseDraft,
     ReleaseError,
@@ -633,7 +634,7 @@ def provenance_of(row: dict, *, identifier: str, split: str, swapped: bool, inpu
         "annotator": opaque_user_id(row["author_id"]),
         "reviewer": opaque_user_id(row["reviewer_id"]),
         "swapped": swapped,
-        # Where the two images differ (benchmark/regions.py), numbered as the record's images: never in the record.
+        # Where the images differ, on image_1 / image_2 as written (traded with them when swapped).
         "regions": row["regions"] or [],
     }
 
@@ -644,8 +645,8 @@ def swapped_row(row: dict) -> dict:
     for suffix in ("_id", "__file", "__sha256", "__original_name", "__frame__timestamp"):
         row[f"image_1{suffix}"], row[f"image_2{suffix}"] = row[f"image_2{suffix}"], row[f"image_1{suffix}"]
     row["answer"], row["distractors"] = swap_binary_answer(row["answer"], row["distractors"])
-    if row.get("regions"):
-        row["regions"] = [{**region, "image": 3 - region["image"]} for region in row["regions"]]
+    if "regions" in row:  # the provenance pass reads them
+        row["regions"] = regions_swapped(row["regions"])
     return row
 
 

@@ -4,6 +4,7 @@ blind second reviews of the double-review sample."""
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
@@ -22,6 +23,13 @@ class TeamSettings(models.Model):
         default=DEFAULT_DOUBLE_REVIEW_RATE,
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="The probability that a submitted pair is drawn for a second, blind review.",
+    )
+    # Categories whose pairs must mark where the images differ (at least one region): submit refuses without one.
+    regions_required = ArrayField(
+        models.CharField(max_length=20, choices=Category.choices),
+        default=list,
+        blank=True,
+        help_text="Categories whose pairs need at least one difference region.",
     )
     updated = models.DateTimeField(auto_now=True)
     updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")

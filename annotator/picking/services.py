@@ -18,6 +18,7 @@ from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take
 from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, PairDraft, Review, Video, VideoSkip
 from annotator.models.picking import next_draft_version
 from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
+from annotator.regions import regions_check, regions_from_frames, regions_required_check
 from annotator.similarity.services import pair_update_similarity
 from annotator.stats.services import double_review_draw
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
@@ -325,11 +326,14 @@ def pair_submit(
     version: int | None = None,
     draft_version: int | None = None,
     active_ms: int | None = None,
+    regions: list | None = None,
 ) -> tuple[Pair, bool]:
     """Submit a new pair (or a new version of one's own submitted or rejected pair) for review.
 
     Returns (pair, created). The same client key twice returns the first result: a double click or a retried
     request makes one pair. `active_ms`, the workbench's active time on this version, is added to the pair's.
+    `regions`: the difference boxes on the annotator's frames (`{"frame": "a" | "b", x, y, w, h}` in pixels of
+    the frame), stored on images 1 and 2 wherever the app put A and B.
     """
     client_key = str(client_key or "").strip()
     if not 8 <= len(client_key) <= 64:
@@ -348,6 +352,8 @@ def pair_submit(
     question, answer, distractors = question_validate(
         category=category, question=question, answer=answer, distractors=distractors
     )
+    regions = regions_check(regions_from_frames(regions, swapped=swapped), image_1=frame_1.image, image_2=frame_2.image)
+    regions_required_check(category=category, regions=regions)
     source_ids = [f"{video.yt8m_id}_{x.index}_{y.index}" for x, y in ((frame_1, frame_2), (frame_2, frame_1))]
     try:
         with transaction.atomic():
@@ -389,6 +395,7 @@ def pair_submit(
             pair.source_id = source_ids[0]
             pair.question, pair.answer, pair.distractors = question, answer, distractors
             pair.swapped = swapped
+            pair.regions = regions
             pair.status = Pair.Status.SUBMITTED
             pair.submitted_at = timezone.now()
             pair.decided_at = None
@@ -548,7 +555,8 @@ def pair_withdraw(*, pair: Pair, user) -> Pair:
 
 def _corrections(pair: Pair, corrections: dict) -> dict:
     """What the editor can change, with the editor's rules: the category, question, answer and distractors (for a
-    first/second-image category the answer says which image; a temporal one follows from the timestamps)."""
+    first/second-image category the answer says which image; a temporal one follows from the timestamps), and the
+    difference regions (on images 1 and 2, checked against their sizes)."""
     category = corrections.get("category") or pair.category
     proposed = {
         "question": corrections.get("question", pair.question),
@@ -563,7 +571,12 @@ def _corrections(pair: Pair, corrections: dict) -> dict:
     if category != pair.category:
         changes["category"] = {"old": pair.category, "new": category}
         pair.category = category
-    for name, new in (("question", question), ("answer", answer), ("distractors", distractors)):
+    regions = pair.regions
+    if "regions" in corrections:
+        regions = regions_check(corrections["regions"], image_1=pair.image_1, image_2=pair.image_2)
+    regions_required_check(category=category, regions=regions)
+    fields = (("question", question), ("answer", answer), ("distractors", distractors), ("regions", regions))
+    for name, new in fields:
         old = getattr(pair, name)
         if old != new:
             changes[name] = {"old": old, "new": new}

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, PairDraft, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from annotator.picking.questions import CATEGORY_KEYS, template_table
+from annotator.regions import categories_requiring_regions, regions_as_frames
 from benchmark import jsonlimits
 from benchmark.taxonomy import BINARY_OPTIONS, FIRST_IMAGE
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, page_detail
@@ -168,6 +169,7 @@ def workbench(request, video_id: int):
                 "index_a": index_2 if pair.swapped else index_1,
                 "index_b": index_1 if pair.swapped else index_2,
                 "answer_frame": _answer_frame(pair),
+                "regions": regions_as_frames(pair.regions, swapped=pair.swapped),
                 "rejection": pair.rejection or "",
                 "editable": mine and pair.status in (Pair.Status.SUBMITTED, Pair.Status.REJECTED),
                 "withdrawable": mine and pair.status == Pair.Status.SUBMITTED,
@@ -186,6 +188,7 @@ def workbench(request, video_id: int):
         "templates": template_table(),
         "categories": list(Category.values),
         "keys": CATEGORY_KEYS,
+        "regions_required": categories_requiring_regions(),
         "held": now_held,
         "leased_to": holder.username if holder is not None and not now_held else "",
         "held_elsewhere": {"id": elsewhere.pk, "yt8m_id": elsewhere.yt8m_id} if elsewhere else None,
@@ -278,6 +281,8 @@ def review_pair(request, pair_id: int):
             "similarity_status": pair.similarity_status,
             "problem": pair.similarity_problem() or "",
             "later": picking.pair_later_image(pair),
+            # Image 1 and 2 are the viewer's a and b here.
+            "regions": regions_as_frames(pair.regions, swapped=False),
         },
         "own": pair.author_id == request.user.pk,
         "templates": template_table(),
@@ -300,6 +305,7 @@ def review_pair(request, pair_id: int):
             "blind": blind,
             "may_reopen": may_reopen,
             "waiting": waiting,
+            "may_decide": pair.status == Pair.Status.SUBMITTED and not config["own"] and not blind,
             "config": config,
             "image_1_url": _url(pair.image_1.file.name),
             "image_2_url": _url(pair.image_2.file.name),

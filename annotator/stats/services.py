@@ -53,6 +53,21 @@ def team_settings_update(*, rate_percent, by) -> TeamSettings:
     return row
 
 
+def team_regions_required_set(*, categories, by) -> TeamSettings:
+    """Set the categories whose pairs must mark at least one difference region (none: no category must)."""
+    unknown = [str(category) for category in categories if category not in Category.values]
+    if unknown:
+        raise Invalid(
+            {"categories": [f"Unknown category {', '.join(map(repr, unknown))}: use {', '.join(Category.values)}."]}
+        )
+    with transaction.atomic():
+        row = TeamSettings.current()
+        row.regions_required = [category for category in Category.values if category in set(categories)]
+        row.updated_by = by
+        row.save()
+    return row
+
+
 def targets_set(*, counts: dict[tuple[str, str], int | None]) -> list[Target]:
     """Set the targets of some category x domain cells; 0 or None removes a cell's target."""
     problems = []

@@ -44,6 +44,9 @@ def stats_page(request):
         "grid": figures.target_grid(),
         "domains": Domain.values,
         "day_choices": (7, 14, 30, 90),
+        "region_categories": [
+            (category, category in team["settings"].regions_required) for category in Category.values
+        ],
     }
     return render(request, "stats/stats.html", context)
 
@@ -57,6 +60,19 @@ def stats_settings(request):
     except Invalid as error:
         return error_response(request, error, back_to="stats")
     messages.success(request, f"From now on {row.double_review_rate:.1%} of submitted pairs get a blind second review.")
+    return redirect("stats")
+
+
+@role_required(COORDINATOR)
+@post_only("stats")
+def stats_regions(request):
+    """Set which categories need at least one difference region (the checked boxes)."""
+    try:
+        row = stats.team_regions_required_set(categories=request.POST.getlist("categories"), by=request.user)
+    except Invalid as error:
+        return error_response(request, error, back_to="stats")
+    named = ", ".join(row.regions_required) or "no category"
+    messages.success(request, f"From now on a submitted pair needs a difference region in: {named}.")
     return redirect("stats")
 
 

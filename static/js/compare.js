@@ -83,6 +83,8 @@
       const s = scaleFor(main.img, main.box) * dpr();
       readout.textContent = natural(main.img)[0] ? `${state.zoom.fit ? "fit " : ""}${Math.round(s * 100)}%` : "–";
       readout.title = state.zoom.fit ? "fitted to the viewer" : "100% is one image pixel per screen pixel";
+      // Layers drawn over the images (regions.js) follow them: which frame each viewer shows, now placed anew.
+      root.dispatchEvent(new CustomEvent("cmp:layout", { detail: { a: state.mainShows || "a", b: "b", one: ONE_VIEWER_MODES.includes(state.mode) } }));
     }
 
     function setZoom(z, cx = state.zoom.cx, cy = state.zoom.cy) {
@@ -122,6 +124,7 @@
       const plain = state.held || !["diff", "swipe"].includes(state.mode);
       const shown = state.held || (state.mode === "auto" && state.autoShowsB) ? "b" : "a";
       const frame = frames[plain ? shown : "a"];
+      state.mainShows = plain ? shown : "both"; // the difference and swipe views show A and B at once
       setSrc(main.img, frame ? frame.src : "");
       main.figure.classList.toggle("preview", !!(frame && frame.preview));
       canvas.hidden = plain || state.mode !== "diff";

@@ -6,7 +6,10 @@
      button (a skip without a reason) does nothing. A page that gives Ctrl+Enter a meaning of its own (the pair
      workbench's submit) handles it first.
    - Esc leaves a field (and closes a dialog: the browser's own).
-   - ? outside a field opens the page's list of keys (#keys-dialog), where the page has one. */
+   - ? outside a field opens the page's list of keys (#keys-dialog), where the page has one.
+   - Difference regions (regions.js, on the pair workbench and review): a selected box has the focus; Tab goes
+     between boxes, arrows move it (Shift resizes), Delete removes it, Esc lets go; Ctrl+Z outside a field undoes
+     the last change to the boxes; m draws with the mouse, r / Shift+R start a box on A / B. */
 (() => {
   "use strict";
   const BUTTONS = "button:not([type]), button[type=submit], input[type=submit]";

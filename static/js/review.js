@@ -63,8 +63,24 @@
   const accept = () => {
     // Accept is off and its reason on screen already (#accept-off): y sends nothing the server would refuse.
     if (pair.problem) return $("accept-off") ? $("accept-off").classList.add("pulse") : showErrors([pair.problem]);
-    decide("accept");
+    // Boxes the reviewer moved, drew or removed are a correction: accepting keeps them (recorded in the history).
+    if (regionsChanged()) decide("correct", { corrections: { regions: regionsAsImages() } });
+    else decide("accept");
   };
+
+  /* Difference regions (regions.js) over image 1 (a) and image 2 (b); a reviewer who may decide can correct them. */
+  const regionsView = Regions.create(document.querySelector("[data-compare]"), {
+    editable: !!decideBox,
+    names: { a: "1", b: "2" },
+    regions: pair.regions || [],
+    onChange: () => {
+      const note = $("regions-changed");
+      if (note) note.hidden = !regionsChanged();
+    },
+  });
+  const initialRegions = JSON.stringify(pair.regions || []);
+  const regionsChanged = () => JSON.stringify(regionsView.get()) !== initialRegions;
+  const regionsAsImages = () => regionsView.get().map(({ frame, ...box }) => ({ image: frame === "a" ? 1 : 2, ...box }));
 
   /* The correction form edits what the editor can: category, question, answer and distractors (1-4), or for a
      first/second-image category which image is the answer (a temporal one follows from the timestamps). */
@@ -116,6 +132,7 @@
       out.answer = $("c-answer").value;
       out.distractors = distractorInputs().map((input) => input.value);
     }
+    if (regionsChanged()) out.regions = regionsAsImages();
     return out;
   }
 

@@ -21,7 +21,7 @@
     (crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + Math.random().toString(16).slice(2)).replace(/-/g, "");
   const blank = () => ({
     cursor: 0, a: null, b: null, category: "", question: "", answer: "", distractors: [""],
-    answer_frame: "", client_key: newKey(), pair: null, version: null,
+    answer_frame: "", client_key: newKey(), pair: null, version: null, regions: [],
   });
   // `start`: where a page without a draft begins (a candidate pair: its two images as A and B).
   const state = Object.assign(blank(), config.start || {}, config.draft || {});
@@ -99,6 +99,12 @@
   /* --- Viewers (static/js/compare.js): an unset slot previews the cursor. The strip shows thumbnails, the
      viewers the full frames. --- */
   const viewer = Compare.create(document.querySelector("[data-compare]"));
+  // Difference regions (regions.js) on frames A and B, in pixels of the frame; saved with the draft.
+  const regionsView = Regions.create(document.querySelector("[data-compare]"), {
+    editable: true,
+    names: { a: "A", b: "B" },
+    onChange: (list) => { state.regions = list; scheduleSave(); },
+  });
   function renderViewers() {
     const cursor = frames[state.cursor];
     const shown = {};
@@ -376,6 +382,8 @@
     Object.assign(state, blank(), next);
     if (!Array.isArray(state.distractors) || !state.distractors.length) state.distractors = [""];
     state.cursor = Math.min(Math.max(0, state.cursor | 0), Math.max(0, frames.length - 1));
+    if (!Array.isArray(state.regions)) state.regions = [];
+    regionsView.set(state.regions);
   }
   $("draft-load-newer").addEventListener("click", () => {
     // This tab's version stays one click away: nothing is dropped without the annotator saying so.
@@ -452,6 +460,9 @@
         ? `Write the question: “${t.question}” is only an example of a ${state.category} question.`
         : "Write the question.");
     }
+    if (t && (config.regions_required || []).includes(state.category) && !state.regions.length) {
+      problems.push(`A ${state.category} pair needs at least one difference region: draw a box on A or B (m, then drag; or r).`);
+    }
     if (problems.length) return showErrors(problems);
     submitting = true;
     $("submit-pair").disabled = true;
@@ -462,6 +473,7 @@
       distractors: t.binary ? [] : state.distractors, answer_frame: t.binary && !t.derived ? state.answer_frame : "",
       client_key: state.client_key, pair: state.pair, version: state.version, draft_version: draftVersion,
       active_ms: window.activeTime ? window.activeTime.peek() : null,
+      regions: state.regions.map(({ frame, x, y, w, h, label }) => (label ? { frame, x, y, w, h, label } : { frame, x, y, w, h })),
     };
     const result = await api("POST", urls.submit, payload);
     submitting = false;
@@ -472,7 +484,7 @@
       draftVersion = pair.draft_version;
       showErrors([]);
       upsertPair({ ...pair, mine: true, editable: true, withdrawable: true, author: "you", rejection: "",
-        index_a: state.a, index_b: state.b, answer_frame: t.binary ? (t.derived ? derivedAnswerFrame() : state.answer_frame) : "" });
+        index_a: state.a, index_b: state.b, regions: state.regions, answer_frame: t.binary ? (t.derived ? derivedAnswerFrame() : state.answer_frame) : "" });
       // A toast of its own: the autosave status that follows must not overwrite it.
       window.sbToast(`Submitted pair ${pair.id} for review.`);
       // A candidate pair is authored once: its page is done, the work page offers the next one.
@@ -481,6 +493,7 @@
       if (document.activeElement && document.activeElement.closest("#editor")) document.activeElement.blur();
       const keep = { cursor: state.cursor, category: state.category };
       Object.assign(state, blank(), keep, { question: t.example ? "" : t.question, distractors: t.binary ? [""] : t.distractors.slice() });
+      regionsView.set(state.regions);
       renderEditor();
       changed();
     } else if (result.status === 0) {
@@ -546,8 +559,9 @@
     Object.assign(state, {
       pair: p.id, version: p.version, a: p.index_a, b: p.index_b, category: p.category, question: p.question,
       answer: t.binary ? "" : p.answer, distractors: t.binary ? [""] : p.distractors.slice(),
-      answer_frame: p.answer_frame || "", client_key: newKey(),
+      answer_frame: p.answer_frame || "", client_key: newKey(), regions: (p.regions || []).map((r) => ({ ...r })),
     });
+    regionsView.set(state.regions);
     if (position.has(p.index_a)) state.cursor = position.get(p.index_a);
     renderEditor();
     changed();
@@ -670,6 +684,10 @@
     (Number(local.base) >= draftVersion || (local.sent && local.sent === canon(config.draft || {}))));
   if (newerHere) applyState(local.state);
   else if (local) forget(); // the server has a draft saved after this browser's copy
+  if (!newerHere) {
+    if (!Array.isArray(state.regions)) state.regions = [];
+    regionsView.set(state.regions);
+  }
   renderEditor();
   renderStrip();
   renderViewers();

@@ -40,7 +40,12 @@ def pairs(db, annotator, annotator2, reviewer, coordinator):
     old = timezone.now() - timedelta(days=40)
     p = {
         "submitted": make_pair(status=Pair.Status.SUBMITTED, author=annotator, question="Which mug is redder?"),
-        "accepted": make_pair(author=annotator2, category=Category.STATE, similarity=0.85),
+        "accepted": make_pair(
+            author=annotator2,
+            category=Category.STATE,
+            similarity=0.85,
+            regions=[{"image": 1, "x": 0, "y": 0, "w": 4, "h": 4}, {"image": 2, "x": 80, "y": 60, "w": 80, "h": 60}],
+        ),
         "rejected": make_pair(status=Pair.Status.REJECTED, author=annotator, domain=Domain.GAMING, similarity=0.99),
         "old": make_pair(author=annotator2, created=old, similarity=0.91),
     }
@@ -78,6 +83,8 @@ def pk(*rows) -> list[int]:
         ({"split": "test"}, ["accepted"]),
         ({"split": "none"}, ["submitted", "rejected"]),
         ({"excluded": "yes"}, ["old"]),
+        ({"regions": "yes"}, ["accepted"]),
+        ({"regions": "no"}, ["submitted", "rejected", "old"]),
         ({"q": "redder mugs"}, ["submitted"]),  # English stemming: mugs finds mug
         ({"q": "peeled"}, ["accepted"]),  # a caption's words find its pair
         ({"q": "peeled", "status": "submitted"}, []),
@@ -480,3 +487,14 @@ def test_an_export_notes_each_pairs_split_for_the_split_filter(db, tmp_path, set
     assert sorted(val + test) == pk(*exported) and ids(PAIRS, {"split": "none"}) == [waiting.pk]
     benchmark_export(options=ExportOptions(out=str(tmp_path / "b"), val_fraction=0.0, reproducible=True))
     assert ids(PAIRS, {"split": "val"}) == [] and ids(PAIRS, {"split": "test"}) == pk(*exported)  # the latest export
+
+
+def test_the_pairs_table_counts_regions_and_marks_them_on_the_thumbnails(client_for, reviewer, pairs):
+    page = client_for(reviewer).get("/tables/pairs/", {"regions": "yes"})
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert 'title="difference regions marked on image 1 and 2">2</td>' in html
+    # 160×120 images in a 48×36 thumbnail: a scale of 0.3; a box too small to see is drawn 2 px wide.
+    assert 'class="rg-mark rg-mark-1" style="left:0.0px;top:0.0px;width:2px;height:2px"' in html
+    assert 'class="rg-mark rg-mark-2" style="left:24.0px;top:18.0px;width:24.0px;height:18.0px"' in html
+    assert html.count('class="rg-mark ') == 2
