@@ -116,7 +116,7 @@ def _mine_summary(job: Job, result: dict) -> SafeString:
     text = (
         f"{plural(result['candidates'], 'candidate')} from {plural(result.get('images', 0), 'embedded image')} "
         f"({result.get('in_range', 0)} pairs in [{options.get('threshold')}, {options.get('ceiling')}), "
-        f"at most {options.get('k') or 'any number of'} per image)."
+        + (f"at most {options['k']} per image)." if options.get("k") else "no limit per image).")
     )
     return format_html("{} <a href='/tables/candidates/?origin=mined&amp;job={}'>The candidates</a>", text, job.pk)
 
