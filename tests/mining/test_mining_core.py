@@ -141,3 +141,16 @@ def test_skip_leaves_out_pairs_before_diversity_counts_them():
 
     mined = mine(halves, ids, threshold=THRESHOLD, ceiling=CEILING, k=1, skip=skip)
     assert list(zip(ids[mined.first].tolist(), ids[mined.second].tolist(), strict=True)) == [(1, 3)]
+
+
+def test_the_int8_bound_holds_when_one_dimension_dominates_some_vectors():
+    """A few vectors with one large component make the int8 scale coarse for all: the margin grows with it, and the
+    mined set is still the exact one."""
+    halves, _ = planted_vectors(400, dim=256, pairs=80, low=0.75, high=1.0, seed=8)
+    spiky = halves[:40].astype(np.float64)
+    spiky[:, 0] = 3.0  # about 0.95 of each unit vector: these 40 are about 0.9 alike
+    halves[:40] = (spiky / np.linalg.norm(spiky, axis=1, keepdims=True)).astype(np.float16)
+    reference = exact_pair_set(halves, THRESHOLD, CEILING)
+    mined = mine(halves, np.arange(len(halves)), threshold=THRESHOLD, ceiling=CEILING)
+    assert set(zip(mined.first.tolist(), mined.second.tolist(), strict=True)) == set(reference)
+    assert len(reference) > 700  # the spiky vectors are all alike: many pairs, most near the bounds' middle
