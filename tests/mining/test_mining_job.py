@@ -308,3 +308,22 @@ def test_bulk_dismiss_from_the_page_goes_to_its_job(client_for, coordinator, rev
     bulk = Job.objects.get(kind=Job.Kind.BULK)
     assert response.status_code == 302 and response["Location"] == f"/jobs/{bulk.pk}/"
     assert bulk.result["table"] == "candidates" and bulk.total == 2
+
+
+def test_the_candidates_table_takes_at_most_10_queries_with_many_rows(
+    client_for, coordinator, django_assert_max_num_queries
+):
+    collection = Collection.objects.create(name="many", domain=Domain.AERIAL, layout="images", location="/x")
+    images = [make_image(shift=n % 8, source="levir") for n in range(61)]
+    PairCandidate.objects.bulk_create(
+        PairCandidate(
+            image_1=images[0], image_2=image, origin="given", collection=collection, domain="aerial", source="levir"
+        )
+        for image in images[1:]
+    )
+    client = client_for(coordinator)
+    client.get("/tables/candidates/")  # the session's first queries (login) are not the page's
+    with django_assert_max_num_queries(10):
+        response = client.get("/tables/candidates/?collection=many&sort=-created")
+    assert response.status_code == 200
+    assert response.content.decode().count("<tr>") > 40
