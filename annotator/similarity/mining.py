@@ -58,12 +58,21 @@ def unit_rows(halves: np.ndarray) -> np.ndarray:
     return wide / np.maximum(np.linalg.norm(wide, axis=1, keepdims=True), 1e-12)
 
 
-def int8_rows(unit: np.ndarray) -> tuple[np.ndarray, float, float]:
-    """Unit rows as int8 under one scale (the largest value maps to 127), that scale, and the largest distance from
-    a row to its int8 copy (divided by the scale): the error bound of the products below comes from it."""
-    scale = 127.0 / max(float(np.abs(unit).max()), 1e-12)
-    quantised = np.clip(np.rint(unit * scale), -127, 127).astype(np.int8)
-    worst = float(np.linalg.norm(unit - quantised.astype(np.float32) / scale, axis=1).max()) if len(unit) else 0.0
+def int8_rows(halves: np.ndarray, chunk: int = 8192) -> tuple[np.ndarray, float, float]:
+    """The rows as unit vectors in int8 under one scale (the largest value maps to 127), that scale, and the largest
+    distance from a unit row to its int8 copy (divided by the scale): the error bound of the products comes from it.
+    In chunks of rows, so no float copy of the whole matrix is ever made (100,000 x 1024 float32 is 400 MB)."""
+    largest = 1e-12
+    for at in range(0, len(halves), chunk):
+        largest = max(largest, float(np.abs(unit_rows(halves[at : at + chunk])).max()))
+    scale = 127.0 / largest
+    quantised = np.empty(halves.shape, dtype=np.int8)
+    worst = 0.0
+    for at in range(0, len(halves), chunk):
+        unit = unit_rows(halves[at : at + chunk])
+        quantised[at : at + chunk] = np.clip(np.rint(unit * scale), -127, 127)
+        residual = unit - quantised[at : at + chunk].astype(np.float32) / scale
+        worst = max(worst, float(np.linalg.norm(residual, axis=1).max()))
     return quantised, scale, worst
 
 
@@ -86,16 +95,15 @@ def candidate_pairs(
     blocks = (count + ROW_BLOCK - 1) // ROW_BLOCK
     if count < 2:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    unit = unit_rows(halves)
     if str(device).startswith("cuda"):
-        matrix = torch.from_numpy(unit).to(device=device, dtype=torch.bfloat16)
+        matrix = torch.from_numpy(unit_rows(halves)).to(device=device, dtype=torch.bfloat16)
         columns = matrix.T
         floor, top_bound = low, high  # bfloat16 scores are similarities; MARGIN covers their rounding
 
         def product(rows, left):
             return rows @ columns[:, left : left + COLUMN_BLOCK]
     else:
-        quantised, scale, worst = int8_rows(unit)
+        quantised, scale, worst = int8_rows(halves)
         margin = 2 * worst + worst**2 + 1e-6
         matrix = torch.from_numpy(quantised)
         columns = matrix.T.contiguous()
@@ -106,7 +114,6 @@ def candidate_pairs(
         def product(rows, left):
             return torch._int_mm(rows, columns[:, left : left + COLUMN_BLOCK].contiguous())
 
-    del unit
     firsts, seconds = [], []
     for block in range(blocks):
         top = block * ROW_BLOCK

@@ -104,15 +104,16 @@ def mining_jobs(coordinator) -> list[Job]:
     from annotator.similarity.services import embedding_model_forget_cached
 
     jobs = []
-    for active in (True, False):
+    active = EmbeddingModel.objects.get(active=True)
+    for switched_off in (False, True):
         job = mining_start(user=coordinator, scope=VIDEOS, k=2)
-        if not active:
-            EmbeddingModel.objects.filter(active=True).update(active=False)
+        if switched_off:
+            EmbeddingModel.objects.filter(pk=active.pk).update(active=False)
             embedding_model_forget_cached()
         unit = job.tasks.get()
         mining_run(job_id=job.pk, unit=UnitRef(unit.pk, celery_id=f"m{unit.pk}"))
         jobs.append(job)
-    EmbeddingModel.objects.filter(pk=EmbeddingModel.objects.order_by("-pk").values("pk")[:1]).update(active=True)
+    EmbeddingModel.objects.filter(pk=active.pk).update(active=True)
     embedding_model_forget_cached()
     return jobs
 
