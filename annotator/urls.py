@@ -6,6 +6,7 @@ from annotator.collections import views as views_collections
 from annotator.datamanager import views as views_datamanager
 from annotator.export import views as views_exports
 from annotator.jobs import views as views_jobs
+from annotator.mining import views as views_mining
 from annotator.modeleval import views as views_models
 from annotator.picking import views as views_picking
 from annotator.releases import views as views_releases
@@ -39,6 +40,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/cancel/", views_jobs.job_cancel_view, name="job-cancel"),
     path("jobs/<int:job_id>/retry/", views_jobs.job_retry_view, name="job-retry"),
     # Similarity
+    path("mining/", views_mining.mining_page, name="mining"),
     # Pair picking and review
     path("work/", views_picking.work, name="picking-work"),
     path("work/videos/<int:video_id>/", views_picking.workbench, name="picking-workbench"),

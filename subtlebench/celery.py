@@ -26,6 +26,7 @@ TASK_PACKAGES = [
     "annotator.datamanager",
     "annotator.modeleval",
     "annotator.collections",
+    "annotator.mining",
 ]
 
 

@@ -227,7 +227,11 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {"annotator.tasks.embed_*": {"queue": "similarity"}}
+# Pair mining reads every vector of its scope and multiplies them (torch): the similarity worker's work too.
+CELERY_TASK_ROUTES = {
+    "annotator.tasks.embed_*": {"queue": "similarity"},
+    "annotator.tasks.mine_pairs": {"queue": "similarity"},
+}
 # Redis hands an unacknowledged task to another worker after the visibility timeout: it must exceed the longest
 # task's time_limit (the embedding runs, 12 h), or a running task would run twice (tests/operations/test_faults.py
 # checks).

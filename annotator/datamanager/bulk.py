@@ -20,7 +20,17 @@ from django.utils import timezone
 
 from annotator.datamanager.tables import TABLES
 from annotator.jobs.services import job_create_once, job_task_add, job_task_claim
-from annotator.models import CaptionBatch, CaptionTask, Job, JobCancelled, JobItem, Pair, Review, Video
+from annotator.models import (
+    CaptionBatch,
+    CaptionTask,
+    Job,
+    JobCancelled,
+    JobItem,
+    Pair,
+    PairCandidate,
+    Review,
+    Video,
+)
 from annotator.models.jobs import ACTIVE
 from annotator.picking import services as picking
 from annotator.similarity.services import images_queue_embeddings, pair_update_similarity
@@ -109,6 +119,19 @@ def video_release(video: Video, *, by, reason, target):
     picking.video_release(video=video, user=by, reason=None)
 
 
+def candidate_dismiss(candidate: PairCandidate, *, by, reason, target):
+    """An open candidate leaves the queue for good (a mining run never offers its two images again)."""
+    changed = PairCandidate.objects.filter(pk=candidate.pk, status=PairCandidate.Status.OPEN).update(
+        status=PairCandidate.Status.DISMISSED,
+        dismissed_by=by,
+        lease_holder=None,
+        lease_expires=None,
+        updated=timezone.now(),
+    )
+    if not changed:
+        raise Conflict(f"Candidate {candidate.pk} is {candidate.status}: only an open candidate can be dismissed.")
+
+
 ACTIONS: dict[str, dict[str, Action]] = {
     "pairs": {
         a.name: a
@@ -129,9 +152,10 @@ ACTIONS: dict[str, dict[str, Action]] = {
             Action("release", "release leases", video_release),
         )
     },
+    "candidates": {"dismiss": Action("dismiss", "dismiss", candidate_dismiss)},
 }
-MODELS = {"pairs": Pair, "videos": Video}
-NOUNS = {"pairs": ("pair", "pairs"), "videos": ("video", "videos")}
+MODELS = {"pairs": Pair, "videos": Video, "candidates": PairCandidate}
+NOUNS = {"pairs": ("pair", "pairs"), "videos": ("video", "videos"), "candidates": ("candidate", "candidates")}
 
 
 def resolve_target(action: Action, raw):

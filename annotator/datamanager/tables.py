@@ -20,7 +20,19 @@ from django.db.models import Count, Exists, ExpressionWrapper, F, Func, OuterRef
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from annotator.models import Caption, Category, Domain, Frame, ImageEmbedding, Pair, Review, Video, VideoSkip
+from annotator.models import (
+    Caption,
+    Category,
+    Collection,
+    Domain,
+    Frame,
+    ImageEmbedding,
+    Pair,
+    PairCandidate,
+    Review,
+    Video,
+    VideoSkip,
+)
 from annotator.models.pairs import SHARE_TOLERANCE
 from subtlebench.errors import Invalid
 
@@ -519,4 +531,68 @@ CAPTIONS = Table(
     search_label="Search caption texts",
 )
 
-TABLES = {table.name: table for table in (PAIRS, VIDEOS, CAPTIONS)}
+# --- Candidates -------------------------------------------------------------------------------------------------
+
+
+def candidates_base():
+    return PairCandidate.objects.select_related("image_1", "image_2").annotate(collection_name=F("collection__name"))
+
+
+def candidates_search(qs, text: str):
+    """An image id finds the candidates it is in; other text, the source."""
+    text = text.strip()
+    if text.isdigit() and len(text) < 19:
+        return qs.filter(Q(image_1_id=int(text)) | Q(image_2_id=int(text)))
+    return qs.filter(source__icontains=text)
+
+
+def collection_filter() -> Filter:
+    def parse(raw):
+        collection = Collection.objects.filter(name=raw[:50]).only("pk").first()
+        if collection is None:
+            raise ValueError(f"there is no collection {raw[:50]!r}.")
+        return collection.pk
+
+    return Filter("collection", "Collection", parse, lambda qs, pk: qs.filter(collection_id=pk), kind="text")
+
+
+def job_filter() -> Filter:
+    def parse(raw):
+        if not raw.isdigit() or len(raw) > 18:
+            raise ValueError(f"{raw[:50]!r} is not a job id.")
+        return int(raw)
+
+    return Filter("job", "Mining job", parse, lambda qs, pk: qs.filter(job_id=pk), kind="text")
+
+
+CANDIDATES = Table(
+    name="candidates",
+    columns=[
+        Column("id", "Id", "pk", numeric=True),
+        Column("image_1", "Image 1", "image_1_id", numeric=True),
+        Column("image_2", "Image 2", "image_2_id", numeric=True),
+        Column("origin", "Origin", "origin"),
+        Column("status", "Status", "status"),
+        Column("source", "Source", "source"),
+        Column("collection", "Collection", "collection_name"),
+        Column("domain", "Domain", "domain"),
+        Column("similarity", "Similarity", "similarity", numeric=True),
+        Column("job", "Job", "job_id", numeric=True),
+        Column("created", "Created", "created"),
+    ],
+    filters=[
+        choice_filter("origin", "Origin", PairCandidate.Origin.choices),
+        choice_filter("status", "Status", PairCandidate.Status.choices),
+        collection_filter(),
+        choice_filter("domain", "Domain", Domain.choices),
+        number_range_filter("similarity", "Similarity", "similarity", -1.0, 1.0),
+        job_filter(),
+        date_range_filter("created", "Created", "created"),
+    ],
+    base=candidates_base,
+    search=candidates_search,
+    default_sort="-similarity",
+    search_label="Search an image id or a source",
+)
+
+TABLES = {table.name: table for table in (PAIRS, VIDEOS, CAPTIONS, CANDIDATES)}

@@ -26,6 +26,7 @@ TEMPLATES = {
     "pairs": "datamanager/pairs.html",
     "videos": "datamanager/videos.html",
     "captions": "datamanager/captions.html",
+    "candidates": "datamanager/candidates.html",
 }
 
 

@@ -28,6 +28,8 @@ def job_summary(job: Job) -> SafeString:
         return _export_summary(job, result)
     if job.kind == Job.Kind.BULK:
         return _bulk_summary(result)
+    if job.kind == Job.Kind.MINE:
+        return _mine_summary(job, result)
     return SafeString("")
 
 
@@ -124,6 +126,18 @@ def _bulk_summary(result: dict) -> SafeString:
     text = f"{result.get('action', '').capitalize()}: {result['ok']} of {plural(result.get('items', 0), table[:-1])}"
     text += " went through" + (f", {result['refused']} refused (the reasons are listed)." if result["refused"] else ".")
     return format_html("{} <a href='/tables/{}/'>Data manager</a>", text, table)
+
+
+def _mine_summary(job: Job, result: dict) -> SafeString:
+    if "candidates" not in result:
+        return SafeString("")
+    options = result.get("options", {})
+    text = (
+        f"{plural(result['candidates'], 'candidate')} from {plural(result.get('images', 0), 'embedded image')} "
+        f"({result.get('in_range', 0)} pairs in [{options.get('threshold')}, {options.get('ceiling')}), "
+        + (f"at most {options['k']} per image)." if options.get("k") else "no limit per image).")
+    )
+    return format_html("{} <a href='/tables/candidates/?origin=mined&amp;job={}'>The candidates</a>", text, job.pk)
 
 
 def is_waiting(job: Job) -> bool:

@@ -23,6 +23,7 @@ from django.utils import timezone
 from annotator.jobs.services import job_task_add, job_task_claim
 from annotator.models import EmbeddingModel, Frame, Image, ImageEmbedding, Job, JobCancelled, Pair, Video
 from annotator.models.similarity import NO_ACTIVE_MODEL
+from annotator.similarity.exact import FLOAT16_STEPS, cosine, cosines, integer_vectors  # noqa: F401 (their home)
 from subtlebench.errors import Forbidden, Invalid
 from subtlebench.progress import ProgressTee
 from subtlebench.roles import COORDINATOR, has_role
@@ -270,39 +271,11 @@ def stored_vectors(image_ids: Iterable[int], fingerprint: str | None = None) -> 
     }
 
 
-# Similarities are computed exactly from the stored float16 vectors. Every float16 value is a whole multiple of
-# 2**-24, so scaled by 2**24 a vector is a row of integers; for unit vectors (|value| <= 1) their dot products and
-# squared norms are exact in int64 (at most about 2**48), and one IEEE square root and division make the cosine.
-# The same vectors give the same bits on every machine, BLAS and numpy build: a ranking, a tie or the 0.8 bar
-# never turns on the rounding of a matrix product.
-FLOAT16_STEPS = 2**24
-
-
 def stack_vectors(rows: list[tuple[int, bytes]]) -> tuple[list[int], np.ndarray]:
     """[(image id, float16 bytes)] -> ids and an (N, D) int64 matrix: each value times 2**24, exactly."""
     ids = [image_id for image_id, _ in rows]
     halves = np.frombuffer(b"".join(bytes(vector) for _, vector in rows), dtype="<f2").reshape(len(rows), -1)
     return ids, integer_vectors(halves)
-
-
-def integer_vectors(halves: np.ndarray) -> np.ndarray:
-    """float16 values as exact integers (value * 2**24); refuses values outside [-1, 1], which no unit vector has
-    and whose products could overflow."""
-    wide = halves.astype(np.float64)
-    if wide.size and (not np.isfinite(wide).all() or np.abs(wide).max() > 1.0):
-        raise ValueError("a stored embedding is not a unit vector (a value is outside [-1, 1])")
-    return (wide * FLOAT16_STEPS).astype(np.int64)
-
-
-def cosines(first: np.ndarray, second: np.ndarray) -> np.ndarray:
-    """Row-wise cosine similarity of two (N, D) integer matrices from `stack_vectors`, clipped to [-1, 1]."""
-    dots = np.einsum("ij,ij->i", first, second)
-    squares = np.einsum("ij,ij->i", first, first).astype(np.float64) * np.einsum("ij,ij->i", second, second)
-    return np.clip(dots / np.sqrt(np.maximum(squares, 1.0)), -1.0, 1.0)
-
-
-def cosine(first: np.ndarray, second: np.ndarray) -> float:
-    return float(cosines(first[None], second[None])[0])
 
 
 def embeddings_store(*, fingerprint: str, vectors: dict[int, np.ndarray], failures: dict[int, str]) -> None:

@@ -101,6 +101,7 @@ def finished_jobs(coordinator, h264_video, tmp_path, settings) -> list[Job]:
         unit = job.tasks.get()
         bulk_run_unit(job_id=job.pk, ids=unit.kwargs["ids"], unit=UnitRef(unit.pk, celery_id=f"c{unit.pk}"))
         jobs.append(job)
+    jobs += mining_jobs(coordinator)
     jobs += model_eval_jobs(coordinator)
     # Image collections (issue 27): an import that made candidates, and one whose every file was bad.
     levir = collection_fixtures.levir_folder(tmp_path / "levir")
@@ -115,6 +116,28 @@ def finished_jobs(coordinator, h264_video, tmp_path, settings) -> list[Job]:
     jobs.append(collection_import(source=str(bad), name="bad", domain="medical", created_by=coordinator, sync=True))
     outcomes = {(job.kind, job.status) for job in Job.objects.filter(pk__in=[job.pk for job in jobs])}
     assert outcomes == {(kind, status) for kind in Job.Kind.values for status in ("succeeded", "failed")}, outcomes
+    return jobs
+
+
+def mining_jobs(coordinator) -> list[Job]:
+    """A mining run over every video that succeeded, and one whose model was switched off before it ran (failed)."""
+    from annotator.jobs.services import UnitRef
+    from annotator.mining.services import VIDEOS, mining_run, mining_start
+    from annotator.models import EmbeddingModel
+    from annotator.similarity.services import embedding_model_forget_cached
+
+    jobs = []
+    active = EmbeddingModel.objects.get(active=True)
+    for switched_off in (False, True):
+        job = mining_start(user=coordinator, scope=VIDEOS, k=2)
+        if switched_off:
+            EmbeddingModel.objects.filter(pk=active.pk).update(active=False)
+            embedding_model_forget_cached()
+        unit = job.tasks.get()
+        mining_run(job_id=job.pk, unit=UnitRef(unit.pk, celery_id=f"m{unit.pk}"))
+        jobs.append(job)
+    EmbeddingModel.objects.filter(pk=active.pk).update(active=True)
+    embedding_model_forget_cached()
     return jobs
 
 
@@ -199,7 +222,7 @@ def world(h264_video, tmp_path, settings):
         "path": ["no-such-endpoint/"],  # the API's catch-all: its JSON 404
         "video_id": [video.pk],
         "job_id": [job.pk for job in jobs],
-        "table_name": ["pairs", "videos", "captions", "no-such-table"],
+        "table_name": ["pairs", "videos", "captions", "candidates", "no-such-table"],
         "run_id": [job.model_evaluation.pk for job in jobs if job.kind == Job.Kind.MODEL_EVAL],
         "pair_id": [submitted.pk, accepted[2].pk],
         "task_id": [task.pk],

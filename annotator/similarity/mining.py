@@ -1,0 +1,233 @@
+"""Corpus-wide mining of subtle pairs: over stored float16 unit vectors, every pair whose cosine similarity lies in
+[threshold, ceiling), filtered, ranked in a total order, and thinned for diversity. Pure numpy and torch over
+arrays: no query (annotator.mining.services reads the vectors and writes the candidates).
+
+How (chosen by measurement, bench/mining.py and bench/README.md): blocked matrix products of the upper triangle find
+every pair that can be in range, with a margin that bounds their rounding (on CPU in int8 with exact int32 sums,
+about 1.5x bfloat16's speed with VNNI; on CUDA in bfloat16 with float32 accumulation); the survivors are then scored
+exactly from the float16 values as integers (the same `cosines` every similarity of the app comes from), and only
+the exact values decide and rank. So the mined set is the exact pair set (recall 1.0, proven by the margin, not
+estimated), and the order never turns on a BLAS kernel. faiss HNSW was measured too and lost (bench/README.md).
+
+The bfloat16 margin: each rounding moves a value by at most 2**-9 of it, so the product of two rounded unit
+vectors is off by at most (2 * 2**-9 + 2**-18) * sum|a_i b_i| <= 0.0040, and the bfloat16 result itself by at most
+2**-9 (0.0020) more; MARGIN (0.01) is above their sum. The int8 margin is computed from the data (`int8_rows`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from annotator.similarity.exact import cosines, integer_vectors
+
+MARGIN = 0.01
+ROW_BLOCK = 4096  # rows per block: a tile of ROW_BLOCK x COLUMN_BLOCK scores is 64 MiB in bfloat16
+COLUMN_BLOCK = 8192
+NO_GROUP = -1
+
+
+@dataclass(frozen=True)
+class MiningFilters:
+    """Which pairs may be candidates. Codes are per image (ints; NO_GROUP: none): `sources`, `labels` (the class in
+    its collection), `videos` (frames of one video share a code) and `times` (a frame's timestamp, seconds)."""
+
+    same_source: bool = False  # both images of one source
+    same_label: bool = False  # both images of one class (images without a class are never paired then)
+    across_videos_only: bool = False  # never two frames of one video
+    min_gap: float = 0.0  # two frames of one video at least this many seconds apart
+
+
+@dataclass
+class Mined:
+    """The ranked candidates (positions into the input arrays, first < second) and what the run counted."""
+
+    first: np.ndarray
+    second: np.ndarray
+    similarity: np.ndarray
+    in_range: int  # pairs in [threshold, ceiling) that pass the filters, before diversity and skips
+    checked: int  # pairs scored exactly (the matrix product's survivors)
+
+
+def unit_rows(halves: np.ndarray) -> np.ndarray:
+    """float16 rows, renormalised in float32 (storage moved their norm by about 1e-4)."""
+    wide = halves.astype(np.float32)
+    return wide / np.maximum(np.linalg.norm(wide, axis=1, keepdims=True), 1e-12)
+
+
+def int8_rows(halves: np.ndarray, chunk: int = 8192) -> tuple[np.ndarray, float, float]:
+    """The rows as unit vectors in int8 under one scale (the largest value maps to 127), that scale, and the largest
+    distance from a unit row to its int8 copy (divided by the scale): the error bound of the products comes from it.
+    In chunks of rows, so no float copy of the whole matrix is ever made (100,000 x 1024 float32 is 400 MB)."""
+    largest = 1e-12
+    for at in range(0, len(halves), chunk):
+        largest = max(largest, float(np.abs(unit_rows(halves[at : at + chunk])).max()))
+    scale = 127.0 / largest
+    quantised = np.empty(halves.shape, dtype=np.int8)
+    worst = 0.0
+    for at in range(0, len(halves), chunk):
+        unit = unit_rows(halves[at : at + chunk])
+        quantised[at : at + chunk] = np.clip(np.rint(unit * scale), -127, 127)
+        residual = unit - quantised[at : at + chunk].astype(np.float32) / scale
+        worst = max(worst, float(np.linalg.norm(residual, axis=1).max()))
+    return quantised, scale, worst
+
+
+def candidate_pairs(
+    halves: np.ndarray,
+    *,
+    low: float,
+    high: float,
+    device: str = "cpu",
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair (i < j) whose similarity can lie in [low, high]: blocked products of the upper triangle, on CPU in
+    int8 with int32 sums (VNNI: about twice bfloat16's speed here), on CUDA in bfloat16. The int8 bound is exact
+    arithmetic: with e the largest distance from a unit row to its int8 copy, a product is off by at most
+    2e + e**2, and the sums are exact integers. `progress(done, total)` is called after each row block (it may
+    raise to stop the run)."""
+    import torch
+
+    count = len(halves)
+    blocks = (count + ROW_BLOCK - 1) // ROW_BLOCK
+    if count < 2:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    if str(device).startswith("cuda"):
+        matrix = torch.from_numpy(unit_rows(halves)).to(device=device, dtype=torch.bfloat16)
+        columns = matrix.T
+        floor, top_bound = low, high  # bfloat16 scores are similarities; MARGIN covers their rounding
+
+        def product(rows, left):
+            return rows @ columns[:, left : left + COLUMN_BLOCK]
+    else:
+        quantised, scale, worst = int8_rows(halves)
+        margin = 2 * worst + worst**2 + 1e-6
+        matrix = torch.from_numpy(quantised)
+        columns = matrix.T.contiguous()
+        # The integer sums are compared with the bounds in the same units: similarity times scale**2.
+        # (Python ints: a float bound would make torch compare a float copy of every tile.)
+        floor, top_bound = math.floor((low - margin) * scale**2), math.ceil((high + margin) * scale**2)
+
+        def product(rows, left):
+            return torch._int_mm(rows, columns[:, left : left + COLUMN_BLOCK].contiguous())
+
+    firsts, seconds = [], []
+    for block in range(blocks):
+        top = block * ROW_BLOCK
+        rows = matrix[top : top + ROW_BLOCK]
+        for left in range(top, count, COLUMN_BLOCK):
+            scores = product(rows, left)
+            # A row maximum is a fast reduction; nonzero over a whole tile is not (a second of a 4096 x 8192
+            # tile here): only the rows that reach the floor are searched.
+            hit_rows = torch.nonzero(scores.amax(dim=1) >= floor).flatten()
+            if not len(hit_rows):
+                continue
+            sub = scores[hit_rows]
+            at = torch.nonzero((sub >= floor) & (sub <= top_bound))
+            i, j = hit_rows[at[:, 0]] + top, at[:, 1] + left
+            upper = j > i  # a tile that crosses the diagonal: i < j only
+            firsts.append(i[upper].cpu().numpy())
+            seconds.append(j[upper].cpu().numpy())
+        if progress is not None:
+            progress(block + 1, blocks)
+    if not firsts:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.concatenate(firsts).astype(np.int64), np.concatenate(seconds).astype(np.int64)
+
+
+def exact_similarities(halves: np.ndarray, first: np.ndarray, second: np.ndarray, chunk: int = 8192) -> np.ndarray:
+    """The exact cosine of each pair (rows first[k], second[k]) from the float16 values as integers."""
+    out = np.empty(len(first), dtype=np.float64)
+    for at in range(0, len(first), chunk):
+        one, two = first[at : at + chunk], second[at : at + chunk]
+        out[at : at + chunk] = cosines(integer_vectors(halves[one]), integer_vectors(halves[two]))
+    return out
+
+
+def rank(similarity: np.ndarray, first_ids: np.ndarray, second_ids: np.ndarray) -> np.ndarray:
+    """The order of the pairs: most similar first, then by the two image ids. The values are exact (the same bits on
+    every machine), and ids break their ties, so the order is total."""
+    return np.lexsort((second_ids, first_ids, -similarity))
+
+
+def keep_diverse(first: np.ndarray, second: np.ndarray, k: int) -> np.ndarray:
+    """Greedy in the given order: a pair is kept when neither image is in k kept pairs yet. The mask of kept pairs."""
+    if k <= 0:
+        return np.ones(len(first), dtype=bool)
+    used: dict[int, int] = {}
+    kept = np.zeros(len(first), dtype=bool)
+    for at, (one, two) in enumerate(zip(first.tolist(), second.tolist(), strict=True)):
+        if used.get(one, 0) < k and used.get(two, 0) < k:
+            kept[at] = True
+            used[one] = used.get(one, 0) + 1
+            used[two] = used.get(two, 0) + 1
+    return kept
+
+
+def passes(filters: MiningFilters, groups: dict, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """The mask of pairs the filters allow."""
+    keep = np.ones(len(first), dtype=bool)
+    if filters.same_source:
+        keep &= groups["sources"][first] == groups["sources"][second]
+    if filters.same_label:
+        labels = groups["labels"]
+        keep &= (labels[first] == labels[second]) & (labels[first] != NO_GROUP)
+    videos = groups["videos"]
+    one_video = (videos[first] == videos[second]) & (videos[first] != NO_GROUP)
+    if filters.across_videos_only:
+        keep &= ~one_video
+    elif filters.min_gap > 0:
+        gap = np.abs(groups["times"][first] - groups["times"][second])
+        keep &= ~one_video | (gap >= filters.min_gap)
+    return keep
+
+
+def mine(
+    halves: np.ndarray,
+    ids: np.ndarray,
+    *,
+    threshold: float,
+    ceiling: float,
+    filters: MiningFilters = MiningFilters(),
+    groups: dict | None = None,
+    k: int = 0,
+    skip: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+    device: str = "cpu",
+    progress: Callable[[int, int], None] | None = None,
+) -> Mined:
+    """The candidates among `halves` (N float16 unit vectors, image `ids` in the same order): exact similarity in
+    [threshold, ceiling), allowed by `filters` (`groups`: the per-image codes, see MiningFilters), not refused by
+    `skip(first_ids, second_ids) -> mask of pairs to leave out` (pairs already candidates or pairs), ranked, and at
+    most `k` per image (0: no limit), greedily in rank order."""
+    ids = np.asarray(ids, dtype=np.int64)
+    count = len(ids)
+    groups = groups or {}
+    for name in ("sources", "labels", "videos"):
+        groups.setdefault(name, np.full(count, NO_GROUP, dtype=np.int64))
+    groups.setdefault("times", np.zeros(count, dtype=np.float64))
+    first, second = candidate_pairs(
+        halves, low=threshold - MARGIN, high=ceiling + MARGIN, device=device, progress=progress
+    )
+    checked = len(first)
+    allowed = passes(filters, groups, first, second)
+    first, second = first[allowed], second[allowed]
+    similarity = exact_similarities(halves, first, second)
+    inside = (similarity >= threshold) & (similarity < ceiling)
+    first, second, similarity = first[inside], second[inside], similarity[inside]
+    in_range = len(first)
+    # Image ids in ascending order within a pair: (a, b) and (b, a) are one candidate.
+    first_ids, second_ids = ids[first], ids[second]
+    swap = first_ids > second_ids
+    first[swap], second[swap] = second[swap], first[swap].copy()
+    first_ids, second_ids = ids[first], ids[second]
+    if skip is not None and len(first):
+        keep = ~skip(first_ids, second_ids)
+        first, second, similarity = first[keep], second[keep], similarity[keep]
+        first_ids, second_ids = first_ids[keep], second_ids[keep]
+    order = rank(similarity, first_ids, second_ids)
+    first, second, similarity = first[order], second[order], similarity[order]
+    kept = keep_diverse(first, second, k)
+    return Mined(first[kept], second[kept], similarity[kept], in_range=in_range, checked=checked)
