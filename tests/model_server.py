@@ -4,12 +4,12 @@ It answers deterministically from the question and the option texts it reads in 
 letters or order): `policy(question, options)` returns the option text to answer, and the reply names its
 letter. It can be told to fail per question: `faults[question] = "timeout" | "429" | "500" | "malformed" |
 "429-once" | ...` ("malformed": a reply without a letter, to requests with images; a text-only request, such as
-an LLM extraction's, is answered by the policy), or as a whole with `mode`: "500" (every request, /models too), "html" (an HTML page with 200 for
-every request), "trickle" (chat answers sent one byte every `trickle_seconds`). `stop()` then `restart()` takes it
-down and brings it back on the same port; `served` is what /models lists (a model id not in it is refused with 404,
-as vLLM does). It records every request it got (`requests`, thread-safe), and decodes the images it got
-(`Seen.decoded()`: Pillow images, to check what a strategy sent). A request without options (a two-stage run's first
-request) is answered with `description`.
+an LLM extraction's, is answered by the policy), or as a whole with `mode`: "500" (every request, /models too),
+"html" (an HTML page with 200 for every request), "trickle" (chat answers sent one byte every `trickle_seconds`).
+`stop()` then `restart()` takes it down and brings it back on the same port; `served` is what /models lists (a
+model id not in it is refused with 404, as vLLM does). It records every request it got (`requests`, thread-safe),
+and decodes the images it got (`Seen.decoded()`: Pillow images, to check what a strategy sent). A request without
+options (a two-stage run's first request) is answered with `description`.
 
 Run alone (bench/faults.py does): `python tests/model_server.py [--mode M] [--port P]` serves until killed and prints
 its base URL on the first line.

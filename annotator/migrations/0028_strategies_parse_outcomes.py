@@ -10,57 +10,72 @@ def mark_parsed(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotator', '0024_collections_candidates_regions'),
+        ("annotator", "0024_collections_candidates_regions"),
     ]
 
     operations = [
         # Replies stored before issue 28 that the parser read are "parsed"; the unreadable ones stay failures.
         migrations.AddField(
-            model_name='modelevaluation',
-            name='extracted_correct',
-            field=models.PositiveIntegerField(default=0, help_text='Unparsable items whose extracted letter is the correct one.'),
+            model_name="modelevaluation",
+            name="extracted_correct",
+            field=models.PositiveIntegerField(
+                default=0, help_text="Unparsable items whose extracted letter is the correct one."
+            ),
         ),
         migrations.AddField(
-            model_name='modelevaluation',
-            name='extraction_endpoint',
-            field=models.ForeignKey(blank=True, help_text='Reads a letter out of the unparsable replies: the second figure, accuracy with LLM extraction.', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='extractions', to='annotator.modelendpoint'),
+            model_name="modelevaluation",
+            name="extraction_endpoint",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="Reads a letter out of the unparsable replies: the second figure, "
+                "accuracy with LLM extraction.",
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="extractions",
+                to="annotator.modelendpoint",
+            ),
         ),
         migrations.AddField(
-            model_name='modelevaluation',
-            name='strategy',
-            field=models.CharField(default='standard', help_text='The prompting strategy, as run.', max_length=20),
+            model_name="modelevaluation",
+            name="strategy",
+            field=models.CharField(default="standard", help_text="The prompting strategy, as run.", max_length=20),
         ),
         migrations.AddField(
-            model_name='modelevaluation',
-            name='unparsable',
-            field=models.PositiveIntegerField(default=0, help_text='Answered items whose reply names no option.'),
+            model_name="modelevaluation",
+            name="unparsable",
+            field=models.PositiveIntegerField(default=0, help_text="Answered items whose reply names no option."),
         ),
         migrations.AddField(
-            model_name='modelitemresult',
-            name='extracted_letter',
+            model_name="modelitemresult",
+            name="extracted_letter",
             field=models.CharField(blank=True, max_length=1),
         ),
         migrations.AddField(
-            model_name='modelitemresult',
-            name='extraction',
-            field=models.CharField(blank=True, choices=[('letter', 'a letter'), ('none', 'no option'), ('failed', 'request failed')], max_length=8),
+            model_name="modelitemresult",
+            name="extraction",
+            field=models.CharField(
+                blank=True,
+                choices=[("letter", "a letter"), ("none", "no option"), ("failed", "request failed")],
+                max_length=8,
+            ),
         ),
         migrations.AddField(
-            model_name='modelitemresult',
-            name='extraction_text',
+            model_name="modelitemresult",
+            name="extraction_text",
             field=models.TextField(blank=True, help_text="The extraction endpoint's reply.", max_length=2000),
         ),
         migrations.AddField(
-            model_name='modelitemresult',
-            name='first_response',
+            model_name="modelitemresult",
+            name="first_response",
             field=models.TextField(blank=True, help_text="A two-stage run's description.", max_length=20000),
         ),
         migrations.AddField(
-            model_name='modelitemresult',
-            name='parse_outcome',
-            field=models.CharField(blank=True, choices=[('parsed', 'parsed'), ('unparsable', 'unparsable')], max_length=12),
+            model_name="modelitemresult",
+            name="parse_outcome",
+            field=models.CharField(
+                blank=True, choices=[("parsed", "parsed"), ("unparsable", "unparsable")], max_length=12
+            ),
         ),
         migrations.RunPython(mark_parsed, migrations.RunPython.noop),
     ]

@@ -36,11 +36,11 @@ from annotator.jobs.services import (
     job_task_send,
     job_unit,
 )
-from annotator.modeleval.client import ChatClient, RequestCancelled, RequestFailed, scrub
+from annotator.modeleval.answering import answer_item, item_regions
+from annotator.modeleval.client import ChatClient, RequestFailed
+from annotator.modeleval.extraction import extraction_pass
 from annotator.modeleval.hosts import HostRefused, check_endpoint_host
 from annotator.modeleval.keys import KeyUnavailable, clean_key_variable, encrypt_key, endpoint_key
-from annotator.modeleval.answering import answer_item, item_regions
-from annotator.modeleval.extraction import extraction_pass
 from annotator.modeleval.protocol import configured_prompt
 from annotator.modeleval.runsettings import clean_run_settings
 from annotator.models import (
@@ -57,7 +57,7 @@ from annotator.models import (
     ReleaseItem,
 )
 from annotator.models.jobs import ACTIVE
-from benchmark.protocol import LETTERS, Item, letter, messages_for, option_of, parse_answer, shuffle_options
+from benchmark.protocol import LETTERS, Item, shuffle_options
 from benchmark.questions import MAX_DISTRACTORS
 from benchmark.records import (
     FIELDS,
