@@ -28,6 +28,8 @@ from annotator.modeleval.services import (
     results_file,
     run_labels,
 )
+from annotator.modeleval.strategies import CHOICES as STRATEGY_CHOICES
+from annotator.modeleval.strategies import DEFAULT_STRATEGY, PROMPT_MAX, STRATEGIES
 from annotator.models import Category, Domain, Job, ModelEndpoint, ModelEvaluation, ModelItemResult, Release
 from subtlebench.errors import Conflict, Invalid
 from subtlebench.pages import redirect_refused_form, refused_form
@@ -36,6 +38,8 @@ from subtlebench.text import NAME_MAX, single_line
 
 RUNS_SHOWN = 50
 FAILURES_SHOWN = 50
+UNPARSABLE_SHOWN = 50
+PROMPT_FIELDS = ("system", "user", "describe_system", "describe")
 
 
 class EndpointForm(forms.Form):
@@ -118,13 +122,19 @@ def _detail_context(evaluation: ModelEvaluation) -> dict:
             (labels.get(kind, kind).lower(), count) for kind, count in sorted(summary["failures"].items())
         ],
         "failures": failures,
+        # Issue 28: the replies the official parser could not read, raw, with what the extraction pass read.
+        "unparsable_rows": evaluation.results.filter(parse_outcome=ModelItemResult.Parse.UNPARSABLE).order_by("-pk")[
+            :UNPARSABLE_SHOWN
+        ],
     }
 
 
 @role_required(COORDINATOR)
 @require_GET
 def model_run_detail(request, run_id: int):
-    evaluation = get_object_or_404(ModelEvaluation.objects.select_related("endpoint", "job", "release"), pk=run_id)
+    evaluation = get_object_or_404(
+        ModelEvaluation.objects.select_related("endpoint", "job", "release", "extraction_endpoint"), pk=run_id
+    )
     template = "modeleval/run_detail.html"
     if request.headers.get("HX-Request"):
         template += "#run-status"
@@ -135,7 +145,9 @@ def model_run_detail(request, run_id: int):
 @require_GET
 def model_run_results(request, run_id: int):
     """The run's results in the official results file's format (mc_evaluation_results.json)."""
-    evaluation = get_object_or_404(ModelEvaluation.objects.select_related("endpoint", "job", "release"), pk=run_id)
+    evaluation = get_object_or_404(
+        ModelEvaluation.objects.select_related("endpoint", "job", "release", "extraction_endpoint"), pk=run_id
+    )
     body = json.dumps(results_file(evaluation), indent=2, ensure_ascii=False)
     response = HttpResponse(body, content_type="application/json; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="mc_evaluation_results_{evaluation.pk}.json"'
@@ -169,7 +181,51 @@ class RunForm(forms.Form):
     )
     domains = forms.MultipleChoiceField(choices=Domain.choices, required=False, widget=forms.CheckboxSelectMultiple)
     seed = forms.IntegerField(initial=0, min_value=-(2**31) + 1, max_value=2**31 - 1)
+    # Issue 28: the run's settings (annotator.modeleval.runsettings); a blank text keeps the strategy's default.
+    # Left out of a POST: the defaults (the strategy standard, MODEL_EVAL_TEMPERATURE, MODEL_EVAL_MAX_TOKENS).
+    strategy = forms.ChoiceField(choices=STRATEGY_CHOICES, initial=DEFAULT_STRATEGY, required=False)
+    temperature = forms.FloatField(
+        min_value=0, max_value=2, initial=lambda: settings.MODEL_EVAL_TEMPERATURE, required=False
+    )
+    max_tokens = forms.IntegerField(
+        min_value=0,
+        max_value=65536,
+        initial=lambda: settings.MODEL_EVAL_MAX_TOKENS,
+        required=False,
+        help_text="0: not sent.",
+    )
+    system = forms.CharField(required=False, max_length=PROMPT_MAX, widget=forms.Textarea(attrs={"rows": 4}))
+    user = forms.CharField(
+        required=False, max_length=PROMPT_MAX, widget=forms.Textarea(attrs={"rows": 4}), label="User template"
+    )
+    describe_system = forms.CharField(
+        required=False, max_length=PROMPT_MAX, widget=forms.Textarea(attrs={"rows": 3}), label="Describe: system"
+    )
+    describe = forms.CharField(
+        required=False, max_length=PROMPT_MAX, widget=forms.Textarea(attrs={"rows": 3}), label="Describe: user"
+    )
+    extraction_endpoint = forms.ModelChoiceField(
+        queryset=ModelEndpoint.objects.all(),
+        required=False,
+        label="LLM extraction",
+        empty_label="none",
+        help_text="A model that reads a letter out of the replies the official parser cannot read: a second figure.",
+    )
     idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
+
+    def run_settings(self) -> dict:
+        data = self.cleaned_data
+        texts = {name: data[name] for name in PROMPT_FIELDS if data.get(name, "").strip()}
+        strategy = data["strategy"] or DEFAULT_STRATEGY
+        if not STRATEGIES[strategy].two_stage:
+            texts.pop("describe_system", None), texts.pop("describe", None)
+        return {
+            "strategy": strategy,
+            "prompt": texts,
+            "temperature": data["temperature"],
+            "max_tokens": data["max_tokens"],
+            "extraction_endpoint": data["extraction_endpoint"],
+        }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -190,6 +246,7 @@ def model_run_new(request):
     if form.is_valid():
         data = form.cleaned_data
         fields = {"seed": data["seed"], "idempotency_key": clean_idempotency_key(data["idempotency_key"])}
+        fields.update(form.run_settings())
         if data["source"] == ModelEvaluation.Source.RELEASE:
             fields.update(release=data["release"], split=data["split"])
             if data["release"] is None:
