@@ -10,8 +10,10 @@ never asked again. The optional LLM extraction pass reads it later (annotator.mo
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 
 from PIL import UnidentifiedImageError
 
@@ -63,24 +65,32 @@ def answer_item(
     parameters: dict,
     regions: list[dict],
     read: Callable[[str], bytes],
+    slots: threading.Semaphore | None = None,
 ) -> ModelItemResult | None:
     """Fill `result` with the model's answer to the item (in a worker thread; no database here). None: the run was
-    cancelled meanwhile."""
+    cancelled meanwhile. The images are made first; the requests then wait for one of the endpoint's `slots` (at
+    most `concurrency` requests in flight)."""
     chosen = STRATEGIES[strategy]
     try:
         images = chosen.images(read(item.image_1), read(item.image_2), regions)
     except (OSError, UnidentifiedImageError, ValueError) as error:
         result.failure, result.failure_message = Failure.OTHER, f"cannot read an image of the item ({error})"
         return result
+    # The first request's messages (base64 of the images) are made before taking a slot too.
+    first = describe_messages(item, images, prompt) if chosen.two_stage else answer_messages(item, images, prompt)
+    with slots or nullcontext():
+        return _ask(client, result, item, chosen.two_stage, images, first, prompt, parameters)
+
+
+def _ask(client, result, item, two_stage: bool, images, messages, prompt, parameters) -> ModelItemResult | None:
     started = time.monotonic()
-    description = ""
     try:
-        if chosen.two_stage:
-            first = client.complete(describe_messages(item, images, prompt), parameters)
-            description = first.text
-            result.first_response = scrub(first.text, client.api_key)[:RESPONSE_MAX]
-            result.prompt_tokens, result.completion_tokens = first.prompt_tokens, first.completion_tokens
-        answer = client.complete(answer_messages(item, images, prompt, description), parameters)
+        if two_stage:
+            described = client.complete(messages, parameters)
+            result.first_response = scrub(described.text, client.api_key)[:RESPONSE_MAX]
+            result.prompt_tokens, result.completion_tokens = described.prompt_tokens, described.completion_tokens
+            messages = answer_messages(item, images, prompt, described.text)
+        answer = client.complete(messages, parameters)
     except RequestCancelled:
         return None
     except RequestFailed as failed:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from datetime import timedelta
@@ -81,6 +82,7 @@ FLUSH_ITEMS = 64
 # switch interval (5 ms) behind the others: at 16 requests of 50 ms that cost a quarter of the throughput
 # (bench/model_eval.py). The run lowers it while it runs and puts it back after.
 GIL_SWITCH_SECONDS = 0.0005
+PREPARE_THREADS = 4  # threads beyond the endpoint's concurrency that read and make the next items' images
 Failure = ModelItemResult.Failure
 # Failures for the endpoint's sake, not the item's: many in a row, or one at the check before sending, pause the run.
 OUTAGE = (Failure.UNREACHABLE, Failure.TIMEOUT, Failure.SERVER_ERROR, Failure.RATE_LIMITED)
@@ -632,7 +634,9 @@ def stored_counts(evaluation: ModelEvaluation) -> str:
     )
 
 
-def _answer(client: ChatClient, evaluation, item: Item, prompt, parameters, regions=None) -> ModelItemResult | None:
+def _answer(
+    client: ChatClient, evaluation, item: Item, prompt, parameters, regions=None, slots=None
+) -> ModelItemResult | None:
     """Ask the model one item (in a worker thread; no database here). None: the run was cancelled meanwhile."""
     result = ModelItemResult(
         evaluation_id=evaluation.pk,
@@ -644,9 +648,8 @@ def _answer(client: ChatClient, evaluation, item: Item, prompt, parameters, regi
         correct_letter=item.correct_letter,
     )
     # The strategy's images and requests, and the parse outcome: annotator.modeleval.answering (issue 28).
-    return answer_item(
-        client, result, item, evaluation.strategy, prompt, parameters, regions or [], partial(read_image, evaluation)
-    )
+    read = partial(read_image, evaluation)
+    return answer_item(client, result, item, evaluation.strategy, prompt, parameters, regions or [], read, slots)
 
 
 def _store(evaluation: ModelEvaluation, results: list[ModelItemResult]) -> None:
@@ -766,7 +769,11 @@ def _ask(evaluation, run, client: ChatClient, todo, released: dict, prompt, para
     last_flush = last_check = time.monotonic()
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(min(switch_interval, GIL_SWITCH_SECONDS))
-    with ThreadPoolExecutor(max_workers=endpoint.concurrency, thread_name_prefix="model-eval") as executor:
+    # A strategy that makes images does so in the run's threads; `slots` keeps `concurrency` requests in flight while
+    # PREPARE_THREADS more threads make the next items' images (answering.answer_item), so the endpoint never waits.
+    slots = threading.BoundedSemaphore(endpoint.concurrency)
+    workers = endpoint.concurrency + min(PREPARE_THREADS, endpoint.concurrency)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="model-eval") as executor:
         in_flight = set()
         try:
             while True:
@@ -776,7 +783,14 @@ def _ask(evaluation, run, client: ChatClient, todo, released: dict, prompt, para
                         break
                     in_flight.add(
                         executor.submit(
-                            _answer, client, evaluation, item, prompt, parameters, (regions or {}).get(item.question_id)
+                            _answer,
+                            client,
+                            evaluation,
+                            item,
+                            prompt,
+                            parameters,
+                            (regions or {}).get(item.question_id),
+                            slots,
                         )
                     )
                 if not in_flight:
