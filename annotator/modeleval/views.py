@@ -40,6 +40,7 @@ RUNS_SHOWN = 50
 FAILURES_SHOWN = 50
 UNPARSABLE_SHOWN = 50
 PROMPT_FIELDS = ("system", "user", "describe_system", "describe")
+PROMPT_ORDER = ("describe_system", "describe", "system", "user")  # as a two-stage run sends them
 
 
 class EndpointForm(forms.Form):
@@ -122,6 +123,10 @@ def _detail_context(evaluation: ModelEvaluation) -> dict:
             (labels.get(kind, kind).lower(), count) for kind, count in sorted(summary["failures"].items())
         ],
         "failures": failures,
+        "prompt_texts": sorted(
+            (evaluation.prompt or {}).items(),
+            key=lambda text: (PROMPT_ORDER.index(text[0]) if text[0] in PROMPT_ORDER else len(PROMPT_ORDER), text[0]),
+        ),
         # Issue 28: the replies the official parser could not read, raw, with what the extraction pass read.
         "unparsable_rows": evaluation.results.filter(parse_outcome=ModelItemResult.Parse.UNPARSABLE).order_by("-pk")[
             :UNPARSABLE_SHOWN
