@@ -997,6 +997,8 @@ def result_entry_extras(row: ModelItemResult) -> dict:
 def results_file_settings(evaluation: ModelEvaluation) -> dict:
     """Issue 28's settings and counts of the file: the prompt type and texts as run, max tokens, the unparsable
     replies and, with an extraction pass, the second figure under its own name."""
+    if not evaluation.endpoint_id:
+        return {"unparsable_count": evaluation.unparsable}  # an imported file: its settings are not known here
     request = evaluation.parameters.get("request") or {}
     settings_ = {
         "prompt_type": evaluation.strategy,
