@@ -280,3 +280,25 @@ def test_the_run_form_and_the_api_start_runs_with_their_settings_and_the_run_pag
     assert data["prompt"] == default_prompt("overlapped") and data["unparsable"] == 0
     bad = client.post("/api/models/runs/create/", {**body, "strategy": "zoom"}, content_type="application/json")
     assert bad.status_code == 400 and "strategy" in bad.json()["errors"]
+
+
+def test_highlight_on_a_release_follows_an_items_swapped_images(db, coordinator, server):
+    from tests.modeleval_release_factories import make_release
+
+    pair = make_pair()
+    pair.image_1, pair.image_2 = make_image(size=(160, 120)), make_image(size=(320, 240))
+    pair.regions = [{"image": 2, "x": 180, "y": 20, "w": 100, "h": 100}]  # in the 320x240 image's pixels
+    pair.save()
+    release = make_release([(pair, "test", True)])  # released with its images traded: the 320x240 one first
+    server.policy = lambda question, options: options[0]
+    endpoint = endpoint_create(user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm")
+    evaluation = evaluation_start(
+        endpoint=endpoint, user=coordinator, source="release", release=release, split="test", strategy="highlight"
+    )
+    evaluation_run(evaluation_id=evaluation.pk)
+    [seen] = server.requests
+    first, second = seen.decoded()
+    assert (first.size, second.size) == ((320, 240), (160, 120))
+    assert red(first.getpixel((180, 70))) and red(first.getpixel((279, 70))) and not red(first.getpixel((230, 70)))
+    # Scaled to the smaller image: (90, 10) to (140, 60).
+    assert red(second.getpixel((90, 35))) and red(second.getpixel((139, 35))) and not red(second.getpixel((115, 35)))

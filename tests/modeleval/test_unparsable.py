@@ -113,3 +113,13 @@ def test_an_extraction_endpoint_that_is_down_leaves_its_rows_failed_and_the_run_
     assert row.extraction == "failed" and "could not reach the endpoint" in row.extraction_text
     assert evaluation.accuracy_with_extraction == evaluation.accuracy
     assert job.result["extraction"]["failed"] == 1
+
+
+@pytest.mark.parametrize(
+    "reply, outcome, letter",
+    [("B", "letter", "B"), ("The reply chose C.", "letter", "C"), ("X", "none", ""), ("D", "none", "")],
+)
+def test_the_extractors_reply_is_a_shown_letter_or_none(reply, outcome, letter):
+    from annotator.modeleval.extraction import read_letter
+
+    assert read_letter(reply, ["one", "two", "three"]) == (outcome, letter)
