@@ -38,7 +38,8 @@ from subtlebench.text import NAME_MAX, single_line
 
 RUNS_SHOWN = 50
 FAILURES_SHOWN = 50
-UNPARSABLE_SHOWN = 50
+ITEMS_SHOWN = 50
+ITEM_FILTERS = ("unparsable", "all")
 PROMPT_FIELDS = ("system", "user", "describe_system", "describe")
 PROMPT_ORDER = ("describe_system", "describe", "system", "user")  # as a two-stage run sends them
 
@@ -107,7 +108,7 @@ def model_endpoint_new(request):
     return redirect("model-list")
 
 
-def _detail_context(evaluation: ModelEvaluation) -> dict:
+def _detail_context(evaluation: ModelEvaluation, shown: str = "unparsable") -> dict:
     job = evaluation.job
     # A finished run's stored summary, when it is of the current shape (accuracy over answered items, "not_asked").
     summary = job.result if not job.is_active and "not_asked" in job.result else None
@@ -128,9 +129,8 @@ def _detail_context(evaluation: ModelEvaluation) -> dict:
             key=lambda text: (PROMPT_ORDER.index(text[0]) if text[0] in PROMPT_ORDER else len(PROMPT_ORDER), text[0]),
         ),
         # Issue 28: the replies the official parser could not read, raw, with what the extraction pass read.
-        "unparsable_rows": evaluation.results.filter(parse_outcome=ModelItemResult.Parse.UNPARSABLE).order_by("-pk")[
-            :UNPARSABLE_SHOWN
-        ],
+        "items_shown": shown,
+        "item_rows": _item_rows(evaluation, shown),
     }
 
 
@@ -143,7 +143,17 @@ def model_run_detail(request, run_id: int):
     template = "modeleval/run_detail.html"
     if request.headers.get("HX-Request"):
         template += "#run-status"
-    return render(request, template, _detail_context(evaluation))
+    shown = request.GET.get("items")
+    shown = shown if shown in ITEM_FILTERS else ITEM_FILTERS[0]
+    return render(request, template, _detail_context(evaluation, shown))
+
+
+def _item_rows(evaluation: ModelEvaluation, shown: str):
+    """The latest items of the run with their raw replies: the unparsable ones (the default), or all."""
+    rows = evaluation.results.all()
+    if shown == "unparsable":
+        rows = rows.filter(parse_outcome=ModelItemResult.Parse.UNPARSABLE)
+    return rows.order_by("-pk")[:ITEMS_SHOWN]
 
 
 @role_required(COORDINATOR)

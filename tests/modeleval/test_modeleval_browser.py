@@ -73,7 +73,7 @@ def test_a_coordinator_registers_a_model_starts_a_run_and_watches_it_finish(page
         status = page.locator("#run-status")
         # A reply without a letter is an answer, unparsable and wrong, shown raw; not a failure.
         expect(page.locator("#run-unparsable")).to_contain_text("1")
-        expect(page.locator("#run-unparsable-items")).to_contain_text("I cannot tell which option is right.")
+        expect(page.locator("#run-items")).to_contain_text("I cannot tell which option is right.")
         expect(status).to_contain_text("server error 1")
         expect(status).to_contain_text("timeout 1")
         expect(page.get_by_role("link", name="Download results file")).to_be_visible()

@@ -59,10 +59,14 @@ def test_a_coordinator_runs_a_strategy_with_extraction_and_reads_both_figures(pa
         # The extractor reads the right letter for both (the policy's choice): the second figure is 100%.
         expect(page.locator("#run-extraction")).to_contain_text("100%")
         expect(page.locator("#run-answered")).to_contain_text("67%")
-        expect(page.locator("#run-unparsable-items tbody tr")).to_have_count(2)
+        expect(page.locator("#run-items tbody tr")).to_have_count(2)
         page.get_by_text("Prompt texts, as sent").click()
         expect(page.locator("#run-prompt")).to_contain_text("Compare the images closely.")
         shot(page, "run-detail-strategy")
+        page.locator("#run-items").get_by_role("link", name="all").click()
+        expect(page.locator("#run-items tbody tr")).to_have_count(6)
+        expect(page.locator("#run-items")).to_contain_text("right")
+        shot(page, "run-detail-all-items")
     finally:
         server.stop()
     asked = [seen for seen in server.requests if seen.images]

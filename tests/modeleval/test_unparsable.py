@@ -86,6 +86,10 @@ def test_an_unparsable_reply_is_a_wrong_answer_counted_apart_and_extraction_give
     page = client.get(f"/models/runs/{evaluation.pk}/").content.decode()
     assert 'id="run-unparsable"' in page and "accuracy with LLM extraction" in page
     assert page.count("I cannot tell which option is right.") == 2  # the raw replies, on the item list
+    every = client.get(f"/models/runs/{evaluation.pk}/?items=all").content.decode()
+    assert (
+        every.count("The second image differs.") == len(records) - 2 and every.count("I cannot tell which option") == 2
+    )
 
 
 def test_without_extraction_there_is_no_second_figure(db, coordinator, server, export_dir):
