@@ -16,6 +16,8 @@ from rest_framework.response import Response
 
 from annotator.jobs.services import clean_idempotency_key
 from annotator.modeleval.services import endpoint_create, evaluation_start, evaluation_summary, results_file
+from annotator.modeleval.strategies import CHOICES as STRATEGY_CHOICES
+from annotator.modeleval.strategies import PROMPT_MAX
 from annotator.models import Category, Domain, Job, ModelEndpoint, ModelEvaluation, Release
 from api.datamanager import FilterField
 from api.errors import error_responses
@@ -91,6 +93,32 @@ class RunCreateSerializer(serializers.Serializer):
         "matches. Instead of pair_filter.",
     )
     seed = whole_number(low=-INT32_MAX, default=0)
+    # Issue 28: the run's settings; left out, the defaults (docs/guides/models.md#strategies).
+    strategy = serializers.ChoiceField(STRATEGY_CHOICES, default="standard", help_text="The prompting strategy.")
+    prompt = serializers.DictField(
+        child=serializers.CharField(max_length=PROMPT_MAX, allow_blank=True),
+        required=False,
+        default=dict,
+        help_text="Texts replacing the strategy's defaults: system and user ({question}, {options}); for two_stage "
+        "also describe_system, describe ({question}) and a user text with {description}.",
+    )
+    temperature = serializers.FloatField(
+        min_value=0, max_value=2, required=False, allow_null=True, default=None, help_text="Default: 0.5."
+    )
+    max_tokens = whole_number(low=0, high=65536, required=False, allow_null=True, default=None)
+    extraction_endpoint = ObjectIdField(
+        queryset=ModelEndpoint.objects.all(),
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="A registered endpoint that reads a letter out of the unparsable replies (the second figure).",
+    )
+    extraction_prompt = serializers.DictField(
+        child=serializers.CharField(max_length=PROMPT_MAX, allow_blank=True),
+        required=False,
+        default=dict,
+        help_text="Texts replacing the extraction's defaults: system, user ({question}, {options}, {response}).",
+    )
 
 
 class RunSerializer(serializers.Serializer):
@@ -103,6 +131,11 @@ class RunSerializer(serializers.Serializer):
     study_id = serializers.IntegerField(allow_null=True, help_text="Before releases only.")
     pair_filter = serializers.DictField()
     seed = serializers.IntegerField()
+    strategy = serializers.CharField()
+    temperature = serializers.FloatField(source="parameters.request.temperature", default=None, allow_null=True)
+    max_tokens = serializers.IntegerField(source="parameters.request.max_tokens", default=None, allow_null=True)
+    prompt = serializers.DictField(child=serializers.CharField(), help_text="The texts the run sends, as run.")
+    extraction_endpoint = serializers.CharField(source="extraction_endpoint.name", default=None, allow_null=True)
     job_id = serializers.IntegerField()
     status = serializers.CharField(source="job.status")
     state = serializers.ChoiceField(
@@ -113,7 +146,15 @@ class RunSerializer(serializers.Serializer):
     answered = serializers.IntegerField()
     failed = serializers.IntegerField(help_text="Items whose request failed: no answer, not counted in accuracy.")
     not_asked = serializers.IntegerField()
-    accuracy = serializers.FloatField(allow_null=True, help_text="Over the answered items only.")
+    accuracy = serializers.FloatField(
+        allow_null=True,
+        help_text="Over the answered items only; an unparsable reply counts as wrong, as the official evaluator "
+        "scores it.",
+    )
+    unparsable = serializers.IntegerField(help_text="Answered items whose reply names no option.")
+    accuracy_with_extraction = serializers.FloatField(
+        allow_null=True, help_text="With the extraction pass's letters for the unparsable replies; null without it."
+    )
     paused_until = serializers.DateTimeField(allow_null=True)
     pause_reason = serializers.CharField()
     percent = serializers.IntegerField(source="job.percent")
@@ -129,7 +170,7 @@ class RunSerializer(serializers.Serializer):
 
 
 def evaluations():
-    return ModelEvaluation.objects.select_related("endpoint", "job", "release")
+    return ModelEvaluation.objects.select_related("endpoint", "job", "release", "extraction_endpoint")
 
 
 @extend_schema(responses={200: EndpointSerializer(many=True), **error_responses(400, 403)})
@@ -171,6 +212,8 @@ def run_create(request):
     release = fields.pop("release")
     pair_filter = dict(fields.pop("filter") or {}) or dict(fields.pop("pair_filter") or {})
     options = {"seed": fields["seed"], "idempotency_key": clean_idempotency_key(request.headers.get("Idempotency-Key"))}
+    for name in ("strategy", "prompt", "temperature", "max_tokens", "extraction_endpoint", "extraction_prompt"):
+        options[name] = fields[name]
     if source == ModelEvaluation.Source.RELEASE:
         options.update(release=release, split=fields["split"])
     elif source == ModelEvaluation.Source.EXPORT:

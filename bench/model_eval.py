@@ -4,6 +4,8 @@ in a process of its own) answering each request after 50 ms, with the endpoint's
 The run goes through the same code as `manage.py evaluate_model` (the evaluation job's service, in this process:
 the protocol's messages with both images in base64, the HTTP client, the results stored in PostgreSQL as they
 arrive). Prints items/s against the ideal concurrency / latency = 16 / 0.05 s = 320 items/s (target: at least 80%).
+`--strategy` picks the prompting strategy (annotator/modeleval/strategies.py): `concatenated` or `overlapped` make
+images for every request (Pillow, in the run's threads), and the CPU time per item shows what that costs.
 
 Run: DATABASE_URL=postgresql://postgres@127.0.0.1:5432/sb_mlrun python bench/model_eval.py [--items 2000]
 It uses its own database (the DATABASE_URL's name + "_bench"), which it creates and migrates.
@@ -58,8 +60,8 @@ def create_database(url: str) -> None:
             connection.execute(f'create database "{parts.path[1:]}"')
 
 
-def write_export(root: Path, items: int) -> None:
-    """`items` records over 50 distinct small JPEG files (about 3 KB each), 10 categories."""
+def write_export(root: Path, items: int, size: tuple[int, int] = (160, 120)) -> None:
+    """`items` records over 50 distinct JPEG files (160x120: about 3 KB each), 10 categories."""
     import io
 
     from PIL import Image, ImageDraw
@@ -67,7 +69,7 @@ def write_export(root: Path, items: int) -> None:
     folder = root / "images" / "bench"
     folder.mkdir(parents=True)
     for n in range(50):
-        picture = Image.new("RGB", (160, 120), (n * 5 % 256, 120, 200 - n * 3 % 200))
+        picture = Image.new("RGB", size, (n * 5 % 256, 120, 200 - n * 3 % 200))
         ImageDraw.Draw(picture).rectangle([20 + n, 30, 70 + n, 80], fill=(200, 60, 40))
         buffer = io.BytesIO()
         picture.save(buffer, "JPEG", quality=88)
@@ -99,6 +101,8 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--strategy", default="standard", help="standard, concatenated, overlapped, substract, ...")
+    parser.add_argument("--size", default="160x120", help="the images' width x height")
     args = parser.parse_args()
 
     url = bench_database_url()
@@ -122,14 +126,17 @@ def main() -> None:
     try:
         base_url = server.stdout.readline().strip()
         with tempfile.TemporaryDirectory() as folder:
-            write_export(Path(folder), args.items)
+            width, height = (int(side) for side in args.size.split("x"))
+            write_export(Path(folder), args.items, (width, height))
             for evaluation in ModelEvaluation.objects.filter(endpoint__name="bench"):
                 evaluation.job.delete()
             ModelEndpoint.objects.filter(name="bench").delete()
             endpoint = endpoint_create(
                 user=None, name="bench", base_url=base_url, model_id="tiny-vlm", concurrency=args.concurrency
             )
-            evaluation = evaluation_start(endpoint=endpoint, user=None, source="export", export_dir=folder, send=False)
+            evaluation = evaluation_start(
+                endpoint=endpoint, user=None, source="export", export_dir=folder, send=False, strategy=args.strategy
+            )
             started, cpu_started = time.perf_counter(), time.process_time()
             evaluation = evaluation_run(evaluation_id=evaluation.pk)
             wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
@@ -142,6 +149,7 @@ def main() -> None:
     stored = evaluation.results.count()
     ideal = args.concurrency / args.latency
     rate = stored / wall
+    print(f"strategy {evaluation.strategy}, images {args.size}")
     print(f"items: {stored} of {args.items} stored ({evaluation.failed} failed), job {job.status}")
     print(f"wall: {wall:.2f} s (includes the probe and reading the export)")
     print(f"throughput: {rate:.1f} items/s; ideal {args.concurrency} / {args.latency:g} s = {ideal:.0f} items/s")

@@ -3,10 +3,13 @@
 It answers deterministically from the question and the option texts it reads in the request (never from their
 letters or order): `policy(question, options)` returns the option text to answer, and the reply names its
 letter. It can be told to fail per question: `faults[question] = "timeout" | "429" | "500" | "malformed" |
-"429-once" | ...`, or as a whole with `mode`: "500" (every request, /models too), "html" (an HTML page with 200 for
-every request), "trickle" (chat answers sent one byte every `trickle_seconds`). `stop()` then `restart()` takes it
-down and brings it back on the same port; `served` is what /models lists (a model id not in it is refused with 404,
-as vLLM does). It records every request it got (`requests`, thread-safe).
+"429-once" | ...` ("malformed": a reply without a letter, to requests with images; a text-only request, such as
+an LLM extraction's, is answered by the policy), or as a whole with `mode`: "500" (every request, /models too),
+"html" (an HTML page with 200 for every request), "trickle" (chat answers sent one byte every `trickle_seconds`).
+`stop()` then `restart()` takes it down and brings it back on the same port; `served` is what /models lists (a
+model id not in it is refused with 404, as vLLM does). It records every request it got (`requests`, thread-safe),
+and decodes the images it got (`Seen.decoded()`: Pillow images, to check what a strategy sent). A request without
+options (a two-stage run's first request) is answered with `description`.
 
 Run alone (bench/faults.py does): `python tests/model_server.py [--mode M] [--port P]` serves until killed and prints
 its base URL on the first line.
@@ -15,6 +18,7 @@ its base URL on the first line.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import re
 import socket
@@ -41,6 +45,17 @@ class Seen:
     text: str
     body: dict = field(repr=False, default_factory=dict)
 
+    def decoded(self) -> list:
+        """The images of the request, decoded (Pillow, RGB), in the order sent."""
+        from PIL import Image
+
+        images = []
+        for url in self.images:
+            image = Image.open(io.BytesIO(ModelServer.image_bytes(url)))
+            image.load()
+            images.append(image.convert("RGB"))
+        return images
+
 
 def first_option(question: str, options: list[str]) -> str:
     return options[0]
@@ -60,6 +75,7 @@ class ModelServer:
         self.mode = ""
         self.trickle_seconds = 2.0
         self.served = [model]
+        self.description = "In the second image the object moved to the left."
         self.port = 0
         self.connections: set = set()
         self.down = False
@@ -174,8 +190,10 @@ class ModelServer:
                 if fault == "garbage":
                     self._send(200, b"<html>not json</html>")
                     return
-                if fault == "malformed":
+                if fault == "malformed" and seen.images:
                     content = "I cannot tell which option is right."
+                elif not seen.options:
+                    content = server.description
                 else:
                     chosen = server.policy(seen.question, seen.options)
                     letter = chr(65 + seen.options.index(chosen))

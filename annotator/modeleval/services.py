@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from datetime import timedelta
@@ -36,10 +37,13 @@ from annotator.jobs.services import (
     job_task_send,
     job_unit,
 )
-from annotator.modeleval.client import ChatClient, RequestCancelled, RequestFailed, scrub
+from annotator.modeleval.answering import answer_item, item_regions
+from annotator.modeleval.client import ChatClient, RequestFailed
+from annotator.modeleval.extraction import extraction_pass
 from annotator.modeleval.hosts import HostRefused, check_endpoint_host
 from annotator.modeleval.keys import KeyUnavailable, clean_key_variable, encrypt_key, endpoint_key
 from annotator.modeleval.protocol import configured_prompt
+from annotator.modeleval.runsettings import clean_run_settings
 from annotator.models import (
     Category,
     Domain,
@@ -54,7 +58,7 @@ from annotator.models import (
     ReleaseItem,
 )
 from annotator.models.jobs import ACTIVE
-from benchmark.protocol import LETTERS, Item, letter, messages_for, option_of, parse_answer, shuffle_options
+from benchmark.protocol import LETTERS, Item, shuffle_options
 from benchmark.questions import MAX_DISTRACTORS
 from benchmark.records import (
     FIELDS,
@@ -78,6 +82,7 @@ FLUSH_ITEMS = 64
 # switch interval (5 ms) behind the others: at 16 requests of 50 ms that cost a quarter of the throughput
 # (bench/model_eval.py). The run lowers it while it runs and puts it back after.
 GIL_SWITCH_SECONDS = 0.0005
+PREPARE_THREADS = 4  # threads beyond the endpoint's concurrency that read and make the next items' images
 Failure = ModelItemResult.Failure
 # Failures for the endpoint's sake, not the item's: many in a row, or one at the check before sending, pause the run.
 OUTAGE = (Failure.UNREACHABLE, Failure.TIMEOUT, Failure.SERVER_ERROR, Failure.RATE_LIMITED)
@@ -427,11 +432,28 @@ def evaluation_start(
     seed: int = 0,
     idempotency_key: str = "",
     send: bool = True,
+    strategy: str | None = None,
+    prompt: dict | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    extraction_endpoint: ModelEndpoint | None = None,
+    extraction_prompt: dict | None = None,
 ) -> ModelEvaluation:
     """Create the run and its job, and queue it (after the commit). The items are checked now: a release's split
-    must hold items; an export's file must parse; a pair source must hold at least one pair."""
+    must hold items; an export's file must parse; a pair source must hold at least one pair. The run's settings
+    (strategy, prompt texts, temperature, max tokens, extraction pass) are `runsettings.clean_run_settings`'s."""
     _check_coordinator(user)
-    parameters = {"request": request_parameters()}
+    run_settings = clean_run_settings(
+        strategy=strategy,
+        prompt=prompt,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        extraction_endpoint=extraction_endpoint,
+        extraction_texts=extraction_prompt,
+    )
+    parameters = {"request": run_settings.request}
+    if run_settings.extraction_endpoint is not None:
+        parameters["extraction_prompt"] = run_settings.extraction_prompt
     if source == ModelEvaluation.Source.RELEASE:
         if release is None:
             raise Invalid({"release": ["Name the release to evaluate."]})
@@ -462,7 +484,6 @@ def evaluation_start(
         raise Invalid({"source": [f"The source is release, export or filter, not {source!r}."]})
     if not count:
         raise Invalid({"source": ["There are no items to evaluate in this source."]})
-    prompt = configured_prompt()
 
     def create():
         with transaction.atomic():
@@ -482,7 +503,9 @@ def evaluation_start(
                 split=split,
                 pair_filter=pair_filter or {},
                 seed=seed,
-                prompt=prompt.as_dict(),
+                prompt=run_settings.prompt,
+                strategy=run_settings.strategy,
+                extraction_endpoint=run_settings.extraction_endpoint,
                 parameters=parameters,
                 items=count,
                 created_by=job.created_by,
@@ -611,7 +634,9 @@ def stored_counts(evaluation: ModelEvaluation) -> str:
     )
 
 
-def _answer(client: ChatClient, evaluation, item: Item, prompt, parameters) -> ModelItemResult | None:
+def _answer(
+    client: ChatClient, evaluation, item: Item, prompt, parameters, regions=None, slots=None
+) -> ModelItemResult | None:
     """Ask the model one item (in a worker thread; no database here). None: the run was cancelled meanwhile."""
     result = ModelItemResult(
         evaluation_id=evaluation.pk,
@@ -622,38 +647,9 @@ def _answer(client: ChatClient, evaluation, item: Item, prompt, parameters) -> M
         options=item.options,
         correct_letter=item.correct_letter,
     )
-    try:
-        messages = messages_for(
-            item, read_image(evaluation, item.image_1), read_image(evaluation, item.image_2), prompt
-        )
-    except OSError as error:
-        result.failure, result.failure_message = Failure.OTHER, f"cannot read an image of the item ({error})"
-        return result
-    started = time.monotonic()
-    try:
-        answer = client.complete(messages, parameters)
-    except RequestCancelled:
-        return None
-    except RequestFailed as failed:
-        result.failure, result.failure_message, result.attempts = failed.kind, failed.message, failed.attempts
-        result.latency_ms = int(1000 * (time.monotonic() - started))
-        return result
-    result.response_text = scrub(answer.text, client.api_key)[:20000]
-    result.prompt_tokens, result.completion_tokens = answer.prompt_tokens, answer.completion_tokens
-    result.latency_ms, result.attempts = answer.latency_ms, answer.attempts
-    predicted = parse_answer(answer.text)
-    if predicted and option_of(item.options, predicted) is not None:
-        result.predicted_letter = predicted
-        result.is_correct = predicted == item.correct_letter
-    else:
-        result.failure = Failure.MALFORMED
-        shown = " ".join(answer.text.split())[:120]
-        result.failure_message = (
-            f"no answer letter A-{letter(len(item.options) - 1)} in the model's reply: {shown!r}"
-            if shown
-            else "the model's reply is empty"
-        )
-    return result
+    # The strategy's images and requests, and the parse outcome: annotator.modeleval.answering (issue 28).
+    read = partial(read_image, evaluation)
+    return answer_item(client, result, item, evaluation.strategy, prompt, parameters, regions or [], read, slots)
 
 
 def _store(evaluation: ModelEvaluation, results: list[ModelItemResult]) -> None:
@@ -680,6 +676,15 @@ def evaluation_totals(evaluation: ModelEvaluation) -> dict:
         answered=models.Count("pk", filter=models.Q(is_correct__isnull=False)),
         correct=models.Count("pk", filter=models.Q(is_correct=True)),
         failed=models.Count("pk", filter=models.Q(is_correct__isnull=True)),
+        unparsable=models.Count("pk", filter=models.Q(parse_outcome=ModelItemResult.Parse.UNPARSABLE)),
+        extracted_correct=models.Count(
+            "pk",
+            filter=models.Q(
+                parse_outcome=ModelItemResult.Parse.UNPARSABLE,
+                extraction=ModelItemResult.Extraction.LETTER,
+                extracted_letter=models.F("correct_letter"),
+            ),
+        ),
         prompt_tokens=models.Sum("prompt_tokens", default=0),
         completion_tokens=models.Sum("completion_tokens", default=0),
     )
@@ -724,12 +729,17 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
                     raise RunPaused(f"Model {endpoint.name} is down: {failed.message}") from None
                 raise RunFailed(f"{failed.message}. {stored_counts(evaluation)}") from None
             ModelEvaluation.objects.filter(pk=evaluation.pk).update(paused_until=None, pause_reason="")
-            prompt = configured_prompt()
+            # The texts stored with the run (runs from before issue 28 stored the deployment's prompt too).
+            prompt = evaluation.prompt or configured_prompt().as_dict()
             parameters = evaluation.parameters.get("request") or request_parameters()
+            regions = item_regions(evaluation, asked)
             while todo := _todo(evaluation, asked):
-                _ask(evaluation, run, client, todo, released, prompt, parameters, progress)
+                _ask(evaluation, run, client, todo, released, prompt, parameters, progress, regions)
         finally:
             client.close()
+    if evaluation.extraction_endpoint_id:
+        extraction_pass(evaluation, asked)
+        ModelEvaluation.objects.filter(pk=evaluation.pk).update(**evaluation_totals(evaluation))
     _verdict(evaluation)
 
 
@@ -748,7 +758,7 @@ def _todo(evaluation: ModelEvaluation, items: list[Item]) -> list[tuple[Item, in
     ]
 
 
-def _ask(evaluation, run, client: ChatClient, todo, released: dict, prompt, parameters, progress) -> None:
+def _ask(evaluation, run, client: ChatClient, todo, released: dict, prompt, parameters, progress, regions=None) -> None:
     """One pass over `todo`, `endpoint.concurrency` requests at once; results stored as they come. Stops sending
     (and raises RunPaused) after MODEL_EVAL_PAUSE_AFTER_FAILURES requests in a row failed for the endpoint's sake."""
     endpoint = evaluation.endpoint
@@ -759,7 +769,11 @@ def _ask(evaluation, run, client: ChatClient, todo, released: dict, prompt, para
     last_flush = last_check = time.monotonic()
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(min(switch_interval, GIL_SWITCH_SECONDS))
-    with ThreadPoolExecutor(max_workers=endpoint.concurrency, thread_name_prefix="model-eval") as executor:
+    # A strategy that makes images does so in the run's threads; `slots` keeps `concurrency` requests in flight while
+    # PREPARE_THREADS more threads make the next items' images (answering.answer_item), so the endpoint never waits.
+    slots = threading.BoundedSemaphore(endpoint.concurrency)
+    workers = endpoint.concurrency + min(PREPARE_THREADS, endpoint.concurrency)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="model-eval") as executor:
         in_flight = set()
         try:
             while True:
@@ -767,7 +781,18 @@ def _ask(evaluation, run, client: ChatClient, todo, released: dict, prompt, para
                     item = next(queue, None)
                     if item is None:
                         break
-                    in_flight.add(executor.submit(_answer, client, evaluation, item, prompt, parameters))
+                    in_flight.add(
+                        executor.submit(
+                            _answer,
+                            client,
+                            evaluation,
+                            item,
+                            prompt,
+                            parameters,
+                            (regions or {}).get(item.question_id),
+                            slots,
+                        )
+                    )
                 if not in_flight:
                     break
                 run.beat()
@@ -849,6 +874,7 @@ def evaluation_summary(evaluation: ModelEvaluation) -> dict:
             answered=models.Count("pk", filter=models.Q(is_correct__isnull=False)),
             correct=models.Count("pk", filter=models.Q(is_correct=True)),
             failed=models.Count("pk", filter=models.Q(is_correct__isnull=True)),
+            unparsable=models.Count("pk", filter=models.Q(parse_outcome=ModelItemResult.Parse.UNPARSABLE)),
         )
         .order_by("category")
     ):
@@ -858,6 +884,7 @@ def evaluation_summary(evaluation: ModelEvaluation) -> dict:
             "answered": answered,
             "correct": correct,
             "failed": row["failed"],
+            "unparsable": row["unparsable"],
             "accuracy": correct / answered if answered else None,
         }
     failures = {
@@ -876,6 +903,7 @@ def evaluation_summary(evaluation: ModelEvaluation) -> dict:
         "failed": evaluation.failed,
         "not_asked": evaluation.not_asked,
         "accuracy": evaluation.accuracy,
+        **strategy_summary(evaluation, results),
         "per_category": per_category,
         "failures": failures,
         "paused_until": evaluation.paused_until.isoformat() if evaluation.paused_until else None,
@@ -883,6 +911,33 @@ def evaluation_summary(evaluation: ModelEvaluation) -> dict:
         "prompt_tokens": evaluation.prompt_tokens,
         "completion_tokens": evaluation.completion_tokens,
         "seconds": round((end - job.started).total_seconds(), 1) if job.started else 0.0,
+    }
+
+
+def strategy_summary(evaluation: ModelEvaluation, results) -> dict:
+    """Issue 28's part of the summary: the strategy, the unparsable replies (in the accuracy as wrong answers, as
+    the official evaluator scores them) and, with an extraction pass, its outcomes and the second figure."""
+    extraction = None
+    if evaluation.extraction_endpoint_id:
+        counts = dict(
+            results.filter(parse_outcome=ModelItemResult.Parse.UNPARSABLE)
+            .values_list("extraction")
+            .annotate(n=models.Count("pk"))
+            .order_by("extraction")
+        )
+        extraction = {
+            "endpoint": evaluation.extraction_endpoint.name,
+            "read": counts.get(ModelItemResult.Extraction.LETTER, 0),
+            "none": counts.get(ModelItemResult.Extraction.NONE, 0),
+            "failed": counts.get(ModelItemResult.Extraction.FAILED, 0),
+            "not_read": counts.get("", 0),
+            "correct": evaluation.extracted_correct,
+        }
+    return {
+        "strategy": evaluation.strategy,
+        "unparsable": evaluation.unparsable,
+        "extraction": extraction,
+        "accuracy_with_extraction": evaluation.accuracy_with_extraction,
     }
 
 
@@ -904,6 +959,7 @@ def results_file(evaluation: ModelEvaluation) -> dict:
             error=f"{row.failure}: {row.failure_message}" if row.failure else None,
             response=row.response_text,
         )
+        | result_entry_extras(row)
         for row in ModelItemResult.objects.filter(evaluation=evaluation).order_by("pk").iterator(chunk_size=2000)
     ]
     job = evaluation.job
@@ -922,7 +978,43 @@ def results_file(evaluation: ModelEvaluation) -> dict:
         prompt_tokens=evaluation.prompt_tokens,
         completion_tokens=evaluation.completion_tokens,
         not_asked=evaluation.not_asked,
-    )
+    ) | results_file_settings(evaluation)
+
+
+def result_entry_extras(row: ModelItemResult) -> dict:
+    """Issue 28's fields of an entry: the parse outcome, a two-stage run's description, the extracted letter."""
+    extras = {}
+    if row.parse_outcome:
+        extras["parse_outcome"] = row.parse_outcome
+    if row.first_response:
+        extras["description"] = row.first_response
+    if row.extraction:
+        extras["llm_extraction"] = row.extraction
+        extras["extracted_answer"] = row.extracted_letter or None
+    return extras
+
+
+def results_file_settings(evaluation: ModelEvaluation) -> dict:
+    """Issue 28's settings and counts of the file: the prompt type and texts as run, max tokens, the unparsable
+    replies and, with an extraction pass, the second figure under its own name."""
+    if not evaluation.endpoint_id:
+        return {"unparsable_count": evaluation.unparsable}  # an imported file: its settings are not known here
+    request = evaluation.parameters.get("request") or {}
+    settings_ = {
+        "prompt_type": evaluation.strategy,
+        "prompt": evaluation.prompt,
+        "max_tokens": request.get("max_tokens"),
+        "unparsable_count": evaluation.unparsable,
+    }
+    if evaluation.extraction_endpoint_id:
+        settings_["llm_extraction"] = {
+            "model": evaluation.extraction_endpoint.model_id,
+            "endpoint": evaluation.extraction_endpoint.name,
+            "prompt": evaluation.parameters.get("extraction_prompt") or {},
+            "extracted_correct_count": evaluation.extracted_correct,
+            "accuracy_with_llm_extraction": evaluation.accuracy_with_extraction,
+        }
+    return settings_
 
 
 def _question_texts(evaluation: ModelEvaluation) -> dict[str, str]:

@@ -28,6 +28,8 @@ from annotator.modeleval.services import (
     results_file,
     run_labels,
 )
+from annotator.modeleval.strategies import CHOICES as STRATEGY_CHOICES
+from annotator.modeleval.strategies import DEFAULT_STRATEGY, PROMPT_MAX, STRATEGIES
 from annotator.models import Category, Domain, Job, ModelEndpoint, ModelEvaluation, ModelItemResult, Release
 from subtlebench.errors import Conflict, Invalid
 from subtlebench.pages import redirect_refused_form, refused_form
@@ -36,6 +38,10 @@ from subtlebench.text import NAME_MAX, single_line
 
 RUNS_SHOWN = 50
 FAILURES_SHOWN = 50
+ITEMS_SHOWN = 50
+ITEM_FILTERS = ("unparsable", "all")
+PROMPT_FIELDS = ("system", "user", "describe_system", "describe")
+PROMPT_ORDER = ("describe_system", "describe", "system", "user")  # as a two-stage run sends them
 
 
 class EndpointForm(forms.Form):
@@ -102,7 +108,7 @@ def model_endpoint_new(request):
     return redirect("model-list")
 
 
-def _detail_context(evaluation: ModelEvaluation) -> dict:
+def _detail_context(evaluation: ModelEvaluation, shown: str = "unparsable") -> dict:
     job = evaluation.job
     # A finished run's stored summary, when it is of the current shape (accuracy over answered items, "not_asked").
     summary = job.result if not job.is_active and "not_asked" in job.result else None
@@ -118,24 +124,45 @@ def _detail_context(evaluation: ModelEvaluation) -> dict:
             (labels.get(kind, kind).lower(), count) for kind, count in sorted(summary["failures"].items())
         ],
         "failures": failures,
+        "prompt_texts": sorted(
+            (evaluation.prompt or {}).items(),
+            key=lambda text: (PROMPT_ORDER.index(text[0]) if text[0] in PROMPT_ORDER else len(PROMPT_ORDER), text[0]),
+        ),
+        # Issue 28: the replies the official parser could not read, raw, with what the extraction pass read.
+        "items_shown": shown,
+        "item_rows": _item_rows(evaluation, shown),
     }
 
 
 @role_required(COORDINATOR)
 @require_GET
 def model_run_detail(request, run_id: int):
-    evaluation = get_object_or_404(ModelEvaluation.objects.select_related("endpoint", "job", "release"), pk=run_id)
+    evaluation = get_object_or_404(
+        ModelEvaluation.objects.select_related("endpoint", "job", "release", "extraction_endpoint"), pk=run_id
+    )
     template = "modeleval/run_detail.html"
     if request.headers.get("HX-Request"):
         template += "#run-status"
-    return render(request, template, _detail_context(evaluation))
+    shown = request.GET.get("items")
+    shown = shown if shown in ITEM_FILTERS else ITEM_FILTERS[0]
+    return render(request, template, _detail_context(evaluation, shown))
+
+
+def _item_rows(evaluation: ModelEvaluation, shown: str):
+    """The latest items of the run with their raw replies: the unparsable ones (the default), or all."""
+    rows = evaluation.results.all()
+    if shown == "unparsable":
+        rows = rows.filter(parse_outcome=ModelItemResult.Parse.UNPARSABLE)
+    return rows.order_by("-pk")[:ITEMS_SHOWN]
 
 
 @role_required(COORDINATOR)
 @require_GET
 def model_run_results(request, run_id: int):
     """The run's results in the official results file's format (mc_evaluation_results.json)."""
-    evaluation = get_object_or_404(ModelEvaluation.objects.select_related("endpoint", "job", "release"), pk=run_id)
+    evaluation = get_object_or_404(
+        ModelEvaluation.objects.select_related("endpoint", "job", "release", "extraction_endpoint"), pk=run_id
+    )
     body = json.dumps(results_file(evaluation), indent=2, ensure_ascii=False)
     response = HttpResponse(body, content_type="application/json; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="mc_evaluation_results_{evaluation.pk}.json"'
@@ -169,7 +196,51 @@ class RunForm(forms.Form):
     )
     domains = forms.MultipleChoiceField(choices=Domain.choices, required=False, widget=forms.CheckboxSelectMultiple)
     seed = forms.IntegerField(initial=0, min_value=-(2**31) + 1, max_value=2**31 - 1)
+    # Issue 28: the run's settings (annotator.modeleval.runsettings); a blank text keeps the strategy's default.
+    # Left out of a POST: the defaults (the strategy standard, MODEL_EVAL_TEMPERATURE, MODEL_EVAL_MAX_TOKENS).
+    strategy = forms.ChoiceField(choices=STRATEGY_CHOICES, initial=DEFAULT_STRATEGY, required=False)
+    temperature = forms.FloatField(
+        min_value=0, max_value=2, initial=lambda: settings.MODEL_EVAL_TEMPERATURE, required=False
+    )
+    max_tokens = forms.IntegerField(
+        min_value=0,
+        max_value=65536,
+        initial=lambda: settings.MODEL_EVAL_MAX_TOKENS,
+        required=False,
+        help_text="0: not sent.",
+    )
+    system = forms.CharField(required=False, max_length=PROMPT_MAX, widget=forms.Textarea(attrs={"rows": 4}))
+    user = forms.CharField(
+        required=False, max_length=PROMPT_MAX, widget=forms.Textarea(attrs={"rows": 4}), label="User template"
+    )
+    describe_system = forms.CharField(
+        required=False, max_length=PROMPT_MAX, widget=forms.Textarea(attrs={"rows": 3}), label="Describe: system"
+    )
+    describe = forms.CharField(
+        required=False, max_length=PROMPT_MAX, widget=forms.Textarea(attrs={"rows": 3}), label="Describe: user"
+    )
+    extraction_endpoint = forms.ModelChoiceField(
+        queryset=ModelEndpoint.objects.all(),
+        required=False,
+        label="LLM extraction",
+        empty_label="none",
+        help_text="A model that reads a letter out of the replies the official parser cannot read: a second figure.",
+    )
     idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
+
+    def run_settings(self) -> dict:
+        data = self.cleaned_data
+        texts = {name: data[name] for name in PROMPT_FIELDS if data.get(name, "").strip()}
+        strategy = data["strategy"] or DEFAULT_STRATEGY
+        if not STRATEGIES[strategy].two_stage:
+            texts.pop("describe_system", None), texts.pop("describe", None)
+        return {
+            "strategy": strategy,
+            "prompt": texts,
+            "temperature": data["temperature"],
+            "max_tokens": data["max_tokens"],
+            "extraction_endpoint": data["extraction_endpoint"],
+        }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -190,6 +261,7 @@ def model_run_new(request):
     if form.is_valid():
         data = form.cleaned_data
         fields = {"seed": data["seed"], "idempotency_key": clean_idempotency_key(data["idempotency_key"])}
+        fields.update(form.run_settings())
         if data["source"] == ModelEvaluation.Source.RELEASE:
             fields.update(release=data["release"], split=data["split"])
             if data["release"] is None:

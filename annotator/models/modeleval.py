@@ -117,11 +117,26 @@ class ModelEvaluation(models.Model):
     seed = models.IntegerField(default=0)
     prompt = models.JSONField(default=dict, blank=True, help_text="System prompt and template used, as run.")
     parameters = models.JSONField(default=dict, blank=True, help_text="temperature, max_tokens, ...")
+    # Issue 28: the prompting strategy (annotator.modeleval.strategies) and the endpoint that reads a letter out of
+    # the replies the official parser cannot read (None: no extraction pass).
+    strategy = models.CharField(max_length=20, default="standard", help_text="The prompting strategy, as run.")
+    extraction_endpoint = models.ForeignKey(
+        ModelEndpoint,
+        models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="extractions",
+        help_text="Reads a letter out of the unparsable replies: the second figure, accuracy with LLM extraction.",
+    )
     # Running totals, kept with each stored result.
     items = models.PositiveIntegerField(default=0)
     answered = models.PositiveIntegerField(default=0)
     correct = models.PositiveIntegerField(default=0)
     failed = models.PositiveIntegerField(default=0)
+    unparsable = models.PositiveIntegerField(default=0, help_text="Answered items whose reply names no option.")
+    extracted_correct = models.PositiveIntegerField(
+        default=0, help_text="Unparsable items whose extracted letter is the correct one."
+    )
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
     # While its endpoint is down the run is paused, not failed: its unit is queued again for `paused_until`, and
@@ -160,6 +175,13 @@ class ModelEvaluation(models.Model):
         return self.correct / self.answered if self.answered else None
 
     @property
+    def accuracy_with_extraction(self) -> float | None:
+        """The second figure: the unparsable replies read by the extraction endpoint; None without that pass."""
+        if not self.extraction_endpoint_id or not self.answered:
+            return None
+        return (self.correct + self.extracted_correct) / self.answered
+
+    @property
     def state(self) -> str:
         """The run's status in one word: the job's, or "paused" (endpoint down, waiting to resume) while it runs,
         or "incomplete" when it ended with items that have no answer."""
@@ -186,6 +208,15 @@ class ModelEvaluation(models.Model):
 
 class ModelItemResult(models.Model):
     """A model's answer to one item, stored as it arrives (at most one per run and item)."""
+
+    class Parse(models.TextChoices):
+        PARSED = "parsed", "parsed"
+        UNPARSABLE = "unparsable", "unparsable"
+
+    class Extraction(models.TextChoices):
+        LETTER = "letter", "a letter"
+        NONE = "none", "no option"
+        FAILED = "failed", "request failed"
 
     class Failure(models.TextChoices):
         UNREACHABLE = "unreachable"
@@ -215,6 +246,13 @@ class ModelItemResult(models.Model):
     predicted_letter = models.CharField(max_length=1, blank=True)
     is_correct = models.BooleanField(null=True, help_text="Null when the request failed.")
     response_text = models.TextField(blank=True, max_length=20000)
+    # Issue 28. Parsed: the official parser read a letter naming a shown option; unparsable: it did not (scored
+    # wrong, as the official evaluator scores it). Blank: the request failed (no reply), or imported.
+    parse_outcome = models.CharField(max_length=12, choices=Parse.choices, blank=True)
+    first_response = models.TextField(blank=True, max_length=20000, help_text="A two-stage run's description.")
+    extraction = models.CharField(max_length=8, choices=Extraction.choices, blank=True)
+    extracted_letter = models.CharField(max_length=1, blank=True)
+    extraction_text = models.TextField(blank=True, max_length=2000, help_text="The extraction endpoint's reply.")
     failure = models.CharField(max_length=20, choices=Failure.choices, blank=True)
     failure_message = models.TextField(blank=True, max_length=NOTE_MAX)
     prompt_tokens = models.PositiveIntegerField(default=0)

@@ -88,10 +88,12 @@ def test_each_bad_answer_fails_its_item_with_the_reason_and_the_run_goes_on(
     evaluation = run_export(endpoint, coordinator, root)
     job = evaluation.job
     job.refresh_from_db()
-    # Five items never got an answer: the run is not a success, and says which and why.
+    # Four items never got an answer: the run is not a success, and says which and why. A reply without a letter
+    # is an answer, unparsable and wrong (as the official evaluator scores it), asked once.
     assert job.status == Job.Status.FAILED and evaluation.state == "incomplete", job.errors
-    assert job.errors[0].startswith("Incomplete: 5 of 13 items have no answer after up to 3 asks each")
-    assert job.result["failures"] == {"malformed": 2, "rate_limited": 1, "server_error": 1, "timeout": 1}
+    assert job.errors[0].startswith("Incomplete: 4 of 13 items have no answer after up to 3 asks each")
+    assert job.result["failures"] == {"malformed": 1, "rate_limited": 1, "server_error": 1, "timeout": 1}
+    assert job.result["unparsable"] == evaluation.unparsable == 1
     rows = {row.question_id: row for row in evaluation.results.all()}
     by_question = {r["question"]: f"{r['category']}_yt8m_{r['source_id']}" for r in records}
     timeout = rows[by_question[questions[0]]]
@@ -103,14 +105,16 @@ def test_each_bad_answer_fails_its_item_with_the_reason_and_the_run_goes_on(
         and "after 3 attempts" in limited.failure_message
     )
     assert "HTTP 500" in rows[by_question[questions[2]]].failure_message
-    assert "no answer letter" in rows[by_question[questions[3]]].failure_message
+    unparsable = rows[by_question[questions[3]]]
+    assert (unparsable.parse_outcome, unparsable.is_correct, unparsable.failure) == ("unparsable", False, "")
+    assert unparsable.response_text == "I cannot tell which option is right." and server.sent(questions[3]) == 1
     assert "not a chat completion answer" in rows[by_question[questions[4]]].failure_message
     for recovered in (questions[5], questions[6]):
         row = rows[by_question[recovered]]
         assert row.failure == "" and row.attempts == 2 and row.is_correct is not None
     # Each failed item was asked MODEL_EVAL_ITEM_TRIES times, each ask retried MODEL_EVAL_RETRIES times.
     assert server.sent(questions[1]) == 3 * 3 and rows[by_question[questions[1]]].asks == 3
-    assert evaluation.failed == 5 and evaluation.answered == len(records) - 5
+    assert evaluation.failed == 4 and evaluation.answered == len(records) - 4
     assert evaluation_summary(evaluation)["accuracy"] == evaluation.correct / evaluation.answered
 
 

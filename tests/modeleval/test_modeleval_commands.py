@@ -89,3 +89,27 @@ def test_a_failed_run_is_a_command_error_with_its_reason(db, export, tmp_path):
     run("add_model", "down", "--base-url", url, "--model-id", "m", "--no-test")
     with pytest.raises(CommandError, match="paused: Model down is down: could not reach the endpoint"):
         run("evaluate_model", "down", "--export", str(root))
+
+
+def test_evaluate_model_takes_the_strategy_settings_and_an_extraction_model(db, server, export, tmp_path):
+    root, records = export
+    server.faults = {records[0]["question"]: "malformed"}
+    run("add_model", "tiny", "--base-url", server.base_url, "--model-id", "tiny-vlm")
+    run("add_model", "reader", "--base-url", server.base_url, "--model-id", "tiny-vlm")
+    prompt = tmp_path / "prompt.json"
+    prompt.write_text(json.dumps({"system": "Look twice."}))
+    server.requests.clear()
+    said = run(
+        "evaluate_model", "tiny", "--export", str(root), "--strategy", "overlapped", "--temperature", "0.3",
+        "--max-tokens", "64", "--prompt-file", str(prompt), "--extraction", "reader",
+    )  # fmt: skip
+    assert "unparsable replies: 1" in said and "accuracy with LLM extraction" in said
+    evaluation = ModelEvaluation.objects.get()
+    assert evaluation.strategy == "overlapped" and evaluation.extraction_endpoint.name == "reader"
+    asked = [seen for seen in server.requests if seen.images]
+    assert len(asked) == len(records) and all(len(seen.images) == 3 for seen in asked)
+    assert {(seen.system, seen.body["temperature"], seen.body["max_tokens"]) for seen in asked} == {
+        ("Look twice.", 0.3, 64)
+    }
+    with pytest.raises(CommandError, match="--extraction nobody: no model of that name"):
+        run("evaluate_model", "tiny", "--export", str(root), "--extraction", "nobody")

@@ -186,7 +186,7 @@ def test_retrying_an_ended_run_asks_only_its_failed_items_again(
     root, records = export_dir
     settings.MODEL_EVAL_ITEM_TRIES = 1
     bad = [records[1]["question"], records[6]["question"]]
-    server.faults = {question: "malformed" for question in bad}
+    server.faults = {question: "garbage" for question in bad}
     evaluation = evaluation_run(evaluation_id=start(endpoint_for(server, coordinator), coordinator, root).pk)
     first = evaluation.job
     first.refresh_from_db()
@@ -208,7 +208,7 @@ def test_the_api_and_the_results_file_count_answered_failed_and_not_asked(
 ):
     root, records = export_dir
     settings.MODEL_EVAL_ITEM_TRIES = 1
-    server.faults = {records[0]["question"]: "malformed", records[5]["question"]: "500"}
+    server.faults = {records[0]["question"]: "garbage", records[5]["question"]: "500"}
     evaluation = evaluation_run(evaluation_id=start(endpoint_for(server, coordinator), coordinator, root).pk)
     answered = len(records) - 2
     client = client_for(coordinator)

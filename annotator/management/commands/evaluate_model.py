@@ -8,6 +8,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotator.modeleval.services import evaluation_run, evaluation_start, evaluation_summary, results_file
+from annotator.modeleval.strategies import STRATEGIES
 from annotator.models import ModelEndpoint, ModelEvaluation, Release
 from subtlebench.errors import ServiceError
 from subtlebench.progress import TerminalProgress
@@ -29,6 +30,20 @@ class Command(BaseCommand):
         parser.add_argument("--split", choices=("test", "val"), default="test", help="The split (default test).")
         parser.add_argument("--seed", type=int, default=0, help="Seed of the option shuffle (default 0).")
         parser.add_argument("--out", metavar="FILE", help="Write the official results file here.")
+        parser.add_argument(
+            "--strategy",
+            choices=list(STRATEGIES),
+            default="standard",
+            help="The prompting strategy (default standard).",
+        )
+        parser.add_argument("--temperature", type=float, help="Default: MODEL_EVAL_TEMPERATURE.")
+        parser.add_argument("--max-tokens", type=int, help="Default: MODEL_EVAL_MAX_TOKENS (0: not sent).")
+        parser.add_argument(
+            "--prompt-file", metavar="FILE", help="JSON of texts replacing the strategy's (system, user, ...)."
+        )
+        parser.add_argument(
+            "--extraction", metavar="NAME", help="A registered model that reads the unparsable replies' letters."
+        )
         parser.add_argument("--async", dest="run_async", action="store_true", help="Queue a job; do not wait.")
 
     def handle(self, *args, **opts):
@@ -40,7 +55,7 @@ class Command(BaseCommand):
             raise CommandError("--out needs the run to finish here: leave out --async (or download it from the page).")
         if opts["out"] and not Path(opts["out"]).resolve().parent.is_dir():
             raise CommandError(f"--out {opts['out']}: its folder does not exist.")
-        fields = {"seed": opts["seed"], "send": opts["run_async"]}
+        fields = {"seed": opts["seed"], "send": opts["run_async"], **self.run_settings(opts)}
         if opts["export"]:
             if not Path(opts["export"]).is_dir():
                 raise CommandError(f"--export {opts['export']}: no such folder.")
@@ -73,6 +88,10 @@ class Command(BaseCommand):
                 f"{'all':<10} {summary['correct']:>6} / {summary['answered']:<6} {100 * summary['accuracy']:6.1f}%"
                 f"  (over answered items; {summary['failed']} failed, {summary['not_asked']} not asked)"
             )
+        if summary["unparsable"]:
+            self.stdout.write(f"unparsable replies: {summary['unparsable']} (in the accuracy as wrong answers)")
+        if summary["accuracy_with_extraction"] is not None:
+            self.stdout.write(f"accuracy with LLM extraction: {100 * summary['accuracy_with_extraction']:.1f}%")
         for kind, count in summary["failures"].items():
             self.stdout.write(f"failed ({kind}): {count}")
         if opts["out"]:
@@ -85,3 +104,18 @@ class Command(BaseCommand):
             )
         if job.status != job.Status.SUCCEEDED:
             raise CommandError(f"run {evaluation.pk} {evaluation.state}: {'; '.join(job.errors)}")
+
+    def run_settings(self, opts) -> dict:
+        """Issue 28's settings: the strategy, texts from --prompt-file, temperature, max tokens, extraction."""
+        settings_ = {"strategy": opts["strategy"], "temperature": opts["temperature"], "max_tokens": opts["max_tokens"]}
+        if opts["prompt_file"]:
+            try:
+                settings_["prompt"] = json.loads(Path(opts["prompt_file"]).read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+                raise CommandError(f"--prompt-file {opts['prompt_file']}: cannot read it as JSON ({error}).") from None
+        if opts["extraction"]:
+            reader = ModelEndpoint.objects.filter(name=opts["extraction"]).first()
+            if reader is None:
+                raise CommandError(f"--extraction {opts['extraction']}: no model of that name is registered.")
+            settings_["extraction_endpoint"] = reader
+        return settings_
