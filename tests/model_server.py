@@ -2,7 +2,8 @@
 
 It answers deterministically from the question and the option texts it reads in the request (never from their
 letters or order): `policy(question, options)` returns the option text to answer, and the reply names its
-letter. It can be told to fail per question: `faults[question] = "timeout" | "429" | "500" | "malformed" |
+letter. `reply(seen)`, when set, answers any request it returns a text for (a description, a judge's verdict).
+It can be told to fail per question: `faults[question] = "timeout" | "429" | "500" | "malformed" |
 "429-once" | ...`, or as a whole with `mode`: "500" (every request, /models too), "html" (an HTML page with 200 for
 every request), "trickle" (chat answers sent one byte every `trickle_seconds`). `stop()` then `restart()` takes it
 down and brings it back on the same port; `served` is what /models lists (a model id not in it is refused with 404,
@@ -51,6 +52,7 @@ class ModelServer:
         self.model = model
         self.latency = latency
         self.policy = policy
+        self.reply = None
         self.faults: dict[str, str] = {}
         self.fault_counts: dict[str, int] = {}
         self.requests: list[Seen] = []
@@ -174,8 +176,11 @@ class ModelServer:
                 if fault == "garbage":
                     self._send(200, b"<html>not json</html>")
                     return
+                custom = server.reply(seen) if server.reply is not None and fault != "malformed" else None
                 if fault == "malformed":
                     content = "I cannot tell which option is right."
+                elif custom is not None:
+                    content = custom
                 else:
                     chosen = server.policy(seen.question, seen.options)
                     letter = chr(65 + seen.options.index(chosen))
@@ -234,6 +239,8 @@ class ModelServer:
         messages = body.get("messages") or []
         system = next((m["content"] for m in messages if m.get("role") == "system"), "")
         user = next((m["content"] for m in messages if m.get("role") == "user"), [])
+        if isinstance(user, str):  # a text-only request (a judge's): its content is the text itself
+            user = [{"type": "text", "text": user}]
         images = [part["image_url"]["url"] for part in user if part.get("type") == "image_url"]
         text = "".join(part.get("text", "") for part in user if part.get("type") == "text")
         question = QUESTION.search(text)

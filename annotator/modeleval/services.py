@@ -36,6 +36,7 @@ from annotator.jobs.services import (
     job_task_send,
     job_unit,
 )
+from annotator.modeleval import description
 from annotator.modeleval.client import ChatClient, RequestCancelled, RequestFailed, scrub
 from annotator.modeleval.hosts import HostRefused, check_endpoint_host
 from annotator.modeleval.keys import KeyUnavailable, clean_key_variable, encrypt_key, endpoint_key
@@ -393,6 +394,8 @@ def evaluation_items(evaluation: ModelEvaluation) -> list[Item]:
     else:
         items = pair_items(evaluation.parameters.get("pair_ids", []))
     shuffle_options(items, evaluation.seed)
+    if evaluation.task == description.DESCRIPTION:
+        items = description.captioned_items(evaluation.release, evaluation.split, items)
     return items
 
 
@@ -427,15 +430,28 @@ def evaluation_start(
     seed: int = 0,
     idempotency_key: str = "",
     send: bool = True,
+    task: str = "multiple_choice",
+    judge: ModelEndpoint | None = None,
+    judge_prompt: dict | None = None,
+    circular: bool = False,
 ) -> ModelEvaluation:
     """Create the run and its job, and queue it (after the commit). The items are checked now: a release's split
-    must hold items; an export's file must parse; a pair source must hold at least one pair."""
+    must hold items; an export's file must parse; a pair source must hold at least one pair. A description run
+    (`task`, with its `judge`) asks a release split's captioned items; `circular` asks each item once per rotation
+    of its options (annotator.modeleval.description)."""
     _check_coordinator(user)
+    task_fields = description.clean_run_settings(
+        task=task, judge=judge, judge_prompt=judge_prompt, circular=circular, source=source, release=release
+    )
     parameters = {"request": request_parameters()}
     if source == ModelEvaluation.Source.RELEASE:
         if release is None:
             raise Invalid({"release": ["Name the release to evaluate."]})
         count = len(release_items(release, split))
+        if task_fields["task"] == description.DESCRIPTION:
+            count = len(description.captioned_items(release, split, release_items(release, split)))
+            if not count:
+                raise Invalid({"task": [f"No item of release {release.name} ({split}) has a caption to describe."]})
         label = f"release {release.name} ({split})"
     elif source == ModelEvaluation.Source.EXPORT:
         if export_job is not None:
@@ -462,7 +478,10 @@ def evaluation_start(
         raise Invalid({"source": [f"The source is release, export or filter, not {source!r}."]})
     if not count:
         raise Invalid({"source": ["There are no items to evaluate in this source."]})
-    prompt = configured_prompt()
+    prompt = configured_prompt().as_dict()
+    if task_fields["task"] == description.DESCRIPTION:
+        parameters["judge_request"] = description.JUDGE_REQUEST
+        prompt = task_fields.pop("prompt")
 
     def create():
         with transaction.atomic():
@@ -482,10 +501,11 @@ def evaluation_start(
                 split=split,
                 pair_filter=pair_filter or {},
                 seed=seed,
-                prompt=prompt.as_dict(),
+                prompt=prompt,
                 parameters=parameters,
                 items=count,
                 created_by=job.created_by,
+                **task_fields,
             )
             job_task_add(job=job, name=TASK, kwargs={"evaluation_id": job.model_evaluation.pk}, send=send)
             return job
@@ -622,6 +642,10 @@ def _answer(client: ChatClient, evaluation, item: Item, prompt, parameters) -> M
         options=item.options,
         correct_letter=item.correct_letter,
     )
+    if evaluation.task == description.DESCRIPTION:
+        return description.describe_and_judge(client, client.judge, evaluation, item, result, parameters, read_image)
+    if evaluation.circular:
+        return description.circular_answer(client, evaluation, item, result, prompt, parameters, read_image)
     try:
         messages = messages_for(
             item, read_image(evaluation, item.image_1), read_image(evaluation, item.image_2), prompt
@@ -719,6 +743,7 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
         try:
             try:
                 client.check_model(endpoint.name)
+                client.judge = description.open_judge(evaluation, client)
             except RequestFailed as failed:
                 if failed.kind in OUTAGE:
                     raise RunPaused(f"Model {endpoint.name} is down: {failed.message}") from None
@@ -889,7 +914,10 @@ def evaluation_summary(evaluation: ModelEvaluation) -> dict:
 def results_file(evaluation: ModelEvaluation) -> dict:
     """The run as the official results file (`benchmark.results`): a failed request is an entry with `error`,
     `predicted_answer` null and `is_correct` false, as the official evaluator writes it; `accuracy` is over the
-    answered entries, with `answered_count`, `failed_count` and `not_asked_count` beside it."""
+    answered entries, with `answered_count`, `failed_count` and `not_asked_count` beside it. A description run: the
+    official free-form layout with the judge's verdicts (annotator.modeleval.description)."""
+    if evaluation.task == description.DESCRIPTION:
+        return description.description_results_file(evaluation)
     texts = _question_texts(evaluation)
     questions = [
         question_entry(

@@ -1,0 +1,233 @@
+"""The description task against two real loopback servers (tests/model_server.py): a fake model that describes each
+pair by a table of ours, and a fake judge that answers by a rule of ours (yes when the description holds the caption,
+a reply without a verdict for a description that says "unsure"). Circular evaluation: an item counts right only when
+right in every rotation of its options."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from django.core.files.storage import default_storage
+
+from annotator.modeleval.description import accuracy_table
+from annotator.modeleval.services import endpoint_create, evaluation_run, evaluation_start, results_file
+from annotator.models import Category, Job, ModelEvaluation, Pair
+from benchmark.description import JUDGE_SYSTEM
+from subtlebench.errors import Invalid
+from tests.factories import make_image, make_pair
+from tests.model_server import ModelServer
+from tests.modeleval_release_factories import make_release
+
+pytestmark = pytest.mark.django_db
+
+# pair name -> (category, caption, the fake model's description, the judge's expected verdict: None = no verdict)
+TABLE = {
+    "walks": (Category.TEMPORAL, "the man walks forward", "In the second image the man walks forward.", True),
+    "mug": (Category.ATTRIBUTE, "the mug turned red", "The mug turned blue.", False),
+    "cup": (Category.SPATIAL, "the cup moved left", "The cup moved left and a shadow appeared.", True),
+    "blur": (Category.QUALITY, "the image is blurrier", "unsure", None),
+}
+
+
+def judge_rule(seen) -> str:
+    """The fake judge: yes when the description holds the caption (case aside), no otherwise; no verdict at all
+    when the description is "unsure"."""
+    text = seen.text
+    caption = text.split("Reference (the person's caption):\n", 1)[1].split("\n\n", 1)[0]
+    description = text.split("Description to grade:\n", 1)[1].split("\n\n", 1)[0]
+    if description == "unsure":
+        return "I cannot tell from these texts."
+    verdict = "yes" if caption.lower() in description.lower() else "no"
+    return f"### Reasoning\nCompared the texts.\n\n### Verdict\n{verdict}"
+
+
+def data_url(image) -> str:
+    with default_storage.open(image.file.name, "rb") as handle:
+        return "data:image/png;base64," + base64.b64encode(handle.read()).decode()
+
+
+@pytest.fixture
+def world():
+    # Each pair its own first image (the factory's videos all share their frames' pixels): the fake model tells the
+    # pairs apart by it.
+    pairs = {}
+    for number, (name, (category, _, _, _)) in enumerate(TABLE.items()):
+        pair = make_pair(category=category)
+        Pair.objects.filter(pk=pair.pk).update(
+            image_1=make_image(shift=20 + 7 * number, name=f"described/{number}.jpg")
+        )
+        pair.refresh_from_db()
+        pairs[name] = pair
+    pairs["uncaptioned"] = make_pair(category=Category.TEMPORAL)
+    pairs["val"] = make_pair(category=Category.TEMPORAL)
+    captions = {pairs[name].pk: caption for name, (_, caption, _, _) in TABLE.items()}
+    captions[pairs["val"].pk] = "the val caption"
+    release = make_release(
+        [(pair, "val" if name == "val" else "test", False) for name, pair in pairs.items()], captions=captions
+    )
+    descriptions = {data_url(pairs[name].image_1): text for name, (_, _, text, _) in TABLE.items()}
+    model = ModelServer(model="tiny-vlm").start()
+    model.reply = lambda seen: descriptions[seen.images[0]] if seen.images else None
+    judge = ModelServer(model="tiny-judge").start()
+    judge.reply = judge_rule
+    yield {"pairs": pairs, "release": release, "model": model, "judge": judge}
+    model.stop()
+    judge.stop()
+
+
+def endpoints(coordinator, world):
+    model = endpoint_create(
+        user=coordinator, name="describer", base_url=world["model"].base_url, model_id="tiny-vlm", timeout_s=5
+    )
+    judge = endpoint_create(
+        user=coordinator, name="judge", base_url=world["judge"].base_url, model_id="tiny-judge", timeout_s=5
+    )
+    return model, judge
+
+
+def test_the_judge_scores_each_description_by_its_rule_and_only_captioned_items_are_asked(world, coordinator, settings):
+    settings.MODEL_EVAL_ITEM_TRIES = 2
+    model, judge = endpoints(coordinator, world)
+    evaluation = evaluation_start(
+        endpoint=model, user=coordinator, source="release", release=world["release"], task="description", judge=judge
+    )
+    assert evaluation.items == 4 and evaluation.judge == judge and evaluation.prompt["user"]
+    evaluation = evaluation_run(evaluation_id=evaluation.pk)
+    rows = {row.pair_id: row for row in evaluation.results.all()}
+    pairs = world["pairs"]
+    # The uncaptioned item and the other split's were never asked.
+    assert set(rows) == {pairs[name].pk for name in TABLE}
+    for name, (_, _, description, verdict) in TABLE.items():
+        row = rows[pairs[name].pk]
+        assert row.response_text == description
+        assert row.is_correct is verdict, name
+    unsure = rows[pairs["blur"].pk]
+    assert unsure.failure == "malformed" and "no verdict (yes or no)" in unsure.failure_message
+    assert unsure.asks == 2
+    assert (evaluation.answered, evaluation.correct, evaluation.failed) == (3, 2, 1)
+    # The model got the official free-form layout: the instruction, then the two images as PNG data URLs.
+    asked = world["model"].requests[0].body["messages"]
+    assert [part["type"] for part in asked[1]["content"]] == ["text", "image_url", "image_url"]
+    # The judge got text only: our judge prompt, the caption and the description, never the images.
+    graded = world["judge"].requests[0]
+    assert graded.system == JUDGE_SYSTEM and graded.images == []
+    assert graded.body["temperature"] == 0
+    # Accuracy per category with intervals, over the answered items.
+    table = accuracy_table(evaluation)
+    assert (table["overall"]["correct"], table["overall"]["n"]) == (2, 3)
+    assert table["overall"]["low"] < 2 / 3 < table["overall"]["high"]
+    assert {c: (cell["correct"], cell["n"]) for c, cell in table["categories"].items()} == {
+        "temporal": (1, 1),
+        "attribute": (0, 1),
+        "spatial": (1, 1),
+    }
+    # The results file: the official free-form layout with the judge's verdicts.
+    document = results_file(evaluation)
+    assert document["total_pairs"] == 4 and document["evaluated_pairs"] == 3 and document["judge_model"] == "tiny-judge"
+    by_name = {entry["base_name"]: entry for entry in document["results"]}
+    walks = by_name[rows[pairs["walks"].pk].question_id]
+    assert walks["caption"] == "the man walks forward" and walks["judge_match"] is True
+    assert document["accuracy_intervals"]["categories"]["attribute"]["accuracy"] == 0.0
+
+
+def test_a_custom_judge_prompt_is_stored_with_the_run_and_sent(world, coordinator):
+    model, judge = endpoints(coordinator, world)
+    prompt = {
+        "system": "Grade strictly.",
+        "user": "Reference (the person's caption):\n{caption}\n\nDescription to grade:\n{description}\n\nSame change?",
+    }
+    evaluation = evaluation_start(
+        endpoint=model,
+        user=coordinator,
+        source="release",
+        release=world["release"],
+        task="description",
+        judge=judge,
+        judge_prompt=prompt,
+    )
+    assert evaluation.judge_prompt == prompt
+    evaluation_run(evaluation_id=evaluation.pk)
+    assert {seen.system for seen in world["judge"].requests} == {"Grade strictly."}
+    assert all(seen.text.endswith("Same change?") for seen in world["judge"].requests)
+
+
+def test_a_description_run_without_a_judge_or_a_caption_is_refused(world, coordinator):
+    model, judge = endpoints(coordinator, world)
+    release = world["release"]
+    with pytest.raises(Invalid) as refused:
+        evaluation_start(endpoint=model, user=coordinator, source="release", release=release, task="description")
+    assert "Name the judge" in str(refused.value.errors["judge"])
+    with pytest.raises(Invalid) as refused:
+        evaluation_start(
+            endpoint=model,
+            user=coordinator,
+            source="release",
+            release=release,
+            task="description",
+            judge=judge,
+            judge_prompt={"user": "no placeholders"},
+        )
+    assert "lacks {caption}" in str(refused.value.errors["judge_prompt"])
+    bare = make_release([(make_pair(), "test", False)], number=2)
+    with pytest.raises(Invalid) as refused:
+        evaluation_start(
+            endpoint=model, user=coordinator, source="release", release=bare, task="description", judge=judge
+        )
+    assert "has a caption" in str(refused.value.errors["task"])
+    with pytest.raises(Invalid):
+        evaluation_start(
+            endpoint=model,
+            user=coordinator,
+            source="release",
+            release=release,
+            task="description",
+            judge=judge,
+            circular=True,
+        )
+    assert not ModelEvaluation.objects.exists()
+
+
+def test_circular_evaluation_counts_an_item_right_only_when_right_in_every_rotation(coordinator):
+    attribute = dict(
+        question="What changed about the mug?", answer="its colour", distractors=["its size", "its texture"]
+    )
+    pairs = {
+        "steady": make_pair(category=Category.ATTRIBUTE, **attribute),
+        "not-last": make_pair(
+            category=Category.SPATIAL, question="How did the cup move?", answer="left", distractors=["right", "up"]
+        ),
+        "first": make_pair(category=Category.TEMPORAL),  # binary: "second image" or "first image"
+    }
+    release = make_release([(pair, "test", False) for pair in pairs.values()])
+    answers = {pair.question: pair.answer for pair in pairs.values()}
+
+    def policy(question: str, options: list[str]) -> str:
+        if question == "What changed about the mug?":
+            return answers[question]  # always right
+        if question == "How did the cup move?":  # right unless the answer is shown last
+            return answers[question] if options[-1] != answers[question] else options[0]
+        return options[0]  # position bias: right in one rotation of two
+
+    server = ModelServer(policy=policy).start()
+    try:
+        endpoint = endpoint_create(user=coordinator, name="m", base_url=server.base_url, model_id="tiny-vlm")
+        evaluation = evaluation_start(
+            endpoint=endpoint, user=coordinator, source="release", release=release, circular=True
+        )
+        assert evaluation.circular
+        evaluation = evaluation_run(evaluation_id=evaluation.pk)
+    finally:
+        server.stop()
+    assert evaluation.job.status == Job.Status.SUCCEEDED
+    rows = {row.pair_id: row for row in evaluation.results.all()}
+    steady, not_last, first = rows[pairs["steady"].pk], rows[pairs["not-last"].pk], rows[pairs["first"].pk]
+    # One request per rotation: as many as the item has options.
+    assert server.sent("What changed about the mug?") == 3 and server.sent("How did the cup move?") == 3
+    assert server.sent("Which image was taken later?") == 2
+    assert steady.is_correct is True and len(steady.rotations) == 3
+    # Right in two rotations of three, wrong in the one that shows the answer last: wrong.
+    assert not_last.is_correct is False and len(not_last.rotations) == 3
+    # The letters differ by rotation for the steady item (the answer moves), and the biased one always says A.
+    assert len(set(steady.rotations)) == 3 and first.rotations == ["A", "A"] and first.is_correct is False
+    assert (evaluation.answered, evaluation.correct) == (3, 1)
