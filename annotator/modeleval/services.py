@@ -1106,8 +1106,9 @@ def run_labels(runs) -> dict[int, str]:
 
 def model_answers_on_release(release: Release) -> dict[str, list[tuple[str, bool]]]:
     """Per finished run on the release, its answers as (item id, is_correct), in the release's order (split,
-    then place in the file). Failed requests are no answer: left out here, counted by `model_failures_on_release`."""
-    runs = list(release_runs(release))
+    then place in the file). Failed requests are no answer: left out here, counted by `model_failures_on_release`.
+    Multiple-choice runs only: a description run's judged descriptions are another task (its own report section)."""
+    runs = [run for run in release_runs(release) if run.task != description.DESCRIPTION]
     labels = run_labels(runs)
     answers: dict[str, list[tuple[str, bool]]] = {labels[run.pk]: [] for run in runs}
     rows = (
@@ -1121,8 +1122,8 @@ def model_answers_on_release(release: Release) -> dict[str, list[tuple[str, bool
 
 
 def model_failures_on_release(release: Release) -> dict[str, int]:
-    """Per finished run on the release, how many of its requests failed (no answer)."""
-    runs = list(release_runs(release))
+    """Per finished multiple-choice run on the release, how many of its requests failed (no answer)."""
+    runs = [run for run in release_runs(release) if run.task != description.DESCRIPTION]
     labels = run_labels(runs)
     failed = dict(
         ModelItemResult.objects.filter(evaluation__in=runs, is_correct__isnull=True)

@@ -17,7 +17,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotator.jobs.services import clean_idempotency_key
-from annotator.modeleval.compare import release_compare
+from annotator.modeleval.compare import paired_compare, release_compare, side_choices, side_of
+from annotator.modeleval.description import accuracy_rows, accuracy_table
 from annotator.modeleval.keys import key_variable_allowed
 from annotator.modeleval.services import (
     endpoint_create,
@@ -118,6 +119,7 @@ def _detail_context(evaluation: ModelEvaluation) -> dict:
             (labels.get(kind, kind).lower(), count) for kind, count in sorted(summary["failures"].items())
         ],
         "failures": failures,
+        "intervals": accuracy_rows(accuracy_table(evaluation)),
     }
 
 
@@ -265,10 +267,21 @@ class CompareForm(forms.Form):
     release = forms.ModelChoiceField(queryset=Release.objects.all(), required=False, empty_label=None)
     split = forms.ChoiceField(choices=SPLITS, required=False)
     run = forms.TypedMultipleChoiceField(coerce=int, required=False, label="Runs")
+    # Paired comparison (issue 28): two sides on the same items, McNemar's test and the paired difference.
+    a = forms.ChoiceField(required=False, label="A")
+    b = forms.ChoiceField(required=False, label="B")
 
     def __init__(self, *args, runs=(), labels=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["run"].choices = [(run.pk, (labels or {}).get(run.pk, run.label)) for run in runs]
+        sides = [("", "—")] + side_choices(runs, {run.pk: (labels or {}).get(run.pk, run.label) for run in runs})
+        self.fields["a"].choices = self.fields["b"].choices = sides
+
+    def clean(self):
+        data = super().clean()
+        if bool(data.get("a")) != bool(data.get("b")) or (data.get("a") and data.get("a") == data.get("b")):
+            raise forms.ValidationError("A paired comparison needs two different sides, A and B.")
+        return data
         self.fields["release"].label_from_instance = lambda release: f"{release.name} · {release.item_count} items"
 
 
@@ -290,7 +303,12 @@ def model_compare(request):
         return render(request, "modeleval/compare.html", context, status=400)
     data = form.cleaned_data if request.GET else {}
     split = data.get("split") or "test"
-    table = None
+    table = paired = None
     if release is not None:
         table = release_compare(release=release, run_ids=data.get("run") or None, split=split)
-    return render(request, "modeleval/compare.html", {"form": form, "table": table, "release": release})
+        if data.get("a") and data.get("b"):
+            paired = paired_compare(side_of(release, data["a"], split), side_of(release, data["b"], split))
+            names = dict(form.fields["a"].choices)
+            paired |= {"label_a": names[data["a"]], "label_b": names[data["b"]]}
+    context = {"form": form, "table": table, "release": release, "paired": paired}
+    return render(request, "modeleval/compare.html", context)
