@@ -30,8 +30,13 @@ def _cell(correct: int, n: int) -> dict:
 def release_compare(*, release: Release, run_ids: list[int] | None = None, split: str = "test") -> dict:
     """The chosen finished runs on `release` (all of them by default) on one split: per category, per domain and
     overall, each run's accuracy on the items every chosen run answered (`common`), and on all it answered (`own`).
-    `macro` is the unweighted mean over categories, as the paper's AVG."""
-    runs = [run for run in release_runs(release) if run_ids is None or run.pk in run_ids]
+    `macro` is the unweighted mean over categories, as the paper's AVG. By default the multiple-choice runs only (a
+    description run's judged descriptions are another task): one is in the table when chosen."""
+    runs = [
+        run
+        for run in release_runs(release)
+        if (run.pk in run_ids if run_ids is not None else run.task != "description")
+    ]
     labels = run_labels(runs)
     answers: dict[int, dict[int, tuple[bool, str, str]]] = {run.pk: {} for run in runs}
     failed: dict[int, int] = defaultdict(int)
@@ -243,7 +248,8 @@ def paired_side_register(name: str, label: str, loader: Callable[[Release, str],
 def side_choices(runs, labels: dict[int, str]) -> list[tuple[str, str]]:
     """What can stand on either side of a paired comparison on a release: each finished run, then the registered
     sides (the humans)."""
-    return [(str(run.pk), labels[run.pk]) for run in runs] + [
+    described = {run.pk for run in runs if run.task == "description"}
+    return [(str(run.pk), labels[run.pk] + (" · description" if run.pk in described else "")) for run in runs] + [
         (name, label) for name, (label, _) in PAIRED_SIDES.items()
     ]
 

@@ -30,6 +30,7 @@ from annotator.modeleval.services import (
     run_labels,
 )
 from annotator.models import Category, Domain, Job, ModelEndpoint, ModelEvaluation, ModelItemResult, Release
+from benchmark.description import JUDGE_SYSTEM, JUDGE_USER
 from subtlebench.errors import Conflict, Invalid
 from subtlebench.pages import redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
@@ -172,6 +173,21 @@ class RunForm(forms.Form):
     domains = forms.MultipleChoiceField(choices=Domain.choices, required=False, widget=forms.CheckboxSelectMultiple)
     seed = forms.IntegerField(initial=0, min_value=-(2**31) + 1, max_value=2**31 - 1)
     idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
+    # Issue 28: the description task and its judge, circular evaluation.
+    task = forms.ChoiceField(
+        choices=[("multiple_choice", "multiple choice"), ("description", "description (judged against captions)")],
+        initial="multiple_choice",
+        required=False,  # a form from before the task: multiple choice
+        widget=forms.RadioSelect,
+    )
+    judge = forms.ModelChoiceField(queryset=ModelEndpoint.objects.all(), required=False, label="Judge")
+    judge_system = forms.CharField(
+        required=False, max_length=20000, widget=forms.Textarea(attrs={"rows": 6}), label="Judge instructions"
+    )
+    judge_user = forms.CharField(
+        required=False, max_length=20000, widget=forms.Textarea(attrs={"rows": 5}), label="Judge template"
+    )
+    circular = forms.BooleanField(required=False, label="Circular evaluation")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -185,6 +201,8 @@ def model_run_new(request):
     """Post/Redirect/Get: a refused form comes back on this page with what was sent and why."""
     if request.method == "GET":
         form = refused_form(request, RunForm)
+        form.fields["judge_system"].initial = JUDGE_SYSTEM
+        form.fields["judge_user"].initial = JUDGE_USER
         return render(
             request, "modeleval/run_new.html", {"form": form, "has_endpoints": ModelEndpoint.objects.exists()}
         )
@@ -192,6 +210,9 @@ def model_run_new(request):
     if form.is_valid():
         data = form.cleaned_data
         fields = {"seed": data["seed"], "idempotency_key": clean_idempotency_key(data["idempotency_key"])}
+        fields.update(task=data["task"] or "multiple_choice", judge=data["judge"], circular=data["circular"])
+        if data["task"] == "description":
+            fields["judge_prompt"] = {"system": data["judge_system"], "user": data["judge_user"]}
         if data["source"] == ModelEvaluation.Source.RELEASE:
             fields.update(release=data["release"], split=data["split"])
             if data["release"] is None:

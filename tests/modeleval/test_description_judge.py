@@ -14,6 +14,8 @@ from annotator.modeleval.description import accuracy_table
 from annotator.modeleval.services import endpoint_create, evaluation_run, evaluation_start, results_file
 from annotator.models import Category, Job, ModelEvaluation, Pair
 from benchmark.description import JUDGE_SYSTEM
+from evaluation.judge_check import judge_agreement
+from evaluation.models import JudgeVerdict
 from subtlebench.errors import Invalid
 from tests.factories import make_image, make_pair
 from tests.model_server import ModelServer
@@ -231,3 +233,70 @@ def test_circular_evaluation_counts_an_item_right_only_when_right_in_every_rotat
     # The letters differ by rotation for the steady item (the answer moves), and the biased one always says A.
     assert len(set(steady.rotations)) == 3 and first.rotations == ["A", "A"] and first.is_correct is False
     assert (evaluation.answered, evaluation.correct) == (3, 1)
+
+
+# --- The judge checked by people -------------------------------------------------------------------------------
+
+
+def judged_run(world, coordinator):
+    model, judge = endpoints(coordinator, world)
+    evaluation = evaluation_start(
+        endpoint=model, user=coordinator, source="release", release=world["release"], task="description", judge=judge
+    )
+    return evaluation_run(evaluation_id=evaluation.pk)
+
+
+def test_people_judge_the_sample_blind_and_the_report_shows_the_judges_kappa(
+    world, coordinator, reviewer, client_for, settings
+):
+    settings.MODEL_EVAL_ITEM_TRIES = 1
+    evaluation = judged_run(world, coordinator)
+    pairs = world["pairs"]
+    # The person's verdicts: the walking man matches, the mug and the cup do not. The judge said yes, no, yes.
+    person = {pairs["walks"].pk: "yes", pairs["mug"].pk: "no", pairs["cup"].pk: "no"}
+    client = client_for(reviewer)
+    url = f"/models/runs/{evaluation.pk}/judge-check/"
+    for step in range(3):
+        page = client.get(url)
+        html = page.content.decode()
+        assert page.status_code == 200 and f"you judged {step} of 3" in html
+        result = page.context["result"]
+        assert page.context["caption"] == TABLE[next(n for n, p in pairs.items() if p.pk == result.pair_id)][1]
+        # Blind: neither the judge's reply nor its verdict is on the page.
+        assert result.judge_text not in html and "Verdict" not in html
+        answer = client.post(url, {"result": result.pk, "matches": person[result.pair_id]})
+        assert answer.status_code == 302
+    page = client.get(url)
+    assert page.context["result"] is None and 'id="judge-check-done"' in page.content.decode()
+    # A second verdict on one description is refused, and nothing changes.
+    first = evaluation.results.filter(is_correct__isnull=False).first()
+    client.post(url, {"result": first.pk, "matches": "yes"}, follow=True)
+    assert JudgeVerdict.objects.count() == 3
+    # Judge (yes, no, yes) against the person (yes, no, no): po = 2/3; judge yes 2/3, person yes 1/3;
+    # pe = 2/3 * 1/3 + 1/3 * 2/3 = 4/9; kappa = (2/3 - 4/9) / (1 - 4/9) = (2/9) / (5/9) = 0.4;
+    # SE = sqrt((2/3)(1/3) / (3 * (5/9)^2)) = sqrt(0.24) = 0.4899; 0.4 -+ 1.96 * 0.4899 = [-0.560, 1.36 -> 1].
+    agreement = judge_agreement(evaluation)
+    assert agreement["units"] == 3 and agreement["people"] == 1
+    assert agreement["kappa"] == pytest.approx(0.4) and agreement["agreement"] == pytest.approx(2 / 3)
+    assert agreement["low"] == pytest.approx(0.4 - 1.959963984540054 * 0.24**0.5) and agreement["high"] == 1.0
+    report = client_for(coordinator).get(f"/releases/v{world['release'].number}/report/")
+    html = report.content.decode()
+    assert 'id="report-descriptions"' in html and "<strong>0.40</strong>" in html and "-0.56 to 1.00" in html
+
+
+def test_the_judge_check_page_refuses_anonymous_wrong_roles_wrong_methods_and_other_runs(
+    world, coordinator, annotator, client, client_for
+):
+    evaluation = judged_run(world, coordinator)
+    url = f"/models/runs/{evaluation.pk}/judge-check/"
+    assert client.get(url).status_code == 302  # to the login page
+    assert client_for(annotator).get(url).status_code == 403
+    coordinator_client = client_for(coordinator)
+    assert coordinator_client.put(url).status_code == 405
+    plain = evaluation_start(
+        endpoint=evaluation.endpoint, user=coordinator, source="release", release=world["release"], send=False
+    )
+    assert coordinator_client.get(f"/models/runs/{plain.pk}/judge-check/").status_code == 404
+    # A result outside the run's sample is refused with a message, nothing stored.
+    page = coordinator_client.post(url, {"result": "999999", "matches": "yes"}, follow=True)
+    assert "not in the sample" in page.content.decode() and not JudgeVerdict.objects.exists()
