@@ -300,3 +300,62 @@ def test_the_judge_check_page_refuses_anonymous_wrong_roles_wrong_methods_and_ot
     # A result outside the run's sample is refused with a message, nothing stored.
     page = coordinator_client.post(url, {"result": "999999", "matches": "yes"}, follow=True)
     assert "not in the sample" in page.content.decode() and not JudgeVerdict.objects.exists()
+
+
+# --- The API and the start page --------------------------------------------------------------------------------
+
+
+def test_the_api_starts_a_description_run_and_gives_its_intervals_and_results_file(world, coordinator, client_for):
+    model, judge = endpoints(coordinator, world)
+    client = client_for(coordinator)
+    body = {
+        "endpoint": model.pk,
+        "source": "release",
+        "release": world["release"].pk,
+        "task": "description",
+        "judge": judge.pk,
+        "judge_prompt": {
+            "user": "Reference (the person's caption):\n{caption}\n\nDescription to grade:\n{description}"
+        },
+    }
+    response = client.post("/api/models/runs/create/", body, content_type="application/json")
+    assert response.status_code == 202, response.content
+    run = response.json()
+    assert (run["task"], run["judge"], run["circular"]) == ("description", "judge", False)
+    evaluation_run(evaluation_id=run["id"])
+    detail = client.get(f"/api/models/runs/{run['id']}/").json()
+    assert (detail["intervals"]["overall"]["correct"], detail["intervals"]["overall"]["n"]) == (2, 3)
+    assert set(detail["intervals"]["categories"]) == {"temporal", "attribute", "spatial"}
+    document = client.get(f"/api/models/runs/{run['id']}/results/").json()
+    assert document["judge_prompt"]["user"].endswith("{description}") and len(document["results"]) == 4
+    # A judge on a multiple-choice run is refused, the field named.
+    refused = client.post(
+        "/api/models/runs/create/", {**body, "task": "multiple_choice"}, content_type="application/json"
+    )
+    assert refused.status_code == 400 and "judge" in refused.json()["errors"]
+
+
+def test_the_start_page_starts_a_description_run_with_the_judge_prompt_as_edited(world, coordinator, client_for):
+    model, judge = endpoints(coordinator, world)
+    client = client_for(coordinator)
+    form = client.get("/models/runs/new/")
+    assert "{caption}" in form.content.decode() and 'name="circular"' in form.content.decode()
+    response = client.post(
+        "/models/runs/new/",
+        {
+            "endpoint": model.pk,
+            "source": "release",
+            "release": world["release"].pk,
+            "split": "test",
+            "seed": 0,
+            "task": "description",
+            "judge": judge.pk,
+            "judge_system": "Be strict.",
+            "judge_user": "C: {caption} D: {description}",
+        },
+    )
+    evaluation = ModelEvaluation.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/models/runs/{evaluation.pk}/"
+    assert evaluation.task == "description" and evaluation.judge == judge
+    assert evaluation.judge_prompt == {"system": "Be strict.", "user": "C: {caption} D: {description}"}
+    assert evaluation.items == 4
