@@ -21,7 +21,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from annotator.modeleval.services import run_labels
-from annotator.models import ModelEvaluation, ModelItemResult, Release, ReleaseItem
+from annotator.models import ModelEvaluation, ModelItemResult, Release
 from benchmark.description import captioned
 from benchmark.paired import cohen_kappa
 from evaluation.models import JudgeVerdict
@@ -132,6 +132,6 @@ def judge_check_page(request, run_id: int):
     result, done, total = judge_check_next(evaluation=evaluation, user=request.user)
     caption = None
     if result is not None and result.release_item_id:
-        caption = captioned(ReleaseItem(line=result.release_item.line).record)
+        caption = captioned(result.release_item.record)
     context = {"evaluation": evaluation, "result": result, "caption": caption, "done": done, "total": total}
     return render(request, "evaluation/judge_check.html", context)

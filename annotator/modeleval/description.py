@@ -13,6 +13,7 @@ asking. The judge shares the model client's watchdog, so a cancelled run cuts th
 from __future__ import annotations
 
 import copy
+import json
 import time
 from dataclasses import dataclass
 from fractions import Fraction
@@ -92,7 +93,7 @@ def captioned_items(release: Release, split: str, items: list[Item]) -> list[Cap
     for item_id, line in (
         ReleaseItem.objects.filter(release=release, split=split).order_by("pk").values_list("item_id", "line")
     ):
-        caption = captioned(ReleaseItem(line=line).record)
+        caption = captioned(json.loads(line))
         if caption:
             captions[item_id] = caption
     return [
@@ -273,7 +274,7 @@ def description_results_file(evaluation: ModelEvaluation) -> dict:
     """A description run as the official free-form results layout, each result with the judge's verdict and reply;
     the accuracy per category and domain with intervals beside it."""
     captions = {
-        item_id: captioned(ReleaseItem(line=line).record)
+        item_id: captioned(json.loads(line))
         for item_id, line in ReleaseItem.objects.filter(release_id=evaluation.release_id)
         .order_by("pk")
         .values_list("item_id", "line")

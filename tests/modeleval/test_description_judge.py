@@ -6,9 +6,12 @@ right in every rotation of its options."""
 from __future__ import annotations
 
 import base64
+import json
+from io import StringIO
 
 import pytest
 from django.core.files.storage import default_storage
+from django.core.management import CommandError, call_command
 
 from annotator.modeleval.description import accuracy_table
 from annotator.modeleval.services import endpoint_create, evaluation_run, evaluation_start, results_file
@@ -359,3 +362,19 @@ def test_the_start_page_starts_a_description_run_with_the_judge_prompt_as_edited
     assert evaluation.task == "description" and evaluation.judge == judge
     assert evaluation.judge_prompt == {"system": "Be strict.", "user": "C: {caption} D: {description}"}
     assert evaluation.items == 4
+
+
+def test_evaluate_model_runs_the_description_task_with_a_judge_and_writes_the_free_form_file(
+    world, coordinator, tmp_path
+):
+    endpoints(coordinator, world)
+    out, said = tmp_path / "ff.json", StringIO()
+    with pytest.raises(CommandError, match="1 of 4 items have no answer"):  # the "unsure" one: no verdict
+        call_command(
+            "evaluate_model", "describer", "--release", "v1", "--judge", "judge", "--out", str(out), stdout=said
+        )
+    assert "spatial" in said.getvalue() and "all             2 / 3" in said.getvalue()
+    document = json.loads(out.read_text())
+    assert document["judge_model"] == "tiny-judge" and document["evaluated_pairs"] == 3
+    with pytest.raises(CommandError, match="--judge nobody: no model of that name"):
+        call_command("evaluate_model", "describer", "--release", "v1", "--judge", "nobody", stdout=StringIO())
