@@ -118,7 +118,10 @@ def open_judge(evaluation: ModelEvaluation, client: ChatClient) -> ChatClient | 
         raise RequestFailed(Failure.OTHER, f"judge {judge.name}: {error}") from None
     judge_client = ChatClient(base_url=judge.base_url, model_id=judge.model_id, api_key=key, timeout=judge.timeout_s)
     judge_client.watchdog = client.watchdog
-    judge_client.check_model(judge.name)
+    try:
+        judge_client.check_model(judge.name)
+    except RequestFailed as failed:
+        raise RequestFailed(failed.kind, f"the judge {judge.name}: {failed.message}", failed.attempts) from None
     return judge_client
 
 

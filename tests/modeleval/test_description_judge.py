@@ -378,3 +378,17 @@ def test_evaluate_model_runs_the_description_task_with_a_judge_and_writes_the_fr
     assert document["judge_model"] == "tiny-judge" and document["evaluated_pairs"] == 3
     with pytest.raises(CommandError, match="--judge nobody: no model of that name"):
         call_command("evaluate_model", "describer", "--release", "v1", "--judge", "nobody", stdout=StringIO())
+
+
+def test_a_judge_that_does_not_serve_its_model_fails_the_run_before_anything_is_sent(world, coordinator):
+    model, judge = endpoints(coordinator, world)
+    world["judge"].served = ["another-judge"]
+    evaluation = evaluation_start(
+        endpoint=model, user=coordinator, source="release", release=world["release"], task="description", judge=judge
+    )
+    evaluation = evaluation_run(evaluation_id=evaluation.pk)
+    job = evaluation.job
+    job.refresh_from_db()
+    assert job.status == Job.Status.FAILED
+    assert job.errors[0].startswith("the judge judge: model tiny-judge is not served by judge; it serves: another")
+    assert world["model"].requests == [] and not evaluation.results.exists()
