@@ -19,28 +19,27 @@ import base64
 import re
 from dataclasses import dataclass
 
-DESCRIPTION_SYSTEM = """You compare two nearly identical images and describe how they differ.
-Look closely: the difference may be small (a colour, a position, a count, an expression, the image quality, the
-camera's position). Describe the second image relative to the first, in one or two plain sentences. Name the object
-that changed and how it changed; say nothing about what stayed the same."""
+# Paragraphs are single lines (the texts are shown in a textarea and sent as they are).
+DESCRIPTION_SYSTEM = (
+    "You compare two nearly identical images and describe how they differ. Look closely: the difference may be "
+    "small (a colour, a position, a count, an expression, the image quality, the camera's position). Describe the "
+    "second image relative to the first, in one or two plain sentences. Name the object that changed and how it "
+    "changed; say nothing about what stayed the same."
+)
 
 DESCRIPTION_USER = "What is the difference between the first image and the second image?"
 
-JUDGE_SYSTEM = """You grade descriptions of the difference between two images against a reference written by a
-person who saw both images. You do not see the images: compare the texts only.
-
-A description matches when it names the same change as the reference (the same object or region, and the same kind
-of change, in the same direction: what the second image shows relative to the first). Extra details that do not
-contradict the reference are fine. It does not match when it names another change, gets the direction wrong, or is
-too vague to tell (e.g. "the images are slightly different").
-
-Reply in exactly this format:
-
-### Reasoning
-[one or two sentences]
-
-### Verdict
-[yes or no]"""
+JUDGE_SYSTEM = (
+    "You grade descriptions of the difference between two images against a reference written by a person who saw "
+    "both images. You do not see the images: compare the texts only.\n\n"
+    "A description matches when it names the same change as the reference (the same object or region, and the same "
+    "kind of change, in the same direction: what the second image shows relative to the first). Extra details that "
+    "do not contradict the reference are fine. It does not match when it names another change, gets the direction "
+    'wrong, or is too vague to tell (e.g. "the images are slightly different").\n\n'
+    "Reply in exactly this format:\n\n"
+    "### Reasoning\n[one or two sentences]\n\n"
+    "### Verdict\n[yes or no]"
+)
 
 JUDGE_USER = """Reference (the person's caption):
 {caption}
@@ -81,6 +80,7 @@ def judge_prompt_of(data: dict | None) -> JudgePrompt:
     user = data.get("user") or JUDGE_USER
     if not isinstance(system, str) or not isinstance(user, str):
         raise JudgePromptError("judge_prompt: system and user must be texts.")
+    system, user = system.replace("\r\n", "\n"), user.replace("\r\n", "\n")  # a browser's textarea sends CRLF
     for placeholder in PLACEHOLDERS:
         if placeholder not in user:
             raise JudgePromptError(f"judge_prompt.user: the template lacks {placeholder}.")

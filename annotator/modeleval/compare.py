@@ -248,8 +248,11 @@ def paired_side_register(name: str, label: str, loader: Callable[[Release, str],
 def side_choices(runs, labels: dict[int, str]) -> list[tuple[str, str]]:
     """What can stand on either side of a paired comparison on a release: each finished run, then the registered
     sides (the humans)."""
-    described = {run.pk for run in runs if run.task == "description"}
-    return [(str(run.pk), labels[run.pk] + (" · description" if run.pk in described else "")) for run in runs] + [
+
+    def kind(run) -> str:
+        return " · description" if run.task == "description" else (" · circular" if run.circular else "")
+
+    return [(str(run.pk), labels[run.pk] + kind(run)) for run in runs] + [
         (name, label) for name, (label, _) in PAIRED_SIDES.items()
     ]
 

@@ -353,14 +353,14 @@ def test_the_start_page_starts_a_description_run_with_the_judge_prompt_as_edited
             "seed": 0,
             "task": "description",
             "judge": judge.pk,
-            "judge_system": "Be strict.",
+            "judge_system": "Be strict.\r\nReally.",
             "judge_user": "C: {caption} D: {description}",
         },
     )
     evaluation = ModelEvaluation.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/models/runs/{evaluation.pk}/"
     assert evaluation.task == "description" and evaluation.judge == judge
-    assert evaluation.judge_prompt == {"system": "Be strict.", "user": "C: {caption} D: {description}"}
+    assert evaluation.judge_prompt == {"system": "Be strict.\nReally.", "user": "C: {caption} D: {description}"}
     assert evaluation.items == 4
 
 
