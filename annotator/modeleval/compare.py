@@ -102,7 +102,8 @@ class ModelSource:
 
 
 def _scope(results, *, pair_ids, release_id):
-    results = results.filter(pair__isnull=False)
+    # Multiple choice only: a description run's judged descriptions answer no question (issue 28).
+    results = results.filter(pair__isnull=False, evaluation__task="multiple_choice")
     if pair_ids is not None:
         results = results.filter(pair_id__in=list(pair_ids))
     if release_id is not None:

@@ -13,6 +13,7 @@ import pytest
 from django.core.files.storage import default_storage
 from django.core.management import CommandError, call_command
 
+from annotator.modeleval.compare import model_sources
 from annotator.modeleval.description import accuracy_table
 from annotator.modeleval.services import endpoint_create, evaluation_run, evaluation_start, results_file
 from annotator.models import Category, Job, ModelEvaluation, Pair
@@ -392,3 +393,12 @@ def test_a_judge_that_does_not_serve_its_model_fails_the_run_before_anything_is_
     assert job.status == Job.Status.FAILED
     assert job.errors[0].startswith("the judge judge: model tiny-judge is not served by judge; it serves: another")
     assert world["model"].requests == [] and not evaluation.results.exists()
+
+
+def test_a_description_run_counts_in_no_models_correct_k_of_n_of_a_pair(world, coordinator, settings):
+    settings.MODEL_EVAL_ITEM_TRIES = 1
+    evaluation = judged_run(world, coordinator)
+    assert evaluation.answered == 3
+    scores = Pair.objects.filter(pk=world["pairs"]["walks"].pk).with_model_score().get()
+    assert (scores.model_answered, scores.model_correct) == (0, 0)
+    assert model_sources() == []
