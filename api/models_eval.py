@@ -15,6 +15,7 @@ from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
 from annotator.jobs.services import clean_idempotency_key
+from annotator.modeleval.description import accuracy_table
 from annotator.modeleval.services import endpoint_create, evaluation_start, evaluation_summary, results_file
 from annotator.modeleval.strategies import CHOICES as STRATEGY_CHOICES
 from annotator.modeleval.strategies import PROMPT_MAX
@@ -70,6 +71,13 @@ class PairFilterSerializer(serializers.Serializer):
     domain = serializers.ListField(child=serializers.ChoiceField(Domain.choices), default=list, max_length=20)
 
 
+class JudgePromptSerializer(serializers.Serializer):
+    system = serializers.CharField(required=False, allow_blank=True, max_length=20000)
+    user = serializers.CharField(
+        required=False, allow_blank=True, max_length=20000, help_text="Holds {caption} and {description}."
+    )
+
+
 class RunCreateSerializer(serializers.Serializer):
     endpoint = ObjectIdField(queryset=ModelEndpoint.objects.all())
     source = serializers.ChoiceField(
@@ -119,6 +127,21 @@ class RunCreateSerializer(serializers.Serializer):
         default=dict,
         help_text="Texts replacing the extraction's defaults: system, user ({question}, {options}, {response}).",
     )
+    # Issue 28: the description task and its judge, circular evaluation.
+    task = serializers.ChoiceField(
+        [("multiple_choice", "multiple_choice"), ("description", "description")], default="multiple_choice"
+    )
+    judge = ObjectIdField(
+        queryset=ModelEndpoint.objects.all(),
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The description task's judge: the endpoint that compares each description with the caption.",
+    )
+    judge_prompt = JudgePromptSerializer(required=False, default=None, allow_null=True)
+    circular = serializers.BooleanField(
+        default=False, help_text="Ask each item once per rotation of its options; right only if right every time."
+    )
 
 
 class RunSerializer(serializers.Serializer):
@@ -161,16 +184,26 @@ class RunSerializer(serializers.Serializer):
     errors = serializers.ListField(child=serializers.CharField(), source="job.errors")
     summary = serializers.SerializerMethodField()
     results_url = serializers.SerializerMethodField()
+    task = serializers.CharField()
+    judge = serializers.CharField(source="judge.name", default=None, allow_null=True)
+    circular = serializers.BooleanField()
+    intervals = serializers.SerializerMethodField(
+        help_text="Accuracy over the answered items with its 95% cluster-robust interval: overall, per category, "
+        "per domain ({correct, n, accuracy, low, high, clusters})."
+    )
 
     def get_summary(self, evaluation) -> dict:
         return evaluation_summary(evaluation)
+
+    def get_intervals(self, evaluation) -> dict:
+        return accuracy_table(evaluation)
 
     def get_results_url(self, evaluation) -> str | None:
         return None if evaluation.job.is_active else f"/api/models/runs/{evaluation.pk}/results/"
 
 
 def evaluations():
-    return ModelEvaluation.objects.select_related("endpoint", "job", "release", "extraction_endpoint")
+    return ModelEvaluation.objects.select_related("endpoint", "job", "release", "extraction_endpoint", "judge")
 
 
 @extend_schema(responses={200: EndpointSerializer(many=True), **error_responses(400, 403)})
@@ -214,6 +247,12 @@ def run_create(request):
     options = {"seed": fields["seed"], "idempotency_key": clean_idempotency_key(request.headers.get("Idempotency-Key"))}
     for name in ("strategy", "prompt", "temperature", "max_tokens", "extraction_endpoint", "extraction_prompt"):
         options[name] = fields[name]
+    options.update(
+        task=fields["task"],
+        judge=fields["judge"],
+        judge_prompt=dict(fields["judge_prompt"] or {}),
+        circular=fields["circular"],
+    )
     if source == ModelEvaluation.Source.RELEASE:
         options.update(release=release, split=fields["split"])
     elif source == ModelEvaluation.Source.EXPORT:

@@ -12,3 +12,7 @@ class EvaluationConfig(AppConfig):
         from evaluation.release_answers import release_studies_section
 
         release_links_register(release_studies_section)
+        from annotator.modeleval.compare import paired_side_register
+        from evaluation.release_answers import human_side
+
+        paired_side_register("humans", "humans (study answers, majority per item)", human_side)

@@ -545,3 +545,21 @@ class Assignment(models.Model):
         self.too_fast = active < settings.STUDY_TOO_FAST_SECONDS * 1000
         self.client_key = client_key or None
         self.save(update_fields=["chosen", "correct", "answered_at", "active_ms", "too_fast", "client_key"])
+
+
+class JudgeVerdict(models.Model):
+    """A person's verdict on one description of a model's description run: does it match the human caption? Set
+    beside the LLM judge's verdict on the same description, these give the judge's agreement with people (Cohen's
+    kappa on the release report; evaluation.judge_check). The person never sees the judge's verdict."""
+
+    result = models.ForeignKey("annotator.ModelItemResult", models.CASCADE, related_name="human_verdicts")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
+    matches = models.BooleanField(help_text="The description names the same change as the caption.")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["pk"]
+        constraints = [models.UniqueConstraint(fields=["result", "reviewer"], name="judgeverdict_once_per_reviewer")]
+
+    def __str__(self):
+        return f"{self.result_id} by {self.reviewer_id}: {'matches' if self.matches else 'does not match'}"

@@ -11,6 +11,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
+from annotator.modeleval.description import accuracy_table
 from annotator.modeleval.services import model_answers_on_release
 from annotator.models import Pair, Release
 from annotator.releases.report import release_report, release_report_file, release_report_file_names
@@ -18,6 +19,7 @@ from benchmark.figure import gap_svg
 from benchmark.records import SPLITS
 from benchmark.report import MACRO, MICRO, Cell, Report, percent
 from benchmark.taxonomy import ABBREVIATIONS, CATEGORIES, DOMAINS
+from evaluation.judge_check import release_judge_agreement
 from evaluation.models import StudyItem
 from evaluation.release_answers import human_answers_on_release
 from subtlebench.roles import COORDINATOR, role_required
@@ -86,6 +88,19 @@ def table_rows(rows, *, signed: bool = False) -> list[dict]:
     ]
 
 
+def description_runs_section(release: Release, split: str) -> list[dict]:
+    """The description task on the release's split: each description run's judged accuracy with its interval, and
+    its judge's agreement with people (Cohen's kappa, evaluation.judge_check)."""
+    rows = []
+    for row in release_judge_agreement(release):
+        run = row["run"]
+        if run.split != split:
+            continue
+        overall = accuracy_table(run)["overall"]
+        rows.append({**row, "accuracy": overall})
+    return rows
+
+
 @role_required(COORDINATOR)
 @require_GET
 def release_report_page(request, number: int, split: str = "test"):
@@ -104,6 +119,7 @@ def release_report_page(request, number: int, split: str = "test"):
         "files": release_report_file_names(report),
         "overall": (MICRO, MACRO),
         "public_humans": public_humans_note(release, split),
+        "description_runs": description_runs_section(release, split),
     }
     return render(request, "evaluation/release_report.html", context)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.urls import path
 
+from evaluation import judge_check, release_report, views
 from evaluation import participant_views as p
-from evaluation import release_report, views
 
 urlpatterns = [
     path("studies/", views.study_list, name="study-list"),
@@ -30,6 +30,8 @@ urlpatterns = [
         release_report.release_report_download,
         name="release-report-file",
     ),
+    # The description task's judge checked by people (issue 28).
+    path("models/runs/<int:run_id>/judge-check/", judge_check.judge_check_page, name="judge-check"),
     path("p/open/<str:open_token>/", p.open_link, name="participant-open"),
     path("p/open/<str:open_token>/consent/", p.open_consent, name="participant-open-consent"),
     path("p/<str:token>/", p.start, name="participant-start"),

@@ -9,7 +9,8 @@ an LLM extraction's, is answered by the policy), or as a whole with `mode`: "500
 `stop()` then `restart()` takes it down and brings it back on the same port; `served` is what /models lists (a
 model id not in it is refused with 404, as vLLM does). It records every request it got (`requests`, thread-safe),
 and decodes the images it got (`Seen.decoded()`: Pillow images, to check what a strategy sent). A request without
-options (a two-stage run's first request) is answered with `description`.
+options (a two-stage run's first request) is answered with `description`. `reply(seen)`, when set, answers any
+request it returns a text for (a description, a judge's verdict).
 
 Run alone (bench/faults.py does): `python tests/model_server.py [--mode M] [--port P]` serves until killed and prints
 its base URL on the first line.
@@ -66,6 +67,7 @@ class ModelServer:
         self.model = model
         self.latency = latency
         self.policy = policy
+        self.reply = None
         self.faults: dict[str, str] = {}
         self.fault_counts: dict[str, int] = {}
         self.requests: list[Seen] = []
@@ -190,8 +192,11 @@ class ModelServer:
                 if fault == "garbage":
                     self._send(200, b"<html>not json</html>")
                     return
+                custom = server.reply(seen) if server.reply is not None and fault != "malformed" else None
                 if fault == "malformed" and seen.images:
                     content = "I cannot tell which option is right."
+                elif custom is not None:
+                    content = custom
                 elif not seen.options:
                     content = server.description
                 else:
@@ -252,6 +257,8 @@ class ModelServer:
         messages = body.get("messages") or []
         system = next((m["content"] for m in messages if m.get("role") == "system"), "")
         user = next((m["content"] for m in messages if m.get("role") == "user"), [])
+        if isinstance(user, str):  # a text-only request (a judge's): its content is the text itself
+            user = [{"type": "text", "text": user}]
         images = [part["image_url"]["url"] for part in user if part.get("type") == "image_url"]
         text = "".join(part.get("text", "") for part in user if part.get("type") == "text")
         question = QUESTION.search(text)

@@ -17,8 +17,11 @@ def image_path(pair: Pair, image) -> str:
     return f"images/{pair.source}/{pair.category}/{sha[:32]}.jpg"
 
 
-def make_release(entries: list[tuple[Pair, str, bool]], *, number: int = 1) -> Release:
-    """A release of these (pair, split, swapped) entries, numbered in order within each split."""
+def make_release(
+    entries: list[tuple[Pair, str, bool]], *, number: int = 1, captions: dict[int, str] | None = None
+) -> Release:
+    """A release of these (pair, split, swapped) entries, numbered in order within each split; `captions`: the
+    human caption of some pairs (by pair id), written in their records."""
     release = Release.objects.create(
         number=number,
         manifest_sha256=f"{number:064d}",
@@ -39,7 +42,7 @@ def make_release(entries: list[tuple[Pair, str, bool]], *, number: int = 1) -> R
             question=pair.question,
             answer=answer,
             distractors=distractors,
-            caption=None,
+            caption=(captions or {}).get(pair.pk),
             category=pair.category,
             domain=pair.domain,
             source=pair.source,

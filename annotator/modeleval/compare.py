@@ -5,15 +5,19 @@ with each run's own n beside. `model_sources`: each model's answers by pair, for
 the humans (evaluation reads the humans; annotator does not import evaluation): an endpoint's answer to a pair is
 its latest answer (from its most recent run that answered it), an imported results file is a model of its own.
 Failed requests are no answer: they count neither as right nor as wrong, and are counted apart.
+`paired_compare`: two sides (two runs, or a run and the humans) on the items both answered, with McNemar's test
+and the paired difference in accuracy, per category.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from annotator.modeleval.services import release_runs, run_labels
 from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, ModelEvaluation, ModelItemResult, Release
+from benchmark.paired import mcnemar, paired_difference
 
 CATEGORIES = [str(c) for c in Category.values]
 DOMAINS = [str(d) for d in Domain.values]
@@ -26,8 +30,13 @@ def _cell(correct: int, n: int) -> dict:
 def release_compare(*, release: Release, run_ids: list[int] | None = None, split: str = "test") -> dict:
     """The chosen finished runs on `release` (all of them by default) on one split: per category, per domain and
     overall, each run's accuracy on the items every chosen run answered (`common`), and on all it answered (`own`).
-    `macro` is the unweighted mean over categories, as the paper's AVG."""
-    runs = [run for run in release_runs(release) if run_ids is None or run.pk in run_ids]
+    `macro` is the unweighted mean over categories, as the paper's AVG. By default the multiple-choice runs only (a
+    description run's judged descriptions are another task): one is in the table when chosen."""
+    runs = [
+        run
+        for run in release_runs(release)
+        if (run.pk in run_ids if run_ids is not None else run.task != "description")
+    ]
     labels = run_labels(runs)
     answers: dict[int, dict[int, tuple[bool, str, str]]] = {run.pk: {} for run in runs}
     failed: dict[int, int] = defaultdict(int)
@@ -93,7 +102,8 @@ class ModelSource:
 
 
 def _scope(results, *, pair_ids, release_id):
-    results = results.filter(pair__isnull=False)
+    # Multiple choice only: a description run's judged descriptions answer no question (issue 28).
+    results = results.filter(pair__isnull=False, evaluation__task="multiple_choice")
     if pair_ids is not None:
         results = results.filter(pair_id__in=list(pair_ids))
     if release_id is not None:
@@ -168,3 +178,88 @@ def model_sources(pair_ids=None, *, release_id: int | None = None, study_id: int
     return app_sources(pair_ids, release_id=release_id) + imported_sources(
         pair_ids, release_id=release_id, study_id=study_id
     )
+
+
+# --- Two sides paired on the same items (issue 28) ---------------------------------------------------------------
+
+# An item's answer on one side: (right, category, cluster), keyed by the release item's id.
+Side = dict[int, tuple[bool, str, str]]
+
+
+def run_side(run: ModelEvaluation, split: str) -> Side:
+    """A run's answered items of one split of its release (a failed request is no answer: not on the side)."""
+    rows = (
+        ModelItemResult.objects.filter(evaluation=run, release_item__split=split, is_correct__isnull=False)
+        .order_by("pk")
+        .values_list("release_item_id", "is_correct", "release_item__category", "release_item__cluster")
+    )
+    return {item: (correct, category, cluster) for item, correct, category, cluster in rows}
+
+
+def _paired_row(name: str, common: list[tuple[bool, bool, str]]) -> dict:
+    test = mcnemar((a, b) for a, b, _ in common)
+    difference = paired_difference(common)
+    return {
+        "name": name,
+        "n": len(common),
+        "clusters": difference.clusters if difference else 0,
+        "a": _cell(sum(a for a, _, _ in common), len(common)),
+        "b": _cell(sum(b for _, b, _ in common), len(common)),
+        "a_only": test.a_only,
+        "b_only": test.b_only,
+        "method": test.method,
+        "statistic": test.statistic,
+        "p_value": test.p_value,
+        "difference": float(difference.difference) if difference else None,
+        "low": difference.low if difference else None,
+        "high": difference.high if difference else None,
+    }
+
+
+def paired_compare(side_a: Side, side_b: Side) -> dict:
+    """Two sides on the items both answered: per category and overall, each side's accuracy, McNemar's test on the
+    discordant items (exact binomial for few, benchmark.paired) and the paired difference A - B with its
+    cluster-robust interval. `only_a` / `only_b`: items one side answered and the other did not (left out)."""
+    common = sorted(set(side_a) & set(side_b))
+    by_category: dict[str, list] = defaultdict(list)
+    every = []
+    for item in common:
+        right_a, category, cluster = side_a[item]
+        row = (right_a, side_b[item][0], cluster)
+        every.append(row)
+        by_category[category].append(row)
+    return {
+        "overall": _paired_row("all", every),
+        "categories": [_paired_row(c, by_category[c]) for c in CATEGORIES if c in by_category],
+        "common": len(common),
+        "only_a": len(set(side_a) - set(side_b)),
+        "only_b": len(set(side_b) - set(side_a)),
+    }
+
+
+# Sides that are not model runs (the humans' study answers): annotator cannot import evaluation (the import
+# contract), so evaluation registers its loader from its AppConfig: name -> (label, loader(release, split) -> Side).
+PAIRED_SIDES: dict[str, tuple[str, Callable[[Release, str], Side]]] = {}
+
+
+def paired_side_register(name: str, label: str, loader: Callable[[Release, str], Side]) -> None:
+    PAIRED_SIDES[name] = (label, loader)
+
+
+def side_choices(runs, labels: dict[int, str]) -> list[tuple[str, str]]:
+    """What can stand on either side of a paired comparison on a release: each finished run, then the registered
+    sides (the humans)."""
+
+    def kind(run) -> str:
+        return " · description" if run.task == "description" else (" · circular" if run.circular else "")
+
+    return [(str(run.pk), labels[run.pk] + kind(run)) for run in runs] + [
+        (name, label) for name, (label, _) in PAIRED_SIDES.items()
+    ]
+
+
+def side_of(release: Release, choice: str, split: str) -> Side:
+    """The side named by a choice of `side_choices`."""
+    if choice in PAIRED_SIDES:
+        return PAIRED_SIDES[choice][1](release, split)
+    return run_side(ModelEvaluation.objects.get(pk=int(choice), release=release), split)

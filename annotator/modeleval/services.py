@@ -37,6 +37,7 @@ from annotator.jobs.services import (
     job_task_send,
     job_unit,
 )
+from annotator.modeleval import description
 from annotator.modeleval.answering import answer_item, item_regions
 from annotator.modeleval.client import ChatClient, RequestFailed
 from annotator.modeleval.extraction import extraction_pass
@@ -398,6 +399,8 @@ def evaluation_items(evaluation: ModelEvaluation) -> list[Item]:
     else:
         items = pair_items(evaluation.parameters.get("pair_ids", []))
     shuffle_options(items, evaluation.seed)
+    if evaluation.task == description.DESCRIPTION:
+        items = description.captioned_items(evaluation.release, evaluation.split, items)
     return items
 
 
@@ -438,10 +441,16 @@ def evaluation_start(
     max_tokens: int | None = None,
     extraction_endpoint: ModelEndpoint | None = None,
     extraction_prompt: dict | None = None,
+    task: str = "multiple_choice",
+    judge: ModelEndpoint | None = None,
+    judge_prompt: dict | None = None,
+    circular: bool = False,
 ) -> ModelEvaluation:
     """Create the run and its job, and queue it (after the commit). The items are checked now: a release's split
     must hold items; an export's file must parse; a pair source must hold at least one pair. The run's settings
-    (strategy, prompt texts, temperature, max tokens, extraction pass) are `runsettings.clean_run_settings`'s."""
+    (strategy, prompt texts, temperature, max tokens, extraction pass) are `runsettings.clean_run_settings`'s. A
+    description run (`task`, with its `judge`) asks a release split's captioned items; `circular` asks each item
+    once per rotation of its options (annotator.modeleval.description)."""
     _check_coordinator(user)
     run_settings = clean_run_settings(
         strategy=strategy,
@@ -451,6 +460,9 @@ def evaluation_start(
         extraction_endpoint=extraction_endpoint,
         extraction_texts=extraction_prompt,
     )
+    task_fields = description.clean_run_settings(
+        task=task, judge=judge, judge_prompt=judge_prompt, circular=circular, source=source, release=release
+    )
     parameters = {"request": run_settings.request}
     if run_settings.extraction_endpoint is not None:
         parameters["extraction_prompt"] = run_settings.extraction_prompt
@@ -458,6 +470,10 @@ def evaluation_start(
         if release is None:
             raise Invalid({"release": ["Name the release to evaluate."]})
         count = len(release_items(release, split))
+        if task_fields["task"] == description.DESCRIPTION:
+            count = len(description.captioned_items(release, split, release_items(release, split)))
+            if not count:
+                raise Invalid({"task": [f"No item of release {release.name} ({split}) has a caption to describe."]})
         label = f"release {release.name} ({split})"
     elif source == ModelEvaluation.Source.EXPORT:
         if export_job is not None:
@@ -484,6 +500,10 @@ def evaluation_start(
         raise Invalid({"source": [f"The source is release, export or filter, not {source!r}."]})
     if not count:
         raise Invalid({"source": ["There are no items to evaluate in this source."]})
+    prompt = run_settings.prompt
+    if task_fields["task"] == description.DESCRIPTION:
+        parameters["judge_request"] = description.JUDGE_REQUEST
+        prompt = task_fields.pop("prompt")
 
     def create():
         with transaction.atomic():
@@ -503,12 +523,13 @@ def evaluation_start(
                 split=split,
                 pair_filter=pair_filter or {},
                 seed=seed,
-                prompt=run_settings.prompt,
+                prompt=prompt,
                 strategy=run_settings.strategy,
                 extraction_endpoint=run_settings.extraction_endpoint,
                 parameters=parameters,
                 items=count,
                 created_by=job.created_by,
+                **task_fields,
             )
             job_task_add(job=job, name=TASK, kwargs={"evaluation_id": job.model_evaluation.pk}, send=send)
             return job
@@ -647,6 +668,10 @@ def _answer(
         options=item.options,
         correct_letter=item.correct_letter,
     )
+    if evaluation.task == description.DESCRIPTION:
+        return description.describe_and_judge(client, client.judge, evaluation, item, result, parameters, read_image)
+    if evaluation.circular:
+        return description.circular_answer(client, evaluation, item, result, prompt, parameters, read_image)
     # The strategy's images and requests, and the parse outcome: annotator.modeleval.answering (issue 28).
     read = partial(read_image, evaluation)
     return answer_item(client, result, item, evaluation.strategy, prompt, parameters, regions or [], read, slots)
@@ -724,6 +749,7 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
         try:
             try:
                 client.check_model(endpoint.name)
+                client.judge = description.open_judge(evaluation, client)
             except RequestFailed as failed:
                 if failed.kind in OUTAGE:
                     raise RunPaused(f"Model {endpoint.name} is down: {failed.message}") from None
@@ -944,7 +970,10 @@ def strategy_summary(evaluation: ModelEvaluation, results) -> dict:
 def results_file(evaluation: ModelEvaluation) -> dict:
     """The run as the official results file (`benchmark.results`): a failed request is an entry with `error`,
     `predicted_answer` null and `is_correct` false, as the official evaluator writes it; `accuracy` is over the
-    answered entries, with `answered_count`, `failed_count` and `not_asked_count` beside it."""
+    answered entries, with `answered_count`, `failed_count` and `not_asked_count` beside it. A description run: the
+    official free-form layout with the judge's verdicts (annotator.modeleval.description)."""
+    if evaluation.task == description.DESCRIPTION:
+        return description.description_results_file(evaluation)
     texts = _question_texts(evaluation)
     questions = [
         question_entry(
@@ -1170,8 +1199,9 @@ def run_labels(runs) -> dict[int, str]:
 
 def model_answers_on_release(release: Release) -> dict[str, list[tuple[str, bool]]]:
     """Per finished run on the release, its answers as (item id, is_correct), in the release's order (split,
-    then place in the file). Failed requests are no answer: left out here, counted by `model_failures_on_release`."""
-    runs = list(release_runs(release))
+    then place in the file). Failed requests are no answer: left out here, counted by `model_failures_on_release`.
+    Multiple-choice runs only: a description run's judged descriptions are another task (its own report section)."""
+    runs = [run for run in release_runs(release) if run.task != description.DESCRIPTION]
     labels = run_labels(runs)
     answers: dict[str, list[tuple[str, bool]]] = {labels[run.pk]: [] for run in runs}
     rows = (
@@ -1185,8 +1215,8 @@ def model_answers_on_release(release: Release) -> dict[str, list[tuple[str, bool
 
 
 def model_failures_on_release(release: Release) -> dict[str, int]:
-    """Per finished run on the release, how many of its requests failed (no answer)."""
-    runs = list(release_runs(release))
+    """Per finished multiple-choice run on the release, how many of its requests failed (no answer)."""
+    runs = [run for run in release_runs(release) if run.task != description.DESCRIPTION]
     labels = run_labels(runs)
     failed = dict(
         ModelItemResult.objects.filter(evaluation__in=runs, is_correct__isnull=True)

@@ -17,7 +17,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotator.jobs.services import clean_idempotency_key
-from annotator.modeleval.compare import release_compare
+from annotator.modeleval.compare import paired_compare, release_compare, side_choices, side_of
+from annotator.modeleval.description import accuracy_rows, accuracy_table
 from annotator.modeleval.keys import key_variable_allowed
 from annotator.modeleval.services import (
     endpoint_create,
@@ -31,6 +32,7 @@ from annotator.modeleval.services import (
 from annotator.modeleval.strategies import CHOICES as STRATEGY_CHOICES
 from annotator.modeleval.strategies import DEFAULT_STRATEGY, PROMPT_MAX, STRATEGIES
 from annotator.models import Category, Domain, Job, ModelEndpoint, ModelEvaluation, ModelItemResult, Release
+from benchmark.description import JUDGE_SYSTEM, JUDGE_USER
 from subtlebench.errors import Conflict, Invalid
 from subtlebench.pages import redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
@@ -131,6 +133,7 @@ def _detail_context(evaluation: ModelEvaluation, shown: str = "unparsable") -> d
         # Issue 28: the replies the official parser could not read, raw, with what the extraction pass read.
         "items_shown": shown,
         "item_rows": _item_rows(evaluation, shown),
+        "intervals": accuracy_rows(accuracy_table(evaluation)),
     }
 
 
@@ -227,6 +230,21 @@ class RunForm(forms.Form):
         help_text="A model that reads a letter out of the replies the official parser cannot read: a second figure.",
     )
     idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
+    # Issue 28: the description task and its judge, circular evaluation.
+    task = forms.ChoiceField(
+        choices=[("multiple_choice", "multiple choice"), ("description", "description (judged against captions)")],
+        initial="multiple_choice",
+        required=False,  # a form from before the task: multiple choice
+        widget=forms.RadioSelect,
+    )
+    judge = forms.ModelChoiceField(queryset=ModelEndpoint.objects.all(), required=False, label="Judge")
+    judge_system = forms.CharField(
+        required=False, max_length=20000, widget=forms.Textarea(attrs={"rows": 6}), label="Judge instructions"
+    )
+    judge_user = forms.CharField(
+        required=False, max_length=20000, widget=forms.Textarea(attrs={"rows": 5}), label="Judge template"
+    )
+    circular = forms.BooleanField(required=False, label="Circular evaluation")
 
     def run_settings(self) -> dict:
         data = self.cleaned_data
@@ -254,6 +272,8 @@ def model_run_new(request):
     """Post/Redirect/Get: a refused form comes back on this page with what was sent and why."""
     if request.method == "GET":
         form = refused_form(request, RunForm)
+        form.fields["judge_system"].initial = JUDGE_SYSTEM
+        form.fields["judge_user"].initial = JUDGE_USER
         return render(
             request, "modeleval/run_new.html", {"form": form, "has_endpoints": ModelEndpoint.objects.exists()}
         )
@@ -262,6 +282,9 @@ def model_run_new(request):
         data = form.cleaned_data
         fields = {"seed": data["seed"], "idempotency_key": clean_idempotency_key(data["idempotency_key"])}
         fields.update(form.run_settings())
+        fields.update(task=data["task"] or "multiple_choice", judge=data["judge"], circular=data["circular"])
+        if data["task"] == "description":
+            fields["judge_prompt"] = {"system": data["judge_system"], "user": data["judge_user"]}
         if data["source"] == ModelEvaluation.Source.RELEASE:
             fields.update(release=data["release"], split=data["split"])
             if data["release"] is None:
@@ -337,10 +360,21 @@ class CompareForm(forms.Form):
     release = forms.ModelChoiceField(queryset=Release.objects.all(), required=False, empty_label=None)
     split = forms.ChoiceField(choices=SPLITS, required=False)
     run = forms.TypedMultipleChoiceField(coerce=int, required=False, label="Runs")
+    # Paired comparison (issue 28): two sides on the same items, McNemar's test and the paired difference.
+    a = forms.ChoiceField(required=False, label="A")
+    b = forms.ChoiceField(required=False, label="B")
 
     def __init__(self, *args, runs=(), labels=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["run"].choices = [(run.pk, (labels or {}).get(run.pk, run.label)) for run in runs]
+        sides = [("", "—")] + side_choices(runs, {run.pk: (labels or {}).get(run.pk, run.label) for run in runs})
+        self.fields["a"].choices = self.fields["b"].choices = sides
+
+    def clean(self):
+        data = super().clean()
+        if bool(data.get("a")) != bool(data.get("b")) or (data.get("a") and data.get("a") == data.get("b")):
+            raise forms.ValidationError("A paired comparison needs two different sides, A and B.")
+        return data
         self.fields["release"].label_from_instance = lambda release: f"{release.name} · {release.item_count} items"
 
 
@@ -362,7 +396,12 @@ def model_compare(request):
         return render(request, "modeleval/compare.html", context, status=400)
     data = form.cleaned_data if request.GET else {}
     split = data.get("split") or "test"
-    table = None
+    table = paired = None
     if release is not None:
         table = release_compare(release=release, run_ids=data.get("run") or None, split=split)
-    return render(request, "modeleval/compare.html", {"form": form, "table": table, "release": release})
+        if data.get("a") and data.get("b"):
+            paired = paired_compare(side_of(release, data["a"], split), side_of(release, data["b"], split))
+            names = dict(form.fields["a"].choices)
+            paired |= {"label_a": names[data["a"]], "label_b": names[data["b"]]}
+    context = {"form": form, "table": table, "release": release, "paired": paired}
+    return render(request, "modeleval/compare.html", context)

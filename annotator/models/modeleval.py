@@ -152,6 +152,26 @@ class ModelEvaluation(models.Model):
     )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
     created = models.DateTimeField(default=timezone.now)
+    # --- The description task and its judge, circular evaluation (issue 28; annotator.modeleval.description).
+    task = models.CharField(
+        max_length=20,
+        choices=[("multiple_choice", "multiple choice"), ("description", "description")],
+        default="multiple_choice",
+        help_text="multiple_choice: the questions; description: the model describes the difference and a judge "
+        "decides whether it matches the human caption.",
+    )
+    judge = models.ForeignKey(
+        ModelEndpoint,
+        models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="judged_runs",
+        help_text="The description task's judge: the endpoint that compares each description with the caption.",
+    )
+    judge_prompt = models.JSONField(default=dict, blank=True, help_text="The judge's system prompt and template.")
+    circular = models.BooleanField(
+        default=False, help_text="Each item asked once per rotation of its options; right only if right every time."
+    )
 
     class Meta:
         ordering = ["-created", "-pk"]
@@ -191,6 +211,10 @@ class ModelEvaluation(models.Model):
         if job.status == Job.Status.FAILED and self.ended == self.Ended.INCOMPLETE:
             return "incomplete"
         return job.status
+
+    @property
+    def is_description(self) -> bool:
+        return self.task == "description"
 
     @property
     def before_releases(self) -> bool:
@@ -263,6 +287,10 @@ class ModelItemResult(models.Model):
         default=1, help_text="Times the item was asked by the current job (MODEL_EVAL_ITEM_TRIES at most)."
     )
     created = models.DateTimeField(default=timezone.now)
+    # --- Issue 28: the judge's reply (description task; response_text holds the description) and, for a circular
+    # run, the letter answered in each rotation of the options (rotation 0 first).
+    judge_text = models.TextField(blank=True, max_length=20000)
+    rotations = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["pk"]

@@ -101,9 +101,13 @@ class PairQuerySet(models.QuerySet):
         in the one SELECT: no query per row."""
         from annotator.models.modeleval import ModelItemResult
 
-        # Endpoints only: an imported results file (no endpoint) is no model the data filters can name.
+        # Endpoints only: an imported results file (no endpoint) is no model the data filters can name. Multiple
+        # choice only: a description run's judged descriptions answer no question.
         answers = ModelItemResult.objects.filter(
-            pair=models.OuterRef("pk"), is_correct__isnull=False, evaluation__endpoint__isnull=False
+            pair=models.OuterRef("pk"),
+            is_correct__isnull=False,
+            evaluation__endpoint__isnull=False,
+            evaluation__task="multiple_choice",
         )
         if endpoints is not None:
             endpoints = list(endpoints)

@@ -45,6 +45,15 @@ class Command(BaseCommand):
             "--extraction", metavar="NAME", help="A registered model that reads the unparsable replies' letters."
         )
         parser.add_argument("--async", dest="run_async", action="store_true", help="Queue a job; do not wait.")
+        parser.add_argument(
+            "--judge",
+            metavar="NAME",
+            help="The description task: the model describes each captioned item of the release and this registered "
+            "model judges whether the description matches the caption.",
+        )
+        parser.add_argument(
+            "--circular", action="store_true", help="Ask each item once per rotation of its options (multiple choice)."
+        )
 
     def handle(self, *args, **opts):
         endpoint = ModelEndpoint.objects.filter(name=opts["name"]).first()
@@ -55,7 +64,13 @@ class Command(BaseCommand):
             raise CommandError("--out needs the run to finish here: leave out --async (or download it from the page).")
         if opts["out"] and not Path(opts["out"]).resolve().parent.is_dir():
             raise CommandError(f"--out {opts['out']}: its folder does not exist.")
-        fields = {"seed": opts["seed"], "send": opts["run_async"], **self.run_settings(opts)}
+        fields = {"seed": opts["seed"], "send": opts["run_async"], "circular": opts["circular"]}
+        fields.update(self.run_settings(opts))
+        if opts["judge"]:
+            judge = ModelEndpoint.objects.filter(name=opts["judge"]).first()
+            if judge is None:
+                raise CommandError(f"--judge {opts['judge']}: no model of that name; add it with add_model.")
+            fields.update(task="description", judge=judge)
         if opts["export"]:
             if not Path(opts["export"]).is_dir():
                 raise CommandError(f"--export {opts['export']}: no such folder.")

@@ -1,0 +1,129 @@
+"""Two sets of answers on the same items, compared: McNemar's test on the discordant items, the paired difference in
+accuracy with its interval, and Cohen's kappa between two raters (an LLM judge and a human). Pure math, no database.
+
+McNemar: of the items both answered, b = right by A and wrong by B, c = wrong by A and right by B (the concordant
+items say nothing about which is better). Under "A and B are equally good" each discordant item is a fair coin, so
+b ~ Binomial(b + c, 1/2). With fewer than EXACT_BELOW discordant items the p-value is that binomial's, exact and
+two-sided: min(1, 2 * P(X <= min(b, c))), and the statistic shown is min(b, c). From EXACT_BELOW on, the chi-square
+form with Edwards' continuity correction, (|b - c| - 1)^2 / (b + c), on one degree of freedom (p = erfc(sqrt(x/2))).
+
+The paired difference (A minus B) is the mean of d_i = a_i - b_i over the common items, with the cluster-robust
+interval of benchmark.intervals (items of one video are one cluster), so the pairing is kept: the interval is
+narrower than the two accuracies' intervals side by side when A and B tend to err on the same items.
+
+Cohen's kappa of two raters on n units: po the share on which they agree, pe = sum_k pA(k) pB(k) the agreement
+expected by chance from each rater's own shares, kappa = (po - pe) / (1 - pe). Its 95% interval: Wald with Cohen's
+(1960) large-sample standard error sqrt(po (1 - po) / (n (1 - pe)^2)), clipped to [-1, 1]. None where pe = 1 (both
+raters always give the same one label: kappa is undefined).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from benchmark.intervals import Z95, Scored, difference_interval, micro_mean
+
+EXACT_BELOW = 25  # discordant items: below this the exact binomial test, from it the chi-square approximation
+
+
+@dataclass(frozen=True)
+class McNemar:
+    both_right: int
+    a_only: int  # b: right by A, wrong by B
+    b_only: int  # c: wrong by A, right by B
+    both_wrong: int
+    method: str  # "exact binomial", "chi-square (continuity-corrected)" or "" (no discordant item)
+    statistic: float | None
+    p_value: float | None
+
+    @property
+    def discordant(self) -> int:
+        return self.a_only + self.b_only
+
+    @property
+    def items(self) -> int:
+        return self.both_right + self.a_only + self.b_only + self.both_wrong
+
+
+def binomial_two_sided(low: int, n: int) -> Fraction:
+    """min(1, 2 * P(X <= low)) for X ~ Binomial(n, 1/2), exact; `low` is the smaller of the two counts."""
+    tail = sum((Fraction(math.comb(n, k)) for k in range(low + 1)), Fraction(0)) / 2**n
+    return min(Fraction(1), 2 * tail)
+
+
+def mcnemar(pairs: Iterable[tuple[bool, bool]]) -> McNemar:
+    """McNemar's test on (A right, B right) per common item (see the module's docstring)."""
+    counts = Counter((bool(a), bool(b)) for a, b in pairs)
+    b, c = counts[(True, False)], counts[(False, True)]
+    n = b + c
+    if n == 0:
+        method, statistic, p_value = "", None, None
+    elif n < EXACT_BELOW:
+        method, statistic, p_value = "exact binomial", float(min(b, c)), float(binomial_two_sided(min(b, c), n))
+    else:
+        statistic = (abs(b - c) - 1) ** 2 / n
+        method, p_value = "chi-square (continuity-corrected)", math.erfc(math.sqrt(statistic / 2))
+    return McNemar(counts[(True, True)], b, c, counts[(False, False)], method, statistic, p_value)
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    items: int
+    clusters: int
+    accuracy_a: Fraction
+    accuracy_b: Fraction
+    difference: Fraction  # accuracy_a - accuracy_b on the same items
+    low: float | None
+    high: float | None
+
+
+def paired_difference(rows: Iterable[tuple[bool, bool, Hashable]]) -> PairedDifference | None:
+    """The difference in accuracy A - B on the common items (A right, B right, cluster), with its 95% interval
+    (cluster-robust, paired); None for no item; no interval with fewer than two clusters."""
+    rows = list(rows)
+    if not rows:
+        return None
+    mean = micro_mean(Scored(Fraction(int(a) - int(b)), cluster) for a, b, cluster in rows)
+    interval = difference_interval(mean)
+    n = len(rows)
+    return PairedDifference(
+        items=n,
+        clusters=mean.clusters,
+        accuracy_a=Fraction(sum(a for a, _, _ in rows), n),
+        accuracy_b=Fraction(sum(b for _, b, _ in rows), n),
+        difference=mean.estimate,
+        low=interval[0] if interval else None,
+        high=interval[1] if interval else None,
+    )
+
+
+@dataclass(frozen=True)
+class Kappa:
+    units: int
+    observed: Fraction  # po
+    expected: Fraction  # pe
+    kappa: float | None
+    low: float | None
+    high: float | None
+
+
+def cohen_kappa(pairs: Iterable[tuple[Hashable, Hashable]], z: float = Z95) -> Kappa | None:
+    """Cohen's kappa of two raters' labels per unit, with its 95% interval (see the module's docstring); None for
+    no unit."""
+    pairs = list(pairs)
+    n = len(pairs)
+    if not n:
+        return None
+    observed = Fraction(sum(a == b for a, b in pairs), n)
+    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
+    expected = sum((Fraction(first[k] * second[k], n * n) for k in first), Fraction(0))
+    if expected == 1:
+        return Kappa(n, observed, expected, None, None, None)
+    kappa = (observed - expected) / (1 - expected)
+    error = math.sqrt(observed * (1 - observed) / (n * (1 - expected) ** 2))
+    value = float(kappa)
+    return Kappa(n, observed, expected, value, max(-1.0, value - z * error), min(1.0, value + z * error))

@@ -1,0 +1,117 @@
+"""Paired comparisons and the judge's checks, on worked examples computed by hand (benchmark.paired), circular
+rotations (benchmark.circular) and the judge's reply parsing and prompt (benchmark.description)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from benchmark.circular import circular_correct, rotations
+from benchmark.description import JudgePromptError, judge_messages, judge_prompt_of, parse_verdict
+from benchmark.paired import binomial_two_sided, cohen_kappa, mcnemar, paired_difference
+
+
+def answers(both_right: int, a_only: int, b_only: int, both_wrong: int) -> list[tuple[bool, bool]]:
+    return (
+        [(True, True)] * both_right
+        + [(True, False)] * a_only
+        + [(False, True)] * b_only
+        + [(False, False)] * both_wrong
+    )
+
+
+def test_mcnemar_is_the_exact_binomial_for_few_discordant_items():
+    # b = 7 (A right, B wrong), c = 2: 9 discordant items, fewer than 25, so the exact test.
+    # P(X <= 2) for X ~ Binomial(9, 1/2) = (C(9,0) + C(9,1) + C(9,2)) / 2^9 = (1 + 9 + 36) / 512 = 46/512;
+    # two-sided: 2 * 46/512 = 92/512 = 0.1796875. The statistic shown is min(b, c) = 2.
+    result = mcnemar(answers(30, 7, 2, 11))
+    assert (result.a_only, result.b_only, result.discordant, result.items) == (7, 2, 9, 50)
+    assert result.method == "exact binomial"
+    assert result.statistic == 2.0
+    assert result.p_value == 0.1796875
+    assert binomial_two_sided(2, 9) == Fraction(92, 512)
+
+
+def test_mcnemar_is_the_corrected_chi_square_for_many_discordant_items():
+    # b = 30, c = 12: 42 discordant. Statistic (|30 - 12| - 1)^2 / 42 = 17^2 / 42 = 289/42 = 6.880952...;
+    # p on one degree of freedom = erfc(sqrt(6.880952 / 2)) = 2 * (1 - Phi(2.62316)) = 0.0087119...
+    result = mcnemar(answers(100, 30, 12, 8))
+    assert result.method == "chi-square (continuity-corrected)"
+    assert result.statistic == pytest.approx(6.880952380952381, abs=1e-12)
+    assert result.p_value == pytest.approx(0.0087119, abs=1e-6)
+
+
+def test_mcnemar_with_equal_discordant_counts_finds_no_difference_and_none_without_any():
+    # b = c = 3: P(X <= 3) for Binomial(6, 1/2) = (1 + 6 + 15 + 20) / 64 = 42/64; doubled > 1, so p = 1.
+    assert mcnemar(answers(5, 3, 3, 0)).p_value == 1.0
+    nothing = mcnemar(answers(4, 0, 0, 1))
+    assert nothing.method == "" and nothing.p_value is None and nothing.statistic is None
+
+
+def test_the_paired_difference_has_its_cluster_robust_interval():
+    # d = A - B per item: 1, 0, 0, 1 (each item its own cluster): mean 1/2. Variance of the mean s^2 / n with
+    # s^2 = 4 * (1/2)^2 / 3 = 1/3, so 1/12; half width 1.96 * sqrt(1/12) = 0.56580; [-0.06579, 1.06580] clipped to 1.
+    rows = [(True, False, "v1"), (True, True, "v2"), (False, False, "v3"), (True, False, "v4")]
+    result = paired_difference(rows)
+    assert result.difference == Fraction(1, 2)
+    assert (result.accuracy_a, result.accuracy_b) == (Fraction(3, 4), Fraction(1, 4))
+    assert result.low == pytest.approx(-0.06579286703808584, abs=1e-12) and result.high == 1.0
+    # Two items of one video are one cluster: one cluster left, no interval.
+    alone = paired_difference([(True, False, "v1"), (False, False, "v1")])
+    assert alone.difference == Fraction(1, 2) and alone.low is None and alone.high is None
+    assert paired_difference([]) is None
+
+
+def test_cohen_kappa_on_a_worked_example():
+    # 50 units: both yes 20, judge yes / human no 5, judge no / human yes 10, both no 15.
+    # po = 35/50 = 0.7; judge yes 25/50 = 0.5, human yes 30/50 = 0.6; pe = 0.5*0.6 + 0.5*0.4 = 0.5;
+    # kappa = (0.7 - 0.5) / (1 - 0.5) = 0.4; SE = sqrt(0.7 * 0.3 / (50 * 0.5^2)) = sqrt(0.0168) = 0.129615;
+    # 95%: 0.4 -+ 1.96 * 0.129615 = [0.145960, 0.654040].
+    pairs = [(True, True)] * 20 + [(True, False)] * 5 + [(False, True)] * 10 + [(False, False)] * 15
+    kappa = cohen_kappa(pairs)
+    assert (kappa.units, kappa.observed, kappa.expected) == (50, Fraction(7, 10), Fraction(1, 2))
+    assert kappa.kappa == pytest.approx(0.4, abs=1e-12)
+    assert kappa.low == pytest.approx(0.14595963, abs=1e-7) and kappa.high == pytest.approx(0.65404037, abs=1e-7)
+
+
+def test_cohen_kappa_is_undefined_when_both_raters_give_one_label_and_perfect_agreement_is_one():
+    same = cohen_kappa([(True, True)] * 4)
+    assert same.kappa is None and same.observed == 1
+    perfect = cohen_kappa([(True, True), (False, False), (True, True), (False, False)])
+    assert perfect.kappa == 1.0 and perfect.low == perfect.high == 1.0
+    assert cohen_kappa([]) is None
+
+
+def test_rotations_move_each_option_through_every_place_keeping_the_answer():
+    shown = rotations(["a", "b", "c"], 1)
+    assert shown == [(["a", "b", "c"], 1), (["b", "c", "a"], 0), (["c", "a", "b"], 2)]
+    assert all(options[index] == "b" for options, index in shown)
+    assert circular_correct([True, True, True]) and not circular_correct([True, False, True])
+    assert not circular_correct([])
+
+
+@pytest.mark.parametrize(
+    "reply, verdict",
+    [
+        ("### Reasoning\nSame change.\n\n### Verdict\nyes", True),
+        ("### Reasoning\nAnother object.\n\n### Verdict\nNo", False),
+        ("### Verdict: **Yes**", True),
+        ("They describe the same change, so: yes.", True),
+        ("I am not sure.", None),
+        ("", None),
+    ],
+)
+def test_the_judges_verdict_is_read_after_its_heading_or_at_the_end(reply, verdict):
+    assert parse_verdict(reply) is verdict
+
+
+def test_a_judge_prompt_must_hold_both_placeholders_and_fills_them_once():
+    with pytest.raises(JudgePromptError, match="lacks {description}"):
+        judge_prompt_of({"user": "Caption: {caption}"})
+    with pytest.raises(JudgePromptError, match="system and user texts only"):
+        judge_prompt_of({"user": "{caption} {description}", "extra": 1})
+    prompt = judge_prompt_of({"user": "C={caption} D={description}"})
+    messages = judge_messages("a {description} cup", "moved left", prompt)
+    assert messages[1]["content"] == "C=a {description} cup D=moved left"
+    assert [m["role"] for m in messages] == ["system", "user"]
