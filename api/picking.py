@@ -215,6 +215,13 @@ class PairSubmitInputSerializer(serializers.Serializer):
         default=None,
         help_text="Active workbench time spent on this version (visible tab, recent input), milliseconds.",
     )
+    model_draft = whole_number(
+        low=1,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The model's draft (POST /api/videos/{id}/model-draft/) the texts started from, if any.",
+    )
 
 
 class PairOutputSerializer(serializers.ModelSerializer):
@@ -255,6 +262,8 @@ class PairOutputSerializer(serializers.ModelSerializer):
             "client_key",
             "model_correct",
             "model_answered",
+            "drafted_by",
+            "draft_changes",
         ]
 
 

@@ -3,7 +3,20 @@ from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
-from api import captions, datamanager, evaluation, exports, jobs, models_eval, picking, similarity, stats, videos, views
+from api import (
+    captions,
+    datamanager,
+    drafting,
+    evaluation,
+    exports,
+    jobs,
+    models_eval,
+    picking,
+    similarity,
+    stats,
+    videos,
+    views,
+)
 
 # Swagger UI and Redoc put a <style> element in their page: inline styles there only, scripts still from files.
 docs_page = csp_update({"style-src": ["'unsafe-inline'"]})
@@ -48,6 +61,8 @@ urlpatterns = [
     path("videos/<int:video_id>/release/", picking.lease_release, name="api-lease-release"),
     path("videos/<int:video_id>/assign/", picking.video_assign, name="api-video-assign"),
     path("videos/<int:video_id>/draft/", picking.draft, name="api-pair-draft"),
+    path("videos/<int:video_id>/model-draft/", drafting.model_draft, name="api-model-draft"),
+    path("videos/<int:video_id>/model-draft/answers/", drafting.draft_answers, name="api-draft-answers"),
     path("pairs/submit/", picking.pair_submit, name="api-pair-submit"),
     path("pairs/<int:pair_id>/review/", picking.pair_review, name="api-pair-review"),
     path("second-reviews/next/", stats.second_review_next, name="api-second-review-next"),

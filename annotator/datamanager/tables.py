@@ -387,6 +387,7 @@ PAIRS = Table(
         yes_no_filter("caption", "Has caption", lambda: Q(has_caption=True)),
         choice_filter("split", "Export split", SPLITS, apply=split_apply),
         yes_no_filter("excluded", "Excluded from studies", lambda: Q(excluded_from_studies=True)),
+        yes_no_filter("drafted", "Model-drafted", lambda: Q(drafted_by__isnull=False)),
     ],
     base=pairs_base,
     search=pairs_search,

@@ -13,6 +13,7 @@ from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery,
 from django.db.models.functions import Coalesce, TruncHour
 from django.utils import timezone
 
+from annotator.drafting.services import model_draft_record
 from annotator.drafts import DraftChanged
 from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
 from annotator.models import Category, DoubleReview, Frame, Pair, PairDraft, Review, Video, VideoSkip
@@ -320,11 +321,13 @@ def pair_submit(
     version: int | None = None,
     draft_version: int | None = None,
     active_ms: int | None = None,
+    model_draft: int | None = None,
 ) -> tuple[Pair, bool]:
     """Submit a new pair (or a new version of one's own submitted or rejected pair) for review.
 
     Returns (pair, created). The same client key twice returns the first result: a double click or a retried
     request makes one pair. `active_ms`, the workbench's active time on this version, is added to the pair's.
+    `model_draft`: the model's draft the texts started from (annotator/drafting): the pair records it and what changed.
     """
     client_key = str(client_key or "").strip()
     if not 8 <= len(client_key) <= 64:
@@ -394,6 +397,7 @@ def pair_submit(
                 pair.version += 1
             if active_ms is not None:
                 pair.active_ms = (pair.active_ms or 0) + min(max(int(active_ms), 0), MAX_ACTIVE_MS)
+            model_draft_record(pair=pair, user=user, draft_id=model_draft)
             pair.save()
             double_review_draw(pair=pair)
             if pair.similarity is None:

@@ -7,6 +7,7 @@ from django.core.files.storage import default_storage
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from annotator.drafting.services import drafting_figures
 from annotator.models import Category, Domain, DoubleReview
 from annotator.stats import figures
 from annotator.stats import services as stats
@@ -44,6 +45,7 @@ def stats_page(request):
         "grid": figures.target_grid(),
         "domains": Domain.values,
         "day_choices": (7, 14, 30, 90),
+        "drafting": drafting_figures(),  # models that draft: templates/drafting/_stats.html
     }
     return render(request, "stats/stats.html", context)
 
