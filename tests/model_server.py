@@ -8,6 +8,10 @@ every request), "trickle" (chat answers sent one byte every `trickle_seconds`). 
 down and brings it back on the same port; `served` is what /models lists (a model id not in it is refused with 404,
 as vLLM does). It records every request it got (`requests`, thread-safe).
 
+A drafting request (our drafting prompt, benchmark/drafting.py: its user text starts "Category: <name>") is answered
+with `draft_reply(category)`: by default a JSON draft inside a ```json fence with a line of prose around it, whose
+distractors repeat the answer once (a parser must drop it); faults apply to it under the key "draft:<category>".
+
 Run alone (bench/faults.py does): `python tests/model_server.py [--mode M] [--port P]` serves until killed and prints
 its base URL on the first line.
 """
@@ -25,6 +29,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 OPTION = re.compile(r"^([A-E])\. (.*)$")
 QUESTION = re.compile(r"^Question: (.*)$", re.MULTILINE)
+DRAFT_CATEGORY = re.compile(r"^Category: (\w+)", re.MULTILINE)
+BINARY = {"state", "emotion", "temporal", "quantity", "quality"}
+
+
+def default_draft_reply(category: str) -> str:
+    """A model's draft for the category, as a chatty model writes it."""
+    if category in BINARY:
+        draft = {"question": f"In which image is the {category} difference larger?", "answer": "Second image."}
+        draft["distractors"] = ["first image"]
+    else:
+        draft = {
+            "question": f"What changed about the mug ({category})?",
+            "answer": "it turned red",
+            "distractors": ["it turned blue", "it turned red", "it got bigger"],
+        }
+    return "Here is the draft:\n```json\n" + json.dumps(draft) + "\n```\nLet me know if you need changes."
 
 
 @dataclass
@@ -40,6 +60,7 @@ class Seen:
     images: list[str]  # the data URLs, in order
     text: str
     body: dict = field(repr=False, default_factory=dict)
+    draft_category: str = ""  # a drafting request's category
 
 
 def first_option(question: str, options: list[str]) -> str:
@@ -51,6 +72,7 @@ class ModelServer:
         self.model = model
         self.latency = latency
         self.policy = policy
+        self.draft_reply = default_draft_reply
         self.faults: dict[str, str] = {}
         self.fault_counts: dict[str, int] = {}
         self.requests: list[Seen] = []
@@ -157,7 +179,7 @@ class ModelServer:
                     message = f"The model `{body.get('model')}` does not exist."
                     self._send(404, {"error": {"message": message, "type": "NotFoundError", "code": 404}})
                     return
-                fault = server.fault_for(seen.question)
+                fault = server.fault_for(f"draft:{seen.draft_category}" if seen.draft_category else seen.question)
                 if server.latency:
                     time.sleep(server.latency)
                 if fault == "timeout":
@@ -176,6 +198,8 @@ class ModelServer:
                     return
                 if fault == "malformed":
                     content = "I cannot tell which option is right."
+                elif seen.draft_category:
+                    content = server.draft_reply(seen.draft_category)
                 else:
                     chosen = server.policy(seen.question, seen.options)
                     letter = chr(65 + seen.options.index(chosen))
@@ -238,6 +262,7 @@ class ModelServer:
         text = "".join(part.get("text", "") for part in user if part.get("type") == "text")
         question = QUESTION.search(text)
         options = [match.group(2) for line in text.splitlines() if (match := OPTION.match(line))]
+        draft_category = DRAFT_CATEGORY.match(text)
         seen = Seen(
             path=path,
             model=body.get("model", ""),
@@ -248,6 +273,7 @@ class ModelServer:
             images=images,
             text=text,
             body=body,
+            draft_category=draft_category.group(1) if draft_category else "",
         )
         with self.lock:
             self.requests.append(seen)
