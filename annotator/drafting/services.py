@@ -10,38 +10,30 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from fractions import Fraction
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import Count, Q
 
 from annotator.modeleval.client import ChatClient, RequestFailed, scrub
 from annotator.modeleval.protocol import configured_prompt
 from annotator.modeleval.services import RunFailed, endpoint_api_key, request_parameters
-from annotator.models import Category, ModelDraft, ModelEndpoint, Pair, Video
+from annotator.models import Category, ModelDraft, ModelEndpoint, Video
+from annotator.picking.drafted import background_answerers, drafters
 from annotator.picking.questions import TEMPLATES
 from benchmark.drafting import (
     DEFAULT_DRAFT_PROMPT,
-    EDITED,
-    REPLACED,
     DraftPrompt,
     DraftPromptError,
     DraftReplyError,
-    draft_changes,
     load_draft_prompt,
     parse_draft,
-    taken_as_drafted,
 )
-from benchmark.intervals import Scored, accuracy_interval, micro_mean
 from benchmark.protocol import Item, messages_for, option_of, parse_answer, shuffle_options
 from benchmark.taxonomy import FIRST_IMAGE, SECOND_IMAGE
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable
 from subtlebench.roles import COORDINATOR, has_role
-
-FIELDS = ("question", "answer", "distractors")
 
 
 def configured_draft_prompt() -> DraftPrompt:
@@ -56,15 +48,6 @@ def configured_draft_prompt() -> DraftPrompt:
 
 
 # --- Settings per endpoint ----------------------------------------------------------------------------------------
-
-
-def drafters():
-    """The endpoints that may draft, the team's default first."""
-    return ModelEndpoint.objects.filter(drafts_questions=True).order_by("-default_drafter", "name", "pk")
-
-
-def background_answerers():
-    return ModelEndpoint.objects.filter(answers_drafts=True).order_by("name", "pk")
 
 
 @transaction.atomic
@@ -173,52 +156,6 @@ def model_draft_request(*, user, video: Video, category: str, index_a, index_b, 
     return draft
 
 
-def model_draft_record(*, pair: Pair, user, draft_id: int | None) -> None:
-    """On submit (annotator.picking.services.pair_submit, before the pair is saved): the draft this pair came from, and
-    what the person changed of it. A new version of a drafted pair sent without a draft keeps its draft, measured
-    against the new texts."""
-    if draft_id is not None:
-        draft = ModelDraft.objects.filter(pk=draft_id).first()
-        if draft is None or draft.author_id != user.pk or draft.failure:
-            raise Invalid({"model_draft": [f"Draft {draft_id} is not a draft of yours: discard it and submit."]})
-        pair.drafted_by = draft
-    draft = pair.drafted_by
-    if draft is None:
-        return
-    submitted = {
-        "question": pair.question,
-        "answer": pair.answer,
-        "distractors": list(pair.distractors),
-        "answer_frame": pair_answer_frame(pair),
-    }
-    pair.draft_changes = draft_changes(category=pair.category, drafted=draft.texts, submitted=submitted)
-
-
-def pair_answer_frame(pair: Pair) -> str:
-    """Binary categories: the annotator's frame (a or b) that holds the answer, undoing the app's ordering."""
-    if pair.answer not in (FIRST_IMAGE, SECOND_IMAGE):
-        return ""
-    answer_is_image_1 = pair.answer == FIRST_IMAGE
-    return "b" if answer_is_image_1 == pair.swapped else "a"
-
-
-def change_rows(changes: dict) -> list[dict]:
-    """The pair's record for the pages: question, answer and distractors in that order, then the category if it
-    changed after the draft; each with its change and both texts."""
-    rows = []
-    for name in (*FIELDS, "category"):
-        entry = changes.get(name)
-        if entry:
-            rows.append(
-                {
-                    "field": name,
-                    "change": entry.get("change", ""),
-                    **{k: entry.get(k) for k in ("drafted", "submitted")},
-                }
-            )
-    return rows
-
-
 # --- Background answers ---------------------------------------------------------------------------------------------
 
 
@@ -318,70 +255,3 @@ def draft_answers(
     answered = sum(row["verdict"] != "failed" for row in rows)
     wrong = sum(row["verdict"] == "wrong" for row in rows)
     return {"asked": len(rows), "answered": answered, "wrong": wrong, "failed": len(rows) - answered, "models": rows}
-
-
-# --- Figures for /stats/ ------------------------------------------------------------------------------------------
-
-
-def _acceptance(rows: list[tuple[int, int | None, str]]) -> dict:
-    """Accepted out of decided, with the 95% interval (pairs of one video are one cluster: benchmark/intervals.py)."""
-    scores = [
-        Scored(Fraction(int(status == Pair.Status.ACCEPTED)), ("video", video) if video else ("pair", pk))
-        for pk, video, status in rows
-    ]
-    accepted = sum(status == Pair.Status.ACCEPTED for _, _, status in rows)
-    mean = micro_mean(scores)
-    interval = accuracy_interval(mean, answers=len(scores)) if mean else None
-    return {
-        "decided": len(rows),
-        "accepted": accepted,
-        "rate": accepted / len(rows) if rows else None,
-        "low": interval[0] if interval else None,
-        "high": interval[1] if interval else None,
-    }
-
-
-def drafting_figures() -> dict:
-    """Acceptance of model-drafted against hand-written pairs (made on the workbench), and how often drafts were
-    edited: per field, the submitted drafted pairs whose question, answer or distractors the person edited or
-    replaced, and those taken as drafted."""
-    made = Pair.objects.filter(author__isnull=False, video__isnull=False).exclude(
-        status__in=(Pair.Status.DRAFT, Pair.Status.WITHDRAWN)
-    )
-    decided = made.filter(status__in=(Pair.Status.ACCEPTED, Pair.Status.REJECTED)).order_by("pk")
-    drafted_rows = list(decided.filter(drafted_by__isnull=False).values_list("pk", "video_id", "status"))
-    hand_rows = list(decided.filter(drafted_by__isnull=True).values_list("pk", "video_id", "status"))
-    changes = list(made.filter(drafted_by__isnull=False).order_by("pk").values_list("draft_changes", flat=True))
-    fields = {
-        name: {
-            "edited": sum(c.get(name, {}).get("change") == EDITED for c in changes),
-            "replaced": sum(c.get(name, {}).get("change") == REPLACED for c in changes),
-        }
-        for name in FIELDS
-    }
-    requests = ModelDraft.objects.aggregate(
-        all=Count("pk", distinct=True),
-        failed=Count("pk", filter=~Q(failure=""), distinct=True),
-        used=Count("pk", filter=Q(pairs__isnull=False), distinct=True),
-    )
-    drafted, hand = _acceptance(drafted_rows), _acceptance(hand_rows)
-    return {
-        "drafted": drafted,
-        "hand": hand,
-        "rows": [("model-drafted", drafted), ("hand-written", hand)],
-        "submitted_drafted": len(changes),
-        "as_drafted": sum(taken_as_drafted(c) for c in changes),
-        "fields": fields,
-        "requests": requests,
-    }
-
-
-def workbench_drafting() -> dict:
-    """What the workbench's drafting module needs (static/js/drafting.js): the drafters, the default first, and how
-    many models answer in the background. Never a key or an address."""
-    return {
-        "drafters": [{"id": pk, "name": name} for pk, name in drafters().values_list("pk", "name")],
-        "background": background_answerers().count(),
-        # The browser gives up a little after the server's own deadline on the model.
-        "deadline_ms": (settings.MODEL_DRAFT_TIMEOUT_SECONDS + 10) * 1000,
-    }

@@ -13,11 +13,11 @@ from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery,
 from django.db.models.functions import Coalesce, TruncHour
 from django.utils import timezone
 
-from annotator.drafting.services import model_draft_record
 from annotator.drafts import DraftChanged
 from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
 from annotator.models import Category, DoubleReview, Frame, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.models.picking import next_draft_version
+from annotator.picking.drafted import model_draft_record
 from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
 from annotator.similarity.services import pair_update_similarity
 from annotator.stats.services import double_review_draw

@@ -16,9 +16,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotator.drafting.services import change_rows, workbench_drafting
 from annotator.models import Category, DoubleReview, Frame, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.picking import services as picking
+from annotator.picking.drafted import change_rows, workbench_drafting
 from annotator.picking.questions import CATEGORY_KEYS, template_table
 from benchmark import jsonlimits
 from benchmark.taxonomy import BINARY_OPTIONS, FIRST_IMAGE

@@ -7,10 +7,10 @@ from django.core.files.storage import default_storage
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotator.drafting.services import drafting_figures
 from annotator.models import Category, Domain, DoubleReview
 from annotator.stats import figures
 from annotator.stats import services as stats
+from annotator.stats.drafting import drafting_figures
 from subtlebench.errors import Invalid
 from subtlebench.pages import error_response, post_only
 from subtlebench.roles import COORDINATOR, REVIEWER, role_required

@@ -15,6 +15,8 @@ from annotator.drafting import services as drafting
 from annotator.modeleval.services import endpoint_create
 from annotator.models import ModelDraft, ModelEndpoint, Pair
 from annotator.picking import services as picking
+from annotator.picking.drafted import background_answerers, drafters
+from annotator.stats.drafting import drafting_figures
 from benchmark.intervals import Scored, accuracy_interval, micro_mean
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable
 from tests.factories import make_pair, make_video
@@ -238,8 +240,8 @@ def test_the_switches_are_off_by_default_and_set_by_a_coordinator_only(coordinat
     drafting.drafting_settings_update(
         user=coordinator, drafting=[first.pk, second.pk], default=second.pk, background=[first.pk]
     )
-    assert [e.name for e in drafting.drafters()] == ["two", "one"]  # the default first
-    assert [e.name for e in drafting.background_answerers()] == ["one"]
+    assert [e.name for e in drafters()] == ["two", "one"]  # the default first
+    assert [e.name for e in background_answerers()] == ["one"]
     drafting.drafting_settings_update(user=coordinator, drafting=[first.pk], default=first.pk, background=[])
     assert list(ModelEndpoint.objects.filter(default_drafter=True).values_list("name", flat=True)) == ["one"]
 
@@ -278,7 +280,7 @@ def test_stats_compare_drafted_with_hand_written_pairs_on_a_worked_set(annotator
     make_pair(status=Pair.Status.WITHDRAWN, author=annotator, video=videos[3])
     make_pair(status=Pair.Status.ACCEPTED, author=None)
 
-    figures = drafting.drafting_figures()
+    figures = drafting_figures()
     by_video = [(videos[0].pk, 1), (videos[0].pk, 1), (videos[1].pk, 0), (videos[2].pk, 1)]
     expected = accuracy_interval(micro_mean(Scored(Fraction(v), ("video", c)) for c, v in by_video), answers=4)
     assert figures["drafted"] == {"decided": 4, "accepted": 3, "rate": 0.75, "low": expected[0], "high": expected[1]}
