@@ -6,7 +6,9 @@
      button (a skip without a reason) does nothing. A page that gives Ctrl+Enter a meaning of its own (the pair
      workbench's submit) handles it first.
    - Esc leaves a field (and closes a dialog: the browser's own).
-   - ? outside a field opens the page's list of keys (#keys-dialog), where the page has one. */
+   - ? outside a field opens the page's list of keys (#keys-dialog), where the page has one.
+   - A page key that asks the server for something slow (the pair workbench's m: draft with a model, drafting.js) shows
+     that it is waiting and fills a field; it never submits. */
 (() => {
   "use strict";
   const BUTTONS = "button:not([type]), button[type=submit], input[type=submit]";
