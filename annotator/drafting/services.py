@@ -149,7 +149,7 @@ def model_draft_request(*, user, video: Video, category: str, index_a, index_b, 
     finally:
         client.close()
     draft.latency_ms = int(1000 * (time.monotonic() - started))
-    draft.failure = draft.failure[:2000]
+    draft.failure = draft.failure[: ModelDraft._meta.get_field("failure").max_length]
     draft.save()
     if draft.failure:
         raise Unavailable(f"No draft: {draft.failure}")

@@ -38,7 +38,11 @@
   const status = (text, cls = "muted") => { const el = $("draft-status"); el.textContent = text; el.className = `draft-status small ${cls}`; };
   let asking = false;
   async function draftWithModel() {
-    if (!drafting.drafters.length) return status("No model may draft: a coordinator chooses them on the Models page.", "error");
+    if (!drafting.drafters.length) {
+      // The drafting bar is hidden then: say it where the annotator looks.
+      if (window.sbToast) window.sbToast("No model may draft questions: a coordinator chooses them on the Models page.");
+      return;
+    }
     if (asking) return;
     const state = wb.state;
     if (!state.category) return status("Pick a category first (Shift+1–9, 0).", "error");

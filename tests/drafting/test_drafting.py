@@ -371,3 +371,20 @@ def test_the_settings_form_is_for_coordinators(client, client_for, coordinator, 
     )
     refused = coordinator_client.post(url, {"default": str(endpoint.pk)}, follow=True)
     assert b"The default drafter must be one of the models that may draft." in refused.content
+
+
+def test_the_review_page_and_the_data_manager_show_which_pairs_were_drafted(
+    client_for, annotator, reviewer, held, drafter
+):
+    draft = drafting.model_draft_request(user=annotator, video=held, category="attribute", index_a=0, index_b=2)
+    drafted = submit(annotator, held, draft, question="What changed about the red mug?")
+    hand = submit(annotator, held, None, index_b=3, question="Which mug changed colour?")
+    client = client_for(reviewer)
+    page = client.get(f"/review/pairs/{drafted.pk}/").content.decode()
+    assert "Model-drafted" in page and "by drafter" in page
+    assert 'data-field="question"' in page and "What changed about the mug (attribute)?" in page
+    assert 'id="draft-record"' not in client.get(f"/review/pairs/{hand.pk}/").content.decode()
+    only_drafted = client.get("/tables/pairs/?drafted=yes").content.decode()
+    assert "What changed about the red mug?" in only_drafted and "Which mug changed colour?" not in only_drafted
+    only_hand = client.get("/tables/pairs/?drafted=no").content.decode()
+    assert "Which mug changed colour?" in only_hand and "What changed about the red mug?" not in only_hand
