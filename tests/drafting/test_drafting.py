@@ -9,6 +9,7 @@ import uuid
 from fractions import Fraction
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import default_storage
 
 from annotator.drafting import services as drafting
@@ -388,3 +389,20 @@ def test_the_review_page_and_the_data_manager_show_which_pairs_were_drafted(
     assert "What changed about the red mug?" in only_drafted and "Which mug changed colour?" not in only_drafted
     only_hand = client.get("/tables/pairs/?drafted=no").content.decode()
     assert "Which mug changed colour?" in only_hand and "What changed about the red mug?" not in only_hand
+
+
+def test_a_prompt_file_replaces_our_texts_and_the_draft_records_what_was_sent(
+    annotator, held, drafter, server, settings, tmp_path
+):
+    prompt = tmp_path / "drafting.json"
+    prompt.write_text('{"system": "Be terse.", "user": "Category: {category}. Options: {options} JSON only."}')
+    settings.MODEL_DRAFT_PROMPT_FILE = str(prompt)
+    draft = drafting.model_draft_request(user=annotator, video=held, category="quality", index_a=0, index_b=1)
+    sent = 'Category: quality. Options: exactly "first image" and "second image": the answer is one of them and the '
+    sent += "only distractor is the other. JSON only."
+    assert draft.prompt == {"system": "Be terse.", "user": sent}
+    (seen,) = server.requests
+    assert (seen.system, seen.text) == ("Be terse.", sent)
+    prompt.write_text('{"user": "no category here"}')
+    with pytest.raises(ImproperlyConfigured, match="MODEL_DRAFT_PROMPT_FILE .*drafting.json: the user template lacks"):
+        drafting.model_draft_request(user=annotator, video=held, category="quality", index_a=0, index_b=1)
