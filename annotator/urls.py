@@ -4,6 +4,7 @@ from annotator import home
 from annotator.captions import views as views_captions
 from annotator.collections import views as views_collections
 from annotator.datamanager import views as views_datamanager
+from annotator.drafting import views as views_drafting
 from annotator.export import views as views_exports
 from annotator.jobs import views as views_jobs
 from annotator.mining import views as views_mining
@@ -89,6 +90,7 @@ urlpatterns = [
     # Models in the loop: every /models/ page (the models beside the humans are the studies': evaluation/urls.py)
     path("models/", views_models.model_list, name="model-list"),
     path("models/endpoints/new/", views_models.model_endpoint_new, name="model-endpoint-new"),
+    path("models/drafting/", views_drafting.drafting_settings, name="drafting-settings"),
     path("models/runs/new/", views_models.model_run_new, name="model-run-new"),
     path("models/runs/<int:run_id>/", views_models.model_run_detail, name="model-run-detail"),
     path("models/runs/<int:run_id>/results/", views_models.model_run_results, name="model-run-results"),

@@ -262,6 +262,13 @@ class PairSubmitInputSerializer(serializers.Serializer):
         default=list,
         help_text="Where A and B differ: boxes on frame A or B, in pixels of the frame (at most 20).",
     )
+    model_draft = whole_number(
+        low=1,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The model's draft (POST /api/videos/{id}/model-draft/) the texts started from, if any.",
+    )
 
 
 class PairOutputSerializer(serializers.ModelSerializer):
@@ -303,6 +310,8 @@ class PairOutputSerializer(serializers.ModelSerializer):
             "client_key",
             "model_correct",
             "model_answered",
+            "drafted_by",
+            "draft_changes",
         ]
 
 

@@ -489,6 +489,10 @@ MODEL_EVAL_BACKOFF_MAX_SECONDS = envfloat("MODEL_EVAL_BACKOFF_MAX_SECONDS", "30"
 MODEL_EVAL_TEMPERATURE = envfloat("MODEL_EVAL_TEMPERATURE", "0.5")
 MODEL_EVAL_MAX_TOKENS = envint("MODEL_EVAL_MAX_TOKENS", "1024")
 MODEL_EVAL_PROMPT_FILE = os.getenv("MODEL_EVAL_PROMPT_FILE", "")
+# --- Models that draft (issue 28): the workbench's drafts and background answers wait this long at most for a model;
+# the drafting prompt's texts may come from a file.
+MODEL_DRAFT_TIMEOUT_SECONDS = envint("MODEL_DRAFT_TIMEOUT_SECONDS", "60")
+MODEL_DRAFT_PROMPT_FILE = os.getenv("MODEL_DRAFT_PROMPT_FILE", "")
 # --- Model runs when the endpoint fails (issue 25): a run pauses after MODEL_EVAL_PAUSE_AFTER_FAILURES requests in a
 # row fail for the endpoint's sake (unreachable, timeout, 5xx, 429) or when its check before sending finds it down;
 # its unit is queued again every MODEL_EVAL_PAUSE_SECONDS and resumes when the endpoint answers; after

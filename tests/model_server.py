@@ -12,6 +12,10 @@ and decodes the images it got (`Seen.decoded()`: Pillow images, to check what a 
 options (a two-stage run's first request) is answered with `description`. `reply(seen)`, when set, answers any
 request it returns a text for (a description, a judge's verdict).
 
+A drafting request (our drafting prompt, benchmark/drafting.py: its user text starts "Category: <name>") is answered
+with `draft_reply(category)`: by default a JSON draft inside a ```json fence with a line of prose around it, whose
+distractors repeat the answer once (a parser must drop it); faults apply to it under the key "draft:<category>".
+
 Run alone (bench/faults.py does): `python tests/model_server.py [--mode M] [--port P]` serves until killed and prints
 its base URL on the first line.
 """
@@ -30,6 +34,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 OPTION = re.compile(r"^([A-E])\. (.*)$")
 QUESTION = re.compile(r"^Question: (.*)$", re.MULTILINE)
+DRAFT_CATEGORY = re.compile(r"^Category: (\w+)", re.MULTILINE)
+BINARY = {"state", "emotion", "temporal", "quantity", "quality"}
+
+
+def default_draft_reply(category: str) -> str:
+    """A model's draft for the category, as a chatty model writes it."""
+    if category in BINARY:
+        draft = {"question": f"In which image is the {category} difference larger?", "answer": "Second image."}
+        draft["distractors"] = ["first image"]
+    else:
+        draft = {
+            "question": f"What changed about the mug ({category})?",
+            "answer": "it turned red",
+            "distractors": ["it turned blue", "it turned red", "it got bigger"],
+        }
+    return "Here is the draft:\n```json\n" + json.dumps(draft) + "\n```\nLet me know if you need changes."
 
 
 @dataclass
@@ -45,6 +65,7 @@ class Seen:
     images: list[str]  # the data URLs, in order
     text: str
     body: dict = field(repr=False, default_factory=dict)
+    draft_category: str = ""  # a drafting request's category
 
     def decoded(self) -> list:
         """The images of the request, decoded (Pillow, RGB), in the order sent."""
@@ -68,6 +89,7 @@ class ModelServer:
         self.latency = latency
         self.policy = policy
         self.reply = None
+        self.draft_reply = default_draft_reply
         self.faults: dict[str, str] = {}
         self.fault_counts: dict[str, int] = {}
         self.requests: list[Seen] = []
@@ -175,7 +197,7 @@ class ModelServer:
                     message = f"The model `{body.get('model')}` does not exist."
                     self._send(404, {"error": {"message": message, "type": "NotFoundError", "code": 404}})
                     return
-                fault = server.fault_for(seen.question)
+                fault = server.fault_for(f"draft:{seen.draft_category}" if seen.draft_category else seen.question)
                 if server.latency:
                     time.sleep(server.latency)
                 if fault == "timeout":
@@ -197,6 +219,8 @@ class ModelServer:
                     content = "I cannot tell which option is right."
                 elif custom is not None:
                     content = custom
+                elif seen.draft_category:
+                    content = server.draft_reply(seen.draft_category)
                 elif not seen.options:
                     content = server.description
                 else:
@@ -263,6 +287,7 @@ class ModelServer:
         text = "".join(part.get("text", "") for part in user if part.get("type") == "text")
         question = QUESTION.search(text)
         options = [match.group(2) for line in text.splitlines() if (match := OPTION.match(line))]
+        draft_category = DRAFT_CATEGORY.match(text)
         seen = Seen(
             path=path,
             model=body.get("model", ""),
@@ -273,6 +298,7 @@ class ModelServer:
             images=images,
             text=text,
             body=body,
+            draft_category=draft_category.group(1) if draft_category else "",
         )
         with self.lock:
             self.requests.append(seen)

@@ -402,6 +402,7 @@ PAIRS = Table(
         yes_no_filter("regions", "Has regions", lambda: Q(region_count__gt=0)),
         choice_filter("split", "Export split", SPLITS, apply=split_apply),
         yes_no_filter("excluded", "Excluded from studies", lambda: Q(excluded_from_studies=True)),
+        yes_no_filter("drafted", "Model-drafted", lambda: Q(drafted_by__isnull=False)),
     ],
     base=pairs_base,
     search=pairs_search,

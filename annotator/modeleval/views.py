@@ -88,7 +88,9 @@ def model_list(request):
     endpoints = list(ModelEndpoint.objects.annotate(runs=Count("evaluations")).order_by("name"))
     for endpoint in endpoints:
         endpoint.key_refused = bool(endpoint.api_key_env) and not key_variable_allowed(endpoint.api_key_env)
-    return render(request, "modeleval/list.html", {"endpoints": endpoints, "runs": runs()[:RUNS_SHOWN]})
+    default_drafter = any(endpoint.default_drafter for endpoint in endpoints)  # drafting/_settings.html
+    context = {"endpoints": endpoints, "runs": runs()[:RUNS_SHOWN], "default_drafter": default_drafter}
+    return render(request, "modeleval/list.html", context)
 
 
 @role_required(COORDINATOR)

@@ -11,6 +11,7 @@ from annotator.models.captions import (
     CaptionTaskQuerySet,
 )
 from annotator.models.collections import CandidateSkip, Collection, PairCandidate, PairCandidateQuerySet
+from annotator.models.drafting import ModelDraft
 from annotator.models.jobs import Job, JobCancelled, JobItem, JobTask
 from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.modeleval import ModelEndpoint, ModelEvaluation, ModelItemResult
@@ -47,6 +48,7 @@ __all__ = [
     "JobTask",
     "LeaseQuerySet",
     "Leasable",
+    "ModelDraft",
     "ModelEndpoint",
     "ModelEvaluation",
     "ModelItemResult",

@@ -57,9 +57,20 @@ class ModelEndpoint(models.Model):
     )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
     created = models.DateTimeField(default=timezone.now)
+    # Models that draft (annotator/drafting): off unless a coordinator turns them on, per endpoint.
+    drafts_questions = models.BooleanField(default=False, help_text="May draft questions on the workbench.")
+    default_drafter = models.BooleanField(default=False, help_text="The team's drafter: 'Draft with a model' asks it.")
+    answers_drafts = models.BooleanField(
+        default=False, help_text="Answers the workbench's questions in the background while they are written."
+    )
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["default_drafter"], condition=models.Q(default_drafter=True), name="modelendpoint_one_drafter"
+            )
+        ]
 
     def __str__(self):
         return self.name

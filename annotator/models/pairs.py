@@ -217,6 +217,10 @@ class Pair(models.Model):
     # put it in ("" when the latest export left it out, or none ran yet).
     excluded_from_studies = models.BooleanField(default=False, help_text="Never drawn into a study's pool.")
     export_split = models.CharField(max_length=4, blank=True, help_text="test or val in the latest export.")
+    # Models that draft (annotator/drafting): the model's draft this pair started from, and what the person changed
+    # of it per field (benchmark.drafting.draft_changes); null and {} for a hand-written pair.
+    drafted_by = models.ForeignKey("annotator.ModelDraft", models.SET_NULL, null=True, blank=True, related_name="pairs")
+    draft_changes = models.JSONField(default=dict, blank=True)
 
     objects = PairQuerySet.as_manager()
 

@@ -17,6 +17,7 @@ from annotator.drafts import DraftChanged
 from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
 from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, PairDraft, Review, Video, VideoSkip
 from annotator.models.picking import next_draft_version
+from annotator.picking.drafted import model_draft_record
 from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
 from annotator.regions import regions_check, regions_from_frames, regions_required_check
 from annotator.similarity.services import pair_update_similarity
@@ -327,6 +328,7 @@ def pair_submit(
     draft_version: int | None = None,
     active_ms: int | None = None,
     regions: list | None = None,
+    model_draft: int | None = None,
 ) -> tuple[Pair, bool]:
     """Submit a new pair (or a new version of one's own submitted or rejected pair) for review.
 
@@ -334,6 +336,7 @@ def pair_submit(
     request makes one pair. `active_ms`, the workbench's active time on this version, is added to the pair's.
     `regions`: the difference boxes on the annotator's frames (`{"frame": "a" | "b", x, y, w, h}` in pixels of
     the frame), stored on images 1 and 2 wherever the app put A and B.
+    `model_draft`: the model's draft the texts started from (annotator/drafting): the pair records it and what changed.
     """
     client_key = str(client_key or "").strip()
     if not 8 <= len(client_key) <= 64:
@@ -406,6 +409,7 @@ def pair_submit(
                 pair.version += 1
             if active_ms is not None:
                 pair.active_ms = (pair.active_ms or 0) + min(max(int(active_ms), 0), MAX_ACTIVE_MS)
+            model_draft_record(pair=pair, user=user, draft_id=model_draft)
             pair.save()
             double_review_draw(pair=pair)
             if pair.similarity is None:

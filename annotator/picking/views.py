@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, PairDraft, Review, Video, VideoSkip
 from annotator.picking import services as picking
+from annotator.picking.drafted import change_rows, workbench_drafting
 from annotator.picking.questions import CATEGORY_KEYS, template_table
 from annotator.regions import categories_requiring_regions, regions_as_frames
 from benchmark import jsonlimits
@@ -173,6 +174,7 @@ def workbench(request, video_id: int):
                 "rejection": pair.rejection or "",
                 "editable": mine and pair.status in (Pair.Status.SUBMITTED, Pair.Status.REJECTED),
                 "withdrawable": mine and pair.status == Pair.Status.SUBMITTED,
+                "drafted_by": pair.drafted_by_id,
             }
         )
     draft = picking.pair_draft_of(video=video, user=request.user)
@@ -194,6 +196,7 @@ def workbench(request, video_id: int):
         "held_elsewhere": {"id": elsewhere.pk, "yt8m_id": elsewhere.yt8m_id} if elsewhere else None,
         "skip_reasons": [{"value": value, "label": label} for value, label in VideoSkip.Reason.choices],
         "edit": request.GET.get("pair", ""),
+        "drafting": workbench_drafting(),  # models that draft (annotator/drafting, static/js/drafting.js)
     }
     context = {"video": video, "config": config, "frame_count": len(frames), "held_elsewhere": elsewhere}
     return render(request, "picking/workbench.html", context)
@@ -255,7 +258,7 @@ def review_pair(request, pair_id: int):
     """One pair, both images with flicker and zoom, the question and options, similarity; y / n / e."""
     pair = get_object_or_404(
         Pair.objects.select_related(
-            "author", "video", "image_1", "image_2", "image_1__frame", "image_2__frame"
+            "author", "video", "image_1", "image_2", "image_1__frame", "image_2__frame", "drafted_by"
         ).with_model_score(),
         pk=pair_id,
     )
@@ -310,6 +313,7 @@ def review_pair(request, pair_id: int):
             "image_1_url": _url(pair.image_1.file.name),
             "image_2_url": _url(pair.image_2.file.name),
             "categories": Category.choices,
+            "draft_rows": change_rows(pair.draft_changes),  # models that draft: templates/drafting/_pair_record.html
         },
     )
 

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from annotator.models import Category, Domain, DoubleReview
 from annotator.stats import figures
 from annotator.stats import services as stats
+from annotator.stats.drafting import drafting_figures
 from subtlebench.errors import Invalid
 from subtlebench.pages import error_response, post_only
 from subtlebench.roles import COORDINATOR, REVIEWER, role_required
@@ -47,6 +48,7 @@ def stats_page(request):
         "region_categories": [
             (category, category in team["settings"].regions_required) for category in Category.values
         ],
+        "drafting": drafting_figures(),  # models that draft: templates/drafting/_stats.html
     }
     return render(request, "stats/stats.html", context)
 

@@ -22,6 +22,7 @@
   const blank = () => ({
     cursor: 0, a: null, b: null, category: "", question: "", answer: "", distractors: [""],
     answer_frame: "", client_key: newKey(), pair: null, version: null, regions: [],
+    model_draft: null, model_draft_from: null, // drafting.js: the model's draft the texts started from
   });
   // `start`: where a page without a draft begins (a candidate pair: its two images as A and B).
   const state = Object.assign(blank(), config.start || {}, config.draft || {});
@@ -437,7 +438,19 @@
     if (rerenderEditor) renderEditor();
     else if (template() && template().derived) renderEditor();
     scheduleSave();
+    document.dispatchEvent(new CustomEvent("workbench:change"));
   }
+
+  /* --- For the page's other modules (drafting.js): the state, the frames, and filling the editor. --- */
+  window.sbWorkbench = {
+    state, frameAt, template,
+    fill(fields) {
+      Object.assign(state, fields);
+      if (!Array.isArray(state.distractors) || !state.distractors.length) state.distractors = [""];
+      renderEditor();
+      changed();
+    },
+  };
 
   /* --- Submit: the client key travels with the draft, so a retry (or a reload and retry) makes one pair. --- */
   let submitting = false;
@@ -474,6 +487,7 @@
       client_key: state.client_key, pair: state.pair, version: state.version, draft_version: draftVersion,
       active_ms: window.activeTime ? window.activeTime.peek() : null,
       regions: state.regions.map(({ frame, x, y, w, h, label }) => (label ? { frame, x, y, w, h, label } : { frame, x, y, w, h })),
+      model_draft: state.model_draft || null,
     };
     const result = await api("POST", urls.submit, payload);
     submitting = false;
@@ -518,7 +532,7 @@
     if (!config.pairs.length) { list.innerHTML = '<li class="muted">none yet</li>'; return; }
     for (const p of config.pairs) {
       const li = document.createElement("li");
-      li.innerHTML = `<span class="badge badge-${p.status}">${p.status}</span> <span>${p.category}</span> <span class="mono muted" title="frames of image 1 and image 2">#${p.index_1} → #${p.index_2}</span> <span class="muted">${p.mine ? "you" : p.author}</span>`;
+      li.innerHTML = `<span class="badge badge-${p.status}">${p.status}</span> <span>${p.category}</span> <span class="mono muted" title="frames of image 1 and image 2">#${p.index_1} → #${p.index_2}</span> <span class="muted">${p.mine ? "you" : p.author}</span>${p.drafted_by ? ' <span class="badge" title="started from a model\'s draft">model-drafted</span>' : ""}`;
       if (p.rejection) {
         const reason = document.createElement("div");
         reason.className = "reason";

@@ -111,6 +111,7 @@ def pair_submit_body(w) -> dict:
 
 def candidate_submit_body(w) -> dict:
     return {"category": "temporal", "question": "Which image was taken later?", "client_key": "bob-takes-candidate"}
+DRAFT_QUESTION = {"category": "temporal", "index_a": 0, "index_b": 1, "question": "Which image was taken later?"}
 
 
 # (method, schema path): [(who, url, body, expected status), ...]; who is a user of the world, or "anonymous".
@@ -204,6 +205,14 @@ CASES = {
     ],
     ("POST", "/api/videos/{video_id}/assign/"): [("alice", "/api/videos/{video}/assign/", {"username": "alice"}, 403)],
     ("PUT", "/api/videos/{video_id}/draft/"): [("rita", "/api/videos/{video}/draft/", {"state": {"q": "x"}}, 403)],
+    ("POST", "/api/videos/{video_id}/model-draft/"): [
+        ("rita", "/api/videos/{video}/model-draft/", {"category": "temporal", "index_a": 0, "index_b": 1}, 403),
+        ("bob", "/api/videos/{video}/model-draft/", {"category": "temporal", "index_a": 0, "index_b": 1}, 409),
+    ],
+    ("POST", "/api/videos/{video_id}/model-draft/answers/"): [
+        ("rita", "/api/videos/{video}/model-draft/answers/", DRAFT_QUESTION, 403),
+        ("bob", "/api/videos/{video}/model-draft/answers/", DRAFT_QUESTION, 409),  # alice holds the video
+    ],
     ("POST", "/api/videos/{video_id}/heartbeat/"): [
         ("rita", "/api/videos/{video}/heartbeat/", None, 403),
         ("bob", "/api/videos/{video}/heartbeat/", None, 409),  # alice holds it
