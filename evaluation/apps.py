@@ -12,3 +12,7 @@ class EvaluationConfig(AppConfig):
         from evaluation.release_answers import release_studies_section
 
         release_links_register(release_studies_section)
+        from annotator.synthetic.services import sweep_series_register
+        from evaluation.sweeps import human_series_on_sweep
+
+        sweep_series_register(human_series_on_sweep)

@@ -25,6 +25,7 @@ TASK_PACKAGES = [
     "annotator.cleanup",
     "annotator.datamanager",
     "annotator.modeleval",
+    "annotator.synthetic",
 ]
 
 

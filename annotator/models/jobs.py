@@ -39,6 +39,7 @@ class Job(models.Model):
         MODEL_EVAL = "model_eval", "model evaluation"
         BULK = "bulk"
         ZIP = "zip", "export zip"
+        SWEEP = "sweep", "synthetic sweep"
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -56,6 +57,7 @@ class Job(models.Model):
         Kind.MODEL_EVAL: (COORDINATOR,),
         Kind.BULK: (REVIEWER, COORDINATOR),
         Kind.ZIP: (COORDINATOR,),
+        Kind.SWEEP: (COORDINATOR,),
     }
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
