@@ -1,0 +1,120 @@
+"""Synthetic sweeps: defined with their levels, generated as a job (one unit per cell, resumable without duplicates),
+kept out of the benchmark's exports as an experiment, and published as their own release that the validator passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from annotator.export.format import validate_dataset
+from annotator.export.services import ExportOptions, benchmark_export, export_run
+from annotator.models import Job, JobTask, Pair, Release, SweepItem
+from annotator.synthetic.services import _make_item, sweep_create, sweep_publish
+from subtlebench.errors import Conflict, Forbidden, Invalid
+from tests.conftest import make_user
+from tests.factories import make_pair
+from tests.synthetic.sweep_fixtures import generated_sweep, run_units
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def coordinator():
+    return make_user("cora", "coordinator")
+
+
+def test_it_generates_every_cell_with_its_factors_recorded(coordinator):
+    sweep = generated_sweep(coordinator)
+    assert sweep.job.status == Job.Status.SUCCEEDED and sweep.job.done == sweep.job.total == 6
+    items = list(SweepItem.objects.filter(sweep=sweep).select_related("pair").order_by("cell", "index"))
+    assert [(item.cell, item.index) for item in items] == [(c, i) for c in range(3) for i in range(2)]
+    for item in items:
+        pair = item.pair
+        assert (pair.domain, pair.source, pair.category, pair.status) == (
+            "synthetic",
+            "synthetic",
+            "quantity",
+            "submitted",
+        )
+        info = pair.generation_info
+        assert info["factors"]["object_size"] == item.levels["object_size"] == [10, 20, 30][item.cell]
+        assert info["factors"]["object_count"] == 4 and info["sweep"] == sweep.pk and info["seed"] == 0
+        assert pair.regions and pair.regions[0]["image"] in (1, 2)
+    # Positions balanced: each cell's two items answer one each.
+    answers = [item.pair.answer for item in items]
+    assert answers.count("first image") == answers.count("second image") == 3
+    # The same similarity check as every pair: the sweep's images are queued for embedding.
+    embedding = Job.objects.filter(kind=Job.Kind.SIMILARITY).latest("pk")
+    image_ids = set(embedding.tasks.get().kwargs["image_ids"])
+    assert image_ids == {i for item in items for i in (item.pair.image_1_id, item.pair.image_2_id)}
+
+
+def test_a_unit_run_again_makes_no_pair_twice(coordinator):
+    sweep = sweep_create(
+        user=coordinator,
+        family="spatial",
+        axes=[{"factor": "displacement", "levels": [5, 15]}],
+        items_per_cell=3,
+        size=128,
+        factors={"object_size": 16, "object_count": 3},
+        send=False,
+    )
+    # A worker died after it made item 0 of cell 0 (committed with its progress): the unit is requeued.
+    with transaction.atomic():
+        _make_item(sweep, 0, 0, sweep.cells()[0], timezone.now())
+        sweep.job.advance(1)
+    run_units(sweep)
+    assert SweepItem.objects.filter(sweep=sweep).count() == 6
+    assert sweep.job.status == Job.Status.SUCCEEDED and sweep.job.done == 6
+    # A second delivery of a finished unit does nothing.
+    JobTask.objects.filter(job=sweep.job).update(status=JobTask.Status.PENDING)
+    Job.objects.filter(pk=sweep.job_id).update(status=Job.Status.RUNNING)
+    run_units(sweep)
+    assert SweepItem.objects.filter(sweep=sweep).count() == 6 and sweep.job.done == 6
+
+
+def test_it_refuses_a_definition_it_cannot_make_naming_the_cell(coordinator):
+    with pytest.raises(Invalid, match="cell object_count 200: quantity: 201 objects of 60 px do not fit"):
+        sweep_create(
+            user=coordinator,
+            family="quantity",
+            axes=[{"factor": "object_count", "levels": [4, 200]}],
+            items_per_cell=1,
+            factors={"object_size": 60},
+            send=False,
+        )
+    with pytest.raises(Invalid, match="not a numeric factor of quantity"):
+        sweep_create(user=coordinator, family="quantity", axes=[{"factor": "step", "levels": [1]}], items_per_cell=1)
+    with pytest.raises(Invalid, match="levels go from 6 to 160"):
+        sweep_create(
+            user=coordinator, family="quantity", axes=[{"factor": "object_size", "levels": [2]}], items_per_cell=1
+        )
+    assert not Job.objects.filter(kind=Job.Kind.SWEEP).exists()
+
+
+def test_only_a_coordinator_defines_a_sweep():
+    reviewer = make_user("rita", "reviewer")
+    with pytest.raises(Forbidden):
+        sweep_create(
+            user=reviewer, family="quantity", axes=[{"factor": "object_size", "levels": [10]}], items_per_cell=1
+        )
+
+
+def test_an_experiment_stays_out_of_the_benchmark_and_gets_a_release_the_validator_passes(coordinator, tmp_path):
+    sweep = generated_sweep(coordinator, landing="accepted")
+    with pytest.raises(Conflict, match="not generated yet|no exportable"):
+        sweep_publish(sweep=generated_sweep(coordinator, landing="review", seed=5), user=coordinator)
+    make_pair()  # one pair of the benchmark
+    ours = benchmark_export(options=ExportOptions(out=str(tmp_path / "bench"), val_fraction=0.0))
+    assert ours["considered"] == 1  # the sweep's pairs are kept apart
+    job = export_run(job_id=sweep_publish(sweep=sweep, user=coordinator).pk)
+    assert job.status == Job.Status.SUCCEEDED, job.errors
+    release = Release.objects.get(options__sweep=sweep.pk)
+    assert release.item_count == 6
+    assert set(release.items.values_list("pair_id", flat=True)) == set(
+        Pair.objects.filter(sweep_item__sweep=sweep).values_list("pk", flat=True)
+    )
+    assert [str(violation) for violation in validate_dataset(Path(job.result["out"]))] == []
