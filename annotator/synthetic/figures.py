@@ -11,7 +11,7 @@ from xml.sax.saxutils import escape
 from PIL import Image, ImageDraw, ImageFont
 
 CELL_W, CELL_H = 96, 54
-LEFT, TOP, GAP = 120, 40, 36
+LEFT, TOP, GAP = 120, 58, 36
 LIGHT, DARK = (244, 246, 251), (31, 78, 153)
 
 
@@ -50,14 +50,15 @@ def heatmap_drawing(results: dict, axes: list[dict]) -> tuple[int, int, list]:
     rows = results["rows"]
     columns = len(first["levels"])
     block_h = TOP + len(rows) * CELL_H + GAP
-    width = LEFT + columns * CELL_W + 20
+    grid = len(rows) > 1
+    width = LEFT + columns * CELL_W + (300 if grid else 20)
     items: list = []
     y0 = 10
     series = results["series"] or []
     for line in series:
         items.append(Label(10, y0 + 14, line.label, size=13, bold=True))
-        threshold = "; ".join(_threshold_text(found, axes) for found in line.thresholds)
-        items.append(Label(10, y0 + 30, threshold, size=11, colour=(100, 100, 100)))
+        if not grid:
+            items.append(Label(10, y0 + 30, _threshold_text(line.thresholds[0], axes), size=11, colour=(100, 100, 100)))
         for column, level in enumerate(first["levels"]):
             x = LEFT + column * CELL_W + CELL_W // 2
             items.append(Label(x, y0 + TOP + len(rows) * CELL_H + 14, _level(level), anchor="middle", size=11))
@@ -65,6 +66,11 @@ def heatmap_drawing(results: dict, axes: list[dict]) -> tuple[int, int, list]:
             y = y0 + TOP + row_number * CELL_H
             if row is not None:
                 items.append(Label(10, y + CELL_H // 2 + 4, f"{axes[1]['factor']} {_level(row)}", size=11))
+                found = {**line.thresholds[row_number], "row": None}
+                x = LEFT + columns * CELL_W + 10
+                items.append(
+                    Label(x, y + CELL_H // 2 + 4, _threshold_text(found, axes), size=11, colour=(100, 100, 100))
+                )
             for column in range(columns):
                 cell = line.cells[column * len(rows) + row_number]
                 x = LEFT + column * CELL_W
@@ -91,7 +97,7 @@ def heatmap_drawing(results: dict, axes: list[dict]) -> tuple[int, int, list]:
 def _threshold_text(found: dict, axes: list[dict]) -> str:
     where = "" if found["row"] is None else f"{axes[1]['factor']} {_level(found['row'])}: "
     if found["level"] is None:
-        return f"{where}no {found['target']:.0%} crossing"
+        return f"{where}{found['target']:.0%} not crossed within the levels"
     interval = "" if found["low"] is None else f" [{found['low']:.1f}, {found['high']:.1f}]"
     return f"{where}{found['target']:.0%} at {axes[0]['factor']} {found['level']:.1f}{interval}"
 

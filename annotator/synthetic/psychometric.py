@@ -95,11 +95,13 @@ def fit_curve(levels, correct, answered, *, guess: float) -> Curve | None:
 
 
 def threshold(levels, correct, answered, *, guess: float, target: float = 0.75, seed: int = 0) -> Threshold:
-    """The level at which the fitted curve crosses `target`, and the 2.5 and 97.5 percentiles of that level over
-    BOOTSTRAP resamples (those whose curve crosses it)."""
+    """The level at which the fitted curve crosses `target` (None outside the levels swept), and the 2.5 and 97.5
+    percentiles of that level over BOOTSTRAP resamples (those whose curve crosses it, censored at the ends)."""
     curve = fit_curve(levels, correct, answered, guess=guess)
     level = curve.level_at(target) if curve else None
-    if level is None:
+    low_end, high_end = min(levels), max(levels)
+    # A crossing outside the levels swept is an extrapolation of the curve, not a measurement: none is reported.
+    if level is None or not low_end <= level <= high_end:
         return Threshold(None, None, None, target, curve)
     rng = np.random.default_rng(seed)
     n = np.asarray(answered, dtype=int)
@@ -113,7 +115,7 @@ def threshold(levels, correct, answered, *, guess: float, target: float = 0.75, 
             crossings[again] = fitted.level_at(target) if fitted else None
         crossing = crossings[again]
         if crossing is not None and math.isfinite(crossing):
-            found.append(crossing)
+            found.append(min(max(crossing, low_end), high_end))  # censored at the ends of the sweep
     if not found:
         return Threshold(level, None, None, target, curve)
     low, high = np.percentile(found, [2.5, 97.5])

@@ -5,46 +5,21 @@ axes, beside the model."""
 
 from __future__ import annotations
 
-import base64
-import io
-
-import numpy as np
 import pytest
-from PIL import Image
 
 from annotator.export.services import export_run
 from annotator.modeleval.services import endpoint_create, evaluation_run, evaluation_start
 from annotator.models import Release
 from annotator.synthetic.figures import heatmap_png, heatmap_svg
-from annotator.synthetic.generator import BACKGROUND
 from annotator.synthetic.services import sweep_csv, sweep_publish, sweep_results
-from benchmark.regions import boxes_from_mask
 from evaluation import participation, studies
 from tests.conftest import make_user
 from tests.model_server import ModelServer
-from tests.synthetic.sweep_fixtures import generated_sweep
+from tests.synthetic.sweep_fixtures import SEEN_FROM, generated_sweep, sharp_below_acuity
 
 pytestmark = pytest.mark.django_db
 
-SEEN_FROM = 18  # px: the fake model's (and the fake raters') acuity
 LEVELS = [8, 12, 16, 20, 24, 28]
-
-
-def shapes_in(data_url: str) -> list[dict]:
-    data = base64.b64decode(data_url.split(",", 1)[1])
-    array = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
-    foreground = np.any(array != np.array(BACKGROUND, dtype=np.uint8), axis=2)
-    return boxes_from_mask(foreground.astype(np.uint8), image=1, max_boxes=10_000)
-
-
-def sharp_below_acuity(seen) -> str:
-    """Count the shapes of each image: right when they are big enough to see, else the other image."""
-    first, second = (shapes_in(url) for url in seen.images)
-    more = "first image" if len(first) > len(second) else "second image"
-    size = max(box["w"] for box in first + second)
-    if size >= SEEN_FROM:
-        return more
-    return next(option for option in seen.options if option != more)
 
 
 @pytest.fixture
