@@ -118,3 +118,46 @@ def test_an_experiment_stays_out_of_the_benchmark_and_gets_a_release_the_validat
         Pair.objects.filter(sweep_item__sweep=sweep).values_list("pk", flat=True)
     )
     assert [str(violation) for violation in validate_dataset(Path(job.result["out"]))] == []
+
+
+def test_a_retried_sweep_makes_only_the_missing_pairs(coordinator):
+    from annotator.jobs.services import UnitRef, job_retry, job_task_abandon, job_task_claim
+
+    sweep = sweep_create(
+        user=coordinator,
+        family="attribute",
+        axes=[{"factor": "step", "levels": [0.1, 0.3]}],
+        items_per_cell=2,
+        size=128,
+        factors={"object_size": 20, "object_count": 3},
+        send=False,
+    )
+    first, second = sweep.job.tasks.order_by("pk")
+    run_units(sweep, cells=[0])
+    job_task_claim(unit=UnitRef(second.pk, celery_id="lost", worker="gone"))  # its worker then vanished
+    second.refresh_from_db()
+    job_task_abandon(task=second, reason="its worker stopped beating")
+    sweep.job.refresh_from_db()
+    assert sweep.job.status == Job.Status.FAILED and SweepItem.objects.filter(sweep=sweep).count() == 2
+    again = job_retry(job=sweep.job, user=coordinator)
+    sweep.refresh_from_db()
+    run_units_of(again, sweep)
+    sweep.refresh_from_db()
+    assert sweep.job_id == again.pk
+    again.refresh_from_db()
+    assert again.status == Job.Status.SUCCEEDED and again.result["pairs"] == 4
+    assert sorted(SweepItem.objects.filter(sweep=sweep).values_list("cell", "index")) == [
+        (0, 0),
+        (0, 1),
+        (1, 0),
+        (1, 1),
+    ]
+
+
+def run_units_of(job, sweep) -> None:
+    from annotator.jobs.services import UnitRef
+    from annotator.synthetic.services import sweep_run_unit
+
+    for unit in job.tasks.order_by("pk"):
+        ref = UnitRef(unit.pk, celery_id=f"retry-{unit.pk}", worker="test")
+        sweep_run_unit(job_id=job.pk, sweep_id=sweep.pk, cell=unit.kwargs["cell"], unit=ref)
