@@ -5,7 +5,9 @@ The curve is p(x) = g + (1 - g) / (1 + exp(-(a + b * z))), z the factor standard
 guess rate (1 / the number of options: 0.5 for the binary categories). Fitted by Fisher scoring with a small ridge
 on a and b, so that data a step function separates perfectly (every answer wrong below a level, right above it)
 still gives a finite curve whose crossing lies between those two levels. The bootstrap draws each cell's correct
-count again from its own accuracy (a binomial, the same as resampling its items), with a fixed seed.
+count again from its own accuracy (a binomial, the same as resampling its items), with a fixed seed. Cells at 0% or
+100% never vary in it: a sweep whose every cell is at 0% or 100% (a perfect step) gets an interval of zero width,
+and its honest uncertainty is the gap between the two levels around the step.
 """
 
 from __future__ import annotations
