@@ -3,6 +3,7 @@ kept out of the benchmark's exports as an experiment, and published as their own
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -118,6 +119,9 @@ def test_an_experiment_stays_out_of_the_benchmark_and_gets_a_release_the_validat
         Pair.objects.filter(sweep_item__sweep=sweep).values_list("pk", flat=True)
     )
     assert [str(violation) for violation in validate_dataset(Path(job.result["out"]))] == []
+    records = [json.loads(line) for line in (Path(job.result["out"]) / "data" / "test.jsonl").read_text().splitlines()]
+    assert len(records) == 6 and {r["domain"] for r in records} == {"synthetic"}
+    assert sorted(r["generation_info"]["factors"]["object_size"] for r in records) == [10, 10, 20, 20, 30, 30]
 
 
 def test_a_retried_sweep_makes_only_the_missing_pairs(coordinator):
