@@ -116,8 +116,25 @@ def test_the_camera_moves_as_asked(motion):
             overlap_1 = first[max(dy, 0) : 512 + min(dy, 0)]
             overlap_2 = second[max(-dy, 0) : 512 + min(-dy, 0)]
         assert np.array_equal(overlap_1, overlap_2)
+    elif motion == "zoom":
+        span, size = pair.truth["span"], 512
+        assert pair.answer == "forward" and span == round(size / 1.27)
+        # Forward: image 2 is the middle span x span of image 1, enlarged to the whole image.
+        start = (size - span) // 2
+        middle = Image.fromarray(first).crop((start, start, start + span, start + span))
+        assert np.array_equal(np.asarray(middle.resize((size, size), Image.NEAREST)), second)
+        back = synthetic_pair("viewpoint", {"motion": "zoom", "shift": 0.27}, seed=4, index=1)
+        assert back.answer == "backward" and back.truth["span"] == round(512 * 1.27)
     else:
-        assert not np.array_equal(first, second)
+        angle = pair.truth["angle"]
+        assert abs(angle) == 15.0 and pair.answer == ("rotate clockwise" if angle > 0 else "rotate counterclockwise")
+        # The scene turned against the camera about the image's centre: inside the inscribed disc (whose pixels
+        # came from image 1), image 2 is image 1 turned by the angle.
+        turned = np.asarray(Image.fromarray(first).rotate(angle, resample=Image.NEAREST, center=(256, 256)))
+        ys, xs = np.mgrid[0:512, 0:512]
+        disc = (xs - 255.5) ** 2 + (ys - 255.5) ** 2 < 250**2
+        assert np.array_equal(turned[disc], second[disc])
+        assert not np.array_equal(first[disc], second[disc])
 
 
 def test_the_same_seed_gives_byte_identical_images():
