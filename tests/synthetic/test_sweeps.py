@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 from django.db import transaction
-from django.utils import timezone
 
 from annotator.export.format import validate_dataset
 from annotator.export.services import ExportOptions, benchmark_export, export_run
 from annotator.models import Job, JobTask, Pair, Release, SweepItem
-from annotator.synthetic.services import _make_item, sweep_create, sweep_publish
+from annotator.synthetic.services import _make_items, sweep_create, sweep_publish
 from subtlebench.errors import Conflict, Forbidden, Invalid
 from tests.conftest import make_user
 from tests.factories import make_pair
@@ -65,7 +64,7 @@ def test_a_unit_run_again_makes_no_pair_twice(coordinator):
     )
     # A worker died after it made item 0 of cell 0 (committed with its progress): the unit is requeued.
     with transaction.atomic():
-        _make_item(sweep, 0, 0, sweep.cells()[0], timezone.now())
+        _make_items(sweep, 0, [0], sweep.cells()[0])
         sweep.job.advance(1)
     run_units(sweep)
     assert SweepItem.objects.filter(sweep=sweep).count() == 6
@@ -165,3 +164,19 @@ def run_units_of(job, sweep) -> None:
     for unit in job.tasks.order_by("pk"):
         ref = UnitRef(unit.pk, celery_id=f"retry-{unit.pk}", worker="test")
         sweep_run_unit(job_id=job.pk, sweep_id=sweep.pk, cell=unit.kwargs["cell"], unit=ref)
+
+
+def test_an_item_id_taken_by_another_pair_fails_the_job_saying_which(coordinator):
+    sweep = sweep_create(
+        user=coordinator,
+        family="quantity",
+        axes=[{"factor": "object_size", "levels": [10]}],
+        items_per_cell=3,
+        size=96,
+        send=False,
+    )
+    make_pair(category="quantity", source="synthetic", source_id=f"sweep{sweep.pk}-c0-i1")
+    run_units(sweep)
+    assert sweep.job.status == Job.Status.FAILED
+    assert "cell 0" in sweep.job.errors[-1] and "items [0, 1, 2] cannot be written" in sweep.job.errors[-1]
+    assert not SweepItem.objects.filter(sweep=sweep).exists()
