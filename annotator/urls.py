@@ -13,6 +13,7 @@ from annotator.picking import views as views_picking
 from annotator.releases import views as views_releases
 from annotator.similarity import views as views_similarity
 from annotator.stats import views as views_stats
+from annotator.synthetic import views as views_synthetic
 from annotator.videos import views as views_videos
 
 urlpatterns = [
@@ -88,6 +89,13 @@ urlpatterns = [
     path("releases/", views_releases.release_list, name="release-list"),
     path("releases/v<int:number>/", views_releases.release_detail, name="release-detail"),
     # Models in the loop: every /models/ page (the models beside the humans are the studies': evaluation/urls.py)
+    # Synthetic sweeps: the paper's controlled experiments, and their heatmaps
+    path("synthetic/", views_synthetic.sweep_list, name="sweep-list"),
+    path("synthetic/<int:sweep_id>/", views_synthetic.sweep_detail, name="sweep-detail"),
+    path("synthetic/<int:sweep_id>/publish/", views_synthetic.sweep_publish_view, name="sweep-publish"),
+    path("synthetic/<int:sweep_id>/heatmap.svg", views_synthetic.sweep_heatmap_svg, name="sweep-heatmap-svg"),
+    path("synthetic/<int:sweep_id>/heatmap.png", views_synthetic.sweep_heatmap_png, name="sweep-heatmap-png"),
+    path("synthetic/<int:sweep_id>/results.csv", views_synthetic.sweep_results_csv, name="sweep-results-csv"),
     path("models/", views_models.model_list, name="model-list"),
     path("models/endpoints/new/", views_models.model_endpoint_new, name="model-endpoint-new"),
     path("models/drafting/", views_drafting.drafting_settings, name="drafting-settings"),

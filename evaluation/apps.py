@@ -16,3 +16,8 @@ class EvaluationConfig(AppConfig):
         from evaluation.release_answers import human_side
 
         paired_side_register("humans", "humans (study answers, majority per item)", human_side)
+
+        from annotator.synthetic.services import sweep_series_register
+        from evaluation.sweeps import human_series_on_sweep
+
+        sweep_series_register(human_series_on_sweep)

@@ -27,6 +27,7 @@ TASK_PACKAGES = [
     "annotator.modeleval",
     "annotator.collections",
     "annotator.mining",
+    "annotator.synthetic",
 ]
 
 

@@ -90,6 +90,8 @@ class ModelServer:
         self.policy = policy
         self.reply = None
         self.draft_reply = default_draft_reply
+        # Or a policy that looks at the whole request, images included: `seen_policy(seen)` returns the option text.
+        self.seen_policy = None
         self.faults: dict[str, str] = {}
         self.fault_counts: dict[str, int] = {}
         self.requests: list[Seen] = []
@@ -224,7 +226,10 @@ class ModelServer:
                 elif not seen.options:
                     content = server.description
                 else:
-                    chosen = server.policy(seen.question, seen.options)
+                    if server.seen_policy is not None:
+                        chosen = server.seen_policy(seen)
+                    else:
+                        chosen = server.policy(seen.question, seen.options)
                     letter = chr(65 + seen.options.index(chosen))
                     content = f"### Reasoning\nThe second image differs.\n\n### Answer\n{letter}"
                 usage = {"prompt_tokens": 100 + len(seen.text) // 4, "completion_tokens": 12}

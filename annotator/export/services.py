@@ -134,6 +134,9 @@ class ExportOptions:
     release: bool = False
     release_title: str = ""
     release_notes: str = ""
+    # Synthetic sweeps (issue 29): the pairs of this sweep alone (its experiment release); None: every pair but those
+    # of sweeps kept apart as experiments.
+    sweep: int | None = None
 
     def __post_init__(self):
         if not 0 <= self.val_fraction < 1:
@@ -165,6 +168,8 @@ class ExportOptions:
     def as_dict(self) -> dict:
         data = {**asdict(self), "categories": list(self.categories), "domains": list(self.domains)}
         data["models"] = list(self.models)
+        if self.sweep is None:  # an export of the benchmark reads (and its card says) what it did before sweeps
+            del data["sweep"]
         return data
 
     @classmethod
@@ -187,6 +192,10 @@ class NoProgress:
 def export_queryset(options: ExportOptions):
     """The pairs an export considers, in a stable order, with the chosen accepted caption alongside."""
     pairs = Pair.objects.exportable()
+    if options.sweep is not None:
+        pairs = pairs.filter(sweep_item__sweep_id=options.sweep)
+    else:
+        pairs = pairs.exclude(sweep_item__sweep__experiment=True)
     if options.categories:
         pairs = pairs.filter(category__in=options.categories)
     if options.domains:

@@ -360,6 +360,8 @@ RESULT_KEPT = ("source", "every", "frames_per_video", "options")
 RESULT_KEPT += ("table", "action", "by", "at", "selection", "filter", "items", "reason", "target")
 # A zip job's export (annotator/export/services.py, export_zip_start): its retry zips the same files.
 RESULT_KEPT += ("export_job", "manifest_sha256")
+# A synthetic sweep's job (annotator/synthetic/services.py): its retry makes the same sweep's missing pairs.
+RESULT_KEPT += ("sweep", "cells", "items_per_cell")
 
 
 @transaction.atomic

@@ -30,6 +30,9 @@ def job_summary(job: Job) -> SafeString:
         return _bulk_summary(result)
     if job.kind == Job.Kind.MINE:
         return _mine_summary(job, result)
+    if job.kind == Job.Kind.SWEEP and result.get("sweep"):
+        made = f"{plural(result['pairs'], 'pair')} made. " if "pairs" in result else ""
+        return format_html('{}<a href="/synthetic/{}/">Sweep #{}</a>.', made, result["sweep"], result["sweep"])
     return SafeString("")
 
 

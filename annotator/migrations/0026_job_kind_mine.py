@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotator', '0024_collections_candidates_regions'),
+        ('annotator', '0025_candidate_drafts_skips'),
     ]
 
     operations = [

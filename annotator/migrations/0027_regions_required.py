@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotator', '0024_collections_candidates_regions'),
+        ('annotator', '0026_job_kind_mine'),
     ]
 
     operations = [

@@ -11,7 +11,7 @@ def mark_parsed(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotator", "0024_collections_candidates_regions"),
+        ("annotator", "0027_regions_required"),
     ]
 
     operations = [

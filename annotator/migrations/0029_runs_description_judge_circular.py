@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotator', '0024_collections_candidates_regions'),
+        ('annotator', '0028_strategies_parse_outcomes'),
     ]
 
     operations = [

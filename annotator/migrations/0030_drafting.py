@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotator", "0024_collections_candidates_regions"),
+        ("annotator", "0029_runs_description_judge_circular"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -20,6 +20,7 @@ from annotator.models.picking import PairDraft, VideoSkip
 from annotator.models.releases import Release, ReleaseFrozen, ReleaseItem
 from annotator.models.similarity import EmbeddingModel, ImageEmbedding
 from annotator.models.stats import DoubleReview, Target, TeamSettings
+from annotator.models.synthetic import Sweep, SweepItem
 from annotator.models.taxonomy import CATEGORY_ABBREVIATIONS, Category, Domain
 from annotator.models.videos import Frame, Image, Video
 
@@ -62,6 +63,8 @@ __all__ = [
     "ReleaseItem",
     "Review",
     "Target",
+    "Sweep",
+    "SweepItem",
     "TeamSettings",
     "Video",
     "VideoSkip",

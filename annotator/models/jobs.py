@@ -40,6 +40,7 @@ class Job(models.Model):
         BULK = "bulk"
         ZIP = "zip", "export zip"
         MINE = "mine", "pair mining"
+        SWEEP = "sweep", "synthetic sweep"
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -58,6 +59,7 @@ class Job(models.Model):
         Kind.BULK: (REVIEWER, COORDINATOR),
         Kind.ZIP: (COORDINATOR,),
         Kind.MINE: (COORDINATOR,),
+        Kind.SWEEP: (COORDINATOR,),
     }
 
     kind = models.CharField(max_length=20, choices=Kind.choices)

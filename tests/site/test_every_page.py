@@ -114,6 +114,7 @@ def finished_jobs(coordinator, h264_video, tmp_path, settings) -> list[Job]:
     (bad / "A/x.png").write_bytes(b"not an image")
     (bad / "B/x.png").write_bytes(b"not an image")
     jobs.append(collection_import(source=str(bad), name="bad", domain="medical", created_by=coordinator, sync=True))
+    jobs += sweep_jobs(coordinator)
     outcomes = {(job.kind, job.status) for job in Job.objects.filter(pk__in=[job.pk for job in jobs])}
     assert outcomes == {(kind, status) for kind in Job.Kind.values for status in ("succeeded", "failed")}, outcomes
     return jobs
@@ -139,6 +140,21 @@ def mining_jobs(coordinator) -> list[Job]:
     EmbeddingModel.objects.filter(pk=active.pk).update(active=True)
     embedding_model_forget_cached()
     return jobs
+def sweep_jobs(coordinator) -> list[Job]:
+    """A synthetic sweep generated (succeeded) and one whose unit was given up (its worker lost: failed)."""
+    from annotator.jobs.services import job_task_abandon, job_task_claim
+    from annotator.synthetic.services import sweep_create
+    from tests.synthetic.sweep_fixtures import run_units
+
+    axes = [{"factor": "object_size", "levels": [10, 20]}]
+    made = sweep_create(user=coordinator, family="quantity", axes=axes, items_per_cell=1, size=96, send=False)
+    run_units(made)
+    lost = sweep_create(user=coordinator, family="spatial", axes=axes, items_per_cell=1, size=96, send=False)
+    unit = lost.job.tasks.order_by("pk").first()
+    job_task_claim(unit=UnitRef(unit.pk, celery_id="lost", worker="gone"))  # its worker then vanished
+    unit.refresh_from_db()
+    job_task_abandon(task=unit, reason="its worker stopped beating")
+    return [made.job, Job.objects.get(pk=lost.job_id)]
 
 
 def model_eval_jobs(coordinator) -> list[Job]:
@@ -224,6 +240,7 @@ def world(h264_video, tmp_path, settings):
         "job_id": [job.pk for job in jobs],
         "table_name": ["pairs", "videos", "captions", "candidates", "no-such-table"],
         "run_id": [job.model_evaluation.pk for job in jobs if job.kind == Job.Kind.MODEL_EVAL],
+        "sweep_id": [job.sweeps.get().pk for job in jobs if job.kind == Job.Kind.SWEEP],
         "pair_id": [submitted.pk, accepted[2].pk],
         "task_id": [task.pk],
         "caption_id": [caption.pk],

@@ -1,0 +1,82 @@
+"""End to end on a sweep's experiment release: a fake model on a real loopback server that reads the two images
+(it counts the shapes, and sees them only when they are at least 18 px) answers right only above that size; the
+heatmap's cells and the fitted threshold recover the level. Humans who do the same in a study land on the same
+axes, beside the model."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotator.export.services import export_run
+from annotator.modeleval.services import endpoint_create, evaluation_run, evaluation_start
+from annotator.models import Release
+from annotator.synthetic.figures import heatmap_png, heatmap_svg
+from annotator.synthetic.services import sweep_csv, sweep_publish, sweep_results
+from evaluation import participation, studies
+from tests.conftest import make_user
+from tests.model_server import ModelServer
+from tests.synthetic.sweep_fixtures import SEEN_FROM, generated_sweep, sharp_below_acuity
+
+pytestmark = pytest.mark.django_db
+
+LEVELS = [8, 12, 16, 20, 24, 28]
+
+
+@pytest.fixture
+def released_sweep():
+    coordinator = make_user("cora", "coordinator")
+    sweep = generated_sweep(
+        coordinator,
+        axes=[{"factor": "object_size", "levels": LEVELS}],
+        items_per_cell=6,
+        size=192,
+        factors={"object_count": 5, "difference": 2},
+        landing="accepted",
+    )
+    job = export_run(job_id=sweep_publish(sweep=sweep, user=coordinator).pk)
+    assert job.status == "succeeded", job.errors
+    return coordinator, sweep, Release.objects.get(options__sweep=sweep.pk)
+
+
+def test_the_heatmap_and_threshold_recover_the_models_acuity(released_sweep):
+    coordinator, sweep, release = released_sweep
+    server = ModelServer()
+    server.seen_policy = sharp_below_acuity
+    server.start()
+    try:
+        endpoint = endpoint_create(user=coordinator, name="acuity", base_url=server.base_url, model_id="tiny-vlm")
+        run = evaluation_start(endpoint=endpoint, user=coordinator, source="release", release=release, split="test")
+        run = evaluation_run(evaluation_id=run.pk)
+    finally:
+        server.stop()
+    assert run.answered == 36 and run.failed == 0
+    results = sweep_results(sweep, target=0.75)
+    (model,) = results["series"]
+    assert [cell["accuracy"] for cell in model.cells] == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    assert all(cell["answered"] == 6 and cell["low"] < cell["accuracy"] + 1e-9 for cell in model.cells)
+    (found,) = model.thresholds
+    # Seen from 18 px: the crossing lies between the levels 16 and 20, and so does its interval.
+    assert 16 < found["level"] < 20
+    assert 16 <= found["low"] <= found["level"] <= found["high"] <= 20
+    text = sweep_csv(results, sweep)
+    assert "acuity (run" in text and ",16,0,6,0.0000," in text and ",20,6,6,1.0000," in text
+    svg = heatmap_svg(results, sweep.axes).decode()
+    assert svg.count("<rect") == 1 + len(LEVELS) and ">100%<" in svg and ">0%<" in svg
+    assert heatmap_png(results, sweep.axes).startswith(b"\x89PNG")
+
+
+def test_humans_of_a_study_on_the_sweep_land_on_the_same_axes(released_sweep):
+    _, sweep, release = released_sweep
+    study = studies.study_create(name="Acuity", release=release, split="test", fraction=1.0, practice_count=0)
+    participant = studies.participant_create(study=study)
+    participant.consent()
+    while (assignment := participation.participant_next_item(participant=participant)) is not None:
+        right = assignment.permutation.index(0) + 1
+        seen = assignment.item.pair.sweep_item.levels["object_size"] >= SEEN_FROM
+        position = right if seen else (2 if right == 1 else 1)
+        participation.assignment_answer(participant=participant, token=assignment.token, position=position)
+    results = sweep_results(sweep, target=0.75)
+    (humans,) = [line for line in results["series"] if line.kind == "humans"]
+    assert humans.label.startswith("Humans: Acuity")
+    assert [cell["accuracy"] for cell in humans.cells] == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    assert 16 < humans.thresholds[0]["level"] < 20
