@@ -111,6 +111,8 @@ def pair_submit_body(w) -> dict:
 
 def candidate_submit_body(w) -> dict:
     return {"category": "temporal", "question": "Which image was taken later?", "client_key": "bob-takes-candidate"}
+
+
 DRAFT_QUESTION = {"category": "temporal", "index_a": 0, "index_b": 1, "question": "Which image was taken later?"}
 
 

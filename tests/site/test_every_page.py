@@ -140,6 +140,8 @@ def mining_jobs(coordinator) -> list[Job]:
     EmbeddingModel.objects.filter(pk=active.pk).update(active=True)
     embedding_model_forget_cached()
     return jobs
+
+
 def sweep_jobs(coordinator) -> list[Job]:
     """A synthetic sweep generated (succeeded) and one whose unit was given up (its worker lost: failed)."""
     from annotator.jobs.services import job_task_abandon, job_task_claim
