@@ -1,11 +1,13 @@
 from django.contrib import admin
 
 from annotator.models import (
+    CandidateSkip,
     Caption,
     CaptionBatch,
     CaptionReview,
     CaptionSkip,
     CaptionTask,
+    Collection,
     DoubleReview,
     EmbeddingModel,
     Frame,
@@ -14,14 +16,18 @@ from annotator.models import (
     Job,
     JobItem,
     JobTask,
+    ModelDraft,
     ModelEndpoint,
     ModelEvaluation,
     ModelItemResult,
     Pair,
+    PairCandidate,
     PairDraft,
     Release,
     ReleaseItem,
     Review,
+    Sweep,
+    SweepItem,
     Target,
     TeamSettings,
     Video,
@@ -250,3 +256,42 @@ class ModelItemResultAdmin(admin.ModelAdmin):
     list_filter = ("failure", "category")
     search_fields = ("question_id",)
     raw_id_fields = ("evaluation", "pair", "release_item")
+
+
+# Every source (issue 27), models that draft and the synthetic lab (issues 28, 29): read in the admin, changed
+# through their pages.
+@admin.register(Collection)
+class CollectionAdmin(admin.ModelAdmin):
+    list_display = ("name", "domain", "layout", "location", "created")
+    list_filter = ("domain", "layout")
+
+
+@admin.register(PairCandidate)
+class PairCandidateAdmin(admin.ModelAdmin):
+    list_display = ("pk", "origin", "status", "source", "domain", "similarity", "created")
+    list_filter = ("origin", "status", "domain")
+    raw_id_fields = ("image_1", "image_2", "collection", "job", "pair", "lease_holder", "dismissed_by")
+
+
+@admin.register(CandidateSkip)
+class CandidateSkipAdmin(admin.ModelAdmin):
+    list_display = ("candidate", "user", "reason", "created")
+    list_filter = ("reason",)
+    raw_id_fields = ("candidate",)
+
+
+@admin.register(ModelDraft)
+class ModelDraftAdmin(admin.ModelAdmin):
+    list_display = ("pk", "author", "endpoint_name", "category", "created")
+    raw_id_fields = ("video",)
+
+
+@admin.register(Sweep)
+class SweepAdmin(admin.ModelAdmin):
+    list_display = ("pk", "title", "family", "items_per_cell", "seed", "created")
+
+
+@admin.register(SweepItem)
+class SweepItemAdmin(admin.ModelAdmin):
+    list_display = ("sweep", "cell", "index", "pair")
+    raw_id_fields = ("sweep", "pair")

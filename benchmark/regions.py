@@ -73,9 +73,14 @@ def boxes_from_mask(mask, *, image: int, min_pixels: int = 1, max_boxes: int = M
     """The bounding boxes of the connected parts (8-connected) of a mask's nonzero pixels, for image 1 or 2:
     largest first (ties by position, so the order is fixed), parts smaller than `min_pixels` left out, at most
     `max_boxes` (the smallest are merged into one box around them all rather than dropped). `mask`: rows of
-    pixel values (a list of lists, or an array: anything with `tolist()`); a pixel that is itself a sequence (RGB)
+    pixel values (a list of lists, an array with `tolist()`, or a Pillow image); a pixel that is itself a sequence (RGB)
     counts when any channel is nonzero."""
-    rows = mask.tolist() if hasattr(mask, "tolist") else mask
+    if hasattr(mask, "getpixel") and hasattr(mask, "size"):  # a Pillow image
+        width, height = mask.size
+        flat = list(mask.get_flattened_data() if hasattr(mask, "get_flattened_data") else mask.getdata())
+        rows = [flat[y * width : (y + 1) * width] for y in range(height)]
+    else:
+        rows = mask.tolist() if hasattr(mask, "tolist") else mask
     foreground = set()
     for y, row in enumerate(rows):
         for x, value in enumerate(row):

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from evaluation.models import Assignment, Participant, Study, StudyItem
+from evaluation.models import Assignment, JudgeVerdict, Participant, Study, StudyItem
 
 
 @admin.register(Study)
@@ -29,3 +29,10 @@ class AssignmentAdmin(admin.ModelAdmin):
     list_display = ("participant", "item", "sequence", "served_at", "answered_at", "correct", "too_fast")
     list_filter = ("correct", "too_fast", "item__study")
     raw_id_fields = ("participant", "item")
+
+
+@admin.register(JudgeVerdict)
+class JudgeVerdictAdmin(admin.ModelAdmin):
+    list_display = ("result", "reviewer", "matches", "created")
+    list_filter = ("matches",)
+    raw_id_fields = ("result",)

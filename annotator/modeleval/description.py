@@ -41,7 +41,7 @@ from benchmark.description import (
     parse_verdict,
 )
 from benchmark.intervals import Scored, accuracy_interval, micro_mean
-from benchmark.protocol import Item, letter, messages_for, option_of, parse_answer
+from benchmark.protocol import DEFAULT_PROMPT, Item, Prompt, letter, messages_for, option_of, parse_answer
 from subtlebench.errors import Invalid
 
 Failure = ModelItemResult.Failure
@@ -189,6 +189,10 @@ def circular_answer(client: ChatClient, evaluation, item: Item, result, prompt, 
     images = _images(read, evaluation, item, result)
     if images is None:
         return result
+    if isinstance(prompt, dict):  # the run's stored texts (annotator.modeleval.runsettings)
+        prompt = Prompt(
+            system=prompt.get("system", DEFAULT_PROMPT.system), user=prompt.get("user", DEFAULT_PROMPT.user)
+        )
     result.prompt_tokens = result.completion_tokens = result.latency_ms = 0
     letters, flags, replies = [], [], []
     for number, (options, correct) in enumerate(rotations(item.options, item.correct_index)):

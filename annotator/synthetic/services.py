@@ -459,11 +459,12 @@ def sweep_results(sweep: Sweep, *, target: float = 0.75) -> dict:
 
 def sweep_csv(results: dict, sweep: Sweep) -> str:
     """One line per series and cell: the factor levels, correct, answered, accuracy and its interval."""
-    import csv
     import io
 
+    from subtlebench.spreadsheet_csv import SafeCsvWriter
+
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = SafeCsvWriter(out, lineterminator="\n")
     names = sweep.factor_names
     writer.writerow(["series", "kind", *names, "correct", "answered", "accuracy", "low", "high"])
     for line in results["series"]:

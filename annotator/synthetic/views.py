@@ -10,7 +10,7 @@ from django.db.models import Count
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from annotator.jobs.services import clean_idempotency_key
 from annotator.models import Pair, Sweep
@@ -24,7 +24,7 @@ from annotator.synthetic.services import (
     sweep_results,
 )
 from subtlebench.errors import Conflict, Invalid
-from subtlebench.pages import carried, redirect_refused, redirect_refused_form, refused_form
+from subtlebench.pages import carried, post_only, redirect_refused, redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
 from subtlebench.text import NAME_MAX
 
@@ -169,7 +169,7 @@ def sweep_results_csv(request, sweep_id: int):
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("sweep-detail")
 def sweep_publish_view(request, sweep_id: int):
     sweep = get_object_or_404(Sweep.objects.select_related("job"), pk=sweep_id)
     to = reverse("sweep-detail", args=[sweep.pk])

@@ -9,7 +9,7 @@
    - ? outside a field opens the page's list of keys (#keys-dialog), where the page has one.
    - Difference regions (regions.js, on the pair workbench and review): a selected box has the focus; Tab goes
      between boxes, arrows move it (Shift resizes), Delete removes it, Esc lets go; Ctrl+Z outside a field undoes
-     the last change to the boxes; m draws with the mouse, r / Shift+R start a box on A / B. */
+     the last change to the boxes; m draws with the mouse, r / Shift+R start a box on A / B.
    - A page key that asks the server for something slow (the pair workbench's g: draft with a model, drafting.js) shows
      that it is waiting and fills a field; it never submits. */
 (() => {
