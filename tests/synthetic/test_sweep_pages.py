@@ -42,7 +42,12 @@ def test_pages_refuse_wrong_methods(client_for, coordinator, sweep):
     page = client_for(coordinator)
     for url in urls(sweep)[1:]:
         assert page.post(url).status_code == 405, url
-    assert page.get(f"/synthetic/{sweep.pk}/publish/").status_code == 405
+    publish = f"/synthetic/{sweep.pk}/publish/"
+    # A GET of the form's target goes back to the page with the form (never a blank 405); other methods are refused.
+    response = page.get(publish)
+    assert response.status_code == 302 and response["Location"] == f"/synthetic/{sweep.pk}/"
+    assert page.put(publish).status_code == 405
+    assert not Job.objects.filter(kind=Job.Kind.EXPORT).exists()  # nothing was published by either
 
 
 def test_the_form_defines_a_sweep_and_queues_its_job(client_for, coordinator):
