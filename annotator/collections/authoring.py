@@ -18,6 +18,7 @@ from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take
 from annotator.models import CandidateSkip, Category, Image, Pair, PairCandidate, PairDraft
 from annotator.picking.questions import question_validate
 from annotator.picking.services import MAX_ACTIVE_MS, _check_own_pair, _order
+from annotator.regions import regions_swapped
 from annotator.similarity.services import pair_update_similarity
 from annotator.stats.services import double_review_draw
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
@@ -158,11 +159,6 @@ def sides(candidate: PairCandidate) -> dict[int, Side]:
     return {0: Side(0, 0.0, candidate.image_1), 1: Side(1, 1.0, candidate.image_2)}
 
 
-def swapped_regions(regions: list[dict]) -> list[dict]:
-    """The regions of a pair whose two images were traded: image 1 becomes image 2."""
-    return [{**region, "image": 3 - region["image"]} for region in regions]
-
-
 def candidate_submit(
     *,
     user,
@@ -210,7 +206,7 @@ def candidate_submit(
         category=category, question=question, answer=answer, distractors=distractors
     )
     # The regions follow the images: the candidate's image 1 may be the pair's image 2.
-    regions = candidate.regions if first.index == 0 else swapped_regions(candidate.regions)
+    regions = candidate.regions if first.index == 0 else regions_swapped(candidate.regions)
     try:
         with transaction.atomic():
             if pair_id is None:

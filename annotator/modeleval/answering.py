@@ -20,6 +20,7 @@ from PIL import UnidentifiedImageError
 from annotator.modeleval.client import ChatClient, RequestCancelled, RequestFailed, scrub
 from annotator.modeleval.strategies import STRATEGIES, answer_messages, describe_messages
 from annotator.models import ModelEvaluation, ModelItemResult, Pair, ReleaseItem
+from annotator.regions import regions_swapped
 from benchmark.protocol import LETTERS, Item, option_of, parse_answer
 
 Failure = ModelItemResult.Failure
@@ -36,8 +37,7 @@ def item_regions(evaluation: ModelEvaluation, items: list[Item]) -> dict[str, li
         rows = ReleaseItem.objects.filter(release_id=evaluation.release_id, split=evaluation.split).order_by("pk")
         regions = {}
         for item_id, swapped, boxes in rows.values_list("item_id", "swapped", "pair__regions"):
-            boxes = boxes or []
-            regions[item_id] = [{**box, "image": 3 - box["image"]} for box in boxes] if swapped else list(boxes)
+            regions[item_id] = regions_swapped(boxes) if swapped else list(boxes or [])
         return regions
     by_pair = dict(
         Pair.objects.filter(pk__in={item.pair_id for item in items if item.pair_id})
