@@ -120,7 +120,7 @@ def django_db_setup(django_test_environment, django_db_blocker, django_db_modify
         drop_test_database(name)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks set here
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks set here
 def pytest_collection_modifyitems(config, items):
     for item in items:
         names = set(getattr(item, "fixturenames", ()))

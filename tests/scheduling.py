@@ -1,29 +1,37 @@
-"""The order in which the xdist workers are handed the tests: longest first, from the durations of earlier runs.
+"""How the xdist workers are handed the tests: in units, longest unit first, from the durations of earlier runs.
 
-With `--dist loadgroup` each worker asks for the next unit of work when it is nearly done with its own, so handing
-out the longest units first (the LPT rule) packs the run: the long end-to-end and browser tests start at once, side
-by side, and the short ones fill the gaps, instead of one long test left running alone at the end.
+Each worker asks for the next unit of work when it is nearly done with its own, so handing out the longest units
+first (the LPT rule) packs the run: the long end-to-end and browser tests start at once, side by side, and the short
+ones fill the gaps, instead of one long test left running alone at the end.
 
-A unit is one test, or a whole module whose tests share a module-scoped fixture (a world `built_once`): such a
-module is one xdist group, so its world is built by one worker only. The durations of the last run of each test
-(setup, call and teardown) are kept in the pytest cache; a test never run before is guessed from its markers.
-The order changes only which worker runs a test and when, never what a test sees: no test depends on another.
+A unit is one test, or a whole module whose tests share a module- or class-scoped fixture of the suite's own (a
+world `built_once`): its world is then built once, by the one worker that runs the module, instead of once on every
+worker that gets one of its tests (a demo seeded three times, say).
+
+The units are the suite's own scheduler (`UnitScheduling`), not xdist's `xdist_group` marks: xdist 3.8 groups by a
+suffix it writes into each test's node id, which pytest 9.2's node ids no longer take, so every group silently fell
+apart. The workers collect the tests, so they know the units: each writes them to a file the controller named
+(the same file from every worker, replaced whole), and the controller's scheduler reads it once every worker has
+collected. The durations of the last run of each test (setup, call and teardown) are kept in the pytest cache; a
+test never run before is guessed from its markers. The order changes only which worker runs a test and when, never
+what a test sees: no test depends on another.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 CACHE_KEY = "subtlebench/durations"
-GROUP_PREFIX = "module:"
+UNITS_KEY = "subtlebench_units_file"  # the worker input that names the units file
 # Seconds guessed for a test that has no recorded duration yet (a new test, or a fresh clone).
 GUESSES = {"e2e": 10.0, "browser": 8.0, "slow": 5.0}
 DEFAULT_GUESS = 0.3
-
-
-def recorded_nodeid(nodeid: str) -> str:
-    """The test's own id, without the `@group` suffix that loadgroup adds."""
-    return nodeid.split(f"@{GROUP_PREFIX}", 1)[0]
 
 
 def guess(item) -> float:
@@ -33,29 +41,33 @@ def guess(item) -> float:
 
 
 def shares_a_module_fixture(item) -> bool:
-    """Whether the test uses a module- or class-scoped fixture of the suite's own (built once per worker)."""
+    """Whether the test uses a module- or class-scoped fixture of the suite's own (built once per worker): one
+    defined in a test module or a conftest below the root, not in a plugin (whose fixtures' base id is empty)."""
     definitions = getattr(item, "_fixtureinfo", None)
     if definitions is None:
         return False
     for fixturedefs in definitions.name2fixturedefs.values():
         for fixturedef in fixturedefs:
-            if fixturedef.scope in ("module", "class", "package") and fixturedef.baseid.startswith("tests"):
+            if fixturedef.scope in ("module", "class", "package") and fixturedef.baseid:
                 return True
     return False
 
 
+def unit_of(item, config) -> str:
+    """The unit a test is scheduled in: its module's path for a test that shares a module's world, else its id."""
+    if shares_a_module_fixture(item):
+        return f"module:{item.path.relative_to(config.rootpath)}"
+    return item.nodeid
+
+
 def order_longest_first(config, items: list) -> None:
     """Sort `items` in place into units, longest unit first (the same order on every worker: they read the same
-    cache file, which only the controller writes, at the end of a run)."""
+    cache file, which only the controller writes, at the end of a run). On an xdist worker, the units are also
+    written to the file the controller's scheduler reads."""
     durations = config.cache.get(CACHE_KEY, {}) if getattr(config, "cache", None) else {}
     units: dict[str, list] = {}
     for item in items:
-        if shares_a_module_fixture(item):
-            group = f"{GROUP_PREFIX}{item.path.relative_to(config.rootpath)}"
-            item.add_marker(pytest.mark.xdist_group(group))
-            units.setdefault(group, []).append(item)
-        else:
-            units[item.nodeid] = [item]
+        units.setdefault(unit_of(item, config), []).append(item)
 
     def cost(unit: list) -> float:
         return sum(durations.get(item.nodeid, guess(item)) for item in unit)
@@ -63,6 +75,17 @@ def order_longest_first(config, items: list) -> None:
     # Longest first; equal costs keep the collection order (a stable sort), so the order is total.
     ordered = sorted(units.values(), key=cost, reverse=True)
     items[:] = [item for unit in ordered for item in unit]
+    units_file = getattr(config, "workerinput", {}).get(UNITS_KEY)
+    if units_file:
+        write_units(Path(units_file), {item.nodeid: key for key, unit in units.items() for item in unit})
+
+
+def write_units(path: Path, units: dict[str, str]) -> None:
+    """Written to a file of this process's own and renamed into place: the controller never reads half a file,
+    and the workers, which all write the same units, never interleave."""
+    partial = path.with_name(f"{path.name}.{os.getpid()}")
+    partial.write_text(json.dumps(units))
+    partial.replace(path)
 
 
 class DurationRecorder:
@@ -74,8 +97,7 @@ class DurationRecorder:
         self.durations: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report) -> None:
-        nodeid = recorded_nodeid(report.nodeid)
-        self.durations[nodeid] = self.durations.get(nodeid, 0.0) + report.duration
+        self.durations[report.nodeid] = self.durations.get(report.nodeid, 0.0) + report.duration
 
     def pytest_sessionfinish(self, session) -> None:
         if not self.durations or getattr(self.config, "cache", None) is None:
@@ -85,6 +107,51 @@ class DurationRecorder:
         self.config.cache.set(CACHE_KEY, known)
 
 
+def unit_scheduling_class():
+    """xdist's scope scheduler, with the scope of a test read from the units the workers wrote."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        def __init__(self, config, log, units_file: Path):
+            super().__init__(config, log)
+            self.units_file = units_file
+            self.units: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            # Called only once every worker has collected (and so written the file).
+            if self.units is None:
+                try:
+                    self.units = json.loads(self.units_file.read_text())
+                except FileNotFoundError:
+                    raise RuntimeError(f"no worker wrote the test units to {self.units_file}") from None
+            return self.units.get(nodeid, nodeid)
+
+    return UnitScheduling
+
+
+class UnitSchedulingPlugin:
+    """On the xdist controller with `--dist loadgroup`: names a units file for the workers (a folder of the run's
+    own, removed at the end) and schedules by the units they write there."""
+
+    def __init__(self):
+        self.folder = Path(tempfile.mkdtemp(prefix="subtlebench-units-"))
+        self.units_file = self.folder / "units.json"
+
+    def pytest_configure_node(self, node) -> None:
+        node.workerinput[UNITS_KEY] = str(self.units_file)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config, log):
+        return unit_scheduling_class()(config, log, self.units_file)
+
+    def pytest_unconfigure(self, config) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 def register(config) -> None:
-    if not hasattr(config, "workerinput"):  # an xdist worker's reports reach the controller, which records them
-        config.pluginmanager.register(DurationRecorder(config), "subtlebench-durations")
+    if hasattr(config, "workerinput"):  # an xdist worker's reports reach the controller, which records them
+        return
+    config.pluginmanager.register(DurationRecorder(config), "subtlebench-durations")
+    distributed = config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None)
+    if distributed and config.getoption("dist", None) == "loadgroup":
+        config.pluginmanager.register(UnitSchedulingPlugin(), "subtlebench-units")

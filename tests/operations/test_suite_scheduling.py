@@ -1,0 +1,85 @@
+"""The suite's scheduler (tests/scheduling.py), run on a small suite of its own under pytest-xdist: a module whose
+tests share a module-scoped world goes to one worker, whole, and its world is built once; longest units first."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from devtools.localservices import BASE_DIR
+
+CONFTEST = """
+from tests import scheduling
+
+def pytest_configure(config):
+    scheduling.register(config)
+
+def pytest_collection_modifyitems(config, items):
+    scheduling.order_longest_first(config, items)
+"""
+
+SHARED_WORLD = """
+import os
+import pytest
+
+@pytest.fixture(scope="module")
+def world():
+    with open(os.environ["BUILDS_FILE"], "a") as builds:
+        builds.write(os.environ.get("PYTEST_XDIST_WORKER", "main") + "\\n")
+    return {"built": True}
+
+@pytest.mark.parametrize("number", range(6))
+def test_reads_the_world(world, number, record_property):
+    record_property("worker", os.environ.get("PYTEST_XDIST_WORKER", "main"))
+    assert world["built"]
+"""
+
+ALONE = """
+import pytest
+
+@pytest.mark.parametrize("number", range(6))
+def test_alone(number):
+    assert number >= 0
+"""
+
+
+def run_small_suite(tmp_path, *arguments: str) -> subprocess.CompletedProcess:
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_shared.py").write_text(textwrap.dedent(SHARED_WORLD))
+    (tmp_path / "test_alone.py").write_text(textwrap.dedent(ALONE))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    env = {**os.environ, "PYTHONPATH": str(BASE_DIR), "BUILDS_FILE": str(tmp_path / "builds.txt")}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:django", "-p", "no:cacheprovider", *arguments],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_module_that_shares_a_world_runs_whole_on_one_worker_and_builds_it_once(tmp_path):
+    result = run_small_suite(
+        tmp_path, "-q", "-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder", "--junitxml", "report.xml"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "12 passed" in result.stdout
+    builds = (tmp_path / "builds.txt").read_text().split()
+    assert len(builds) == 1, f"the module's world was built {len(builds)} times, on {builds}"
+    report = (tmp_path / "report.xml").read_text()
+    workers = {line.split('value="')[1].split('"')[0] for line in report.splitlines() if 'name="worker"' in line}
+    assert workers == set(builds), f"the module's tests ran on {sorted(workers)}"
+    assert not list(tmp_path.glob("subtlebench-units-*")), "the units folder is the controller's, in the temp dir"
+
+
+def test_units_are_ordered_longest_first_whatever_the_collection_order(tmp_path):
+    """With no durations recorded, the six tests that share the world are one unit of 1.8 s (0.3 s guessed for
+    each) and come before the six tests alone (0.3 s each), although their module is collected last."""
+    result = run_small_suite(tmp_path, "-v", "test_alone.py", "test_shared.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    ran = [line.split("::")[0] for line in result.stdout.splitlines() if "::" in line and "PASSED" in line]
+    assert ran == ["test_shared.py"] * 6 + ["test_alone.py"] * 6
