@@ -50,7 +50,9 @@ def run_small_suite(tmp_path, *arguments: str) -> subprocess.CompletedProcess:
     (tmp_path / "test_shared.py").write_text(textwrap.dedent(SHARED_WORLD))
     (tmp_path / "test_alone.py").write_text(textwrap.dedent(ALONE))
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    env = {**os.environ, "PYTHONPATH": str(BASE_DIR), "BUILDS_FILE": str(tmp_path / "builds.txt")}
+    temp = tmp_path / "temp"  # the controller's temporary folders (the units file's) are made here
+    temp.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(BASE_DIR), "BUILDS_FILE": str(tmp_path / "builds.txt"), "TMPDIR": str(temp)}
     env.pop("DJANGO_SETTINGS_MODULE", None)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:django", "-p", "no:cacheprovider", *arguments],
@@ -73,7 +75,7 @@ def test_a_module_that_shares_a_world_runs_whole_on_one_worker_and_builds_it_onc
     report = (tmp_path / "report.xml").read_text()
     workers = {line.split('value="')[1].split('"')[0] for line in report.splitlines() if 'name="worker"' in line}
     assert workers == set(builds), f"the module's tests ran on {sorted(workers)}"
-    assert not list(tmp_path.glob("subtlebench-units-*")), "the units folder is the controller's, in the temp dir"
+    assert not list((tmp_path / "temp").glob("subtlebench-units-*")), "the units folder is left behind"
 
 
 def test_units_are_ordered_longest_first_whatever_the_collection_order(tmp_path):
