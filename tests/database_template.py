@@ -23,6 +23,7 @@ from django.core.management import call_command
 from django.db import DatabaseError, connection
 
 TEMPLATE_PREFIX = "test_template_"
+STATE_PREFIX = "test_state_"  # templates at an earlier state of the migrations (`database_at`)
 TEMPLATES_KEPT = 4
 LOCK_KEY = 7_316_202_612  # any fixed number: the advisory lock of the test databases
 
@@ -84,15 +85,61 @@ def drop_old_templates(cursor, prefix: str = TEMPLATE_PREFIX, kept: int = TEMPLA
             pass
 
 
-def create_test_database() -> str:
-    """This process's test database (pytest-django's name for it, with the xdist worker's suffix), a fresh clone of
-    the current template; the connection points at it. Returns its name."""
+def current_template(cursor) -> str:
+    """The template of the current migrations, built if it is not there yet (the caller holds the lock)."""
     template = f"{TEMPLATE_PREFIX}{migrations_digest()}"
-    target = connection.creation._get_test_db_name()
+    if template not in database_names(cursor, template):
+        build_template(cursor, template)
+    return template
+
+
+def state_template(targets: list[tuple[str, str]]) -> str:
+    """The name of the template at the state `targets` of the current migrations."""
+    state = hashlib.sha256(repr(sorted(targets)).encode()).hexdigest()[:8]
+    return f"{STATE_PREFIX}{migrations_digest()}_{state}"
+
+
+@contextmanager
+def database_at(targets: list[tuple[str, str]]):
+    """A database of its own migrated back to `targets` (as MigrationExecutor takes them), for a test of a migration:
+    the connection points at it in the block and back at the test's own after it, and it is dropped. It is a clone of
+    a template at that state, made once for each state of the migrations (the current template migrated back: the
+    slow direction) and kept like the others."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    template = state_template(targets)
+    target = f"{connection.creation._get_test_db_name()}_{template.rsplit('_', 1)[-1]}"
+    original = connection.settings_dict["NAME"]
     connection.close()
     with server_cursor() as cursor:
         if template not in database_names(cursor, template):
-            build_template(cursor, template)
+            building = f"{template}_building"
+            cursor.execute(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)')
+            cursor.execute(f'CREATE DATABASE "{building}" TEMPLATE "{current_template(cursor)}"')
+            use_database(building)
+            try:
+                MigrationExecutor(connection).migrate(targets)
+            finally:
+                use_database(original)
+            cursor.execute(f'ALTER DATABASE "{building}" RENAME TO "{template}"')
+            drop_old_templates(cursor, prefix=STATE_PREFIX)
+        cursor.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')
+        cursor.execute(f'CREATE DATABASE "{target}" TEMPLATE "{template}"')
+    use_database(target)
+    try:
+        yield target
+    finally:
+        use_database(original)
+        drop_test_database(target)
+
+
+def create_test_database() -> str:
+    """This process's test database (pytest-django's name for it, with the xdist worker's suffix), a fresh clone of
+    the current template; the connection points at it. Returns its name."""
+    target = connection.creation._get_test_db_name()
+    connection.close()
+    with server_cursor() as cursor:
+        template = current_template(cursor)
         cursor.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')
         cursor.execute(f'CREATE DATABASE "{target}" TEMPLATE "{template}"')
     use_database(target)

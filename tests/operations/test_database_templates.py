@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tests.database_template import database_names, drop_old_templates
+from tests.database_template import database_at, database_names, drop_old_templates, state_template
 
 
 @pytest.fixture
@@ -35,3 +35,25 @@ def test_only_templates_beyond_the_newest_are_dropped_and_never_one_in_use(serve
             drop_old_templates(cursor, prefix=prefix, kept=2)
             left = database_names(cursor, f"{prefix}%")
     assert left == sorted([names[0], names[3], names[4]])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_at_an_earlier_state_is_a_clone_of_its_own_and_the_test_database_is_untouched():
+    """`database_at` (the tests of migrations): the connection points at a database of that state in the block, and
+    at the test's own, on the latest schema, after it; the clone is gone, and the template of the state is made once
+    and cloned again the next time."""
+    original = connection.settings_dict["NAME"]
+    before = [("subtlebench", "0002_tokens_expire")]  # the migration before the table of beat's ticks
+    templates = []
+    for _ in range(2):
+        with database_at(before) as name:
+            assert connection.settings_dict["NAME"] == name != original
+            tables = connection.introspection.table_names()
+            assert "subtlebench_apitoken" in tables and "subtlebench_tick" not in tables
+        assert connection.settings_dict["NAME"] == original
+        assert "subtlebench_tick" in connection.introspection.table_names()
+        with connection._nodb_cursor() as cursor:
+            assert database_names(cursor, name) == []
+            cursor.execute("SELECT oid FROM pg_database WHERE datname = %s", [state_template(before)])
+            templates.append(cursor.fetchall())
+    assert len(templates[0]) == 1 and templates[1] == templates[0]
