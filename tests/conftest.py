@@ -138,32 +138,39 @@ def pytest_collection_modifyitems(config, items):
 MODEL_ENDPOINT_HOSTS = ["127.0.0.1", "gpu"]
 
 
-@pytest.fixture(autouse=True)
-def fast_settings(tmp_path):
-    """Each test's own settings, in one override (the `settings` fixture would apply, signal and undo each one)."""
+def suite_settings(folder) -> dict:
+    """The settings every test runs with, its files in `folder`: one `override_settings` of them for each test
+    (`fast_settings`), or for a module's world (`built_once`)."""
     from django.conf import settings
-    from django.test import override_settings
 
-    with override_settings(
+    return {
         # Every folder the app writes to is the test's own (xdist workers run side by side).
-        VAR_DIR=tmp_path / "var",
-        MEDIA_ROOT=tmp_path / "media",
-        EXPORT_ROOT=tmp_path / "exports",
-        IMPORT_ROOTS=[tmp_path.resolve()],
+        "VAR_DIR": folder / "var",
+        "MEDIA_ROOT": folder / "media",
+        "EXPORT_ROOT": folder / "exports",
+        "IMPORT_ROOTS": [folder.resolve()],
         # The worker settings of a developer's shell must not leak in: the worker reads the active row's folder.
-        DINOV3_MODEL_DIR="",
-        DINOV3_DEVICE="cpu",
-        DINOV3_IMAGE_SIZE=224,
-        MODEL_ENDPOINT_HOSTS=MODEL_ENDPOINT_HOSTS,
-        # Throttle counts live in the real Redis cache: a prefix of its own per test, so no test sees another's
-        # counts (and nothing is flushed: the broker of other tests shares that Redis).
-        CACHES={"default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}},
-        STORAGES={
+        "DINOV3_MODEL_DIR": "",
+        "DINOV3_DEVICE": "cpu",
+        "DINOV3_IMAGE_SIZE": 224,
+        "MODEL_ENDPOINT_HOSTS": MODEL_ENDPOINT_HOSTS,
+        # Throttle counts live in the real Redis cache: a prefix of their own, so no test sees another's counts (and
+        # nothing is flushed: the broker of other tests shares that Redis).
+        "CACHES": {"default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}},
+        "STORAGES": {
             **settings.STORAGES,
             "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
             "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
         },
-    ):
+    }
+
+
+@pytest.fixture(autouse=True)
+def fast_settings(tmp_path):
+    """Each test's own settings, in one override (the `settings` fixture would apply, signal and undo each one)."""
+    from django.test import override_settings
+
+    with override_settings(**suite_settings(tmp_path)):
         yield
 
 
@@ -237,14 +244,8 @@ def built_once(django_db_blocker, folder, model_dir):
 
     from annotator.similarity.services import embedding_model_activate, embedding_model_forget_cached
 
-    media = {
-        "MEDIA_ROOT": folder / "media",
-        "VAR_DIR": folder / "var",
-        "EXPORT_ROOT": folder / "exports",
-        "IMPORT_ROOTS": [folder.resolve()],  # the demo writes its videos there: never a folder other workers share
-    }
-    hosts = {"MODEL_ENDPOINT_HOSTS": MODEL_ENDPOINT_HOSTS}
-    with django_db_blocker.unblock(), override_settings(**media, **hosts), transaction.atomic():
+    # Its folders are its own (the demo writes its videos to IMPORT_ROOTS: never a folder other workers share).
+    with django_db_blocker.unblock(), override_settings(**suite_settings(folder)), transaction.atomic():
         embedding_model_activate(folder=model_dir, device="cpu", image_size=224, activated_by="tests")
         try:
             yield

@@ -11,6 +11,7 @@ import re
 import shutil
 
 import pytest
+from django.test import override_settings
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from annotator.collections.services import collection_import
@@ -36,7 +37,7 @@ from evaluation import participation, studies
 from evaluation.participant_views import image_url
 from subtlebench.tokens import api_token_create
 from tests import collection_fixtures, export_fixtures
-from tests.conftest import make_user
+from tests.conftest import built_once, make_user, suite_settings
 from tests.factories import make_candidate, make_pair, make_video
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
 
@@ -59,9 +60,8 @@ def all_patterns(patterns=None, prefix: str = ""):
             yield route, pattern
 
 
-def finished_jobs(coordinator, h264_video, tmp_path, settings) -> list[Job]:
+def finished_jobs(coordinator, h264_video, tmp_path) -> list[Job]:
     """A succeeded and a failed job of every kind, each run by its own service."""
-    settings.EXPORT_ROOT = tmp_path / "exports"
     jobs = [videos_import(source=str(h264_video.parent), count=3, created_by=coordinator, sync=True)]
     broken = tmp_path / "broken" / "broken.mp4"
     broken.parent.mkdir()
@@ -69,9 +69,8 @@ def finished_jobs(coordinator, h264_video, tmp_path, settings) -> list[Job]:
     jobs.append(videos_import(source=str(broken.parent), count=3, created_by=coordinator, sync=True))
     # The imported frames, embedded by the tiny test model.
     jobs.append(embeddings_compute(job=embedding_job_create(title="Similarity: embed", user=coordinator)))
-    settings.DINOV3_MODEL_DIR = str(tmp_path / "no-such-model")  # this worker cannot read the weights
-    jobs.append(embeddings_compute(job=embedding_job_create(title="Similarity: no weights", user=coordinator)))
-    settings.DINOV3_MODEL_DIR = ""
+    with override_settings(DINOV3_MODEL_DIR=str(tmp_path / "no-such-model")):  # this worker cannot read the weights
+        jobs.append(embeddings_compute(job=embedding_job_create(title="Similarity: no weights", user=coordinator)))
     export_fixtures.make_pair()
     # The export that succeeds is published as release v1 (/releases/v1/).
     options = ExportOptions(out=str(tmp_path / "exports" / "ok"), reproducible=True, release=True)
@@ -161,8 +160,6 @@ def sweep_jobs(coordinator) -> list[Job]:
 
 def model_eval_jobs(coordinator) -> list[Job]:
     """A model run that succeeded (the local model server) and one whose endpoint is down (the server stopped)."""
-    from django.test import override_settings
-
     from annotator.modeleval.services import endpoint_create, evaluation_run, evaluation_start
     from annotator.models import Release, ReleaseItem
     from tests.model_server import ModelServer
@@ -188,13 +185,25 @@ def model_eval_jobs(coordinator) -> list[Job]:
     return [run.job for run in runs]
 
 
-@pytest.fixture
-def world(h264_video, tmp_path, settings):
-    """Users of every role and an object for every kind of URL argument."""
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker, tmp_path_factory, tiny_dinov3_dir, h264_master):  # noqa: F811
+    """Users of every role and an object for every kind of URL argument, built once for the module's tests (each
+    role's test runs in a savepoint of it, `built_once`); with the settings that point at its files."""
+    folder = tmp_path_factory.mktemp("pages")
+    with built_once(django_db_blocker, folder, tiny_dinov3_dir):
+        users, values = build_world(folder, h264_master)
+        folders = {"MEDIA_ROOT", "VAR_DIR", "EXPORT_ROOT", "IMPORT_ROOTS"}
+        yield users, values, {name: value for name, value in suite_settings(folder).items() if name in folders}
+
+
+def build_world(tmp_path, master_video):
+    video_file = tmp_path / "videos" / "clip.mp4"
+    video_file.parent.mkdir(parents=True)
+    video_file.write_bytes(master_video.read_bytes())
     users = {role: make_user(role, role) for role in ("annotator", "reviewer", "coordinator")}
     users["stranger"] = make_user("stranger")
     author = make_user("author", "annotator")
-    jobs = finished_jobs(users["coordinator"], h264_video, tmp_path, settings)
+    jobs = finished_jobs(users["coordinator"], video_file, tmp_path)
     video = make_video(frames=3)
     submitted = make_pair(status=Pair.Status.SUBMITTED, author=author, video=video)
     accepted = [make_pair() for _ in range(6)]
@@ -279,7 +288,9 @@ def urls_of(route: str, pattern: URLPattern, values: dict) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("role", ROLES)  # one test per role: five xdist workers can share the pages
 def test_every_page_renders_for_every_role(client, world, role, settings):
-    users, values = world
+    users, values, folders = world
+    for name, folder in folders.items():  # the world's files, not this test's empty folders
+        setattr(settings, name, folder)
     checked = set()
     afresh = True
     for route, pattern in all_patterns():
