@@ -442,7 +442,7 @@ def wait_until(predicate, seconds: float = 60, message: str = "condition"):
     raise AssertionError(f"timed out after {seconds}s waiting for {message}")
 
 
-CHROMIUM = os.getenv("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM = os.getenv("CHROMIUM", "/usr/bin/chromium-headless-shell")  # the Makefile says why
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -459,7 +459,7 @@ CHROMIUM_ARGS = [
 def browser():
     """A real headless Chromium driven by Playwright."""
     if not os.path.exists(CHROMIUM):
-        pytest.fail(f"Chromium is missing at {CHROMIUM}: install it with apt-get install -y chromium")
+        pytest.fail(f"Chromium is missing at {CHROMIUM}: install it with apt-get install -y chromium-headless-shell")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
