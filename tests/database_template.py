@@ -59,19 +59,25 @@ def use_database(name: str) -> None:
     connection.settings_dict["NAME"] = name
 
 
-def build_template(cursor, template: str) -> None:
-    """Migrate a new database from scratch and rename it to `template`; drop templates beyond the newest few."""
+def build_template(cursor, template: str, migrate, source: str | None = None) -> None:
+    """Make `template`: a new database (empty, or a clone of `source`) in which `migrate()` runs on the connection,
+    built under a name of its own and renamed when complete."""
     building = f"{template}_building"
-    cursor.execute(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)')  # this digest's build, cut short
-    cursor.execute(f'CREATE DATABASE "{building}"')
+    cursor.execute(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)')  # this template's build, cut short
+    cursor.execute(f'CREATE DATABASE "{building}"' + (f' TEMPLATE "{source}"' if source else ""))
     original = connection.settings_dict["NAME"]
     use_database(building)
     try:
-        call_command("migrate", verbosity=0, interactive=False, run_syncdb=True)
+        migrate()
     finally:
         use_database(original)
     cursor.execute(f'ALTER DATABASE "{building}" RENAME TO "{template}"')
-    drop_old_templates(cursor)
+
+
+def clone(cursor, template: str, name: str) -> None:
+    """A fresh database `name`, a copy of `template` (one left by an earlier run is dropped first)."""
+    cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    cursor.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
 
 
 def drop_old_templates(cursor, prefix: str = TEMPLATE_PREFIX, kept: int = TEMPLATES_KEPT) -> None:
@@ -85,11 +91,17 @@ def drop_old_templates(cursor, prefix: str = TEMPLATE_PREFIX, kept: int = TEMPLA
             pass
 
 
+def migrate_from_scratch() -> None:
+    call_command("migrate", verbosity=0, interactive=False, run_syncdb=True)
+
+
 def current_template(cursor) -> str:
-    """The template of the current migrations, built if it is not there yet (the caller holds the lock)."""
+    """The template of the current migrations, built from scratch if it is not there yet (the caller holds the lock);
+    templates beyond the newest few are dropped then."""
     template = f"{TEMPLATE_PREFIX}{migrations_digest()}"
     if template not in database_names(cursor, template):
-        build_template(cursor, template)
+        build_template(cursor, template, migrate_from_scratch)
+        drop_old_templates(cursor)
     return template
 
 
@@ -113,18 +125,13 @@ def database_at(targets: list[tuple[str, str]]):
     connection.close()
     with server_cursor() as cursor:
         if template not in database_names(cursor, template):
-            building = f"{template}_building"
-            cursor.execute(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)')
-            cursor.execute(f'CREATE DATABASE "{building}" TEMPLATE "{current_template(cursor)}"')
-            use_database(building)
-            try:
+
+            def migrate_back():
                 MigrationExecutor(connection).migrate(targets)
-            finally:
-                use_database(original)
-            cursor.execute(f'ALTER DATABASE "{building}" RENAME TO "{template}"')
+
+            build_template(cursor, template, migrate_back, source=current_template(cursor))
             drop_old_templates(cursor, prefix=STATE_PREFIX)
-        cursor.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')
-        cursor.execute(f'CREATE DATABASE "{target}" TEMPLATE "{template}"')
+        clone(cursor, template, target)
     use_database(target)
     try:
         yield target
@@ -139,9 +146,7 @@ def create_test_database() -> str:
     target = connection.creation._get_test_db_name()
     connection.close()
     with server_cursor() as cursor:
-        template = current_template(cursor)
-        cursor.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')
-        cursor.execute(f'CREATE DATABASE "{target}" TEMPLATE "{template}"')
+        clone(cursor, current_template(cursor), target)
     use_database(target)
     return target
 
@@ -155,10 +160,8 @@ def drop_test_database(name: str) -> None:
 def create_empty_database(name: str) -> None:
     """Another database of the current schema with no rows but what migrate makes (a restore's target): a clone of
     the template, as fresh as `migrate` on a new server would leave it."""
-    template = f"{TEMPLATE_PREFIX}{migrations_digest()}"
     with server_cursor() as cursor:
-        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        cursor.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        clone(cursor, current_template(cursor), name)
 
 
 def drop_database(name: str) -> None:
