@@ -9,10 +9,8 @@ tiny model (other weights, so another fingerprint).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
@@ -22,6 +20,7 @@ import pytest
 from annotator.models import Image, ImageEmbedding
 from annotator.similarity.services import current_fingerprint, vector_bytes
 from demo.similarity import DEMO_CONFIG
+from tests.disk_cache import cache_root, cached_folder
 
 # The BENCHMARK.md test model (layerscale 1.0, so a random model does not score every pair 1.0), with
 # transformers' default initialisation: the demo's wider one (demo.similarity) spreads the scores on purpose, and
@@ -52,50 +51,33 @@ def vector_with_similarity(base, value: float, seed: int = 0) -> np.ndarray:
 
 
 def cached_random_model(cache_root: Path, *, seed: int) -> Path:
-    """A tiny random DINOv3 saved under the pytest cache, built (with torch) only if no earlier run built the same
-    one: the folder name holds everything the weights depend on (config, seed, torch and transformers versions).
-    Built under a lock by one xdist worker while the others wait, in a folder of its own renamed into place, so a
-    worker that reads it never sees half a model."""
+    """A tiny random DINOv3 saved under the pytest cache, built (with torch, which takes seconds of CPU to import)
+    only if no earlier run built the same one: the folder name holds everything the weights depend on (config, seed,
+    torch and transformers versions)."""
     recipe = json.dumps(
         {"config": TINY_DINOV3, "seed": seed, "torch": version("torch"), "transformers": version("transformers")},
         sort_keys=True,
     )
-    folder = cache_root / f"dinov3-{hashlib.sha256(recipe.encode()).hexdigest()[:16]}"
-    if (folder / "config.json").exists():
-        return folder
-    cache_root.mkdir(parents=True, exist_ok=True)
-    # One xdist worker builds it (torch and transformers take seconds of CPU to import); the others wait for it.
-    with open(cache_root / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (folder / "config.json").exists():
-            return folder
+
+    def build(folder: Path) -> None:
         from annotator.similarity.embedder import build_random_model
 
-        building = Path(tempfile.mkdtemp(prefix=".building-", dir=cache_root))
-        build_random_model(building, seed=seed, **TINY_DINOV3)
-        (building / "recipe.json").write_text(recipe)
-        building.rename(folder)
-    return folder
+        build_random_model(folder, seed=seed, **TINY_DINOV3)
+        (folder / "recipe.json").write_text(recipe)
 
-
-def model_cache_root(request, tmp_path_factory) -> Path:
-    """The pytest cache's folder for models (kept between runs), or a fresh one when the cache is switched off."""
-    cache = getattr(request.config, "cache", None)  # absent with -p no:cacheprovider
-    if cache is not None:
-        return cache.mkdir("models")
-    return tmp_path_factory.mktemp("models")
+    return cached_folder(cache_root, f"dinov3-{hashlib.sha256(recipe.encode()).hexdigest()[:16]}", build)
 
 
 @pytest.fixture(scope="session")
 def tiny_dinov3_dir(request, tmp_path_factory):
     """A tiny random DINOv3 saved with save_pretrained: loaded through the same path as real weights."""
-    return cached_random_model(model_cache_root(request, tmp_path_factory), seed=0)
+    return cached_random_model(cache_root(request, tmp_path_factory, "models"), seed=0)
 
 
 @pytest.fixture(scope="session")
 def other_dinov3_dir(request, tmp_path_factory):
     """A second tiny random DINOv3 (another seed): other weights, another fingerprint."""
-    return cached_random_model(model_cache_root(request, tmp_path_factory), seed=1)
+    return cached_random_model(cache_root(request, tmp_path_factory, "models"), seed=1)
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from evaluation.release_report import release_report_of
 from tests.conftest import built_once, database_url
 from tests.database_template import create_empty_database, drop_database
 from tests.demo_fixtures import cached_demo_videos
+from tests.disk_cache import cache_root
 from tests.export_fixtures import read_jsonl
 
 pytestmark = pytest.mark.django_db
@@ -41,8 +42,7 @@ def demo(request, django_db_setup, django_db_blocker, tmp_path_factory, tiny_din
     """The demo's data with its release v1, its study and its model run: seeded once for the module's tests (its
     videos from the pytest cache)."""
     folder = tmp_path_factory.mktemp("demo")
-    cache = getattr(request.config, "cache", None)  # absent with -p no:cacheprovider
-    cached_demo_videos(cache.mkdir("demo") if cache else tmp_path_factory.mktemp("demo-cache"), folder / "demo")
+    cached_demo_videos(cache_root(request, tmp_path_factory, "demo"), folder / "demo")
     with built_once(django_db_blocker, folder, tiny_dinov3_dir):
         call_command("seed_demo", stdout=io.StringIO())
         yield Release.objects.get(number=1)
