@@ -1,5 +1,9 @@
 # The two commands of the README: `make run` (the app with demo data) and `make test` (the whole suite).
-PYTHON ?= python3.11
+# The interpreter of the venv: Debian's python3.11 where it can make a venv (built with profile-guided and link-time
+# optimisation, the suite takes about a fifth less CPU under it than under a build without them, such as pyenv's
+# default one), else the first python3.11 on the PATH. An existing venv keeps its interpreter: `rm -rf .venv` first.
+DEBIAN_PYTHON = /usr/bin/python3.11
+PYTHON ?= $(shell $(DEBIAN_PYTHON) -c "import ensurepip" 2>/dev/null && echo $(DEBIAN_PYTHON) || echo python3.11)
 VENV ?= .venv
 BIN = $(VENV)/bin
 # The browser tests' Chromium: Debian's build of Chromium's headless shell, the same engine without the desktop
