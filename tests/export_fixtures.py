@@ -7,24 +7,17 @@ import itertools
 import json
 from pathlib import Path
 
-from annotator.models import Caption, Frame, Pair, Video
+from annotator.models import Caption, Pair, Video
 from tests import factories
-from tests.factories import jpeg_bytes, make_image
+from tests.factories import jpeg_bytes
 
 _colors = itertools.count(1)
 
 
 def make_video(frames: int = 2) -> Video:
     """A video whose frames differ from every other video's (the shared factory's frames look alike)."""
-    video = factories.make_video(frames=0)
-    video.frame_count = frames
-    video.save(update_fields=["frame_count"])
     n = next(_colors)
-    color = (n * 37 % 256, n * 91 % 256, n * 53 % 256)
-    for index in range(frames):
-        image = make_image(shift=index, name=f"frames/{video.yt8m_id}/{index:06d}.jpg", color=color)
-        Frame.objects.create(video=video, index=index, timestamp=float(index), pts=index * 1000, image=image)
-    return video
+    return factories.make_video(frames=frames, color=(n * 37 % 256, n * 91 % 256, n * 53 % 256))
 
 
 def make_pair(video: Video | None = None, **fields) -> Pair:
@@ -38,7 +31,7 @@ def accepted_caption(pair: Pair, author, text: str = "The cup moved left.") -> C
 def video_with_pairs(count: int, category: str = "temporal", **fields) -> list[Pair]:
     """`count` pairs over the frames of one video (frames 0-1, 1-2, ...), so they share images."""
     video = make_video(frames=count + 1)
-    frames = list(video.frames.order_by("index"))
+    frames = list(video.frames.select_related("image").order_by("index"))
     pairs = []
     for n in range(count):
         pair = make_pair(video=video, category=category, **fields)
