@@ -5,7 +5,8 @@ counts and the machine's load beside them (a suite on a busy machine is slower; 
 
 Prints one row per run and exits 1 if any run failed, so `--runs 10` is also "ten green runs in a row". Each row
 also gives the machine's speed just before the run (nanoseconds for one step of a plain Python loop, on one core):
-machines of one "kind" differ by a factor of two and more, and a suite's seconds mean little without it.
+machines of one "kind" differ by a factor of two and more, and a suite's seconds mean little without it. The loop
+runs on the interpreter that runs this script, printed first (the suite runs on the venv's).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def main() -> int:
     targets = [args.only] if args.only else ["test-fast", "test"]
     logs = ROOT / "var" / "bench"
     logs.mkdir(parents=True, exist_ok=True)
+    print(f"loop ns measured on {sys.executable} (Python {sys.version.split()[0]})")
     print(f"{'target':<10} {'run':>3} {'wall s':>7} {'target s':>8} {'load':>5} {'loop ns':>7}  result")
     failed = 0
     for number in range(1, args.runs + 1):
