@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +30,10 @@ def cached_folder(root: Path, name: str, build: Callable[[Path], None]) -> Path:
         if folder.exists():
             return folder
         building = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
-        build(building)
+        try:
+            build(building)
+        except BaseException:
+            shutil.rmtree(building, ignore_errors=True)  # the half-built folder is not left in the cache either
+            raise
         building.rename(folder)
     return folder

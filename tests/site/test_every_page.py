@@ -286,7 +286,7 @@ def urls_of(route: str, pattern: URLPattern, values: dict) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("role", ROLES)  # one test per role: five xdist workers can share the pages
+@pytest.mark.parametrize("role", ROLES)  # one test per role, so a failure names its role
 def test_every_page_renders_for_every_role(client, world, role, settings):
     users, values, folders = world
     for name, folder in folders.items():  # the world's files, not this test's empty folders
