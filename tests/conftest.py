@@ -6,7 +6,6 @@ import faulthandler
 import os
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from contextlib import contextmanager
@@ -360,15 +359,34 @@ def database_url() -> str:
     return f"postgresql://{db['USER']}:{db['PASSWORD']}@{host}{port}/{db['NAME']}"
 
 
+@pytest.fixture(scope="session")
+def worker_fork_servers():
+    """The fork servers this test process starts its Celery workers from (tests/worker_zygote.py), one of each kind,
+    started when a test first asks for one; stopped at the end of the session."""
+    from tests.worker_zygote import Zygote
+
+    servers = {}
+
+    def server(kind: str) -> Zygote:
+        if kind not in servers:
+            servers[kind] = Zygote(kind)
+        return servers[kind]
+
+    yield server
+    for zygote in servers.values():
+        zygote.close()
+
+
 @pytest.fixture
-def celery_worker_process(transactional_db, settings):
-    """A real `celery worker` process on the test database and the real Redis broker.
+def celery_worker_process(transactional_db, settings, worker_fork_servers):
+    """A real `celery worker` process on the test database and the real Redis broker, forked from a fork server that
+    has done its imports (tests/worker_zygote.py): torch and transformers too for a worker of the similarity queue.
 
     Yields a function that starts it with extra environment variables (e.g. DINOV3_MODEL_DIR).
     """
     processes = []
 
-    def start(queues: str = "default", **extra_env: str) -> subprocess.Popen:
+    def start(queues: str = "default", **extra_env: str):
         env = {
             **os.environ,
             "DATABASE_URL": database_url(),
@@ -383,52 +401,44 @@ def celery_worker_process(transactional_db, settings):
         from subtlebench.celery import app
 
         app.control.purge()
-        log = open(settings.MEDIA_ROOT.parent / f"worker-{len(processes)}.log", "w+")
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "subtlebench",
-                "worker",
-                "-Q",
-                queues,
-                "--pool",
-                "solo",
-                "--loglevel",
-                "INFO",
-                "--without-mingle",
-                "--without-gossip",
-                "--hostname",
-                f"test{uuid.uuid4().hex[:8]}@%h",
-            ],
-            cwd=BASE_DIR,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        processes.append((process, log))
+        log_path = settings.MEDIA_ROOT.parent / f"worker-{len(processes)}.log"
+        log_path.write_text("")
+        args = [
+            "-A",
+            "subtlebench",
+            "worker",
+            "-Q",
+            queues,
+            "--pool",
+            "solo",
+            "--loglevel",
+            "INFO",
+            "--without-mingle",
+            "--without-gossip",
+            "--hostname",
+            f"test{uuid.uuid4().hex[:8]}@%h",
+        ]
+        kind = "torch" if "similarity" in queues.split(",") else "plain"
+        process = worker_fork_servers(kind).spawn(args, env=env, cwd=BASE_DIR, log=log_path)
+        processes.append(process)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            log.seek(0)
-            if " ready." in log.read():
+            if " ready." in log_path.read_text():
                 return process
             if process.poll() is not None:
                 break
             time.sleep(0.2)
-        log.seek(0)
-        raise RuntimeError(f"celery worker did not start:\n{log.read()[-3000:]}")
+        raise RuntimeError(f"celery worker did not start:\n{log_path.read_text()[-3000:]}")
 
     settings.MEDIA_ROOT.mkdir(parents=True, exist_ok=True)
     yield start
-    for process, log in processes:
+    for process in processes:
         process.terminate()
         try:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             process.kill()
-        log.close()
+            process.wait()
 
 
 def wait_until(predicate, seconds: float = 60, message: str = "condition"):

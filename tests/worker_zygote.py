@@ -1,0 +1,231 @@
+"""A fork server for the end-to-end tests' Celery workers: a Python process that has imported the libraries a worker
+loads (Celery, Django, psycopg, PyAV, Pillow, and for a similarity worker torch and transformers' DINOv3) and forks
+a `celery worker` from itself for each test that asks for one.
+
+Each worker a test starts is still a real `celery worker` process of its own, with the test's environment, working
+folder and log, that a signal stops or kills; only the imports are done once per test process instead of once per
+worker (about 1.3 s of CPU for a plain worker and 6.5 s for a similarity worker here, which imports torch and
+transformers' model code on its first task). No Django setting is read before the fork: the settings module is
+imported by the forked worker, with its own environment.
+
+    zygote = Zygote("torch")
+    worker = zygote.spawn(["-A", "subtlebench", "worker", ...], env=..., cwd=..., log=path)  # Popen-like
+
+The protocol is one JSON line each way on the server's stdin and stdout. The server reaps its children when asked
+for their status, and stops those still running when its stdin closes (the test process ended).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import runpy
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+# Modules imported before any fork. None of them reads Django's settings when imported (checked at start).
+PRELOADS = {
+    "plain": [
+        "celery.bin.celery",
+        "celery.apps.worker",
+        "celery.worker.consumer",
+        "kombu.transport.redis",
+        "redis",
+        "psycopg",
+        "django.db.models",
+        "django.core.handlers.wsgi",
+        "django.template.base",
+        "numpy",
+        "PIL.Image",
+        "av",
+        "requests",
+        "boto3",
+    ],
+}
+PRELOADS["torch"] = [*PRELOADS["plain"], "torch", "transformers.models.dinov3_vit.modeling_dinov3_vit"]
+
+
+# --- The server: python -m tests.worker_zygote KIND ---------------------------------------------------------------
+
+
+def serve(kind: str) -> None:
+    # The protocol's own copy of stdout; fd 1 itself goes to stderr, so nothing an import prints reaches the protocol.
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    children: set[int] = set()
+    try:
+        preload(kind)
+        reply(replies, {"ready": True, "pid": os.getpid()})
+    except Exception:  # noqa: BLE001 - told to the caller, which fails with it
+        reply(replies, {"error": traceback.format_exc()})
+        return
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            if request["op"] == "spawn":
+                pid = spawn(request, protocol_fd=replies.fileno())
+                children.add(pid)
+                reply(replies, {"pid": pid})
+            elif request["op"] == "status":
+                reply(replies, {"returncode": status(request["pid"], children)})
+        except Exception:  # noqa: BLE001
+            reply(replies, {"error": traceback.format_exc()})
+    for pid in children:  # the test process is gone: so are the workers it started
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+def reply(replies, message: dict) -> None:
+    replies.write(json.dumps(message) + "\n")
+
+
+def preload(kind: str) -> None:
+    for name in PRELOADS[kind]:
+        importlib.import_module(name)
+    from django.conf import settings
+
+    if settings.configured:
+        raise RuntimeError("a preloaded module read Django's settings: a forked worker would keep the server's")
+    if threading.active_count() != 1:
+        raise RuntimeError(f"a preloaded module started threads ({threading.enumerate()}): forking is not safe")
+
+
+def spawn(request: dict, protocol_fd: int) -> int:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        os.close(protocol_fd)
+        log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.close(null)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        module = request.get("module", "celery")
+        sys.argv = [module, *request["args"]]
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        if not isinstance(done.code, int | None):
+            print(done.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - the worker's own traceback, in its log
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def status(pid: int, children: set[int]) -> int | None:
+    if pid not in children:
+        raise ValueError(f"{pid} is not a worker of this server")
+    done, wait_status = os.waitpid(pid, os.WNOHANG)
+    if not done:
+        return None
+    children.discard(pid)
+    return os.waitstatus_to_exitcode(wait_status)
+
+
+# --- The client, in the test process ------------------------------------------------------------------------------
+
+
+class Zygote:
+    """A fork server of one KIND ("plain", or "torch" for similarity workers), started at once and ready on return."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.lock = threading.Lock()
+        self.exited: dict[int, int] = {}  # pid -> returncode, once reaped
+        self.server = subprocess.Popen(
+            [sys.executable, "-m", "tests.worker_zygote", kind],
+            cwd=BASE_DIR,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.ask(None)
+
+    def ask(self, request: dict | None) -> dict:
+        with self.lock:
+            if request is not None:
+                self.server.stdin.write(json.dumps(request) + "\n")
+                self.server.stdin.flush()
+            line = self.server.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.kind} worker fork server exited ({self.server.wait()})")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"the {self.kind} worker fork server failed:\n{answer['error']}")
+        return answer
+
+    def spawn(self, args: list[str], *, env: dict, cwd: Path, log: Path, module: str = "celery") -> ForkedProcess:
+        """`python -m MODULE ARGS` (`celery` by default) in a process of its own, with `env` as its whole
+        environment, its output appended to `log`."""
+        request = {"op": "spawn", "module": module, "args": args, "env": env, "cwd": str(cwd), "log": str(log)}
+        return ForkedProcess(self, self.ask(request)["pid"], [module, *args])
+
+    def close(self) -> None:
+        self.server.stdin.close()
+        try:
+            self.server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.server.kill()
+            self.server.wait()
+
+
+class ForkedProcess:
+    """What the tests use of `subprocess.Popen`, for a worker the fork server started (and reaps)."""
+
+    def __init__(self, zygote: Zygote, pid: int, args: list[str]):
+        self.zygote = zygote
+        self.pid = pid
+        self.args = args
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.zygote.ask({"op": "status", "pid": self.pid})["returncode"]
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            time.sleep(0.05)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:  # not yet reaped, so the pid is still this worker's (a zombie at worst)
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
