@@ -27,6 +27,7 @@ def plain_server():
 
 def probe(server: Zygote, tmp_path, *args: str, env: dict | None = None):
     log = tmp_path / f"probe-{len(list(tmp_path.glob('probe-*')))}.log"
+    log.write_text("")  # the process appends to it, once forked
     process = server.spawn(list(args), env=env or {"PROBE": "yes"}, cwd=tmp_path, log=log, module="tests.fork_probe")
     return process, log
 
