@@ -5,6 +5,7 @@ and caption drafts."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from playwright.sync_api import expect
@@ -43,7 +44,10 @@ def test_a_reload_right_after_typing_shows_and_keeps_the_newest_pair_draft(page,
     page.fill("#question", "What changed about the red lamp?")
     page.reload()
     expect(page.locator("#question")).to_have_value("What changed about the red lamp?")
-    expect(page.locator("#save-status")).to_have_text("Draft saved")
+    # Either order of the race ends with the newest text saved: the page that loaded before the leaving page's beacon
+    # arrived saves this browser's copy ("Draft saved"); the one that loaded after it finds the server's draft already
+    # the newest and takes it ("Draft restored"). The worst case, forced, follows.
+    expect(page.locator("#save-status")).to_have_text(re.compile(r"^Draft (saved|restored)$"))
     assert draft().state["question"] == "What changed about the red lamp?"
     expect(page.locator("#where-a")).to_contain_text("#2 ")
     expect(page.locator("#where-b")).to_contain_text("#5 ")
