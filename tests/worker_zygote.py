@@ -29,7 +29,7 @@ import time
 import traceback
 from pathlib import Path
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+from devtools.localservices import BASE_DIR
 
 # Modules imported before any fork. None of them reads Django's settings when imported (checked at start).
 PRELOADS = {
@@ -63,7 +63,7 @@ def serve(kind: str) -> None:
     children: set[int] = set()
     try:
         preload(kind)
-        reply(replies, {"ready": True, "pid": os.getpid()})
+        reply(replies, {"ready": True})
     except Exception:  # noqa: BLE001 - told to the caller, which fails with it
         reply(replies, {"error": traceback.format_exc()})
         return
@@ -125,9 +125,11 @@ def spawn(request: dict, protocol_fd: int) -> int:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as done:
-        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-        if not isinstance(done.code, int | None):
+        if done.code is None or isinstance(done.code, int):
+            code = done.code or 0
+        else:  # sys.exit("message"), as Python itself does
             print(done.code, file=sys.stderr)
+            code = 1
     except BaseException:  # noqa: BLE001 - the worker's own traceback, in its log
         traceback.print_exc()
     finally:
