@@ -4,6 +4,7 @@ is left behind. Real conditions: a 16 KiB tmpfs that fills up, a read-only tmpfs
 
 from __future__ import annotations
 
+import io
 import re
 
 import pytest
@@ -112,14 +113,15 @@ def test_importing_videos_into_a_read_only_media_folder_says_read_only(h264_vide
 
 
 def test_importing_pairs_into_a_read_only_media_folder_imports_nothing_and_says_where(
-    tmp_path, read_only_disk, settings, capsys, annotator
+    tmp_path, read_only_disk, settings, annotator
 ):
     folder = small_dataset(tmp_path / "in")
     settings.MEDIA_ROOT = read_only_disk
-    with pytest.raises(CommandError) as error:
-        call_command("import_pairs", str(folder), "--user", annotator.username)  # its captions need an author
+    errors = io.StringIO()  # the command's own error stream, not the process's
+    with pytest.raises(CommandError) as error:  # its captions need an author
+        call_command("import_pairs", str(folder), "--user", annotator.username, stderr=errors)
     assert str(error.value) == f"nothing imported: 1 problem(s) in {folder}"
-    line = capsys.readouterr().err.strip()
+    line = errors.getvalue().strip()
     assert line.startswith(f"Import of {folder.resolve()} failed: the file system is read-only, at {read_only_disk}")
     assert line.endswith("[EROFS]")
     assert Pair.objects.count() == 0 and Image.objects.count() == 0
