@@ -3,11 +3,15 @@ of black and white blocks (so a test can read which frame was sampled) and a mov
 
 from __future__ import annotations
 
+import hashlib
+from importlib.metadata import version
 from pathlib import Path
 
 import av
 import numpy as np
 import pytest
+
+from tests.disk_cache import cache_root, cached_folder
 
 # A test module gets the fixtures with `from tests.video_fixtures import *`.
 __all__ = ["h264_master", "h264_video"]
@@ -56,9 +60,16 @@ def write_h264(
 
 
 @pytest.fixture(scope="session")
-def h264_master(tmp_path_factory) -> Path:
-    """12 s at 25 fps, a keyframe every 25 frames, 320x240: encoded once per test session."""
-    return write_h264(tmp_path_factory.mktemp("master") / "clip.mp4", faststart=True)
+def h264_master(request, tmp_path_factory) -> Path:
+    """12 s at 25 fps, a keyframe every 25 frames, 320x240: encoded once and kept in the pytest cache, under a name
+    that holds what it depends on (this module's code, PyAV's version). Tests read it; they copy it to change it."""
+    recipe = Path(__file__).read_bytes() + version("av").encode()
+    cached = cached_folder(
+        cache_root(request, tmp_path_factory, "videos"),
+        f"h264-master-{hashlib.sha256(recipe).hexdigest()[:16]}",
+        lambda building: write_h264(building / "clip.mp4", faststart=True),
+    )
+    return cached / "clip.mp4"
 
 
 @pytest.fixture
