@@ -372,18 +372,10 @@ def database_url() -> str:
 def worker_fork_servers():
     """The fork servers this test process starts its Celery workers from (tests/worker_zygote.py), one of each kind,
     started when a test first asks for one; stopped at the end of the session."""
-    from tests.worker_zygote import Zygote
+    from tests.worker_zygote import close_fork_servers, fork_server
 
-    servers = {}
-
-    def server(kind: str) -> Zygote:
-        if kind not in servers:
-            servers[kind] = Zygote(kind)
-        return servers[kind]
-
-    yield server
-    for zygote in servers.values():
-        zygote.close()
+    yield fork_server
+    close_fork_servers()
 
 
 @pytest.fixture

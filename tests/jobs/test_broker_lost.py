@@ -25,6 +25,7 @@ from subtlebench.models import Tick
 from tests.conftest import database_url, wait_until
 from tests.fault_fixtures import stop_process
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
+from tests.worker_zygote import python_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -40,7 +41,7 @@ def run(settings, broker_url: str, *args: str, **extra_env: str) -> subprocess.C
         "IMPORT_ROOTS": os.pathsep.join(str(p) for p in settings.IMPORT_ROOTS),
         **extra_env,
     }
-    return subprocess.run([sys.executable, *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120)
+    return python_run(list(args), cwd=BASE_DIR, env=env, timeout=120)
 
 
 def sweep(settings, broker_url: str, **extra_env: str) -> str:

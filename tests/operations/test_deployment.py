@@ -15,6 +15,8 @@ import pytest
 import yaml
 from django.core.management import get_commands
 
+from tests.worker_zygote import python_run
+
 ROOT = Path(__file__).resolve().parents[2]
 APP_SERVICES = ("web", "worker", "gpu-worker", "beat")
 ENV_READERS = {"getenv", "envbool", "envint", "envfloat", "envlist", "envpaths"}
@@ -111,9 +113,7 @@ def test_production_services_run_with_debug_off_and_a_required_secret(compose):
 def test_settings_refuse_to_start_with_debug_off_and_no_secret_key():
     env = {key: value for key, value in os.environ.items() if key != "SECRET_KEY"}
     env.update(DEBUG="false", DJANGO_SETTINGS_MODULE="subtlebench.settings")
-    result = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, env=env, capture_output=True, text=True
-    )
+    result = run_django("import django; django.setup()", env)
     assert result.returncode != 0
     assert "SECRET_KEY is not set" in result.stderr
 
@@ -137,19 +137,13 @@ def test_production_settings_install_no_demo_app_and_import_no_development_tooli
         "from subtlebench.celery import app; app.loader.import_default_modules();"
         "print(apps.is_installed('demo'), sorted(m for m in sys.modules if m.split('.')[0] in ('demo', 'devtools')))"
     )
+    # A fresh interpreter: it shows what the start-up itself imports.
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False []"
-    debug = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import django; django.setup(); from django.apps import apps; print(apps.is_installed('demo'))",
-        ],
-        cwd=ROOT,
-        env={**env, "DEBUG": "true"},
-        capture_output=True,
-        text=True,
+    debug = run_django(
+        "import django; django.setup(); from django.apps import apps; print(apps.is_installed('demo'))",
+        {**env, "DEBUG": "true"},
     )
     assert debug.stdout.strip() == "True", debug.stderr
 
@@ -163,7 +157,7 @@ def test_it_reads_csrf_trusted_origins_as_urls_separated_by_commas():
         "from django.conf import settings; from django.core.management import call_command\n"
         "print(settings.CSRF_TRUSTED_ORIGINS); call_command('check')"
     )
-    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True)
+    result = run_django(script, env)
     assert result.returncode == 0, result.stderr
     assert "['https://studio.example.org', 'https://studio.example.org:8443']" in result.stdout
 
@@ -217,7 +211,8 @@ def documented_tls_settings() -> dict[str, str]:
 
 
 def run_django(script: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True)
+    """`python -c SCRIPT` with `env` as its whole environment (forked from a fork server, tests/worker_zygote.py)."""
+    return python_run(["-c", script], cwd=ROOT, env=env)
 
 
 def test_check_deploy_is_clean_with_the_documented_production_settings():
@@ -225,12 +220,8 @@ def test_check_deploy_is_clean_with_the_documented_production_settings():
     assert documented["SECRET_KEY"].startswith("<")  # a placeholder: the test puts a real-looking one
     documented.pop("SECRET_KEY")
     assert {"SECURE_PROXY_SSL_HEADER", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS"} <= set(documented)
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT,
-        env=production_env(**documented),
-        capture_output=True,
-        text=True,
+    result = python_run(
+        ["manage.py", "check", "--deploy", "--fail-level", "WARNING"], cwd=ROOT, env=production_env(**documented)
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout
@@ -249,12 +240,10 @@ def test_check_deploy_is_clean_with_the_documented_production_settings():
 
 def test_check_deploy_warns_without_the_tls_settings():
     """The test above is not clean by accident: without HSTS and the redirect, check --deploy says so."""
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+    result = python_run(
+        ["manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=ROOT,
         env=production_env(ALLOWED_HOSTS="studio.example.org"),
-        capture_output=True,
-        text=True,
     )
     assert result.returncode != 0
     assert "security.W004" in result.stderr + result.stdout  # HSTS

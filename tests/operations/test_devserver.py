@@ -20,6 +20,7 @@ from devtools.localservices import BASE_DIR
 from tests.conftest import wait_until
 from tests.factories import make_pair
 from tests.release_factories import make_release
+from tests.worker_zygote import python_run
 
 # A long-running child: appends its pid to a file, then sleeps until it is stopped.
 SLEEPER = "import os, sys, time; open(sys.argv[1], 'a').write(f'{os.getpid()}\\n'); time.sleep(600)"
@@ -161,13 +162,8 @@ def test_manage_py_in_another_shell_prints_links_on_the_port_make_run_serves_on(
         "from django.conf import settings; from evaluation.studies import invite_url;"
         "from evaluation.models import Participant; print(invite_url(Participant(token='abc')))"
     )
-    done = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", code],
-        cwd=BASE_DIR,
-        env={**env, "VAR_DIR": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = python_run(
+        ["manage.py", "shell", "-c", code], cwd=BASE_DIR, env={**env, "VAR_DIR": str(tmp_path)}, timeout=120
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "http://localhost:8765/p/abc/"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -29,6 +28,7 @@ from tests.conftest import database_url, free_port, wait_until
 from tests.factories import make_video
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
 from tests.video_fixtures import write_h264
+from tests.worker_zygote import python_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -106,9 +106,7 @@ def manage(settings, *args: str, **extra_env: str) -> subprocess.CompletedProces
         "IMPORT_ROOTS": os.pathsep.join(str(p) for p in settings.IMPORT_ROOTS),
         **extra_env,
     }
-    return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120
-    )
+    return python_run(["manage.py", *args], cwd=BASE_DIR, env=env, timeout=120)
 
 
 def stored_frame_files(settings) -> set[str]:

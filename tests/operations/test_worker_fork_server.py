@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -80,3 +81,59 @@ def test_a_worker_of_the_test_starts_from_the_server_and_stops_on_a_signal(celer
     assert " ready." in log and worker.poll() is None
     worker.terminate()
     assert worker.wait(timeout=30) == 0
+
+
+# --- python_run: `subprocess.run` of a short-lived `python ...` from the plain server ---------------------------
+
+SCRIPT = """
+import json, os, sys
+print(json.dumps({"name": __name__, "argv": sys.argv, "cwd": os.getcwd(), "path0": sys.path[0],
+                  "environment": sorted(os.environ), "stdin": sys.stdin.read(),
+                  "settings": __import__("django.conf").conf.settings.configured}))
+print("to stderr", file=sys.stderr)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def test_python_run_gives_what_subprocess_run_gives(plain_server, tmp_path):
+    """The same code, once in a fresh interpreter and once forked: the same exit code, output, arguments, folder,
+    environment and standard input."""
+    env = {"PROBE": "given", "DJANGO_SETTINGS_MODULE": "subtlebench.settings"}
+    forked = plain_server.run(["-c", SCRIPT, "4", "more"], env=env, cwd=tmp_path, input="lines\nin")
+    fresh = subprocess.run(
+        [sys.executable, "-c", SCRIPT, "4", "more"],
+        env={**env, "PYTHONPATH": str(BASE_DIR)},  # the fresh one finds django.conf as the server does
+        cwd=tmp_path,
+        input="lines\nin",
+        capture_output=True,
+        text=True,
+    )
+    assert forked.returncode == fresh.returncode == 4
+    assert forked.stderr == fresh.stderr == "to stderr\n"
+    seen, expected = json.loads(forked.stdout), json.loads(fresh.stdout)
+    # What a fresh interpreter adds itself: the path given above, and LC_CTYPE where it coerces a C locale (PEP 538).
+    expected["environment"] = [name for name in expected["environment"] if name not in ("PYTHONPATH", "LC_CTYPE")]
+    assert seen == expected
+    assert seen["name"] == "__main__" and seen["argv"] == ["-c", "4", "more"] and seen["cwd"] == str(tmp_path)
+    assert seen["stdin"] == "lines\nin" and seen["settings"] is False  # settings read after the fork, if at all
+
+
+def test_python_run_reports_errors_as_the_interpreter_does(plain_server, tmp_path):
+    failed = plain_server.run(["-c", "raise ValueError('bad value')"], env={}, cwd=tmp_path)
+    assert failed.returncode == 1 and failed.stderr.rstrip().endswith("ValueError: bad value")
+    assert "Traceback" in failed.stderr and failed.stdout == ""
+    said = plain_server.run(["-c", "import sys; sys.exit('a message')"], env={}, cwd=tmp_path)
+    assert (said.returncode, said.stderr) == (1, "a message\n")
+    script = tmp_path / "script.py"
+    script.write_text("import sys; print(__name__, sys.argv[1:]); sys.exit(0)")
+    ran = plain_server.run([str(script), "x"], env={}, cwd=tmp_path)
+    assert (ran.returncode, ran.stdout) == (0, "__main__ ['x']\n")
+
+
+def test_python_run_kills_a_process_past_its_timeout(plain_server, tmp_path):
+    with pytest.raises(subprocess.TimeoutExpired):
+        plain_server.run(["-c", "import os, time; open('pid', 'w').write(str(os.getpid())); time.sleep(60)"],
+                         env={}, cwd=tmp_path, timeout=1)  # fmt: skip
+    pid = int((tmp_path / "pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed and reaped

@@ -9,7 +9,6 @@ import io
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ from tests.database_template import create_empty_database, drop_database
 from tests.demo_fixtures import cached_demo_videos
 from tests.disk_cache import cache_root
 from tests.export_fixtures import read_jsonl
+from tests.worker_zygote import python_run
 
 pytestmark = pytest.mark.django_db
 
@@ -54,9 +54,7 @@ def report_bytes(release: Release, split: str = "test") -> dict[str, bytes]:
 
 def manage(*args: str, database: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "DATABASE_URL": database}
-    return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=300
-    )
+    return python_run(["manage.py", *args], cwd=BASE_DIR, env=env, timeout=300)
 
 
 def test_the_demo_release_is_the_default_export_with_items_in_both_splits(demo):

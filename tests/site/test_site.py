@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -10,6 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 from devtools.localservices import BASE_DIR
 from subtlebench.settings import database_from_url
 from tests import similarity_fixtures
+from tests.worker_zygote import python_run
 
 pytestmark = pytest.mark.django_db
 no_dinov3 = similarity_fixtures.no_dinov3
@@ -110,11 +109,9 @@ def test_a_missing_service_url_stops_the_start_and_says_how_to_get_one(name):
     """No silent default (the old fixed ports were another checkout's servers): the message names the variable and
     the command that starts this checkout's own."""
     env = {key: value for key, value in os.environ.items() if key != name}
-    result = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"],
+    result = python_run(
+        ["-c", "import django; django.setup()"],
         env={**env, "DJANGO_SETTINGS_MODULE": "subtlebench.settings"},
-        capture_output=True,
-        text=True,
         timeout=60,
         cwd=BASE_DIR,
     )
