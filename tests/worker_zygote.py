@@ -109,62 +109,31 @@ def preload(kind: str) -> None:
 
 
 def spawn(request: dict, protocol_fd: int) -> int:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid:
-        return pid
-    code = 1
-    try:
-        os.close(protocol_fd)
+    """`python -m MODULE ARGS` (a Celery worker), its output appended to the request's log."""
+
+    def child():
         log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(log)
-        os.close(null)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
+        redirect(os.open(os.devnull, os.O_RDONLY), log, os.dup(log))
+        enter(request)
         module = request.get("module", "celery")
         sys.argv = [module, *request["args"]]
         runpy.run_module(module, run_name="__main__", alter_sys=True)
-        code = 0
-    except SystemExit as done:
-        if done.code is None or isinstance(done.code, int):
-            code = done.code or 0
-        else:  # sys.exit("message"), as Python itself does
-            print(done.code, file=sys.stderr)
-            code = 1
-    except BaseException:  # noqa: BLE001 - the worker's own traceback, in its log
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+
+    return fork(child, protocol_fd)
 
 
 def run(request: dict, protocol_fd: int) -> int:
-    """`python ARGV...` (`-c CODE ARGS`, `-m MODULE ARGS` or `SCRIPT ARGS`) in a child with its own environment and
-    folder, its standard input from a file (or none) and its output to two files, as the interpreter would run it."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid:
-        return pid
-    code = 1
-    try:
-        os.close(protocol_fd)
-        stdin = os.open(request["stdin"] or os.devnull, os.O_RDONLY)
-        stdout = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        stderr = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
-            os.dup2(fd, target)
-            os.close(fd)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
+    """`python ARGV` (`-c CODE ARGS`, `-m MODULE ARGS` or `SCRIPT ARGS`) as the interpreter runs it, its standard
+    input from a file (or none) and its output to two files."""
+
+    def child():
+        written = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        redirect(
+            os.open(request["stdin"] or os.devnull, os.O_RDONLY),
+            os.open(request["stdout"], written, 0o644),
+            os.open(request["stderr"], written, 0o644),
+        )
+        enter(request)
         argv = request["argv"]
         if argv[0] == "-c":
             sys.argv = ["-c", *argv[2:]]
@@ -179,20 +148,48 @@ def run(request: dict, protocol_fd: int) -> int:
             sys.argv = list(argv)
             sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
             runpy.run_path(argv[0], run_name="__main__")
+
+    return fork(child, protocol_fd)
+
+
+def fork(child, protocol_fd: int) -> int:
+    """Fork; the child runs `child()` and exits with the code the interpreter would give it."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        os.close(protocol_fd)
+        child()
         code = 0
     except SystemExit as done:
         if done.code is None or isinstance(done.code, int):
             code = done.code or 0
-        else:
+        else:  # sys.exit("message"), as Python itself does
             print(done.code, file=sys.stderr)
             code = 1
-    except BaseException:  # noqa: BLE001 - on its standard error, as the interpreter prints it
+    except BaseException:  # noqa: BLE001 - the child's own traceback, on its standard error
         traceback.print_exc()
     finally:
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def redirect(stdin: int, stdout: int, stderr: int) -> None:
+    for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
+        os.dup2(fd, target)
+        os.close(fd)
+
+
+def enter(request: dict) -> None:
+    """The request's folder and, as its whole environment, the request's variables."""
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
 
 
 def status(pid: int, children: set[int]) -> int | None:
@@ -252,12 +249,11 @@ class Zygote:
         args = [sys.executable, *argv]
         with tempfile.TemporaryDirectory(prefix="zygote-run-") as folder:
             files = {name: Path(folder) / name for name in ("stdin", "stdout", "stderr")}
+            request = {"op": "run", "argv": argv, "env": env, "cwd": str(cwd), "stdin": None}
+            request |= {"stdout": str(files["stdout"]), "stderr": str(files["stderr"])}
             if input is not None:
                 files["stdin"].write_text(input)
-            request = {"op": "run", "argv": argv, "env": env, "cwd": str(cwd)}
-            request |= {name: str(path) for name, path in files.items()}
-            if input is None:
-                request["stdin"] = None
+                request["stdin"] = str(files["stdin"])
             process = ForkedProcess(self, self.ask(request)["pid"], args)
             try:
                 returncode = process.wait(timeout)
