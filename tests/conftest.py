@@ -7,6 +7,7 @@ import gc
 import os
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from contextlib import contextmanager
@@ -36,6 +37,14 @@ def pytest_configure(config):
     scheduling.register(config)
     flush_by_delete()
     retry_flush_on_deadlock()
+
+
+def pytest_unconfigure(config):
+    """The fork servers `python_run` started without the session fixture (tests/worker_zygote.py) stop with the
+    session too, not only when the test process exits."""
+    zygotes = sys.modules.get("tests.worker_zygote")
+    if zygotes is not None:
+        zygotes.close_fork_servers()
 
 
 def fewer_garbage_collections() -> None:
