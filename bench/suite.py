@@ -6,7 +6,11 @@ counts and the machine's load beside them (a suite on a busy machine is slower; 
 Prints one row per run and exits 1 if any run failed, so `--runs 10` is also "ten green runs in a row". Each row
 also gives the machine's speed just before the run (nanoseconds for one step of a plain Python loop, on one core):
 machines of one "kind" differ by a factor of two and more, and a suite's seconds mean little without it. The loop
-runs on the interpreter that runs this script, printed first (the suite runs on the venv's).
+runs on the interpreter that runs this script, printed first (the suite runs on the venv's). And the CPU the
+machine spent during the run, from /proc/stat (every process's, the embedded PostgreSQL's too: the suite's own on a
+quiet machine), with the time the hypervisor gave to other guests (steal): on a shared machine the wall time of
+the same suite moves by a third, its CPU much less, so a change is best judged by the CPU of runs one after the
+other.
 """
 
 from __future__ import annotations
@@ -36,19 +40,48 @@ def loop_ns() -> float:
     return best / 2_000_000 * 1e9
 
 
+def cpu_seconds() -> tuple[float, float] | None:
+    """(busy, steal) core-seconds of the whole machine since it started, from /proc/stat; None where there is none."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(value) for value in fields)
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / tick, steal / tick
+
+
 def run(target: str, workers: int | None, log: Path) -> dict:
     command = ["make", "--no-print-directory", target]
     if workers:
         command.append(f"TEST_WORKERS={workers}")
     speed = loop_ns()
     load = os.getloadavg()[0]
+    cpu_before = cpu_seconds()
     started = time.monotonic()
     with open(log, "w") as out:
         code = subprocess.call(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     wall = time.monotonic() - started
+    cpu_after = cpu_seconds()
+    busy = steal = None
+    if cpu_before and cpu_after:
+        busy, steal = (after - before for after, before in zip(cpu_after, cpu_before, strict=True))
     summaries = SUMMARY.findall(log.read_text(errors="replace"))
     counts = summaries[-1][0] if summaries else "no pytest summary"
-    return {"target": target, "code": code, "wall": wall, "counts": counts, "load": load, "speed": speed}
+    return {
+        "target": target,
+        "code": code,
+        "wall": wall,
+        "cpu": busy,
+        "steal": steal,
+        "counts": counts,
+        "load": load,
+        "speed": speed,
+    }
+
+
+def seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
 
 
 def main() -> int:
@@ -61,7 +94,10 @@ def main() -> int:
     logs = ROOT / "var" / "bench"
     logs.mkdir(parents=True, exist_ok=True)
     print(f"loop ns measured on {sys.executable} (Python {sys.version.split()[0]})")
-    print(f"{'target':<10} {'run':>3} {'wall s':>7} {'target s':>8} {'load':>5} {'loop ns':>7}  result")
+    print(
+        f"{'target':<10} {'run':>3} {'wall s':>7} {'target s':>8} {'cpu s':>6} {'steal s':>7} {'load':>5}"
+        f" {'loop ns':>7}  result"
+    )
     failed = 0
     for number in range(1, args.runs + 1):
         for target in targets:
@@ -70,8 +106,8 @@ def main() -> int:
             failed += not ok
             verdict = "" if ok else f"  FAILED (exit {row['code']}, log {logs / f'suite-{target}-{number}.log'})"
             print(
-                f"{target:<10} {number:>3} {row['wall']:>7.1f} {TARGETS[target]:>8.0f} {row['load']:>5.2f}"
-                f" {row['speed']:>7.0f}"
+                f"{target:<10} {number:>3} {row['wall']:>7.1f} {TARGETS[target]:>8.0f} {seconds(row['cpu']):>6}"
+                f" {seconds(row['steal']):>7} {row['load']:>5.2f} {row['speed']:>7.0f}"
                 f"  {row['counts']}{verdict}",
                 flush=True,
             )
