@@ -132,8 +132,12 @@ def test_python_run_reports_errors_as_the_interpreter_does(plain_server, tmp_pat
 
 def test_python_run_kills_a_process_past_its_timeout(plain_server, tmp_path):
     with pytest.raises(subprocess.TimeoutExpired):
-        plain_server.run(["-c", "import os, time; open('pid', 'w').write(str(os.getpid())); time.sleep(60)"],
-                         env={}, cwd=tmp_path, timeout=5)  # fmt: skip  (time to write its pid, under load)
+        plain_server.run(
+            ["-c", "import os, time; open('pid', 'w').write(str(os.getpid())); time.sleep(60)"],
+            env={},
+            cwd=tmp_path,
+            timeout=5,  # time to write its pid, under load
+        )
     pid = int((tmp_path / "pid").read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # killed and reaped
