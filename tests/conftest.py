@@ -88,7 +88,8 @@ def flush_by_delete() -> None:
         if not tables or reset_sequences or not is_superuser(self.connection):
             return truncate(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
         deletes = [f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(table))};" for table in tables]
-        return ["SET LOCAL session_replication_role = replica;", *deletes]
+        # One statement list, sent at once: a round trip for each of ninety tables took longer than the deletes.
+        return [" ".join(["SET LOCAL session_replication_role = replica;", *deletes])]
 
     DatabaseOperations.sql_flush = sql_flush
 
