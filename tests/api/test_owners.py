@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from django.apps import apps
+from django.db import connection
 from drf_spectacular.generators import SchemaGenerator
 
 from annotator.captions import services as captions
@@ -265,12 +266,22 @@ def write_operations() -> set[tuple[str, str]]:
 
 
 def database_state() -> dict:
-    """Every row of the project's own apps, to show that a refused write changed nothing."""
-    state = {}
-    for label in ("annotator", "evaluation", "subtlebench"):
-        for model in apps.get_app_config(label).get_models():
-            state[model._meta.label] = list(model.objects.order_by("pk").values_list())
-    return state
+    """Every row of the project's own apps, to show that a refused write changed nothing: each table's rows as JSON,
+    in primary key order, all tables in one query."""
+    models = [
+        model
+        for label in ("annotator", "evaluation", "subtlebench")
+        for model in apps.get_app_config(label).get_models()
+    ]
+    quote = connection.ops.quote_name
+    tables = ", ".join(
+        f"(SELECT json_agg(r ORDER BY r.{quote(model._meta.pk.column)}) FROM {quote(model._meta.db_table)} r)"
+        for model in models
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {tables}")
+        rows = cursor.fetchone()
+    return {model._meta.label: table_rows or [] for model, table_rows in zip(models, rows, strict=True)}
 
 
 def url_of(template: str, w) -> str:
