@@ -19,10 +19,14 @@ def roles_of(user) -> set[str]:
     if not user.is_authenticated:
         return set()
     if not hasattr(user, "_roles"):
-        user._roles = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
-        if user.is_superuser:
-            user._roles = set(ROLES)
+        with_roles(user, user.groups.filter(name__in=ROLES).values_list("name", flat=True))
     return user._roles
+
+
+def with_roles(user, names):
+    """The user, its roles set from the names of its role groups (a superuser holds every role)."""
+    user._roles = set(ROLES) if user.is_superuser else set(names)
+    return user
 
 
 def has_role(user, *roles: str) -> bool:
