@@ -6,13 +6,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.postgres.aggregates import ArrayAgg
 from django.db import transaction
+from django.db.models import Q, Value
 from django.utils import timezone
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
 from subtlebench.errors import Invalid, NotFound
 from subtlebench.models import ApiToken, token_digest
+from subtlebench.roles import ROLES, with_roles
 
 # A token's last_used is written at most this often: not one UPDATE per API request.
 LAST_USED_RESOLUTION = timedelta(minutes=5)
@@ -61,7 +64,11 @@ class ExpiringTokenAuthentication(TokenAuthentication):
 
     def authenticate_credentials(self, key):
         now = timezone.now()
-        token = ApiToken.objects.select_related("user").filter(digest=token_digest(key)).first()
+        # The user's roles in the same query, as RolesBackend reads them for a session (subtlebench/auth.py).
+        tokens = ApiToken.objects.select_related("user").annotate(
+            role_names=ArrayAgg("user__groups__name", filter=Q(user__groups__name__in=ROLES), default=Value([]))
+        )
+        token = tokens.filter(digest=token_digest(key)).first()
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid token.")
         if token.revoked is not None:
@@ -73,4 +80,4 @@ class ExpiringTokenAuthentication(TokenAuthentication):
             )
         if token.last_used is None or now - token.last_used > LAST_USED_RESOLUTION:
             ApiToken.objects.filter(pk=token.pk).update(last_used=now)
-        return token.user, token
+        return with_roles(token.user, token.role_names), token

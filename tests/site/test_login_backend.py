@@ -71,3 +71,17 @@ def test_a_wrong_password_is_one_failure_and_one_password_check(client, monkeypa
     response = client.post("/accounts/login/", {"username": "alice", "password": "password"})
     assert response.status_code == 302 and len(checks) == 2
     assert client.get(PAGE).wsgi_request.user.username == "alice"
+
+
+def test_an_api_token_reads_its_user_and_roles_in_one_query(client):
+    from subtlebench.tokens import api_token_create
+
+    _, key = api_token_create(user=make_user("cora", "coordinator"), name="script")
+    annotator_key = api_token_create(user=make_user("alice", "annotator"), name="script")[1]
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get("/api/studies/", HTTP_AUTHORIZATION=f"Token {key}")
+    assert response.status_code == 200
+    sql = [query["sql"] for query in queries]
+    assert not [query for query in sql if query.startswith('SELECT "auth_group"."name"')]
+    assert [query for query in sql if 'FROM "subtlebench_apitoken"' in query and "ARRAY_AGG" in query]
+    assert client.get("/api/studies/", HTTP_AUTHORIZATION=f"Token {annotator_key}").status_code == 403
