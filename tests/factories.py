@@ -71,8 +71,9 @@ def make_video(
         frame_count=frames,
         **fields,
     )
-    # The rows in two statements, not two for each frame (this builder is behind most of the suite's pairs).
-    images = Image.objects.bulk_create(
+    # The rows in two statements, not two for each frame (this builder is behind most of the suite's pairs). The
+    # images are kept on the video, in frame order (make_pair takes them).
+    video.made_images = images = Image.objects.bulk_create(
         [
             image_with_files(shift=index, name=f"frames/{video.yt8m_id}/{index:06d}.jpg", color=color)
             for index in range(frames)
@@ -99,7 +100,9 @@ def make_pair(
     number = next(_counter)
     if video is None:
         video = make_video(frames=2)
-    first, second = [frame.image for frame in video.frames.select_related("image").order_by("index")[:2]]
+        first, second = video.made_images  # its two frames' images, as made
+    else:
+        first, second = [frame.image for frame in video.frames.select_related("image").order_by("index")[:2]]
     defaults = {
         "question": "Which image was taken later?",
         "answer": "second image",
