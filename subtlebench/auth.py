@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
-from django.contrib.postgres.aggregates import ArrayAgg
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q, Value
 
-from subtlebench.roles import ROLES, with_roles
+from subtlebench.roles import role_names, with_roles
 
 
 class RolesBackend(ModelBackend):
@@ -21,10 +19,7 @@ class RolesBackend(ModelBackend):
     backends), so a failed login costs one password hash and one failure, as before."""
 
     def get_user(self, user_id):
-        users = get_user_model()._default_manager.annotate(
-            role_names=ArrayAgg("groups__name", filter=Q(groups__name__in=ROLES), default=Value([]))
-        )
-        user = users.filter(pk=user_id).first()
+        user = get_user_model()._default_manager.annotate(role_names=role_names()).filter(pk=user_id).first()
         if user is None or not self.user_can_authenticate(user):
             return None
         return with_roles(user, user.role_names)

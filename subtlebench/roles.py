@@ -5,6 +5,8 @@ from __future__ import annotations
 from functools import wraps
 
 from django.contrib.auth.decorators import login_required
+from django.contrib.postgres.aggregates import ArrayAgg
+from django.db.models import Q, Value
 from rest_framework.permissions import BasePermission
 
 from subtlebench.errors import Forbidden
@@ -21,6 +23,12 @@ def roles_of(user) -> set[str]:
     if not hasattr(user, "_roles"):
         with_roles(user, user.groups.filter(name__in=ROLES).values_list("name", flat=True))
     return user._roles
+
+
+def role_names(groups: str = "groups") -> ArrayAgg:
+    """An annotation: the names of a user's role groups, `groups` the path to them (`user__groups` from a row that
+    points at the user). Read with the user, then given to `with_roles`."""
+    return ArrayAgg(groups + "__name", filter=Q(**{f"{groups}__name__in": ROLES}), default=Value([]))
 
 
 def with_roles(user, names):

@@ -6,16 +6,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.postgres.aggregates import ArrayAgg
 from django.db import transaction
-from django.db.models import Q, Value
 from django.utils import timezone
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
 from subtlebench.errors import Invalid, NotFound
 from subtlebench.models import ApiToken, token_digest
-from subtlebench.roles import ROLES, with_roles
+from subtlebench.roles import role_names, with_roles
 
 # A token's last_used is written at most this often: not one UPDATE per API request.
 LAST_USED_RESOLUTION = timedelta(minutes=5)
@@ -65,9 +63,7 @@ class ExpiringTokenAuthentication(TokenAuthentication):
     def authenticate_credentials(self, key):
         now = timezone.now()
         # The user's roles in the same query, as RolesBackend reads them for a session (subtlebench/auth.py).
-        tokens = ApiToken.objects.select_related("user").annotate(
-            role_names=ArrayAgg("user__groups__name", filter=Q(user__groups__name__in=ROLES), default=Value([]))
-        )
+        tokens = ApiToken.objects.select_related("user").annotate(role_names=role_names("user__groups"))
         token = tokens.filter(digest=token_digest(key)).first()
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid token.")
