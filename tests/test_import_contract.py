@@ -9,7 +9,6 @@ dependency, and hiding a circle inside a function is how the old flat layout gre
 from __future__ import annotations
 
 import ast
-import functools
 import sys
 from pathlib import Path
 
@@ -30,11 +29,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imported_modules(path: Path, module: str) -> set[str]:
+def parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def imported_modules(path: Path, module: str, tree: ast.Module | None = None) -> set[str]:
     """Every module an import statement in this file names, anywhere in the file (relative ones resolved)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(tree or parse(path)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -62,41 +65,48 @@ def source_files() -> dict[str, Path]:
 FILES = source_files()
 
 
-@functools.cache  # parsed when a test first asks, not when every xdist worker collects the module
-def all_imports() -> dict[str, set[str]]:
-    return {module: imported_modules(path, module) for module, path in FILES.items()}
+@pytest.fixture(scope="module")
+def trees() -> dict[str, ast.Module]:
+    """Every source file parsed, once for the module (whose tests then run on one xdist worker), when a test first
+    asks, not when every worker collects the module."""
+    return {module: parse(path) for module, path in FILES.items()}
+
+
+@pytest.fixture(scope="module")
+def imports(trees) -> dict[str, set[str]]:
+    return {module: imported_modules(path, module, trees[module]) for module, path in FILES.items()}
 
 
 def top(module: str) -> str:
     return module.split(".")[0]
 
 
-def violations(rule) -> list[str]:
+def violations(imports, rule) -> list[str]:
     return sorted(
         f"{module} imports {target}"
-        for module, targets in all_imports().items()
+        for module, targets in imports.items()
         for target in targets
         if rule(module, target)
     )
 
 
-def test_it_reads_every_package():
+def test_it_reads_every_package(imports):
     assert {top(module) for module in FILES} == set(PACKAGES)
-    assert "annotator.picking.services" in all_imports() and "evaluation.studies" in all_imports()
-    assert "benchmark.records" in all_imports()
+    assert "annotator.picking.services" in imports and "evaluation.studies" in imports
+    assert "benchmark.records" in imports
 
 
-def test_benchmark_imports_only_the_standard_library_and_itself():
+def test_benchmark_imports_only_the_standard_library_and_itself(imports):
     """No app, no Django (not even settings), no torch, no third-party package: configuration comes in as arguments."""
 
     def rule(module, target):
         return top(module) == "benchmark" and top(target) not in ("benchmark", *sys.stdlib_module_names)
 
-    assert violations(rule) == []
-    assert "benchmark.apportion" in all_imports()["benchmark.splits"] and "hashlib" in all_imports()["benchmark.splits"]
+    assert violations(imports, rule) == []
+    assert "benchmark.apportion" in imports["benchmark.splits"] and "hashlib" in imports["benchmark.splits"]
 
 
-def test_the_apps_take_the_contract_from_benchmark():
+def test_the_apps_take_the_contract_from_benchmark(imports):
     users = {
         "annotator.export.services": "benchmark.splits",
         "annotator.export.format": "benchmark.records",
@@ -107,34 +117,36 @@ def test_the_apps_take_the_contract_from_benchmark():
         "evaluation.sampling": "benchmark.apportion",
         "evaluation.models": "benchmark.records",
     }
-    assert {module: target for module, target in users.items() if target not in all_imports()[module]} == {}
-    assert "benchmark.results" in all_imports()["annotator.modeleval.services"]  # the results file, written and read
+    assert {module: target for module, target in users.items() if target not in imports[module]} == {}
+    assert "benchmark.results" in imports["annotator.modeleval.services"]  # the results file, written and read
 
 
-def test_annotator_never_imports_evaluation_or_api():
-    assert violations(lambda m, t: top(m) == "annotator" and top(t) in ("evaluation", "api")) == []
+def test_annotator_never_imports_evaluation_or_api(imports):
+    assert violations(imports, lambda m, t: top(m) == "annotator" and top(t) in ("evaluation", "api")) == []
 
 
-def test_evaluation_never_imports_api():
-    assert violations(lambda m, t: top(m) == "evaluation" and top(t) == "api") == []
+def test_evaluation_never_imports_api(imports):
+    assert violations(imports, lambda m, t: top(m) == "evaluation" and top(t) == "api") == []
 
 
-def test_subtlebench_imports_no_app():
+def test_subtlebench_imports_no_app(imports):
     """The bottom layer: settings, the Celery app, roles, storage, errors. Apps are named in strings only."""
-    assert (
-        violations(lambda m, t: top(m) == "subtlebench" and top(t) in ("annotator", "evaluation", "api", "demo")) == []
-    )
+
+    def rule(module, target):
+        return top(module) == "subtlebench" and top(target) in ("annotator", "evaluation", "api", "demo")
+
+    assert violations(imports, rule) == []
 
 
-def test_only_url_configuration_imports_api():
+def test_only_url_configuration_imports_api(imports):
     def rule(module, target):
         return top(target) == "api" and top(module) != "api" and not module.endswith("urls")
 
-    assert violations(rule) == []
+    assert violations(imports, rule) == []
 
 
-def test_production_code_never_imports_demo_or_devtools():
-    assert violations(lambda m, t: top(m) in PRODUCTION and top(t) in ("demo", "devtools")) == []
+def test_production_code_never_imports_demo_or_devtools(imports):
+    assert violations(imports, lambda m, t: top(m) in PRODUCTION and top(t) in ("demo", "devtools")) == []
 
 
 # Pair mining's blocked matrix products (bfloat16, on the worker's device) are torch too; it imports torch inside the
@@ -142,9 +154,12 @@ def test_production_code_never_imports_demo_or_devtools():
 MINING = "annotator.similarity.mining"
 
 
-def test_torch_and_transformers_are_imported_only_by_the_embedder():
-    assert violations(lambda m, t: top(t) in HEAVY and m != EMBEDDER and not (m == MINING and top(t) == "torch")) == []
-    assert {"torch", "transformers"} <= {top(t) for t in all_imports()[EMBEDDER]}
+def test_torch_and_transformers_are_imported_only_by_the_embedder(imports):
+    def rule(module, target):
+        return top(target) in HEAVY and module != EMBEDDER and not (module == MINING and top(target) == "torch")
+
+    assert violations(imports, rule) == []
+    assert {"torch", "transformers"} <= {top(t) for t in imports[EMBEDDER]}
 
 
 def unit(module: str) -> str | None:
@@ -158,9 +173,9 @@ def unit(module: str) -> str | None:
     return ".".join(parts[:2])
 
 
-def unit_graph() -> dict[str, set[str]]:
+def unit_graph(imports) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
-    for module, targets in all_imports().items():
+    for module, targets in imports.items():
         source = unit(module)
         if source is None:
             continue
@@ -199,14 +214,18 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_no_circle_between_workflow_packages():
-    cycle = find_cycle(unit_graph())
+def test_no_circle_between_workflow_packages(imports):
+    cycle = find_cycle(unit_graph(imports))
     assert cycle is None, "circular imports: " + " -> ".join(cycle)
 
 
-def test_the_models_package_imports_no_workflow_package():
+def test_the_models_package_imports_no_workflow_package(imports):
     """Models are the floor every workflow stands on: a model that imports a workflow's services is a circle."""
-    assert violations(lambda m, t: m.startswith("annotator.models") and unit(t) not in (None, "annotator.models")) == []
+
+    def rule(module, target):
+        return module.startswith("annotator.models") and unit(target) not in (None, "annotator.models")
+
+    assert violations(imports, rule) == []
 
 
 @pytest.mark.parametrize(
@@ -281,10 +300,10 @@ def names_in(node) -> set[str]:
     return found
 
 
-def contract_copies(path: Path) -> list[str]:
+def contract_copies(path: Path, tree: ast.Module | None = None) -> list[str]:
     """Each place in a file that restates a piece of the contract instead of importing it from benchmark/."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(tree or parse(path)):
         where = (
             f"{path.relative_to(BASE_DIR) if path.is_relative_to(BASE_DIR) else path.name}:{getattr(node, 'lineno', 0)}"
         )
@@ -309,8 +328,13 @@ def contract_copies(path: Path) -> list[str]:
     return found
 
 
-def test_no_app_restates_the_contract():
-    copies = [copy for module, path in FILES.items() if top(module) != "benchmark" for copy in contract_copies(path)]
+def test_no_app_restates_the_contract(trees):
+    copies = [
+        copy
+        for module, path in FILES.items()
+        if top(module) != "benchmark"
+        for copy in contract_copies(path, trees[module])
+    ]
     assert copies == []
 
 

@@ -11,9 +11,9 @@ listed in DYNAMIC with the reason they are total.
 from __future__ import annotations
 
 import ast
-import functools
 from dataclasses import dataclass
 
+import pytest
 from django.apps import apps
 from django.db import models
 
@@ -149,8 +149,10 @@ class _Keyword:
         self.keyword = self.keyword.removesuffix("__exact")
 
 
-@functools.cache  # parsed when a test first asks, not when every xdist worker collects the module
+@pytest.fixture(scope="module")
 def production_orders() -> list[Order]:
+    """Every order_by of the production code, read once for the module (whose tests then run on one xdist
+    worker), when a test first asks, not when every worker collects the module."""
     orders = []
     for package in PRODUCTION:
         for path in sorted((BASE_DIR / package).rglob("*.py")):
@@ -162,20 +164,20 @@ def production_orders() -> list[Order]:
     return orders
 
 
-def test_it_reads_the_orders_of_the_app():
+def test_it_reads_the_orders_of_the_app(production_orders):
     # The finder sees the orders it must: a broken walk that found none would pass everything below.
-    orders = production_orders()
+    orders = production_orders
     assert len(orders) > 80
     assert any(o.model and o.model.__name__ == "Frame" and "video" in o.fixed for o in orders)  # video.frames
 
 
-def test_every_order_by_in_the_app_is_total():
-    ties = [str(o) for o in production_orders() if o.dynamic is None and not is_total(o)]
+def test_every_order_by_in_the_app_is_total(production_orders):
+    ties = [str(o) for o in production_orders if o.dynamic is None and not is_total(o)]
     assert not ties, "end these orders with a unique key (-pk):\n" + "\n".join(ties)
 
 
-def test_every_order_by_with_a_key_built_at_run_time_is_listed_with_its_reason():
-    built = {(o.path, o.dynamic) for o in production_orders() if o.dynamic is not None}
+def test_every_order_by_with_a_key_built_at_run_time_is_listed_with_its_reason(production_orders):
+    built = {(o.path, o.dynamic) for o in production_orders if o.dynamic is not None}
     assert built == set(DYNAMIC)
 
 

@@ -72,6 +72,12 @@ def variables_the_code_reads() -> tuple[dict[str, list[str]], list[str]]:
     return found, dynamic
 
 
+@pytest.fixture(scope="module")
+def code_reads() -> tuple[dict[str, list[str]], list[str]]:
+    """The app's environment reads, scanned once for the module (whose tests then run on one xdist worker)."""
+    return variables_the_code_reads()
+
+
 def variables_compose_reads() -> set[str]:
     """${NAME}, ${NAME:-default} and ${NAME:?message} in docker-compose.yml: read from the deployment's .env."""
     return set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", (ROOT / "docker-compose.yml").read_text()))
@@ -104,8 +110,8 @@ def test_it_finds_the_variables_in_every_form_the_code_reads_them():
     assert [id(node) in exempt for node in dynamic] == [True]
 
 
-def test_it_documents_every_environment_variable_the_code_reads():
-    read, _ = variables_the_code_reads()
+def test_it_documents_every_environment_variable_the_code_reads(code_reads):
+    read, _ = code_reads
     documented = set(documented_variables())
     missing = {name: places for name, places in read.items() if name not in documented}
     missing.update({name: ["docker-compose.yml"] for name in variables_compose_reads() - documented - set(read)})
@@ -114,8 +120,8 @@ def test_it_documents_every_environment_variable_the_code_reads():
     )
 
 
-def test_it_documents_no_variable_that_nothing_reads():
-    read, _ = variables_the_code_reads()
+def test_it_documents_no_variable_that_nothing_reads(code_reads):
+    read, _ = code_reads
     stale = set(documented_variables()) - set(read) - variables_compose_reads()
     assert not stale, f"in docs/configuration.md but read by no code and not by docker-compose.yml: {sorted(stale)}"
 
@@ -142,8 +148,8 @@ def reads_named_by_data() -> set[str]:
     return where
 
 
-def test_every_environment_read_names_its_variable_literally():
-    _, dynamic = variables_the_code_reads()
+def test_every_environment_read_names_its_variable_literally(code_reads):
+    _, dynamic = code_reads
     by_data = reads_named_by_data()
     assert len(by_data) == len(NAMED_BY_DATA), f"NAMED_BY_DATA names a function that reads nothing: {by_data}"
     dynamic = [where for where in dynamic if where not in by_data]
