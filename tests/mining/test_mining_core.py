@@ -13,12 +13,16 @@ THRESHOLD, CEILING = 0.8, 0.995
 
 
 def exact_pair_set(halves: np.ndarray, threshold: float, ceiling: float) -> dict[tuple[int, int], float]:
-    """Every pair scored exactly, one by one: the reference the core must equal."""
+    """Every pair scored exactly, one vector against all after it: the reference the core must equal. (All pairs in
+    one call gathered two (N², D) matrices: 2.6 s of CPU for 700 vectors, against 0.1 s row by row.)"""
     wide = integer_vectors(halves)
-    first, second = np.triu_indices(len(halves), k=1)
-    values = cosines(wide[first], wide[second])
-    inside = (values >= threshold) & (values < ceiling)
-    return {(int(a), int(b)): float(v) for a, b, v in zip(first[inside], second[inside], values[inside], strict=True)}
+    found = {}
+    for first in range(len(wide) - 1):
+        rest = wide[first + 1 :]
+        values = cosines(np.broadcast_to(wide[first], rest.shape), rest)
+        for offset in np.flatnonzero((values >= threshold) & (values < ceiling)):
+            found[(first, first + 1 + int(offset))] = float(values[offset])
+    return found
 
 
 def unit(vector) -> np.ndarray:
