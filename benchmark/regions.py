@@ -9,6 +9,7 @@ knows them by construction, and model evaluation's highlight strategy draws them
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 MAX_REGIONS = 20
@@ -74,35 +75,51 @@ def boxes_from_mask(mask, *, image: int, min_pixels: int = 1, max_boxes: int = M
     largest first (ties by position, so the order is fixed), parts smaller than `min_pixels` left out, at most
     `max_boxes` (the smallest are merged into one box around them all rather than dropped). `mask`: rows of
     pixel values (a list of lists, an array with `tolist()`, or a Pillow image); a pixel that is itself a sequence (RGB)
-    counts when any channel is nonzero."""
-    if hasattr(mask, "getpixel") and hasattr(mask, "size"):  # a Pillow image
-        width, height = mask.size
-        flat = list(mask.get_flattened_data() if hasattr(mask, "get_flattened_data") else mask.getdata())
-        rows = [flat[y * width : (y + 1) * width] for y in range(height)]
-    else:
-        rows = mask.tolist() if hasattr(mask, "tolist") else mask
-    foreground = set()
+    counts when any channel is nonzero.
+
+    The parts are found from each row's runs of foreground pixels, joined to the runs they touch in the row above
+    (union-find), not pixel by pixel: a 1000×1000 mask is a thousand rows of a few runs each."""
+    rows = foreground_rows(mask)
+    parent: list[int] = []  # union-find over the runs, in row-major order
+    runs: list[tuple[int, int, int]] = []  # (y, start, end) with end exclusive
+
+    def root(run: int) -> int:
+        while parent[run] != run:
+            parent[run] = parent[parent[run]]
+            run = parent[run]
+        return run
+
+    above: list[int] = []  # the run numbers of the previous row
     for y, row in enumerate(rows):
-        for x, value in enumerate(row):
-            if (max(value) if isinstance(value, list | tuple) else value) > 0:
-                foreground.add((y, x))
-    parts = []  # (pixels, y0, x0, y1, x1)
-    for start in sorted(foreground):
-        if start not in foreground:
-            continue
-        foreground.discard(start)
-        stack = [start]
-        pixels, y0, x0, y1, x1 = 0, start[0], start[1], start[0], start[1]
-        while stack:
-            y, x = stack.pop()
-            pixels += 1
-            y0, x0, y1, x1 = min(y0, y), min(x0, x), max(y1, y), max(x1, x)
-            for neighbour in ((y + dy, x + dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1)):
-                if neighbour in foreground:
-                    foreground.discard(neighbour)
-                    stack.append(neighbour)
-        if pixels >= min_pixels:
-            parts.append((pixels, y0, x0, y1, x1))
+        here = []
+        for match in FOREGROUND_RUN.finditer(row):
+            number = len(runs)
+            runs.append((y, match.start(), match.end()))
+            parent.append(number)
+            here.append(number)
+        # Two runs of neighbouring rows touch (8-connected) when they overlap with one pixel to spare on each side.
+        i = j = 0
+        while i < len(above) and j < len(here):
+            _, start_above, end_above = runs[above[i]]
+            _, start, end = runs[here[j]]
+            if start_above <= end and start <= end_above:
+                first, second = root(above[i]), root(here[j])
+                if first != second:
+                    parent[max(first, second)] = min(first, second)  # the earlier run stays the root
+            if end_above < end:
+                i += 1
+            else:
+                j += 1
+        above = here
+    boxes: dict[int, list[int]] = {}  # root -> [pixels, y0, x0, y1, x1]; roots in the order parts first appear
+    for number, (y, start, end) in enumerate(runs):
+        box = boxes.get(root(number))
+        if box is None:
+            boxes[root(number)] = [end - start, y, start, y, end - 1]
+        else:
+            box[0] += end - start
+            box[1], box[2], box[3], box[4] = min(box[1], y), min(box[2], start), max(box[3], y), max(box[4], end - 1)
+    parts = [tuple(box) for box in boxes.values() if box[0] >= min_pixels]  # (pixels, y0, x0, y1, x1)
     parts.sort(key=lambda part: (-part[0], part[1], part[2]))
     if len(parts) > max_boxes:
         rest = parts[max_boxes - 1 :]
@@ -115,6 +132,31 @@ def boxes_from_mask(mask, *, image: int, min_pixels: int = 1, max_boxes: int = M
         )
         parts = [*parts[: max_boxes - 1], merged]
     return [{"image": image, "x": x0, "y": y0, "w": x1 - x0 + 1, "h": y1 - y0 + 1} for _, y0, x0, y1, x1 in parts]
+
+
+FOREGROUND_RUN = re.compile(rb"[^\x00]+")
+
+
+def foreground_rows(mask) -> list[bytes]:
+    """Each row of the mask as bytes, nonzero where the pixel counts as foreground. An 8-bit Pillow image and a
+    two-dimensional array give theirs at once; other masks go pixel by pixel."""
+    if hasattr(mask, "getpixel") and hasattr(mask, "size"):  # a Pillow image
+        width, height = mask.size
+        if mask.mode == "L":
+            data = mask.tobytes()
+            return [data[y * width : (y + 1) * width] for y in range(height)]
+        flat = list(mask.get_flattened_data() if hasattr(mask, "get_flattened_data") else mask.getdata())
+        rows = [flat[y * width : (y + 1) * width] for y in range(height)]
+    elif hasattr(mask, "shape") and len(mask.shape) == 2 and hasattr(mask, "astype"):  # an array (numpy's)
+        height, width = mask.shape
+        data = (mask > 0).astype("uint8").tobytes()
+        return [data[y * width : (y + 1) * width] for y in range(height)]
+    else:
+        rows = mask.tolist() if hasattr(mask, "tolist") else mask
+    return [
+        bytes(1 if (max(value) if isinstance(value, list | tuple) else value) > 0 else 0 for value in row)
+        for row in rows
+    ]
 
 
 def union_box(regions: Iterable[Mapping], image: int) -> dict | None:

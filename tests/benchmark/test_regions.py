@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from benchmark.regions import MAX_REGIONS, RegionError, boxes_from_mask, union_box, validate_regions
 
@@ -62,6 +63,45 @@ def test_more_parts_than_boxes_merge_the_smallest_into_one():
     boxes = boxes_from_mask(mask, image=1, max_boxes=3)
     assert len(boxes) == 3
     assert boxes[2] == {"image": 1, "x": 8, "y": 5, "w": 29, "h": 1}  # the eight after the first two
+
+
+def flood_filled_boxes(mask) -> list[tuple[int, int, int, int, int]]:
+    """The reference: (pixels, y0, x0, y1, x1) of each 8-connected part, pixel by pixel, in the order of its first
+    pixel (row-major), sorted as boxes_from_mask sorts them."""
+    foreground = {(y, x) for y, x in zip(*np.nonzero(mask), strict=True)}
+    parts = []
+    for start in sorted(foreground):
+        if start not in foreground:
+            continue
+        foreground.discard(start)
+        stack, pixels = [start], []
+        while stack:
+            y, x = stack.pop()
+            pixels.append((y, x))
+            for neighbour in ((y + dy, x + dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1)):
+                if neighbour in foreground:
+                    foreground.discard(neighbour)
+                    stack.append(neighbour)
+        ys, xs = [p[0] for p in pixels], [p[1] for p in pixels]
+        parts.append((len(pixels), min(ys), min(xs), max(ys), max(xs)))
+    return sorted(parts, key=lambda part: (-part[0], part[1], part[2]))
+
+
+@pytest.mark.parametrize("density", [0.05, 0.3, 0.55, 0.9])
+def test_boxes_from_a_mask_equal_a_pixel_by_pixel_flood_fill_in_every_form_of_mask(density):
+    """Random masks (parts of every shape: rings, diagonals, combs, one that spans the mask) as an array, a list of
+    lists, an 8-bit Pillow image and an RGB one: the same parts, the same order, as the pixel-by-pixel reference."""
+    rng = np.random.default_rng(int(density * 100))
+    for _ in range(5):
+        mask = (rng.random((37, 53)) < density).astype(np.uint8) * 255
+        expected = [
+            {"image": 1, "x": x0, "y": y0, "w": x1 - x0 + 1, "h": y1 - y0 + 1}
+            for _, y0, x0, y1, x1 in flood_filled_boxes(mask)
+        ]
+        rgb = np.zeros((*mask.shape, 3), dtype=np.uint8)
+        rgb[..., int(rng.integers(3))] = mask  # foreground in one channel only
+        for form in (mask, mask > 0, mask.tolist(), Image.fromarray(mask), Image.fromarray(rgb), rgb):
+            assert boxes_from_mask(form, image=1, max_boxes=10_000) == expected
 
 
 def test_the_union_box_spans_one_images_regions():
