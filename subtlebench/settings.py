@@ -148,6 +148,8 @@ AUTHENTICATION_BACKENDS = [
     "subtlebench.auth.RolesBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
+# Django's database sessions, each request's read one written-out query (subtlebench.sessions).
+SESSION_ENGINE = "subtlebench.sessions"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
