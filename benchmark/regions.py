@@ -143,20 +143,22 @@ def foreground_rows(mask) -> list[bytes]:
     if hasattr(mask, "getpixel") and hasattr(mask, "size"):  # a Pillow image
         width, height = mask.size
         if mask.mode == "L":
-            data = mask.tobytes()
-            return [data[y * width : (y + 1) * width] for y in range(height)]
+            return split_rows(mask.tobytes(), width, height)
         flat = list(mask.get_flattened_data() if hasattr(mask, "get_flattened_data") else mask.getdata())
         rows = [flat[y * width : (y + 1) * width] for y in range(height)]
     elif hasattr(mask, "shape") and len(mask.shape) == 2 and hasattr(mask, "astype"):  # an array (numpy's)
         height, width = mask.shape
-        data = (mask > 0).astype("uint8").tobytes()
-        return [data[y * width : (y + 1) * width] for y in range(height)]
+        return split_rows((mask > 0).astype("uint8").tobytes(), width, height)
     else:
         rows = mask.tolist() if hasattr(mask, "tolist") else mask
     return [
         bytes(1 if (max(value) if isinstance(value, list | tuple) else value) > 0 else 0 for value in row)
         for row in rows
     ]
+
+
+def split_rows(data: bytes, width: int, height: int) -> list[bytes]:
+    return [data[y * width : (y + 1) * width] for y in range(height)]
 
 
 def union_box(regions: Iterable[Mapping], image: int) -> dict | None:

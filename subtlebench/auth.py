@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
@@ -9,6 +11,7 @@ from django.core.exceptions import PermissionDenied
 from subtlebench.roles import ROLES, with_roles
 
 
+@functools.cache  # the same text for every request: written once per process
 def user_with_roles_sql() -> str:
     """The user and the names of its role groups, one row. Written out, not built by the ORM: every request of a
     logged-in user runs it, and building the grouped ORM query took three times the CPU of running this one."""
@@ -31,10 +34,10 @@ class RolesBackend(ModelBackend):
     backends), so a failed login costs one password hash and one failure, as before."""
 
     def get_user(self, user_id):
-        found = list(User.objects.raw(user_with_roles_sql(), [list(ROLES), user_id]))
-        if not found or not self.user_can_authenticate(found[0]):
+        user = next(iter(User.objects.raw(user_with_roles_sql(), [list(ROLES), user_id])), None)
+        if user is None or not self.user_can_authenticate(user):
             return None
-        return with_roles(found[0], found[0].role_names)
+        return with_roles(user, user.role_names)
 
     def authenticate(self, request, username=None, password=None, **kwargs):
         user = super().authenticate(request, username=username, password=password, **kwargs)
