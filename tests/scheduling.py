@@ -148,7 +148,21 @@ class UnitSchedulingPlugin:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+class LongestFirst:
+    """Orders the collected tests longest unit first, after every other plugin has ordered them: pytest-django sorts
+    them as Django's runner does (tests in a transaction, then tests that flush the database, then tests without a
+    database), which would start the long browser and end-to-end tests, most of whose time is spent waiting on a
+    browser or a worker, only once every other test had run, all at the same time, with the cores idle while they
+    wait. Tests that flush the database may run before others: nothing a test needs is lost by a flush (the role
+    groups come back with post_migrate)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items) -> None:
+        order_longest_first(config, items)
+
+
 def register(config) -> None:
+    config.pluginmanager.register(LongestFirst(), "subtlebench-longest-first")
     if hasattr(config, "workerinput"):  # an xdist worker's reports reach the controller, which records them
         return
     config.pluginmanager.register(DurationRecorder(config), "subtlebench-durations")

@@ -303,10 +303,9 @@ def names_in(node) -> set[str]:
 def contract_copies(path: Path, tree: ast.Module | None = None) -> list[str]:
     """Each place in a file that restates a piece of the contract instead of importing it from benchmark/."""
     found = []
+    shown = path.relative_to(BASE_DIR) if path.is_relative_to(BASE_DIR) else path.name  # once per file, not per node
     for node in ast.walk(tree or parse(path)):
-        where = (
-            f"{path.relative_to(BASE_DIR) if path.is_relative_to(BASE_DIR) else path.name}:{getattr(node, 'lineno', 0)}"
-        )
+        where = f"{shown}:{getattr(node, 'lineno', 0)}"
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in CONTRACT_FUNCTIONS:
             found.append(f"{where}: defines {node.name}()")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):

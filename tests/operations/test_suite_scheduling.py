@@ -15,9 +15,6 @@ from tests import scheduling
 
 def pytest_configure(config):
     scheduling.register(config)
-
-def pytest_collection_modifyitems(config, items):
-    scheduling.order_longest_first(config, items)
 """
 
 SHARED_WORLD = """
@@ -85,3 +82,25 @@ def test_units_are_ordered_longest_first_whatever_the_collection_order(tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     ran = [line.split("::")[0] for line in result.stdout.splitlines() if "::" in line and "PASSED" in line]
     assert ran == ["test_shared.py"] * 6 + ["test_alone.py"] * 6
+
+
+def test_the_suites_order_is_longest_first_after_pytest_django_sorted_it():
+    """pytest-django sorts the tests as Django's runner does, browser and end-to-end tests (which flush the database)
+    after every test in a transaction; the suite's order comes after that one. With no durations recorded (no cache),
+    the browser tests (8 s guessed each) come before the database tests (0.3 s each) of the module collected first."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *ORDER_MODULES],
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    modules = [line.split("::")[0] for line in result.stdout.splitlines() if "::" in line]
+    browser, database = (modules.count(module) for module in ORDER_MODULES[::-1])
+    assert browser and database
+    assert modules == [ORDER_MODULES[1]] * browser + [ORDER_MODULES[0]] * database
+
+
+# Collected in this order: the sessions' tests run in a transaction (pytest-django's first), the browser tests flush.
+ORDER_MODULES = ["tests/site/test_sessions.py", "tests/picking/test_picking_browser.py"]

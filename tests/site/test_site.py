@@ -39,11 +39,26 @@ def test_it_creates_the_three_role_groups():
 
 @pytest.mark.django_db(transaction=True)
 def test_the_role_groups_come_back_after_a_flush():
+    """`manage.py flush` truncates every table, auth_group too, and resets the ids; post_migrate makes the role groups
+    again. (The suite's flush after a transactional test resets no ids and keeps the role groups: the test below.)"""
     from django.contrib.auth.models import Group
     from django.core.management import call_command
 
     call_command("flush", interactive=False, verbosity=0)
     assert set(Group.objects.values_list("name", flat=True)) == {"annotator", "reviewer", "coordinator"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_suites_flush_keeps_the_role_groups_with_their_ids_and_deletes_other_groups():
+    """A dump of a database flushed by an earlier test loads into a fresh clone of the template (tests/conftest.py)."""
+    from django.contrib.auth.models import Group
+    from django.core.management import call_command
+
+    roles = dict(Group.objects.values_list("name", "pk"))
+    Group.objects.create(name="volunteers")
+    call_command("flush", interactive=False, verbosity=0, reset_sequences=False)  # as pytest-django's after a test
+    assert dict(Group.objects.values_list("name", "pk")) == roles
+    assert set(roles) == {"annotator", "reviewer", "coordinator"}
 
 
 def test_healthz_answers_ok(client):
