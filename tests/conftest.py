@@ -530,6 +530,9 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    # The GPU process (software compositing here) as a thread of the browser process: one process and its IPC fewer
+    # for each browser; the browser tests took about 8 % less CPU (machine-wide, five pairs of runs of 20 of them).
+    "--in-process-gpu",
 ]
 
 
