@@ -53,6 +53,32 @@ def shares_a_module_fixture(item) -> bool:
     return False
 
 
+# Tests whose work is largely done in other processes (Chromium, a Celery worker, a live server's requests), and
+# that wait on them: three of them side by side left the two cores of the machine a quarter idle.
+OUTSIDE_MARKERS = ("browser", "e2e")
+
+
+def runs_outside(item) -> bool:
+    return any(item.get_closest_marker(marker) for marker in OUTSIDE_MARKERS)
+
+
+def spread(first: list, second: list, cost) -> list:
+    """The two lists (each longest first) merged so that each is taken at the same pace: the next unit comes from
+    the list that has given the smaller share of its total cost so far (the first on a tie). So the units that wait on
+    other processes run beside units that keep a core busy, from the start to the end of the run, instead of all
+    together at its start; each list keeps its own order, so the longest units still come early."""
+    totals = [sum(cost(unit) for unit in first) or 1.0, sum(cost(unit) for unit in second) or 1.0]
+    given = [0.0, 0.0]
+    queues = [list(first), list(second)]
+    merged = []
+    while queues[0] or queues[1]:
+        side = 0 if queues[0] and (not queues[1] or given[0] / totals[0] <= given[1] / totals[1]) else 1
+        unit = queues[side].pop(0)
+        given[side] += cost(unit)
+        merged.append(unit)
+    return merged
+
+
 def unit_of(item, config) -> str:
     """The unit a test is scheduled in: its module's path for a test that shares a module's world, else its id."""
     if shares_a_module_fixture(item):
@@ -72,9 +98,12 @@ def order_longest_first(config, items: list) -> None:
     def cost(unit: list) -> float:
         return sum(durations.get(item.nodeid, guess(item)) for item in unit)
 
-    # Longest first; equal costs keep the collection order (a stable sort), so the order is total.
+    # Longest first; equal costs keep the collection order (a stable sort), so the order is total. The units that
+    # drive a browser or real workers, each longest first, are spread evenly among the others.
     ordered = sorted(units.values(), key=cost, reverse=True)
-    items[:] = [item for unit in ordered for item in unit]
+    outside = [unit for unit in ordered if any(runs_outside(item) for item in unit)]
+    inside = [unit for unit in ordered if not any(runs_outside(item) for item in unit)]
+    items[:] = [item for unit in spread(outside, inside, cost) for item in unit]
     units_file = getattr(config, "workerinput", {}).get(UNITS_KEY)
     if units_file:
         write_units(Path(units_file), {item.nodeid: key for key, unit in units.items() for item in unit})

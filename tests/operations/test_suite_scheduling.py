@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 from devtools.localservices import BASE_DIR
+from tests.scheduling import spread
 
 CONFTEST = """
 from tests import scheduling
@@ -87,7 +88,8 @@ def test_units_are_ordered_longest_first_whatever_the_collection_order(tmp_path)
 def test_the_suites_order_is_longest_first_after_pytest_django_sorted_it():
     """pytest-django sorts the tests as Django's runner does, browser and end-to-end tests (which flush the database)
     after every test in a transaction; the suite's order comes after that one. With no durations recorded (no cache),
-    the browser tests (8 s guessed each) come before the database tests (0.3 s each) of the module collected first."""
+    a browser test (8 s guessed) comes first, and the database tests (0.3 s each) of the module collected first are
+    spread among the others, not all before them."""
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *ORDER_MODULES],
         cwd=BASE_DIR,
@@ -97,9 +99,21 @@ def test_the_suites_order_is_longest_first_after_pytest_django_sorted_it():
     )
     assert result.returncode == 0, result.stdout + result.stderr
     modules = [line.split("::")[0] for line in result.stdout.splitlines() if "::" in line]
-    browser, database = (modules.count(module) for module in ORDER_MODULES[::-1])
-    assert browser and database
-    assert modules == [ORDER_MODULES[1]] * browser + [ORDER_MODULES[0]] * database
+    database_tests, browser_tests = ORDER_MODULES
+    assert modules.count(browser_tests) > 1 and modules.count(database_tests) > 1
+    assert modules[0] == browser_tests
+
+
+def test_units_that_wait_on_other_processes_are_spread_among_the_others_at_the_same_pace():
+    """Each list keeps its order, and at every point each has given about the same share of its total."""
+    waiting = [("browser", 30.0), ("worker", 10.0), ("browser", 10.0)]
+    busy = [("db", 6.0), ("db", 6.0), ("db", 3.0), ("db", 3.0), ("db", 2.0)]
+    merged = spread(waiting, busy, cost=lambda unit: unit[1])
+    assert [unit for unit in merged if unit[0] != "db"] == waiting
+    assert [unit for unit in merged if unit[0] == "db"] == busy
+    # Shares given after each: 30/50 | 6/20, 12/20 | (tie: the first) 40/50 | 15/20, 18/20 | 50/50 | 20/20.
+    assert merged == [waiting[0], busy[0], busy[1], waiting[1], busy[2], busy[3], waiting[2], busy[4]]
+    assert spread([], busy, cost=lambda unit: unit[1]) == busy
 
 
 # Collected in this order: the sessions' tests run in a transaction (pytest-django's first), the browser tests flush.
