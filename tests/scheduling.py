@@ -1,8 +1,9 @@
 """How the xdist workers are handed the tests: in units, longest unit first, from the durations of earlier runs.
 
 Each worker asks for the next unit of work when it is nearly done with its own, so handing out the longest units
-first (the LPT rule) packs the run: the long end-to-end and browser tests start at once, side by side, and the short
-ones fill the gaps, instead of one long test left running alone at the end.
+first (the LPT rule) packs the run: the long tests start early and the short ones fill the gaps, instead of one long
+test left running alone at the end. The tests that wait on a browser or real workers are spread among the others
+(`spread`), so that they do not all wait side by side while the cores idle.
 
 A unit is one test, or a whole module whose tests share a module- or class-scoped fixture of the suite's own (a
 world `built_once`): its world is then built once, by the one worker that runs the module, instead of once on every
@@ -182,8 +183,8 @@ class LongestFirst:
     them as Django's runner does (tests in a transaction, then tests that flush the database, then tests without a
     database), which would start the long browser and end-to-end tests, most of whose time is spent waiting on a
     browser or a worker, only once every other test had run, all at the same time, with the cores idle while they
-    wait. Tests that flush the database may run before others: nothing a test needs is lost by a flush (the role
-    groups come back with post_migrate)."""
+    wait. Tests that flush the database may run before others: nothing a test needs is lost by a flush (it keeps
+    the rows migrate made: tests/conftest.py)."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config, items) -> None:

@@ -85,6 +85,10 @@ def test_units_are_ordered_longest_first_whatever_the_collection_order(tmp_path)
     assert ran == ["test_shared.py"] * 6 + ["test_alone.py"] * 6
 
 
+# Collected in this order: the sessions' tests run in a transaction (pytest-django's first), the browser tests flush.
+ORDER_MODULES = ["tests/site/test_sessions.py", "tests/picking/test_picking_browser.py"]
+
+
 def test_the_suites_order_is_longest_first_after_pytest_django_sorted_it():
     """pytest-django sorts the tests as Django's runner does, browser and end-to-end tests (which flush the database)
     after every test in a transaction; the suite's order comes after that one. With no durations recorded (no cache),
@@ -114,7 +118,3 @@ def test_units_that_wait_on_other_processes_are_spread_among_the_others_at_the_s
     # Shares given after each: 30/50 | 6/20, 12/20 | (tie: the first) 40/50 | 15/20, 18/20 | 50/50 | 20/20.
     assert merged == [waiting[0], busy[0], busy[1], waiting[1], busy[2], busy[3], waiting[2], busy[4]]
     assert spread([], busy, cost=lambda unit: unit[1]) == busy
-
-
-# Collected in this order: the sessions' tests run in a transaction (pytest-django's first), the browser tests flush.
-ORDER_MODULES = ["tests/site/test_sessions.py", "tests/picking/test_picking_browser.py"]
