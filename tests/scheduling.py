@@ -102,8 +102,9 @@ def order_longest_first(config, items: list) -> None:
     # Longest first; equal costs keep the collection order (a stable sort), so the order is total. The units that
     # drive a browser or real workers, each longest first, are spread evenly among the others.
     ordered = sorted(units.values(), key=cost, reverse=True)
-    outside = [unit for unit in ordered if any(runs_outside(item) for item in unit)]
-    inside = [unit for unit in ordered if not any(runs_outside(item) for item in unit)]
+    outside, inside = [], []
+    for unit in ordered:
+        (outside if any(runs_outside(item) for item in unit) else inside).append(unit)
     items[:] = [item for unit in spread(outside, inside, cost) for item in unit]
     units_file = getattr(config, "workerinput", {}).get(UNITS_KEY)
     if units_file:

@@ -106,6 +106,8 @@ def test_the_suites_order_is_longest_first_after_pytest_django_sorted_it():
     database_tests, browser_tests = ORDER_MODULES
     assert modules.count(browser_tests) > 1 and modules.count(database_tests) > 1
     assert modules[0] == browser_tests
+    last_browser_test = len(modules) - 1 - modules[::-1].index(browser_tests)
+    assert modules.index(database_tests) < last_browser_test  # spread, not all after the browser tests
 
 
 def test_units_that_wait_on_other_processes_are_spread_among_the_others_at_the_same_pace():
