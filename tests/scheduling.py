@@ -108,11 +108,10 @@ def order_longest_first(config, items: list) -> None:
     items[:] = [item for unit in spread(outside, inside, cost) for item in unit]
     units_file = getattr(config, "workerinput", {}).get(UNITS_KEY)
     if units_file:
-        keys = {id(unit): key for key, unit in units.items()}
         write_units(
             Path(units_file),
             {item.nodeid: key for key, unit in units.items() for item in unit},
-            outside=[keys[id(unit)] for unit in outside],
+            outside=[key for key, unit in units.items() if any(runs_outside(item) for item in unit)],
         )
 
 

@@ -3,6 +3,7 @@ tests share a module-scoped world goes to one worker, whole, and its world is bu
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import textwrap
 from types import SimpleNamespace
 
 from devtools.localservices import BASE_DIR
-from tests.scheduling import spread, unit_scheduling_class, write_units
+from tests.scheduling import UNITS_KEY, order_longest_first, spread, unit_scheduling_class, write_units
 
 CONFTEST = """
 from tests import scheduling
@@ -174,3 +175,26 @@ def test_no_more_than_all_workers_but_one_hold_units_that_wait_on_other_processe
     finish(2, d[4])  # no busy unit is left: B3 goes out, although B1 and B2 are held
     assert held()[2][-1] == b[3] and scheduler.outside_units_held() == 3
     assert not scheduler.workqueue
+
+
+class Item:
+    """A stand-in for a collected test: its id and marks (no fixture of the suite's own: a unit of its own)."""
+
+    def __init__(self, nodeid: str, *marks: str):
+        self.nodeid = nodeid
+        self.marks = marks
+
+    def get_closest_marker(self, name: str):
+        return name if name in self.marks else None
+
+
+def test_a_worker_writes_each_tests_unit_and_the_units_that_wait_on_other_processes(tmp_path):
+    items = [Item("a.py::test_db"), Item("b.py::test_page", "browser"), Item("c.py::test_worker", "e2e")]
+    units_file = tmp_path / "units.json"
+    config = SimpleNamespace(cache=None, workerinput={UNITS_KEY: str(units_file)})
+    order_longest_first(config, items)
+    # Longest first (10 s and 8 s guessed for the end-to-end and the browser test), the database test spread among them.
+    assert [item.nodeid for item in items] == ["c.py::test_worker", "a.py::test_db", "b.py::test_page"]
+    written = json.loads(units_file.read_text())
+    assert written["units"] == {item.nodeid: item.nodeid for item in items}
+    assert sorted(written["outside"]) == ["b.py::test_page", "c.py::test_worker"]
