@@ -108,19 +108,14 @@ def order_longest_first(config, items: list) -> None:
     items[:] = [item for unit in spread(outside, inside, cost) for item in unit]
     units_file = getattr(config, "workerinput", {}).get(UNITS_KEY)
     if units_file:
-        write_units(
-            Path(units_file),
-            {item.nodeid: key for key, unit in units.items() for item in unit},
-            outside=[key for key, unit in units.items() if any(runs_outside(item) for item in unit)],
-        )
+        write_units(Path(units_file), {item.nodeid: key for key, unit in units.items() for item in unit})
 
 
-def write_units(path: Path, units: dict[str, str], outside: list[str]) -> None:
-    """The unit of each test, and the units that wait on other processes. Written to a file of this process's own
-    and renamed into place: the controller never reads half a file, and the workers, which all write the same units,
-    never interleave."""
+def write_units(path: Path, units: dict[str, str]) -> None:
+    """Written to a file of this process's own and renamed into place: the controller never reads half a file,
+    and the workers, which all write the same units, never interleave."""
     partial = path.with_name(f"{path.name}.{os.getpid()}")
-    partial.write_text(json.dumps({"units": units, "outside": outside}))
+    partial.write_text(json.dumps(units))
     partial.replace(path)
 
 
@@ -144,15 +139,7 @@ class DurationRecorder:
 
 
 def unit_scheduling_class():
-    """xdist's scope scheduler, with the scope of a test read from the units the workers wrote, and at most one
-    worker fewer than there are workers given units that wait on other processes at a time.
-
-    Units are handed out in the order the workers wrote (longest first, the waiting units spread among the others),
-    each worker holding up to three tests ahead. Three browser or end-to-end tests side by side on three workers left
-    the two cores of the machine idle for seconds at a time, each test waiting on its browser or worker; so while
-    workers but one hold such a unit, a worker that asks for work gets the first unit in the queue that keeps a core
-    busy instead, and the waiting unit keeps its place at the head of the queue for the next worker. When only waiting
-    units are left, they are handed out as they come: no worker is ever left without work."""
+    """xdist's scope scheduler, with the scope of a test read from the units the workers wrote."""
     from xdist.scheduler import LoadScopeScheduling
 
     class UnitScheduling(LoadScopeScheduling):
@@ -160,37 +147,15 @@ def unit_scheduling_class():
             super().__init__(config, log)
             self.units_file = units_file
             self.units: dict[str, str] | None = None
-            self.outside: set[str] = set()
-
-        def _read_units(self) -> dict[str, str]:
-            # Read only once every worker has collected (and so written the file).
-            if self.units is None:
-                try:
-                    written = json.loads(self.units_file.read_text())
-                except FileNotFoundError:
-                    raise RuntimeError(f"no worker wrote the test units to {self.units_file}") from None
-                self.units, self.outside = written["units"], set(written["outside"])
-            return self.units
 
         def _split_scope(self, nodeid: str) -> str:
-            return self._read_units().get(nodeid, nodeid)
-
-        def outside_units_held(self) -> int:
-            """Units that wait on other processes and that a worker still holds (running or waiting their turn)."""
-            return sum(
-                1
-                for work in self.assigned_work.values()
-                for scope, tests in work.items()
-                if scope in self.outside and not all(tests.values())
-            )
-
-        def _assign_work_unit(self, node) -> None:
-            self._read_units()
-            if self.outside_units_held() >= max(1, len(self.assigned_work) - 1):
-                busy = next((scope for scope in self.workqueue if scope not in self.outside), None)
-                if busy is not None:
-                    self.workqueue.move_to_end(busy, last=False)
-            super()._assign_work_unit(node)
+            # Called only once every worker has collected (and so written the file).
+            if self.units is None:
+                try:
+                    self.units = json.loads(self.units_file.read_text())
+                except FileNotFoundError:
+                    raise RuntimeError(f"no worker wrote the test units to {self.units_file}") from None
+            return self.units.get(nodeid, nodeid)
 
     return UnitScheduling
 

@@ -3,15 +3,13 @@ tests share a module-scoped world goes to one worker, whole, and its world is bu
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import textwrap
-from types import SimpleNamespace
 
 from devtools.localservices import BASE_DIR
-from tests.scheduling import UNITS_KEY, order_longest_first, spread, unit_scheduling_class, write_units
+from tests.scheduling import spread
 
 CONFTEST = """
 from tests import scheduling
@@ -122,79 +120,3 @@ def test_units_that_wait_on_other_processes_are_spread_among_the_others_at_the_s
     # Shares given after each: 30/50 | 6/20, 12/20 | (tie: the first) 40/50 | 15/20, 18/20 | 50/50 | 20/20.
     assert merged == [waiting[0], busy[0], busy[1], waiting[1], busy[2], busy[3], waiting[2], busy[4]]
     assert spread([], busy, cost=lambda unit: unit[1]) == busy
-
-
-class Worker:
-    """A stand-in for xdist's worker controller: it keeps the tests it was sent, in order."""
-
-    def __init__(self, name: str):
-        self.gateway = SimpleNamespace(id=name)
-        self.shutting_down = False
-        self.sent: list[int] = []
-
-    def send_runtest_some(self, indices) -> None:
-        self.sent.extend(indices)
-
-    def shutdown(self) -> None:
-        self.shutting_down = True
-
-
-def test_no_more_than_all_workers_but_one_hold_units_that_wait_on_other_processes(tmp_path):
-    """Queued: browser units B0-B3 first (the longest), then units D0-D5 that keep a core busy; three workers. No
-    more than two browser units are held at a time: a worker that asks for work then gets the first busy unit, and
-    the browser unit keeps its place at the head of the queue; with no busy unit left, it goes out all the same."""
-    browser = [f"test_browser.py::test_{number}" for number in range(4)]
-    busy = [f"test_db.py::test_{number}" for number in range(6)]
-    collection = browser + busy
-    units_file = tmp_path / "units.json"
-    write_units(units_file, {nodeid: nodeid for nodeid in collection}, outside=browser)
-    config = SimpleNamespace(getvalue=lambda name: ["3*popen"], option=SimpleNamespace(loadscopereorder=False))
-    scheduler = unit_scheduling_class()(config, None, units_file)
-    workers = [Worker(name) for name in ("gw0", "gw1", "gw2")]
-    for worker in workers:
-        scheduler.add_node(worker)
-        scheduler.add_node_collection(worker, collection)
-    b, d = browser, busy
-
-    def held() -> list[list[str]]:
-        return [[collection[index] for index in worker.sent] for worker in workers]
-
-    def finish(worker: int, nodeid: str) -> None:
-        scheduler.mark_test_complete(workers[worker], collection.index(nodeid))
-
-    # A unit to each worker (the third gets D0, two browser units being held), then one more to each.
-    scheduler.schedule()
-    assert held() == [[b[0], d[1]], [b[1], d[2]], [d[0], d[3]]]
-    assert list(scheduler.workqueue) == [b[2], b[3], d[4], d[5]]
-    finish(2, d[0])  # B0 and B1 still held: D4, and B2 stays first in the queue
-    assert held()[2] == [d[0], d[3], d[4]] and list(scheduler.workqueue) == [b[2], b[3], d[5]]
-    finish(0, b[0])  # one browser unit held: B2 goes out
-    assert held()[0] == [b[0], d[1], b[2]] and scheduler.outside_units_held() == 2
-    finish(2, d[3])
-    assert held()[2][-1] == d[5] and list(scheduler.workqueue) == [b[3]]
-    finish(2, d[4])  # no busy unit is left: B3 goes out, although B1 and B2 are held
-    assert held()[2][-1] == b[3] and scheduler.outside_units_held() == 3
-    assert not scheduler.workqueue
-
-
-class Item:
-    """A stand-in for a collected test: its id and marks (no fixture of the suite's own: a unit of its own)."""
-
-    def __init__(self, nodeid: str, *marks: str):
-        self.nodeid = nodeid
-        self.marks = marks
-
-    def get_closest_marker(self, name: str):
-        return name if name in self.marks else None
-
-
-def test_a_worker_writes_each_tests_unit_and_the_units_that_wait_on_other_processes(tmp_path):
-    items = [Item("a.py::test_db"), Item("b.py::test_page", "browser"), Item("c.py::test_worker", "e2e")]
-    units_file = tmp_path / "units.json"
-    config = SimpleNamespace(cache=None, workerinput={UNITS_KEY: str(units_file)})
-    order_longest_first(config, items)
-    # Longest first (10 s and 8 s guessed for the end-to-end and the browser test), the database test spread among them.
-    assert [item.nodeid for item in items] == ["c.py::test_worker", "a.py::test_db", "b.py::test_page"]
-    written = json.loads(units_file.read_text())
-    assert written["units"] == {item.nodeid: item.nodeid for item in items}
-    assert sorted(written["outside"]) == ["b.py::test_page", "c.py::test_worker"]
