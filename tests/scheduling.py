@@ -7,7 +7,9 @@ test left running alone at the end. The tests that wait on a browser or real wor
 
 A unit is one test, or a whole module whose tests share a module- or class-scoped fixture of the suite's own (a
 world `built_once`): its world is then built once, by the one worker that runs the module, instead of once on every
-worker that gets one of its tests (a demo seeded three times, say).
+worker that gets one of its tests (a demo seeded three times, say). In the same way every test marked `torch`
+(it imports torch and transformers' DINOv3, or `datasets`, which imports torch: about 3 s of CPU for each process
+that does) is in one unit with the others, so one worker pays that import instead of each worker.
 
 The units are the suite's own scheduler (`UnitScheduling`), not xdist's `xdist_group` marks: xdist 3.8 groups by a
 suffix it writes into each test's node id, which pytest 9.2's node ids no longer take, so every group silently fell
@@ -80,6 +82,10 @@ def spread(first: list, second: list, cost) -> list:
     return merged
 
 
+# The unit of the tests marked `torch` (in-process tests only: a browser or end-to-end unit keeps its own).
+TORCH_UNIT = "torch"
+
+
 def unit_of(item, config) -> str:
     """The unit a test is scheduled in: its module's path for a test that shares a module's world, else its id."""
     if shares_a_module_fixture(item):
@@ -95,6 +101,7 @@ def order_longest_first(config, items: list) -> None:
     units: dict[str, list] = {}
     for item in items:
         units.setdefault(unit_of(item, config), []).append(item)
+    join_the_torch_unit(units)
 
     def cost(unit: list) -> float:
         return sum(durations.get(item.nodeid, guess(item)) for item in unit)
@@ -109,6 +116,18 @@ def order_longest_first(config, items: list) -> None:
     units_file = getattr(config, "workerinput", {}).get(UNITS_KEY)
     if units_file:
         write_units(Path(units_file), {item.nodeid: key for key, unit in units.items() for item in unit})
+
+
+def join_the_torch_unit(units: dict[str, list]) -> None:
+    """The units with a test marked `torch` merged, in place, into one, `TORCH_UNIT`: whole units, so that a module
+    whose tests share a world still builds it once. Units that wait on a browser or real workers stay apart."""
+    joining = [
+        key
+        for key, unit in units.items()
+        if any(item.get_closest_marker("torch") for item in unit) and not any(runs_outside(item) for item in unit)
+    ]
+    if joining:
+        units[TORCH_UNIT] = [item for key in joining for item in units.pop(key)]
 
 
 def write_units(path: Path, units: dict[str, str]) -> None:

@@ -54,6 +54,7 @@ def test_a_name_that_yaml_would_misread_is_quoted_and_a_license_must_be_a_hub_id
         card(license="CC BY 4.0")
 
 
+@pytest.mark.torch
 def test_load_dataset_on_a_folder_with_the_card_gives_pictures(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -361,6 +361,7 @@ def test_bulk_exclude_keeps_pairs_out_of_new_study_pools(coordinator, annotator)
     assert set(studies.study_pool().values_list("pk", flat=True)) == {pairs[0].pk, pairs[3].pk}
 
 
+@pytest.mark.torch
 def test_bulk_rescore_scores_from_stored_embeddings_and_queues_the_rest(coordinator, annotator):
     from annotator.similarity.services import embedding_job_create, embeddings_compute
 

@@ -23,7 +23,7 @@ from demo.videos import DEMO_FPS, DEMO_SAMPLE_EVERY, daylight_frames, panning_fr
 from tests import similarity_fixtures
 from tests.factories import make_pair, make_video
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.torch]
 no_dinov3 = similarity_fixtures.no_dinov3
 
 STEP = int(DEMO_FPS * DEMO_SAMPLE_EVERY)  # frames between two samples, as `seed_demo` samples the demo videos

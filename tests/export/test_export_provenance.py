@@ -128,6 +128,7 @@ def offline_hub(tmp_path, monkeypatch):
     return datasets
 
 
+@pytest.mark.torch
 def test_load_dataset_reads_both_splits_with_their_features_and_the_images_as_pictures(
     tmp_path, offline_hub, mixed_pairs, monkeypatch
 ):
@@ -158,6 +159,7 @@ def test_load_dataset_reads_both_splits_with_their_features_and_the_images_as_pi
     assert paths == first["image_1"] and os.path.isfile(out / paths)
 
 
+@pytest.mark.torch
 def test_load_dataset_reads_an_export_whose_val_was_left_out(tmp_path, offline_hub):
     make_pair()
     make_pair(category="action", question="What did he do?", answer="sat", distractors=["stood"])

@@ -86,6 +86,7 @@ def test_import_videos_sync_draws_a_bar_on_a_terminal_and_none_when_captured(h26
     assert "1 already sampled" in quiet and BAR not in quiet and "\r" not in quiet and "Sampling" not in quiet
 
 
+@pytest.mark.torch
 def test_compute_embeddings_sync_draws_a_bar_on_a_terminal_and_none_when_captured(dinov3):  # noqa: F811
     make_video(frames=3)
     shown = on_a_terminal("compute_embeddings", "--all", "--sync")

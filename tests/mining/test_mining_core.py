@@ -9,6 +9,8 @@ from annotator.similarity.exact import cosines, integer_vectors
 from annotator.similarity.mining import MiningFilters, keep_diverse, mine
 from annotator.similarity.synthetic_vectors import planted_vectors
 
+pytestmark = pytest.mark.torch  # mine() multiplies the vectors with torch
+
 THRESHOLD, CEILING = 0.8, 0.995
 
 

@@ -17,7 +17,7 @@ from subtlebench.errors import Forbidden, Invalid
 from tests.factories import make_image, make_video
 from tests.similarity_fixtures import store_embedding, vector_with_similarity
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.torch]
 
 
 def collection_world():

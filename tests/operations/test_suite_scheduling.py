@@ -7,9 +7,10 @@ import os
 import subprocess
 import sys
 import textwrap
+from xml.etree import ElementTree
 
 from devtools.localservices import BASE_DIR
-from tests.scheduling import spread
+from tests.scheduling import TORCH_UNIT, join_the_torch_unit, spread
 
 CONFTEST = """
 from tests import scheduling
@@ -120,3 +121,75 @@ def test_units_that_wait_on_other_processes_are_spread_among_the_others_at_the_s
     # Shares given after each: 30/50 | 6/20, 12/20 | (tie: the first) 40/50 | 15/20, 18/20 | 50/50 | 20/20.
     assert merged == [waiting[0], busy[0], busy[1], waiting[1], busy[2], busy[3], waiting[2], busy[4]]
     assert spread([], busy, cost=lambda unit: unit[1]) == busy
+
+
+# Tests that import torch: three alone (collected first, so that without the torch unit both workers would start on
+# one of them), and a module whose world one of its tests needs torch for.
+TORCH_ALONE = """
+import os
+import pytest
+
+@pytest.mark.torch
+@pytest.mark.parametrize("number", range(3))
+def test_imports_torch(number, record_property):
+    record_property("worker", os.environ["PYTEST_XDIST_WORKER"])
+"""
+
+TORCH_WORLD = """
+import os
+import pytest
+
+@pytest.fixture(scope="module")
+def world():
+    with open(os.environ["BUILDS_FILE"] + ".torch", "a") as builds:
+        builds.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+    return {"built": True}
+
+@pytest.mark.torch
+def test_embeds_in_the_world(world, record_property):
+    record_property("worker", os.environ["PYTEST_XDIST_WORKER"])
+
+@pytest.mark.parametrize("number", range(2))
+def test_reads_the_world(world, number, record_property):
+    record_property("worker", os.environ["PYTEST_XDIST_WORKER"])
+"""
+
+
+def test_the_tests_marked_torch_run_on_one_worker_with_the_whole_world_of_their_module(tmp_path):
+    (tmp_path / "test_a_torch.py").write_text(textwrap.dedent(TORCH_ALONE))
+    (tmp_path / "test_b_world.py").write_text(textwrap.dedent(TORCH_WORLD))
+    result = run_small_suite(
+        tmp_path, "-q", "-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder", "--junitxml", "report.xml"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "18 passed" in result.stdout
+    workers = {}
+    for case in ElementTree.parse(tmp_path / "report.xml").iter("testcase"):
+        for recorded in case.iter("property"):
+            workers[f"{case.get('classname')}.{case.get('name')}"] = recorded.get("value")
+    torch_tests = {test: worker for test, worker in workers.items() if "test_a_torch" in test or "test_b_world" in test}
+    assert len(torch_tests) == 6
+    assert len(set(torch_tests.values())) == 1, f"the torch tests ran on {torch_tests}"
+    builds = (tmp_path / "builds.txt.torch").read_text().split()
+    assert builds == list(set(torch_tests.values())), f"the world was built on {builds}"
+
+
+class StandIn:
+    """A collected test, as far as the torch unit looks at it: its markers."""
+
+    def __init__(self, *markers: str):
+        self.markers = markers
+
+    def get_closest_marker(self, name: str):
+        return name if name in self.markers else None
+
+
+def test_the_torch_unit_takes_whole_units_and_leaves_those_that_wait_on_a_browser_apart():
+    world = [StandIn(), StandIn("torch"), StandIn()]
+    alone = [StandIn("torch")]
+    browser = [StandIn("torch", "browser")]
+    plain = [StandIn()]
+    units = {"module:test_world.py": world, "test_alone.py::test": alone, "test_browser.py::test": browser}
+    units["test_plain.py::test"] = plain
+    join_the_torch_unit(units)
+    assert units == {"test_browser.py::test": browser, "test_plain.py::test": plain, TORCH_UNIT: world + alone}

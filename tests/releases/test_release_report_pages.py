@@ -30,7 +30,7 @@ from tests.disk_cache import cache_root
 from tests.export_fixtures import read_jsonl
 from tests.worker_zygote import python_run
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.torch]
 
 # What a restore needs: the people and every row of the project's apps (content types and permissions are made by
 # migrate in the fresh database; sessions and login attempts are not the data).

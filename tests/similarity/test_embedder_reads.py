@@ -20,7 +20,7 @@ from tests.factories import make_image
 
 dinov3 = similarity_fixtures.dinov3
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.torch]
 
 
 def stored(ids):

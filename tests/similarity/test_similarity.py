@@ -44,7 +44,7 @@ dinov3 = similarity_fixtures.dinov3
 no_dinov3 = similarity_fixtures.no_dinov3
 other_dinov3_dir = similarity_fixtures.other_dinov3_dir
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.torch]
 
 
 def embed(**scope) -> Job:

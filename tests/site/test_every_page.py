@@ -41,7 +41,7 @@ from tests.conftest import built_once, make_user, suite_settings
 from tests.factories import make_candidate, make_pair, make_video
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.torch]
 
 ROLES = ["anonymous", "stranger", "annotator", "reviewer", "coordinator"]
 # The admin has its own tests (test_admin.py); its URL patterns take Django's own arguments.

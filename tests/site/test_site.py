@@ -145,6 +145,7 @@ def demo_model_active(tmp_path):
     return embedding_model_activate(folder=build_demo_model(tmp_path / "demo"), device="cpu", image_size=224)
 
 
+@pytest.mark.torch
 def test_the_demo_model_banner_is_not_shown_to_anonymous_visitors_or_users_without_a_role(
     client, client_for, stranger, tmp_path
 ):
@@ -154,6 +155,7 @@ def test_the_demo_model_banner_is_not_shown_to_anonymous_visitors_or_users_witho
     assert "untrained demo model" not in client_for(stranger).get("/", follow=True).content.decode()
 
 
+@pytest.mark.torch
 def test_the_demo_model_banner_is_shown_to_every_role_that_sees_similarities(
     client_for, annotator, reviewer, coordinator, tmp_path
 ):
