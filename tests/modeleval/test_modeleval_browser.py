@@ -27,7 +27,11 @@ def shot(page, name: str) -> None:
         page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
-def test_a_coordinator_registers_a_model_starts_a_run_and_watches_it_finish(page, live_server, coordinator):
+def test_a_coordinator_registers_a_model_starts_a_run_and_watches_it_finish(page, live_server, coordinator, settings):
+    # Retries of the failing items after waits of hundredths of a second, not of seconds (as in test_modeleval.py):
+    # what this test checks is the page, and the run still takes several seconds with the server's latency.
+    settings.MODEL_EVAL_BACKOFF_SECONDS = 0.01
+    settings.MODEL_EVAL_BACKOFF_MAX_SECONDS = 0.05
     categories = ["temporal", "spatial", "attribute", "viewpoint"]
     pairs = [make_pair(category=categories[i % 4], answer=f"change {i}", distractors=["other"]) for i in range(24)]
     server = ModelServer(latency=0.4).start()
