@@ -99,8 +99,11 @@ def job_task_send(*, task_id: int, countdown: float | None = None) -> bool:
         log.warning("job %s, unit %s (%s): %s", task.job_id, task.pk, task.name, reason)
         JobTask.objects.filter(pk=task.pk, status=task.status).update(error=reason[:2000])
         return False
+    # The send counts whatever the unit's status is now: a worker may have taken the message and claimed the unit (or
+    # even finished it) before this line, and then only the marks of a waiting unit stay as the claim wrote them.
+    JobTask.objects.filter(pk=task.pk).update(sends=models.F("sends") + 1)
     JobTask.objects.filter(pk=task.pk, status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED)).update(
-        status=JobTask.Status.QUEUED, queued_at=timezone.now(), sends=models.F("sends") + 1, celery_id=message_id
+        status=JobTask.Status.QUEUED, queued_at=timezone.now(), celery_id=message_id
     )
     return True
 

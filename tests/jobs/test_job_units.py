@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from annotator.cleanup.services import storage_clean_up
 from annotator.export.services import ExportOptions, export_run, export_start
-from annotator.jobs.services import UnitRef, job_cancel, job_retry, job_task_claim, jobs_sweep
+from annotator.jobs.services import UnitRef, job_cancel, job_retry, job_task_claim, job_task_send, jobs_sweep
 from annotator.models import Frame, Image, Job, JobCancelled, JobTask, Video
 from annotator.videos.services import videos_import
 from annotator.videos.tasks import sample_video
@@ -173,6 +173,26 @@ def test_the_sweeper_sends_a_unit_the_broker_refused_and_finishes_a_job_whose_un
     assert jobs_sweep()["finished"] == 1
     job.refresh_from_db()
     assert job.status == "failed" and job.errors == ["given up: its worker vanished"]
+
+
+def test_a_send_counts_when_a_worker_claims_the_unit_before_the_sender_marks_it_queued(coordinator, monkeypatch):
+    """A worker can take the message and claim the unit between the broker's answer and the sender's next statement
+    (seen in a loaded run: a unit sent twice counted one send)."""
+    from subtlebench.celery import app
+
+    job = Job.objects.create(kind=Job.Kind.EXPORT, title="x", created_by=coordinator)
+    unit = JobTask.objects.create(job=job, name="annotator.tasks.export_benchmark_task", kwargs={"job_id": job.pk})
+    claimed = []
+
+    def send_and_claim_at_once(name, *, task_id, **options):
+        claimed.append((task_id, job_task_claim(unit=UnitRef(unit.pk, celery_id=task_id, worker="quick@worker"))))
+
+    monkeypatch.setattr(app, "send_task", send_and_claim_at_once)
+    assert job_task_send(task_id=unit.pk)
+    [(message_id, run)] = claimed
+    unit.refresh_from_db()
+    assert run is not None and run.token == unit.token
+    assert (unit.status, unit.sends, unit.worker, unit.celery_id) == ("running", 1, "quick@worker", message_id)
 
 
 def test_every_task_ends_within_the_brokers_visibility_timeout(settings):
