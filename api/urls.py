@@ -1,7 +1,7 @@
 from csp.decorators import csp_update
 from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerSplitView
 
 from api import (
     captions,
@@ -18,6 +18,7 @@ from api import (
     videos,
     views,
 )
+from api.schema import SchemaView
 
 # Swagger UI and Redoc put a <style> element in their page: inline styles there only, scripts still from files.
 docs_page = csp_update({"style-src": ["'unsafe-inline'"]})
@@ -25,7 +26,7 @@ docs_page = csp_update({"style-src": ["'unsafe-inline'"]})
 urlpatterns = [
     # The schema needs a session or a token (SPECTACULAR_SETTINGS SERVE_PERMISSIONS); the browsable docs send
     # a logged-out browser to the login page. Swagger's split view serves its script as a file: no inline script.
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("schema/", SchemaView.as_view(), name="api-schema"),
     path(
         "docs/", login_required(docs_page(SpectacularSwaggerSplitView.as_view(url_name="api-schema"))), name="api-docs"
     ),

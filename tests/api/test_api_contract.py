@@ -3,6 +3,8 @@ answer, and one error body, `{"detail": ..., "errors": {field: [...]}}`, for eve
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
@@ -10,6 +12,7 @@ from drf_spectacular.drainage import GENERATOR_STATS
 from rest_framework import exceptions
 
 from api.errors import exception_handler
+from tests.conftest import make_user
 from tests.factories import make_pair, make_video
 
 ERROR_REF = "#/components/schemas/Error"
@@ -63,6 +66,30 @@ def test_the_schema_validates_without_a_single_warning(tmp_path, capsys):
     assert not GENERATOR_STATS, printed.err
     assert "Warning" not in printed.err and "Error" not in printed.err
     assert "/api/pairs/submit/" in (tmp_path / "schema.yaml").read_text()
+
+
+def test_the_schema_is_made_once_the_same_for_every_reader_and_anew_when_its_settings_change(client, annotator):
+    """/api/schema/ answers the schema it made first (api/schema.py): the one a fresh generator makes, to every
+    reader; still only to a logged-in one; and a change of the routes it is made from makes it again."""
+    from django.test import override_settings
+    from drf_spectacular.generators import SchemaGenerator
+
+    from api.schema import _schemas as kept_schemas
+    from subtlebench.tokens import api_token_create
+
+    _, key = api_token_create(user=annotator)
+    reader = {"HTTP_AUTHORIZATION": f"Token {key}"}
+    schemas = [client.get("/api/schema/", {"format": "json"}, **reader).json() for _ in range(2)]
+    client.force_login(make_user("cora", "coordinator"))
+    schemas.append(client.get("/api/schema/", {"format": "json"}).json())
+    client.logout()
+    fresh = json.loads(json.dumps(SchemaGenerator().get_schema(request=None, public=True)))  # as JSON would read
+    assert all(schema == fresh for schema in schemas)
+    assert len(kept_schemas) == 1  # made for the first request, answered to the next two
+    assert client.get("/api/schema/").status_code in (401, 403)  # kept, and still for logged-in readers only
+    with override_settings(ROOT_URLCONF="tests.api.schema_urls"):
+        assert set(client.get("/api/schema/", {"format": "json"}, **reader).json()["paths"]) == {"/api/token/"}
+    assert client.get("/api/schema/", {"format": "json"}, **reader).json() == fresh
 
 
 def test_pair_and_caption_bodies_are_documented_each_on_its_own_endpoint(schema):
