@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from contextlib import contextmanager
+from urllib.parse import quote
 
 import pytest
 from django.contrib.auth.models import User
@@ -443,11 +444,15 @@ def s3_storage(s3_bucket, settings):
     return s3_bucket
 
 
-def database_url() -> str:
+def database_url(name: str | None = None) -> str:
+    """The URL of the test database (or of database `name` on its server), for a process the test starts."""
     db = connection.settings_dict
     host = db["HOST"] or "127.0.0.1"
     port = f":{db['PORT']}" if db["PORT"] else ""
-    return f"postgresql://{db['USER']}:{db['PASSWORD']}@{host}{port}/{db['NAME']}"
+    where = f"{db['USER']}:{db['PASSWORD']}@{host}{port}/{name or db['NAME']}"
+    if host.startswith("/"):  # the folder of a Unix socket, as DATABASE_URL's ?host= gives it
+        where = f"{db['USER']}:{db['PASSWORD']}@localhost{port}/{name or db['NAME']}?host={quote(host, safe='')}"
+    return f"postgresql://{where}"
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -23,11 +24,12 @@ REPORT = """
 import json, os, subprocess, sys
 import redis
 from devtools import localservices as ls
-db = subprocess.run([ls.postgres_bin() / "psql", os.environ["DATABASE_URL"], "-tAc", "SHOW data_directory"],
-                    capture_output=True, text=True, check=True).stdout.strip()
+db = subprocess.run([ls.postgres_bin() / "psql", os.environ["DATABASE_URL"], "-tAc",
+                     "SELECT current_setting('data_directory'), inet_server_addr() IS NULL"],
+                    capture_output=True, text=True, check=True).stdout.strip().split("|")
 client = redis.Redis.from_url(os.environ["CELERY_BROKER_URL"])
 print(json.dumps({"database_url": os.environ["DATABASE_URL"], "broker_url": os.environ["CELERY_BROKER_URL"],
-                  "postgres_dir": db, "redis_dir": client.config_get("dir")["dir"]}))
+                  "postgres_dir": db[0], "unix_socket": db[1] == "t", "redis_dir": client.config_get("dir")["dir"]}))
 """
 
 
@@ -100,6 +102,29 @@ def test_two_checkouts_run_their_own_servers_side_by_side_and_one_stopping_leave
     again = run_with_services(two, REPORT)
     assert again.returncode == 0, again.stderr
     assert Path(json.loads(again.stdout)["postgres_dir"]) == two / "postgres"
+
+
+def test_the_database_is_reached_over_its_unix_socket_and_a_checkout_too_deep_for_one_over_tcp(checkouts):
+    """DATABASE_URL names the server's Unix socket in its data folder (`?host=`: no TCP round trip for each
+    statement). A folder so deep that the socket's path would pass the 107 bytes a socket path may have gets a
+    server on TCP only: with the socket asked for anyway, PostgreSQL did not start at all."""
+    near = checkouts[0]
+    root = Path(tempfile.mkdtemp(prefix="sb-checkout-"))
+    deep = root / ("d" * 90) / "var"
+    seen = {}
+    try:
+        for folder in (near, deep):
+            report = run_with_services(folder, REPORT)
+            assert report.returncode == 0, report.stderr
+            seen[folder] = json.loads(report.stdout)
+            assert Path(seen[folder]["postgres_dir"]) == folder / "postgres"
+    finally:
+        run_with_services(deep, "from devtools import localservices as ls; ls.stop(['postgres', 'redis'])")
+        shutil.rmtree(root, ignore_errors=True)
+    assert seen[near]["unix_socket"] and parse_qs(urlsplit(seen[near]["database_url"]).query)["host"] == [
+        str(near / "postgres")
+    ]
+    assert not seen[deep]["unix_socket"] and "?" not in seen[deep]["database_url"]
 
 
 def test_a_server_of_another_folder_on_the_port_is_refused_with_what_was_found(checkouts):

@@ -88,7 +88,7 @@ def test_the_demo_release_has_a_study_and_a_model_run_and_its_report_the_same_by
     restored = f"{connection.settings_dict['NAME']}_restored"
     create_empty_database(restored)
     try:
-        url = database_url().rsplit("/", 1)[0] + f"/{restored}"
+        url = database_url(restored)
         loaded = manage("loaddata", str(dump), database=url)
         assert loaded.returncode == 0, loaded.stderr
         written = manage("release_report", "v1", str(tmp_path / "restored"), database=url)
