@@ -132,6 +132,12 @@ class ModelServer:
                 super().setup()
                 with server.lock:
                     server.connections.add(self.connection)
+                    down = server.down
+                if down:
+                    # Accepted just before the server went down, this connection's thread started after `stop` cut
+                    # the open ones: cut too, or it would go on answering on a kept-alive connection (seen on a
+                    # loaded machine: a run "killed" after five requests got twelve answers).
+                    self.connection.shutdown(socket.SHUT_RDWR)
 
             def finish(self):
                 with server.lock:
@@ -277,7 +283,8 @@ class ModelServer:
 
     def stop(self) -> None:
         """Down: nothing listens on its port (kept-alive connections are cut too, as a killed server's are)."""
-        self.down = True
+        with self.lock:
+            self.down = True
         self.httpd.shutdown()
         self.httpd.server_close()
         with self.lock:
