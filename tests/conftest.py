@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from contextlib import contextmanager
@@ -39,6 +40,7 @@ def pytest_configure(config):
     flush_by_delete()
     retry_flush_on_deadlock()
     one_session_per_force_login()
+    count_live_requests()
 
 
 def pytest_unconfigure(config):
@@ -124,6 +126,14 @@ def flush_by_delete() -> None:
         return [" ".join(["SET LOCAL session_replication_role = replica;", *deletes, *groups])]
 
     DatabaseOperations.sql_flush = sql_flush
+
+
+def count_live_requests() -> None:
+    """The live server's requests are counted while they run (`wait_for_live_requests`)."""
+    from django.core.signals import request_finished, request_started
+
+    request_started.connect(live_request_started)
+    request_finished.connect(live_request_finished)
 
 
 def is_superuser(connection) -> bool:
@@ -613,7 +623,47 @@ class BrowserPages:
             pages[0].wait_for_timeout(50)  # lets Playwright deliver the requests' events
         for context in open_contexts:
             context.close()
+        wait_for_live_requests()
         wait_for_idle_database()
+
+
+# The live server's requests under way in this test process. A request that the browser gave up on (its context
+# went offline: Playwright reports it failed) is still run to its end by the live server; between two statements
+# in autocommit its connection is idle, so `wait_for_idle_database` alone let the flush run in between, and the
+# request's last write (a caption draft saved after the flush) was left for the next test of the worker to find.
+LIVE_REQUESTS = {"under_way": 0}
+_live_requests_lock = threading.Lock()
+_live_request = threading.local()
+
+
+def live_request_started(sender, environ=None, **kwargs):
+    if environ is not None and "wsgi.file_wrapper" in environ:  # a real WSGI server's request, not the test client's
+        _live_request.counted = True
+        with _live_requests_lock:
+            LIVE_REQUESTS["under_way"] += 1
+
+
+def live_request_finished(sender, **kwargs):
+    if getattr(_live_request, "counted", False):  # sent in the thread that served the request, once it is written
+        _live_request.counted = False
+        with _live_requests_lock:
+            LIVE_REQUESTS["under_way"] -= 1
+
+
+def wait_for_live_requests(seconds: float = 15, quiet: float = 0.05) -> bool:
+    """Wait until the live server has no request under way, and has had none for `quiet` seconds (one the browser
+    sent last may not have reached Django yet); False if one was still under way after `seconds`."""
+    deadline = time.monotonic() + seconds
+    idle_since = None
+    while time.monotonic() < deadline:
+        if LIVE_REQUESTS["under_way"]:
+            idle_since = None
+        elif idle_since is None:
+            idle_since = time.monotonic()
+        elif time.monotonic() - idle_since >= quiet:
+            return True
+        time.sleep(0.02)
+    return False
 
 
 @pytest.fixture
