@@ -132,12 +132,6 @@ class ModelServer:
                 super().setup()
                 with server.lock:
                     server.connections.add(self.connection)
-                    down = server.down
-                if down:
-                    # Accepted just before the server went down, this connection's thread started after `stop` cut
-                    # the open ones: cut too, or it would go on answering on a kept-alive connection (seen on a
-                    # loaded machine: a run "killed" after five requests got twelve answers).
-                    self.connection.shutdown(socket.SHUT_RDWR)
 
             def finish(self):
                 with server.lock:
@@ -283,8 +277,7 @@ class ModelServer:
 
     def stop(self) -> None:
         """Down: nothing listens on its port (kept-alive connections are cut too, as a killed server's are)."""
-        with self.lock:
-            self.down = True
+        self.down = True
         self.httpd.shutdown()
         self.httpd.server_close()
         with self.lock:
