@@ -13,13 +13,13 @@ from __future__ import annotations
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils import translation
+from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework.response import Response
 
 # The settings the schema is made from: a change of one of them drops the kept schemas.
 SCHEMA_SETTINGS = {"ROOT_URLCONF", "INSTALLED_APPS", "REST_FRAMEWORK", "SPECTACULAR_SETTINGS"}
 
-_schemas: dict[tuple[str | None, str | None], dict] = {}  # (API version, language) -> the schema
+_schemas: dict[tuple, dict] = {}  # (API version, public, language) -> the schema
 
 
 @receiver(setting_changed)
@@ -28,17 +28,17 @@ def schema_forget(*, setting, **kwargs):
         _schemas.clear()
 
 
-class SchemaView(SpectacularAPIView):
-    """drf-spectacular's schema view, its schema kept once made (the permission check runs before this)."""
+class KeptSchemaGenerator(SchemaGenerator):
+    """drf-spectacular's generator, its schema kept once made."""
 
-    def _get_schema_response(self, request):
-        version = self.api_version or request.version or self._get_version_parameter(request)
-        key = (version, translation.get_language())
-        schema = _schemas.get(key)
-        if schema is None:
-            generator = self.generator_class(urlconf=self.urlconf, api_version=version, patterns=self.patterns)
-            schema = _schemas[key] = generator.get_schema(request=request, public=self.serve_public)
-        return Response(
-            data=schema,
-            headers={"Content-Disposition": f'inline; filename="{self._get_filename(request, version)}"'},
-        )
+    def get_schema(self, request=None, public=False):
+        key = (self.api_version, public, translation.get_language())
+        if key not in _schemas:
+            _schemas[key] = super().get_schema(request=request, public=public)
+        return _schemas[key]
+
+
+class SchemaView(SpectacularAPIView):
+    """drf-spectacular's schema view on the kept schema (its permission check runs before the generator)."""
+
+    generator_class = KeptSchemaGenerator
