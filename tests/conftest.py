@@ -457,12 +457,11 @@ def s3_storage(s3_bucket, settings):
 def database_url(name: str | None = None) -> str:
     """The URL of the test database (or of database `name` on its server), for a process the test starts."""
     db = connection.settings_dict
-    host = db["HOST"] or "127.0.0.1"
-    port = f":{db['PORT']}" if db["PORT"] else ""
-    where = f"{db['USER']}:{db['PASSWORD']}@{host}{port}/{name or db['NAME']}"
+    host, query = db["HOST"] or "127.0.0.1", ""
     if host.startswith("/"):  # the folder of a Unix socket, as DATABASE_URL's ?host= gives it
-        where = f"{db['USER']}:{db['PASSWORD']}@localhost{port}/{name or db['NAME']}?host={quote(host, safe='')}"
-    return f"postgresql://{where}"
+        host, query = "localhost", f"?host={quote(host, safe='')}"
+    port = f":{db['PORT']}" if db["PORT"] else ""
+    return f"postgresql://{db['USER']}:{db['PASSWORD']}@{host}{port}/{name or db['NAME']}{query}"
 
 
 @pytest.fixture(scope="session")
