@@ -69,7 +69,12 @@ def test_a_server_killed_mid_run_pauses_it_and_the_run_asks_the_failed_items_aga
     evaluation = evaluation_run(evaluation_id=start(endpoint_for(server, coordinator), coordinator, root).pk)
     job = evaluation.job
     job.refresh_from_db()
-    assert killed.is_set() and evaluation.state == "paused" and job.status == Job.Status.RUNNING
+    # What the run saw, said when it did not pause: the server's count tells whether answers came after the kill.
+    outcome = (
+        f"{evaluation.state}, {evaluation.answered} answered, {evaluation.failed} failed: "
+        f"{evaluation.pause_reason or job.errors}; the server got {len(server.requests)} chat requests"
+    )
+    assert killed.is_set() and evaluation.state == "paused" and job.status == Job.Status.RUNNING, outcome
     assert "requests in a row failed" in evaluation.pause_reason and evaluation.failed >= 3
     assert evaluation.answered < len(records)
     # While paused, the accuracy counts only the answered items.
