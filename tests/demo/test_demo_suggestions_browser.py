@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from playwright.sync_api import expect
 
 from annotator.models import Video
@@ -16,6 +17,8 @@ from demo.similarity import seed_demo_similarity
 from demo.videos import demo_videos_seed
 from tests import similarity_fixtures
 from tests.conftest import browser_login
+from tests.demo_fixtures import cached_demo_videos
+from tests.disk_cache import cache_root
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 no_dinov3 = similarity_fixtures.no_dinov3
@@ -25,9 +28,11 @@ SHOTS = Path(os.environ["SCREENSHOT_DIR"]) if os.environ.get("SCREENSHOT_DIR") e
 
 
 def test_the_demo_workbench_suggests_pairs_over_the_rule_and_shows_pairs_under_it_with_why(
-    no_dinov3, page, annotator, tmp_path
+    no_dinov3, page, annotator, tmp_path, request, tmp_path_factory
 ):
-    demo_videos_seed()  # the demo's own videos, as seed_demo makes them, and its seeded demo model
+    # The demo's own videos, as seed_demo makes them (their files from the pytest cache), and its seeded demo model.
+    cached_demo_videos(cache_root(request, tmp_path_factory, "demo"), Path(settings.IMPORT_ROOTS[0]) / "demo")
+    assert demo_videos_seed() is not None  # imported and sampled here, not found done
     seed_demo_similarity(folder=tmp_path / "demo-model")
     video = Video.objects.get(yt8m_id="demo_evening_light")
     picking.video_heartbeat(video=video, user=annotator)
