@@ -113,17 +113,31 @@ def job_task_send(*, task_id: int, countdown: float | None = None) -> bool:
 
 @dataclass(frozen=True)
 class UnitRef:
-    """Which unit a task message runs, and who runs it (the task's id and worker)."""
+    """Which unit a task message runs, and who runs it (the task's id and worker). A message also says what it was
+    sent for (its task's name and arguments): the unit it names must be that one (`names_the_unit`)."""
 
     unit_id: int | None
     celery_id: str = ""
     worker: str = ""
+    name: str = ""
+    kwargs: dict | None = None
+
+    def names_the_unit(self, task: JobTask) -> bool:
+        """Whether this message was sent for `task` (the row its unit id names here), or says nothing to tell."""
+        if not self.name:
+            return True
+        return task.name == self.name and (self.kwargs is None or task.kwargs == self.kwargs)
 
 
 def unit_of(task, unit_id: int | None) -> UnitRef:
-    """The UnitRef of a bound Celery task's current message."""
+    """The UnitRef of a bound Celery task's current message: its unit, the task's name and the arguments it
+    carries besides the unit's id (job_task_send sent the unit's own). A task called as a function in this process
+    has no message: only its unit."""
     request = task.request
-    return UnitRef(unit_id, celery_id=request.id or "", worker=request.hostname or "")
+    if request.called_directly:
+        return UnitRef(unit_id, worker=request.hostname or "")
+    kwargs = {key: value for key, value in (request.kwargs or {}).items() if key != "unit_id"}
+    return UnitRef(unit_id, celery_id=request.id or "", worker=request.hostname or "", name=task.name, kwargs=kwargs)
 
 
 def job_unit(job_id: int, unit: UnitRef | None) -> UnitRef:
@@ -185,8 +199,9 @@ class JobRun:
 
 def job_task_claim(*, unit: UnitRef) -> JobRun | None:
     """Start the unit: a compare-and-set from pending/queued (or from running when its worker is gone, or when this
-    is the same task retrying), and its job from queued to running. None: someone else runs or ran it, or its job
-    is over; the caller exits without doing anything."""
+    is the same task retrying), and its job from queued to running. None: someone else runs or ran it, its job
+    is over, or the message was sent for another unit than the one its number names here; the caller exits without
+    doing anything."""
     now = timezone.now()
     stale = now - timedelta(seconds=settings.JOB_STALE_SECONDS)
     token = uuid.uuid4().hex
@@ -203,6 +218,19 @@ def job_task_claim(*, unit: UnitRef) -> JobRun | None:
         # racing for one unit could then both win.
         task = JobTask.objects.select_for_update(of=("self",)).select_related("job").filter(pk=unit.unit_id).first()
         if task is None:
+            return None
+        if not unit.names_the_unit(task):
+            # A message the broker kept from another database (one restored from a backup, or made anew while the
+            # broker kept its queues): here its unit number is another unit, which it must not run with its own
+            # arguments, nor end.
+            log.warning(
+                "unit %s is %s %s here; this message (%s %s) was sent for another database's unit: it does nothing",
+                task.pk,
+                task.name,
+                task.kwargs,
+                unit.name,
+                unit.kwargs,
+            )
             return None
         waiting = task.status in (JobTask.Status.PENDING, JobTask.Status.QUEUED)
         running = task.status == JobTask.Status.RUNNING

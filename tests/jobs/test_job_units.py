@@ -18,6 +18,7 @@ from annotator.cleanup.services import storage_clean_up
 from annotator.export.services import ExportOptions, export_run, export_start
 from annotator.jobs.services import UnitRef, job_cancel, job_retry, job_task_claim, job_task_send, jobs_sweep
 from annotator.models import Frame, Image, Job, JobCancelled, JobTask, Video
+from annotator.similarity.tasks import embed_video_frames
 from annotator.videos.services import videos_import
 from annotator.videos.tasks import sample_video
 from subtlebench.errors import Conflict, Forbidden
@@ -105,6 +106,31 @@ def test_a_delivery_that_waited_on_a_claim_in_progress_does_not_claim_the_unit_a
         first.close()
     assert outcome == {"run": None}
     assert JobTask.objects.values_list("token", "attempts").get(pk=unit.pk) == ("first", 1)
+
+
+def test_a_message_sent_for_another_databases_unit_of_that_number_does_nothing(h264_video):
+    """The broker keeps its queues when the database is restored from a backup or made anew (a reset, a test
+    database): a message it still holds names a unit number that here is another unit. Delivered, it neither runs
+    that unit with its own arguments nor ends it or its job (a stale embedding message once failed an import's
+    embedding job with "Video 55 no longer exists"); the unit's own message still runs it."""
+    job = videos_import(source=str(h264_video.parent), count=3, sync=False)
+    unit = job.tasks.get()
+    before = JobTask.objects.values_list("status", "attempts", "token", "worker").get(pk=unit.pk)
+    job_before = (job.status, job.errors, job.done)
+    for task, kwargs in (
+        (embed_video_frames, {"job_id": job.pk, "video_id": unit.kwargs["video_id"] + 1000}),  # another task
+        (sample_video, {**unit.kwargs, "job_id": job.pk + 1000}),  # this task, for another job
+        (sample_video, {**unit.kwargs, "count": 5}),  # and with other arguments
+    ):
+        task.apply(kwargs={**kwargs, "unit_id": unit.pk})  # as a worker runs a message: with its request
+    job.refresh_from_db()
+    assert JobTask.objects.values_list("status", "attempts", "token", "worker").get(pk=unit.pk) == before
+    assert (job.status, job.errors, job.done) == job_before == (job.status, [], 0)
+
+    sample_video.apply(kwargs={**unit.kwargs, "unit_id": unit.pk})  # its own message
+    job.refresh_from_db()
+    assert (job.status, job.errors) == (Job.Status.SUCCEEDED, [])
+    assert Frame.objects.filter(video_id=unit.kwargs["video_id"]).count() == 3
 
 
 def waiting_on_a_lock() -> bool:
