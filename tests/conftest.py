@@ -474,6 +474,26 @@ def worker_fork_servers():
     close_fork_servers()
 
 
+def broker_purge() -> None:
+    """Empty every queue of the app in this test process's broker database (the default queue and each one that
+    CELERY_TASK_ROUTES names: `app.control.purge()` empties only the default one, the only one the app declares),
+    and drop what a stopped worker left unacknowledged: no message an earlier test queued reaches this test's
+    worker (nor one of an earlier run: the suite's Redis keeps its data between runs)."""
+    from django.conf import settings
+
+    from annotator.jobs.broker import broker_client, queue_keys, transport_option
+
+    queues = {settings.CELERY_TASK_DEFAULT_QUEUE, *(route["queue"] for route in settings.CELERY_TASK_ROUTES.values())}
+    keys = [key for queue in sorted(queues) for key in queue_keys(queue)]
+    keys += [transport_option("unacked_key"), transport_option("unacked_index_key")]
+    prefix = transport_option("global_keyprefix")
+    client = broker_client()
+    try:
+        client.delete(*(prefix + key for key in keys))
+    finally:
+        client.close()
+
+
 @pytest.fixture
 def celery_worker_process(transactional_db, settings, worker_fork_servers):
     """A real `celery worker` process on the test database and the real Redis broker, forked from a fork server that
@@ -495,9 +515,7 @@ def celery_worker_process(transactional_db, settings, worker_fork_servers):
             "MODEL_ENDPOINT_HOSTS": ",".join(settings.MODEL_ENDPOINT_HOSTS),
             **extra_env,
         }
-        from subtlebench.celery import app
-
-        app.control.purge()
+        broker_purge()
         log_path = settings.MEDIA_ROOT.parent / f"worker-{len(processes)}.log"
         log_path.write_text("")
         args = [
