@@ -12,21 +12,19 @@ CHROMIUM ?= /usr/bin/chromium-headless-shell
 export CHROMIUM
 
 # The suite's own embedded PostgreSQL and Redis (data in var/test/, ports derived from that folder): a `make run`
-# beside it, or another checkout's suite, never shares them. xdist processes, each with its own test database, Redis
-# database, media folder and ports: TEST_WORKERS where it is set, else 4 for `make test` (its browser and end-to-end
-# tests wait on Chromium and Celery workers, and a fourth process keeps the two cores busy meanwhile: 198-200 s
-# against 215-218 s with three, the same CPU) and 3 for `make test-fast` (busy on the cores throughout: a fourth
-# only added its start).
+# beside it, or another checkout's suite, never shares them. TEST_WORKERS xdist processes, each with its own
+# test database, Redis database, media folder and ports.
 TEST_VAR = $(CURDIR)/var/test
 # Bytecode (and pytest's rewritten test modules) is cached in __pycache__ between runs: without it every test
 # process, Celery worker and manage.py the suite starts compiles the whole project again.
 unexport PYTHONDONTWRITEBYTECODE
+TEST_WORKERS ?= 3
 # The suite's temporary folders (one for each test: about 11,000 folders and 22,000 files in a `make test-fast`) on
 # the machine's RAM file system where it has one with at least 4 GiB free: making and deleting them on the disk's
 # ext4 took about ten times the CPU here. Elsewhere (no /dev/shm, or a small one as in a container) the system's
 # temporary folder. Set TEST_TMPDIR to choose another.
 TEST_TMPDIR ?= $(shell df -k --output=fstype,avail /dev/shm 2>/dev/null | awk 'NR == 2 && $$1 == "tmpfs" && $$2 >= 4194304 {print "/dev/shm"}')
-PYTEST = $(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR)) VAR_DIR=$(TEST_VAR) LOCAL_PG_DURABLE=false $(BIN)/python -m devtools.localservices -- $(BIN)/pytest --dist loadgroup --no-loadscope-reorder
+PYTEST = $(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR)) VAR_DIR=$(TEST_VAR) LOCAL_PG_DURABLE=false $(BIN)/python -m devtools.localservices -- $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 .PHONY: install run test test-fast lint
 
@@ -43,11 +41,11 @@ run: install
 # Everything: unit, browser (Chromium) and end-to-end (real Celery workers) tests.
 test: install
 	@test -x "$(CHROMIUM)" || { echo "make test: Chromium is missing at $(CHROMIUM); the browser tests need it. Install it with: apt-get install -y chromium-headless-shell"; exit 1; }
-	$(PYTEST) -n $(or $(TEST_WORKERS),4)
+	$(PYTEST)
 
 # The edit-run loop: all but the browser and end-to-end tests.
 test-fast: install
-	$(PYTEST) -n $(or $(TEST_WORKERS),3) -m "not browser and not e2e"
+	$(PYTEST) -m "not browser and not e2e"
 
 lint: install
 	$(BIN)/ruff check .
