@@ -479,12 +479,10 @@ def broker_purge() -> None:
     CELERY_TASK_ROUTES names: `app.control.purge()` empties only the default one, the only one the app declares),
     and drop what a stopped worker left unacknowledged: no message an earlier test queued reaches this test's
     worker (nor one of an earlier run: the suite's Redis keeps its data between runs)."""
-    from django.conf import settings
-
     from annotator.jobs.broker import broker_client, queue_keys, transport_option
+    from subtlebench.health import expected_queues
 
-    queues = {settings.CELERY_TASK_DEFAULT_QUEUE, *(route["queue"] for route in settings.CELERY_TASK_ROUTES.values())}
-    keys = [key for queue in sorted(queues) for key in queue_keys(queue)]
+    keys = [key for queue in expected_queues() for key in queue_keys(queue)]
     keys += [transport_option("unacked_key"), transport_option("unacked_index_key")]
     prefix = transport_option("global_keyprefix")
     client = broker_client()
