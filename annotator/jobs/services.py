@@ -124,9 +124,7 @@ class UnitRef:
 
     def names_the_unit(self, task: JobTask) -> bool:
         """Whether this message was sent for `task` (the row its unit id names here), or says nothing to tell."""
-        if not self.name:
-            return True
-        return task.name == self.name and (self.kwargs is None or task.kwargs == self.kwargs)
+        return not self.name or (task.name == self.name and task.kwargs == self.kwargs)
 
 
 def unit_of(task, unit_id: int | None) -> UnitRef:
