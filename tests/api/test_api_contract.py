@@ -92,6 +92,36 @@ def test_the_schema_is_made_once_the_same_for_every_reader_and_anew_when_its_set
     assert client.get("/api/schema/", {"format": "json"}, **reader).json() == fresh
 
 
+def test_the_schema_is_rendered_once_for_each_format_and_anew_when_its_settings_change(client, annotator):
+    """The kept schema's renderings are kept too (api/schema.py): the same bytes drf-spectacular's own renderer
+    writes, for YAML (the default) and JSON, each rendered once; an error's body is not kept; a change of the routes
+    drops them with the schema."""
+    from django.test import override_settings
+    from drf_spectacular.renderers import OpenApiJsonRenderer, OpenApiYamlRenderer
+
+    from api.schema import _renderings as kept_renderings
+    from api.schema import _schemas as kept_schemas
+    from subtlebench.tokens import api_token_create
+
+    _, key = api_token_create(user=annotator)
+    reader = {"HTTP_AUTHORIZATION": f"Token {key}"}
+    kept_schemas.clear()
+    kept_renderings.clear()
+    yaml_answers = [client.get("/api/schema/", **reader) for _ in range(2)]
+    json_answers = [client.get("/api/schema/", {"format": "json"}, **reader) for _ in range(2)]
+    (schema,) = kept_schemas.values()
+    assert [answer.content for answer in yaml_answers] == [OpenApiYamlRenderer().render(schema)] * 2
+    assert yaml_answers[0]["Content-Type"].startswith("application/vnd.oai.openapi;")
+    as_json = OpenApiJsonRenderer().render(schema, "application/vnd.oai.openapi+json")
+    assert [answer.content for answer in json_answers] == [as_json] * 2
+    assert len(kept_renderings) == 2  # one for each format, each made for its first request
+    assert client.get("/api/schema/").status_code in (401, 403)  # an error's body: rendered, not kept
+    assert len(kept_renderings) == 2
+    with override_settings(ROOT_URLCONF="tests.api.schema_urls"):
+        assert kept_renderings == {}
+        assert b"/api/pairs/submit/" not in client.get("/api/schema/", **reader).content
+
+
 def test_pair_and_caption_bodies_are_documented_each_on_its_own_endpoint(schema):
     pair_submit = request_body(schema, "/api/pairs/submit/")
     assert {"video", "index_a", "index_b", "category", "client_key"} <= set(pair_submit["properties"])
