@@ -33,9 +33,11 @@ print(json.dumps({"database_url": os.environ["DATABASE_URL"], "broker_url": os.e
 """
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def checkouts():
-    """Two data folders (short paths: PostgreSQL's socket path has a length limit), their servers stopped after."""
+    """Two data folders (short paths: PostgreSQL's socket path has a length limit), their servers stopped after the
+    module. The module's tests share them: each starts what it needs (a server already running is used, as a second
+    command of a checkout would), and a folder's cluster is made (initdb) once, not again in every test."""
     folders = [Path(tempfile.mkdtemp(prefix="sb-checkout-")) / "var" for _ in range(2)]
     yield folders
     for folder in folders:
