@@ -11,6 +11,11 @@ machine spent during the run, from /proc/stat (every process's, the embedded Pos
 quiet machine), with the time the hypervisor gave to other guests (steal): on a shared machine the wall time of
 the same suite moves by a third, its CPU much less, so a change is best judged by the CPU of runs one after the
 other.
+
+`floor s` is that CPU divided by the cores this script may run on: the least wall time those core-seconds can take
+on this machine, however the work is spread. With `--workers 0` the tests run in one process, without xdist: its
+CPU is then the suite's own work (no worker starts, no controller), and its floor the shortest run any number of
+workers could reach here.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {"test-fast": 60.0, "test": 180.0}
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 SUMMARY = re.compile(r"=+ (.*?) in ([\d.]+)s")
 
 
@@ -53,7 +59,7 @@ def cpu_seconds() -> tuple[float, float] | None:
 
 def run(target: str, workers: int | None, log: Path) -> dict:
     command = ["make", "--no-print-directory", target]
-    if workers:
+    if workers is not None:
         command.append(f"TEST_WORKERS={workers}")
     speed = loop_ns()
     load = os.getloadavg()[0]
@@ -88,15 +94,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--only", choices=sorted(TARGETS))
-    parser.add_argument("--workers", type=int, help="xdist workers (the Makefile's TEST_WORKERS)")
+    parser.add_argument(
+        "--workers", type=int, help="xdist workers (the Makefile's TEST_WORKERS; 0: the tests in one process)"
+    )
     args = parser.parse_args()
     targets = [args.only] if args.only else ["test-fast", "test"]
     logs = ROOT / "var" / "bench"
     logs.mkdir(parents=True, exist_ok=True)
     print(f"loop ns measured on {sys.executable} (Python {sys.version.split()[0]})")
     print(
-        f"{'target':<10} {'run':>3} {'wall s':>7} {'target s':>8} {'cpu s':>6} {'steal s':>7} {'load':>5}"
-        f" {'loop ns':>7}  result"
+        f"{'target':<10} {'run':>3} {'wall s':>7} {'target s':>8} {'cpu s':>6} {'floor s':>7} {'steal s':>7}"
+        f" {'load':>5} {'loop ns':>7}  result"
     )
     failed = 0
     for number in range(1, args.runs + 1):
@@ -107,6 +115,7 @@ def main() -> int:
             verdict = "" if ok else f"  FAILED (exit {row['code']}, log {logs / f'suite-{target}-{number}.log'})"
             print(
                 f"{target:<10} {number:>3} {row['wall']:>7.1f} {TARGETS[target]:>8.0f} {seconds(row['cpu']):>6}"
+                f" {seconds(row['cpu'] and row['cpu'] / CORES):>7}"
                 f" {seconds(row['steal']):>7} {row['load']:>5.2f} {row['speed']:>7.0f}"
                 f"  {row['counts']}{verdict}",
                 flush=True,
