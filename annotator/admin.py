@@ -18,8 +18,6 @@ from annotator.models import (
     JobTask,
     ModelDraft,
     ModelEndpoint,
-    ModelEvaluation,
-    ModelItemResult,
     Pair,
     PairCandidate,
     PairDraft,
@@ -219,43 +217,6 @@ class ModelEndpointAdmin(admin.ModelAdmin):
     # The key is set through add_model, the page or the API, which check it; here it is neither shown nor edited.
     exclude = ("api_key_encrypted",)
     readonly_fields = ("api_key_env",)
-
-
-@admin.register(ModelEvaluation)
-class ModelEvaluationAdmin(admin.ModelAdmin):
-    list_display = (
-        "id",
-        "endpoint",
-        "name",
-        "source",
-        "release",
-        "split",
-        "study_id",
-        "items",
-        "answered",
-        "correct",
-        "failed",
-        "created",
-    )
-    list_filter = ("source",)
-    list_select_related = ("endpoint", "release")
-    raw_id_fields = ("job", "export_job", "release")
-
-
-@admin.register(ModelItemResult)
-class ModelItemResultAdmin(admin.ModelAdmin):
-    list_display = (
-        "evaluation",
-        "question_id",
-        "category",
-        "predicted_letter",
-        "correct_letter",
-        "is_correct",
-        "failure",
-    )
-    list_filter = ("failure", "category")
-    search_fields = ("question_id",)
-    raw_id_fields = ("evaluation", "pair", "release_item")
 
 
 # Every source (issue 27), models that draft and the synthetic lab (issues 28, 29): read in the admin, changed

@@ -18,10 +18,6 @@ class AnnotatorConfig(AppConfig):
 
     def ready(self):
         post_migrate.connect(create_role_groups, sender=self, dispatch_uid="annotator.create_role_groups")
-        from annotator.modeleval.services import release_model_runs_section
-        from annotator.releases.services import release_links_register
-
-        release_links_register(release_model_runs_section)
         from annotator.jobs.services import jobs_health_part
         from subtlebench.health import health_part_register
 

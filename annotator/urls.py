@@ -8,7 +8,6 @@ from annotator.drafting import views as views_drafting
 from annotator.export import views as views_exports
 from annotator.jobs import views as views_jobs
 from annotator.mining import views as views_mining
-from annotator.modeleval import views as views_models
 from annotator.picking import views as views_picking
 from annotator.releases import views as views_releases
 from annotator.similarity import views as views_similarity
@@ -87,21 +86,8 @@ urlpatterns = [
     path("exports/<int:job_id>/zip/", views_exports.export_zip_request, name="export-zip"),
     # Releases: published, frozen benchmark versions
     path("releases/", views_releases.release_list, name="release-list"),
-    path("releases/v<int:number>/", views_releases.release_detail, name="release-detail"),
-    # Models in the loop: every /models/ page (the models beside the humans are the studies': evaluation/urls.py)
     # Synthetic sweeps: the paper's controlled experiments, and their heatmaps
     path("synthetic/", views_synthetic.sweep_list, name="sweep-list"),
-    path("synthetic/<int:sweep_id>/", views_synthetic.sweep_detail, name="sweep-detail"),
     path("synthetic/<int:sweep_id>/publish/", views_synthetic.sweep_publish_view, name="sweep-publish"),
-    path("synthetic/<int:sweep_id>/heatmap.svg", views_synthetic.sweep_heatmap_svg, name="sweep-heatmap-svg"),
-    path("synthetic/<int:sweep_id>/heatmap.png", views_synthetic.sweep_heatmap_png, name="sweep-heatmap-png"),
-    path("synthetic/<int:sweep_id>/results.csv", views_synthetic.sweep_results_csv, name="sweep-results-csv"),
-    path("models/", views_models.model_list, name="model-list"),
-    path("models/endpoints/new/", views_models.model_endpoint_new, name="model-endpoint-new"),
     path("models/drafting/", views_drafting.drafting_settings, name="drafting-settings"),
-    path("models/runs/new/", views_models.model_run_new, name="model-run-new"),
-    path("models/runs/<int:run_id>/", views_models.model_run_detail, name="model-run-detail"),
-    path("models/runs/<int:run_id>/results/", views_models.model_run_results, name="model-run-results"),
-    path("models/import/", views_models.model_import, name="model-import"),
-    path("models/compare/", views_models.model_compare, name="model-compare"),
 ]

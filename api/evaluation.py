@@ -12,9 +12,11 @@ from rest_framework.response import Response
 from annotator.models import Category, Domain
 from api.errors import error_responses
 from api.fields import INT32_MAX, free_text, number, whole_number
-from evaluation import participation, reports, studies
 from evaluation.models import Participant, Study
-from evaluation.participant_views import image_url
+from evaluation.results.study_summary import study_summary
+from evaluation.studies import participation, reports
+from evaluation.studies import services as studies
+from evaluation.studies.participant_views import image_url
 from subtlebench.errors import Conflict
 from subtlebench.roles import COORDINATOR, HasRole
 from subtlebench.text import NAME_MAX
@@ -188,7 +190,7 @@ class StudyResultsSerializer(serializers.Serializer):
 def study_results(request, pk):
     """The JSON summary: sample, seed, counts, accuracies with Wilson intervals, agreement, models."""
     study = get_object_or_404(Study, pk=pk)
-    return Response(reports.study_results(study))
+    return Response(study_summary(study))
 
 
 # --- Participants: the token in the URL is the credential; answers are blinded like the pages. ---------------

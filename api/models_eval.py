@@ -1,5 +1,5 @@
 """Models in the loop, API: list and register model endpoints, start an evaluation run (202 and its job), a run's
-progress and summary, its results file. Coordinators only; thin views over annotator.modeleval (the same services
+progress and summary, its results file. Coordinators only; thin views over evaluation.runs (the same services
 the /models/ pages call).
 
 An endpoint's base URL must be http(s) with a host, without credentials, query or fragment, on a host the worker
@@ -15,16 +15,18 @@ from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
 from annotator.jobs.services import clean_idempotency_key
-from annotator.modeleval.description import accuracy_table
-from annotator.modeleval.services import endpoint_create, evaluation_start, evaluation_summary, results_file
-from annotator.modeleval.strategies import CHOICES as STRATEGY_CHOICES
-from annotator.modeleval.strategies import PROMPT_MAX
-from annotator.models import Category, Domain, Job, ModelEndpoint, ModelEvaluation, Release
+from annotator.llm.endpoints import endpoint_create
+from annotator.models import Category, Domain, Job, ModelEndpoint, Release
 from api.datamanager import FilterField
 from api.errors import error_responses
 from api.fields import INT32_MAX, ObjectIdField, free_text, whole_number
 from api.jobs import IDEMPOTENCY_KEY
 from api.pagination import page_response, paginated
+from evaluation.models import ModelEvaluation
+from evaluation.runs.description import accuracy_table
+from evaluation.runs.services import evaluation_start, evaluation_summary, results_file
+from evaluation.runs.strategies import CHOICES as STRATEGY_CHOICES
+from evaluation.runs.strategies import PROMPT_MAX
 from subtlebench.roles import COORDINATOR, HasRole
 from subtlebench.text import NAME_MAX
 

@@ -542,7 +542,7 @@ def participant_flow(study) -> tuple[int, list[int]]:
 
     import requests
 
-    from evaluation import participation
+    from evaluation.studies import participation
     from tests.factories import DESKTOP_WINDOW
 
     base = f"http://127.0.0.1:{WEB_PORT}"
@@ -582,7 +582,7 @@ def participant_flow(study) -> tuple[int, list[int]]:
 
 def redis_out_of_memory() -> None:
     started = time.monotonic()
-    from evaluation import studies
+    from evaluation.studies import services as studies
     from tests.factories import make_pair
 
     for _ in range(3):
@@ -1007,7 +1007,8 @@ def model_server(mode: str = "", port: int = 0, latency: float = 0.0) -> tuple[s
 
 def model_run(base_url: str, name: str, plan: dict, *, timeout_s: int = 10, concurrency: int = 2, test=True):
     """Register the server (testing the connection unless told not to) and queue a run on an export of `plan`."""
-    from annotator.modeleval.services import endpoint_create, evaluation_start
+    from annotator.llm.endpoints import endpoint_create
+    from evaluation.runs.services import evaluation_start
     from tests.modeleval_fixtures import write_export
 
     root = BASE / "model-exports" / name
@@ -1232,7 +1233,7 @@ def daily_pages_with_redis_down() -> None:
     invites CSV downloads."""
     started = time.monotonic()
     from annotator.models import Video
-    from evaluation import studies
+    from evaluation.studies import services as studies
     from tests.factories import make_pair
 
     for _ in range(3):

@@ -4,7 +4,7 @@ in a process of its own) answering each request after 50 ms, with the endpoint's
 The run goes through the same code as `manage.py evaluate_model` (the evaluation job's service, in this process:
 the protocol's messages with both images in base64, the HTTP client, the results stored in PostgreSQL as they
 arrive). Prints items/s against the ideal concurrency / latency = 16 / 0.05 s = 320 items/s (target: at least 80%).
-`--strategy` picks the prompting strategy (annotator/modeleval/strategies.py): `concatenated` or `overlapped` make
+`--strategy` picks the prompting strategy (evaluation/runs/strategies.py): `concatenated` or `overlapped` make
 images for every request (Pillow, in the run's threads), and the CPU time per item shows what that costs.
 
 Run: DATABASE_URL=postgresql://postgres@127.0.0.1:5432/sb_mlrun python bench/model_eval.py [--items 2000]
@@ -117,8 +117,10 @@ def main() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from annotator.modeleval.services import endpoint_create, evaluation_run, evaluation_start
-    from annotator.models import ModelEndpoint, ModelEvaluation
+    from annotator.llm.endpoints import endpoint_create
+    from annotator.models import ModelEndpoint
+    from evaluation.models import ModelEvaluation
+    from evaluation.runs.services import evaluation_run, evaluation_start
 
     server = subprocess.Popen(
         [sys.executable, "-c", SERVER.format(root=str(ROOT), latency=args.latency)], stdout=subprocess.PIPE, text=True

@@ -10,10 +10,11 @@ from django.conf import settings
 from django.contrib.auth.models import User
 
 from annotator.export.services import ExportError, ExportOptions, benchmark_export
-from annotator.modeleval.services import model_results_import, release_items
-from annotator.models import ModelEvaluation, Release
+from annotator.models import Release
 from benchmark.protocol import letter, shuffle_options
 from benchmark.results import question_entry, results_document
+from evaluation.models import ModelEvaluation
+from evaluation.runs.services import model_results_import, release_items
 
 DEMO_RELEASE_TITLE = "Demo"
 DEMO_MODEL = "demo-guesser"

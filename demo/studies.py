@@ -4,8 +4,9 @@ release published yet, on the accepted pairs there are, as a study before releas
 from __future__ import annotations
 
 from annotator.models import Release
-from evaluation import participation, studies
 from evaluation.models import Study
+from evaluation.studies import participation
+from evaluation.studies import services as studies
 
 DEMO_STUDY = "Demo human baseline"
 

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from evaluation.models import Assignment, JudgeVerdict, Participant, Study, StudyItem
+from evaluation.models import Assignment, JudgeVerdict, ModelEvaluation, ModelItemResult, Participant, Study, StudyItem
 
 
 @admin.register(Study)
@@ -36,3 +36,40 @@ class JudgeVerdictAdmin(admin.ModelAdmin):
     list_display = ("result", "reviewer", "matches", "created")
     list_filter = ("matches",)
     raw_id_fields = ("result",)
+
+
+@admin.register(ModelEvaluation)
+class ModelEvaluationAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "endpoint",
+        "name",
+        "source",
+        "release",
+        "split",
+        "study_id",
+        "items",
+        "answered",
+        "correct",
+        "failed",
+        "created",
+    )
+    list_filter = ("source",)
+    list_select_related = ("endpoint", "release")
+    raw_id_fields = ("job", "export_job", "release")
+
+
+@admin.register(ModelItemResult)
+class ModelItemResultAdmin(admin.ModelAdmin):
+    list_display = (
+        "evaluation",
+        "question_id",
+        "category",
+        "predicted_letter",
+        "correct_letter",
+        "is_correct",
+        "failure",
+    )
+    list_filter = ("failure", "category")
+    search_fields = ("question_id",)
+    raw_id_fields = ("evaluation", "pair", "release_item")

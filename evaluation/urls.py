@@ -1,28 +1,42 @@
-"""Coordinator pages under /studies/, participant pages under /p/<token>/."""
+"""The measuring side's pages: model runs under /models/, studies under /studies/, participant pages under
+/p/<token>/, and the results that set them side by side (a release's page and report, compare, the judge check, a
+sweep's heatmap)."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from evaluation import judge_check, release_report, views
-from evaluation import participant_views as p
+from evaluation.results import judge_check, release_report, sweeps
+from evaluation.results import views as results
+from evaluation.runs import views as runs
+from evaluation.studies import participant_views as p
+from evaluation.studies import views
 
 urlpatterns = [
+    # Model runs
+    path("models/", runs.model_list, name="model-list"),
+    path("models/endpoints/new/", runs.model_endpoint_new, name="model-endpoint-new"),
+    path("models/runs/new/", runs.model_run_new, name="model-run-new"),
+    path("models/runs/<int:run_id>/", runs.model_run_detail, name="model-run-detail"),
+    path("models/runs/<int:run_id>/results/", runs.model_run_results, name="model-run-results"),
+    path("models/import/", runs.model_import, name="model-import"),
+    # Studies
     path("studies/", views.study_list, name="study-list"),
     path("studies/create/", views.study_create, name="study-create"),
     path("studies/plan/", views.study_plan, name="study-plan"),
-    path("studies/<int:pk>/", views.study_detail, name="study-detail"),
+    path("studies/<int:pk>/", results.study_detail, name="study-detail"),
     path("studies/<int:pk>/invites/", views.invite_list, name="study-invites"),
     path("studies/<int:pk>/invites/create/", views.invite_create, name="study-invite-create"),
     path("studies/<int:pk>/invites.csv", views.invite_csv, name="study-invites-csv"),
     path("studies/<int:pk>/attention/", views.attention_add, name="study-attention"),
     path("studies/<int:pk>/abandoned/release/", views.release_abandoned, name="study-release-abandoned"),
     path("studies/<int:pk>/responses.csv", views.responses_csv, name="study-responses-csv"),
-    path("studies/<int:pk>/summary.json", views.summary_json, name="study-summary-json"),
-    # The models beside the humans read the studies: evaluation's pages (the models' own pages are /models/).
-    path("studies/models/", views.models_beside_humans, name="models-beside-humans"),
-    path("studies/models/misses/", views.model_misses, name="model-misses"),
-    # The release report: humans and every model on a release's split (the release's own pages: annotator/urls.py).
+    path("studies/<int:pk>/summary.json", results.summary_json, name="study-summary-json"),
+    # Results: a release with what measured it, its report, runs and humans compared, the judge check, sweeps
+    path("releases/v<int:number>/", results.release_detail, name="release-detail"),
+    path("models/compare/", results.model_compare, name="model-compare"),
+    path("studies/models/", results.models_beside_humans, name="models-beside-humans"),
+    path("studies/models/misses/", results.model_misses, name="model-misses"),
     path("releases/v<int:number>/report/", release_report.release_report_page, name="release-report"),
     path("releases/v<int:number>/report/<str:split>/", release_report.release_report_page, name="release-report-split"),
     path(
@@ -30,8 +44,12 @@ urlpatterns = [
         release_report.release_report_download,
         name="release-report-file",
     ),
-    # The description task's judge checked by people (issue 28).
     path("models/runs/<int:run_id>/judge-check/", judge_check.judge_check_page, name="judge-check"),
+    path("synthetic/<int:sweep_id>/", sweeps.sweep_detail, name="sweep-detail"),
+    path("synthetic/<int:sweep_id>/heatmap.svg", sweeps.sweep_heatmap_svg, name="sweep-heatmap-svg"),
+    path("synthetic/<int:sweep_id>/heatmap.png", sweeps.sweep_heatmap_png, name="sweep-heatmap-png"),
+    path("synthetic/<int:sweep_id>/results.csv", sweeps.sweep_results_csv, name="sweep-results-csv"),
+    # Participants
     path("p/open/<str:open_token>/", p.open_link, name="participant-open"),
     path("p/open/<str:open_token>/consent/", p.open_consent, name="participant-open-consent"),
     path("p/<str:token>/", p.start, name="participant-start"),

@@ -24,7 +24,7 @@ TASK_PACKAGES = [
     "annotator.jobs",
     "annotator.cleanup",
     "annotator.datamanager",
-    "annotator.modeleval",
+    "evaluation.runs",
     "annotator.collections",
     "annotator.mining",
     "annotator.synthetic",

@@ -487,7 +487,7 @@ BENCHMARK_NAME = os.getenv("BENCHMARK_NAME", "SubtleBench Studio export").strip(
 BENCHMARK_LICENSE = os.getenv("BENCHMARK_LICENSE", "unknown").strip()
 if license_problem(BENCHMARK_LICENSE):
     raise ImproperlyConfigured(f"BENCHMARK_LICENSE: {license_problem(BENCHMARK_LICENSE)}.")
-# Model evaluation (annotator/modeleval): request retries on 429/5xx/connection errors with exponential backoff and
+# Model evaluation (evaluation/runs/): request retries on 429/5xx/connection errors with exponential backoff and
 # jitter (BACKOFF * 2^attempt, at most BACKOFF_MAX, or the server's Retry-After), the request parameters, our prompt
 # texts (a JSON file {"system": ..., "user": ...} replaces them).
 MODEL_EVAL_RETRIES = envint("MODEL_EVAL_RETRIES", "4")

@@ -88,7 +88,7 @@ def media(request, name):
     """Media from the local storage folder, for users with a role only (S3 storage hands out signed URLs).
 
     Participants of studies have no account: they get each image through a signed, expiring URL of their own
-    (evaluation.participant_views.image), never through here. An account without a role sees nothing either.
+    (evaluation.studies.participant_views.image), never through here. An account without a role sees nothing either.
     """
     if not roles_of(request.user):
         raise Http404("No such file.")

@@ -7,7 +7,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from annotator.models import Job, ModelEndpoint, ModelEvaluation, ModelItemResult, Pair
+from annotator.models import Job, ModelEndpoint, Pair
+from evaluation.models import ModelEvaluation, ModelItemResult
 
 _counter = itertools.count(1)
 

@@ -1,6 +1,8 @@
-"""The import contract: dependencies point one way (api -> evaluation -> annotator -> subtlebench), torch stays
-with the embedder, no two workflow packages import each other in a circle, and `benchmark` (the evaluator's
-contract) imports nothing but the standard library while the apps take the contract from it, never from a copy.
+"""The import contract. The layers (api | demo -> evaluation -> annotator -> subtlebench -> benchmark; inside
+evaluation, results -> runs | studies), torch with the embedder, no circle among the modules of a models package
+or annotator's workflow packages, production without demo or devtools: `.importlinter`, checked here by
+`lint-imports`. Read here by hand: `benchmark` (the evaluator's contract and the statistics) imports nothing but the
+standard library, the apps take the contract from it and never define a copy, and only URL configuration imports api.
 
 Every import counts, including those inside functions and under TYPE_CHECKING: a lazy import is still a
 dependency, and hiding a circle inside a function is how the old flat layout grew one.
@@ -9,6 +11,8 @@ dependency, and hiding a circle inside a function is how the old flat layout gre
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,9 +21,6 @@ import pytest
 from devtools.localservices import BASE_DIR
 
 PACKAGES = ("benchmark", "subtlebench", "annotator", "evaluation", "api", "demo", "devtools")
-PRODUCTION = ("benchmark", "subtlebench", "annotator", "evaluation", "api")
-EMBEDDER = "annotator.similarity.embedder"
-HEAVY = ("torch", "transformers")
 
 
 def module_name(path: Path) -> str:
@@ -92,7 +93,7 @@ def violations(imports, rule) -> list[str]:
 
 def test_it_reads_every_package(imports):
     assert {top(module) for module in FILES} == set(PACKAGES)
-    assert "annotator.picking.services" in imports and "evaluation.studies" in imports
+    assert "annotator.picking.services" in imports and "evaluation.studies.services" in imports
     assert "benchmark.records" in imports
 
 
@@ -112,30 +113,78 @@ def test_the_apps_take_the_contract_from_benchmark(imports):
         "annotator.export.format": "benchmark.records",
         "annotator.export.pair_import": "benchmark.records",
         "annotator.picking.questions": "benchmark.questions",
-        "annotator.modeleval.services": "benchmark.protocol",
+        "evaluation.runs.services": "benchmark.protocol",
         "annotator.models.taxonomy": "benchmark.taxonomy",
-        "evaluation.sampling": "benchmark.apportion",
-        "evaluation.models": "benchmark.records",
+        "evaluation.studies.sampling": "benchmark.apportion",
+        "evaluation.models.studies": "benchmark.records",
     }
     assert {module: target for module, target in users.items() if target not in imports[module]} == {}
-    assert "benchmark.results" in imports["annotator.modeleval.services"]  # the results file, written and read
+    assert "benchmark.results" in imports["evaluation.runs.services"]  # the results file, written and read
 
 
-def test_annotator_never_imports_evaluation_or_api(imports):
-    assert violations(imports, lambda m, t: top(m) == "annotator" and top(t) in ("evaluation", "api")) == []
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
-def test_evaluation_never_imports_api(imports):
-    assert violations(imports, lambda m, t: top(m) == "evaluation" and top(t) == "api") == []
+def lint_imports(root: Path, config: Path) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--config", str(config)],
+        cwd=root,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
-def test_subtlebench_imports_no_app(imports):
-    """The bottom layer: settings, the Celery app, roles, storage, errors. Apps are named in strings only."""
+def test_the_import_linter_contracts_hold():
+    """`.importlinter`'s six contracts, on the whole tree: a broken one prints the import that breaks it."""
+    checked = lint_imports(BASE_DIR, BASE_DIR / ".importlinter")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "Contracts: 6 kept, 0 broken." in checked.stdout
 
-    def rule(module, target):
-        return top(module) == "subtlebench" and top(target) in ("annotator", "evaluation", "api", "demo")
 
-    assert violations(imports, rule) == []
+@pytest.mark.parametrize(
+    "module, source, broken",
+    [
+        ("annotator/bad.py", "import evaluation.runs\n", "annotator.bad -> evaluation.runs"),
+        (
+            "evaluation/studies/bad.py",
+            "from evaluation.results import x\n",
+            "evaluation.studies.bad -> evaluation.results",
+        ),
+        ("evaluation/runs/bad.py", "import evaluation.studies\n", "evaluation.runs.bad -> evaluation.studies"),
+        ("annotator/videos/bad.py", "def later():\n    import torch\n", "annotator.videos.bad -> torch"),
+        ("benchmark/bad.py", "import django\n", "benchmark.bad -> django"),
+        ("annotator/models/bad.py", "from annotator.models import good\n", "No cycles are allowed in annotator.models"),
+    ],
+)
+def test_the_import_linter_contracts_catch_a_wrong_import(tmp_path, module, source, broken):
+    """The same contracts on a small tree of empty packages with one wrong import: the contract it breaks says so."""
+    for package in [
+        "benchmark",
+        "subtlebench",
+        "annotator",
+        "annotator/models",
+        "annotator/similarity",
+        "annotator/videos",
+        "evaluation",
+        "evaluation/models",
+        "evaluation/results",
+        "evaluation/runs",
+        "evaluation/studies",
+        "api",
+        "demo",
+        "devtools",
+    ]:
+        (tmp_path / package).mkdir(parents=True, exist_ok=True)
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "annotator/similarity/embedder.py").write_text("import torch\nimport transformers\n")
+    (tmp_path / "annotator/models/good.py").write_text("from annotator.models import bad\n")
+    (tmp_path / module).write_text(source)
+    checked = lint_imports(tmp_path, BASE_DIR / ".importlinter")
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert "1 broken" in checked.stdout and broken in checked.stdout
 
 
 def test_only_url_configuration_imports_api(imports):
@@ -143,23 +192,6 @@ def test_only_url_configuration_imports_api(imports):
         return top(target) == "api" and top(module) != "api" and not module.endswith("urls")
 
     assert violations(imports, rule) == []
-
-
-def test_production_code_never_imports_demo_or_devtools(imports):
-    assert violations(imports, lambda m, t: top(m) in PRODUCTION and top(t) in ("demo", "devtools")) == []
-
-
-# Pair mining's blocked matrix products (bfloat16, on the worker's device) are torch too; it imports torch inside the
-# function the similarity worker calls, so the web process that imports its module for the page never loads torch.
-MINING = "annotator.similarity.mining"
-
-
-def test_torch_and_transformers_are_imported_only_by_the_embedder(imports):
-    def rule(module, target):
-        return top(target) in HEAVY and module != EMBEDDER and not (module == MINING and top(target) == "torch")
-
-    assert violations(imports, rule) == []
-    assert {"torch", "transformers"} <= {top(t) for t in imports[EMBEDDER]}
 
 
 def unit(module: str) -> str | None:

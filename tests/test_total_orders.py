@@ -24,8 +24,11 @@ PRODUCTION = ("subtlebench", "annotator", "evaluation", "api", "demo")
 # (file, the source of the order's last key) -> why the order is total.
 DYNAMIC = {
     ("annotator/datamanager/tables.py", "*self.extra_order"): "every table's extra_order ends with -pk (test below)",
-    ("evaluation/participation.py", "_serving_order(participant)"): "md5 of the seed and the pk: one value per row",
-    ("evaluation/participation.py", "order"): "order is _serving_order(participant), as above",
+    (
+        "evaluation/studies/participation.py",
+        "_serving_order(participant)",
+    ): "md5 of the seed and the pk: one value per row",
+    ("evaluation/studies/participation.py", "order"): "order is _serving_order(participant), as above",
 }
 
 

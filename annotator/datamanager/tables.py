@@ -2,8 +2,7 @@
 (or an API filter object) is parsed into a validated `TableState`, applied to a queryset, and paginated server-side.
 
 A filter is one `Filter` object: a name, how its raw value parses (a bad value raises `Invalid` naming the field),
-and how it narrows the queryset. Another app adds one with `Table.add_filter` (evaluation adds "in a study" from its
-AppConfig.ready, so this package never imports evaluation).
+and how it narrows the queryset.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from annotator.models import (
     Video,
     VideoSkip,
 )
-from annotator.models.pairs import SHARE_TOLERANCE
+from annotator.models.pairs import SHARE_TOLERANCE, related_model
 from subtlebench.errors import Invalid
 
 PAGE_SIZE = 50
@@ -201,10 +200,6 @@ class Table:
     default_sort: str
     search_label: str = "Search"
     extra_order: tuple = ("-pk",)
-
-    def add_filter(self, new: Filter) -> None:
-        """Register one more filter (another app's): replaces one of the same name, so a reload adds it once."""
-        self.filters = [f for f in self.filters if f.name != new.name] + [new]
 
     @property
     def params(self) -> list[str]:
@@ -402,6 +397,10 @@ PAIRS = Table(
         yes_no_filter("regions", "Has regions", lambda: Q(region_count__gt=0)),
         choice_filter("split", "Export split", SPLITS, apply=split_apply),
         yes_no_filter("excluded", "Excluded from studies", lambda: Q(excluded_from_studies=True)),
+        # Study items (evaluation's) point at their pair: the relation is read from the pair, nothing imported.
+        yes_no_filter(
+            "study", "In a study", lambda: Exists(related_model("study_items").objects.filter(pair=OuterRef("pk")))
+        ),
         yes_no_filter("drafted", "Model-drafted", lambda: Q(drafted_by__isnull=False)),
     ],
     base=pairs_base,

@@ -3,7 +3,7 @@ the workbench's pair of frames; the annotator edits or discards it; the pair rec
 models marked for it answer the question being written, so the annotator sees "k of n models wrong" before submitting.
 
 Every request to a model goes from the server (API keys stay server-side), through the model evaluation's client
-(annotator/modeleval/client.py), within MODEL_DRAFT_TIMEOUT_SECONDS, and only for the video the annotator holds.
+(annotator/llm/client.py), within MODEL_DRAFT_TIMEOUT_SECONDS, and only for the video the annotator holds.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import default_storage
 from django.db import transaction
 
-from annotator.modeleval.client import ChatClient, RequestFailed, scrub
-from annotator.modeleval.protocol import configured_prompt
-from annotator.modeleval.services import RunFailed, endpoint_api_key, request_parameters
+from annotator.llm.client import ChatClient, RequestFailed, scrub
+from annotator.llm.endpoints import EndpointUnusable, endpoint_api_key, request_parameters
+from annotator.llm.protocol import configured_prompt
 from annotator.models import Category, ModelDraft, ModelEndpoint, Video
 from annotator.picking.drafted import background_answerers, drafters
 from annotator.picking.questions import TEMPLATES
@@ -86,7 +86,7 @@ def _image_bytes(frame) -> bytes:
 def _client(endpoint: ModelEndpoint) -> ChatClient:
     try:
         key = endpoint_api_key(endpoint)
-    except RunFailed as failed:
+    except EndpointUnusable as failed:
         raise Unavailable(f"{endpoint.name}: {failed}") from None
     timeout = min(endpoint.timeout_s, settings.MODEL_DRAFT_TIMEOUT_SECONDS)
     return ChatClient(base_url=endpoint.base_url, model_id=endpoint.model_id, api_key=key, timeout=timeout)
@@ -243,7 +243,7 @@ def draft_answers(
     for endpoint in endpoints:
         try:
             keys[endpoint.pk] = endpoint_api_key(endpoint)
-        except RunFailed as failed:
+        except EndpointUnusable as failed:
             rows.append(
                 {"id": endpoint.pk, "name": endpoint.name, "verdict": "failed", "chose": "", "message": str(failed)}
             )

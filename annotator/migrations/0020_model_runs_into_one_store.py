@@ -93,7 +93,10 @@ def one_store_back_into_model_runs(apps, schema_editor):
             matched=evaluation.items,
             created=evaluation.created,
         )
-        items = {item.pair_id: item for item in StudyItem.objects.filter(study_id=evaluation.study_id)}
+        # Only the columns this step reads: a later migration of the plan may have added others, not applied here.
+        items = {
+            item.pair_id: item for item in StudyItem.objects.filter(study_id=evaluation.study_id).only("pk", "pair_id")
+        }
         ModelAnswer.objects.bulk_create(
             ModelAnswer(run=run, item=items[result.pair_id], predicted=result.response_text, is_correct=bool(result.is_correct))
             for result in ModelItemResult.objects.filter(evaluation=evaluation).order_by("pk")

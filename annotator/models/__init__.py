@@ -14,7 +14,7 @@ from annotator.models.collections import CandidateSkip, Collection, PairCandidat
 from annotator.models.drafting import ModelDraft
 from annotator.models.jobs import Job, JobCancelled, JobItem, JobTask
 from annotator.models.leases import Leasable, LeaseQuerySet
-from annotator.models.modeleval import ModelEndpoint, ModelEvaluation, ModelItemResult
+from annotator.models.llm import ModelEndpoint
 from annotator.models.pairs import Pair, PairQuerySet, Review
 from annotator.models.picking import PairDraft, VideoSkip
 from annotator.models.releases import Release, ReleaseFrozen, ReleaseItem
@@ -51,8 +51,6 @@ __all__ = [
     "Leasable",
     "ModelDraft",
     "ModelEndpoint",
-    "ModelEvaluation",
-    "ModelItemResult",
     "Pair",
     "PairCandidate",
     "PairCandidateQuerySet",

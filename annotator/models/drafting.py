@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from annotator.models.modeleval import ModelEndpoint
+from annotator.models.llm import ModelEndpoint
 from annotator.models.taxonomy import Category
 from annotator.models.videos import Video
 from subtlebench.text import NAME_MAX, NOTE_MAX

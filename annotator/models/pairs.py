@@ -19,7 +19,6 @@ from subtlebench.text import NOTE_MAX, QUESTION_MAX, SHORT_TEXT_MAX, options_val
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from annotator.models.captions import Caption
 
 # A share like 0.29 is not exact in binary: 0.29 * 100 is 28.999..., which would drop a pair 29 of 100 models got
 # right although 29 / 100 is at most 0.29.
@@ -38,6 +37,12 @@ class _LatestModelAnswers(models.Subquery):
 
     def as_sql(self, compiler, connection, template=None, **extra_context):
         return super().as_sql(compiler, connection, template=template, where=self.where, **extra_context)
+
+
+def related_model(name: str) -> type[models.Model]:
+    """The model of a relation that points at a pair (release items, captions, a model run's results): those models
+    import this module, so this module reaches them through the relation, never by importing them back."""
+    return Pair._meta.get_field(name).related_model
 
 
 class PairQuerySet(models.QuerySet):
@@ -75,9 +80,8 @@ class PairQuerySet(models.QuerySet):
         app's), or items of a release whose export's files left the server (`Job.PUBLIC_SINCE`, set when they are
         downloaded or written out again). A participant shown such a pair could look it up by its pixels."""
         from annotator.models.jobs import Job
-        from annotator.models.releases import ReleaseItem
 
-        released = ReleaseItem.objects.filter(
+        released = related_model("release_items").objects.filter(
             pair=models.OuterRef("pk"), release__export_job__result__has_key=Job.PUBLIC_SINCE
         )
         return self.filter(models.Q(video__isnull=True) | models.Exists(released))
@@ -88,9 +92,7 @@ class PairQuerySet(models.QuerySet):
 
     def with_caption(self):
         """Annotate `caption_text`: the chosen accepted caption the export uses, or None (captions, issue 5)."""
-        from annotator.models.captions import Caption
-
-        chosen = Caption.objects.exported().filter(pair=models.OuterRef("pk")).values("text")[:1]
+        chosen = related_model("captions").objects.exported().filter(pair=models.OuterRef("pk")).values("text")[:1]
         return self.annotate(caption_text=models.Subquery(chosen))
 
     def with_model_score(self, endpoints: Iterable[int] | None = None):
@@ -99,11 +101,9 @@ class PairQuerySet(models.QuerySet):
         (from its most recent run that answered the pair); a failed request is no answer, so it neither counts
         as wrong nor hides an earlier answer. `endpoints`: ids to count (None: every endpoint). Two subqueries
         in the one SELECT: no query per row."""
-        from annotator.models.modeleval import ModelItemResult
-
         # Endpoints only: an imported results file (no endpoint) is no model the data filters can name. Multiple
         # choice only: a description run's judged descriptions answer no question.
-        answers = ModelItemResult.objects.filter(
+        answers = related_model("model_results").objects.filter(
             pair=models.OuterRef("pk"),
             is_correct__isnull=False,
             evaluation__endpoint__isnull=False,
@@ -266,7 +266,7 @@ class Pair(models.Model):
         return "override" if self.similarity_override_reason else "fail"
 
     @property
-    def chosen_caption(self) -> Caption | None:
+    def chosen_caption(self) -> models.Model | None:
         """The accepted caption chosen for the export (`has_caption` / `caption`), or None."""
         return self.captions.exported().first()
 

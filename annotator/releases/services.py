@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from django.core.files.storage import default_storage
@@ -390,18 +390,3 @@ def release_count_table(release: Release) -> dict:
         **totals,
         "all": sum(totals.values()),
     }
-
-
-# Sections other packages add to a release's page ("studies on this release", "model runs on this release"): each
-# provider takes the release and returns a list of {"id", "title", "rows": [{"label", "url", "detail"}], "empty"}.
-# annotator cannot import evaluation (the import contract): evaluation registers its provider from its AppConfig.
-RELEASE_LINK_PROVIDERS: list[Callable[[Release], list[dict]]] = []
-
-
-def release_links_register(provider: Callable[[Release], list[dict]]) -> None:
-    if provider not in RELEASE_LINK_PROVIDERS:
-        RELEASE_LINK_PROVIDERS.append(provider)
-
-
-def release_links(*, release: Release) -> list[dict]:
-    return [section for provider in RELEASE_LINK_PROVIDERS for section in provider(release)]

@@ -8,13 +8,6 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from annotator.models import Job, Release
-from annotator.releases.services import (
-    DIFF_SHOWN,
-    release_count_table,
-    release_diff,
-    release_get,
-    release_links,
-)
 from benchmark.card import split_totals
 from subtlebench.roles import COORDINATOR, role_required
 
@@ -36,20 +29,3 @@ def release_list(request):
     )
     context = {"releases": releases, "before": before[:BEFORE_RELEASES_SHOWN], "before_count": before.count()}
     return render(request, "releases/list.html", context)
-
-
-@role_required(COORDINATOR)
-@require_GET
-def release_detail(request, number: int):
-    release = release_get(str(number))
-    diff = release_diff(release=release)
-    context = {
-        "release": release,
-        "table": release_count_table(release),
-        "diff": diff,
-        "shown": DIFF_SHOWN,
-        "left_out_count": len(release.left_out),
-        # Other packages' sections ("studies on this release", "model runs on this release"): see release_links.
-        "release_links": release_links(release=release),
-    }
-    return render(request, "releases/detail.html", context)

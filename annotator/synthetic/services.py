@@ -13,20 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
-from django.urls import reverse
 from django.utils import timezone
 
 from annotator.jobs.services import OPEN, job_create_once, job_task_add, job_task_claim
-from annotator.models import Image, Job, JobCancelled, ModelItemResult, Pair, Release, Sweep, SweepItem
+from annotator.models import Image, Job, JobCancelled, Pair, Release, Sweep, SweepItem
 from annotator.synthetic.generator import (
     BOUNDS,
     CHOICES,
@@ -36,9 +32,6 @@ from annotator.synthetic.generator import (
     clean_factors,
     synthetic_pair,
 )
-from annotator.synthetic.psychometric import threshold
-from benchmark.intervals import Scored, accuracy_interval, micro_mean
-from benchmark.taxonomy import BINARY_CATEGORIES
 from subtlebench.errors import Conflict, Forbidden, Invalid
 from subtlebench.roles import COORDINATOR, has_role
 from subtlebench.text import NAME_MAX
@@ -342,156 +335,3 @@ def sweep_publish(*, sweep: Sweep, user, key: str = "") -> Job:
         sweep=sweep.pk,
     )
     return export_start(options=options, user=user, idempotency_key=key)
-
-
-# --- Accuracy per cell -----------------------------------------------------------------------------------------
-
-
-@dataclass
-class Series:
-    """One line of the heatmap: a model run, or the humans of a study; `answers`: (pair id, rater, correct)."""
-
-    label: str
-    kind: str  # "model" or "humans"
-    answers: list[tuple[int, str, bool]]
-    url: str = ""
-    cells: list[dict] = field(default_factory=list)
-    thresholds: list[dict] = field(default_factory=list)
-
-
-# Human answers come from the evaluation app, which annotator may not import: it registers its provider here.
-SWEEP_SERIES_PROVIDERS: list[Callable[[Sweep], list[Series]]] = []
-
-
-def sweep_series_register(provider: Callable[[Sweep], list[Series]]) -> None:
-    if provider not in SWEEP_SERIES_PROVIDERS:
-        SWEEP_SERIES_PROVIDERS.append(provider)
-
-
-def model_series(sweep: Sweep) -> list[Series]:
-    """Every model run with an answer to a pair of the sweep, whatever it ran on (failed requests are no answer)."""
-    rows = (
-        ModelItemResult.objects.filter(pair__sweep_item__sweep=sweep, is_correct__isnull=False)
-        .select_related("evaluation__endpoint")
-        .order_by("evaluation_id", "pk")
-    )
-    series: dict[int, Series] = {}
-    for row in rows.iterator(chunk_size=2000):
-        evaluation = row.evaluation
-        if evaluation.pk not in series:
-            series[evaluation.pk] = Series(label=f"{evaluation.label} (run {evaluation.pk})", kind="model", answers=[])
-            series[evaluation.pk].url = reverse("model-run-detail", args=[evaluation.pk])
-        series[evaluation.pk].answers.append((row.pair_id, "model", bool(row.is_correct)))
-    return list(series.values())
-
-
-def guess_rate(sweep: Sweep) -> float:
-    """Chance accuracy: 1 / the options of the family's questions (every pair of a family has as many)."""
-    return 0.5 if FAMILIES[sweep.family] in BINARY_CATEGORIES else 1 / _option_count(sweep)
-
-
-def _option_count(sweep: Sweep) -> int:
-    first = SweepItem.objects.filter(sweep=sweep).select_related("pair").order_by("cell", "index", "pk").first()
-    return len(first.pair.options) if first else 4
-
-
-def cell_accuracy(answers: list[tuple[int, str, bool]], cell_of: dict[int, int], cells: int) -> list[dict]:
-    """Per cell: answers, correct, accuracy and its 95% interval (items as clusters; several raters of one item are
-    averaged into its score)."""
-    by_item: dict[int, list[bool]] = {}
-    for pair_id, _rater, correct in answers:
-        if pair_id in cell_of:
-            by_item.setdefault(pair_id, []).append(correct)
-    per_cell: list[list[Scored]] = [[] for _ in range(cells)]
-    counts = [[0, 0] for _ in range(cells)]
-    for pair_id, marks in sorted(by_item.items()):
-        cell = cell_of[pair_id]
-        per_cell[cell].append(Scored(Fraction(sum(marks), len(marks)), cluster=pair_id))
-        counts[cell][0] += sum(marks)
-        counts[cell][1] += len(marks)
-    out = []
-    for cell in range(cells):
-        correct, answered = counts[cell]
-        mean = micro_mean(per_cell[cell])
-        interval = accuracy_interval(mean, answers=answered) if mean else None
-        out.append(
-            {
-                "correct": correct,
-                "answered": answered,
-                "items": len(per_cell[cell]),
-                "accuracy": float(mean.estimate) if mean else None,
-                "low": interval[0] if interval else None,
-                "high": interval[1] if interval else None,
-            }
-        )
-    return out
-
-
-def sweep_results(sweep: Sweep, *, target: float = 0.75) -> dict:
-    """Every series (model runs, then the providers' humans) with its accuracy per cell and, along the first axis
-    (for each level of the second), the level where its fitted curve crosses `target`, with a bootstrap interval."""
-    cells = sweep.cells()
-    cell_of = dict(SweepItem.objects.filter(sweep=sweep).values_list("pair_id", "cell"))
-    series = model_series(sweep) + [s for provider in SWEEP_SERIES_PROVIDERS for s in provider(sweep)]
-    guess = guess_rate(sweep)
-    first = sweep.axes[0]
-    rows = sweep.axes[1]["levels"] if len(sweep.axes) == 2 else [None]
-    for number, line in enumerate(series):
-        line.cells = cell_accuracy(line.answers, cell_of, len(cells))
-        line.thresholds = []
-        for row_number, row in enumerate(rows):
-            width = len(first["levels"])
-            # Cells are ordered with the first axis varying slowest: this row's cells are every len(rows)-th.
-            picked = [line.cells[i * len(rows) + row_number] for i in range(width)]
-            found = threshold(
-                first["levels"],
-                [c["correct"] for c in picked],
-                [c["answered"] for c in picked],
-                guess=guess,
-                target=target,
-                seed=sweep.seed + number,
-            )
-            line.thresholds.append(
-                {"row": row, "level": found.level, "low": found.low, "high": found.high, "target": target}
-            )
-    return {"cells": cells, "series": series, "guess": guess, "target": target, "rows": rows}
-
-
-def sweep_csv(results: dict, sweep: Sweep) -> str:
-    """One line per series and cell: the factor levels, correct, answered, accuracy and its interval."""
-    import io
-
-    from subtlebench.spreadsheet_csv import SafeCsvWriter
-
-    out = io.StringIO()
-    writer = SafeCsvWriter(out, lineterminator="\n")
-    names = sweep.factor_names
-    writer.writerow(["series", "kind", *names, "correct", "answered", "accuracy", "low", "high"])
-    for line in results["series"]:
-        for levels, cell in zip(results["cells"], line.cells, strict=True):
-            writer.writerow(
-                [
-                    line.label,
-                    line.kind,
-                    *(levels[name] for name in names),
-                    cell["correct"],
-                    cell["answered"],
-                    "" if cell["accuracy"] is None else f"{cell['accuracy']:.4f}",
-                    "" if cell["low"] is None else f"{cell['low']:.4f}",
-                    "" if cell["high"] is None else f"{cell['high']:.4f}",
-                ]
-            )
-    writer.writerow([])
-    writer.writerow(["series", "kind", "row", "target", "threshold", "low", "high"])
-    for line in results["series"]:
-        for found in line.thresholds:
-            writer.writerow(
-                [
-                    line.label,
-                    line.kind,
-                    "" if found["row"] is None else found["row"],
-                    found["target"],
-                    *("" if found[k] is None else f"{found[k]:.3f}" for k in ("level", "low", "high")),
-                ]
-            )
-    return out.getvalue()

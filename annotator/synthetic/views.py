@@ -7,24 +7,19 @@ import uuid
 
 from django import forms
 from django.db.models import Count
-from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_http_methods
 
 from annotator.jobs.services import clean_idempotency_key
-from annotator.models import Pair, Sweep
-from annotator.synthetic.figures import heatmap_png, heatmap_svg
+from annotator.models import Sweep
 from annotator.synthetic.generator import CHOICES, DEFAULTS, FAMILIES
 from annotator.synthetic.services import (
     sweep_create,
-    sweep_csv,
     sweep_publish,
-    sweep_releases,
-    sweep_results,
 )
 from subtlebench.errors import Conflict, Invalid
-from subtlebench.pages import carried, post_only, redirect_refused, redirect_refused_form, refused_form
+from subtlebench.pages import post_only, redirect_refused, redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
 from subtlebench.text import NAME_MAX
 
@@ -101,71 +96,6 @@ def sweep_list(request):
     sweeps = Sweep.objects.select_related("job", "created_by").annotate(made=Count("items")).order_by("-created", "-pk")
     context = {"sweeps": sweeps, "form": refused_form(request, SweepForm), "defaults": DEFAULTS}
     return render(request, "synthetic/list.html", context)
-
-
-def _target(request) -> float:
-    try:
-        value = float(request.GET.get("target", "0.75"))
-    except ValueError:
-        return 0.75
-    return value if 0.05 <= value <= 0.99 else 0.75
-
-
-@role_required(COORDINATOR)
-@require_GET
-def sweep_detail(request, sweep_id: int):
-    sweep = get_object_or_404(Sweep.objects.select_related("job", "created_by"), pk=sweep_id)
-    target = _target(request)
-    results = sweep_results(sweep, target=target)
-    pairs = Pair.objects.filter(sweep_item__sweep=sweep)
-    statuses = dict(pairs.values_list("status").annotate(n=Count("pk")).order_by("status"))
-    sample = pairs.select_related("image_1", "image_2", "sweep_item").order_by("sweep_item__cell", "pk")
-    context = {
-        "sweep": sweep,
-        "results": results,
-        "target": target,
-        "target_percent": round(target * 100),
-        "svg": heatmap_svg(results, sweep.axes).decode(),
-        "statuses": statuses,
-        "passing": pairs.passing_similarity().count(),
-        "exportable": pairs.exportable().count(),
-        "releases": sweep_releases(sweep),
-        "sample": sample[:6],
-        "cells": len(results["cells"]),
-        "target_choices": TARGETS if target in TARGETS else sorted({*TARGETS, target}),
-        "refused": carried(request),
-    }
-    return render(request, "synthetic/detail.html", context)
-
-
-def _download(content: bytes | str, content_type: str, name: str) -> HttpResponse:
-    response = HttpResponse(content, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
-    return response
-
-
-@role_required(COORDINATOR)
-@require_GET
-def sweep_heatmap_svg(request, sweep_id: int):
-    sweep = get_object_or_404(Sweep, pk=sweep_id)
-    svg = heatmap_svg(sweep_results(sweep, target=_target(request)), sweep.axes)
-    return _download(svg, "image/svg+xml", f"sweep-{sweep.pk}-heatmap.svg")
-
-
-@role_required(COORDINATOR)
-@require_GET
-def sweep_heatmap_png(request, sweep_id: int):
-    sweep = get_object_or_404(Sweep, pk=sweep_id)
-    png = heatmap_png(sweep_results(sweep, target=_target(request)), sweep.axes)
-    return _download(png, "image/png", f"sweep-{sweep.pk}-heatmap.png")
-
-
-@role_required(COORDINATOR)
-@require_GET
-def sweep_results_csv(request, sweep_id: int):
-    sweep = get_object_or_404(Sweep, pk=sweep_id)
-    text = sweep_csv(sweep_results(sweep, target=_target(request)), sweep)
-    return _download(text, "text/csv; charset=utf-8", f"sweep-{sweep.pk}-results.csv")
 
 
 @role_required(COORDINATOR)

@@ -18,7 +18,8 @@ import requests
 
 from annotator.models import Caption, CaptionBatch, CaptionTask, DoubleReview, Job, Pair
 from annotator.picking import services as picking
-from evaluation import participation, studies
+from evaluation.studies import participation
+from evaluation.studies import services as studies
 from tests.conftest import make_user
 from tests.factories import make_pair, make_video
 
@@ -92,7 +93,8 @@ def world(transactional_db):
     drawn = make_pair(status=Pair.Status.SUBMITTED, author=author)
     double_review = DoubleReview.objects.create(pair=drawn, pair_version=drawn.version, rate=1.0)
     picking.pair_review(pair=drawn, reviewer=make_user("first", "reviewer"), decision="accept", version=drawn.version)
-    from annotator.modeleval.services import endpoint_create, evaluation_start
+    from annotator.llm.endpoints import endpoint_create
+    from evaluation.runs.services import evaluation_start
 
     coordinator = make_user("runner", "coordinator")
     endpoint = endpoint_create(user=coordinator, name="fuzz", base_url="http://127.0.0.1:9/v1", model_id="m")

@@ -13,7 +13,8 @@ from annotator.captions import services as captions
 from annotator.collections import authoring
 from annotator.models import CandidateSkip, CaptionSkip, Category, DoubleReview, Job, Pair, VideoSkip
 from annotator.picking import services as picking
-from evaluation import participation, studies
+from evaluation.studies import participation
+from evaluation.studies import services as studies
 from subtlebench.tokens import api_token_create
 from tests.conftest import built_once, make_user
 from tests.factories import make_candidate, make_pair, make_video
@@ -66,7 +67,7 @@ def build_world() -> dict:
     picking.pair_review(pair=decided_pair, reviewer=reviewer, decision="accept", version=decided_pair.version)
     queued = Job.objects.create(kind=Job.Kind.EXPORT, title="queued", created_by=coordinator)
     failed = Job.objects.create(kind=Job.Kind.EXPORT, title="failed", created_by=coordinator, status=Job.Status.FAILED)
-    from annotator.modeleval.services import endpoint_create
+    from annotator.llm.endpoints import endpoint_create
 
     endpoint = endpoint_create(user=coordinator, name="owners", base_url="http://127.0.0.1:9/v1", model_id="m")
     # Image collections (issue 27): alice holds a candidate pair, and skipped another.

@@ -13,8 +13,8 @@ from annotator.datamanager.tables import CAPTIONS, PAIRS, VIDEOS
 from annotator.jobs.services import UnitRef
 from annotator.models import Caption, CaptionBatch, CaptionTask, Category, Domain, Job, JobItem, Pair, Review, Video
 from annotator.picking import services as picking
-from evaluation import studies
 from evaluation.models import StudyItem
+from evaluation.studies import services as studies
 from subtlebench.errors import Forbidden, Invalid
 from subtlebench.tokens import api_token_create
 from tests.conftest import make_user

@@ -13,7 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import default_storage
 
 from annotator.drafting import services as drafting
-from annotator.modeleval.services import endpoint_create
+from annotator.llm.endpoints import endpoint_create
 from annotator.models import ModelDraft, ModelEndpoint, Pair
 from annotator.picking import services as picking
 from annotator.picking.drafted import background_answerers, drafters

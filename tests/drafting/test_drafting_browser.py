@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from annotator.drafting import services as drafting
-from annotator.modeleval.services import endpoint_create
+from annotator.llm.endpoints import endpoint_create
 from annotator.models import ModelDraft, Pair
 from annotator.picking import services as picking
 from tests.conftest import browser_login, wait_until

@@ -16,7 +16,7 @@ from annotator.export.services import ExportOptions, benchmark_export
 from annotator.models import Pair
 from annotator.picking.questions import question_validate
 from annotator.similarity.services import current_fingerprint
-from evaluation import studies
+from evaluation.studies import services as studies
 from tests.export_fixtures import all_records, make_pair, make_video, record, write_dataset
 from tests.model_fixtures import import_into_study
 

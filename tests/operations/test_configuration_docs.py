@@ -133,9 +133,9 @@ def test_it_documents_each_variable_once():
 
 
 # Reads whose name is data, by design: a model endpoint may name the variable that holds its API key, one whose name
-# starts with MODEL_API_KEY_ENV_PREFIX (annotator.modeleval.keys). Exactly these functions, and each must still read
+# starts with MODEL_API_KEY_ENV_PREFIX (annotator.llm.keys). Exactly these functions, and each must still read
 # the environment (or the entry is stale).
-NAMED_BY_DATA = {"annotator/modeleval/keys.py": "endpoint_key"}
+NAMED_BY_DATA = {"annotator/llm/keys.py": "endpoint_key"}
 
 
 def reads_named_by_data() -> set[str]:

@@ -159,7 +159,7 @@ def test_manage_py_in_another_shell_prints_links_on_the_port_make_run_serves_on(
     (tmp_path / "site_url.json").write_text(f'{{"url": "http://localhost:8765", "pid": {os.getpid()}}}')
     env = {k: v for k, v in os.environ.items() if k not in ("SITE_URL", "PORT")}
     code = (
-        "from django.conf import settings; from evaluation.studies import invite_url;"
+        "from django.conf import settings; from evaluation.studies.services import invite_url;"
         "from evaluation.models import Participant; print(invite_url(Participant(token='abc')))"
     )
     done = python_run(

@@ -8,7 +8,7 @@ import pytest
 
 from annotator.models import Pair, PairDraft, Review, VideoSkip
 from annotator.picking import services as picking
-from evaluation import studies
+from evaluation.studies import services as studies
 from subtlebench.errors import Conflict, Forbidden, Invalid
 from tests.factories import make_pair, make_video
 from tests.picking.test_picking import bulk_video, submit

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from annotator.modeleval.services import model_answers_on_release, model_results_import
-from annotator.models import ModelItemResult
-from annotator.releases.report import release_report_files
 from demo.releases import demo_results_file
-from evaluation import participation, studies
-from evaluation.release_report import release_report_of
+from evaluation.models import ModelItemResult
+from evaluation.results.release_report import release_report_of
+from evaluation.results.report import release_report_files
+from evaluation.runs.services import model_answers_on_release, model_results_import
+from evaluation.studies import participation
+from evaluation.studies import services as studies
 from tests.releases.test_diff import attribute_pair, correct, publish
 
 pytestmark = pytest.mark.django_db

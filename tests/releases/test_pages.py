@@ -8,7 +8,6 @@ from django.core.management import call_command
 
 from annotator.export.services import ExportOptions, export_run, export_start
 from annotator.models import Job, Pair, Release
-from annotator.releases import services
 from tests.export_fixtures import make_pair
 
 pytestmark = pytest.mark.django_db
@@ -92,17 +91,15 @@ def test_the_release_page_shows_counts_with_totals_hashes_the_diff_and_the_card(
     assert client_for(coordinator).get("/releases/v9/").status_code == 404
 
 
-def test_other_packages_add_their_sections_to_the_release_page(client_for, coordinator, tmp_path, monkeypatch):
+def test_the_release_page_shows_the_studies_and_the_model_runs_on_it(client_for, coordinator, tmp_path):
     make_pair()
     publish(tmp_path / "a")
-    monkeypatch.setattr(services, "RELEASE_LINK_PROVIDERS", [])
-    services.release_links_register(
-        lambda release: [
-            {"id": "release-studies", "title": "Studies on this release", "rows": [], "empty": "None yet."},
-        ]
-    )
     html = client_for(coordinator).get("/releases/v1/").content.decode()
-    assert '<section id="release-studies">' in html and "Studies on this release" in html and "None yet." in html
+    studies = html.split('<section id="release-studies">')[1].split("</section>")[0]
+    assert "Studies on this release" in studies and "No study is drawn from this release yet." in studies
+    runs = html.split('<section id="release-model-runs">')[1].split("</section>")[0]
+    assert "Model runs on this release" in runs
+    assert 'href="/releases/v1/report/test/"' in html and 'href="/releases/v1/report/val/"' in html
 
 
 def test_the_export_form_publishes_a_release(client_for, coordinator, settings, django_capture_on_commit_callbacks):

@@ -12,8 +12,9 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 
 from annotator.models import Job, Pair
-from evaluation import participation, studies
 from evaluation.models import Assignment, Participant
+from evaluation.studies import participation
+from evaluation.studies import services as studies
 from tests.factories import make_pair, make_video
 
 pytestmark = pytest.mark.django_db

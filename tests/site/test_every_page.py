@@ -33,8 +33,9 @@ from annotator.models import (
 from annotator.picking import services as picking
 from annotator.similarity.services import embedding_job_create, embeddings_compute
 from annotator.videos.services import videos_import
-from evaluation import participation, studies
-from evaluation.participant_views import image_url
+from evaluation.studies import participation
+from evaluation.studies import services as studies
+from evaluation.studies.participant_views import image_url
 from subtlebench.tokens import api_token_create
 from tests import collection_fixtures, export_fixtures
 from tests.conftest import built_once, make_user, suite_settings
@@ -160,8 +161,9 @@ def sweep_jobs(coordinator) -> list[Job]:
 
 def model_eval_jobs(coordinator) -> list[Job]:
     """A model run that succeeded (the local model server) and one whose endpoint is down (the server stopped)."""
-    from annotator.modeleval.services import endpoint_create, evaluation_run, evaluation_start
+    from annotator.llm.endpoints import endpoint_create
     from annotator.models import Release, ReleaseItem
+    from evaluation.runs.services import evaluation_run, evaluation_start
     from tests.model_server import ModelServer
 
     server = ModelServer().start()

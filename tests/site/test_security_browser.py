@@ -9,7 +9,7 @@ import pytest
 
 from annotator.captions import services as captions
 from annotator.models import Category, Pair
-from evaluation import studies
+from evaluation.studies import services as studies
 from tests.conftest import browser_login
 from tests.factories import make_pair, make_video
 

@@ -12,8 +12,8 @@ from django.apps import apps
 from django.db import models
 
 from annotator.models import Job, Pair, PairDraft, VideoSkip
-from evaluation import studies
 from evaluation.models import Participant, Study
+from evaluation.studies import services as studies
 from subtlebench.errors import Invalid
 from subtlebench.text import QUESTION_MAX, control_character
 from tests.factories import make_pair, make_video
@@ -85,7 +85,7 @@ def test_a_participant_answer_with_an_infinite_time_is_not_a_server_error(client
     study = open_study()
     participant = studies.participant_create(study=study)
     participant.consent()
-    from evaluation import participation
+    from evaluation.studies import participation
 
     while (assignment := participation.participant_next_practice(participant=participant)) is not None:
         participation.assignment_answer(participant=participant, token=assignment.token, position=1)

@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from annotator.export.services import export_run
-from annotator.modeleval.services import endpoint_create, evaluation_run, evaluation_start
+from annotator.llm.endpoints import endpoint_create
 from annotator.models import Release
 from annotator.synthetic.services import sweep_publish
-from evaluation import participation, studies
+from evaluation.runs.services import evaluation_run, evaluation_start
+from evaluation.studies import participation
+from evaluation.studies import services as studies
 from tests.conftest import browser_login
 from tests.model_server import ModelServer
 from tests.synthetic.sweep_fixtures import SEEN_FROM, generated_sweep, sharp_below_acuity

@@ -8,11 +8,14 @@ from __future__ import annotations
 import pytest
 
 from annotator.export.services import export_run
-from annotator.modeleval.services import endpoint_create, evaluation_run, evaluation_start
+from annotator.llm.endpoints import endpoint_create
 from annotator.models import Release
-from annotator.synthetic.figures import heatmap_png, heatmap_svg
-from annotator.synthetic.services import sweep_csv, sweep_publish, sweep_results
-from evaluation import participation, studies
+from annotator.synthetic.services import sweep_publish
+from evaluation.results.heatmaps import heatmap_png, heatmap_svg
+from evaluation.results.sweeps import sweep_csv, sweep_results
+from evaluation.runs.services import evaluation_run, evaluation_start
+from evaluation.studies import participation
+from evaluation.studies import services as studies
 from tests.conftest import make_user
 from tests.model_server import ModelServer
 from tests.synthetic.sweep_fixtures import SEEN_FROM, generated_sweep, sharp_below_acuity

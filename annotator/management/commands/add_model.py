@@ -7,7 +7,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotator.modeleval.services import endpoint_create
+from annotator.llm.endpoints import endpoint_create
 from subtlebench.errors import ServiceError
 
 

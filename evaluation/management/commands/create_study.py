@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation import studies
+from evaluation.studies import services as studies
 
 
 class Command(BaseCommand):

@@ -6,11 +6,11 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotator.releases.report import release_report_files
 from annotator.releases.services import release_get
 from benchmark.records import SPLITS
 from benchmark.report import ReportInputError
-from evaluation.release_report import release_report_of
+from evaluation.results.release_report import release_report_of
+from evaluation.results.report import release_report_files
 from subtlebench.errors import NotFound
 
 

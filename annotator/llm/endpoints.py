@@ -1,0 +1,133 @@
+"""Model endpoints: register one (its URL checked against the host rules, its key stored encrypted or named by an
+environment variable), test its connection, read its key; the request parameters every request starts from.
+Drafting (annotator.drafting) and evaluation runs (evaluation.runs) both ask endpoints through these."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from annotator.llm.client import ChatClient, RequestFailed
+from annotator.llm.hosts import HostRefused, check_endpoint_host
+from annotator.llm.keys import KeyUnavailable, clean_key_variable, encrypt_key, endpoint_key
+from annotator.models import ModelEndpoint
+from subtlebench.errors import Conflict, Forbidden, Invalid
+from subtlebench.roles import COORDINATOR, has_role
+
+
+class EndpointUnusable(Exception):
+    """The endpoint cannot be asked now (its key is unreadable, the connection test failed): one clear message."""
+
+
+def check_coordinator(user) -> None:
+    if user is not None and not has_role(user, COORDINATOR):
+        raise Forbidden("Only a coordinator can register models and run evaluations.")
+
+
+# --- Registering ---------------------------------------------------------------------------------------------
+
+
+def check_base_url(url: str) -> str:
+    """An http(s) URL with a host, without credentials, query or fragment, whose host the worker may reach
+    (`hosts.check_endpoint_host`: one of MODEL_ENDPOINT_HOSTS, or with none set a host of public addresses only)."""
+    url = (url or "").strip()
+    if len(url) > ModelEndpoint._meta.get_field("base_url").max_length:
+        raise Invalid({"base_url": ["At most 500 characters."]})
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Invalid({"base_url": ["An http:// or https:// URL with a host, e.g. http://gpu-host:8000/v1."]})
+    if parts.username or parts.password or "@" in parts.netloc:
+        raise Invalid({"base_url": ["No user or password in the URL: give the API key instead."]})
+    if parts.query or parts.fragment:
+        raise Invalid({"base_url": ["No query or fragment: the base URL ends where /chat/completions is added."]})
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise Invalid({"base_url": ["The port is not a number from 0 to 65535."]}) from None
+    try:
+        check_endpoint_host(parts.hostname, port)
+    except HostRefused as refused:
+        raise Invalid({"base_url": [f"Refused: {refused}."]}) from None
+    return url.rstrip("/")
+
+
+@transaction.atomic
+def endpoint_create(
+    *,
+    user,
+    name: str,
+    base_url: str,
+    model_id: str,
+    api_key_env: str = "",
+    api_key: str = "",
+    concurrency: int = 8,
+    timeout_s: int = 120,
+    test_connection: bool = False,
+) -> ModelEndpoint:
+    """Register a model endpoint. Its key is `api_key`, stored encrypted and never shown again, or the variable
+    `api_key_env` names, which must start with MODEL_API_KEY_ENV_PREFIX (`keys`); or none. With `test_connection`
+    (the form, the API and `add_model` ask for it by default) it is registered only if `endpoint_test` passes."""
+    check_coordinator(user)
+    if (api_key or "").strip() and (api_key_env or "").strip():
+        raise Invalid({"api_key": ["Give the key or the name of its variable, not both."]})
+    endpoint = ModelEndpoint(
+        name=(name or "").strip(),
+        base_url=check_base_url(base_url),
+        model_id=(model_id or "").strip(),
+        api_key_env=clean_key_variable(api_key_env),
+        api_key_encrypted=encrypt_key(api_key),
+        concurrency=concurrency,
+        timeout_s=timeout_s,
+        created_by=user if getattr(user, "pk", None) else None,
+    )
+    try:
+        # base_url: check_base_url's rule (Django's URLValidator refuses single-label hosts such as gpu-host).
+        endpoint.full_clean(exclude=["base_url"])
+    except ValidationError as error:
+        if "name" in error.message_dict and ModelEndpoint.objects.filter(name=endpoint.name).exists():
+            raise Conflict({"name": [f"A model named {endpoint.name!r} is already registered."]}) from None
+        raise Invalid(error.message_dict) from None
+    if test_connection:
+        if ModelEndpoint.objects.filter(name=endpoint.name).exists():
+            raise Conflict({"name": [f"A model named {endpoint.name!r} is already registered."]})
+        try:
+            endpoint_test(endpoint, api_key=api_key or None)
+        except EndpointUnusable as failed:
+            raise Invalid({"base_url": [f"Test connection failed: {failed}"]}) from None
+    try:
+        with transaction.atomic():
+            endpoint.save()
+    except IntegrityError:
+        raise Conflict({"name": [f"A model named {endpoint.name!r} is already registered."]}) from None
+    return endpoint
+
+
+def endpoint_test(endpoint: ModelEndpoint, *, api_key: str | None = None) -> str:
+    """ "Test connection": the endpoint answers, lists the model id among /models (when it lists any) and answers
+    one tiny request. A line that says so; EndpointUnusable with what is wrong."""
+    key = endpoint_api_key(endpoint) if api_key is None else api_key
+    client = ChatClient(base_url=endpoint.base_url, model_id=endpoint.model_id, api_key=key, timeout=endpoint.timeout_s)
+    try:
+        return client.test_connection(endpoint.name or endpoint.base_url)
+    except RequestFailed as failed:
+        raise EndpointUnusable(failed.message) from None
+    finally:
+        client.close()
+
+
+def endpoint_api_key(endpoint: ModelEndpoint) -> str:
+    """The key now: decrypted, or read from the endpoint's prefixed variable ("" when it has none)."""
+    try:
+        return endpoint_key(endpoint)
+    except KeyUnavailable as error:
+        raise EndpointUnusable(str(error)) from None
+
+
+def request_parameters() -> dict:
+    parameters = {"temperature": settings.MODEL_EVAL_TEMPERATURE}
+    if settings.MODEL_EVAL_MAX_TOKENS:
+        parameters["max_tokens"] = settings.MODEL_EVAL_MAX_TOKENS
+    return parameters

@@ -1,0 +1,74 @@
+"""Models in the loop: OpenAI-compatible model endpoints, which drafting (annotator) and evaluation runs
+(evaluation.runs) both ask.
+
+An endpoint's API key is either stored encrypted (annotator.llm.keys; never shown back) or read from an
+environment variable whose name starts with the operator's MODEL_API_KEY_ENV_PREFIX.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+from django.utils import timezone
+
+from subtlebench.text import NAME_MAX, single_line
+
+ENV_VAR_NAME = RegexValidator(
+    r"^[A-Za-z_][A-Za-z0-9_]*$", "an environment variable's name: letters, digits and _, not starting with a digit."
+)
+
+
+class ModelEndpoint(models.Model):
+    """A vision-language model behind an OpenAI-compatible chat completions API (vLLM, SGLang, a hosted API)."""
+
+    name = models.CharField(max_length=NAME_MAX, unique=True, validators=[single_line])
+    base_url = models.URLField(max_length=500, help_text="e.g. http://gpu-host:8000/v1")
+    model_id = models.CharField(max_length=NAME_MAX, validators=[single_line], help_text="The API's model name.")
+    api_key_env = models.CharField(
+        max_length=100,
+        blank=True,
+        validators=[ENV_VAR_NAME],
+        help_text="The name of the environment variable that holds the API key; it must start with "
+        "MODEL_API_KEY_ENV_PREFIX (a name without it, from before that rule, is kept but refused when a run starts).",
+    )
+    api_key_encrypted = models.TextField(
+        blank=True,
+        editable=False,
+        max_length=2000,
+        help_text="The API key, encrypted with MODEL_API_KEY_ENCRYPTION_KEY (Fernet).",
+    )
+    concurrency = models.PositiveSmallIntegerField(
+        default=8, validators=[MinValueValidator(1), MaxValueValidator(256)], help_text="Requests in flight at most."
+    )
+    timeout_s = models.PositiveIntegerField(
+        default=120,
+        validators=[MinValueValidator(1), MaxValueValidator(3600)],
+        help_text="The deadline of each request: connecting, sending and the whole answer.",
+    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+    # Models that draft (annotator/drafting): off unless a coordinator turns them on, per endpoint.
+    drafts_questions = models.BooleanField(default=False, help_text="May draft questions on the workbench.")
+    default_drafter = models.BooleanField(default=False, help_text="The team's drafter: 'Draft with a model' asks it.")
+    answers_drafts = models.BooleanField(
+        default=False, help_text="Answers the workbench's questions in the background while they are written."
+    )
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["default_drafter"], condition=models.Q(default_drafter=True), name="modelendpoint_one_drafter"
+            )
+        ]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def key_source(self) -> str:
+        """Where the key comes from, in words that never show it: "stored key", "$NAME" or ""."""
+        if self.api_key_encrypted:
+            return "stored key"
+        return f"${self.api_key_env}" if self.api_key_env else ""

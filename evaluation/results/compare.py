@@ -1,0 +1,258 @@
+"""Models side by side, read from the one store of model answers (ModelEvaluation / ModelItemResult).
+
+`release_compare`: the runs on one release, compared on the same release items (those every chosen run answered),
+with each run's own n beside. `model_sources`: each model's answers by pair, for the pages that set models beside
+the humans (evaluation reads the humans; annotator does not import evaluation): an endpoint's answer to a pair is
+its latest answer (from its most recent run that answered it), an imported results file is a model of its own.
+Failed requests are no answer: they count neither as right nor as wrong, and are counted apart.
+`paired_compare`: two sides (two runs, or a run and the humans) on the items both answered, with McNemar's test
+and the paired difference in accuracy, per category.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Release
+from benchmark.paired import mcnemar, paired_difference
+from evaluation.models import ModelEvaluation, ModelItemResult
+from evaluation.runs.services import release_runs, run_labels
+from evaluation.studies.release_answers import human_side
+
+CATEGORIES = [str(c) for c in Category.values]
+DOMAINS = [str(d) for d in Domain.values]
+
+
+def _cell(correct: int, n: int) -> dict:
+    return {"correct": correct, "n": n, "accuracy": correct / n if n else None}
+
+
+def release_compare(*, release: Release, run_ids: list[int] | None = None, split: str = "test") -> dict:
+    """The chosen finished runs on `release` (all of them by default) on one split: per category, per domain and
+    overall, each run's accuracy on the items every chosen run answered (`common`), and on all it answered (`own`).
+    `macro` is the unweighted mean over categories, as the paper's AVG. By default the multiple-choice runs only (a
+    description run's judged descriptions are another task): one is in the table when chosen."""
+    runs = [
+        run
+        for run in release_runs(release)
+        if (run.pk in run_ids if run_ids is not None else run.task != "description")
+    ]
+    labels = run_labels(runs)
+    answers: dict[int, dict[int, tuple[bool, str, str]]] = {run.pk: {} for run in runs}
+    failed: dict[int, int] = defaultdict(int)
+    rows = (
+        ModelItemResult.objects.filter(evaluation__in=runs, release_item__split=split)
+        .order_by("pk")
+        .values_list("evaluation_id", "release_item_id", "is_correct", "release_item__category", "release_item__domain")
+    )
+    for run_id, item, correct, category, domain in rows:
+        if correct is None:
+            failed[run_id] += 1
+        else:
+            answers[run_id][item] = (correct, category, domain)
+    common = set.intersection(*(set(a) for a in answers.values())) if runs else set()
+    table = []
+    for run in runs:
+        mine = answers[run.pk]
+
+        def group(items, position: int, names, mine=mine) -> dict:
+            out = {}
+            for name in names:
+                flags = [mine[i][0] for i in items if mine[i][position] == name]
+                if flags:
+                    out[name] = _cell(sum(flags), len(flags))
+            return out
+
+        categories = group(common, 1, CATEGORIES)
+        accuracies = [cell["accuracy"] for cell in categories.values()]
+        table.append(
+            {
+                "run": run,
+                "label": labels[run.pk],
+                "categories": categories,
+                "domains": group(common, 2, DOMAINS),
+                "micro": _cell(sum(mine[i][0] for i in common), len(common)),
+                "macro": sum(accuracies) / len(accuracies) if accuracies else None,
+                "own": _cell(sum(flag for flag, _, _ in mine.values()), len(mine)),
+                "failed": failed[run.pk],
+            }
+        )
+    present = {name for row in table for name in row["categories"]}
+    return {
+        "release": release,
+        "split": split,
+        "runs": table,
+        "common": len(common),
+        "categories": [(c, CATEGORY_ABBREVIATIONS[c]) for c in CATEGORIES if c in present],
+        "domains": [d for d in DOMAINS if any(d in row["domains"] for row in table)],
+    }
+
+
+@dataclass
+class ModelSource:
+    """One model's answers by pair id (answered items only) and how many of its requests failed."""
+
+    key: str  # "endpoint-<id>" or "import-<run id>": what the pages' model filter names
+    kind: str  # "app" or "imported"
+    id: int
+    name: str
+    detail: str
+    answers: dict[int, bool] = field(default_factory=dict)
+    failed: int = 0
+
+
+def _scope(results, *, pair_ids, release_id):
+    # Multiple choice only: a description run's judged descriptions answer no question (issue 28).
+    results = results.filter(pair__isnull=False, evaluation__task="multiple_choice")
+    if pair_ids is not None:
+        results = results.filter(pair_id__in=list(pair_ids))
+    if release_id is not None:
+        results = results.filter(evaluation__release_id=release_id)
+    return results
+
+
+def app_sources(pair_ids=None, *, release_id: int | None = None) -> list[ModelSource]:
+    """One source per endpoint: its latest answer to each pair (of `pair_ids`, of runs on `release_id`, if given)."""
+    results = _scope(
+        ModelItemResult.objects.filter(evaluation__endpoint__isnull=False), pair_ids=pair_ids, release_id=release_id
+    )
+    latest = (
+        results.filter(is_correct__isnull=False)
+        .order_by("evaluation__endpoint_id", "pair_id", "-evaluation__created", "-evaluation_id", "-pk")
+        .distinct("evaluation__endpoint_id", "pair_id")
+        .values_list("evaluation__endpoint_id", "evaluation__endpoint__name", "pair_id", "is_correct")
+    )
+    sources: dict[int, ModelSource] = {}
+    for endpoint_id, name, pair_id, is_correct in latest:
+        source = sources.get(endpoint_id)
+        if source is None:
+            source = sources[endpoint_id] = ModelSource(f"endpoint-{endpoint_id}", "app", endpoint_id, name, "")
+        source.answers[pair_id] = is_correct
+    # Pairs with only failed requests from an endpoint: counted apart, so a page can say how many were left out.
+    # order_by(): the default order (pk) would join the SELECT DISTINCT and keep one row per result, not per pair.
+    failed = (
+        results.filter(is_correct__isnull=True)
+        .order_by()
+        .values_list("evaluation__endpoint_id", "evaluation__endpoint__name", "pair_id")
+        .distinct()
+    )
+    for endpoint_id, name, pair_id in failed:
+        source = sources.get(endpoint_id)
+        if source is None:
+            source = sources[endpoint_id] = ModelSource(f"endpoint-{endpoint_id}", "app", endpoint_id, name, "")
+        if pair_id not in source.answers:
+            source.failed += 1
+    runs = defaultdict(set)
+    for endpoint_id, run_id in results.order_by().values_list("evaluation__endpoint_id", "evaluation_id").distinct():
+        runs[endpoint_id].add(run_id)
+    for source in sources.values():
+        n = len(runs[source.id])
+        source.detail = f"app, latest answers of {n} run{'s' if n != 1 else ''}"
+    return sorted(sources.values(), key=lambda s: s.name.lower())
+
+
+def imported_sources(pair_ids=None, *, release_id: int | None = None, study_id: int | None = None) -> list[ModelSource]:
+    """One source per imported results file, its answers keyed by pair: the files on `release_id`, or (before
+    releases) those imported into the study `study_id`; all of them when neither is given."""
+    runs = ModelEvaluation.objects.filter(source=ModelEvaluation.Source.IMPORT, endpoint__isnull=True)
+    if release_id is not None or study_id is not None:
+        runs = runs.filter(release_id=release_id) if release_id is not None else runs.filter(study_id=study_id)
+    results = _scope(ModelItemResult.objects.filter(evaluation__in=runs), pair_ids=pair_ids, release_id=None)
+    sources: dict[int, ModelSource] = {}
+    for run in runs.select_related("release").order_by("created", "pk"):
+        where = f"release {run.release.name}" if run.release_id else f"study {run.study_id} (before releases)"
+        detail = f"imported file, {run.items} items of {where}"
+        sources[run.pk] = ModelSource(f"import-{run.pk}", "imported", run.pk, run.label, detail)
+    for run_id, pair_id, is_correct in results.order_by("evaluation_id", "pk").values_list(
+        "evaluation_id", "pair_id", "is_correct"
+    ):
+        if is_correct is None:
+            sources[run_id].failed += 1
+        else:
+            sources[run_id].answers[pair_id] = is_correct
+    return [source for source in sources.values() if source.answers or source.failed]
+
+
+def model_sources(pair_ids=None, *, release_id: int | None = None, study_id: int | None = None) -> list[ModelSource]:
+    """Every model source: app endpoints first (by name), then imported files (oldest first)."""
+    return app_sources(pair_ids, release_id=release_id) + imported_sources(
+        pair_ids, release_id=release_id, study_id=study_id
+    )
+
+
+# --- Two sides paired on the same items (issue 28) ---------------------------------------------------------------
+
+# An item's answer on one side: (right, category, cluster), keyed by the release item's id.
+Side = dict[int, tuple[bool, str, str]]
+
+
+def run_side(run: ModelEvaluation, split: str) -> Side:
+    """A run's answered items of one split of its release (a failed request is no answer: not on the side)."""
+    rows = (
+        ModelItemResult.objects.filter(evaluation=run, release_item__split=split, is_correct__isnull=False)
+        .order_by("pk")
+        .values_list("release_item_id", "is_correct", "release_item__category", "release_item__cluster")
+    )
+    return {item: (correct, category, cluster) for item, correct, category, cluster in rows}
+
+
+def _paired_row(name: str, common: list[tuple[bool, bool, str]]) -> dict:
+    test = mcnemar((a, b) for a, b, _ in common)
+    difference = paired_difference(common)
+    return {
+        "name": name,
+        "n": len(common),
+        "clusters": difference.clusters if difference else 0,
+        "a": _cell(sum(a for a, _, _ in common), len(common)),
+        "b": _cell(sum(b for _, b, _ in common), len(common)),
+        "a_only": test.a_only,
+        "b_only": test.b_only,
+        "method": test.method,
+        "statistic": test.statistic,
+        "p_value": test.p_value,
+        "difference": float(difference.difference) if difference else None,
+        "low": difference.low if difference else None,
+        "high": difference.high if difference else None,
+    }
+
+
+def paired_compare(side_a: Side, side_b: Side) -> dict:
+    """Two sides on the items both answered: per category and overall, each side's accuracy, McNemar's test on the
+    discordant items (exact binomial for few, benchmark.paired) and the paired difference A - B with its
+    cluster-robust interval. `only_a` / `only_b`: items one side answered and the other did not (left out)."""
+    common = sorted(set(side_a) & set(side_b))
+    by_category: dict[str, list] = defaultdict(list)
+    every = []
+    for item in common:
+        right_a, category, cluster = side_a[item]
+        row = (right_a, side_b[item][0], cluster)
+        every.append(row)
+        by_category[category].append(row)
+    return {
+        "overall": _paired_row("all", every),
+        "categories": [_paired_row(c, by_category[c]) for c in CATEGORIES if c in by_category],
+        "common": len(common),
+        "only_a": len(set(side_a) - set(side_b)),
+        "only_b": len(set(side_b) - set(side_a)),
+    }
+
+
+HUMANS = "humans"
+HUMANS_LABEL = "humans (study answers, majority per item)"
+
+
+def side_choices(runs, labels: dict[int, str]) -> list[tuple[str, str]]:
+    """What can stand on either side of a paired comparison on a release: each finished run, then the humans."""
+
+    def kind(run) -> str:
+        return " · description" if run.task == "description" else (" · circular" if run.circular else "")
+
+    return [(str(run.pk), labels[run.pk] + kind(run)) for run in runs] + [(HUMANS, HUMANS_LABEL)]
+
+
+def side_of(release: Release, choice: str, split: str) -> Side:
+    """The side named by a choice of `side_choices`."""
+    if choice == HUMANS:
+        return human_side(release, split)
+    return run_side(ModelEvaluation.objects.get(pk=int(choice), release=release), split)

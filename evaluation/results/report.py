@@ -1,0 +1,87 @@
+"""The release report of one release's split, from its frozen items and the answers given on them: the glue between
+the database and benchmark.report (which computes it) and benchmark.figure. It reads only the release's items, never
+the live pairs, so a correction made after the release changes nothing here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from annotator.models import Release
+from benchmark.figure import gap_png, gap_svg
+from benchmark.records import SPLITS
+from benchmark.report import Report, compute_report, report_csv, report_json, report_latex, report_markdown
+
+# Each file of the report: its name after the release and split, how it is written, its content type.
+REPORT_FILES = (
+    ("report.csv", report_csv, "text/csv; charset=utf-8"),
+    ("report.json", report_json, "application/json; charset=utf-8"),
+    ("report.md", report_markdown, "text/markdown; charset=utf-8"),
+    ("report.tex", report_latex, "application/x-tex; charset=utf-8"),
+    ("gaps.svg", gap_svg, "image/svg+xml"),
+    ("gaps.png", gap_png, "image/png"),
+)
+
+
+def _item_of(entry) -> str | None:
+    return entry[0] if isinstance(entry, tuple | list) and entry else None
+
+
+def release_report(
+    release: Release,
+    *,
+    human_answers: Iterable,
+    model_answers: Mapping[str, Iterable],
+    split: str = "test",
+) -> Report:
+    """The report of humans and models on `release`'s `split`.
+
+    human_answers: [(item_id, rater_key, is_correct)] (evaluation.studies.release_answers.human_answers_on_release);
+    model_answers: {label: [(item_id, is_correct)]} (evaluation.runs.services.model_answers_on_release).
+    Answers on the release's items of the other split are left out (a model run may cover both splits); an answer
+    on an id the release does not hold, or a second answer, is refused with benchmark.report.ReportInputError.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    rows = list(
+        release.items.order_by("split", "position", "pk").values_list(
+            "item_id", "split", "category", "domain", "cluster"
+        )
+    )
+    split_of = {item_id: item_split for item_id, item_split, *_ in rows}
+
+    def on_split(entries: Iterable) -> list:
+        # An id the release does not hold stays in, for compute_report to refuse by name.
+        return [entry for entry in entries if split_of.get(_item_of(entry), split) == split]
+
+    return compute_report(
+        release=release.name,
+        release_hash=release.content_sha256,
+        split=split,
+        items=[
+            (item_id, category, domain, cluster)
+            for item_id, item_split, category, domain, cluster in rows
+            if item_split == split
+        ],
+        humans=on_split(human_answers),
+        models={label: on_split(answers) for label, answers in model_answers.items()},
+    )
+
+
+def release_report_files(report: Report) -> list[tuple[str, bytes, str]]:
+    """The report's downloads, (file name, bytes, content type): CSV, JSON, Markdown, LaTeX, the SVG and PNG figure;
+    named like `v1-test-report.csv`. The same report always gives the same bytes."""
+    prefix = f"{report.release}-{report.split}"
+    return [(f"{prefix}-{name}", write(report), content_type) for name, write, content_type in REPORT_FILES]
+
+
+def release_report_file_names(report: Report) -> list[str]:
+    return [f"{report.release}-{report.split}-{name}" for name, _, _ in REPORT_FILES]
+
+
+def release_report_file(report: Report, file_name: str) -> tuple[bytes, str] | None:
+    """One download, (bytes, content type), written alone; None when the report has no file of that name."""
+    prefix = f"{report.release}-{report.split}-"
+    for name, write, content_type in REPORT_FILES:
+        if file_name == prefix + name:
+            return write(report), content_type
+    return None

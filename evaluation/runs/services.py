@@ -1,0 +1,1142 @@
+"""Model endpoints and evaluation runs: register an endpoint, gather the items of a run, run it as a job (resumable:
+each result is stored as it arrives, and a restarted run sends only the items without one), summarise it, write
+the official results file (the `_finalize_mc_results` layout of krafton-ai/VLM-SubtleBench), and import one.
+
+One store: a run in the app and an imported results file are both a ModelEvaluation with one ModelItemResult per
+item. Items come from a release's split (each item as released: its record, its image order; the results name
+their ReleaseItem), or, for runs from before releases, an export folder's split or the accepted pairs matching a
+filter. An imported file is matched to a release by the release's own item ids, exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from datetime import timedelta
+from functools import partial
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.db import models, transaction
+from django.utils import timezone
+
+from annotator.datamanager.tables import PAIRS
+from annotator.jobs.services import (
+    JobTaskLost,
+    UnitRef,
+    job_create_once,
+    job_task_add,
+    job_task_claim,
+    job_task_send,
+    job_unit,
+)
+from annotator.llm.client import ChatClient, RequestFailed
+from annotator.llm.endpoints import EndpointUnusable, check_coordinator, endpoint_api_key, request_parameters
+from annotator.llm.protocol import configured_prompt
+from annotator.models import (
+    Category,
+    Domain,
+    Job,
+    JobCancelled,
+    JobTask,
+    ModelEndpoint,
+    Pair,
+    Release,
+    ReleaseItem,
+)
+from annotator.models.jobs import ACTIVE
+from benchmark.protocol import LETTERS, Item, shuffle_options
+from benchmark.questions import MAX_DISTRACTORS
+from benchmark.records import (
+    FIELDS,
+    SPLITS,
+    derived_pair_number,
+    item_id,
+    item_id_tails,
+    record_item_id,
+    split_path,
+)
+from benchmark.results import ResultsFileError, load_results, outcome_of, question_entry, results_document
+from evaluation.models import ModelEvaluation, ModelItemResult
+from evaluation.runs import description
+from evaluation.runs.answering import answer_item, item_regions
+from evaluation.runs.extraction import extraction_pass
+from evaluation.runs.runsettings import clean_run_settings
+from subtlebench.errors import Invalid, NotFound
+
+log = logging.getLogger(__name__)
+
+TASK = "annotator.tasks.evaluate_model_task"
+FLUSH_SECONDS = 0.25  # results are written at least this often (and every FLUSH_ITEMS)
+FLUSH_ITEMS = 64
+# While a run's threads wait on sockets, a thread whose answer arrived waits for the GIL up to the interpreter's
+# switch interval (5 ms) behind the others: at 16 requests of 50 ms that cost a quarter of the throughput
+# (bench/model_eval.py). The run lowers it while it runs and puts it back after.
+GIL_SWITCH_SECONDS = 0.0005
+PREPARE_THREADS = 4  # threads beyond the endpoint's concurrency that read and make the next items' images
+Failure = ModelItemResult.Failure
+# Failures for the endpoint's sake, not the item's: many in a row, or one at the check before sending, pause the run.
+OUTAGE = (Failure.UNREACHABLE, Failure.TIMEOUT, Failure.SERVER_ERROR, Failure.RATE_LIMITED)
+
+
+class RunFailed(Exception):
+    """The run cannot go on (model not served, key variable missing, items unreadable, down too long) or ended with
+    items left without an answer: one clear message. `ended`: how the run ended (failed, or incomplete)."""
+
+    ended = ModelEvaluation.Ended.FAILED
+
+
+# --- Items ----------------------------------------------------------------------------------------------------
+
+
+def export_items(folder: str | Path, split: str) -> list[Item]:
+    """The items of an export's split, as the official adapter reads them; bad records are an Invalid naming the
+    file, line and field (nothing is started)."""
+    if split not in SPLITS:
+        raise Invalid({"split": [f"The split is test or val, not {split!r}."]})
+    root = Path(folder)
+    path = root / split_path(split)
+    if not path.is_file():
+        raise Invalid({"export": [f"{path}: no such file (is {root} an export folder?)."]})
+    items: list[Item] = []
+    seen: set[str] = set()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise Invalid({"export": [f"{path}: cannot read it ({error})."]}) from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}, line {number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise Invalid({"export": [f"{where}: not JSON ({error.msg})."]}) from None
+        if not isinstance(record, dict):
+            raise Invalid({"export": [f"{where}: expected an object."]})
+        for name in ("image_1", "image_2", "question", "answer", "distractors", "category", "source", "source_id"):
+            if name not in record:
+                raise Invalid({"export": [f"{where}: missing field {name}."]})
+            if not isinstance(record[name], FIELDS.get(name, (str,))):
+                raise Invalid({"export": [f"{where}, field {name}: wrong type {type(record[name]).__name__}."]})
+        distractors = record["distractors"]
+        if not distractors or not all(isinstance(d, str) for d in distractors) or len(distractors) > MAX_DISTRACTORS:
+            raise Invalid({"export": [f"{where}, field distractors: 1 to {MAX_DISTRACTORS} texts."]})
+        if record["category"] not in Category.values:
+            raise Invalid({"export": [f"{where}, field category: {record['category']!r} is not a category."]})
+        identifier = record_item_id(record)
+        if identifier in seen:
+            raise Invalid({"export": [f"{where}: the item id {identifier} appears twice."]})
+        seen.add(identifier)
+        image_1, image_2 = root / record["image_1"], root / record["image_2"]
+        items.append(
+            Item(
+                question_id=identifier,
+                question=record["question"],
+                answer=record["answer"],
+                distractors=list(distractors),
+                category=record["category"],
+                domain=record.get("domain") if record.get("domain") in Domain.values else Domain.NATURAL,
+                image_1=str(image_1),
+                image_2=str(image_2),
+                missing=not (image_1.is_file() and image_2.is_file()),
+            )
+        )
+    link_export_items(items)
+    return items
+
+
+def link_export_items(items: list[Item]) -> None:
+    """Give each exported item the pair it came from, where the pair is still here, so that an export's run counts
+    in "models correct k of n" as a study's run does. An item id is `category_source_source_id`, the source_id
+    being the pair's own or, for a pair made in the app, the derived `<yt8m>_<pair id>` / `pair<pair id>`: two
+    queries find both kinds, and only an id this database builds the same way links (an item of another
+    database's export links to nothing)."""
+    if not items:
+        return
+    trailing = {number for item in items if (number := derived_pair_number(item.question_id)) is not None}
+    source_ids = {item.question_id for item in items}
+    fields = ("pk", "category", "source", "source_id", "video__yt8m_id")
+    candidates = list(Pair.objects.filter(source_id="", pk__in=trailing).values_list(*fields))
+    # A source may hold "_" too ("levir_cd"): every tail after a "_" is a candidate source_id; the id built
+    # from the row decides.
+    tails = {tail for item in items for tail in item_id_tails(item.question_id)}
+    candidates += Pair.objects.exclude(source_id="").filter(source_id__in=tails).values_list(*fields)
+    pair_of = {}
+    for pk, category, source, source_id, yt8m_id in candidates:
+        identifier = item_id(category=category, source=source, source_id=source_id, pair_id=pk, yt8m_id=yt8m_id)
+        if identifier in source_ids:
+            pair_of.setdefault(identifier, pk)
+    for item in items:
+        item.pair_id = pair_of.get(item.question_id)
+
+
+def pair_items(pair_ids: list[int]) -> list[Item]:
+    """The items of these pairs, in this order (pairs deleted since are left out); images read from storage."""
+    pairs = Pair.objects.filter(pk__in=pair_ids).select_related("image_1", "image_2", "video")
+    by_id = {pair.pk: pair for pair in pairs}
+    items = []
+    for pk in pair_ids:
+        pair = by_id.get(pk)
+        if pair is None or not pair.distractors:
+            continue
+        yt8m_id = pair.video.yt8m_id if pair.video_id and not pair.source_id else None
+        identifier = item_id(
+            category=pair.category, source=pair.source, source_id=pair.source_id, pair_id=pair.pk, yt8m_id=yt8m_id
+        )
+        items.append(
+            Item(
+                question_id=identifier,
+                question=pair.question,
+                answer=pair.answer,
+                distractors=list(pair.distractors),
+                category=pair.category,
+                domain=pair.domain,
+                image_1=pair.image_1.file.name,
+                image_2=pair.image_2.file.name,
+                pair_id=pair.pk,
+            )
+        )
+    return items
+
+
+def _lists_of_categories_and_domains(pair_filter: dict) -> bool:
+    return set(pair_filter) <= {"category", "domain"} and all(isinstance(v, list) for v in pair_filter.values())
+
+
+def filter_pair_ids(pair_filter: dict) -> list[int]:
+    """The accepted pairs matching the filter: the data manager's pairs-table filter (its query-string keys, as
+    `POST /api/pairs/bulk/` takes them: status, category, similarity_min, models_max, q, ...), or the short form
+    {"category": [...], "domain": [...]} (an empty or absent list: any)."""
+    if not _lists_of_categories_and_domains(pair_filter):
+        state = PAIRS.parse(pair_filter)
+        matching = PAIRS.queryset(state, ordered=False).filter(status=Pair.Status.ACCEPTED)
+        return sorted(matching.values_list("pk", flat=True))
+    pairs = Pair.objects.accepted()
+    if pair_filter.get("category"):
+        pairs = pairs.filter(category__in=pair_filter["category"])
+    if pair_filter.get("domain"):
+        pairs = pairs.filter(domain__in=pair_filter["domain"])
+    return list(pairs.order_by("pk").values_list("pk", flat=True))
+
+
+def clean_pair_filter(raw) -> dict:
+    if raw in (None, ""):
+        return {}
+    if not isinstance(raw, dict):
+        raise Invalid(
+            {"pair_filter": ['An object: the pairs table\'s filter, or {"category": [...], "domain": [...]}.']}
+        )
+    if not _lists_of_categories_and_domains(raw):
+        if any(not isinstance(value, (str, int, float)) or isinstance(value, bool) for value in raw.values()):
+            raise Invalid(
+                {"pair_filter": ["A pairs-table filter's values are texts or numbers, as in its query string."]}
+            )
+        cleaned = {key: str(value) for key, value in raw.items()}
+        try:
+            PAIRS.parse(cleaned)  # every bad key or value, named
+        except Invalid as error:
+            raise Invalid({"pair_filter": [f"{k}: {' '.join(v)}" for k, v in error.errors.items()]}) from None
+        return cleaned
+    cleaned = {}
+    for key, allowed in (("category", Category.values), ("domain", Domain.values)):
+        values = raw.get(key) or []
+        if not isinstance(values, list) or any(value not in allowed for value in values):
+            raise Invalid({"pair_filter": [f"{key}: a list of {', '.join(allowed)}."]})
+        if values:
+            cleaned[key] = sorted(set(values))
+    return cleaned
+
+
+def release_rows(release: Release, split: str):
+    return ReleaseItem.objects.filter(release=release, split=split).order_by("position", "pk")
+
+
+def release_items(release: Release, split: str) -> list[Item]:
+    """The items of a release's split in its file's order, each exactly as released: the record's question,
+    answer and distractors (flipped with the images for a swapped item) and its images in the released order."""
+    if split not in SPLITS:
+        raise Invalid({"split": [f"The split is test or val, not {split!r}."]})
+    items = []
+    for row in release_rows(release, split).select_related("image_1", "image_2"):
+        record = row.record
+        items.append(
+            Item(
+                question_id=row.item_id,
+                question=record["question"],
+                answer=record["answer"],
+                distractors=list(record["distractors"]),
+                category=row.category,
+                domain=row.domain,
+                image_1=row.image_1.file.name,
+                image_2=row.image_2.file.name,
+                pair_id=row.pair_id,
+            )
+        )
+    return items
+
+
+def evaluation_items(evaluation: ModelEvaluation) -> list[Item]:
+    """The run's items with their shown options (the seed's shuffle), the same on every call."""
+    if evaluation.source == ModelEvaluation.Source.RELEASE:
+        items = release_items(evaluation.release, evaluation.split)
+    elif evaluation.source == ModelEvaluation.Source.EXPORT:
+        items = export_items(evaluation.parameters["export_dir"], evaluation.split)
+    else:
+        items = pair_items(evaluation.parameters.get("pair_ids", []))
+    shuffle_options(items, evaluation.seed)
+    if evaluation.task == description.DESCRIPTION:
+        items = description.captioned_items(evaluation.release, evaluation.split, items)
+    return items
+
+
+def read_image(evaluation: ModelEvaluation, name: str) -> bytes:
+    if evaluation.source == ModelEvaluation.Source.EXPORT:
+        return Path(name).read_bytes()
+    with default_storage.open(name, "rb") as handle:
+        return handle.read()
+
+
+# --- Starting a run -------------------------------------------------------------------------------------------
+
+
+def evaluation_start(
+    *,
+    endpoint: ModelEndpoint,
+    user,
+    source: str,
+    export_job: Job | None = None,
+    export_dir: str | None = None,
+    release: Release | None = None,
+    split: str = "test",
+    pair_ids: list[int] | None = None,
+    pair_filter: dict | None = None,
+    seed: int = 0,
+    idempotency_key: str = "",
+    send: bool = True,
+    strategy: str | None = None,
+    prompt: dict | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    extraction_endpoint: ModelEndpoint | None = None,
+    extraction_prompt: dict | None = None,
+    task: str = "multiple_choice",
+    judge: ModelEndpoint | None = None,
+    judge_prompt: dict | None = None,
+    circular: bool = False,
+) -> ModelEvaluation:
+    """Create the run and its job, and queue it (after the commit). The items are checked now: a release's split
+    must hold items; an export's file must parse; a pair source must hold at least one pair. The run's settings
+    (strategy, prompt texts, temperature, max tokens, extraction pass) are `runsettings.clean_run_settings`'s. A
+    description run (`task`, with its `judge`) asks a release split's captioned items; `circular` asks each item
+    once per rotation of its options (evaluation.runs.description)."""
+    check_coordinator(user)
+    run_settings = clean_run_settings(
+        strategy=strategy,
+        prompt=prompt,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        extraction_endpoint=extraction_endpoint,
+        extraction_texts=extraction_prompt,
+    )
+    task_fields = description.clean_run_settings(
+        task=task, judge=judge, judge_prompt=judge_prompt, circular=circular, source=source, release=release
+    )
+    parameters = {"request": run_settings.request}
+    if run_settings.extraction_endpoint is not None:
+        parameters["extraction_prompt"] = run_settings.extraction_prompt
+    if source == ModelEvaluation.Source.RELEASE:
+        if release is None:
+            raise Invalid({"release": ["Name the release to evaluate."]})
+        count = len(release_items(release, split))
+        if task_fields["task"] == description.DESCRIPTION:
+            count = len(description.captioned_items(release, split, release_items(release, split)))
+            if not count:
+                raise Invalid({"task": [f"No item of release {release.name} ({split}) has a caption to describe."]})
+        label = f"release {release.name} ({split})"
+    elif source == ModelEvaluation.Source.EXPORT:
+        if export_job is not None:
+            if export_job.kind != Job.Kind.EXPORT or export_job.status != Job.Status.SUCCEEDED:
+                raise Invalid({"export_job": [f"Job {export_job.pk} is not a finished export."]})
+            if (export_job.result or {}).get("target") != "local" or not export_job.result.get("out"):
+                raise Invalid({"export_job": [f"Export {export_job.pk} is not a local folder this server can read."]})
+            export_dir = export_job.result["out"]
+        if not export_dir:
+            raise Invalid({"export": ["Name the export to evaluate."]})
+        count = len(export_items(export_dir, split))
+        parameters["export_dir"] = str(Path(export_dir).resolve())
+        label = f"{Path(export_dir).name} ({split})"
+    elif source == ModelEvaluation.Source.FILTER:
+        pair_filter = clean_pair_filter(pair_filter)
+        pair_ids = filter_pair_ids(pair_filter)
+        count = len(pair_items(pair_ids))
+        parameters["pair_ids"] = pair_ids
+        label = "accepted pairs"
+        split = ""
+    elif source == ModelEvaluation.Source.STUDY:
+        raise Invalid({"source": ["A study's sample is a release's items now: run the model on the study's release."]})
+    else:
+        raise Invalid({"source": [f"The source is release, export or filter, not {source!r}."]})
+    if not count:
+        raise Invalid({"source": ["There are no items to evaluate in this source."]})
+    prompt = run_settings.prompt
+    if task_fields["task"] == description.DESCRIPTION:
+        parameters["judge_request"] = description.JUDGE_REQUEST
+        prompt = task_fields.pop("prompt")
+
+    def create():
+        with transaction.atomic():
+            job = Job.objects.create(
+                kind=Job.Kind.MODEL_EVAL,
+                title=f"Evaluate {endpoint.name} on {label}",
+                created_by=user if getattr(user, "pk", None) else None,
+                total=count,
+                idempotency_key=idempotency_key,
+            )
+            ModelEvaluation.objects.create(
+                endpoint=endpoint,
+                job=job,
+                source=source,
+                release=release if source == ModelEvaluation.Source.RELEASE else None,
+                export_job=export_job,
+                split=split,
+                pair_filter=pair_filter or {},
+                seed=seed,
+                prompt=prompt,
+                strategy=run_settings.strategy,
+                extraction_endpoint=run_settings.extraction_endpoint,
+                parameters=parameters,
+                items=count,
+                created_by=job.created_by,
+                **task_fields,
+            )
+            job_task_add(job=job, name=TASK, kwargs={"evaluation_id": job.model_evaluation.pk}, send=send)
+            return job
+
+    job, _ = job_create_once(create, user=user, kind=Job.Kind.MODEL_EVAL, key=idempotency_key)
+    return job.model_evaluation
+
+
+# --- Running it ------------------------------------------------------------------------------------------------
+
+
+class RunPaused(Exception):
+    """The endpoint is down (its check failed, or many requests in a row failed for its sake): the run waits and
+    resumes by itself. The message says why."""
+
+
+def evaluation_run(
+    *, evaluation_id: int, unit: UnitRef | None = None, progress=None, job_id: int | None = None
+) -> ModelEvaluation:
+    """Run (or continue) an evaluation once: its unit is claimed with a compare-and-set, so a redelivered message
+    does nothing; the items with an answer are not sent again, failed ones are (MODEL_EVAL_ITEM_TRIES asks at most
+    per job). With the `job_id` of a retried job (the jobs page's "Retry"), that job takes the run over, with a
+    fresh count of asks for its failed items. While the endpoint is down the run pauses: its unit is queued again
+    with a countdown (`_pause`)."""
+    if job_id is not None:
+        with transaction.atomic():
+            taken = (
+                ModelEvaluation.objects.filter(pk=evaluation_id, job__kind=Job.Kind.MODEL_EVAL)
+                .exclude(job_id=job_id)
+                .filter(**{"job__pk__lt": job_id})
+                .update(job_id=job_id, paused_since=None, paused_until=None, pause_reason="", ended="")
+            )
+            if taken:
+                ModelItemResult.objects.filter(evaluation_id=evaluation_id, is_correct__isnull=True).update(asks=0)
+    evaluation = ModelEvaluation.objects.select_related("endpoint", "job").get(pk=evaluation_id)
+    if job_id is not None and evaluation.job_id != job_id:
+        return evaluation  # an older job's message: the run belongs to a newer retry
+    unit = job_unit(evaluation.job_id, unit)
+    run = job_task_claim(unit=unit) if unit.unit_id is not None else None
+    if run is None:
+        return evaluation
+    job = run.job
+    try:
+        try:
+            _evaluate(evaluation, run, progress)
+        except RunPaused as paused:
+            _pause(evaluation, run, str(paused))
+    except JobTaskLost:
+        return evaluation  # another worker holds the unit now: it writes the outcome
+    except JobCancelled:
+        run.cancel()
+    except (RunFailed, Invalid) as error:
+        message = str(error)
+        log.warning("model evaluation %s failed: %s", evaluation.pk, message)
+        _end(evaluation, run, job, getattr(error, "ended", ModelEvaluation.Ended.FAILED), message)
+    else:
+        if not ModelEvaluation.objects.filter(pk=evaluation.pk, paused_until__isnull=False).exists():
+            _end(evaluation, run, job, ModelEvaluation.Ended.COMPLETE, None)
+    evaluation.refresh_from_db()
+    return evaluation
+
+
+def _end(evaluation: ModelEvaluation, run, job: Job, ended: str, error: str | None) -> None:
+    with transaction.atomic():
+        if run.complete(JobTask.Status.DONE):
+            ModelEvaluation.objects.filter(pk=evaluation.pk).update(
+                ended=ended, paused_since=None, paused_until=None, pause_reason=""
+            )
+            job.finish(result=evaluation_summary(evaluation), error=error)
+
+
+def _pause(evaluation: ModelEvaluation, run, reason: str) -> None:
+    """Queue the run's unit again in MODEL_EVAL_PAUSE_SECONDS (not a lost claim: its attempt is not counted), and
+    show why and when it tries again; RunFailed once the endpoint has been down MODEL_EVAL_PAUSE_MAX_SECONDS."""
+    now = timezone.now()
+    evaluation.refresh_from_db(fields=["paused_since", "items", "answered", "failed"])
+    since = evaluation.paused_since or now
+    down = (now - since).total_seconds()
+    if down >= settings.MODEL_EVAL_PAUSE_MAX_SECONDS:
+        raise RunFailed(
+            f"{reason}; it has been down {down:.0f} s (since {timezone.localtime(since):%Y-%m-%d %H:%M:%S}), "
+            f"MODEL_EVAL_PAUSE_MAX_SECONDS is {settings.MODEL_EVAL_PAUSE_MAX_SECONDS:g}. {stored_counts(evaluation)}"
+        )
+    countdown = settings.MODEL_EVAL_PAUSE_SECONDS
+    with transaction.atomic():
+        requeued = JobTask.objects.filter(pk=run.task_id, token=run.token, status=JobTask.Status.RUNNING).update(
+            status=JobTask.Status.QUEUED,
+            token="",
+            queued_at=now,
+            heartbeat=now,
+            attempts=models.Case(
+                models.When(attempts__gt=0, then=models.F("attempts") - 1),
+                default=models.F("attempts"),
+                output_field=models.PositiveIntegerField(),
+            ),
+        )
+        if not requeued:
+            raise JobTaskLost(f"unit {run.task_id} was taken over while pausing")
+        ModelEvaluation.objects.filter(pk=evaluation.pk).update(
+            paused_since=since,
+            paused_until=now + timedelta(seconds=countdown),
+            pause_reason=f"{reason}. {stored_counts(evaluation)}"[:2000],
+        )
+        transaction.on_commit(partial(_send_after_pause, task_id=run.task_id, countdown=countdown), robust=True)
+    log.warning("model evaluation %s paused for %g s: %s", evaluation.pk, countdown, reason)
+
+
+def _send_after_pause(*, task_id: int, countdown: float) -> None:
+    if not job_task_send(task_id=task_id, countdown=countdown):
+        # The broker refused it: pending, the sweeper sends it when the broker is back (the run then checks the
+        # endpoint again and pauses anew if it is still down).
+        JobTask.objects.filter(pk=task_id, status=JobTask.Status.QUEUED).update(status=JobTask.Status.PENDING)
+
+
+def stored_counts(evaluation: ModelEvaluation) -> str:
+    """What the run has stored, in words, read from its rows (never from what one process remembers)."""
+    totals = evaluation_totals(evaluation)
+    stored = totals["answered"] + totals["failed"]
+    not_asked = max(0, evaluation.items - stored)
+    return (
+        f"Stored so far: {stored} of {evaluation.items} items ({totals['answered']} answered, {totals['failed']} "
+        f"failed), {not_asked} not asked yet."
+    )
+
+
+def _answer(
+    client: ChatClient, evaluation, item: Item, prompt, parameters, regions=None, slots=None
+) -> ModelItemResult | None:
+    """Ask the model one item (in a worker thread; no database here). None: the run was cancelled meanwhile."""
+    result = ModelItemResult(
+        evaluation_id=evaluation.pk,
+        pair_id=item.pair_id,
+        question_id=item.question_id,
+        category=item.category,
+        domain=item.domain,
+        options=item.options,
+        correct_letter=item.correct_letter,
+    )
+    if evaluation.task == description.DESCRIPTION:
+        return description.describe_and_judge(client, client.judge, evaluation, item, result, parameters, read_image)
+    if evaluation.circular:
+        return description.circular_answer(client, evaluation, item, result, prompt, parameters, read_image)
+    # The strategy's images and requests, and the parse outcome: evaluation.runs.answering (issue 28).
+    read = partial(read_image, evaluation)
+    return answer_item(client, result, item, evaluation.strategy, prompt, parameters, regions or [], read, slots)
+
+
+def _store(evaluation: ModelEvaluation, results: list[ModelItemResult]) -> None:
+    """Write a batch of results and recount the run from its rows. A result replaces the item's failed one (an item
+    asked again); an item's answer is never replaced (a second write of it is a no-op)."""
+    with transaction.atomic():
+        ModelItemResult.objects.filter(
+            evaluation=evaluation, question_id__in=[row.question_id for row in results], is_correct__isnull=True
+        ).delete()
+        ModelItemResult.objects.bulk_create(results, ignore_conflicts=True)
+        totals = evaluation_totals(evaluation)
+        if any(row.is_correct is not None for row in results):
+            totals["paused_since"] = None  # an answer: the endpoint is back, a later outage counts from zero
+        ModelEvaluation.objects.filter(pk=evaluation.pk).update(**totals)
+        changed = Job.objects.filter(pk=evaluation.job_id, status__in=("queued", "running")).update(
+            done=totals["answered"] + totals["failed"], heartbeat=timezone.now()
+        )
+    if not changed:
+        raise JobCancelled(f"job {evaluation.job_id} is no longer active")
+
+
+def evaluation_totals(evaluation: ModelEvaluation) -> dict:
+    counts = ModelItemResult.objects.filter(evaluation=evaluation).aggregate(
+        answered=models.Count("pk", filter=models.Q(is_correct__isnull=False)),
+        correct=models.Count("pk", filter=models.Q(is_correct=True)),
+        failed=models.Count("pk", filter=models.Q(is_correct__isnull=True)),
+        unparsable=models.Count("pk", filter=models.Q(parse_outcome=ModelItemResult.Parse.UNPARSABLE)),
+        extracted_correct=models.Count(
+            "pk",
+            filter=models.Q(
+                parse_outcome=ModelItemResult.Parse.UNPARSABLE,
+                extraction=ModelItemResult.Extraction.LETTER,
+                extracted_letter=models.F("correct_letter"),
+            ),
+        ),
+        prompt_tokens=models.Sum("prompt_tokens", default=0),
+        completion_tokens=models.Sum("completion_tokens", default=0),
+    )
+    return counts
+
+
+def _check_active(job_id: int) -> None:
+    """The cancel flag, read often (a beat reads it only every JOB_HEARTBEAT_SECONDS)."""
+    if not Job.objects.filter(pk=job_id, status__in=ACTIVE).exists():
+        raise JobCancelled(f"job {job_id} is no longer active")
+
+
+def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
+    """Ask every item without an answer until each is answered or asked MODEL_EVAL_ITEM_TRIES times; RunPaused when
+    the endpoint is down, RunFailed (incomplete or failed) when items are left without an answer."""
+    endpoint = evaluation.endpoint
+    try:
+        api_key = endpoint_api_key(endpoint)
+    except EndpointUnusable as unusable:
+        raise RunFailed(str(unusable)) from None
+    items = evaluation_items(evaluation)
+    released = (
+        dict(release_rows(evaluation.release, evaluation.split).values_list("item_id", "pk"))
+        if evaluation.source == ModelEvaluation.Source.RELEASE
+        else {}
+    )
+    skipped = [item.question_id for item in items if item.missing]
+    asked = [item for item in items if not item.missing]
+    ModelEvaluation.objects.filter(pk=evaluation.pk).update(items=len(asked))
+    evaluation.items = len(asked)
+    run.start(len(asked))
+    Job.objects.filter(pk=evaluation.job_id).update(result={**run.job.result, "skipped": skipped[:200]})
+    if progress is not None:
+        progress.start(len(asked))
+        progress.advance(ModelItemResult.objects.filter(evaluation=evaluation).count())
+    if _todo(evaluation, asked):
+        client = ChatClient(
+            base_url=endpoint.base_url, model_id=endpoint.model_id, api_key=api_key, timeout=endpoint.timeout_s
+        )
+        try:
+            try:
+                client.check_model(endpoint.name)
+                client.judge = description.open_judge(evaluation, client)
+            except RequestFailed as failed:
+                if failed.kind in OUTAGE:
+                    raise RunPaused(f"Model {endpoint.name} is down: {failed.message}") from None
+                raise RunFailed(f"{failed.message}. {stored_counts(evaluation)}") from None
+            ModelEvaluation.objects.filter(pk=evaluation.pk).update(paused_until=None, pause_reason="")
+            # The texts stored with the run (runs from before issue 28 stored the deployment's prompt too).
+            prompt = evaluation.prompt or configured_prompt().as_dict()
+            parameters = evaluation.parameters.get("request") or request_parameters()
+            regions = item_regions(evaluation, asked)
+            while todo := _todo(evaluation, asked):
+                _ask(evaluation, run, client, todo, released, prompt, parameters, progress, regions)
+        finally:
+            client.close()
+    if evaluation.extraction_endpoint_id:
+        extraction_pass(evaluation, asked)
+        ModelEvaluation.objects.filter(pk=evaluation.pk).update(**evaluation_totals(evaluation))
+    _verdict(evaluation)
+
+
+def _todo(evaluation: ModelEvaluation, items: list[Item]) -> list[tuple[Item, int]]:
+    """(item, asks so far) of the items to ask: without a result, or failed and asked fewer than the tries."""
+    stored = dict(
+        ModelItemResult.objects.filter(evaluation=evaluation)
+        .order_by()
+        .values_list("question_id", models.Case(models.When(is_correct__isnull=True, then="asks"), default=None))
+    )
+    tries = settings.MODEL_EVAL_ITEM_TRIES
+    return [
+        (item, stored.get(item.question_id) or 0)
+        for item in items
+        if item.question_id not in stored or (stored[item.question_id] is not None and stored[item.question_id] < tries)
+    ]
+
+
+def _ask(evaluation, run, client: ChatClient, todo, released: dict, prompt, parameters, progress, regions=None) -> None:
+    """One pass over `todo`, `endpoint.concurrency` requests at once; results stored as they come. Stops sending
+    (and raises RunPaused) after MODEL_EVAL_PAUSE_AFTER_FAILURES requests in a row failed for the endpoint's sake."""
+    endpoint = evaluation.endpoint
+    asks = {item.question_id: count for item, count in todo}
+    queue = iter(item for item, _ in todo)
+    pending: list[ModelItemResult] = []
+    streak, down = 0, ""
+    last_flush = last_check = time.monotonic()
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(switch_interval, GIL_SWITCH_SECONDS))
+    # A strategy that makes images does so in the run's threads; `slots` keeps `concurrency` requests in flight while
+    # PREPARE_THREADS more threads make the next items' images (answering.answer_item), so the endpoint never waits.
+    slots = threading.BoundedSemaphore(endpoint.concurrency)
+    workers = endpoint.concurrency + min(PREPARE_THREADS, endpoint.concurrency)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="model-eval") as executor:
+        in_flight = set()
+        try:
+            while True:
+                while not down and len(in_flight) < endpoint.concurrency * 2:
+                    item = next(queue, None)
+                    if item is None:
+                        break
+                    in_flight.add(
+                        executor.submit(
+                            _answer,
+                            client,
+                            evaluation,
+                            item,
+                            prompt,
+                            parameters,
+                            (regions or {}).get(item.question_id),
+                            slots,
+                        )
+                    )
+                if not in_flight:
+                    break
+                run.beat()
+                if time.monotonic() - last_check >= settings.MODEL_EVAL_CANCEL_CHECK_SECONDS:
+                    _check_active(evaluation.job_id)
+                    last_check = time.monotonic()
+                finished, in_flight = wait(in_flight, timeout=FLUSH_SECONDS, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    result = future.result()
+                    if result is None:
+                        continue  # cut off by a cancel
+                    result.release_item_id = released.get(result.question_id)
+                    result.asks = asks[result.question_id] + 1
+                    pending.append(result)
+                    streak = streak + 1 if result.failure in OUTAGE else 0
+                    if streak >= settings.MODEL_EVAL_PAUSE_AFTER_FAILURES and not down:
+                        down = (
+                            f"Model {endpoint.name} is down: {streak} requests in a row failed "
+                            f"(the last: {result.failure_message})"
+                        )
+                if pending and (len(pending) >= FLUSH_ITEMS or time.monotonic() - last_flush >= FLUSH_SECONDS):
+                    _store(evaluation, pending)
+                    if progress is not None:
+                        progress.advance(len(pending))
+                    pending, last_flush = [], time.monotonic()
+            if pending:
+                _store(evaluation, pending)
+                if progress is not None:
+                    progress.advance(len(pending))
+        except BaseException:
+            client.cancel()  # a cancelled job or a lost database frees the worker now, not when requests end
+            raise
+        finally:
+            for future in in_flight:
+                future.cancel()
+            sys.setswitchinterval(switch_interval)
+    if down:
+        raise RunPaused(down)
+
+
+def _verdict(evaluation: ModelEvaluation) -> None:
+    """A run with an item left without an answer does not succeed: "failed" when most of its items failed (or none
+    was answered), "incomplete" otherwise; the message counts them and says why, by kind."""
+    totals = evaluation_totals(evaluation)
+    missing = evaluation.items - totals["answered"]
+    if missing <= 0:
+        return
+    rows = ModelItemResult.objects.filter(evaluation=evaluation, is_correct__isnull=True).order_by()
+    kinds = []
+    for row in rows.values("failure").annotate(n=models.Count("pk"), last=models.Max("pk")).order_by("-n", "failure"):
+        example = ModelItemResult.objects.filter(pk=row["last"]).values_list("failure_message", flat=True).first()
+        kinds.append(f"{row['n']} {row['failure'] or 'other'} ({example})")
+    tries = settings.MODEL_EVAL_ITEM_TRIES
+    why = f"{missing} of {evaluation.items} items have no answer after up to {tries} asks each: " + "; ".join(kinds)
+    if not totals["answered"] or missing > settings.MODEL_EVAL_FAILED_SHARE * evaluation.items:
+        error = RunFailed(f"Most requests failed: {why}. {totals['answered']} answered.")
+    else:
+        error = RunFailed(
+            f"Incomplete: {why}. The accuracy is over the {totals['answered']} answered items; retry the run to ask "
+            "the others again."
+        )
+        error.ended = ModelEvaluation.Ended.INCOMPLETE
+    raise error
+
+
+# --- Summaries and the results file --------------------------------------------------------------------------
+
+
+def evaluation_summary(evaluation: ModelEvaluation) -> dict:
+    """Counts of the run: answered, failed and not yet asked items, accuracy over the answered ones (overall and per
+    category: a failed request is no answer, never a wrong one), failures by kind, tokens, the state (paused:
+    why and the next try)."""
+    evaluation.refresh_from_db()
+    results = ModelItemResult.objects.filter(evaluation=evaluation).order_by()
+    per_category = {}
+    for row in (
+        results.values("category")
+        .annotate(
+            answered=models.Count("pk", filter=models.Q(is_correct__isnull=False)),
+            correct=models.Count("pk", filter=models.Q(is_correct=True)),
+            failed=models.Count("pk", filter=models.Q(is_correct__isnull=True)),
+            unparsable=models.Count("pk", filter=models.Q(parse_outcome=ModelItemResult.Parse.UNPARSABLE)),
+        )
+        .order_by("category")
+    ):
+        answered, correct = row["answered"], row["correct"]
+        per_category[row["category"]] = {
+            "count": answered + row["failed"],  # items with a result (kept for API clients): answered + failed
+            "answered": answered,
+            "correct": correct,
+            "failed": row["failed"],
+            "unparsable": row["unparsable"],
+            "accuracy": correct / answered if answered else None,
+        }
+    failures = {
+        row["failure"]: row["count"]
+        for row in results.exclude(failure="").values("failure").annotate(count=models.Count("pk")).order_by("failure")
+    }
+    job = evaluation.job
+    job.refresh_from_db(fields=["started", "finished", "result", "status"])
+    end = job.finished or timezone.now()
+    return {
+        **{key: value for key, value in (job.result or {}).items() if key in ("skipped",)},
+        "state": evaluation.state,
+        "total": evaluation.items,
+        "answered": evaluation.answered,
+        "correct": evaluation.correct,
+        "failed": evaluation.failed,
+        "not_asked": evaluation.not_asked,
+        "accuracy": evaluation.accuracy,
+        **strategy_summary(evaluation, results),
+        "per_category": per_category,
+        "failures": failures,
+        "paused_until": evaluation.paused_until.isoformat() if evaluation.paused_until else None,
+        "pause_reason": evaluation.pause_reason if evaluation.paused_until else "",
+        "prompt_tokens": evaluation.prompt_tokens,
+        "completion_tokens": evaluation.completion_tokens,
+        "seconds": round((end - job.started).total_seconds(), 1) if job.started else 0.0,
+    }
+
+
+def strategy_summary(evaluation: ModelEvaluation, results) -> dict:
+    """Issue 28's part of the summary: the strategy, the unparsable replies (in the accuracy as wrong answers, as
+    the official evaluator scores them) and, with an extraction pass, its outcomes and the second figure."""
+    extraction = None
+    if evaluation.extraction_endpoint_id:
+        counts = dict(
+            results.filter(parse_outcome=ModelItemResult.Parse.UNPARSABLE)
+            .values_list("extraction")
+            .annotate(n=models.Count("pk"))
+            .order_by("extraction")
+        )
+        extraction = {
+            "endpoint": evaluation.extraction_endpoint.name,
+            "read": counts.get(ModelItemResult.Extraction.LETTER, 0),
+            "none": counts.get(ModelItemResult.Extraction.NONE, 0),
+            "failed": counts.get(ModelItemResult.Extraction.FAILED, 0),
+            "not_read": counts.get("", 0),
+            "correct": evaluation.extracted_correct,
+        }
+    return {
+        "strategy": evaluation.strategy,
+        "unparsable": evaluation.unparsable,
+        "extraction": extraction,
+        "accuracy_with_extraction": evaluation.accuracy_with_extraction,
+    }
+
+
+def results_file(evaluation: ModelEvaluation) -> dict:
+    """The run as the official results file (`benchmark.results`): a failed request is an entry with `error`,
+    `predicted_answer` null and `is_correct` false, as the official evaluator writes it; `accuracy` is over the
+    answered entries, with `answered_count`, `failed_count` and `not_asked_count` beside it. A description run: the
+    official free-form layout with the judge's verdicts (evaluation.runs.description)."""
+    if evaluation.task == description.DESCRIPTION:
+        return description.description_results_file(evaluation)
+    texts = _question_texts(evaluation)
+    questions = [
+        question_entry(
+            question_id=row.question_id,
+            question_text=texts.get(row.question_id, ""),
+            options=row.options,
+            correct_letter=row.correct_letter,
+            predicted_letter=row.predicted_letter,
+            is_correct=bool(row.is_correct),
+            category=row.category,
+            domain=row.domain,
+            error=f"{row.failure}: {row.failure_message}" if row.failure else None,
+            response=row.response_text,
+        )
+        | result_entry_extras(row)
+        for row in ModelItemResult.objects.filter(evaluation=evaluation).order_by("pk").iterator(chunk_size=2000)
+    ]
+    job = evaluation.job
+    summary = job.result or {}
+    skipped = summary.get("skipped", [])
+    endpoint = evaluation.endpoint
+    return results_document(
+        model=endpoint.model_id if endpoint else evaluation.parameters.get("model") or evaluation.label,
+        temperature=(evaluation.parameters.get("request") or {}).get("temperature"),
+        questions=questions,
+        loaded=evaluation.items + len(skipped),
+        evaluation_time=(job.finished or timezone.now()).isoformat(),
+        max_workers=endpoint.concurrency if endpoint else 0,
+        skipped=skipped,
+        seed=evaluation.seed,
+        prompt_tokens=evaluation.prompt_tokens,
+        completion_tokens=evaluation.completion_tokens,
+        not_asked=evaluation.not_asked,
+    ) | results_file_settings(evaluation)
+
+
+def result_entry_extras(row: ModelItemResult) -> dict:
+    """Issue 28's fields of an entry: the parse outcome, a two-stage run's description, the extracted letter."""
+    extras = {}
+    if row.parse_outcome:
+        extras["parse_outcome"] = row.parse_outcome
+    if row.first_response:
+        extras["description"] = row.first_response
+    if row.extraction:
+        extras["llm_extraction"] = row.extraction
+        extras["extracted_answer"] = row.extracted_letter or None
+    return extras
+
+
+def results_file_settings(evaluation: ModelEvaluation) -> dict:
+    """Issue 28's settings and counts of the file: the prompt type and texts as run, max tokens, the unparsable
+    replies and, with an extraction pass, the second figure under its own name."""
+    if not evaluation.endpoint_id:
+        return {"unparsable_count": evaluation.unparsable}  # an imported file: its settings are not known here
+    request = evaluation.parameters.get("request") or {}
+    settings_ = {
+        "prompt_type": evaluation.strategy,
+        "prompt": evaluation.prompt,
+        "max_tokens": request.get("max_tokens"),
+        "unparsable_count": evaluation.unparsable,
+    }
+    if evaluation.extraction_endpoint_id:
+        settings_["llm_extraction"] = {
+            "model": evaluation.extraction_endpoint.model_id,
+            "endpoint": evaluation.extraction_endpoint.name,
+            "prompt": evaluation.parameters.get("extraction_prompt") or {},
+            "extracted_correct_count": evaluation.extracted_correct,
+            "accuracy_with_llm_extraction": evaluation.accuracy_with_extraction,
+        }
+    return settings_
+
+
+def _question_texts(evaluation: ModelEvaluation) -> dict[str, str]:
+    if evaluation.release_id:
+        rows = ReleaseItem.objects.filter(release_id=evaluation.release_id).order_by("pk")
+        return {item_id: json.loads(line)["question"] for item_id, line in rows.values_list("item_id", "line")}
+    try:
+        return {item.question_id: item.question for item in evaluation_items(evaluation)}
+    except Invalid:
+        return {}  # the export folder changed or is gone: the file still holds every answer
+
+
+def evaluation_for_user(*, user, evaluation_id: int) -> ModelEvaluation:
+    check_coordinator(user)
+    evaluation = ModelEvaluation.objects.select_related("endpoint", "job").filter(pk=evaluation_id).first()
+    if evaluation is None:
+        raise NotFound(f"No model evaluation {evaluation_id}.")
+    return evaluation
+
+
+# --- An official results file imported onto a release ---------------------------------------------------------
+
+UNKNOWN_IDS_SHOWN = 10
+
+
+@transaction.atomic
+def model_results_import(
+    *, user, release: Release, name: str, content: bytes | str, file_name: str = ""
+) -> ModelEvaluation:
+    """Store an official results file (mc_evaluation_results.json) as a run on `release`: each entry is matched to
+    the release item with exactly its `question_id` (the release's own item ids; nothing parsed back to pairs).
+    Entries of unknown ids are stored nowhere and reported in the run's parameters (`unknown`, `unknown_ids`);
+    an id given twice is refused, as is a file none of whose ids is an item of the release. An entry with an
+    `error` is a failed request: no answer, counted apart, as for a run in the app."""
+    check_coordinator(user)
+    name = (name or "").strip()
+    label = file_name or "the file"
+    if not name:
+        raise Invalid({"name": ["Give the model a name."]})
+    if len(name) > ModelEvaluation._meta.get_field("name").max_length or "\n" in name:
+        raise Invalid({"name": ["A name is one line of at most 200 characters."]})
+    try:
+        entries = load_results(content, label)
+        outcomes = [outcome_of(entry, index, label) for index, entry in enumerate(entries)]
+    except ResultsFileError as error:
+        raise Invalid({"file": [str(error)]}) from None
+    released = {row.item_id: row for row in ReleaseItem.objects.filter(release=release).order_by("pk")}
+    matched: dict[str, tuple] = {}
+    unknown: list[str] = []
+    for entry, outcome in zip(entries, outcomes, strict=True):
+        row = released.get(outcome.question_id)
+        if row is None:
+            unknown.append(outcome.question_id)
+        elif outcome.question_id in matched:
+            first = matched[outcome.question_id][1].index
+            raise Invalid(
+                {
+                    "file": [
+                        f"{label}, entry {outcome.index}: question_id {outcome.question_id} appears twice "
+                        f"(first at entry {first}); which answer counts is not clear, so nothing was stored."
+                    ]
+                }
+            )
+        else:
+            matched[outcome.question_id] = (row, outcome, entry)
+    if not matched:
+        shown = ", ".join(unknown[:3])
+        raise Invalid(
+            {
+                "file": [
+                    f"{label}: none of its {len(entries)} question ids is an item of release {release.name}"
+                    + (f" (first: {shown})." if shown else ".")
+                ]
+            }
+        )
+    splits = sorted({row.split for row, _, _ in matched.values()})
+    now = timezone.now()
+    job = Job.objects.create(
+        kind=Job.Kind.MODEL_EVAL,
+        title=f"Import {name} on release {release.name}",
+        status=Job.Status.SUCCEEDED,
+        created_by=user if getattr(user, "pk", None) else None,
+        total=len(matched),
+        done=len(matched),
+        started=now,
+        finished=now,
+    )
+    evaluation = ModelEvaluation.objects.create(
+        endpoint=None,
+        name=name,
+        job=job,
+        source=ModelEvaluation.Source.IMPORT,
+        release=release,
+        split=splits[0] if len(splits) == 1 else "",
+        file_name=file_name[:300],
+        parameters={"entries": len(entries), "unknown": len(unknown), "unknown_ids": unknown[:UNKNOWN_IDS_SHOWN]},
+        items=len(matched),
+        created_by=job.created_by,
+    )
+    ModelItemResult.objects.bulk_create(
+        _imported_result(evaluation, row, outcome, entry) for row, outcome, entry in matched.values()
+    )
+    ModelEvaluation.objects.filter(pk=evaluation.pk).update(**evaluation_totals(evaluation))
+    evaluation.refresh_from_db()
+    job.result = evaluation_summary(evaluation) | {"unknown": len(unknown), "unknown_ids": unknown[:UNKNOWN_IDS_SHOWN]}
+    job.save(update_fields=["result"])
+    return evaluation
+
+
+def _imported_result(evaluation, row: ReleaseItem, outcome, entry: dict) -> ModelItemResult:
+    options = entry.get("options")
+    options = options if isinstance(options, list) and all(isinstance(o, str) for o in options) else []
+    correct = entry.get("correct_letter")
+    predicted = outcome.predicted.strip()
+    error = entry.get("error")
+    failed = bool(error)
+    return ModelItemResult(
+        evaluation=evaluation,
+        release_item=row,
+        pair_id=row.pair_id,
+        question_id=row.item_id,
+        category=row.category,
+        domain=row.domain,
+        options=options,
+        correct_letter=correct if isinstance(correct, str) and correct in LETTERS and len(correct) == 1 else "",
+        predicted_letter=predicted if len(predicted) == 1 and predicted in LETTERS else "",
+        is_correct=None if failed else outcome.is_correct,
+        response_text=str(entry.get("response") or entry.get("predicted_answer_text") or "")[:20000],
+        failure=Failure.OTHER if failed else "",
+        failure_message=str(error)[:2000] if failed else "",
+    )
+
+
+# --- What the release report reads ----------------------------------------------------------------------------
+
+
+def release_runs(release: Release):
+    """The finished runs on a release (in the app and imported), oldest first."""
+    return (
+        ModelEvaluation.objects.filter(release=release)
+        .exclude(job__status__in=(Job.Status.QUEUED, Job.Status.RUNNING))
+        .select_related("endpoint", "job")
+        .order_by("created", "pk")
+    )
+
+
+def run_labels(runs) -> dict[int, str]:
+    """A label per run: the model's name, with the run's number where two runs share a name."""
+    runs = list(runs)
+    names = [run.label for run in runs]
+    return {run.pk: run.label if names.count(run.label) == 1 else f"{run.label} (run {run.pk})" for run in runs}
+
+
+def model_answers_on_release(release: Release) -> dict[str, list[tuple[str, bool]]]:
+    """Per finished run on the release, its answers as (item id, is_correct), in the release's order (split,
+    then place in the file). Failed requests are no answer: left out here, counted by `model_failures_on_release`.
+    Multiple-choice runs only: a description run's judged descriptions are another task (its own report section)."""
+    runs = [run for run in release_runs(release) if run.task != description.DESCRIPTION]
+    labels = run_labels(runs)
+    answers: dict[str, list[tuple[str, bool]]] = {labels[run.pk]: [] for run in runs}
+    rows = (
+        ModelItemResult.objects.filter(evaluation__in=runs, release_item__isnull=False, is_correct__isnull=False)
+        .order_by("evaluation_id", "release_item__split", "release_item__position", "pk")
+        .values_list("evaluation_id", "release_item__item_id", "is_correct")
+    )
+    for run_id, identifier, correct in rows:
+        answers[labels[run_id]].append((identifier, correct))
+    return answers
+
+
+def model_failures_on_release(release: Release) -> dict[str, int]:
+    """Per finished multiple-choice run on the release, how many of its requests failed (no answer)."""
+    runs = [run for run in release_runs(release) if run.task != description.DESCRIPTION]
+    labels = run_labels(runs)
+    failed = dict(
+        ModelItemResult.objects.filter(evaluation__in=runs, is_correct__isnull=True)
+        .order_by()
+        .values("evaluation_id")
+        .annotate(n=models.Count("pk"))
+        .values_list("evaluation_id", "n")
+    )
+    return {labels[run.pk]: failed.get(run.pk, 0) for run in runs}
+
+
+def release_model_runs_section(release: Release) -> list[dict]:
+    """The release page's "model runs on this release" (annotator.releases.services.release_links)."""
+    from django.urls import reverse
+
+    runs = list(
+        ModelEvaluation.objects.filter(release=release).select_related("endpoint", "job").order_by("created", "pk")
+    )
+    labels = run_labels(runs)
+    rows = [
+        {
+            "label": labels[run.pk],
+            "url": reverse("model-run-detail", args=[run.pk]),
+            "detail": f"{run.get_source_display()} · {run.split or 'both splits'} · {run.correct} of {run.answered}"
+            f" answered right · {run.failed} failed · {run.state}",
+        }
+        for run in runs
+    ]
+    return [
+        {
+            "id": "release-model-runs",
+            "title": "Model runs on this release",
+            "rows": rows,
+            "empty": "No model has run on this release yet.",
+        }
+    ]

@@ -1,0 +1,353 @@
+"""The /models/ pages, all of them: the endpoints and runs, register an endpoint, start a run (on a release's
+split; before releases, an export folder or filtered pairs), a run's progress and its results file, import an
+official results file onto a release, and the runs compared on a release's items."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.db.models import Count
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods
+
+from annotator.jobs.services import clean_idempotency_key
+from annotator.llm.endpoints import endpoint_create
+from annotator.llm.keys import key_variable_allowed
+from annotator.models import Category, Domain, Job, ModelEndpoint, Release
+from benchmark.description import JUDGE_SYSTEM, JUDGE_USER
+from evaluation.models import ModelEvaluation, ModelItemResult
+from evaluation.runs.description import accuracy_rows, accuracy_table
+from evaluation.runs.services import (
+    evaluation_start,
+    evaluation_summary,
+    model_results_import,
+    results_file,
+)
+from evaluation.runs.strategies import CHOICES as STRATEGY_CHOICES
+from evaluation.runs.strategies import DEFAULT_STRATEGY, PROMPT_MAX, STRATEGIES
+from subtlebench.errors import Conflict, Invalid
+from subtlebench.pages import redirect_refused_form, refused_form
+from subtlebench.roles import COORDINATOR, role_required
+from subtlebench.text import NAME_MAX, single_line
+
+RUNS_SHOWN = 50
+FAILURES_SHOWN = 50
+ITEMS_SHOWN = 50
+ITEM_FILTERS = ("unparsable", "all")
+PROMPT_FIELDS = ("system", "user", "describe_system", "describe")
+PROMPT_ORDER = ("describe_system", "describe", "system", "user")  # as a two-stage run sends them
+
+
+class EndpointForm(forms.Form):
+    name = forms.CharField(max_length=NAME_MAX, validators=[single_line])
+    base_url = forms.CharField(
+        max_length=500, label="Base URL", help_text="OpenAI-compatible, e.g. http://gpu-host:8000/v1"
+    )
+    model_id = forms.CharField(max_length=NAME_MAX, validators=[single_line], label="Model id")
+    api_key = forms.CharField(
+        max_length=1000,
+        required=False,
+        strip=True,
+        label="API key",
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="Stored encrypted, never shown again.",
+    )
+    api_key_env = forms.CharField(
+        max_length=100,
+        required=False,
+        label="API key variable",
+        help_text="Or: the name of a variable of the worker holding the key; it starts with MODEL_API_KEY_ENV_PREFIX.",
+    )
+    concurrency = forms.IntegerField(min_value=1, max_value=256, initial=8)
+    timeout_s = forms.IntegerField(min_value=1, max_value=3600, initial=120, label="Timeout (s)")
+    test_connection = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Test the connection first",
+        help_text="Register only if it answers, serves the model id (per /models) and answers one tiny request.",
+    )
+
+
+def runs():
+    return ModelEvaluation.objects.select_related("endpoint", "job", "release", "created_by").order_by(
+        "-created", "-pk"
+    )
+
+
+@role_required(COORDINATOR)
+@require_GET
+def model_list(request):
+    endpoints = list(ModelEndpoint.objects.annotate(runs=Count("evaluations")).order_by("name"))
+    for endpoint in endpoints:
+        endpoint.key_refused = bool(endpoint.api_key_env) and not key_variable_allowed(endpoint.api_key_env)
+    default_drafter = any(endpoint.default_drafter for endpoint in endpoints)  # drafting/_settings.html
+    context = {"endpoints": endpoints, "runs": runs()[:RUNS_SHOWN], "default_drafter": default_drafter}
+    return render(request, "modeleval/list.html", context)
+
+
+@role_required(COORDINATOR)
+@require_http_methods(["GET", "POST"])
+def model_endpoint_new(request):
+    """Post/Redirect/Get: a refused form comes back on this page with what was sent and why."""
+    if request.method == "GET":
+        context = {"form": refused_form(request, EndpointForm), "key_prefix": settings.MODEL_API_KEY_ENV_PREFIX}
+        return render(request, "modeleval/endpoint_new.html", context)
+    form = EndpointForm(request.POST)
+    secret = ("api_key",)  # a refused form comes back without the key: it never goes into the session
+    if not form.is_valid():
+        return redirect_refused_form(request, reverse("model-endpoint-new"), form, secret_fields=secret)
+    try:
+        endpoint = endpoint_create(user=request.user, **form.cleaned_data)
+    except (Invalid, Conflict) as error:
+        return redirect_refused_form(request, reverse("model-endpoint-new"), form, error, secret_fields=secret)
+    messages.success(request, f"Model {endpoint.name} registered.")
+    return redirect("model-list")
+
+
+def _detail_context(evaluation: ModelEvaluation, shown: str = "unparsable") -> dict:
+    job = evaluation.job
+    # A finished run's stored summary, when it is of the current shape (accuracy over answered items, "not_asked").
+    summary = job.result if not job.is_active and "not_asked" in job.result else None
+    summary = summary or evaluation_summary(evaluation)
+    failures = evaluation.results.exclude(failure="").order_by("-pk")[:FAILURES_SHOWN]
+    labels = dict(ModelItemResult.Failure.choices)
+    return {
+        "evaluation": evaluation,
+        "job": job,
+        "summary": summary,
+        "categories": sorted(summary["per_category"].items()),  # JSON columns do not keep the order of keys
+        "failure_counts": [
+            (labels.get(kind, kind).lower(), count) for kind, count in sorted(summary["failures"].items())
+        ],
+        "failures": failures,
+        "prompt_texts": sorted(
+            (evaluation.prompt or {}).items(),
+            key=lambda text: (PROMPT_ORDER.index(text[0]) if text[0] in PROMPT_ORDER else len(PROMPT_ORDER), text[0]),
+        ),
+        # Issue 28: the replies the official parser could not read, raw, with what the extraction pass read.
+        "items_shown": shown,
+        "item_rows": _item_rows(evaluation, shown),
+        "intervals": accuracy_rows(accuracy_table(evaluation)),
+    }
+
+
+@role_required(COORDINATOR)
+@require_GET
+def model_run_detail(request, run_id: int):
+    evaluation = get_object_or_404(
+        ModelEvaluation.objects.select_related("endpoint", "job", "release", "extraction_endpoint"), pk=run_id
+    )
+    template = "modeleval/run_detail.html"
+    if request.headers.get("HX-Request"):
+        template += "#run-status"
+    shown = request.GET.get("items")
+    shown = shown if shown in ITEM_FILTERS else ITEM_FILTERS[0]
+    return render(request, template, _detail_context(evaluation, shown))
+
+
+def _item_rows(evaluation: ModelEvaluation, shown: str):
+    """The latest items of the run with their raw replies: the unparsable ones (the default), or all."""
+    rows = evaluation.results.all()
+    if shown == "unparsable":
+        rows = rows.filter(parse_outcome=ModelItemResult.Parse.UNPARSABLE)
+    return rows.order_by("-pk")[:ITEMS_SHOWN]
+
+
+@role_required(COORDINATOR)
+@require_GET
+def model_run_results(request, run_id: int):
+    """The run's results in the official results file's format (mc_evaluation_results.json)."""
+    evaluation = get_object_or_404(
+        ModelEvaluation.objects.select_related("endpoint", "job", "release", "extraction_endpoint"), pk=run_id
+    )
+    body = json.dumps(results_file(evaluation), indent=2, ensure_ascii=False)
+    response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="mc_evaluation_results_{evaluation.pk}.json"'
+    return response
+
+
+# --- Starting a run ---------------------------------------------------------------------------------------------
+
+SPLITS = [("test", "test"), ("val", "val")]
+NEW_RUN_SOURCES = [
+    (ModelEvaluation.Source.RELEASE, "a release's split"),
+    (ModelEvaluation.Source.EXPORT, "an export folder (before releases)"),
+    (ModelEvaluation.Source.FILTER, "accepted pairs matching a filter (before releases)"),
+]
+
+
+def local_exports():
+    return Job.objects.filter(kind=Job.Kind.EXPORT, status=Job.Status.SUCCEEDED, result__target="local").order_by(
+        "-created", "-pk"
+    )
+
+
+class RunForm(forms.Form):
+    endpoint = forms.ModelChoiceField(queryset=ModelEndpoint.objects.all(), label="Model", empty_label=None)
+    source = forms.ChoiceField(choices=NEW_RUN_SOURCES, widget=forms.RadioSelect, initial="release")
+    release = forms.ModelChoiceField(queryset=Release.objects.all(), required=False)
+    export_job = forms.ModelChoiceField(queryset=local_exports(), required=False, label="Export")
+    split = forms.ChoiceField(choices=SPLITS, initial="test")
+    categories = forms.MultipleChoiceField(
+        choices=Category.choices, required=False, widget=forms.CheckboxSelectMultiple
+    )
+    domains = forms.MultipleChoiceField(choices=Domain.choices, required=False, widget=forms.CheckboxSelectMultiple)
+    seed = forms.IntegerField(initial=0, min_value=-(2**31) + 1, max_value=2**31 - 1)
+    # Issue 28: the run's settings (evaluation.runs.runsettings); a blank text keeps the strategy's default.
+    # Left out of a POST: the defaults (the strategy standard, MODEL_EVAL_TEMPERATURE, MODEL_EVAL_MAX_TOKENS).
+    strategy = forms.ChoiceField(choices=STRATEGY_CHOICES, initial=DEFAULT_STRATEGY, required=False)
+    temperature = forms.FloatField(
+        min_value=0, max_value=2, initial=lambda: settings.MODEL_EVAL_TEMPERATURE, required=False
+    )
+    max_tokens = forms.IntegerField(
+        min_value=0,
+        max_value=65536,
+        initial=lambda: settings.MODEL_EVAL_MAX_TOKENS,
+        required=False,
+        help_text="0: not sent.",
+    )
+    system = forms.CharField(required=False, max_length=PROMPT_MAX, widget=forms.Textarea(attrs={"rows": 4}))
+    user = forms.CharField(
+        required=False, max_length=PROMPT_MAX, widget=forms.Textarea(attrs={"rows": 4}), label="User template"
+    )
+    describe_system = forms.CharField(
+        required=False, max_length=PROMPT_MAX, widget=forms.Textarea(attrs={"rows": 3}), label="Describe: system"
+    )
+    describe = forms.CharField(
+        required=False, max_length=PROMPT_MAX, widget=forms.Textarea(attrs={"rows": 3}), label="Describe: user"
+    )
+    extraction_endpoint = forms.ModelChoiceField(
+        queryset=ModelEndpoint.objects.all(),
+        required=False,
+        label="LLM extraction",
+        empty_label="none",
+        help_text="A model that reads a letter out of the replies the official parser cannot read: a second figure.",
+    )
+    idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
+    # Issue 28: the description task and its judge, circular evaluation.
+    task = forms.ChoiceField(
+        choices=[("multiple_choice", "multiple choice"), ("description", "description (judged against captions)")],
+        initial="multiple_choice",
+        required=False,  # a form from before the task: multiple choice
+        widget=forms.RadioSelect,
+    )
+    judge = forms.ModelChoiceField(queryset=ModelEndpoint.objects.all(), required=False, label="Judge")
+    judge_system = forms.CharField(
+        required=False, max_length=20000, widget=forms.Textarea(attrs={"rows": 6}), label="Judge instructions"
+    )
+    judge_user = forms.CharField(
+        required=False, max_length=20000, widget=forms.Textarea(attrs={"rows": 5}), label="Judge template"
+    )
+    circular = forms.BooleanField(required=False, label="Circular evaluation")
+
+    def run_settings(self) -> dict:
+        data = self.cleaned_data
+        texts = {name: data[name] for name in PROMPT_FIELDS if data.get(name, "").strip()}
+        strategy = data["strategy"] or DEFAULT_STRATEGY
+        if not STRATEGIES[strategy].two_stage:
+            texts.pop("describe_system", None), texts.pop("describe", None)
+        return {
+            "strategy": strategy,
+            "prompt": texts,
+            "temperature": data["temperature"],
+            "max_tokens": data["max_tokens"],
+            "extraction_endpoint": data["extraction_endpoint"],
+        }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["export_job"].label_from_instance = lambda job: f"#{job.pk} {job.result.get('out', job.title)}"
+        self.fields["release"].label_from_instance = lambda release: f"{release.name} · {release.item_count} items"
+
+
+@role_required(COORDINATOR)
+@require_http_methods(["GET", "POST"])
+def model_run_new(request):
+    """Post/Redirect/Get: a refused form comes back on this page with what was sent and why."""
+    if request.method == "GET":
+        form = refused_form(request, RunForm)
+        form.fields["judge_system"].initial = JUDGE_SYSTEM
+        form.fields["judge_user"].initial = JUDGE_USER
+        return render(
+            request, "modeleval/run_new.html", {"form": form, "has_endpoints": ModelEndpoint.objects.exists()}
+        )
+    form = RunForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        fields = {"seed": data["seed"], "idempotency_key": clean_idempotency_key(data["idempotency_key"])}
+        fields.update(form.run_settings())
+        fields.update(task=data["task"] or "multiple_choice", judge=data["judge"], circular=data["circular"])
+        if data["task"] == "description":
+            fields["judge_prompt"] = {"system": data["judge_system"], "user": data["judge_user"]}
+        if data["source"] == ModelEvaluation.Source.RELEASE:
+            fields.update(release=data["release"], split=data["split"])
+            if data["release"] is None:
+                form.add_error("release", "Pick the release to evaluate.")
+        elif data["source"] == ModelEvaluation.Source.EXPORT:
+            fields.update(export_job=data["export_job"], split=data["split"])
+            if data["export_job"] is None:
+                form.add_error("export_job", "Pick the export to evaluate.")
+        else:
+            fields["pair_filter"] = {"category": data["categories"], "domain": data["domains"]}
+        if form.is_valid():
+            try:
+                evaluation = evaluation_start(
+                    endpoint=data["endpoint"], user=request.user, source=data["source"], **fields
+                )
+            except (Invalid, Conflict) as error:
+                return redirect_refused_form(request, reverse("model-run-new"), form, error)
+            return redirect("model-run-detail", run_id=evaluation.pk)
+    return redirect_refused_form(request, reverse("model-run-new"), form)
+
+
+# --- Importing an official results file onto a release ---------------------------------------------------------
+
+
+class ImportForm(forms.Form):
+    release = forms.ModelChoiceField(queryset=Release.objects.all(), empty_label=None)
+    name = forms.CharField(max_length=NAME_MAX, validators=[single_line], label="Model name")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["release"].label_from_instance = lambda release: f"{release.name} · {release.item_count} items"
+
+
+@role_required(COORDINATOR)
+@require_http_methods(["GET", "POST"])
+def model_import(request):
+    """An official mc_evaluation_results.json onto a release: matched by the release's item ids, exactly; the
+    entries of unknown ids are counted and named, and stored nowhere."""
+    if request.method == "GET":
+        context = {"form": refused_form(request, ImportForm), "has_releases": Release.objects.exists()}
+        return render(request, "modeleval/import.html", context)
+    form = ImportForm(request.POST)
+    upload = request.FILES.get("file")
+    if form.is_valid() and upload is None:
+        form.add_error(None, "Choose the mc_evaluation_results.json file.")
+    if not form.is_valid():
+        return redirect_refused_form(request, reverse("model-import"), form)
+    try:
+        evaluation = model_results_import(
+            user=request.user,
+            release=form.cleaned_data["release"],
+            name=form.cleaned_data["name"],
+            content=upload.read(),
+            file_name=upload.name,
+        )
+    except (Invalid, Conflict) as error:
+        return redirect_refused_form(request, reverse("model-import"), form, error)
+    unknown = evaluation.parameters["unknown"]
+    note = f"{evaluation.items} entries matched items of release {evaluation.release.name}"
+    if unknown:
+        shown = ", ".join(evaluation.parameters["unknown_ids"][:3])
+        note += f"; {unknown} name no item of it and were not stored (first: {shown})"
+        messages.warning(request, note + ".")
+    else:
+        messages.success(request, note + ".")
+    return redirect("model-run-detail", run_id=evaluation.pk)

@@ -1,0 +1,405 @@
+"""The description task against two real loopback servers (tests/model_server.py): a fake model that describes each
+pair by a table of ours, and a fake judge that answers by a rule of ours (yes when the description holds the caption,
+a reply without a verdict for a description that says "unsure"). Circular evaluation: an item counts right only when
+right in every rotation of its options."""
+
+from __future__ import annotations
+
+import base64
+import json
+from io import StringIO
+
+import pytest
+from django.core.files.storage import default_storage
+from django.core.management import CommandError, call_command
+
+from annotator.llm.endpoints import endpoint_create
+from annotator.models import Category, Job, Pair
+from benchmark.description import JUDGE_SYSTEM
+from evaluation.models import JudgeVerdict, ModelEvaluation
+from evaluation.results.compare import model_sources
+from evaluation.results.judge_check import judge_agreement
+from evaluation.runs.description import accuracy_table
+from evaluation.runs.services import evaluation_run, evaluation_start, results_file
+from subtlebench.errors import Invalid
+from tests.factories import make_image, make_pair
+from tests.model_server import ModelServer
+from tests.modeleval_release_factories import make_release
+
+pytestmark = pytest.mark.django_db
+
+# pair name -> (category, caption, the fake model's description, the judge's expected verdict: None = no verdict)
+TABLE = {
+    "walks": (Category.TEMPORAL, "the man walks forward", "In the second image the man walks forward.", True),
+    "mug": (Category.ATTRIBUTE, "the mug turned red", "The mug turned blue.", False),
+    "cup": (Category.SPATIAL, "the cup moved left", "The cup moved left and a shadow appeared.", True),
+    "blur": (Category.QUALITY, "the image is blurrier", "unsure", None),
+}
+
+
+def judge_rule(seen) -> str:
+    """The fake judge: yes when the description holds the caption (case aside), no otherwise; no verdict at all
+    when the description is "unsure"."""
+    text = seen.text
+    caption = text.split("Reference (the person's caption):\n", 1)[1].split("\n\n", 1)[0]
+    description = text.split("Description to grade:\n", 1)[1].split("\n\n", 1)[0]
+    if description == "unsure":
+        return "I cannot tell from these texts."
+    verdict = "yes" if caption.lower() in description.lower() else "no"
+    return f"### Reasoning\nCompared the texts.\n\n### Verdict\n{verdict}"
+
+
+def data_url(image) -> str:
+    with default_storage.open(image.file.name, "rb") as handle:
+        return "data:image/png;base64," + base64.b64encode(handle.read()).decode()
+
+
+@pytest.fixture
+def world():
+    # Each pair its own first image (the factory's videos all share their frames' pixels): the fake model tells the
+    # pairs apart by it.
+    pairs = {}
+    for number, (name, (category, _, _, _)) in enumerate(TABLE.items()):
+        pair = make_pair(category=category)
+        Pair.objects.filter(pk=pair.pk).update(
+            image_1=make_image(shift=20 + 7 * number, name=f"described/{number}.jpg")
+        )
+        pair.refresh_from_db()
+        pairs[name] = pair
+    pairs["uncaptioned"] = make_pair(category=Category.TEMPORAL)
+    pairs["val"] = make_pair(category=Category.TEMPORAL)
+    captions = {pairs[name].pk: caption for name, (_, caption, _, _) in TABLE.items()}
+    captions[pairs["val"].pk] = "the val caption"
+    release = make_release(
+        [(pair, "val" if name == "val" else "test", False) for name, pair in pairs.items()], captions=captions
+    )
+    descriptions = {data_url(pairs[name].image_1): text for name, (_, _, text, _) in TABLE.items()}
+    model = ModelServer(model="tiny-vlm").start()
+    model.reply = lambda seen: descriptions[seen.images[0]] if seen.images else None
+    judge = ModelServer(model="tiny-judge").start()
+    judge.reply = judge_rule
+    yield {"pairs": pairs, "release": release, "model": model, "judge": judge}
+    model.stop()
+    judge.stop()
+
+
+def endpoints(coordinator, world):
+    model = endpoint_create(
+        user=coordinator, name="describer", base_url=world["model"].base_url, model_id="tiny-vlm", timeout_s=5
+    )
+    judge = endpoint_create(
+        user=coordinator, name="judge", base_url=world["judge"].base_url, model_id="tiny-judge", timeout_s=5
+    )
+    return model, judge
+
+
+def test_the_judge_scores_each_description_by_its_rule_and_only_captioned_items_are_asked(world, coordinator, settings):
+    settings.MODEL_EVAL_ITEM_TRIES = 2
+    model, judge = endpoints(coordinator, world)
+    evaluation = evaluation_start(
+        endpoint=model, user=coordinator, source="release", release=world["release"], task="description", judge=judge
+    )
+    assert evaluation.items == 4 and evaluation.judge == judge and evaluation.prompt["user"]
+    evaluation = evaluation_run(evaluation_id=evaluation.pk)
+    rows = {row.pair_id: row for row in evaluation.results.all()}
+    pairs = world["pairs"]
+    # The uncaptioned item and the other split's were never asked.
+    assert set(rows) == {pairs[name].pk for name in TABLE}
+    for name, (_, _, description, verdict) in TABLE.items():
+        row = rows[pairs[name].pk]
+        assert row.response_text == description
+        assert row.is_correct is verdict, name
+    unsure = rows[pairs["blur"].pk]
+    assert unsure.failure == "malformed" and "no verdict (yes or no)" in unsure.failure_message
+    assert unsure.asks == 2
+    assert (evaluation.answered, evaluation.correct, evaluation.failed) == (3, 2, 1)
+    # The model got the official free-form layout: the instruction, then the two images as PNG data URLs.
+    asked = world["model"].requests[0].body["messages"]
+    assert [part["type"] for part in asked[1]["content"]] == ["text", "image_url", "image_url"]
+    # The judge got text only: our judge prompt, the caption and the description, never the images.
+    graded = world["judge"].requests[0]
+    assert graded.system == JUDGE_SYSTEM and graded.images == []
+    assert graded.body["temperature"] == 0
+    # Accuracy per category with intervals, over the answered items.
+    table = accuracy_table(evaluation)
+    assert (table["overall"]["correct"], table["overall"]["n"]) == (2, 3)
+    assert table["overall"]["low"] < 2 / 3 < table["overall"]["high"]
+    assert {c: (cell["correct"], cell["n"]) for c, cell in table["categories"].items()} == {
+        "temporal": (1, 1),
+        "attribute": (0, 1),
+        "spatial": (1, 1),
+    }
+    # The results file: the official free-form layout with the judge's verdicts.
+    document = results_file(evaluation)
+    assert document["total_pairs"] == 4 and document["evaluated_pairs"] == 3 and document["judge_model"] == "tiny-judge"
+    by_name = {entry["base_name"]: entry for entry in document["results"]}
+    walks = by_name[rows[pairs["walks"].pk].question_id]
+    assert walks["caption"] == "the man walks forward" and walks["judge_match"] is True
+    assert document["accuracy_intervals"]["categories"]["attribute"]["accuracy"] == 0.0
+
+
+def test_a_custom_judge_prompt_is_stored_with_the_run_and_sent(world, coordinator):
+    model, judge = endpoints(coordinator, world)
+    prompt = {
+        "system": "Grade strictly.",
+        "user": "Reference (the person's caption):\n{caption}\n\nDescription to grade:\n{description}\n\nSame change?",
+    }
+    evaluation = evaluation_start(
+        endpoint=model,
+        user=coordinator,
+        source="release",
+        release=world["release"],
+        task="description",
+        judge=judge,
+        judge_prompt=prompt,
+    )
+    assert evaluation.judge_prompt == prompt
+    evaluation_run(evaluation_id=evaluation.pk)
+    assert {seen.system for seen in world["judge"].requests} == {"Grade strictly."}
+    assert all(seen.text.endswith("Same change?") for seen in world["judge"].requests)
+
+
+def test_a_description_run_without_a_judge_or_a_caption_is_refused(world, coordinator):
+    model, judge = endpoints(coordinator, world)
+    release = world["release"]
+    with pytest.raises(Invalid) as refused:
+        evaluation_start(endpoint=model, user=coordinator, source="release", release=release, task="description")
+    assert "Name the judge" in str(refused.value.errors["judge"])
+    with pytest.raises(Invalid) as refused:
+        evaluation_start(
+            endpoint=model,
+            user=coordinator,
+            source="release",
+            release=release,
+            task="description",
+            judge=judge,
+            judge_prompt={"user": "no placeholders"},
+        )
+    assert "lacks {caption}" in str(refused.value.errors["judge_prompt"])
+    bare = make_release([(make_pair(), "test", False)], number=2)
+    with pytest.raises(Invalid) as refused:
+        evaluation_start(
+            endpoint=model, user=coordinator, source="release", release=bare, task="description", judge=judge
+        )
+    assert "has a caption" in str(refused.value.errors["task"])
+    with pytest.raises(Invalid):
+        evaluation_start(
+            endpoint=model,
+            user=coordinator,
+            source="release",
+            release=release,
+            task="description",
+            judge=judge,
+            circular=True,
+        )
+    assert not ModelEvaluation.objects.exists()
+
+
+def test_circular_evaluation_counts_an_item_right_only_when_right_in_every_rotation(coordinator):
+    attribute = dict(
+        question="What changed about the mug?", answer="its colour", distractors=["its size", "its texture"]
+    )
+    pairs = {
+        "steady": make_pair(category=Category.ATTRIBUTE, **attribute),
+        "not-last": make_pair(
+            category=Category.SPATIAL, question="How did the cup move?", answer="left", distractors=["right", "up"]
+        ),
+        "first": make_pair(category=Category.TEMPORAL),  # binary: "second image" or "first image"
+    }
+    release = make_release([(pair, "test", False) for pair in pairs.values()])
+    answers = {pair.question: pair.answer for pair in pairs.values()}
+
+    def policy(question: str, options: list[str]) -> str:
+        if question == "What changed about the mug?":
+            return answers[question]  # always right
+        if question == "How did the cup move?":  # right unless the answer is shown last
+            return answers[question] if options[-1] != answers[question] else options[0]
+        return options[0]  # position bias: right in one rotation of two
+
+    server = ModelServer(policy=policy).start()
+    try:
+        endpoint = endpoint_create(user=coordinator, name="m", base_url=server.base_url, model_id="tiny-vlm")
+        evaluation = evaluation_start(
+            endpoint=endpoint, user=coordinator, source="release", release=release, circular=True
+        )
+        assert evaluation.circular
+        evaluation = evaluation_run(evaluation_id=evaluation.pk)
+    finally:
+        server.stop()
+    assert evaluation.job.status == Job.Status.SUCCEEDED
+    rows = {row.pair_id: row for row in evaluation.results.all()}
+    steady, not_last, first = rows[pairs["steady"].pk], rows[pairs["not-last"].pk], rows[pairs["first"].pk]
+    # One request per rotation: as many as the item has options.
+    assert server.sent("What changed about the mug?") == 3 and server.sent("How did the cup move?") == 3
+    assert server.sent("Which image was taken later?") == 2
+    assert steady.is_correct is True and len(steady.rotations) == 3
+    # Right in two rotations of three, wrong in the one that shows the answer last: wrong.
+    assert not_last.is_correct is False and len(not_last.rotations) == 3
+    # The letters differ by rotation for the steady item (the answer moves), and the biased one always says A.
+    assert len(set(steady.rotations)) == 3 and first.rotations == ["A", "A"] and first.is_correct is False
+    assert (evaluation.answered, evaluation.correct) == (3, 1)
+
+
+# --- The judge checked by people -------------------------------------------------------------------------------
+
+
+def judged_run(world, coordinator):
+    model, judge = endpoints(coordinator, world)
+    evaluation = evaluation_start(
+        endpoint=model, user=coordinator, source="release", release=world["release"], task="description", judge=judge
+    )
+    return evaluation_run(evaluation_id=evaluation.pk)
+
+
+def test_people_judge_the_sample_blind_and_the_report_shows_the_judges_kappa(
+    world, coordinator, reviewer, client_for, settings
+):
+    settings.MODEL_EVAL_ITEM_TRIES = 1
+    evaluation = judged_run(world, coordinator)
+    pairs = world["pairs"]
+    # The person's verdicts: the walking man matches, the mug and the cup do not. The judge said yes, no, yes.
+    person = {pairs["walks"].pk: "yes", pairs["mug"].pk: "no", pairs["cup"].pk: "no"}
+    client = client_for(reviewer)
+    url = f"/models/runs/{evaluation.pk}/judge-check/"
+    for step in range(3):
+        page = client.get(url)
+        html = page.content.decode()
+        assert page.status_code == 200 and f"you judged {step} of 3" in html
+        result = page.context["result"]
+        assert page.context["caption"] == TABLE[next(n for n, p in pairs.items() if p.pk == result.pair_id)][1]
+        # Blind: neither the judge's reply nor its verdict is on the page.
+        assert result.judge_text not in html and "Verdict" not in html
+        answer = client.post(url, {"result": result.pk, "matches": person[result.pair_id]})
+        assert answer.status_code == 302
+    page = client.get(url)
+    assert page.context["result"] is None and 'id="judge-check-done"' in page.content.decode()
+    # A second verdict on one description is refused, and nothing changes.
+    first = evaluation.results.filter(is_correct__isnull=False).first()
+    client.post(url, {"result": first.pk, "matches": "yes"}, follow=True)
+    assert JudgeVerdict.objects.count() == 3
+    # Judge (yes, no, yes) against the person (yes, no, no): po = 2/3; judge yes 2/3, person yes 1/3;
+    # pe = 2/3 * 1/3 + 1/3 * 2/3 = 4/9; kappa = (2/3 - 4/9) / (1 - 4/9) = (2/9) / (5/9) = 0.4;
+    # SE = sqrt((2/3)(1/3) / (3 * (5/9)^2)) = sqrt(0.24) = 0.4899; 0.4 -+ 1.96 * 0.4899 = [-0.560, 1.36 -> 1].
+    agreement = judge_agreement(evaluation)
+    assert agreement["units"] == 3 and agreement["people"] == 1
+    assert agreement["kappa"] == pytest.approx(0.4) and agreement["agreement"] == pytest.approx(2 / 3)
+    assert agreement["low"] == pytest.approx(0.4 - 1.959963984540054 * 0.24**0.5) and agreement["high"] == 1.0
+    report = client_for(coordinator).get(f"/releases/v{world['release'].number}/report/")
+    html = report.content.decode()
+    assert 'id="report-descriptions"' in html and "<strong>0.40</strong>" in html and "-0.56 to 1.00" in html
+
+
+def test_the_judge_check_page_refuses_anonymous_wrong_roles_wrong_methods_and_other_runs(
+    world, coordinator, annotator, client, client_for
+):
+    evaluation = judged_run(world, coordinator)
+    url = f"/models/runs/{evaluation.pk}/judge-check/"
+    assert client.get(url).status_code == 302  # to the login page
+    assert client_for(annotator).get(url).status_code == 403
+    coordinator_client = client_for(coordinator)
+    assert coordinator_client.put(url).status_code == 405
+    plain = evaluation_start(
+        endpoint=evaluation.endpoint, user=coordinator, source="release", release=world["release"], send=False
+    )
+    assert coordinator_client.get(f"/models/runs/{plain.pk}/judge-check/").status_code == 404
+    # A result outside the run's sample is refused with a message, nothing stored.
+    page = coordinator_client.post(url, {"result": "999999", "matches": "yes"}, follow=True)
+    assert "not in the sample" in page.content.decode() and not JudgeVerdict.objects.exists()
+
+
+# --- The API and the start page --------------------------------------------------------------------------------
+
+
+def test_the_api_starts_a_description_run_and_gives_its_intervals_and_results_file(world, coordinator, client_for):
+    model, judge = endpoints(coordinator, world)
+    client = client_for(coordinator)
+    body = {
+        "endpoint": model.pk,
+        "source": "release",
+        "release": world["release"].pk,
+        "task": "description",
+        "judge": judge.pk,
+        "judge_prompt": {
+            "user": "Reference (the person's caption):\n{caption}\n\nDescription to grade:\n{description}"
+        },
+    }
+    response = client.post("/api/models/runs/create/", body, content_type="application/json")
+    assert response.status_code == 202, response.content
+    run = response.json()
+    assert (run["task"], run["judge"], run["circular"]) == ("description", "judge", False)
+    evaluation_run(evaluation_id=run["id"])
+    detail = client.get(f"/api/models/runs/{run['id']}/").json()
+    assert (detail["intervals"]["overall"]["correct"], detail["intervals"]["overall"]["n"]) == (2, 3)
+    assert set(detail["intervals"]["categories"]) == {"temporal", "attribute", "spatial"}
+    document = client.get(f"/api/models/runs/{run['id']}/results/").json()
+    assert document["judge_prompt"]["user"].endswith("{description}") and len(document["results"]) == 4
+    # A judge on a multiple-choice run is refused, the field named.
+    refused = client.post(
+        "/api/models/runs/create/", {**body, "task": "multiple_choice"}, content_type="application/json"
+    )
+    assert refused.status_code == 400 and "judge" in refused.json()["errors"]
+
+
+def test_the_start_page_starts_a_description_run_with_the_judge_prompt_as_edited(world, coordinator, client_for):
+    model, judge = endpoints(coordinator, world)
+    client = client_for(coordinator)
+    form = client.get("/models/runs/new/")
+    assert "{caption}" in form.content.decode() and 'name="circular"' in form.content.decode()
+    response = client.post(
+        "/models/runs/new/",
+        {
+            "endpoint": model.pk,
+            "source": "release",
+            "release": world["release"].pk,
+            "split": "test",
+            "seed": 0,
+            "task": "description",
+            "judge": judge.pk,
+            "judge_system": "Be strict.\r\nReally.",
+            "judge_user": "C: {caption} D: {description}",
+        },
+    )
+    evaluation = ModelEvaluation.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/models/runs/{evaluation.pk}/"
+    assert evaluation.task == "description" and evaluation.judge == judge
+    assert evaluation.judge_prompt == {"system": "Be strict.\nReally.", "user": "C: {caption} D: {description}"}
+    assert evaluation.items == 4
+
+
+def test_evaluate_model_runs_the_description_task_with_a_judge_and_writes_the_free_form_file(
+    world, coordinator, tmp_path
+):
+    endpoints(coordinator, world)
+    out, said = tmp_path / "ff.json", StringIO()
+    with pytest.raises(CommandError, match="1 of 4 items have no answer"):  # the "unsure" one: no verdict
+        call_command(
+            "evaluate_model", "describer", "--release", "v1", "--judge", "judge", "--out", str(out), stdout=said
+        )
+    assert "spatial" in said.getvalue() and "all             2 / 3" in said.getvalue()
+    document = json.loads(out.read_text())
+    assert document["judge_model"] == "tiny-judge" and document["evaluated_pairs"] == 3
+    with pytest.raises(CommandError, match="--judge nobody: no model of that name"):
+        call_command("evaluate_model", "describer", "--release", "v1", "--judge", "nobody", stdout=StringIO())
+
+
+def test_a_judge_that_does_not_serve_its_model_fails_the_run_before_anything_is_sent(world, coordinator):
+    model, judge = endpoints(coordinator, world)
+    world["judge"].served = ["another-judge"]
+    evaluation = evaluation_start(
+        endpoint=model, user=coordinator, source="release", release=world["release"], task="description", judge=judge
+    )
+    evaluation = evaluation_run(evaluation_id=evaluation.pk)
+    job = evaluation.job
+    job.refresh_from_db()
+    assert job.status == Job.Status.FAILED
+    assert job.errors[0].startswith("the judge judge: model tiny-judge is not served by judge; it serves: another")
+    assert world["model"].requests == [] and not evaluation.results.exists()
+
+
+def test_a_description_run_counts_in_no_models_correct_k_of_n_of_a_pair(world, coordinator, settings):
+    settings.MODEL_EVAL_ITEM_TRIES = 1
+    evaluation = judged_run(world, coordinator)
+    assert evaluation.answered == 3
+    scores = Pair.objects.filter(pk=world["pairs"]["walks"].pk).with_model_score().get()
+    assert (scores.model_answered, scores.model_correct) == (0, 0)
+    assert model_sources() == []

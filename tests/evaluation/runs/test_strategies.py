@@ -1,0 +1,306 @@
+"""Prompting strategies and run settings (issue 28) against the loopback model server (tests/model_server.py), which
+decodes what it got: each strategy sends the images the official code would (unchanged files, a 4×4 grid, side by
+side, a 50/50 blend, a difference map), two-stage sends two requests, highlight draws the pair's regions (or an
+automatic box); per-run temperature, max tokens, seed and prompt texts reach the request and stay with the run."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageDraw
+
+from annotator.llm.endpoints import endpoint_create
+from annotator.models import Job
+from benchmark.protocol import Item, shuffle_options
+from evaluation.models import ModelEvaluation
+from evaluation.runs.services import evaluation_run, evaluation_start, results_file
+from evaluation.runs.strategies import STRATEGIES, default_prompt
+from subtlebench.errors import Invalid
+from tests.factories import make_image, make_pair
+from tests.model_server import ModelServer
+
+GREY = (120, 120, 120)
+
+
+def png(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def solid(size, color, square=None, square_color=(250, 250, 250)) -> Image.Image:
+    image = Image.new("RGB", size, color)
+    if square:
+        ImageDraw.Draw(image).rectangle(square, fill=square_color)
+    return image
+
+
+def write_item(root: Path, first: Image.Image, second: Image.Image) -> tuple[bytes, bytes]:
+    """An export folder of one item with these two images (PNG files: lossless, so what is sent can be predicted)."""
+    (root / "data").mkdir(parents=True)
+    (root / "images").mkdir()
+    data = png(first), png(second)
+    for name, content in zip(("a.png", "b.png"), data, strict=True):
+        (root / "images" / name).write_bytes(content)
+    record = {
+        "image_1": "images/a.png",
+        "image_2": "images/b.png",
+        "question": "What changed in the second image?",
+        "answer": "a square appeared",
+        "distractors": ["nothing", "it got darker"],
+        "has_caption": False,
+        "caption": None,
+        "category": "existence",
+        "domain": "synthetic",
+        "source": "synthetic",
+        "source_id": "s1",
+        "raw_folder": "synthetic",
+        "generation_info": None,
+    }
+    (root / "data" / "test.jsonl").write_text(json.dumps(record) + "\n")
+    return data
+
+
+@pytest.fixture
+def server():
+    server = ModelServer(policy=lambda question, options: "a square appeared").start()
+    yield server
+    server.stop()
+
+
+def run(server, coordinator, root, **fields) -> ModelEvaluation:
+    endpoint = endpoint_create(
+        user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm", concurrency=2, timeout_s=10
+    )
+    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, source="export", export_dir=str(root), **fields)
+    evaluation = evaluation_run(evaluation_id=evaluation.pk)
+    evaluation.job.refresh_from_db()
+    assert evaluation.job.status == Job.Status.SUCCEEDED, evaluation.job.errors
+    return evaluation
+
+
+def near(pixel, expected, tolerance=12) -> bool:
+    return all(abs(a - b) <= tolerance for a, b in zip(pixel, expected, strict=True))
+
+
+def red(pixel) -> bool:
+    return pixel[0] > 190 and pixel[1] < 70 and pixel[2] < 70
+
+
+@pytest.mark.parametrize("strategy", ["standard", "no_reasoning", "camera_augmented"])
+def test_the_plain_strategies_send_both_files_unchanged_with_their_own_system_text(
+    db, coordinator, server, tmp_path, strategy
+):
+    files = write_item(tmp_path, solid((64, 48), GREY), solid((64, 48), GREY, (10, 10, 20, 20)))
+    evaluation = run(server, coordinator, tmp_path, strategy=strategy)
+    [seen] = server.requests
+    assert [ModelServer.image_bytes(url) for url in seen.images] == list(files)
+    assert seen.system == default_prompt(strategy)["system"] and evaluation.prompt == default_prompt(strategy)
+    assert evaluation.strategy == strategy and evaluation.correct == 1
+
+
+def test_grid_draws_a_grey_four_by_four_grid_on_both_images(db, coordinator, server, tmp_path):
+    write_item(tmp_path, solid((64, 48), (255, 255, 255)), solid((64, 48), (255, 255, 255), (40, 30, 50, 40)))
+    run(server, coordinator, tmp_path, strategy="grid")
+    [seen] = server.requests
+    images = seen.decoded()
+    assert [image.size for image in images] == [(64, 48), (64, 48)]
+    for image in images:
+        # Lines at width·i//4 and height·i//4 in (76, 76, 76); the cells between them untouched.
+        assert all(near(image.getpixel((5, y)), (76, 76, 76), 20) for y in (12, 24, 36))
+        assert all(near(image.getpixel((x, 5)), (76, 76, 76), 20) for x in (16, 32, 48))
+        assert near(image.getpixel((8, 6)), (255, 255, 255))
+
+
+def test_concatenated_sends_one_image_side_by_side_at_the_lower_height(db, coordinator, server, tmp_path):
+    write_item(tmp_path, solid((64, 48), (200, 40, 40)), solid((80, 40), (40, 40, 200)))
+    run(server, coordinator, tmp_path, strategy="concatenated")
+    [seen] = server.requests
+    [image] = seen.decoded()
+    # Heights scaled to 40: the first is int(64·40/48) = 53 wide, then a 1-pixel black line, then the second's 80.
+    assert image.size == (53 + 1 + 80, 40)
+    assert near(image.getpixel((20, 20)), (200, 40, 40), 16)
+    assert near(image.getpixel((100, 20)), (40, 40, 200), 16)
+    assert sum(image.getpixel((53, 20))) < sum(image.getpixel((20, 20)))  # the separator is darker than either side
+
+
+def test_overlapped_sends_both_files_and_their_blend_at_the_smaller_size(db, coordinator, server, tmp_path):
+    files = write_item(tmp_path, solid((64, 48), (200, 40, 40)), solid((80, 40), (40, 40, 200)))
+    run(server, coordinator, tmp_path, strategy="overlapped")
+    [seen] = server.requests
+    assert [ModelServer.image_bytes(url) for url in seen.images[:2]] == list(files)
+    blend = seen.decoded()[2]
+    assert blend.size == (64, 40)
+    assert near(blend.getpixel((30, 20)), (120, 40, 120))
+    assert "three images" in seen.text and "blend" in seen.text
+
+
+def test_substract_sends_a_difference_map_bright_where_the_images_differ(db, coordinator, server, tmp_path):
+    files = write_item(tmp_path, solid((64, 48), GREY), solid((64, 48), GREY, (16, 8, 31, 23), (240, 240, 240)))
+    run(server, coordinator, tmp_path, strategy="substract")
+    [seen] = server.requests
+    assert [ModelServer.image_bytes(url) for url in seen.images[:2]] == list(files)
+    difference = seen.decoded()[2]
+    assert difference.size == (64, 48)
+    assert near(difference.getpixel((24, 16)), (255, 255, 255), 20)  # the largest difference is scaled to 255
+    assert near(difference.getpixel((50, 40)), (0, 0, 0), 20)
+    r, g, b = difference.getpixel((24, 16))
+    assert r == g == b or max(r, g, b) - min(r, g, b) <= 6  # grey
+
+
+def test_highlight_without_regions_boxes_the_pixels_that_differ_on_both_images(db, coordinator, server, tmp_path):
+    write_item(tmp_path, solid((64, 48), GREY), solid((64, 48), GREY, (16, 8, 31, 23), (240, 240, 240)))
+    evaluation = run(server, coordinator, tmp_path, strategy="highlight")
+    [seen] = server.requests
+    for image in seen.decoded():
+        assert image.size == (64, 48)
+        assert red(image.getpixel((16, 15))) and red(image.getpixel((31, 15))) and red(image.getpixel((24, 8)))
+        assert not red(image.getpixel((24, 15))) and not red(image.getpixel((50, 40)))
+    assert results_file(evaluation)["prompt_type"] == "highlight"
+
+
+def test_highlight_draws_the_pairs_own_regions_on_both_images(db, coordinator, server):
+    pair = make_pair(answer="a square appeared", distractors=["nothing"])
+    pair.image_1, pair.image_2 = make_image(shift=0), make_image(shift=4)
+    pair.regions = [{"image": 2, "x": 90, "y": 10, "w": 50, "h": 50}]
+    pair.save()
+    endpoint = endpoint_create(user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm")
+    evaluation = evaluation_start(
+        endpoint=endpoint, user=coordinator, source="filter", pair_filter={}, strategy="highlight"
+    )
+    evaluation_run(evaluation_id=evaluation.pk)
+    [seen] = server.requests
+    for image in seen.decoded():
+        assert image.size == (160, 120)
+        assert red(image.getpixel((90, 35))) and red(image.getpixel((139, 35))) and red(image.getpixel((115, 59)))
+        assert not red(image.getpixel((115, 35)))  # inside the box: the picture
+        assert not red(image.getpixel((150, 100)))
+
+
+def test_two_stage_asks_for_a_description_then_sends_it_with_the_question(db, coordinator, server, tmp_path):
+    files = write_item(tmp_path, solid((64, 48), GREY), solid((64, 48), GREY, (10, 10, 20, 20)))
+    evaluation = run(server, coordinator, tmp_path, strategy="two_stage")
+    describe, answer = server.requests
+    texts = default_prompt("two_stage")
+    assert describe.options == [] and describe.system == texts["describe_system"]
+    assert "What changed in the second image?" in describe.text
+    assert [ModelServer.image_bytes(url) for url in describe.images] == list(files)
+    assert server.description in answer.text and len(answer.options) == 3 and answer.system == texts["system"]
+    row = evaluation.results.get()
+    assert row.first_response == server.description and row.is_correct and row.parse_outcome == "parsed"
+    assert evaluation.completion_tokens == 2 * 12  # both requests counted
+    assert results_file(evaluation)["questions"][0]["description"] == server.description
+
+
+def test_temperature_max_tokens_seed_and_prompt_texts_reach_the_request_and_stay_with_the_run(
+    db, coordinator, server, tmp_path, client_for
+):
+    write_item(tmp_path, solid((64, 48), GREY), solid((64, 48), GREY, (10, 10, 20, 20)))
+    user = "Q: {question}\nPick one.\n{options}\nQuestion: {question}"
+    evaluation = run(
+        server,
+        coordinator,
+        tmp_path,
+        temperature=0.2,
+        max_tokens=77,
+        seed=11,
+        prompt={"system": "Be brief.", "user": user},
+    )
+    [seen] = server.requests
+    assert (seen.body["temperature"], seen.body["max_tokens"]) == (0.2, 77)
+    assert seen.system == "Be brief." and seen.text.startswith("Q: What changed in the second image?\nPick one.\nA. ")
+    item = Item("x", "q", "a square appeared", ["nothing", "it got darker"], "existence", "synthetic", "", "")
+    shuffle_options([item], 11)
+    assert seen.options == item.options  # the run's seed shuffled them
+    assert evaluation.prompt == {"system": "Be brief.", "user": user} and evaluation.seed == 11
+    data = client_for(coordinator).get(f"/api/models/runs/{evaluation.pk}/results/").json()
+    assert (data["temperature"], data["max_tokens"], data["random_seed"]) == (0.2, 77, 11)
+    assert data["prompt"]["system"] == "Be brief."
+
+
+def test_bad_run_settings_are_refused_naming_the_field(db, coordinator, server, tmp_path):
+    write_item(tmp_path, solid((64, 48), GREY), solid((64, 48), GREY))
+    endpoint = endpoint_create(user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm")
+    start = {"endpoint": endpoint, "user": coordinator, "source": "export", "export_dir": str(tmp_path)}
+    cases = [
+        ({"strategy": "zoom"}, "strategy", "'zoom' is not a strategy"),
+        ({"prompt": {"user": "no placeholders"}}, "prompt", "user: lacks {question}, {options}"),
+        ({"strategy": "two_stage", "prompt": {"user": "{question} {options}"}}, "prompt", "lacks {description}"),
+        ({"temperature": 3}, "temperature", "from 0 to 2"),
+        ({"max_tokens": -1}, "max_tokens", "from 0"),
+    ]
+    for fields, name, message in cases:
+        with pytest.raises(Invalid) as refused:
+            evaluation_start(**start, **fields)
+        assert message in " ".join(refused.value.errors[name]), refused.value.errors
+    assert not ModelEvaluation.objects.exists()
+
+
+def test_every_strategy_has_a_default_prompt_file_with_its_placeholders():
+    for name, strategy in STRATEGIES.items():
+        texts = default_prompt(name)
+        assert "{question}" in texts["user"] and "{options}" in texts["user"]
+        if strategy.two_stage:
+            assert "{description}" in texts["user"] and "{question}" in texts["describe"]
+
+
+def test_the_run_form_and_the_api_start_runs_with_their_settings_and_the_run_page_shows_them(
+    db, coordinator, server, tmp_path, client_for
+):
+    write_item(tmp_path, solid((64, 48), GREY), solid((64, 48), GREY))
+    endpoint = endpoint_create(user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm")
+    reader = endpoint_create(user=coordinator, name="reader", base_url=server.base_url, model_id="tiny-vlm")
+    make_pair()
+    client = client_for(coordinator)
+    form = {"endpoint": endpoint.pk, "source": "filter", "split": "test", "seed": 4, "strategy": "two_stage"}
+    form |= {
+        "temperature": "0.1",
+        "max_tokens": "300",
+        "describe": "Describe it for: {question}",
+        "extraction_endpoint": reader.pk,
+    }
+    response = client.post("/models/runs/new/", form)
+    evaluation = ModelEvaluation.objects.get()
+    assert response.status_code == 302 and evaluation.strategy == "two_stage" and evaluation.seed == 4
+    assert evaluation.parameters["request"] == {"temperature": 0.1, "max_tokens": 300}
+    assert evaluation.prompt["describe"] == "Describe it for: {question}"
+    assert evaluation.prompt["system"] == default_prompt("two_stage")["system"]  # blank: the default kept
+    assert evaluation.extraction_endpoint == reader and "extraction_prompt" in evaluation.parameters
+    page = client.get(f"/models/runs/{evaluation.pk}/").content.decode()
+    assert "two_stage" in page and "Describe it for: {question}" in page and 'id="run-strategy"' in page
+    refused = client.post("/models/runs/new/", {**form, "user": "no placeholders"}, follow=True)
+    assert "lacks {question}, {options}" in refused.content.decode() and ModelEvaluation.objects.count() == 1
+
+    body = {"endpoint": endpoint.pk, "source": "filter", "strategy": "overlapped", "temperature": 0, "max_tokens": 0}
+    api = client.post("/api/models/runs/create/", body, content_type="application/json")
+    assert api.status_code == 202, api.json()
+    data = api.json()
+    assert (data["strategy"], data["temperature"], data["max_tokens"]) == ("overlapped", 0.0, None)
+    assert data["prompt"] == default_prompt("overlapped") and data["unparsable"] == 0
+    bad = client.post("/api/models/runs/create/", {**body, "strategy": "zoom"}, content_type="application/json")
+    assert bad.status_code == 400 and "strategy" in bad.json()["errors"]
+
+
+def test_highlight_on_a_release_follows_an_items_swapped_images(db, coordinator, server):
+    from tests.modeleval_release_factories import make_release
+
+    pair = make_pair()
+    pair.image_1, pair.image_2 = make_image(size=(160, 120)), make_image(size=(320, 240))
+    pair.regions = [{"image": 2, "x": 180, "y": 20, "w": 100, "h": 100}]  # in the 320x240 image's pixels
+    pair.save()
+    release = make_release([(pair, "test", True)])  # released with its images traded: the 320x240 one first
+    server.policy = lambda question, options: options[0]
+    endpoint = endpoint_create(user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm")
+    evaluation = evaluation_start(
+        endpoint=endpoint, user=coordinator, source="release", release=release, split="test", strategy="highlight"
+    )
+    evaluation_run(evaluation_id=evaluation.pk)
+    [seen] = server.requests
+    first, second = seen.decoded()
+    assert (first.size, second.size) == ((320, 240), (160, 120))
+    assert red(first.getpixel((180, 70))) and red(first.getpixel((279, 70))) and not red(first.getpixel((230, 70)))
+    # Scaled to the smaller image: (90, 10) to (140, 60).
+    assert red(second.getpixel((90, 35))) and red(second.getpixel((139, 35))) and not red(second.getpixel((115, 35)))
