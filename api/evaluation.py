@@ -173,7 +173,7 @@ class StudyResultsSerializer(serializers.Serializer):
     study = serializers.DictField(help_text="id, name, seed, fraction, raters_per_item, filters, pool_size, ...")
     sample = serializers.DictField()
     progress = serializers.DictField()
-    accuracy = serializers.DictField(help_text="micro, macro, by category and domain, with Wilson intervals.")
+    accuracy = serializers.DictField(help_text="Human accuracy by the one rule (each item the share of its raters who were right): micro, macro, by category and domain, with cluster-robust 95% intervals, and the rule in words.")
     attention_checks = serializers.DictField()
     public_items = serializers.DictField(
         help_text="scored (how many scored items are already public), of, warning: answers findable by pixel search."
@@ -188,7 +188,7 @@ class StudyResultsSerializer(serializers.Serializer):
 @api_view(["GET"])
 @permission_classes([Coordinator])
 def study_results(request, pk):
-    """The JSON summary: sample, seed, counts, accuracies with Wilson intervals, agreement, models."""
+    """The JSON summary: sample, seed, counts, accuracies with cluster-robust intervals, agreement, models."""
     study = get_object_or_404(Study, pk=pk)
     return Response(study_summary(study))
 

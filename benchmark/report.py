@@ -152,9 +152,19 @@ def _human_scores(humans: Iterable, items: Mapping[str, _Item], where_release: s
             raise ReportInputError(f"{where}: this rater already answered this item")
         raters[str(rater)] = _outcome(correct, where)
     return {
-        item_id: (Fraction(sum(raters.values()), len(raters)), len(raters), frozenset(raters))
+        item_id: (human_item_score(raters.values()), len(raters), frozenset(raters))
         for item_id, raters in by_item.items()
     }
+
+
+def human_item_score(marks: Iterable[bool]) -> Fraction:
+    """The humans' score of one item: the share of its raters who answered it right (2 of 3 right: 2/3; a 1-1 tie:
+    1/2). The one rule of human accuracy: every page, download and API answer takes an item's human score from
+    here, and a figure is the mean of these scores over its items (see the module's docstring)."""
+    marks = [bool(mark) for mark in marks]
+    if not marks:
+        raise ValueError("an item without answers has no human score")
+    return Fraction(sum(marks), len(marks))
 
 
 def _model_scores(label, answers: Iterable, items: Mapping[str, _Item], where_release: str):
@@ -186,6 +196,18 @@ def _cell(scored: list[tuple[str, Fraction, int, frozenset]], items, *, gap: boo
     low, high = bounds if bounds is not None else (None, None)
     who = len(frozenset().union(*(keys for _, _, _, keys in scored))) if raters else None
     return Cell(mean.estimate, low, high, mean.items, mean.clusters, answers, who)
+
+
+def score_cell(entries: Iterable, *, gap: bool = False, macro: bool = False, raters: bool = False) -> Cell | None:
+    """One figure of item scores given directly, computed as the report computes its cells: entries are
+    (item_key, score, answers, rater_keys, category, cluster); an accuracy (Wilson at the effective size) or, with
+    `gap`, a difference (scores in [-1, 1]); `macro`: the mean of the categories' means. None for no entry."""
+    entries = sorted(entries, key=lambda entry: str(entry[0]))
+    items = {str(key): _Item(category, "", str(cluster)) for key, _, _, _, category, cluster in entries}
+    if len(items) != len(entries):
+        raise ReportInputError("score_cell: an item appears twice")
+    scored = [(str(key), Fraction(score), answers, frozenset(keys)) for key, score, answers, keys, _, _ in entries]
+    return _cell(scored, items, gap=gap, raters=raters, macro=macro)
 
 
 def _row(label: str, kind: str, scores: Mapping, items: Mapping[str, _Item]) -> Row:

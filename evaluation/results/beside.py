@@ -9,12 +9,12 @@ correct k of n" on the pair; failed requests are no answer, so they count neithe
 
 from __future__ import annotations
 
-from collections import defaultdict
+from fractions import Fraction
 
 from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Pair
-from evaluation.models import Assignment, Study, StudyItem
+from evaluation.models import Assignment, Study
 from evaluation.results.compare import ModelSource, app_sources, imported_sources, model_sources
-from evaluation.studies import metrics
+from evaluation.studies.accuracy import HumanItem, accuracy_figure, human_entries, human_items, item_cluster
 
 CATEGORIES = [str(c) for c in Category.values]
 DOMAINS = [str(d) for d in Domain.values]
@@ -29,59 +29,73 @@ def study_sources(study: Study, pair_ids) -> list[ModelSource]:
     return app_sources(pair_ids) + imported_sources(pair_ids, study_id=study.pk)
 
 
-def human_answers(study: Study | None = None) -> dict[int, list[bool]]:
-    """The humans' scored answers by pair id (practice and attention checks left out)."""
-    rows = Assignment.objects.filter(answered_at__isnull=False, item__kind=StudyItem.Kind.SCORED)
+def human_answers(study: Study | None = None) -> dict[int, HumanItem]:
+    """The humans' scored answers by pair id, one HumanItem per pair (evaluation.studies.accuracy: the one rule)."""
+    answers = Assignment.objects.all() if study is None else Assignment.objects.filter(item__study=study)
+    return human_items(answers)
+
+
+def strata_of(study: Study | None, pair_ids) -> dict[int, tuple[str, str, str]]:
+    """Category, domain and cluster by pair: a study's frozen strata, else the pairs' own."""
     if study is not None:
-        rows = rows.filter(item__study=study)
-    by_pair: dict[int, list[bool]] = defaultdict(list)
-    for pair_id, correct in rows.values_list("item__pair_id", "correct"):
-        by_pair[pair_id].append(bool(correct))
-    return by_pair
+        items = study.items.scored().values_list(
+            "pair_id", "category", "domain", "release_item__cluster", "pair__video_id"
+        )
+        return {p: (category, domain, item_cluster(cluster, video, p)) for p, category, domain, cluster, video in items}
+    pairs = Pair.objects.filter(pk__in=list(pair_ids)).values_list("pk", "category", "domain", "video_id")
+    return {pk: (category, domain, item_cluster(None, video, pk)) for pk, category, domain, video in pairs}
 
 
-def strata_of(study: Study | None, pair_ids) -> dict[int, tuple[str, str]]:
-    """Category and domain by pair: a study's frozen strata, else the pairs' own."""
-    if study is not None:
-        items = study.items.scored().values_list("pair_id", "category", "domain")
-        return {pair_id: (category, domain) for pair_id, category, domain in items}
-    pairs = Pair.objects.filter(pk__in=list(pair_ids)).values_list("pk", "category", "domain")
-    return {pk: (category, domain) for pk, category, domain in pairs}
+def _model_entries(pairs, answers, strata) -> list[tuple]:
+    return [(p, Fraction(int(bool(answers[p]))), 1, int(bool(answers[p])), strata[p][0], strata[p][2]) for p in pairs]
 
 
-def _group(names, key_of, pairs, answers, humans, *, abbr=False) -> dict[str, dict]:
+def _gap_entries(pairs, answers, humans, strata) -> list[tuple]:
+    return [
+        (p, humans[p].score - int(bool(answers[p])), humans[p].answers + 1, 0, strata[p][0], strata[p][2])
+        for p in pairs
+    ]
+
+
+def _sides(pairs, answers, humans, strata, *, macro=False) -> dict:
+    """The model on every item it answered, the model and the humans on the items both answered, and the gap
+    (humans minus model) on those, each with its cluster-robust interval."""
+    same = [p for p in pairs if p in humans]
+    gap = accuracy_figure(_gap_entries(same, answers, humans, strata), macro=macro, gap=True)
+    return {
+        "model_all": accuracy_figure(_model_entries(pairs, answers, strata), macro=macro),
+        "model": accuracy_figure(_model_entries(same, answers, strata), macro=macro),
+        "human": accuracy_figure(human_entries(humans, same), macro=macro),
+        "gap": gap,
+        "difference": gap["accuracy"],
+    }
+
+
+def _group(names, key_of, pairs, answers, humans, strata, *, abbr=False) -> dict[str, dict]:
     out = {}
     for name in names:
         mine = [p for p in pairs if key_of(p) == name]
         if not mine:
             continue
-        same = [p for p in mine if p in humans]
-        model_all = metrics.proportion(sum(answers[p] for p in mine), len(mine))
-        model = metrics.proportion(sum(answers[p] for p in same), len(same))
-        human = metrics.proportion(sum(sum(humans[p]) for p in same), sum(len(humans[p]) for p in same))
-        difference = human["accuracy"] - model["accuracy"] if same else None
-        out[name] = {"model_all": model_all, "model": model, "human": human, "difference": difference}
+        out[name] = _sides(mine, answers, humans, strata)
         if abbr:
             out[name]["abbr"] = CATEGORY_ABBREVIATIONS[name]
     return out
 
 
-def compare(sources: list[ModelSource], humans: dict[int, list[bool]], strata: dict[int, tuple[str, str]]) -> list:
+def compare(sources: list[ModelSource], humans: dict[int, HumanItem], strata: dict[int, tuple[str, str, str]]) -> list:
     """Per model, per category and per domain: the model on every item it answered (`model_all`), and the model
-    and the humans on the items both answered (`model`, `human`, `difference` = human - model), each with its
-    Wilson 95% interval; AVG is the macro mean over categories, as in the paper."""
+    and the humans on the items both answered (`model`, `human`, `gap` = humans - model), each with its
+    cluster-robust 95% interval; AVG is the macro mean over categories, as in the paper. The humans' score of an
+    item is the share of its raters who were right (evaluation.studies.accuracy)."""
     out = []
     for source in sources:
-        pairs = [p for p in source.answers if p in strata]
+        pairs = sorted(p for p in source.answers if p in strata)
         answers = source.answers
-        categories = _group(CATEGORIES, lambda p: strata[p][0], pairs, answers, humans, abbr=True)
-        domains = _group(DOMAINS, lambda p: strata[p][1], pairs, answers, humans)
+        categories = _group(CATEGORIES, lambda p: strata[p][0], pairs, answers, humans, strata, abbr=True)
+        domains = _group(DOMAINS, lambda p: strata[p][1], pairs, answers, humans, strata)
         same = [p for p in pairs if p in humans]
-
-        def avg(side: str, group=categories) -> dict:
-            return metrics.macro([(g[side]["correct"], g[side]["n"]) for g in group.values()])
-
-        model_avg, human_avg = avg("model"), avg("human")
+        average = _sides(pairs, answers, humans, strata, macro=True)
         out.append(
             {
                 "key": source.key,
@@ -94,11 +108,12 @@ def compare(sources: list[ModelSource], humans: dict[int, list[bool]], strata: d
                 "failed": source.failed,
                 "categories": categories,
                 "domains": domains,
-                "model_all": metrics.proportion(sum(answers[p] for p in pairs), len(pairs)),
-                "model_all_avg": avg("model_all"),
-                "model_avg": model_avg,
-                "human_avg": human_avg,
-                "difference": (human_avg["accuracy"] - model_avg["accuracy"]) if same else None,
+                "model_all": accuracy_figure(_model_entries(pairs, answers, strata)),
+                "model_all_avg": average["model_all"],
+                "model_avg": average["model"],
+                "human_avg": average["human"],
+                "gap_avg": average["gap"],
+                "difference": average["difference"] if same else None,
             }
         )
     return out
@@ -128,9 +143,9 @@ def models_overview(study: Study | None = None) -> dict:
     return {"models": compare(sources, human_answers(study), strata)}
 
 
-def human_majority_right(answers: list[bool]) -> bool:
-    """The humans got an item right when more than half of its human answers are right."""
-    return sum(answers) * 2 > len(answers)
+def humans_right(item: HumanItem) -> bool:
+    """The humans got an item right when its score (the share of its raters who were right) is above one half."""
+    return item.score > Fraction(1, 2)
 
 
 def human_right_model_missed(
@@ -148,9 +163,9 @@ def human_right_model_missed(
     rows = []
     for pair_id in sorted(strata):
         human = humans.get(pair_id)
-        if not human or not human_majority_right(human):
+        if not human or not humans_right(human):
             continue
-        pair_category, pair_domain = strata[pair_id]
+        pair_category, pair_domain, _ = strata[pair_id]
         if (category and pair_category != category) or (domain and pair_domain != domain):
             continue
         answered = [s for s in chosen if pair_id in s.answers]
@@ -161,8 +176,8 @@ def human_right_model_missed(
                 "pair_id": pair_id,
                 "category": pair_category,
                 "domain": pair_domain,
-                "human_correct": sum(human),
-                "human_n": len(human),
+                "human_correct": human.correct,
+                "human_n": human.answers,
                 "missed_by": [s.name for s in answered],
             }
         )

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Release
-from benchmark.paired import mcnemar, paired_difference
-from evaluation.models import ModelEvaluation, ModelItemResult
+from benchmark.paired import mcnemar
+from evaluation.models import Assignment, ModelEvaluation, ModelItemResult
 from evaluation.runs.services import release_runs, run_labels
-from evaluation.studies.release_answers import human_side
+from evaluation.studies.accuracy import accuracy_figure, human_items
 
 CATEGORIES = [str(c) for c in Category.values]
 DOMAINS = [str(d) for d in Domain.values]
@@ -183,8 +184,9 @@ def model_sources(pair_ids=None, *, release_id: int | None = None, study_id: int
 
 # --- Two sides paired on the same items (issue 28) ---------------------------------------------------------------
 
-# An item's answer on one side: (right, category, cluster), keyed by the release item's id.
-Side = dict[int, tuple[bool, str, str]]
+# An item's score on one side: (score, category, cluster), keyed by the release item's id. A run's score is 0 or 1;
+# the humans' is the share of the item's raters who were right (evaluation.studies.accuracy: the one rule).
+Side = dict[int, tuple[Fraction, str, str]]
 
 
 def run_side(run: ModelEvaluation, split: str) -> Side:
@@ -194,26 +196,38 @@ def run_side(run: ModelEvaluation, split: str) -> Side:
         .order_by("pk")
         .values_list("release_item_id", "is_correct", "release_item__category", "release_item__cluster")
     )
-    return {item: (correct, category, cluster) for item, correct, category, cluster in rows}
+    return {item: (Fraction(int(correct)), category, cluster) for item, correct, category, cluster in rows}
 
 
-def _paired_row(name: str, common: list[tuple[bool, bool, str]]) -> dict:
-    test = mcnemar((a, b) for a, b, _ in common)
-    difference = paired_difference(common)
+def human_release_side(release: Release, split: str) -> Side:
+    """The humans on `split` of `release`: each answered scored item's human score (the one rule)."""
+    items = human_items(
+        Assignment.objects.filter(item__study__release=release, item__release_item__split=split), key="release_item"
+    )
+    return {key: (item.score, item.category, item.cluster) for key, item in items.items()}
+
+
+def _paired_row(name: str, common: list[tuple[int, Fraction, Fraction, str, str]]) -> dict:
+    """(item, score A, score B, category, cluster) of the items both sides answered. McNemar's test needs one right
+    or wrong answer per item on each side: with the humans (a share of raters) on a side it is not computed, and the
+    paired difference with its cluster-robust interval stands alone."""
+    binary = all(a in (0, 1) and b in (0, 1) for _, a, b, _, _ in common)
+    test = mcnemar((a == 1, b == 1) for _, a, b, _, _ in common) if binary else None
+    difference = accuracy_figure(((i, a - b, 2, 0, c, g) for i, a, b, c, g in common), gap=True)
     return {
         "name": name,
         "n": len(common),
-        "clusters": difference.clusters if difference else 0,
-        "a": _cell(sum(a for a, _, _ in common), len(common)),
-        "b": _cell(sum(b for _, b, _ in common), len(common)),
-        "a_only": test.a_only,
-        "b_only": test.b_only,
-        "method": test.method,
-        "statistic": test.statistic,
-        "p_value": test.p_value,
-        "difference": float(difference.difference) if difference else None,
-        "low": difference.low if difference else None,
-        "high": difference.high if difference else None,
+        "clusters": difference["clusters"],
+        "a": accuracy_figure((i, a, 1, int(a == 1), c, g) for i, a, _, c, g in common),
+        "b": accuracy_figure((i, b, 1, int(b == 1), c, g) for i, _, b, c, g in common),
+        "a_only": test.a_only if test else None,
+        "b_only": test.b_only if test else None,
+        "method": test.method if test else "not for a share of raters",
+        "statistic": test.statistic if test else None,
+        "p_value": test.p_value if test else None,
+        "difference": difference["accuracy"],
+        "low": difference["low"],
+        "high": difference["high"],
     }
 
 
@@ -225,8 +239,8 @@ def paired_compare(side_a: Side, side_b: Side) -> dict:
     by_category: dict[str, list] = defaultdict(list)
     every = []
     for item in common:
-        right_a, category, cluster = side_a[item]
-        row = (right_a, side_b[item][0], cluster)
+        score_a, category, cluster = side_a[item]
+        row = (item, score_a, side_b[item][0], category, cluster)
         every.append(row)
         by_category[category].append(row)
     return {
@@ -239,7 +253,7 @@ def paired_compare(side_a: Side, side_b: Side) -> dict:
 
 
 HUMANS = "humans"
-HUMANS_LABEL = "humans (study answers, majority per item)"
+HUMANS_LABEL = "humans (study answers: each item the share of its raters who were right)"
 
 
 def side_choices(runs, labels: dict[int, str]) -> list[tuple[str, str]]:
@@ -254,5 +268,5 @@ def side_choices(runs, labels: dict[int, str]) -> list[tuple[str, str]]:
 def side_of(release: Release, choice: str, split: str) -> Side:
     """The side named by a choice of `side_choices`."""
     if choice == HUMANS:
-        return human_side(release, split)
+        return human_release_side(release, split)
     return run_side(ModelEvaluation.objects.get(pk=int(choice), release=release), split)

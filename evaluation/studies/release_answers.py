@@ -57,26 +57,3 @@ def release_studies_section(release: Release) -> list[dict]:
         },
         {"id": "release-report-links", "title": "Report", "rows": report, "empty": ""},
     ]
-
-
-def human_side(release: Release, split: str) -> dict[int, tuple[bool, str, str]]:
-    """The humans as one side of a paired comparison (evaluation.results.compare): per scored item of `split`
-    that people answered, right when more than half of its answers were right (a tie is not a majority: wrong),
-    with its category and cluster; keyed by the release item's id."""
-    answered = (
-        Assignment.objects.filter(
-            item__study__release=release,
-            item__kind=StudyItem.Kind.SCORED,
-            item__release_item__release=release,
-            item__release_item__split=split,
-            answered_at__isnull=False,
-        )
-        .order_by("pk")
-        .values_list("item__release_item_id", "correct", "item__release_item__category", "item__release_item__cluster")
-    )
-    votes: dict[int, list] = {}
-    for item, correct, category, cluster in answered:
-        entry = votes.setdefault(item, [0, 0, category, cluster])
-        entry[0] += bool(correct)
-        entry[1] += 1
-    return {item: (2 * right > n, category, cluster) for item, (right, n, category, cluster) in votes.items()}

@@ -10,6 +10,7 @@ from django.utils import timezone
 from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Pair
 from evaluation.models import Assignment, Study, StudyItem
 from evaluation.studies import metrics
+from evaluation.studies.accuracy import HUMAN_RULE, accuracy_figure, human_entries, human_items, study_answers
 from evaluation.studies.sampling import ROUNDING_RULE
 from subtlebench.spreadsheet_csv import SafeCsvWriter
 
@@ -52,12 +53,21 @@ def _answered_rows(study: Study) -> list[dict]:
     )
 
 
-def _groups(rows, key) -> dict[str, dict]:
-    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for row in rows:
-        counts[row[key]][0] += bool(row["correct"])
-        counts[row[key]][1] += 1
-    return {name: metrics.proportion(k, n) for name, (k, n) in counts.items()}
+def human_accuracy(study: Study) -> dict:
+    """The humans' accuracy on the study's scored items, by the one rule (evaluation.studies.accuracy): micro and
+    macro, per category and per domain, each with its cluster-robust interval."""
+    items = human_items(study_answers(study))
+    entries = human_entries(items)
+    return {
+        "micro": accuracy_figure(entries),
+        "macro": accuracy_figure(entries, macro=True),
+        "categories": {
+            c: accuracy_figure(e) for c in CATEGORIES if (e := [x for x in entries if items[x[0]].category == c])
+        },
+        "domains": {
+            d: accuracy_figure(e) for d in Domain.values if (e := [x for x in entries if items[x[0]].domain == d])
+        },
+    }
 
 
 def paper_row(label: str, accuracies: dict[str, float | None], avg: float | None) -> dict:
@@ -75,10 +85,8 @@ def study_results(study: Study, now=None) -> dict:
     scored_items = [i for i in items if i["kind"] == StudyItem.Kind.SCORED]
     strata = Counter((i["category"], i["domain"]) for i in scored_items)
 
-    per_category = _groups(scored, "item__category")
-    per_domain = _groups(scored, "item__domain")
-    micro = metrics.proportion(sum(bool(r["correct"]) for r in scored), len(scored))
-    macro = metrics.macro([(g["correct"], g["n"]) for g in per_category.values()])
+    humans = human_accuracy(study)
+    per_category, micro, macro = humans["categories"], humans["micro"], humans["macro"]
 
     # Agreement over items with two or more raters, on the option chosen (0 is the correct answer).
     chosen_by_item: dict[int, list[int]] = defaultdict(list)
@@ -148,8 +156,9 @@ def study_results(study: Study, now=None) -> dict:
         "accuracy": {
             "micro": micro,
             "macro": macro,
-            "categories": {c: per_category[c] for c in CATEGORIES if c in per_category},
-            "domains": {d: per_domain[d] for d in Domain.values if d in per_domain},
+            "categories": per_category,
+            "domains": humans["domains"],
+            "rule": HUMAN_RULE,
             "too_fast_responses": sum(1 for r in scored if r["too_fast"]),
         },
         "public_items": public_items(study),
@@ -316,8 +325,9 @@ def chart_bars(categories: dict[str, dict], micro: dict, macro: dict) -> dict:
                 value=stats["accuracy"],
                 y=y(stats["accuracy"]),
                 h=round(plot_h * stats["accuracy"], 1),
-                y_low=y(stats["low"]),
-                y_high=y(stats["high"]),
+                # No interval with fewer than two clusters: no whisker.
+                y_low=y(stats["low"]) if stats["low"] is not None else None,
+                y_high=y(stats["high"]) if stats["high"] is not None else None,
                 n=stats["n"],
             )
         bars.append(bar)

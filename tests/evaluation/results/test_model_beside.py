@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import timedelta
+from fractions import Fraction
 
 import pytest
 from django.core.management import call_command
@@ -24,6 +25,7 @@ from django.utils import timezone
 from annotator.export.services import ExportOptions, benchmark_export
 from annotator.models import Category, Domain, Pair
 from annotator.picking.services import model_success_by_category
+from benchmark.report import score_cell
 from evaluation.models import Assignment, Participant
 from evaluation.results.beside import human_right_model_missed, models_overview
 from evaluation.results.study_summary import study_summary
@@ -38,9 +40,17 @@ T, S = Category.TEMPORAL, Category.STATE
 NAT, GAM = Domain.NATURAL, Domain.GAMING
 
 # Wilson 95% intervals, worked by hand (z = 1.96): 2/3 -> 0.2077-0.9385, 3/4 -> 0.3006-0.9544, 1/3 -> 0.0615-0.7923.
-WILSON_2_OF_3 = (0.2077, 0.9385)
-WILSON_3_OF_4 = (0.3006, 0.9544)
-WILSON_1_OF_3 = (0.0615, 0.7923)
+
+
+def figure(scores: dict[str, Fraction], pairs: dict, answers: int = 1) -> tuple[float, float]:
+    """The interval the release report gives these item scores (benchmark.report.score_cell, the one definition),
+    each item with `answers` answers; each pair is its own video, so its own cluster."""
+    entries = [
+        (name, score, answers, frozenset(), "temporal", f"video:{pairs[name].video_id}")
+        for name, score in scores.items()
+    ]
+    cell = score_cell(entries)
+    return cell.low, cell.high
 
 
 def answer(participant: Participant, item, correct: bool, sequence: int) -> None:
@@ -98,18 +108,25 @@ def test_it_reports_each_models_accuracy_per_category_and_domain_beside_the_huma
     temporal, state = model["categories"]["temporal"], model["categories"]["state"]
     # Every item it answered: t1 t2 t3 (2 of 3); state s1 s3 (0 of 2: the failed s2 is not counted as wrong).
     assert (temporal["model_all"]["correct"], temporal["model_all"]["n"]) == (2, 3)
-    assert (temporal["model_all"]["low"], temporal["model_all"]["high"]) == pytest.approx(WILSON_2_OF_3, abs=1e-4)
+    pairs = world["pairs"]
+    one, half, none = Fraction(1), Fraction(1, 2), Fraction(0)
+    expected = figure({"t1": none, "t2": one, "t3": one}, pairs)
+    assert (temporal["model_all"]["low"], temporal["model_all"]["high"]) == pytest.approx(expected, abs=1e-12)
     assert (state["model_all"]["correct"], state["model_all"]["n"]) == (0, 2)
     # Beside the humans: only the items humans answered too (t3 has no human answer).
     assert (temporal["model"]["correct"], temporal["model"]["n"]) == (1, 2)
     assert (temporal["human"]["correct"], temporal["human"]["n"]) == (3, 4)
-    assert (temporal["human"]["low"], temporal["human"]["high"]) == pytest.approx(WILSON_3_OF_4, abs=1e-4)
+    # The humans: t1 right by both its raters (1), t2 by one of two (1/2): 3/4, the mean of the items' scores.
+    assert temporal["human"]["accuracy"] == 0.75 and temporal["human"]["items"] == 2
+    expected = figure({"t1": one, "t2": half}, pairs, answers=2)
+    assert (temporal["human"]["low"], temporal["human"]["high"]) == pytest.approx(expected, abs=1e-12)
     assert temporal["difference"] == pytest.approx(0.75 - 0.5)
     assert (state["model"]["correct"], state["model"]["n"]) == (0, 2)
     assert (state["human"]["correct"], state["human"]["n"]) == (3, 4)  # s1 T + s3 T T F; s2 failed for the model
     natural, gaming = model["domains"]["natural"], model["domains"]["gaming"]
     assert (natural["model_all"]["correct"], natural["model_all"]["n"]) == (1, 3)
-    assert (natural["model_all"]["low"], natural["model_all"]["high"]) == pytest.approx(WILSON_1_OF_3, abs=1e-4)
+    expected = figure({"t1": none, "t2": one, "s1": none}, pairs)
+    assert (natural["model_all"]["low"], natural["model_all"]["high"]) == pytest.approx(expected, abs=1e-12)
     assert (natural["human"]["correct"], natural["human"]["n"]) == (4, 5)
     assert (gaming["model_all"]["correct"], gaming["model_all"]["n"]) == (1, 2)  # t3, s3
     assert (gaming["model"]["correct"], gaming["model"]["n"], gaming["human"]["n"]) == (0, 1, 3)  # s3 only
@@ -140,7 +157,8 @@ def test_the_study_dashboard_shows_the_model_rows(world, client_for, coordinator
     assert "<td>model-a</td>" in table and "<td>gpt-file (imported)</td>" in table
     assert "66.7" in table  # model-a temporal
     beside = html[html.index('id="models-beside"') :]
-    assert "20.8–93.9" in beside  # Wilson of 2/3 (model-a temporal, every item answered)
+    low, high = figure({"t1": Fraction(0), "t2": Fraction(1), "t3": Fraction(1)}, world["pairs"])
+    assert f"{100 * low:.1f}–{100 * high:.1f}" in beside  # model-a temporal, every item answered
     assert "1 failed, not counted" in beside
 
 
@@ -151,7 +169,9 @@ def test_the_models_page_matches_runs_to_the_humans_by_pair_across_studies(world
     assert model["categories"]["state"]["human"]["n"] == 4
     page = client_for(coordinator).get("/studies/models/", {"study": world["study"].pk})
     assert page.status_code == 200
-    assert b"model-a" in page.content and b"gpt-file" in page.content and b"30.1" in page.content  # 3/4 low
+    low, high = figure({"t1": Fraction(1), "t2": Fraction(1, 2)}, world["pairs"], answers=2)  # humans, temporal: 3/4
+    assert b"model-a" in page.content and b"gpt-file" in page.content
+    assert f"{100 * low:.1f}–{100 * high:.1f}".encode() in page.content
 
 
 def test_the_models_page_refuses_a_bad_filter_and_others_than_coordinators(world, client_for, annotator, client):
