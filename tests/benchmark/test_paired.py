@@ -51,12 +51,14 @@ def test_mcnemar_with_equal_discordant_counts_finds_no_difference_and_none_witho
 
 def test_the_paired_difference_has_its_cluster_robust_interval():
     # d = A - B per item: 1, 0, 0, 1 (each item its own cluster): mean 1/2. Variance of the mean s^2 / n with
-    # s^2 = 4 * (1/2)^2 / 3 = 1/3, so 1/12; half width 1.96 * sqrt(1/12) = 0.56580; [-0.06579, 1.06580] clipped to 1.
+    # s^2 = 4 * (1/2)^2 / 3 = 1/3, so 1/12 (above the floor 1/G^2 = 1/16); four clusters: t on 3 degrees of freedom,
+    # 3.182446 (scipy.stats.t.ppf(0.975, 3)); half width 3.182446 * sqrt(1/12) = 0.918693; [-0.418693, 1.418693]
+    # clipped to 1.
     rows = [(True, False, "v1"), (True, True, "v2"), (False, False, "v3"), (True, False, "v4")]
     result = paired_difference(rows)
     assert result.difference == Fraction(1, 2)
     assert (result.accuracy_a, result.accuracy_b) == (Fraction(3, 4), Fraction(1, 4))
-    assert result.low == pytest.approx(-0.06579286703808584, abs=1e-12) and result.high == 1.0
+    assert result.low == pytest.approx(-0.41869311551853927, abs=1e-12) and result.high == 1.0
     # Two items of one video are one cluster: one cluster left, no interval.
     alone = paired_difference([(True, False, "v1"), (False, False, "v1")])
     assert alone.difference == Fraction(1, 2) and alone.low is None and alone.high is None
