@@ -5,24 +5,15 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
+from fractions import Fraction
 
-from benchmark.intervals import Z95
-
-
-def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """Wilson score interval for a proportion; None when there are no trials."""
-    if n <= 0:
-        return None
-    p = correct / n
-    denominator = 1 + z * z / n
-    center = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, center - half), min(1.0, center + half)
+from benchmark.intervals import Z95, wilson
 
 
 def proportion(correct: int, n: int) -> dict:
-    """Accuracy with its n and Wilson 95% interval, ready for a table or JSON."""
-    interval = wilson(correct, n)
+    """Accuracy with its n and Wilson 95% interval (benchmark.intervals.wilson) over the n answers, ready for a table
+    or JSON."""
+    interval = wilson(Fraction(correct, n), n) if n > 0 else None
     return {
         "correct": correct,
         "n": n,
