@@ -23,9 +23,9 @@ a unit in each cell of the judge's row). The judge's label on a unit so counts o
 and the people's side of a unit is their mean label, as the release report scores humans (benchmark.report). Counting
 every (judge, person) pair as a unit instead would count the judge's verdict once per person, weigh units by their
 number of people, and take n for more independent units than there are, narrowing the interval. A unit checked by one
-person is the plain pair; with one person per unit this is Cohen's kappa on the pairs. The panel's share on a split
-unit is a fraction, so the agreement on it is a fraction too; Cohen's standard error, which takes each unit's agreement
-for 0 or 1, is then a little too large, never too small.
+person is the plain pair; with one person per unit this is Cohen's kappa on the pairs. On a split unit the agreement
+is a fraction, so the units' agreements spread less than the po (1 - po) of 0/1 agreements that Cohen's standard error
+assumes: on that count the error is, if anything, a little large.
 """
 
 from __future__ import annotations
