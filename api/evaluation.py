@@ -173,7 +173,10 @@ class StudyResultsSerializer(serializers.Serializer):
     study = serializers.DictField(help_text="id, name, seed, fraction, raters_per_item, filters, pool_size, ...")
     sample = serializers.DictField()
     progress = serializers.DictField()
-    accuracy = serializers.DictField(help_text="Human accuracy by the one rule (each item the share of its raters who were right): micro, macro, by category and domain, with cluster-robust 95% intervals, and the rule in words.")
+    accuracy = serializers.DictField(
+        help_text="Human accuracy by the one rule (each item the share of its raters who were right): micro, macro, "
+        "by category and domain, with cluster-robust 95% intervals, and the rule in words."
+    )
     attention_checks = serializers.DictField()
     public_items = serializers.DictField(
         help_text="scored (how many scored items are already public), of, warning: answers findable by pixel search."

@@ -16,21 +16,43 @@ When every item is its own cluster this is the usual variance of a mean, s**2 / 
 (n - 1 in its denominator): for 0/1 scores, p(1 - p) / (n - 1). With fewer than two clusters nothing can be said of
 the spread between clusters: no interval (None).
 
+Small numbers of clusters: every interval takes its multiplier from Student's t on G - 1 degrees of freedom (t95 in
+benchmark.quantiles), not the normal's 1.96. V is itself estimated from only G cluster totals, so it is uncertain when
+G is small, and z would treat it as known; t on G - 1 is the usual reference for a cluster-robust mean (Cameron &
+Miller, "A practitioner's guide to cluster-robust inference", J. Human Resources 50(2), 2015, section VI; Stata's
+default for clustered errors). It multiplies by 12.71 at G = 2, 2.26 at G = 10, 2.01 at G = 50, and within 0.01 of
+1.96 from G = 240 on.
+
 The accuracy interval: Wilson's score interval at the effective sample size n_eff = p(1 - p) / V (the number of
-independent 0/1 answers that would have the variance measured; the approach of Korn & Graubard for survey
-proportions). Chosen over a Wald interval on the plain scale (clipped to [0, 1]) or on the logit scale because both
-collapse to a single point at 0% and 100%, and 100% is no rare sight in a category of a human baseline (the paper's
-humans reach 99%); Wilson stays inside [0, 1] with no clipping and keeps width at the ceiling. Where V says nothing
-(p is 0 or 1, so every residual is 0) n_eff is the number of clusters: the cautious end, as if each cluster were one
-answer repeated. n_eff is never more than the answers behind the estimate (a V of 0 inside (0, 1), residuals
-cancelling within clusters, would otherwise claim infinite precision). Every item its own cluster, 0/1 scores:
-n_eff = n - 1, Wilson's interval for n - 1 answers, a shade wider than the textbook one for n.
+independent 0/1 answers that would have the variance measured), with t in place of z. That is exactly the effective
+size with Korn & Graubard's degrees-of-freedom adjustment, n_eff * (z / t)^2 (Survey Methodology 24(2), 1998), fed to
+Wilson instead of Clopper-Pearson: Wilson with t at n and with z at n (z / t)^2 agree term by term. Chosen over a Wald
+interval on the plain scale (clipped to [0, 1]) or on the logit scale because both collapse to a single point at 0%
+and 100%, and 100% is no rare sight in a category of a human baseline (the paper's humans reach 99%); Wilson stays
+inside [0, 1] with no clipping and keeps width at the ceiling. Where V says nothing (p is 0 or 1, so every residual is
+0) n_eff is the number of clusters: the cautious end, as if each cluster were one answer repeated. n_eff is never more
+than the answers behind the estimate (a V of 0 inside (0, 1), residuals cancelling within clusters, would otherwise
+claim infinite precision). Every item its own cluster, 0/1 scores: n_eff = n - 1 and t on n - 1 degrees of freedom, a
+shade wider than the textbook Wilson for n.
 
 The gap interval (humans minus a model on the same items, d_i = h_i - m_i in [-1, 1]): Wald on the plain scale,
-d +- z * sqrt(V), clipped to [-1, 1]; a difference has no ceiling where the estimate sits.
+d +- t * sqrt(max(V, 1 / G^2)), clipped to [-1, 1]; a difference has no ceiling where the estimate sits. The floor
+1 / G^2 keeps a gap from claiming certainty its clusters cannot give. V is 0 whenever every difference is the same
+(humans and the model both right on every item of a category; a category of a few items that all differ alike) or the
+residuals cancel within clusters, and Wald would then print a point, "+18.8 [18.8, 18.8]". 1 / G^2 is the CR1
+variance of a mean of G single answers of which exactly one differs by 1 from the rest: the least spread G clusters
+can show, one discordant answer among them. It is the accuracy's cautious rule carried over (each cluster read as one
+answer, as a video is one draw of the sample), so the half width is never below t / G (about 2 / G). It is a floor,
+the larger of V and 1 / G^2, not a value for V = 0 alone: otherwise one rater's dissent on one item of a category
+where all else is equal would give a smaller V, hence a narrower interval, than no dissent at all. It decides where
+the measured spread is smaller: nearly constant differences, and a dozen clusters or fewer, where V itself is a rough
+estimate from as many cluster totals and is often of the floor's size; with hundreds of clusters it is a fraction of
+a point. A score interval for paired proportions (Newcombe's) was the other candidate; it needs a 2x2 table of 0/1
+answers, while a human score is a mean over raters (2/3) and the items are clustered.
 
-Everything up to V is exact (fractions, so no sum depends on the order of its terms); the square root and z make the
-bounds floats, computed from the exact values in one fixed order, so the same input always gives the same bits.
+Everything up to V is exact (fractions, so no sum depends on the order of its terms); the square root and the quantile
+make the bounds floats, computed from the exact values in one fixed order, so the same input always gives the same
+bits.
 """
 
 from __future__ import annotations
@@ -40,12 +62,14 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
-Z95 = 1.959963984540054  # the standard normal's 97.5% quantile (every interval of the app takes it from here)
+from benchmark.quantiles import Z95, t95
 
 METHOD = (
     "95% intervals, cluster-robust: items that share a video or a source image form one cluster; CR1 variance "
-    "(sandwich, factor G/(G-1)); accuracies by Wilson's score interval at the effective sample size p(1-p)/V "
-    "(the number of clusters at 0% or 100%); gaps by Wald on the paired item differences, clipped to [-1, 1]."
+    "(sandwich, factor G/(G-1)) and Student's t on G-1 degrees of freedom in place of the normal's 1.96; accuracies "
+    "by Wilson's score interval at the effective sample size p(1-p)/V (the number of clusters at 0% or 100%); gaps "
+    "by Wald on the paired item differences, the variance never below 1/G^2 (one discordant answer among the G "
+    "clusters), clipped to [-1, 1]."
 )
 
 
@@ -111,7 +135,8 @@ def macro_mean(scores: Iterable[Scored]) -> Mean | None:
 
 
 def wilson(p, n, z: float = Z95) -> tuple[float, float]:
-    """Wilson's score interval for a proportion p observed on n independent answers (n may be a fraction)."""
+    """Wilson's score interval for a proportion p observed on n > 0 independent answers (n may be a fraction), z the
+    quantile (the normal's for independent answers; accuracy_interval passes Student's t)."""
     p, n = float(p), float(n)
     denominator = 1 + z * z / n
     center = (p + z * z / (2 * n)) / denominator
@@ -132,16 +157,24 @@ def effective_size(mean: Mean, *, answers: int) -> Fraction | None:
     return min(p * (1 - p) / mean.variance, Fraction(answers))
 
 
-def accuracy_interval(mean: Mean, *, answers: int, z: float = Z95) -> tuple[float, float] | None:
-    """The 95% interval of an accuracy: Wilson at the effective sample size; None with fewer than two clusters."""
+def accuracy_interval(mean: Mean, *, answers: int) -> tuple[float, float] | None:
+    """The 95% interval of an accuracy: Wilson at the effective sample size with t on G - 1 degrees of freedom; None
+    with fewer than two clusters."""
     size = effective_size(mean, answers=answers)
-    return None if size is None else wilson(mean.estimate, size, z)
+    return None if size is None else wilson(mean.estimate, size, t95(mean.clusters))
 
 
-def difference_interval(mean: Mean, z: float = Z95) -> tuple[float, float] | None:
-    """The 95% interval of a mean difference in [-1, 1]: Wald, clipped; None with fewer than two clusters."""
+def variance_floor(clusters: int) -> Fraction:
+    """1 / G^2: the CR1 variance of a mean of G single answers, one of them differing by 1 from the others (see the
+    module's docstring)."""
+    return Fraction(1, clusters * clusters)
+
+
+def difference_interval(mean: Mean) -> tuple[float, float] | None:
+    """The 95% interval of a mean difference in [-1, 1]: Wald with t on G - 1 degrees of freedom, the variance at
+    least variance_floor(G), clipped; None with fewer than two clusters."""
     if mean.variance is None:
         return None
-    half = z * math.sqrt(mean.variance)
+    half = t95(mean.clusters) * math.sqrt(max(mean.variance, variance_floor(mean.clusters)))
     estimate = float(mean.estimate)
     return max(-1.0, estimate - half), min(1.0, estimate + half)

@@ -14,14 +14,25 @@ narrower than the two accuracies' intervals side by side when A and B tend to er
 Cohen's kappa of two raters on n units: po the share on which they agree, pe = sum_k pA(k) pB(k) the agreement
 expected by chance from each rater's own shares, kappa = (po - pe) / (1 - pe). Its 95% interval: Wald with Cohen's
 (1960) large-sample standard error sqrt(po (1 - po) / (n (1 - pe)^2)), clipped to [-1, 1]. None where pe = 1 (both
-raters always give the same one label: kappa is undefined).
+raters always give the same one label: kappa is undefined). Both come from the table of the units' label pairs, whose
+cells may hold fractions of a unit.
+
+One rater against a panel (the LLM judge against the people who checked it, some units checked by two people or more):
+each distinct unit weighs one, and its people's labels share that weight equally (two people, one yes and one no: half
+a unit in each cell of the judge's row). The judge's label on a unit so counts once however many people looked at it,
+and the people's side of a unit is their mean label, as the release report scores humans (benchmark.report). Counting
+every (judge, person) pair as a unit instead would count the judge's verdict once per person, weigh units by their
+number of people, and take n for more independent units than there are, narrowing the interval. A unit checked by one
+person is the plain pair; with one person per unit this is Cohen's kappa on the pairs. On a split unit the agreement
+is a fraction, so the units' agreements spread less than the po (1 - po) of 0/1 agreements that Cohen's standard error
+assumes: on that count the error is, if anything, a little large.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -103,27 +114,58 @@ def paired_difference(rows: Iterable[tuple[bool, bool, Hashable]]) -> PairedDiff
 
 @dataclass(frozen=True)
 class Kappa:
-    units: int
+    units: int | Fraction  # n: the table's total (distinct units for a rater against a panel)
     observed: Fraction  # po
     expected: Fraction  # pe
     kappa: float | None
+    standard_error: float | None
     low: float | None
     high: float | None
 
+    @property
+    def agreeing(self) -> Fraction:
+        """The units on which the two sides agree (po * n): a count, or a fraction where a panel split."""
+        return self.observed * self.units
 
-def cohen_kappa(pairs: Iterable[tuple[Hashable, Hashable]], z: float = Z95) -> Kappa | None:
-    """Cohen's kappa of two raters' labels per unit, with its 95% interval (see the module's docstring); None for
-    no unit."""
-    pairs = list(pairs)
-    n = len(pairs)
+
+def table_kappa(table: Mapping[tuple[Hashable, Hashable], int | Fraction], z: float = Z95) -> Kappa | None:
+    """Cohen's kappa and its 95% interval (see the module's docstring) from {(label A, label B): units}; None for an
+    empty table."""
+    n = sum(table.values(), Fraction(0))
     if not n:
         return None
-    observed = Fraction(sum(a == b for a, b in pairs), n)
-    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
-    expected = sum((Fraction(first[k] * second[k], n * n) for k in first), Fraction(0))
+    units = int(n) if n.denominator == 1 else n
+    observed = sum((count for (a, b), count in table.items() if a == b), Fraction(0)) / n
+    first: dict[Hashable, Fraction] = {}
+    second: dict[Hashable, Fraction] = {}
+    for (a, b), count in table.items():
+        first[a] = first.get(a, Fraction(0)) + count
+        second[b] = second.get(b, Fraction(0)) + count
+    expected = sum((first[k] * second.get(k, 0) for k in first), Fraction(0)) / (n * n)
     if expected == 1:
-        return Kappa(n, observed, expected, None, None, None)
-    kappa = (observed - expected) / (1 - expected)
+        return Kappa(units, observed, expected, None, None, None, None)
+    kappa = float((observed - expected) / (1 - expected))
     error = math.sqrt(observed * (1 - observed) / (n * (1 - expected) ** 2))
-    value = float(kappa)
-    return Kappa(n, observed, expected, value, max(-1.0, value - z * error), min(1.0, value + z * error))
+    return Kappa(units, observed, expected, kappa, error, max(-1.0, kappa - z * error), min(1.0, kappa + z * error))
+
+
+def cohen_kappa(pairs: Iterable[tuple[Hashable, Hashable]], z: float = Z95) -> Kappa | None:
+    """Cohen's kappa of two raters' labels, one (A, B) pair per unit, with its 95% interval; None for no unit."""
+    return table_kappa(Counter((a, b) for a, b in pairs), z)
+
+
+def panel_kappa(rows: Iterable[tuple[Hashable, Hashable, Hashable]], z: float = Z95) -> Kappa | None:
+    """Cohen's kappa of one rater against a panel over distinct units, from (unit, the rater's label, one panel
+    member's label) rows: each unit weighs one, the rater's label counted once, the panel's labels sharing the unit
+    (see the module's docstring). None for no row; ValueError when the rater gives one unit two labels."""
+    by_unit: dict[Hashable, tuple[Hashable, list[Hashable]]] = {}
+    for unit, label, member in rows:
+        known = by_unit.setdefault(unit, (label, []))
+        if known[0] != label:
+            raise ValueError(f"unit {unit!r}: the rater's label is {known[0]!r} in one row and {label!r} in another")
+        known[1].append(member)
+    table: dict[tuple[Hashable, Hashable], Fraction] = {}
+    for label, members in by_unit.values():
+        for member, count in Counter(members).items():
+            table[(label, member)] = table.get((label, member), Fraction(0)) + Fraction(count, len(members))
+    return table_kappa(table, z)

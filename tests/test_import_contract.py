@@ -2,7 +2,8 @@
 evaluation, results -> runs | studies), torch with the embedder, no circle among the modules of a models package
 or annotator's workflow packages, production without demo or devtools: `.importlinter`, checked here by
 `lint-imports`. Read here by hand: `benchmark` (the evaluator's contract and the statistics) imports nothing but the
-standard library, the apps take the contract from it and never define a copy, and only URL configuration imports api.
+standard library, the apps take the contract and the statistics from it and never define a copy, and only URL
+configuration imports api.
 
 Every import counts, including those inside functions and under TYPE_CHECKING: a lazy import is still a
 dependency, and hiding a circle inside a function is how the old flat layout grew one.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -386,4 +388,94 @@ def test_the_copy_finder_finds_copies(tmp_path):
         "the answer letters 'ABCDE'",
         "the binary option 'first image'",
         "the item id built by hand",
+    ]
+
+
+# --- The statistics are defined in benchmark/ only --------------------------------------------------------------
+
+# A function whose name says it computes one of benchmark's statistics: Wilson's interval, Cohen's kappa, McNemar's
+# test, a quantile, the pieces of a cluster-robust interval. Fleiss' kappa and Krippendorff's alpha of a study have
+# one home, evaluation.studies.metrics, and no copy in benchmark/.
+STATISTIC_NAME = re.compile(
+    r"wilson|cohen|mcnemar|quantile|student_t|incomplete_beta|binomial_two_sided|cluster_robust|effective_size"
+    r"|variance_floor|accuracy_interval|difference_interval|^t95$|^z95$"
+)
+# The normal's two-sided 90%, 95% and 99% quantiles, written out (1.96, 1.959964, 1.645, 2.576, ...).
+NORMAL_QUANTILES = (1.6448536269514722, 1.959963984540054, 2.5758293035489004)
+# Calls that compute a quantile or a tail probability: the makings of an interval or a p-value.
+DISTRIBUTION_CALLS = {"inv_cdf", "ppf", "isf", "erfc", "erf", "erfinv", "betainc", "betaincinv"}
+
+
+def statistics_copies(path: Path, tree: ast.Module | None = None) -> list[str]:
+    """Each place in a file that computes one of benchmark's statistics itself instead of importing it."""
+    found = []
+    shown = path.relative_to(BASE_DIR) if path.is_relative_to(BASE_DIR) else path.name
+    for node in ast.walk(tree or parse(path)):
+        where = f"{shown}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and STATISTIC_NAME.search(node.name.lower()):
+            found.append(f"{where}: defines {node.name}()")
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [target.id for target in targets if isinstance(target, ast.Name)]
+            found += [f"{where}: defines {name}" for name in names if STATISTIC_NAME.search(name.lower())]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, float) and not isinstance(node.value, bool):
+            if any(abs(node.value - quantile) < 1e-3 for quantile in NORMAL_QUANTILES):
+                found.append(f"{where}: the normal quantile {node.value!r}")
+        elif isinstance(node, ast.Call):
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if called in DISTRIBUTION_CALLS:
+                found.append(f"{where}: calls {called}()")
+    return found
+
+
+def test_no_app_computes_the_statistics_itself(trees):
+    copies = [
+        copy
+        for module, path in FILES.items()
+        if top(module) != "benchmark"
+        for copy in statistics_copies(path, trees[module])
+    ]
+    assert copies == []
+    # ... and they are there to be found: the finder sees benchmark's own.
+    found = " ".join(statistics_copies(FILES["benchmark.intervals"], trees["benchmark.intervals"]))
+    assert "defines wilson()" in found and "defines difference_interval()" in found
+    found = " ".join(statistics_copies(FILES["benchmark.paired"], trees["benchmark.paired"]))
+    assert "defines cohen_kappa()" in found and "defines mcnemar()" in found and "calls erfc()" in found
+    found = " ".join(statistics_copies(FILES["benchmark.quantiles"], trees["benchmark.quantiles"]))
+    assert "defines student_t_quantile()" in found and "the normal quantile 1.959963984540054" in found
+
+
+def test_the_apps_take_the_statistics_from_benchmark(imports):
+    users = {
+        "evaluation.studies.metrics": "benchmark.intervals",
+        "evaluation.results.judge_check": "benchmark.paired",
+        "annotator.stats.figures": "benchmark.paired",
+        "evaluation.results.compare": "benchmark.paired",
+    }
+    assert {module: target for module, target in users.items() if target not in imports[module]} == {}
+
+
+def test_the_statistics_finder_finds_copies(tmp_path):
+    source = tmp_path / "copy.py"
+    source.write_text(
+        "import math\n"
+        "from statistics import NormalDist\n"
+        "Z = 1.96\n"
+        "def wilson_interval(k, n):\n    return k / n\n"
+        "def cohen_kappa(pairs):\n    return 0\n"
+        "def my_mcnemar(b, c):\n    return math.erfc(abs(b - c))\n"
+        "T95: float = 2.262\n"
+        "z = NormalDist().inv_cdf(0.975)\n"
+        "half = 2.5758 * 0.1\n"
+        "def fleiss_kappa(units):\n    return 0.5\n"
+    )
+    assert sorted(line.split(": ", 1)[1] for line in statistics_copies(source)) == [
+        "calls erfc()",
+        "calls inv_cdf()",
+        "defines T95",
+        "defines cohen_kappa()",
+        "defines my_mcnemar()",
+        "defines wilson_interval()",
+        "the normal quantile 1.96",
+        "the normal quantile 2.5758",
     ]

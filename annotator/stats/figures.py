@@ -17,8 +17,8 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from annotator.models import Caption, Category, Domain, DoubleReview, Pair, Review, Target, TeamSettings
-from annotator.stats.agreement import cohen_kappa
 from annotator.stats.services import as_accept_reject
+from benchmark.paired import cohen_kappa
 
 DEFAULT_DAYS = 14
 MAX_DAYS = 366
@@ -188,6 +188,15 @@ def reviewer_days(first_day: date) -> list[dict]:
     return result
 
 
+def kappa_row(decisions: list[tuple[str, str]]) -> dict:
+    """Cohen's kappa of (first, second) decisions with its 95% interval (benchmark.paired), as a row of the table:
+    n, agree, kappa, low, high; kappa None where undefined (no decision, or both always said the same)."""
+    kappa = cohen_kappa(decisions)
+    if kappa is None:
+        return {"n": 0, "agree": 0, "kappa": None, "low": None, "high": None}
+    return {"n": kappa.units, "agree": int(kappa.agreeing), "kappa": kappa.kappa, "low": kappa.low, "high": kappa.high}
+
+
 def agreement() -> dict:
     """Cohen's kappa per pair of reviewers (first, second) over the double-review sample, accept vs reject; the
     sample's state; the disagreements, for the coordinator (the first decision stands)."""
@@ -220,11 +229,11 @@ def agreement() -> dict:
                     "at": item.second_at,
                 }
             )
-    pairs = [{"reviewers": key, **cohen_kappa(decisions)} for key, decisions in sorted(by_pair.items())]
+    pairs = [{"reviewers": key, **kappa_row(decisions)} for key, decisions in sorted(by_pair.items())]
     counts = DoubleReview.objects.aggregate(drawn=Count("id"), done=Count("id", filter=~Q(second_decision="")))
     return {
         "pairs": pairs,
-        "overall": cohen_kappa(everyone),
+        "overall": kappa_row(everyone),
         "disagreements": disagreements,
         "drawn": counts["drawn"],
         "done": counts["done"],

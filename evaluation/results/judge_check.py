@@ -4,8 +4,9 @@ benchmark.paired) is shown on the release report.
 
 The sample is the run's answered descriptions in an order drawn from the server's secret (an HMAC of SECRET_KEY over
 the run and the item id): the same for every reviewer, unknown to them, and unrelated to the judge's verdicts. Each
-reviewer judges the next description of the sample they have not judged yet; every (judge, person) pair of verdicts
-on one description is one unit of the kappa.
+reviewer judges the next description of the sample they have not judged yet. Each judged description is one unit of
+the kappa, however many people judged it: the judge's verdict on it counts once, and its people's verdicts share it
+(benchmark.paired.panel_kappa).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from django.views.decorators.http import require_http_methods
 
 from annotator.models import Release
 from benchmark.description import captioned
-from benchmark.paired import cohen_kappa
+from benchmark.paired import panel_kappa
 from evaluation.models import JudgeVerdict, ModelEvaluation, ModelItemResult
 from evaluation.runs.services import run_labels
 from subtlebench.errors import Conflict, Invalid
@@ -76,16 +77,18 @@ def judge_verdict_record(*, evaluation: ModelEvaluation, user, result_id: int, m
 
 
 def judge_agreement(evaluation: ModelEvaluation) -> dict:
-    """The judge against people on the run's descriptions people judged: units, agreement, Cohen's kappa and its
-    95% interval (None where undefined), and how many descriptions and people."""
+    """The judge against people on the run's descriptions people judged: units (the distinct descriptions, each
+    weighing one), agreement, Cohen's kappa and its 95% interval (None where undefined), and how many verdicts and
+    people stand behind them."""
     rows = list(
         JudgeVerdict.objects.filter(result__evaluation=evaluation, result__is_correct__isnull=False)
         .order_by("pk")
         .values_list("result__is_correct", "matches", "result_id", "reviewer_id")
     )
-    kappa = cohen_kappa((judge, person) for judge, person, _, _ in rows)
+    kappa = panel_kappa((result, judge, person) for judge, person, result, _ in rows)
     return {
-        "units": len(rows),
+        "units": kappa.units if kappa else 0,
+        "verdicts": len(rows),
         "descriptions": len({row[2] for row in rows}),
         "people": len({row[3] for row in rows}),
         "agreement": float(kappa.observed) if kappa else None,

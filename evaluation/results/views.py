@@ -174,7 +174,7 @@ def _model_filters(request) -> tuple[ModelFilterForm, dict | None]:
 @role_required(COORDINATOR)
 @require_GET
 def models_beside_humans(request):
-    """Every model's accuracy per category and domain beside the humans on the same items, with cluster-robust intervals."""
+    """Every model's accuracy per category and domain beside the humans on the same items, cluster-robust intervals."""
     form, chosen = _model_filters(request)
     if chosen is None:
         return render(request, "evaluation/model_compare.html", {"form": form, "models": []}, status=400)

@@ -2,56 +2,23 @@
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
+from fractions import Fraction
 
-from benchmark.intervals import Z95
-
-
-def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """Wilson score interval for a proportion; None when there are no trials."""
-    if n <= 0:
-        return None
-    p = correct / n
-    denominator = 1 + z * z / n
-    center = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, center - half), min(1.0, center + half)
+from benchmark.intervals import wilson
 
 
 def proportion(correct: int, n: int) -> dict:
-    """Accuracy with its n and Wilson 95% interval, ready for a table or JSON."""
-    interval = wilson(correct, n)
+    """Accuracy with its n and Wilson 95% interval (benchmark.intervals.wilson) over the n answers, ready for a table
+    or JSON."""
+    interval = wilson(Fraction(correct, n), n) if n > 0 else None
     return {
         "correct": correct,
         "n": n,
         "accuracy": correct / n if n else None,
         "low": interval[0] if interval else None,
         "high": interval[1] if interval else None,
-    }
-
-
-def macro(groups: Sequence[tuple[int, int]], z: float = Z95) -> dict:
-    """Unweighted mean of the groups' accuracies (the paper's AVG) with a normal-approximation interval.
-
-    Each group's variance uses the Agresti-Coull adjusted proportion, so a group at 100% still adds width.
-    """
-    used = [(k, n) for k, n in groups if n > 0]
-    if not used:
-        return {"accuracy": None, "low": None, "high": None, "groups": 0, "n": 0}
-    mean = sum(k / n for k, n in used) / len(used)
-    variance = 0.0
-    for k, n in used:
-        adjusted = (k + z * z / 2) / (n + z * z)
-        variance += adjusted * (1 - adjusted) / (n + z * z)
-    half = z * math.sqrt(variance) / len(used)
-    return {
-        "accuracy": mean,
-        "low": max(0.0, mean - half),
-        "high": min(1.0, mean + half),
-        "groups": len(used),
-        "n": sum(n for _, n in used),
     }
 
 

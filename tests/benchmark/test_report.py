@@ -87,8 +87,23 @@ def test_sharing_videos_widens_the_reported_interval_and_own_clusters_do_not():
     model = {"m": [(f"i{n}", bool(score)) for n, score in enumerate(scores)]}
     wide = compute_report(**RELEASE, items=clustered, humans=[], models=model).models[0].micro
     narrow = compute_report(**RELEASE, items=alone, humans=[], models=model).models[0].micro
-    assert (decimal(wide.low, 4), decimal(wide.high, 4), wide.clusters) == ("0.3062", "0.9250", 3)
-    assert (decimal(narrow.low, 4), decimal(narrow.high, 4), narrow.clusters) == ("0.3825", "0.8979", 10)
+    # Worked in test_intervals (Wilson at the effective size with t on G - 1 degrees of freedom), checked with
+    # scipy.stats.t.ppf: t(2) = 4.302653 for the three videos, t(9) = 2.262157 for the ten items alone.
+    assert (decimal(wide.low, 4), decimal(wide.high, 4), wide.clusters) == ("0.1110", "0.9776", 3)
+    assert (decimal(narrow.low, 4), decimal(narrow.high, 4), narrow.clusters) == ("0.3422", "0.9128", 10)
+
+
+def test_a_gap_whose_items_all_differ_alike_is_printed_with_width():
+    """Five items in five videos, each answered by three raters of whom two are right (2/3) and by the model, right:
+    every difference is -1/3, so V = 0. The interval is the floor's, -1/3 +- t(4) / 5 = -0.333333 +- 2.776445 / 5
+    = [-0.888622, 0.221956] (t(4) = scipy.stats.t.ppf(0.975, 4)), not the point "-33.3 [-33.3, -33.3]"."""
+    items = [(f"i{n}", "temporal", "natural", f"v{n}") for n in range(5)]
+    humans = [(f"i{n}", rater, rater != "r3") for n in range(5) for rater in ("r1", "r2", "r3")]
+    models = {"m": [(f"i{n}", True) for n in range(5)]}
+    report = compute_report(**RELEASE, items=items, humans=humans, models=models)
+    cell = report.gaps[0].categories["temporal"]
+    assert (cell.estimate, decimal(cell.low, 6), decimal(cell.high, 6)) == (F(-1, 3), "-0.888622", "0.221956")
+    assert "-33.3 [-88.9, 22.2]" in report_markdown(report).decode()
 
 
 def test_the_files_are_the_same_bytes_twice_and_whatever_the_order_of_the_input():

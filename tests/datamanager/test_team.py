@@ -15,7 +15,7 @@ from annotator.models import Caption, DoubleReview, Job, Pair, PairDraft, Review
 from annotator.picking import services as picking
 from annotator.stats import figures
 from annotator.stats import services as stats
-from annotator.stats.agreement import cohen_kappa
+from benchmark.paired import cohen_kappa
 from tests.conftest import make_user
 from tests.factories import make_pair, make_video
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
@@ -57,18 +57,20 @@ def test_it_computes_kappa_and_its_interval_on_a_two_by_two_table_worked_by_hand
     # 95%: 0.523810 -+ 1.959964 * 0.301169 = -0.066471 .. 1.114091, clipped to 1.0
     table = [("a", "a")] * 6 + [("a", "r")] + [("r", "a")] + [("r", "r")] * 2
     result = cohen_kappa(table)
-    assert result["n"] == 10 and result["agree"] == 8
-    assert result["p_o"] == pytest.approx(0.8) and result["p_e"] == pytest.approx(0.58)
-    assert result["kappa"] == pytest.approx(0.523810, abs=1e-6)
-    assert result["se"] == pytest.approx(0.301169, abs=1e-6)
-    assert result["low"] == pytest.approx(-0.066471, abs=1e-6)
-    assert result["high"] == 1.0
+    assert result.units == 10 and result.agreeing == 8
+    assert result.observed == pytest.approx(0.8) and result.expected == pytest.approx(0.58)
+    assert result.kappa == pytest.approx(0.523810, abs=1e-6)
+    assert result.standard_error == pytest.approx(0.301169, abs=1e-6)
+    assert result.low == pytest.approx(-0.066471, abs=1e-6)
+    assert result.high == 1.0
+    row = figures.kappa_row(table)
+    assert row == {"n": 10, "agree": 8, "kappa": result.kappa, "low": result.low, "high": 1.0}
 
 
 def test_kappa_is_undefined_without_items_or_when_both_always_say_the_same():
-    assert cohen_kappa([])["kappa"] is None
-    same = cohen_kappa([("a", "a")] * 5)  # p_e = 1
-    assert same["kappa"] is None and same["agree"] == 5
+    assert figures.kappa_row([]) == {"n": 0, "agree": 0, "kappa": None, "low": None, "high": None}
+    same = figures.kappa_row([("a", "a")] * 5)  # p_e = 1
+    assert same["kappa"] is None and same["agree"] == 5 and same["n"] == 5
 
 
 # --- The double-review draw --------------------------------------------------------------------------------------
@@ -524,4 +526,4 @@ def test_the_math_of_the_interval_matches_the_docstring_formula():
     table = [("a", "a")] * 3 + [("r", "r")] * 1 + [("a", "r")] * 1
     result = cohen_kappa(table)
     p_o, p_e, n = 0.8, 0.8 * 0.6 + 0.2 * 0.4, 5
-    assert result["se"] == pytest.approx(math.sqrt(p_o * (1 - p_o) / (n * (1 - p_e) ** 2)))
+    assert result.standard_error == pytest.approx(math.sqrt(p_o * (1 - p_o) / (n * (1 - p_e) ** 2)))

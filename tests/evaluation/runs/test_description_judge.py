@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 from annotator.llm.endpoints import endpoint_create
 from annotator.models import Category, Job, Pair
 from benchmark.description import JUDGE_SYSTEM
-from evaluation.models import JudgeVerdict, ModelEvaluation
+from evaluation.models import JudgeVerdict, ModelEvaluation, ModelItemResult
 from evaluation.results.compare import model_sources
 from evaluation.results.judge_check import judge_agreement
 from evaluation.runs.description import accuracy_table
@@ -287,6 +287,46 @@ def test_people_judge_the_sample_blind_and_the_report_shows_the_judges_kappa(
     report = client_for(coordinator).get(f"/releases/v{world['release'].number}/report/")
     html = report.content.decode()
     assert 'id="report-descriptions"' in html and "<strong>0.40</strong>" in html and "-0.56 to 1.00" in html
+
+
+def test_two_people_on_the_same_eleven_descriptions_count_the_judges_verdicts_eleven_times(
+    world, coordinator, reviewer, client_for, settings
+):
+    """The world of benchmark's panel test (tests/benchmark/test_paired.py): the judge says yes on seven descriptions
+    and no on four; rita (a reviewer) and cora (the coordinator) judge all eleven. Per description their share of yes
+    is 1 1 1 1 1 1/2 0 | 0 0 1/2 1; po = 8/11, pe = 65/121, kappa = 23/56 = 0.4107; n = 11, so SE 0.290144 and
+    [-0.157958, 0.979387]. The 22 verdicts counted as units would give the too-narrow [0.0086, 0.8128]."""
+    settings.MODEL_EVAL_ITEM_TRIES = 1
+    evaluation = judged_run(world, coordinator)
+    judged = list(evaluation.results.filter(is_correct__isnull=False))
+    assert sorted(result.is_correct for result in judged) == [False, True, True]
+    for number, verdict in enumerate([True] * 5 + [False] * 3):
+        judged.append(
+            ModelItemResult.objects.create(
+                evaluation=evaluation,
+                question_id=f"temporal_extra_{number}",
+                category=Category.TEMPORAL,
+                domain="natural",
+                correct_letter="A",
+                is_correct=verdict,
+            )
+        )
+    ordered = sorted(judged, key=lambda result: (not result.is_correct, result.pk))  # the seven yes, then the four no
+    assert "".join("Y" if result.is_correct else "N" for result in ordered) == "YYYYYYYNNNN"
+    for person, labels in ((reviewer, "YYYYYYNNNNY"), (coordinator, "YYYYYNNNNYY")):
+        for result, label in zip(ordered, labels, strict=True):
+            JudgeVerdict.objects.create(result=result, reviewer=person, matches=label == "Y")
+    agreement = judge_agreement(evaluation)
+    assert (agreement["units"], agreement["verdicts"], agreement["descriptions"], agreement["people"]) == (
+        11,
+        22,
+        11,
+        2,
+    )
+    assert agreement["kappa"] == pytest.approx(23 / 56, abs=1e-12) and agreement["agreement"] == pytest.approx(8 / 11)
+    assert (round(agreement["low"], 6), round(agreement["high"], 6)) == (-0.157958, 0.979387)
+    html = client_for(coordinator).get(f"/releases/v{world['release'].number}/report/").content.decode()
+    assert '22 <span class="muted">(11 descriptions, 2 people)</span>' in html and "-0.16 to 0.98" in html
 
 
 def test_the_judge_check_page_refuses_anonymous_wrong_roles_wrong_methods_and_other_runs(

@@ -3,37 +3,35 @@
 from __future__ import annotations
 
 import random
+from fractions import Fraction
 
 import pytest
 
 from benchmark.apportion import apportion_sizes
+from benchmark.intervals import Z95, wilson
 from evaluation.studies import metrics, sampling
 
 
 def test_it_computes_the_wilson_interval_worked_out_by_hand():
     # 8 of 10, z = 1.96: centre (0.8 + 1.96²/20) / (1 + 1.96²/10) = 0.99208 / 1.38416 = 0.71674;
     # half-width 1.96 · sqrt(0.8·0.2/10 + 1.96²/400) / 1.38416 = 1.96 · 0.16001 / 1.38416 = 0.22658.
-    low, high = metrics.wilson(8, 10, z=1.96)
+    low, high = wilson(Fraction(8, 10), 10, z=1.96)
     assert low == pytest.approx(0.71674 - 0.22658, abs=1e-4)
     assert high == pytest.approx(0.71674 + 0.22658, abs=1e-4)
     # All correct: the lower bound is n / (n + z²) = 10 / 13.8416, the upper bound 1.
-    low, high = metrics.wilson(10, 10, z=1.96)
+    low, high = wilson(Fraction(10, 10), 10, z=1.96)
     assert low == pytest.approx(10 / 13.8416, abs=1e-4)
     assert high == 1.0
-    assert metrics.wilson(0, 0) is None
+    # A study's proportion is that Wilson over its answers, at the normal's 97.5% quantile.
+    stats = metrics.proportion(8, 10)
+    assert (stats["low"], stats["high"]) == wilson(Fraction(8, 10), 10, z=Z95)
+    assert metrics.proportion(0, 0)["low"] is None and metrics.proportion(0, 0)["high"] is None
 
 
 def test_it_reports_a_proportion_with_n_and_interval():
     stats = metrics.proportion(3, 4)
     assert stats["accuracy"] == 0.75 and stats["n"] == 4 and stats["low"] < 0.75 < stats["high"]
     assert metrics.proportion(0, 0)["accuracy"] is None
-
-
-def test_it_takes_the_macro_mean_over_groups_not_the_pooled_rate():
-    result = metrics.macro([(9, 10), (1, 2), (0, 0)])
-    assert result["accuracy"] == pytest.approx((0.9 + 0.5) / 2)
-    assert result["groups"] == 2 and result["n"] == 12
-    assert result["low"] < result["accuracy"] < result["high"]
 
 
 def test_it_computes_fleiss_kappa_worked_out_by_hand():
