@@ -218,7 +218,9 @@ def django_db_setup(django_test_environment, django_db_blocker, django_db_modify
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks set here
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        names = set(getattr(item, "fixturenames", ()))
+        # A parameter of the test (`parametrize("page", ...)`) is in its fixture names too, but starts nothing.
+        parameters = getattr(getattr(item, "callspec", None), "params", {})
+        names = set(getattr(item, "fixturenames", ())) - set(parameters)
         if names & BROWSER_FIXTURES:
             item.add_marker(pytest.mark.browser)
         if names & E2E_FIXTURES and not names & BROWSER_FIXTURES:

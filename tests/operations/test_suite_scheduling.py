@@ -204,3 +204,28 @@ def test_the_torch_unit_takes_whole_units_and_leaves_those_that_wait_on_a_browse
     units["test_plain.py::test"] = plain
     join_the_torch_unit(units)
     assert units == {"test_browser.py::test": browser, "test_plain.py::test": plain, TORCH_UNIT: world + alone}
+
+
+
+class FakeItem:
+    """What the marking hook reads of a collected test: its fixture names, its parameters, the marks it is given."""
+
+    def __init__(self, fixturenames, params=None):
+        self.fixturenames = fixturenames
+        if params is not None:
+            self.callspec = type("CallSpec", (), {"params": params})()
+        self.marks = []
+
+    def add_marker(self, mark):
+        self.marks.append(mark.name)
+
+
+def test_a_parameter_named_like_a_browser_fixture_marks_nothing():
+    """`parametrize("page", ...)` (the documentation-link tests) starts no browser: such a test stays in make
+    test-fast; the `page` fixture itself still makes a browser test."""
+    from tests.conftest import pytest_collection_modifyitems
+
+    links = FakeItem(["page"], params={"page": "README.md"})
+    browser = FakeItem(["page", "live_server"])
+    pytest_collection_modifyitems(None, [links, browser])
+    assert links.marks == [] and browser.marks == ["browser"]
