@@ -24,7 +24,8 @@ from api.jobs import IDEMPOTENCY_KEY
 from api.pagination import page_response, paginated
 from evaluation.models import ModelEvaluation
 from evaluation.runs.description import accuracy_table
-from evaluation.runs.services import evaluation_start, evaluation_summary, results_file
+from evaluation.runs.naming import run_name
+from evaluation.runs.services import evaluation_start, evaluation_summary, results_file, run_label_set
 from evaluation.runs.strategies import CHOICES as STRATEGY_CHOICES
 from evaluation.runs.strategies import PROMPT_MAX
 from subtlebench.roles import COORDINATOR, HasRole
@@ -148,7 +149,12 @@ class RunCreateSerializer(serializers.Serializer):
 
 class RunSerializer(serializers.Serializer):
     id = serializers.IntegerField()
-    endpoint = serializers.CharField(source="label")
+    name = serializers.SerializerMethodField(
+        help_text="What the run is: its label, the model, strategy, task, prompt hash and the settings off their "
+        "defaults (evaluation.runs.naming); runs listed together that share one get their number."
+    )
+    label = serializers.CharField(help_text="The coordinator's label; blank: none.")
+    endpoint = serializers.CharField(source="model_name")
     model_id = serializers.CharField(source="endpoint.model_id", default=None, allow_null=True)
     source = serializers.CharField()
     release = serializers.CharField(source="release.name", default=None, allow_null=True)
@@ -194,6 +200,9 @@ class RunSerializer(serializers.Serializer):
         "per domain ({correct, n, accuracy, low, high, clusters})."
     )
 
+    def get_name(self, evaluation) -> str:
+        return run_name(evaluation)
+
     def get_summary(self, evaluation) -> dict:
         return evaluation_summary(evaluation)
 
@@ -202,6 +211,10 @@ class RunSerializer(serializers.Serializer):
 
     def get_results_url(self, evaluation) -> str | None:
         return None if evaluation.job.is_active else f"/api/models/runs/{evaluation.pk}/results/"
+
+
+class RunLabelSerializer(serializers.Serializer):
+    label = free_text(NAME_MAX, lines="single", allow_blank=True, help_text="Leads the run's name; blank: none.")
 
 
 def evaluations():
@@ -279,3 +292,15 @@ def run_detail(request, run_id: int):
 def run_results(request, run_id: int):
     """The run's results in the official results file's format (mc_evaluation_results.json)."""
     return Response(results_file(get_object_or_404(evaluations(), pk=run_id)))
+
+
+@extend_schema(request=RunLabelSerializer, responses={200: RunSerializer, **error_responses(400, 403, 404)})
+@api_view(["POST"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def run_label(request, run_id: int):
+    """Give the run a label (blank: take it away): it leads the run's name in every table, legend and download."""
+    evaluation = get_object_or_404(evaluations(), pk=run_id)
+    data = RunLabelSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    run_label_set(user=request.user, evaluation=evaluation, label=data.validated_data["label"])
+    return Response(RunSerializer(evaluation).data)

@@ -100,6 +100,7 @@ urlpatterns = [
     path("models/runs/create/", models_eval.run_create, name="api-model-run-create"),
     path("models/runs/<int:run_id>/", models_eval.run_detail, name="api-model-run-detail"),
     path("models/runs/<int:run_id>/results/", models_eval.run_results, name="api-model-run-results"),
+    path("models/runs/<int:run_id>/label/", models_eval.run_label, name="api-model-run-label"),
     # Image collections and the pair-authoring queue (issue 27)
     path("collections/", collections.collection_list, name="api-collection-list"),
     path("collections/import/", collections.collection_import_api, name="api-collection-import"),

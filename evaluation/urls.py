@@ -19,6 +19,7 @@ urlpatterns = [
     path("models/runs/new/", runs.model_run_new, name="model-run-new"),
     path("models/runs/<int:run_id>/", runs.model_run_detail, name="model-run-detail"),
     path("models/runs/<int:run_id>/results/", runs.model_run_results, name="model-run-results"),
+    path("models/runs/<int:run_id>/label/", runs.model_run_label, name="model-run-label"),
     path("models/import/", runs.model_import, name="model-import"),
     # Studies
     path("studies/", views.study_list, name="study-list"),

@@ -39,6 +39,12 @@ class ModelEvaluation(models.Model):
     name = models.CharField(
         max_length=NAME_MAX, blank=True, validators=[single_line], help_text="The model's name, for imported files."
     )
+    label = models.CharField(
+        max_length=NAME_MAX,
+        blank=True,
+        validators=[single_line],
+        help_text="A coordinator's name for the run; it leads the run's name (evaluation.runs.naming).",
+    )
     job = models.OneToOneField(Job, models.CASCADE, related_name="model_evaluation")
     source = models.CharField(max_length=10, choices=Source.choices)
     # What was evaluated: the release and its split (None: a run from before releases), or, before releases, the
@@ -124,10 +130,10 @@ class ModelEvaluation(models.Model):
         ordering = ["-created", "-pk"]
 
     def __str__(self):
-        return f"{self.label} on {self.on} ({self.created:%Y-%m-%d})"
+        return f"{self.model_name} on {self.on} ({self.created:%Y-%m-%d})"
 
     @property
-    def label(self) -> str:
+    def model_name(self) -> str:
         """The model's name: its endpoint's, or the name given to an imported file."""
         return self.endpoint.name if self.endpoint_id else (self.name or "imported model")
 

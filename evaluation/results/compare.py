@@ -11,6 +11,7 @@ and the paired difference in accuracy, per category.
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -18,7 +19,8 @@ from fractions import Fraction
 from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Release
 from benchmark.paired import mcnemar
 from evaluation.models import Assignment, ModelEvaluation, ModelItemResult
-from evaluation.runs.services import release_runs, run_labels
+from evaluation.runs.naming import run_name, run_names
+from evaluation.runs.services import release_runs
 from evaluation.studies.accuracy import accuracy_figure, human_items
 
 CATEGORIES = [str(c) for c in Category.values]
@@ -39,7 +41,7 @@ def release_compare(*, release: Release, run_ids: list[int] | None = None, split
         for run in release_runs(release)
         if (run.pk in run_ids if run_ids is not None else run.task != "description")
     ]
-    labels = run_labels(runs)
+    labels = run_names(runs)
     answers: dict[int, dict[int, tuple[bool, str, str]]] = {run.pk: {} for run in runs}
     failed: dict[int, int] = defaultdict(int)
     rows = (
@@ -114,43 +116,45 @@ def _scope(results, *, pair_ids, release_id):
 
 
 def app_sources(pair_ids=None, *, release_id: int | None = None) -> list[ModelSource]:
-    """One source per endpoint: its latest answer to each pair (of `pair_ids`, of runs on `release_id`, if given)."""
+    """One source per endpoint and configuration (the runs with one name, evaluation.runs.naming: the same strategy,
+    task, prompt, settings and label are repeats of one measurement): its latest answer to each pair (of `pair_ids`,
+    of runs on `release_id`, if given). Two strategies of one model are two sources. The key is `endpoint-<id>` where
+    the endpoint has one configuration here, else `endpoint-<id>-<8 hex digits of the name's sha256>`."""
     results = _scope(
         ModelItemResult.objects.filter(evaluation__endpoint__isnull=False), pair_ids=pair_ids, release_id=release_id
     )
-    latest = (
-        results.filter(is_correct__isnull=False)
-        .order_by("evaluation__endpoint_id", "pair_id", "-evaluation__created", "-evaluation_id", "-pk")
-        .distinct("evaluation__endpoint_id", "pair_id")
-        .values_list("evaluation__endpoint_id", "evaluation__endpoint__name", "pair_id", "is_correct")
+    run_ids = results.order_by().values_list("evaluation_id", flat=True).distinct()
+    runs = ModelEvaluation.objects.filter(pk__in=run_ids).select_related("endpoint", "judge")
+    group_of = {run.pk: (run.endpoint_id, run_name(run)) for run in runs}
+    runs_of: dict[tuple[int, str], int] = defaultdict(int)
+    for group in group_of.values():
+        runs_of[group] += 1
+    configurations: dict[int, int] = defaultdict(int)
+    for endpoint_id, _ in runs_of:
+        configurations[endpoint_id] += 1
+    sources: dict[tuple[int, str], ModelSource] = {}
+    for group, n in runs_of.items():
+        endpoint_id, name = group
+        key = f"endpoint-{endpoint_id}"
+        if configurations[endpoint_id] > 1:
+            key += "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+        detail = f"app, latest answers of {n} run{'s' if n != 1 else ''}"
+        sources[group] = ModelSource(key, "app", endpoint_id, name, detail)
+    # Newest first: the first answer met for a pair is the latest; a failed request is no answer, so an earlier
+    # answer stands, and a pair with only failed requests is counted apart.
+    failed: dict[tuple[int, str], set[int]] = defaultdict(set)
+    rows = results.order_by("-evaluation__created", "-evaluation_id", "-pk").values_list(
+        "evaluation_id", "pair_id", "is_correct"
     )
-    sources: dict[int, ModelSource] = {}
-    for endpoint_id, name, pair_id, is_correct in latest:
-        source = sources.get(endpoint_id)
-        if source is None:
-            source = sources[endpoint_id] = ModelSource(f"endpoint-{endpoint_id}", "app", endpoint_id, name, "")
-        source.answers[pair_id] = is_correct
-    # Pairs with only failed requests from an endpoint: counted apart, so a page can say how many were left out.
-    # order_by(): the default order (pk) would join the SELECT DISTINCT and keep one row per result, not per pair.
-    failed = (
-        results.filter(is_correct__isnull=True)
-        .order_by()
-        .values_list("evaluation__endpoint_id", "evaluation__endpoint__name", "pair_id")
-        .distinct()
-    )
-    for endpoint_id, name, pair_id in failed:
-        source = sources.get(endpoint_id)
-        if source is None:
-            source = sources[endpoint_id] = ModelSource(f"endpoint-{endpoint_id}", "app", endpoint_id, name, "")
-        if pair_id not in source.answers:
-            source.failed += 1
-    runs = defaultdict(set)
-    for endpoint_id, run_id in results.order_by().values_list("evaluation__endpoint_id", "evaluation_id").distinct():
-        runs[endpoint_id].add(run_id)
-    for source in sources.values():
-        n = len(runs[source.id])
-        source.detail = f"app, latest answers of {n} run{'s' if n != 1 else ''}"
-    return sorted(sources.values(), key=lambda s: s.name.lower())
+    for run_id, pair_id, is_correct in rows:
+        group = group_of[run_id]
+        if is_correct is None:
+            failed[group].add(pair_id)
+        else:
+            sources[group].answers.setdefault(pair_id, is_correct)
+    for group, source in sources.items():
+        source.failed = len(failed[group] - source.answers.keys())
+    return sorted(sources.values(), key=lambda s: (s.name.lower(), s.key))
 
 
 def imported_sources(pair_ids=None, *, release_id: int | None = None, study_id: int | None = None) -> list[ModelSource]:
@@ -161,10 +165,12 @@ def imported_sources(pair_ids=None, *, release_id: int | None = None, study_id: 
         runs = runs.filter(release_id=release_id) if release_id is not None else runs.filter(study_id=study_id)
     results = _scope(ModelItemResult.objects.filter(evaluation__in=runs), pair_ids=pair_ids, release_id=None)
     sources: dict[int, ModelSource] = {}
-    for run in runs.select_related("release").order_by("created", "pk"):
+    ordered = list(runs.select_related("release", "endpoint", "judge").order_by("created", "pk"))
+    names = run_names(ordered)
+    for run in ordered:
         where = f"release {run.release.name}" if run.release_id else f"study {run.study_id} (before releases)"
         detail = f"imported file, {run.items} items of {where}"
-        sources[run.pk] = ModelSource(f"import-{run.pk}", "imported", run.pk, run.label, detail)
+        sources[run.pk] = ModelSource(f"import-{run.pk}", "imported", run.pk, names[run.pk], detail)
     for run_id, pair_id, is_correct in results.order_by("evaluation_id", "pk").values_list(
         "evaluation_id", "pair_id", "is_correct"
     ):
@@ -259,10 +265,7 @@ HUMANS_LABEL = "humans (study answers: each item the share of its raters who wer
 def side_choices(runs, labels: dict[int, str]) -> list[tuple[str, str]]:
     """What can stand on either side of a paired comparison on a release: each finished run, then the humans."""
 
-    def kind(run) -> str:
-        return " · description" if run.task == "description" else (" · circular" if run.circular else "")
-
-    return [(str(run.pk), labels[run.pk] + kind(run)) for run in runs] + [(HUMANS, HUMANS_LABEL)]
+    return [(str(run.pk), labels[run.pk]) for run in runs] + [(HUMANS, HUMANS_LABEL)]
 
 
 def side_of(release: Release, choice: str, split: str) -> Side:

@@ -25,7 +25,7 @@ from annotator.models import Release
 from benchmark.description import captioned
 from benchmark.paired import panel_kappa
 from evaluation.models import JudgeVerdict, ModelEvaluation, ModelItemResult
-from evaluation.runs.services import run_labels
+from evaluation.runs.naming import run_names
 from subtlebench.errors import Conflict, Invalid
 from subtlebench.roles import COORDINATOR, REVIEWER, role_required
 
@@ -105,7 +105,7 @@ def release_judge_agreement(release: Release) -> list[dict]:
         .select_related("endpoint", "judge", "job")
         .order_by("created", "pk")
     )
-    labels = run_labels(runs)
+    labels = run_names(runs)
     return [
         {"run": run, "label": labels[run.pk], "judge": run.judge.name if run.judge_id else "", **judge_agreement(run)}
         for run in runs

@@ -10,6 +10,13 @@ from annotator.models import Release
 from benchmark.figure import gap_png, gap_svg
 from benchmark.records import SPLITS
 from benchmark.report import Report, compute_report, report_csv, report_json, report_latex, report_markdown
+from benchmark.strategy_table import (
+    StrategyTable,
+    compute_strategy_table,
+    strategy_table_csv,
+    strategy_table_latex,
+    strategy_table_markdown,
+)
 
 # Each file of the report: its name after the release and split, how it is written, its content type.
 REPORT_FILES = (
@@ -20,6 +27,7 @@ REPORT_FILES = (
     ("gaps.svg", gap_svg, "image/svg+xml"),
     ("gaps.png", gap_png, "image/png"),
 )
+FIGURE_WRITERS = (gap_svg, gap_png)
 
 
 def _item_of(entry) -> str | None:
@@ -40,6 +48,19 @@ def release_report(
     Answers on the release's items of the other split are left out (a model run may cover both splits); an answer
     on an id the release does not hold, or a second answer, is refused with benchmark.report.ReportInputError.
     """
+    items, on_split = _split_items(release, split)
+    return compute_report(
+        release=release.name,
+        release_hash=release.content_sha256,
+        split=split,
+        items=items,
+        humans=on_split(human_answers),
+        models={label: on_split(answers) for label, answers in model_answers.items()},
+    )
+
+
+def _split_items(release: Release, split: str):
+    """The split's items as benchmark.report takes them, and a filter that keeps the answers on them."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     rows = list(
@@ -53,35 +74,75 @@ def release_report(
         # An id the release does not hold stays in, for compute_report to refuse by name.
         return [entry for entry in entries if split_of.get(_item_of(entry), split) == split]
 
-    return compute_report(
+    items = [
+        (item_id, category, domain, cluster)
+        for item_id, item_split, category, domain, cluster in rows
+        if item_split == split
+    ]
+    return items, on_split
+
+
+def release_strategy_table(
+    release: Release,
+    *,
+    model: str,
+    human_answers: Iterable,
+    strategies: Mapping[str, tuple[str, Iterable]],
+    split: str = "test",
+) -> StrategyTable:
+    """One model's strategies on `release`'s `split` beside the humans (benchmark.strategy_table): strategies is
+    {strategy: (run name, [(item_id, is_correct)])}."""
+    items, on_split = _split_items(release, split)
+    return compute_strategy_table(
         release=release.name,
         release_hash=release.content_sha256,
         split=split,
-        items=[
-            (item_id, category, domain, cluster)
-            for item_id, item_split, category, domain, cluster in rows
-            if item_split == split
-        ],
+        model=model,
+        items=items,
         humans=on_split(human_answers),
-        models={label: on_split(answers) for label, answers in model_answers.items()},
+        strategies={strategy: (run, on_split(answers)) for strategy, (run, answers) in strategies.items()},
     )
 
 
-def release_report_files(report: Report) -> list[tuple[str, bytes, str]]:
-    """The report's downloads, (file name, bytes, content type): CSV, JSON, Markdown, LaTeX, the SVG and PNG figure;
-    named like `v1-test-report.csv`. The same report always gives the same bytes."""
+STRATEGY_FILES = (
+    ("csv", strategy_table_csv, "text/csv; charset=utf-8"),
+    ("md", strategy_table_markdown, "text/markdown; charset=utf-8"),
+    ("tex", strategy_table_latex, "application/x-tex; charset=utf-8"),
+)
+
+
+def strategy_file_names(release: Release, split: str, endpoint_id: int) -> list[str]:
+    return [f"{release.name}-{split}-strategies-{endpoint_id}.{ext}" for ext, _, _ in STRATEGY_FILES]
+
+
+def release_report_files(report: Report, *, figure: Report | None = None) -> list[tuple[str, bytes, str]]:
+    """The report's downloads, (file name, bytes, content type): CSV, JSON, Markdown, LaTeX, the SVG and PNG figure
+    (of `figure`, the tables' report by default); named like `v1-test-report.csv`. The same report always gives the
+    same bytes."""
     prefix = f"{report.release}-{report.split}"
-    return [(f"{prefix}-{name}", write(report), content_type) for name, write, content_type in REPORT_FILES]
+    drawn = report if figure is None else figure
+    return [
+        (f"{prefix}-{name}", write(drawn if write in FIGURE_WRITERS else report), content_type)
+        for name, write, content_type in REPORT_FILES
+    ]
 
 
 def release_report_file_names(report: Report) -> list[str]:
     return [f"{report.release}-{report.split}-{name}" for name, _, _ in REPORT_FILES]
 
 
-def release_report_file(report: Report, file_name: str) -> tuple[bytes, str] | None:
-    """One download, (bytes, content type), written alone; None when the report has no file of that name."""
+def release_report_file(report: Report, file_name: str, *, figure: Report | None = None) -> tuple[bytes, str] | None:
+    """One download, (bytes, content type), written alone; None when the report has no file of that name. `figure`:
+    the report the figure draws (the tables' by default)."""
     prefix = f"{report.release}-{report.split}-"
     for name, write, content_type in REPORT_FILES:
         if file_name == prefix + name:
-            return write(report), content_type
+            return write(figure if figure is not None and write in FIGURE_WRITERS else report), content_type
+    return None
+
+
+def strategy_table_file(table: StrategyTable, extension: str) -> tuple[bytes, str] | None:
+    for ext, write, content_type in STRATEGY_FILES:
+        if ext == extension:
+            return write(table), content_type
     return None

@@ -20,8 +20,9 @@ from annotator.synthetic.psychometric import threshold
 from annotator.synthetic.services import sweep_releases
 from benchmark.intervals import Scored, accuracy_interval, micro_mean
 from benchmark.taxonomy import BINARY_CATEGORIES
-from evaluation.models import Assignment, ModelItemResult, Study, StudyItem
+from evaluation.models import Assignment, ModelEvaluation, ModelItemResult, Study, StudyItem
 from evaluation.results.heatmaps import heatmap_png, heatmap_svg
+from evaluation.runs.naming import run_names
 from subtlebench.pages import carried
 from subtlebench.roles import COORDINATOR, role_required
 from subtlebench.spreadsheet_csv import SafeCsvWriter
@@ -48,16 +49,18 @@ def model_series(sweep: Sweep) -> list[Series]:
     """Every model run with an answer to a pair of the sweep, whatever it ran on (failed requests are no answer)."""
     rows = (
         ModelItemResult.objects.filter(pair__sweep_item__sweep=sweep, is_correct__isnull=False)
-        .select_related("evaluation__endpoint")
         .order_by("evaluation_id", "pk")
+        .values_list("evaluation_id", "pair_id", "is_correct")
     )
     series: dict[int, Series] = {}
-    for row in rows.iterator(chunk_size=2000):
-        evaluation = row.evaluation
-        if evaluation.pk not in series:
-            series[evaluation.pk] = Series(label=f"{evaluation.label} (run {evaluation.pk})", kind="model", answers=[])
-            series[evaluation.pk].url = reverse("model-run-detail", args=[evaluation.pk])
-        series[evaluation.pk].answers.append((row.pair_id, "model", bool(row.is_correct)))
+    for run_id, pair_id, is_correct in rows.iterator(chunk_size=2000):
+        if run_id not in series:
+            url = reverse("model-run-detail", args=[run_id])
+            series[run_id] = Series(label="", kind="model", answers=[], url=url)
+        series[run_id].answers.append((pair_id, "model", bool(is_correct)))
+    runs = ModelEvaluation.objects.filter(pk__in=series).select_related("endpoint", "judge")
+    for run_id, name in run_names(runs).items():
+        series[run_id].label = name
     return list(series.values())
 
 

@@ -19,7 +19,8 @@ from evaluation.models import Participant, Study
 from evaluation.results import beside
 from evaluation.results.compare import paired_compare, release_compare, side_choices, side_of
 from evaluation.results.study_summary import study_summary
-from evaluation.runs.services import release_model_runs_section, release_runs, run_labels
+from evaluation.runs.naming import run_names
+from evaluation.runs.services import release_model_runs_section, release_runs
 from evaluation.studies.release_answers import release_studies_section
 from evaluation.studies.reports import chart_bars
 from evaluation.studies.services import open_url
@@ -58,8 +59,8 @@ class CompareForm(forms.Form):
 
     def __init__(self, *args, runs=(), labels=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["run"].choices = [(run.pk, (labels or {}).get(run.pk, run.label)) for run in runs]
-        sides = [("", "—")] + side_choices(runs, {run.pk: (labels or {}).get(run.pk, run.label) for run in runs})
+        self.fields["run"].choices = [(run.pk, (labels or {}).get(run.pk, run.model_name)) for run in runs]
+        sides = [("", "—")] + side_choices(runs, {run.pk: (labels or {}).get(run.pk, run.model_name) for run in runs})
         self.fields["a"].choices = self.fields["b"].choices = sides
 
     def clean(self):
@@ -81,7 +82,7 @@ def model_compare(request):
         )
     release = release or Release.objects.order_by("-number").first()
     chosen_runs = list(release_runs(release)) if release else []
-    labels = run_labels(chosen_runs)
+    labels = run_names(chosen_runs)
     form = CompareForm(request.GET or None, runs=chosen_runs, labels=labels, initial={"release": release})
     if request.GET and not form.is_valid():
         context = {"form": form, "table": None, "release": release}

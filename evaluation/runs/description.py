@@ -303,7 +303,7 @@ def description_results_file(evaluation: ModelEvaluation) -> dict:
     table = accuracy_table(evaluation)
     endpoint, judge = evaluation.endpoint, evaluation.judge
     return free_form_document(
-        model=endpoint.model_id if endpoint else evaluation.label,
+        model=endpoint.model_id if endpoint else evaluation.model_name,
         judge=judge.model_id if judge else "",
         prompt=evaluation.prompt,
         judge_prompt=evaluation.judge_prompt,

@@ -66,6 +66,7 @@ from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.runs import description
 from evaluation.runs.answering import answer_item, item_regions
 from evaluation.runs.extraction import extraction_pass
+from evaluation.runs.naming import run_names
 from evaluation.runs.runsettings import clean_run_settings
 from subtlebench.errors import Invalid, NotFound
 
@@ -883,7 +884,7 @@ def results_file(evaluation: ModelEvaluation) -> dict:
     skipped = summary.get("skipped", [])
     endpoint = evaluation.endpoint
     return results_document(
-        model=endpoint.model_id if endpoint else evaluation.parameters.get("model") or evaluation.label,
+        model=endpoint.model_id if endpoint else evaluation.parameters.get("model") or evaluation.model_name,
         temperature=(evaluation.parameters.get("request") or {}).get("temperature"),
         questions=questions,
         loaded=evaluation.items + len(skipped),
@@ -1068,43 +1069,55 @@ def _imported_result(evaluation, row: ReleaseItem, outcome, entry: dict) -> Mode
 
 
 def release_runs(release: Release):
-    """The finished runs on a release (in the app and imported), oldest first."""
+    """The runs on a release that are not running (in the app and imported), oldest first."""
     return (
         ModelEvaluation.objects.filter(release=release)
         .exclude(job__status__in=(Job.Status.QUEUED, Job.Status.RUNNING))
-        .select_related("endpoint", "job")
+        .select_related("endpoint", "job", "judge")
         .order_by("created", "pk")
     )
 
 
-def run_labels(runs) -> dict[int, str]:
-    """A label per run: the model's name, with the run's number where two runs share a name."""
+def finished_runs(release: Release, split: str):
+    """The runs that finished on `release`'s `split`: their job succeeded (every item answered or failed; a failed,
+    incomplete, cancelled or running run is not a result), on that split, or imported across both splits. Oldest
+    first."""
+    return (
+        release_runs(release)
+        .filter(job__status=Job.Status.SUCCEEDED, split__in=(split, ""))
+        .exclude(ended__in=(ModelEvaluation.Ended.FAILED, ModelEvaluation.Ended.INCOMPLETE))
+    )
+
+
+def report_runs(release: Release, split: str) -> list[ModelEvaluation]:
+    """The multiple-choice runs of the release report of `split`: the finished ones (a description run's judged
+    descriptions are another task, with its own section)."""
+    return [run for run in finished_runs(release, split) if run.task != description.DESCRIPTION]
+
+
+def model_answers_on_release(release: Release, runs=None) -> dict[str, list[tuple[str, bool]]]:
+    """Per run (by default every multiple-choice run on the release that is not running), its answers as (item id,
+    is_correct) keyed by the run's name (evaluation.runs.naming), in the release's order (split, then place in the
+    file). Failed requests are no answer: left out here, counted by `model_failures_on_release`."""
+    if runs is None:
+        runs = [run for run in release_runs(release) if run.task != description.DESCRIPTION]
     runs = list(runs)
-    names = [run.label for run in runs]
-    return {run.pk: run.label if names.count(run.label) == 1 else f"{run.label} (run {run.pk})" for run in runs}
-
-
-def model_answers_on_release(release: Release) -> dict[str, list[tuple[str, bool]]]:
-    """Per finished run on the release, its answers as (item id, is_correct), in the release's order (split,
-    then place in the file). Failed requests are no answer: left out here, counted by `model_failures_on_release`.
-    Multiple-choice runs only: a description run's judged descriptions are another task (its own report section)."""
-    runs = [run for run in release_runs(release) if run.task != description.DESCRIPTION]
-    labels = run_labels(runs)
-    answers: dict[str, list[tuple[str, bool]]] = {labels[run.pk]: [] for run in runs}
+    names = run_names(runs)
+    answers: dict[str, list[tuple[str, bool]]] = {names[run.pk]: [] for run in runs}
     rows = (
         ModelItemResult.objects.filter(evaluation__in=runs, release_item__isnull=False, is_correct__isnull=False)
         .order_by("evaluation_id", "release_item__split", "release_item__position", "pk")
         .values_list("evaluation_id", "release_item__item_id", "is_correct")
     )
     for run_id, identifier, correct in rows:
-        answers[labels[run_id]].append((identifier, correct))
+        answers[names[run_id]].append((identifier, correct))
     return answers
 
 
 def model_failures_on_release(release: Release) -> dict[str, int]:
-    """Per finished multiple-choice run on the release, how many of its requests failed (no answer)."""
+    """Per multiple-choice run on the release that is not running, how many of its requests failed (no answer)."""
     runs = [run for run in release_runs(release) if run.task != description.DESCRIPTION]
-    labels = run_labels(runs)
+    names = run_names(runs)
     failed = dict(
         ModelItemResult.objects.filter(evaluation__in=runs, is_correct__isnull=True)
         .order_by()
@@ -1112,7 +1125,20 @@ def model_failures_on_release(release: Release) -> dict[str, int]:
         .annotate(n=models.Count("pk"))
         .values_list("evaluation_id", "n")
     )
-    return {labels[run.pk]: failed.get(run.pk, 0) for run in runs}
+    return {names[run.pk]: failed.get(run.pk, 0) for run in runs}
+
+
+@transaction.atomic
+def run_label_set(*, user, evaluation: ModelEvaluation, label: str) -> ModelEvaluation:
+    """Give the run a label (blank: none); it leads the run's name everywhere (evaluation.runs.naming)."""
+    check_coordinator(user)
+    label = (label or "").strip()
+    field = ModelEvaluation._meta.get_field("label")
+    if len(label) > field.max_length or "\n" in label or "\r" in label:
+        raise Invalid({"label": [f"A label is one line of at most {field.max_length} characters."]})
+    evaluation.label = label
+    evaluation.save(update_fields=["label"])
+    return evaluation
 
 
 def release_model_runs_section(release: Release) -> list[dict]:
@@ -1120,9 +1146,11 @@ def release_model_runs_section(release: Release) -> list[dict]:
     from django.urls import reverse
 
     runs = list(
-        ModelEvaluation.objects.filter(release=release).select_related("endpoint", "job").order_by("created", "pk")
+        ModelEvaluation.objects.filter(release=release)
+        .select_related("endpoint", "job", "judge")
+        .order_by("created", "pk")
     )
-    labels = run_labels(runs)
+    labels = run_names(runs)
     rows = [
         {
             "label": labels[run.pk],

@@ -14,7 +14,7 @@ from django.db.models import Count
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotator.jobs.services import clean_idempotency_key
 from annotator.llm.endpoints import endpoint_create
@@ -23,11 +23,13 @@ from annotator.models import Category, Domain, Job, ModelEndpoint, Release
 from benchmark.description import JUDGE_SYSTEM, JUDGE_USER
 from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.runs.description import accuracy_rows, accuracy_table
+from evaluation.runs.naming import run_name, run_names
 from evaluation.runs.services import (
     evaluation_start,
     evaluation_summary,
     model_results_import,
     results_file,
+    run_label_set,
 )
 from evaluation.runs.strategies import CHOICES as STRATEGY_CHOICES
 from evaluation.runs.strategies import DEFAULT_STRATEGY, PROMPT_MAX, STRATEGIES
@@ -75,7 +77,7 @@ class EndpointForm(forms.Form):
 
 
 def runs():
-    return ModelEvaluation.objects.select_related("endpoint", "job", "release", "created_by").order_by(
+    return ModelEvaluation.objects.select_related("endpoint", "job", "release", "created_by", "judge").order_by(
         "-created", "-pk"
     )
 
@@ -87,7 +89,11 @@ def model_list(request):
     for endpoint in endpoints:
         endpoint.key_refused = bool(endpoint.api_key_env) and not key_variable_allowed(endpoint.api_key_env)
     default_drafter = any(endpoint.default_drafter for endpoint in endpoints)  # drafting/_settings.html
-    context = {"endpoints": endpoints, "runs": runs()[:RUNS_SHOWN], "default_drafter": default_drafter}
+    shown = list(runs()[:RUNS_SHOWN])
+    names = run_names(shown)
+    for run in shown:
+        run.run_name = names[run.pk]
+    context = {"endpoints": endpoints, "runs": shown, "default_drafter": default_drafter}
     return render(request, "modeleval/list.html", context)
 
 
@@ -119,6 +125,7 @@ def _detail_context(evaluation: ModelEvaluation, shown: str = "unparsable") -> d
     labels = dict(ModelItemResult.Failure.choices)
     return {
         "evaluation": evaluation,
+        "run_name": run_name(evaluation),
         "job": job,
         "summary": summary,
         "categories": sorted(summary["per_category"].items()),  # JSON columns do not keep the order of keys
@@ -141,14 +148,43 @@ def _detail_context(evaluation: ModelEvaluation, shown: str = "unparsable") -> d
 @require_GET
 def model_run_detail(request, run_id: int):
     evaluation = get_object_or_404(
-        ModelEvaluation.objects.select_related("endpoint", "job", "release", "extraction_endpoint"), pk=run_id
+        ModelEvaluation.objects.select_related("endpoint", "job", "release", "extraction_endpoint", "judge"), pk=run_id
     )
     template = "modeleval/run_detail.html"
     if request.headers.get("HX-Request"):
         template += "#run-status"
     shown = request.GET.get("items")
     shown = shown if shown in ITEM_FILTERS else ITEM_FILTERS[0]
-    return render(request, template, _detail_context(evaluation, shown))
+    context = _detail_context(evaluation, shown)
+    if template.endswith(".html"):
+        context["label_form"] = refused_form(request, RunLabelForm, initial={"label": evaluation.label})
+    return render(request, template, context)
+
+
+class RunLabelForm(forms.Form):
+    label = forms.CharField(
+        max_length=NAME_MAX,
+        required=False,
+        validators=[single_line],
+        help_text="Leads the run's name in every table, legend and download; blank: none.",
+    )
+
+
+@role_required(COORDINATOR)
+@require_POST
+def model_run_label(request, run_id: int):
+    """Give the run a label (or take it away): it leads the run's name, the descriptive parts still shown."""
+    evaluation = get_object_or_404(ModelEvaluation, pk=run_id)
+    form = RunLabelForm(request.POST)
+    where = reverse("model-run-detail", args=[evaluation.pk])
+    if not form.is_valid():
+        return redirect_refused_form(request, where, form)
+    try:
+        run_label_set(user=request.user, evaluation=evaluation, label=form.cleaned_data["label"])
+    except Invalid as error:
+        return redirect_refused_form(request, where, form, error)
+    messages.success(request, "Label saved." if evaluation.label else "Label removed.")
+    return redirect(where)
 
 
 def _item_rows(evaluation: ModelEvaluation, shown: str):

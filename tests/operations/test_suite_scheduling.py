@@ -206,7 +206,6 @@ def test_the_torch_unit_takes_whole_units_and_leaves_those_that_wait_on_a_browse
     assert units == {"test_browser.py::test": browser, "test_plain.py::test": plain, TORCH_UNIT: world + alone}
 
 
-
 class FakeItem:
     """What the marking hook reads of a collected test: its fixture names, its parameters, the marks it is given."""
 

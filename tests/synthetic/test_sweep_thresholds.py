@@ -13,6 +13,7 @@ from annotator.models import Release
 from annotator.synthetic.services import sweep_publish
 from evaluation.results.heatmaps import heatmap_png, heatmap_svg
 from evaluation.results.sweeps import sweep_csv, sweep_results
+from evaluation.runs.naming import run_name
 from evaluation.runs.services import evaluation_run, evaluation_start
 from evaluation.studies import participation
 from evaluation.studies import services as studies
@@ -62,7 +63,7 @@ def test_the_heatmap_and_threshold_recover_the_models_acuity(released_sweep):
     assert 16 < found["level"] < 20
     assert 16 <= found["low"] <= found["level"] <= found["high"] <= 20
     text = sweep_csv(results, sweep)
-    assert "acuity (run" in text and ",16,0,6,0.0000," in text and ",20,6,6,1.0000," in text
+    assert run_name(run) + ",model," in text and ",16,0,6,0.0000," in text and ",20,6,6,1.0000," in text
     svg = heatmap_svg(results, sweep.axes).decode()
     assert svg.count("<rect") == 1 + len(LEVELS) and ">100%<" in svg and ">0%<" in svg
     assert heatmap_png(results, sweep.axes).startswith(b"\x89PNG")

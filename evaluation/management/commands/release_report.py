@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotator.releases.services import release_get
 from benchmark.records import SPLITS
 from benchmark.report import ReportInputError
-from evaluation.results.release_report import release_report_of
+from evaluation.results.release_report import release_report_choice
 from evaluation.results.report import release_report_files
 from subtlebench.errors import NotFound
 
@@ -25,13 +25,13 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         try:
             release = release_get(options["release"])
-            report = release_report_of(release, split=options["split"])
+            choice = release_report_choice(release, split=options["split"])
         except (NotFound, ReportInputError) as error:
             raise CommandError(str(error)) from error
         out = Path(options["out"])
         try:
             out.mkdir(parents=True, exist_ok=True)
-            for name, content, _ in release_report_files(report):
+            for name, content, _ in release_report_files(choice.report, figure=choice.figure):
                 (out / name).write_bytes(content)
                 self.stdout.write(f"{out / name}  {len(content)} bytes")
         except OSError as error:

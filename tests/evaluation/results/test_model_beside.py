@@ -98,12 +98,17 @@ def world():
     return {"pairs": pairs, "study": study, "endpoint": a}
 
 
+# A run's name is what it is (evaluation.runs.naming): these runs stored no prompt and the default settings.
+MODEL_A = "model-a · standard · multiple choice"
+GPT_FILE = "gpt-file · standard · multiple choice"
+
+
 def by_name(models: list[dict], name: str) -> dict:
     return next(m for m in models if m["name"] == name)
 
 
 def test_it_reports_each_models_accuracy_per_category_and_domain_beside_the_humans_on_the_same_items(world):
-    model = by_name(study_summary(world["study"])["models"], "model-a")
+    model = by_name(study_summary(world["study"])["models"], MODEL_A)
     assert model["kind"] == "app"
     temporal, state = model["categories"]["temporal"], model["categories"]["state"]
     # Every item it answered: t1 t2 t3 (2 of 3); state s1 s3 (0 of 2: the failed s2 is not counted as wrong).
@@ -136,17 +141,17 @@ def test_it_reports_each_models_accuracy_per_category_and_domain_beside_the_huma
 
 def test_imported_and_app_runs_stand_side_by_side_and_the_paper_table_gets_a_row_per_model(world):
     results = study_summary(world["study"])
-    assert sorted((m["kind"], m["name"]) for m in results["models"]) == [("app", "model-a"), ("imported", "gpt-file")]
-    imported = by_name(results["models"], "gpt-file")
+    assert sorted((m["kind"], m["name"]) for m in results["models"]) == [("app", MODEL_A), ("imported", GPT_FILE)]
+    imported = by_name(results["models"], GPT_FILE)
     assert (imported["categories"]["temporal"]["model_all"]["correct"], imported["matched"]) == (3, 6)
     assert imported["categories"]["state"]["model"]["n"] == 3  # s1 s2 s3 all have human answers
     rows = {row["label"]: row for row in results["paper_table"]["rows"]}
     columns = results["paper_table"]["columns"]
-    assert rows["model-a"]["cells"][columns.index("TM")] == pytest.approx(2 / 3)
-    assert rows["model-a"]["cells"][columns.index("ST")] == 0
-    assert rows["model-a"]["cells"][columns.index("AT")] is None
-    assert rows["model-a"]["avg"] == pytest.approx(1 / 3)
-    assert rows["gpt-file (imported)"]["avg"] == pytest.approx(0.5)
+    assert rows[MODEL_A]["cells"][columns.index("TM")] == pytest.approx(2 / 3)
+    assert rows[MODEL_A]["cells"][columns.index("ST")] == 0
+    assert rows[MODEL_A]["cells"][columns.index("AT")] is None
+    assert rows[MODEL_A]["avg"] == pytest.approx(1 / 3)
+    assert rows[f"{GPT_FILE} (imported)"]["avg"] == pytest.approx(0.5)
 
 
 def test_the_study_dashboard_shows_the_model_rows(world, client_for, coordinator):
@@ -154,7 +159,7 @@ def test_the_study_dashboard_shows_the_model_rows(world, client_for, coordinator
     html = page.content.decode()
     assert page.status_code == 200
     table = html[html.index('id="paper-table"') : html.index("</table>", html.index('id="paper-table"'))]
-    assert "<td>model-a</td>" in table and "<td>gpt-file (imported)</td>" in table
+    assert f"<td>{MODEL_A}</td>" in table and f"<td>{GPT_FILE} (imported)</td>" in table
     assert "66.7" in table  # model-a temporal
     beside = html[html.index('id="models-beside"') :]
     low, high = figure({"t1": Fraction(0), "t2": Fraction(1), "t3": Fraction(1)}, world["pairs"])
@@ -164,7 +169,7 @@ def test_the_study_dashboard_shows_the_model_rows(world, client_for, coordinator
 
 def test_the_models_page_matches_runs_to_the_humans_by_pair_across_studies(world, client_for, coordinator):
     overview = models_overview()
-    model = by_name(overview["models"], "model-a")
+    model = by_name(overview["models"], MODEL_A)
     assert (model["matched"], model["same_items"]) == (5, 4)
     assert model["categories"]["state"]["human"]["n"] == 4
     page = client_for(coordinator).get("/studies/models/", {"study": world["study"].pk})
@@ -247,7 +252,7 @@ def test_each_pair_carries_models_correct_k_of_n_over_the_latest_answer_per_endp
 
 def test_a_pair_whose_requests_failed_in_two_runs_is_one_failed_pair(world):
     record(make_run(world["endpoint"]), world["pairs"]["s2"], None)  # s2 failed again, in a later run
-    model = by_name(study_summary(world["study"])["models"], "model-a")
+    model = by_name(study_summary(world["study"])["models"], MODEL_A)
     assert (model["matched"], model["failed"]) == (5, 1)
 
 

@@ -88,7 +88,7 @@ def test_the_model_pages_show_models_beside_the_humans(page, live_server):
     shot(page, "review-k-of-n")
 
     page.goto(f"/studies/{study.pk}/")
-    expect(page.locator("#paper-table")).to_contain_text("gpt-4o (imported)")
+    expect(page.locator("#paper-table")).to_contain_text("gpt-4o · standard · multiple choice (imported)")
     expect(page.locator("#paper-table")).to_contain_text("qwen2.5-vl-7b")
     page.locator("#models-beside").scroll_into_view_if_needed()
     shot(page, "study-dashboard")

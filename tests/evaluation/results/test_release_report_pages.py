@@ -23,6 +23,7 @@ from devtools.localservices import BASE_DIR
 from evaluation.models import ModelEvaluation, Study
 from evaluation.results.release_report import release_report_of
 from evaluation.results.report import release_report_files
+from evaluation.runs.naming import run_name
 from tests.conftest import built_once, database_url
 from tests.database_template import create_empty_database, drop_database
 from tests.demo_fixtures import cached_demo_videos
@@ -80,7 +81,7 @@ def test_the_demo_release_has_a_study_and_a_model_run_and_its_report_the_same_by
     document = json.loads(files["v1-test-report.json"])
     assert document["release"] == "v1" and document["release_hash"] == demo.content_sha256
     assert document["humans"]["micro"]["answers"] == study.items.scored().count() * study.raters_per_item
-    assert [row["label"] for row in document["models"]] == [run.label]
+    assert [row["label"] for row in document["models"]] == [run_name(run)]
     assert document["models"][0]["micro"]["items"] == demo.items.filter(split="test").count()
 
     dump = tmp_path / "dump.json"

@@ -13,6 +13,7 @@ from annotator.models import Category, Pair
 from benchmark.protocol import Item, shuffle_options
 from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.results.compare import release_compare
+from evaluation.runs.naming import run_name
 from evaluation.runs.services import (
     evaluation_run,
     evaluation_start,
@@ -110,13 +111,13 @@ def test_a_run_on_a_release_stores_one_result_per_item_of_its_split_as_released(
         assert results[item.pk].correct_letter == shown.correct_letter
     attribute = items[pairs["attribute"].pk]
     assert model_answers_on_release(release) == {
-        "tiny": [
+        run_name(evaluation): [
             (items[pairs["kept"].pk].item_id, True),
             (items[pairs["swapped"].pk].item_id, False),
             (attribute.item_id, results[attribute.pk].is_correct),
         ]
     }
-    assert model_failures_on_release(release) == {"tiny": 0}
+    assert model_failures_on_release(release) == {run_name(evaluation): 0}
 
 
 def results_content(entries) -> bytes:
@@ -144,7 +145,7 @@ def test_an_imported_file_is_matched_by_the_releases_item_ids_and_unknown_ids_ar
     assert rows == {kept.pk: (True, "B", pairs["kept"].pk), swapped.pk: (False, "A", pairs["swapped"].pk)}
     assert ModelItemResult.objects.filter(question_id__contains="nowhere").count() == 0
     assert (evaluation.items, evaluation.answered, evaluation.correct) == (2, 2, 1)
-    assert model_answers_on_release(release)["gpt-x"] == [(kept.item_id, True), (swapped.item_id, False)]
+    assert model_answers_on_release(release)[run_name(evaluation)] == [(kept.item_id, True), (swapped.item_id, False)]
     # Its results file names the release's items with their released questions.
     document = results_file(evaluation)
     assert [q["question_id"] for q in document["questions"]] == [kept.item_id, swapped.item_id]
@@ -198,9 +199,10 @@ def test_the_comparison_counts_only_items_every_chosen_run_answered(world, coord
     table = release_compare(release=release)
     assert table["common"] == 1
     by_label = {row["label"]: row for row in table["runs"]}
-    assert by_label["gpt-x"]["micro"] == {"correct": 1, "n": 1, "accuracy": 1.0}
+    assert by_label[run_name(imported)]["micro"] == {"correct": 1, "n": 1, "accuracy": 1.0}
     app_right = app.results.get(release_item=attribute).is_correct
-    assert by_label["tiny"]["micro"]["correct"] == int(app_right) and by_label["tiny"]["own"]["n"] == 3
+    tiny = by_label[run_name(app)]
+    assert tiny["micro"]["correct"] == int(app_right) and tiny["own"]["n"] == 3
     alone = release_compare(release=release, run_ids=[app.pk])
     assert alone["common"] == 3 and [row["run"].pk for row in alone["runs"]] == [app.pk]
     assert imported.pk not in [row["run"].pk for row in alone["runs"]]
