@@ -348,6 +348,7 @@ SPECTACULAR_SETTINGS = {
         "ReviewStatusEnum": "api.schema_enums.REVIEW_STATUS",
         "JobStatusEnum": "api.schema_enums.JOB_STATUS",
         "FrameEnum": "api.schema_enums.FRAME",
+        "ReasoningEffortEnum": "api.schema_enums.REASONING_EFFORT",
     },
 }
 

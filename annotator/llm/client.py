@@ -175,6 +175,7 @@ def redact(text: str, *keys: str) -> str:
         if secret and len(secret) >= SECRET_MIN:
             variants.add(secret)
             variants.add(json.dumps(secret)[1:-1])
+            variants.add(json.dumps(secret)[1:-1].replace("/", "\\/"))
     for secret in sorted(variants, key=len, reverse=True):  # a longer secret first: it may hold a shorter one
         text = text.replace(secret, REDACTED)
     return text
