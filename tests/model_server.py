@@ -117,6 +117,7 @@ class ModelServer:
         self.mode = ""
         self.trickle_seconds = 2.0
         self.huge_bytes = 64 * 1024 * 1024
+        self.huge_chunked = False  # the huge reply without a Content-Length (chunked): only reading finds its size
         self.reasoning = "Comparing the two images: the mug is red in the second."
         self.reasoning_tokens = 40
         self.served = [model]
@@ -201,15 +202,24 @@ class ModelServer:
                 padding = max(0, server.huge_bytes - len(head) - len(tail))
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(head) + padding + len(tail)))
+                if server.huge_chunked:
+                    self.send_header("Transfer-Encoding", "chunked")
+                else:
+                    self.send_header("Content-Length", str(len(head) + padding + len(tail)))
                 self.end_headers()
                 chunk = b"x" * 65536
+
+                def write(data: bytes) -> None:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if server.huge_chunked else data)
+
                 try:
-                    self.wfile.write(head)
+                    write(head)
                     while padding > 0:
-                        self.wfile.write(chunk[: min(padding, len(chunk))])
+                        write(chunk[: min(padding, len(chunk))])
                         padding -= len(chunk)
-                    self.wfile.write(tail)
+                    write(tail)
+                    if server.huge_chunked:
+                        self.wfile.write(b"0\r\n\r\n")
                 except OSError:  # the client stopped reading: what it should do
                     self.close_connection = True
 
@@ -406,6 +416,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="A fake OpenAI-compatible model server on loopback.")
     parser.add_argument("--mode", default="", choices=["", "500", "html", "trickle", "reasoning", "echo-key", "huge"])
     parser.add_argument("--huge-bytes", type=int, default=64 * 1024 * 1024)
+    parser.add_argument("--chunked", action="store_true", help="the huge reply without a Content-Length")
     parser.add_argument("--port", type=int, default=0, help="0: a free port")
     parser.add_argument("--model", default="tiny-vlm")
     parser.add_argument("--trickle-seconds", type=float, default=2.0)
@@ -413,6 +424,7 @@ def main() -> None:
     args = parser.parse_args()
     server = ModelServer(model=args.model, latency=args.latency)
     server.mode, server.trickle_seconds, server.huge_bytes = args.mode, args.trickle_seconds, args.huge_bytes
+    server.huge_chunked = args.chunked
     if args.port:
         server.httpd.server_close()
         server.port = args.port
