@@ -78,19 +78,17 @@ class ProfileSerializer(serializers.Serializer):
         allow_blank=True,
         default=None,
     )
-    price_prompt = serializers.DecimalField(
-        max_digits=12,
-        decimal_places=6,
+    price_prompt = serializers.FloatField(
         min_value=0,
+        max_value=1e6,
         required=False,
         allow_null=True,
         default=None,
         help_text="Per million prompt tokens: a run's cost.",
     )
-    price_completion = serializers.DecimalField(
-        max_digits=12,
-        decimal_places=6,
+    price_completion = serializers.FloatField(
         min_value=0,
+        max_value=1e6,
         required=False,
         allow_null=True,
         default=None,

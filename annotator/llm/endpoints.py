@@ -4,6 +4,7 @@ Drafting (annotator.drafting) and evaluation runs (evaluation.runs) both ask end
 
 from __future__ import annotations
 
+from decimal import Decimal
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -164,8 +165,10 @@ def apply_profile(endpoint: ModelEndpoint, *, request_preset: str | None = None,
             raise Invalid({"image_detail": ["Empty (not sent), low, high or auto."]})
         if name == "extra_body":
             value = clean_extra_body(value)
-        if name in ("price_prompt", "price_completion") and value is not None and value < 0:
-            raise Invalid({name: ["A price is not negative."]})
+        if name in ("price_prompt", "price_completion") and value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)) or not 0 <= value < 10**6:
+                raise Invalid({name: ["A price per million tokens: a number from 0, under 1000000."]})
+            value = Decimal(str(value)).quantize(Decimal("0.000001"))
         setattr(endpoint, name, value)
 
 

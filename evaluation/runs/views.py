@@ -81,7 +81,9 @@ EFFORT_CHOICES = [("", "not sent"), *((effort, effort) for effort in EFFORTS)]
 class ProfileForm(forms.Form):
     """An endpoint's request profile: a preset, and any field in its place (blank: the preset's)."""
 
-    request_preset = forms.ChoiceField(choices=PRESET_CHOICES, initial=DEFAULT_PRESET, label="Request profile")
+    request_preset = forms.ChoiceField(
+        choices=PRESET_CHOICES, initial=DEFAULT_PRESET, required=False, label="Request profile"
+    )
     token_field = forms.ChoiceField(
         choices=[
             ("", "the preset's"),
@@ -126,7 +128,7 @@ class ProfileForm(forms.Form):
         yes_no = {"": None, "yes": True, "no": False}
         blank_none = {"": None, "none": ""}
         return {
-            "request_preset": data["request_preset"],
+            "request_preset": data["request_preset"] or None,
             "token_field": blank_none.get(data["token_field"], data["token_field"]),
             "sends_temperature": yes_no[data["temperature"] or ""],
             "takes_effort": yes_no[data["effort"] or ""],
