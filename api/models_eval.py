@@ -15,7 +15,8 @@ from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
 from annotator.jobs.services import clean_idempotency_key
-from annotator.llm.endpoints import endpoint_create
+from annotator.llm.endpoints import endpoint_create, endpoint_profile_update
+from annotator.llm.profiles import DEFAULT_PRESET, EFFORTS, EXTRA_FIELDS, PRESET_CHOICES
 from annotator.models import Category, Domain, Job, ModelEndpoint, Release
 from api.datamanager import FilterField
 from api.errors import error_responses
@@ -31,8 +32,72 @@ from evaluation.runs.strategies import PROMPT_MAX
 from subtlebench.roles import COORDINATOR, HasRole
 from subtlebench.text import NAME_MAX
 
+EFFORT_CHOICES = [(effort, effort) for effort in EFFORTS]
+PROFILE_FIELDS = (
+    "request_preset",
+    "token_field",
+    "sends_temperature",
+    "takes_effort",
+    "extra_body",
+    "image_detail",
+    "price_prompt",
+    "price_completion",
+)
 
-class EndpointSerializer(serializers.Serializer):
+
+class ProfileSerializer(serializers.Serializer):
+    """An endpoint's request profile (docs/guides/models.md#request-profiles): a preset, then any field given in
+    its place (left out or null: the preset's)."""
+
+    request_preset = serializers.ChoiceField(
+        PRESET_CHOICES, default=DEFAULT_PRESET, help_text="Fills every field below; a field given replaces it."
+    )
+    token_field = serializers.ChoiceField(
+        [("max_tokens", "max_tokens"), ("max_completion_tokens", "max_completion_tokens"), ("", "none")],
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
+        help_text="The body field of the token limit; empty: none is sent.",
+    )
+    sends_temperature = serializers.BooleanField(
+        required=False, allow_null=True, default=None, help_text="False: only its default temperature (none sent)."
+    )
+    takes_effort = serializers.BooleanField(
+        required=False, allow_null=True, default=None, help_text="Takes a reasoning effort (a reasoning model)."
+    )
+    extra_body = serializers.DictField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Extra body fields, each from: " + ", ".join(EXTRA_FIELDS) + ".",
+    )
+    image_detail = serializers.ChoiceField(
+        [("", "not sent"), ("low", "low"), ("high", "high"), ("auto", "auto")],
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
+    )
+    price_prompt = serializers.FloatField(
+        min_value=0,
+        max_value=1e6,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Per million prompt tokens: a run's cost.",
+    )
+    price_completion = serializers.FloatField(
+        min_value=0,
+        max_value=1e6,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Per million completion tokens (reasoning included).",
+    )
+
+
+class EndpointSerializer(ProfileSerializer):
     id = serializers.IntegerField(read_only=True)
     name = free_text(NAME_MAX, lines="single")
     base_url = free_text(500, lines="single", help_text="OpenAI-compatible base URL, e.g. http://gpu-host:8000/v1")
@@ -67,6 +132,12 @@ class EndpointSerializer(serializers.Serializer):
 
     def get_has_stored_key(self, endpoint) -> bool:
         return bool(endpoint.api_key_encrypted)
+
+    def to_representation(self, endpoint):
+        shown = super().to_representation(endpoint)
+        shown["token_field"] = endpoint.token_field  # "" is "none": no limit is sent
+        shown["image_detail"] = endpoint.image_detail
+        return shown
 
 
 class PairFilterSerializer(serializers.Serializer):
@@ -116,7 +187,21 @@ class RunCreateSerializer(serializers.Serializer):
     temperature = serializers.FloatField(
         min_value=0, max_value=2, required=False, allow_null=True, default=None, help_text="Default: 0.5."
     )
-    max_tokens = whole_number(low=0, high=65536, required=False, allow_null=True, default=None)
+    max_tokens = whole_number(
+        low=0,
+        high=65536,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The token limit, sent in the field the endpoint's profile names (0: not sent).",
+    )
+    effort = serializers.ChoiceField(
+        EFFORT_CHOICES, required=False, allow_null=True, default=None, help_text="A reasoning model's effort."
+    )
+    extraction_max_tokens = whole_number(low=0, high=65536, required=False, allow_null=True, default=None)
+    extraction_effort = serializers.ChoiceField(EFFORT_CHOICES, required=False, allow_null=True, default=None)
+    judge_max_tokens = whole_number(low=0, high=65536, required=False, allow_null=True, default=None)
+    judge_effort = serializers.ChoiceField(EFFORT_CHOICES, required=False, allow_null=True, default=None)
     extraction_endpoint = ObjectIdField(
         queryset=ModelEndpoint.objects.all(),
         required=False,
@@ -165,6 +250,11 @@ class RunSerializer(serializers.Serializer):
     strategy = serializers.CharField()
     temperature = serializers.FloatField(source="parameters.request.temperature", default=None, allow_null=True)
     max_tokens = serializers.IntegerField(source="parameters.request.max_tokens", default=None, allow_null=True)
+    effort = serializers.CharField(source="parameters.request.reasoning_effort", default=None, allow_null=True)
+    request_settings = serializers.SerializerMethodField(
+        help_text="The stored request settings of the model, the judge and the extractor (temperature, max_tokens, "
+        "reasoning_effort), and the model's request profile as the run was created."
+    )
     prompt = serializers.DictField(child=serializers.CharField(), help_text="The texts the run sends, as run.")
     extraction_endpoint = serializers.CharField(source="extraction_endpoint.name", default=None, allow_null=True)
     job_id = serializers.IntegerField()
@@ -206,6 +296,11 @@ class RunSerializer(serializers.Serializer):
     def get_summary(self, evaluation) -> dict:
         return evaluation_summary(evaluation)
 
+    def get_request_settings(self, evaluation) -> dict:
+        stored = evaluation.parameters or {}
+        keys = ("request", "judge_request", "extraction_request", "profile")
+        return {key: stored[key] for key in keys if key in stored}
+
     def get_intervals(self, evaluation) -> dict:
         return accuracy_table(evaluation)
 
@@ -242,6 +337,19 @@ def endpoint_create_api(request):
     return Response(EndpointSerializer(endpoint).data, status=status.HTTP_201_CREATED)
 
 
+@extend_schema(request=ProfileSerializer, responses={200: EndpointSerializer, **error_responses(400, 403, 404)})
+@api_view(["POST"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def endpoint_profile_api(request, endpoint_id: int):
+    """Set an endpoint's request profile: a preset, then any field given in its place. Runs created later are
+    checked against it; a paused run uses it when it resumes."""
+    endpoint = get_object_or_404(ModelEndpoint, pk=endpoint_id)
+    data = ProfileSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    endpoint = endpoint_profile_update(user=request.user, endpoint=endpoint, **data.validated_data)
+    return Response(EndpointSerializer(endpoint).data)
+
+
 @extend_schema(
     request=RunCreateSerializer,
     parameters=[IDEMPOTENCY_KEY],
@@ -260,7 +368,19 @@ def run_create(request):
     release = fields.pop("release")
     pair_filter = dict(fields.pop("filter") or {}) or dict(fields.pop("pair_filter") or {})
     options = {"seed": fields["seed"], "idempotency_key": clean_idempotency_key(request.headers.get("Idempotency-Key"))}
-    for name in ("strategy", "prompt", "temperature", "max_tokens", "extraction_endpoint", "extraction_prompt"):
+    for name in (
+        "strategy",
+        "prompt",
+        "temperature",
+        "max_tokens",
+        "effort",
+        "extraction_endpoint",
+        "extraction_prompt",
+        "extraction_max_tokens",
+        "extraction_effort",
+        "judge_max_tokens",
+        "judge_effort",
+    ):
         options[name] = fields[name]
     options.update(
         task=fields["task"],

@@ -97,6 +97,7 @@ urlpatterns = [
     path("exports/<int:job_id>/", exports.export_detail_api, name="api-export-detail"),
     path("models/", models_eval.endpoint_list, name="api-model-list"),
     path("models/create/", models_eval.endpoint_create_api, name="api-model-create"),
+    path("models/<int:endpoint_id>/profile/", models_eval.endpoint_profile_api, name="api-model-profile"),
     path("models/runs/create/", models_eval.run_create, name="api-model-run-create"),
     path("models/runs/<int:run_id>/", models_eval.run_detail, name="api-model-run-detail"),
     path("models/runs/<int:run_id>/results/", models_eval.run_results, name="api-model-run-results"),

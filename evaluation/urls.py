@@ -16,6 +16,7 @@ urlpatterns = [
     # Model runs
     path("models/", runs.model_list, name="model-list"),
     path("models/endpoints/new/", runs.model_endpoint_new, name="model-endpoint-new"),
+    path("models/endpoints/<int:endpoint_id>/profile/", runs.model_endpoint_profile, name="model-endpoint-profile"),
     path("models/runs/new/", runs.model_run_new, name="model-run-new"),
     path("models/runs/<int:run_id>/", runs.model_run_detail, name="model-run-detail"),
     path("models/runs/<int:run_id>/results/", runs.model_run_results, name="model-run-results"),

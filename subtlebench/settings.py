@@ -348,6 +348,7 @@ SPECTACULAR_SETTINGS = {
         "ReviewStatusEnum": "api.schema_enums.REVIEW_STATUS",
         "JobStatusEnum": "api.schema_enums.JOB_STATUS",
         "FrameEnum": "api.schema_enums.FRAME",
+        "ReasoningEffortEnum": "api.schema_enums.REASONING_EFFORT",
     },
 }
 
@@ -496,6 +497,9 @@ MODEL_EVAL_BACKOFF_MAX_SECONDS = envfloat("MODEL_EVAL_BACKOFF_MAX_SECONDS", "30"
 MODEL_EVAL_TEMPERATURE = envfloat("MODEL_EVAL_TEMPERATURE", "0.5")
 MODEL_EVAL_MAX_TOKENS = envint("MODEL_EVAL_MAX_TOKENS", "1024")
 MODEL_EVAL_PROMPT_FILE = os.getenv("MODEL_EVAL_PROMPT_FILE", "")
+# The most bytes of one reply read from a model endpoint (any request: test, run, judge, extraction, drafting); a
+# larger reply fails as "reply too large" and is not read further, so a process holds at most this much of it.
+MODEL_REPLY_MAX_BYTES = max(1024, envint("MODEL_REPLY_MAX_BYTES", str(8 * 1024 * 1024)))
 # --- Models that draft (issue 28): the workbench's drafts and background answers wait this long at most for a model;
 # the drafting prompt's texts may come from a file.
 MODEL_DRAFT_TIMEOUT_SECONDS = envint("MODEL_DRAFT_TIMEOUT_SECONDS", "60")
@@ -508,6 +512,9 @@ MODEL_DRAFT_PROMPT_FILE = os.getenv("MODEL_DRAFT_PROMPT_FILE", "")
 # MODEL_EVAL_FAILED_SHARE of its items failed. A running run reads its cancel flag every
 # MODEL_EVAL_CANCEL_CHECK_SECONDS.
 MODEL_EVAL_PAUSE_AFTER_FAILURES = envint("MODEL_EVAL_PAUSE_AFTER_FAILURES", "8")
+# A run also pauses after this many requests in a row are refused (HTTP 4xx) for the same reason: a refusal of the
+# request's shape (a field the endpoint does not take) repeats for every item.
+MODEL_EVAL_PAUSE_AFTER_REFUSALS = max(1, envint("MODEL_EVAL_PAUSE_AFTER_REFUSALS", "3"))
 MODEL_EVAL_PAUSE_SECONDS = envfloat("MODEL_EVAL_PAUSE_SECONDS", "60")
 MODEL_EVAL_PAUSE_MAX_SECONDS = envfloat("MODEL_EVAL_PAUSE_MAX_SECONDS", str(6 * 3600))
 MODEL_EVAL_ITEM_TRIES = max(1, envint("MODEL_EVAL_ITEM_TRIES", "3"))

@@ -5,7 +5,11 @@ letters or order): `policy(question, options)` returns the option text to answer
 letter. It can be told to fail per question: `faults[question] = "timeout" | "429" | "500" | "malformed" |
 "429-once" | ...` ("malformed": a reply without a letter, to requests with images; a text-only request, such as
 an LLM extraction's, is answered by the policy), or as a whole with `mode`: "500" (every request, /models too),
-"html" (an HTML page with 200 for every request), "trickle" (chat answers sent one byte every `trickle_seconds`).
+"html" (an HTML page with 200 for every request), "trickle" (chat answers sent one byte every `trickle_seconds`),
+"reasoning" (the rules OpenAI's reasoning models enforce: HTTP 400 with OpenAI's error body for `max_tokens` and for
+a temperature other than 1; answers carry `reasoning_content` and `usage.completion_tokens_details.reasoning_tokens`),
+"echo-key" (every chat answer quotes the Authorization header it got, in its content and its reasoning), "huge" (every
+chat answer is a valid completion of `huge_bytes` bytes, written in chunks: the server never holds it whole).
 `stop()` then `restart()` takes it down and brings it back on the same port; `served` is what /models lists (a
 model id not in it is refused with 404, as vLLM does). It records every request it got (`requests`, thread-safe),
 and decodes the images it got (`Seen.decoded()`: Pillow images, to check what a strategy sent). A request without
@@ -112,6 +116,10 @@ class ModelServer:
         self.drop_chat = False
         self.mode = ""
         self.trickle_seconds = 2.0
+        self.huge_bytes = 64 * 1024 * 1024
+        self.huge_chunked = False  # the huge reply without a Content-Length (chunked): only reading finds its size
+        self.reasoning = "Comparing the two images: the mug is red in the second."
+        self.reasoning_tokens = 40
         self.served = [model]
         self.description = "In the second image the object moved to the left."
         self.port = 0
@@ -166,6 +174,55 @@ class ModelServer:
                     return True
                 return False
 
+            def _refuse_reasoning(self, body: dict) -> bool:
+                """A reasoning model's refusals, in OpenAI's words: True when it refused."""
+                if "max_tokens" in body:
+                    message = (
+                        "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                        "'max_completion_tokens' instead."
+                    )
+                    param = "max_tokens"
+                elif "temperature" in body and body["temperature"] != 1:
+                    message = (
+                        f"Unsupported value: 'temperature' does not support {body['temperature']} with this model. "
+                        "Only the default (1) value is supported."
+                    )
+                    param = "temperature"
+                else:
+                    return False
+                error = {"message": message, "type": "invalid_request_error", "param": param, "code": "unsupported"}
+                self._send(400, {"error": error})
+                return True
+
+            def _huge(self):
+                """A completion of `huge_bytes` bytes, its content padding written a chunk at a time."""
+                head = b'{"id": "chatcmpl-huge", "object": "chat.completion", "choices": [{"index": 0, "message": '
+                head += b'{"role": "assistant", "content": "'
+                tail = b'A"}}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}'
+                padding = max(0, server.huge_bytes - len(head) - len(tail))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                if server.huge_chunked:
+                    self.send_header("Transfer-Encoding", "chunked")
+                else:
+                    self.send_header("Content-Length", str(len(head) + padding + len(tail)))
+                self.end_headers()
+                chunk = b"x" * 65536
+
+                def write(data: bytes) -> None:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if server.huge_chunked else data)
+
+                try:
+                    write(head)
+                    while padding > 0:
+                        write(chunk[: min(padding, len(chunk))])
+                        padding -= len(chunk)
+                    write(tail)
+                    if server.huge_chunked:
+                        self.wfile.write(b"0\r\n\r\n")
+                except OSError:  # the client stopped reading: what it should do
+                    self.close_connection = True
+
             def _trickle(self, payload: dict):
                 body = json.dumps(payload).encode()
                 self.send_response(200)
@@ -207,6 +264,11 @@ class ModelServer:
                 if server.drop_chat:  # up for GET /models, but every chat request's connection is dropped
                     self.close_connection = True
                     return
+                if server.mode == "reasoning" and self._refuse_reasoning(body):
+                    return
+                if server.mode == "huge":
+                    self._huge()
+                    return
                 if body.get("model") != server.model:
                     message = f"The model `{body.get('model')}` does not exist."
                     self._send(404, {"error": {"message": message, "type": "NotFoundError", "code": 404}})
@@ -245,12 +307,20 @@ class ModelServer:
                     letter = chr(65 + seen.options.index(chosen))
                     content = f"### Reasoning\nThe second image differs.\n\n### Answer\n{letter}"
                 usage = {"prompt_tokens": 100 + len(seen.text) // 4, "completion_tokens": 12}
+                message = {"role": "assistant", "content": content}
+                if server.mode == "reasoning":
+                    message["reasoning_content"] = server.reasoning
+                    usage["completion_tokens"] += server.reasoning_tokens
+                    usage["completion_tokens_details"] = {"reasoning_tokens": server.reasoning_tokens}
+                if server.mode == "echo-key":
+                    message["content"] = f"You sent {seen.authorization}.\n{content}"
+                    message["reasoning_content"] = f"The header was {seen.authorization}"
                 usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
                 payload = {
                     "id": "chatcmpl-test",
                     "object": "chat.completion",
                     "model": server.model,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+                    "choices": [{"index": 0, "message": message}],
                     "usage": usage,
                 }
                 if server.mode == "trickle":
@@ -344,14 +414,17 @@ def main() -> None:
     import sys
 
     parser = argparse.ArgumentParser(description="A fake OpenAI-compatible model server on loopback.")
-    parser.add_argument("--mode", default="", choices=["", "500", "html", "trickle"])
+    parser.add_argument("--mode", default="", choices=["", "500", "html", "trickle", "reasoning", "echo-key", "huge"])
+    parser.add_argument("--huge-bytes", type=int, default=64 * 1024 * 1024)
+    parser.add_argument("--chunked", action="store_true", help="the huge reply without a Content-Length")
     parser.add_argument("--port", type=int, default=0, help="0: a free port")
     parser.add_argument("--model", default="tiny-vlm")
     parser.add_argument("--trickle-seconds", type=float, default=2.0)
     parser.add_argument("--latency", type=float, default=0.0)
     args = parser.parse_args()
     server = ModelServer(model=args.model, latency=args.latency)
-    server.mode, server.trickle_seconds = args.mode, args.trickle_seconds
+    server.mode, server.trickle_seconds, server.huge_bytes = args.mode, args.trickle_seconds, args.huge_bytes
+    server.huge_chunked = args.chunked
     if args.port:
         server.httpd.server_close()
         server.port = args.port

@@ -16,8 +16,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import default_storage
 from django.db import transaction
 
-from annotator.llm.client import ChatClient, RequestFailed, scrub
-from annotator.llm.endpoints import EndpointUnusable, endpoint_api_key, request_parameters
+from annotator.llm.client import ChatClient, RequestFailed, redact
+from annotator.llm.endpoints import EndpointUnusable, endpoint_api_key, endpoint_client, request_parameters
 from annotator.llm.protocol import configured_prompt
 from annotator.models import Category, ModelDraft, ModelEndpoint, Video
 from annotator.picking.drafted import background_answerers, drafters
@@ -88,8 +88,7 @@ def _client(endpoint: ModelEndpoint) -> ChatClient:
         key = endpoint_api_key(endpoint)
     except EndpointUnusable as failed:
         raise Unavailable(f"{endpoint.name}: {failed}") from None
-    timeout = min(endpoint.timeout_s, settings.MODEL_DRAFT_TIMEOUT_SECONDS)
-    return ChatClient(base_url=endpoint.base_url, model_id=endpoint.model_id, api_key=key, timeout=timeout)
+    return endpoint_client(endpoint, key, timeout=min(endpoint.timeout_s, settings.MODEL_DRAFT_TIMEOUT_SECONDS))
 
 
 def _drafter(endpoint_id: int | None) -> ModelEndpoint:
@@ -137,12 +136,12 @@ def model_draft_request(*, user, video: Video, category: str, index_a, index_b, 
     except RequestFailed as failed:
         draft.failure = f"{endpoint.name}: {failed.message}"
     else:
-        draft.response_text = scrub(reply.text, client.api_key)[:20000]
+        draft.response_text = redact(reply.text, client.api_key)[:20000]
         draft.prompt_tokens, draft.completion_tokens = reply.prompt_tokens, reply.completion_tokens
         try:
             parsed = parse_draft(reply.text, category)
         except DraftReplyError as error:
-            draft.failure = f"{endpoint.name}: {error}"
+            draft.failure = f"{endpoint.name}: {redact(str(error), client.api_key)}"
         else:
             draft.question, draft.answer = parsed.question, parsed.answer
             draft.distractors, draft.answer_frame = parsed.distractors, parsed.answer_frame
@@ -193,8 +192,7 @@ def _answer_item(*, category, frame_a, frame_b, question, answer, distractors, a
 def _ask(endpoint: ModelEndpoint, key: str, item: Item, messages, parameters) -> dict:
     """One model's answer to the item (in a thread: no database here)."""
     row = {"id": endpoint.pk, "name": endpoint.name, "verdict": "failed", "chose": "", "message": ""}
-    timeout = min(endpoint.timeout_s, settings.MODEL_DRAFT_TIMEOUT_SECONDS)
-    client = ChatClient(base_url=endpoint.base_url, model_id=endpoint.model_id, api_key=key, timeout=timeout)
+    client = endpoint_client(endpoint, key, timeout=min(endpoint.timeout_s, settings.MODEL_DRAFT_TIMEOUT_SECONDS))
     try:
         reply = client.complete(messages, parameters, retries=0)
     except RequestFailed as failed:

@@ -6,17 +6,25 @@ answer a byte at a time cannot hold a request longer (a socket timeout alone cou
 request in flight at once and ends the backoff waits: a cancelled run frees its worker promptly. 429, 5xx and
 connection errors are retried with exponential backoff and full jitter (a Retry-After header is honoured, up to
 MODEL_EVAL_BACKOFF_MAX_SECONDS); a timeout, an unknown model or another 4xx is not retried. A failure is a
-`RequestFailed` with its kind (Failure) and a clear message, from which the API key is scrubbed.
+`RequestFailed` with its kind (Failure) and a clear message, from which the API key is removed (`redact`).
 
 Every connection goes to an address `hosts.endpoint_addresses` has just checked; redirects are not followed. A
-failure's message never quotes the answer's body and says no more than "could not reach the endpoint" or "the
-endpoint answered HTTP 503": a run is not a port scanner, nor a way to read an internal service's answers.
+failure's message says no more than "could not reach the endpoint" or "the endpoint answered HTTP 503": a run is not
+a port scanner, nor a way to read an internal service's answers. The one exception is a 4xx whose body is an
+OpenAI-style JSON error: its `message` is the endpoint's reason for refusing the request (a field it does not take,
+a value it refuses), shown size-limited, on one line and redacted (`redact`).
+
+A reply is read up to MODEL_REPLY_MAX_BYTES, never further: a larger one fails (Failure.TOO_LARGE) without being
+held in memory. A request's body is written by the endpoint's request profile (annotator.llm.profiles). A reasoning
+model's reasoning (message.reasoning_content or .reasoning, usage.completion_tokens_details.reasoning_tokens) is kept
+apart from the answer: returned beside it, never as it.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
 import random
 import socket
 import ssl
@@ -29,6 +37,7 @@ from django.conf import settings
 from django.db import models
 
 from annotator.llm.hosts import HostRefused, pinned_connection
+from annotator.llm.profiles import RequestProfile
 
 
 class Failure(models.TextChoices):
@@ -41,12 +50,17 @@ class Failure(models.TextChoices):
     SERVER_ERROR = "server_error"
     REFUSED = "refused", "host refused"
     MALFORMED = "malformed", "malformed answer"
+    REJECTED = "rejected", "request refused (HTTP 4xx)"
+    TOO_LARGE = "too_large", "reply too large"
     OTHER = "other"
 
 
 RETRIED = (Failure.UNREACHABLE, Failure.RATE_LIMITED, Failure.SERVER_ERROR)
 MESSAGE_MAX = 500
+REASON_MAX = 300
 REDACTED = "[redacted]"
+SECRET_MIN = 4  # shorter "secrets" would redact ordinary words
+READ_CHUNK = 64 * 1024
 
 
 class RequestCancelled(Exception):
@@ -113,12 +127,20 @@ class Watchdog:
                 self._fire(entry)
 
 
+class ReplyTooLarge(Exception):
+    """The reply passed MODEL_REPLY_MAX_BYTES while it was read: the rest was not read."""
+
+
 class RequestFailed(Exception):
-    def __init__(self, kind: str, message: str, attempts: int = 1):
+    """`status`: the HTTP status of a refused request (0 otherwise); `reason`: the endpoint's own words for it."""
+
+    def __init__(self, kind: str, message: str, attempts: int = 1, status: int = 0, reason: str = ""):
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.attempts = attempts
+        self.status = status
+        self.reason = reason
 
 
 @dataclass
@@ -128,11 +150,56 @@ class Completion:
     completion_tokens: int
     attempts: int
     latency_ms: int
+    reasoning_text: str = ""
+    reasoning_tokens: int = 0
 
 
-def scrub(text: str, secret: str) -> str:
-    """The text without the secret (an error body or message may echo the key back)."""
-    return text.replace(secret, REDACTED) if secret and len(secret) >= 4 else text
+def configured_secrets() -> list[str]:
+    """The secrets this process holds that no page, reply or log may show: SECRET_KEY, the key-encryption keys and
+    every model key variable (MODEL_API_KEY_ENV_PREFIX)."""
+    secrets = [settings.SECRET_KEY, *settings.MODEL_API_KEY_ENCRYPTION_KEY]
+    prefix = settings.MODEL_API_KEY_ENV_PREFIX
+    if prefix:
+        secrets += [value for name, value in os.environ.items() if name.startswith(prefix)]
+    return secrets
+
+
+def redact(text: str, *keys: str) -> str:
+    """The text without the keys nor any configured secret: every path that shows or stores what an endpoint said
+    (a reply, a reasoning, an error body, a failure) goes through here. A key is removed as written and as JSON
+    escapes it (an endpoint may quote the request back)."""
+    if not text:
+        return text
+    variants = set()
+    for secret in (*keys, *configured_secrets()):
+        if secret and len(secret) >= SECRET_MIN:
+            variants.add(secret)
+            variants.add(json.dumps(secret)[1:-1])
+            variants.add(json.dumps(secret)[1:-1].replace("/", "\\/"))
+    for secret in sorted(variants, key=len, reverse=True):  # a longer secret first: it may hold a shorter one
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def endpoint_reason(text: str, *keys: str) -> str:
+    """The endpoint's reason for refusing a request: the `message` of an OpenAI-style JSON error body
+    ({"error": {"message": ...}}, or vLLM's {"message": ...}), on one line of printable characters, at most
+    REASON_MAX, redacted; "" for any other body (an internal service's page is not quoted)."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError, ValueError):
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    error = data.get("error")
+    message = error.get("message") if isinstance(error, dict) else data.get("message")
+    if not isinstance(message, str):
+        message = error if isinstance(error, str) else data.get("detail")
+    if not isinstance(message, str):
+        return ""
+    line = " ".join("".join(ch if ch.isprintable() else " " for ch in message).split())
+    line = redact(line, *keys)
+    return line if len(line) <= REASON_MAX else line[: REASON_MAX - 1] + "…"
 
 
 def retry_delay(attempt: int, retry_after: str | None) -> float:
@@ -150,16 +217,42 @@ def model_missing(status: int, body: str) -> bool:
     return status == 404 or ("model" in lowered and ("not found" in lowered or "does not exist" in lowered))
 
 
+def read_bounded(response, limit: int) -> bytes:
+    """The response's body, read a chunk at a time; ReplyTooLarge as soon as it passes `limit` bytes (a declared
+    Content-Length over it fails before anything is read)."""
+    declared = response.getheader("Content-Length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ReplyTooLarge
+    chunks, size = [], 0
+    while True:
+        chunk = response.read(min(READ_CHUNK, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise ReplyTooLarge
+        chunks.append(chunk)
+
+
 class ChatClient:
     """One endpoint's client, shared by the threads of a run (each thread keeps its own connection)."""
 
-    def __init__(self, *, base_url: str, model_id: str, api_key: str = "", timeout: float = 120):
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model_id: str,
+        api_key: str = "",
+        timeout: float = 120,
+        profile: RequestProfile | None = None,
+    ):
         parts = urlsplit(base_url.rstrip("/"))
         self.scheme, self.host, self.port = parts.scheme, parts.hostname or "", parts.port
         self.path = parts.path
         self.model_id = model_id
         self.api_key = api_key
         self.timeout = timeout
+        self.profile = profile or RequestProfile()
         self.local = threading.local()
         self.watchdog = Watchdog()
 
@@ -212,13 +305,13 @@ class ChatClient:
                         raise DeadlinePassed
                 connection.request(method, self.path + path, body=body, headers=self._headers())
                 response = connection.getresponse()
-                text = response.read().decode("utf-8", errors="replace")
+                text = read_bounded(response, settings.MODEL_REPLY_MAX_BYTES).decode("utf-8", errors="replace")
                 if entry[2]:
                     raise DeadlinePassed  # a body cut off by the watchdog is not an answer
                 if response.getheader("Connection", "").lower() == "close":
                     self._drop()
                 return response.status, {k.lower(): v for k, v in response.getheaders()}, text
-            except DeadlinePassed:
+            except (DeadlinePassed, ReplyTooLarge):
                 self._drop()
                 raise
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
@@ -236,8 +329,8 @@ class ChatClient:
                 self.watchdog.unwatch(entry)
         raise AssertionError("unreachable")
 
-    def _fail(self, kind: str, message: str, attempts: int) -> RequestFailed:
-        return RequestFailed(kind, scrub(message, self.api_key)[:MESSAGE_MAX], attempts)
+    def _fail(self, kind: str, message: str, attempts: int, status: int = 0, reason: str = "") -> RequestFailed:
+        return RequestFailed(kind, redact(message, self.api_key)[:MESSAGE_MAX], attempts, status, reason)
 
     def _exchange(self, method: str, path: str, body: bytes | None, *, timeout: float, retries: int):
         """(status, headers, text) of a 2xx answer, after retries; RequestFailed otherwise."""
@@ -251,6 +344,13 @@ class ChatClient:
                 status, headers, text = self._send(method, path, body, time.monotonic() + timeout)
             except HostRefused as refused:
                 raise self._fail(Failure.REFUSED, f"the endpoint's host is refused: {refused}", attempt) from None
+            except ReplyTooLarge:
+                limit = settings.MODEL_REPLY_MAX_BYTES
+                raise self._fail(
+                    Failure.TOO_LARGE,
+                    f"the endpoint's reply is larger than MODEL_REPLY_MAX_BYTES ({limit} bytes): not read further",
+                    attempt,
+                ) from None
             except (TimeoutError, DeadlinePassed):
                 if self.watchdog.cancelled.is_set():
                     raise RequestCancelled from None
@@ -285,7 +385,9 @@ class ChatClient:
                         attempt,
                     )
                 else:
-                    raise self._fail(Failure.OTHER, f"the endpoint answered HTTP {status}", attempt)
+                    reason = endpoint_reason(text, self.api_key)
+                    message = f"the endpoint refuses the request (HTTP {status})" + (f": {reason}" if reason else "")
+                    raise self._fail(Failure.REJECTED, message, attempt, status, reason)
             if attempt > retries:
                 tries = f" (after {attempt} attempts)" if attempt > 1 else ""
                 raise self._fail(kind, message + tries, attempt)
@@ -334,10 +436,17 @@ class ChatClient:
         answer = self.complete(messages, {"max_tokens": 1, "temperature": 0}, retries=0)
         listed = "listed by /models" if served is not None else "no /models list"
         took = f"one request answered in {answer.latency_ms} ms"
-        return f"{endpoint_name} answers: model {self.model_id} ({listed}), {took}"
+        sent = ", ".join(sorted(set(self.profile.body({"max_tokens": 1, "temperature": 0})))) or "no settings"
+        return f"{endpoint_name} answers: model {self.model_id} ({listed}), {took} (sent: {sent})"
+
+    def request_body(self, messages: list[dict], parameters: dict) -> dict:
+        """The body sent for these messages and generic settings (temperature, max_tokens, reasoning_effort), as
+        the endpoint's profile writes it."""
+        return {"model": self.model_id, "messages": self.profile.messages(messages), **self.profile.body(parameters)}
 
     def complete(self, messages: list[dict], parameters: dict, retries: int | None = None) -> Completion:
-        body = json.dumps({"model": self.model_id, "messages": messages, **parameters}).encode()
+        """One chat request; `parameters` are generic settings, written by the profile (`request_body`)."""
+        body = json.dumps(self.request_body(messages, parameters)).encode()
         started = time.monotonic()
         retries = settings.MODEL_EVAL_RETRIES if retries is None else retries
         _, _, text, attempts = self._exchange("POST", "/chat/completions", body, timeout=self.timeout, retries=retries)
@@ -347,23 +456,28 @@ class ChatClient:
         except (json.JSONDecodeError, RecursionError):
             raise self._fail(Failure.MALFORMED, "not a chat completion answer (the body is not JSON)", attempts)
         try:
-            content = data["choices"][0]["message"]["content"]
+            message = data["choices"][0]["message"]
+            content = message["content"]
         except (KeyError, IndexError, TypeError):
             raise self._fail(Failure.MALFORMED, "not a chat completion answer (no choices[0].message)", attempts)
         if not isinstance(content, str):
             raise self._fail(Failure.MALFORMED, "the answer's message content is not text", attempts)
+        reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        details = usage.get("completion_tokens_details")
 
-        def count(name: str) -> int:
-            value = usage.get(name)
-            return value if isinstance(value, int) and 0 <= value < 2**31 else 0
+        def count(source, name: str) -> int:
+            value = source.get(name) if isinstance(source, dict) else None
+            return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31 else 0
 
         return Completion(
             text=content,
-            prompt_tokens=count("prompt_tokens"),
-            completion_tokens=count("completion_tokens"),
+            prompt_tokens=count(usage, "prompt_tokens"),
+            completion_tokens=count(usage, "completion_tokens"),
             attempts=attempts,
             latency_ms=latency_ms,
+            reasoning_text=reasoning if isinstance(reasoning, str) else "",
+            reasoning_tokens=count(details, "reasoning_tokens"),
         )
 
     def cancel(self) -> None:

@@ -4,6 +4,7 @@ Drafting (annotator.drafting) and evaluation runs (evaluation.runs) both ask end
 
 from __future__ import annotations
 
+from decimal import Decimal
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -13,6 +14,14 @@ from django.db import IntegrityError, transaction
 from annotator.llm.client import ChatClient, RequestFailed
 from annotator.llm.hosts import HostRefused, check_endpoint_host
 from annotator.llm.keys import KeyUnavailable, clean_key_variable, encrypt_key, endpoint_key
+from annotator.llm.profiles import (
+    DEFAULT_PRESET,
+    IMAGE_DETAILS,
+    TOKEN_FIELDS,
+    clean_extra_body,
+    endpoint_profile,
+    preset_profile,
+)
 from annotator.models import ModelEndpoint
 from subtlebench.errors import Conflict, Forbidden, Invalid
 from subtlebench.roles import COORDINATOR, has_role
@@ -66,10 +75,19 @@ def endpoint_create(
     concurrency: int = 8,
     timeout_s: int = 120,
     test_connection: bool = False,
+    request_preset: str = DEFAULT_PRESET,
+    token_field: str | None = None,
+    sends_temperature: bool | None = None,
+    takes_effort: bool | None = None,
+    extra_body: dict | None = None,
+    image_detail: str | None = None,
+    price_prompt=None,
+    price_completion=None,
 ) -> ModelEndpoint:
     """Register a model endpoint. Its key is `api_key`, stored encrypted and never shown again, or the variable
     `api_key_env` names, which must start with MODEL_API_KEY_ENV_PREFIX (`keys`); or none. With `test_connection`
-    (the form, the API and `add_model` ask for it by default) it is registered only if `endpoint_test` passes."""
+    (the form, the API and `add_model` ask for it by default) it is registered only if `endpoint_test` passes. Its
+    request profile is the `request_preset`'s (annotator.llm.profiles), with any field given here in its place."""
     check_coordinator(user)
     if (api_key or "").strip() and (api_key_env or "").strip():
         raise Invalid({"api_key": ["Give the key or the name of its variable, not both."]})
@@ -82,6 +100,17 @@ def endpoint_create(
         concurrency=concurrency,
         timeout_s=timeout_s,
         created_by=user if getattr(user, "pk", None) else None,
+    )
+    apply_profile(
+        endpoint,
+        request_preset=request_preset or DEFAULT_PRESET,
+        token_field=token_field,
+        sends_temperature=sends_temperature,
+        takes_effort=takes_effort,
+        extra_body=extra_body,
+        image_detail=image_detail,
+        price_prompt=price_prompt,
+        price_completion=price_completion,
     )
     try:
         # base_url: check_base_url's rule (Django's URLValidator refuses single-label hosts such as gpu-host).
@@ -105,11 +134,76 @@ def endpoint_create(
     return endpoint
 
 
+PROFILE_FIELDS = (
+    "token_field",
+    "sends_temperature",
+    "takes_effort",
+    "extra_body",
+    "image_detail",
+    "price_prompt",
+    "price_completion",
+)
+
+
+def apply_profile(endpoint: ModelEndpoint, *, request_preset: str | None = None, **fields) -> None:
+    """Set the endpoint's request profile: the preset's fields (when one is named), then each field given (None:
+    kept). Invalid names a field that is wrong."""
+    if request_preset is not None:
+        preset = preset_profile(request_preset)
+        endpoint.request_preset = request_preset
+        endpoint.token_field, endpoint.sends_temperature = preset.token_field, preset.temperature
+        endpoint.takes_effort, endpoint.extra_body = preset.effort, dict(preset.extra_body)
+        endpoint.image_detail = preset.image_detail
+    for name, value in fields.items():
+        if name not in PROFILE_FIELDS:
+            raise TypeError(name)
+        if value is None and name not in ("price_prompt", "price_completion"):
+            continue
+        if name == "token_field" and value not in TOKEN_FIELDS:
+            raise Invalid({"token_field": [f"One of {', '.join(repr(f) for f in TOKEN_FIELDS)} (empty: none)."]})
+        if name == "image_detail" and value not in IMAGE_DETAILS:
+            raise Invalid({"image_detail": ["Empty (not sent), low, high or auto."]})
+        if name == "extra_body":
+            value = clean_extra_body(value)
+        if name in ("price_prompt", "price_completion") and value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)) or not 0 <= value < 10**6:
+                raise Invalid({name: ["A price per million tokens: a number from 0, under 1000000."]})
+            value = Decimal(str(value)).quantize(Decimal("0.000001"))
+        setattr(endpoint, name, value)
+
+
+@transaction.atomic
+def endpoint_profile_update(*, user, endpoint: ModelEndpoint, request_preset: str | None = None, **fields):
+    """Edit an endpoint's request profile (a preset, then any field given); runs started later use it, and a paused
+    run uses it when it resumes."""
+    check_coordinator(user)
+    endpoint = ModelEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+    apply_profile(endpoint, request_preset=request_preset, **fields)
+    try:
+        endpoint.full_clean(exclude=["base_url"])
+    except ValidationError as error:
+        raise Invalid(error.message_dict) from None
+    endpoint.save(update_fields=["request_preset", *PROFILE_FIELDS])
+    return endpoint
+
+
+def endpoint_client(endpoint: ModelEndpoint, api_key: str, *, timeout: float | None = None) -> ChatClient:
+    """The client of an endpoint: its URL, model, key, deadline and request profile."""
+    return ChatClient(
+        base_url=endpoint.base_url,
+        model_id=endpoint.model_id,
+        api_key=api_key,
+        timeout=endpoint.timeout_s if timeout is None else timeout,
+        profile=endpoint_profile(endpoint),
+    )
+
+
 def endpoint_test(endpoint: ModelEndpoint, *, api_key: str | None = None) -> str:
     """ "Test connection": the endpoint answers, lists the model id among /models (when it lists any) and answers
-    one tiny request. A line that says so; EndpointUnusable with what is wrong."""
+    one tiny request written by its profile. A line that says so; EndpointUnusable with what is wrong (a refused
+    request: its status and the endpoint's reason)."""
     key = endpoint_api_key(endpoint) if api_key is None else api_key
-    client = ChatClient(base_url=endpoint.base_url, model_id=endpoint.model_id, api_key=key, timeout=endpoint.timeout_s)
+    client = endpoint_client(endpoint, key)
     try:
         return client.test_connection(endpoint.name or endpoint.base_url)
     except RequestFailed as failed:

@@ -46,6 +46,43 @@ class ModelEndpoint(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(3600)],
         help_text="The deadline of each request: connecting, sending and the whole answer.",
     )
+    # The request profile (annotator.llm.profiles): how a request to this endpoint is written.
+    request_preset = models.CharField(
+        max_length=30, default="compatible", help_text="The preset its profile started from (annotator.llm.profiles)."
+    )
+    token_field = models.CharField(
+        max_length=30,
+        blank=True,
+        default="max_tokens",
+        choices=[("max_tokens", "max_tokens"), ("max_completion_tokens", "max_completion_tokens"), ("", "none")],
+        help_text="The body field of the token limit (none: no limit is sent).",
+    )
+    sends_temperature = models.BooleanField(
+        default=True, help_text="Takes a temperature (off: only its default, none is sent)."
+    )
+    takes_effort = models.BooleanField(default=False, help_text="Takes a reasoning effort (a reasoning model).")
+    extra_body = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Extra body fields, from the app's allow-list (reasoning_effort, top_p, seed, ...).",
+    )
+    image_detail = models.CharField(
+        max_length=10,
+        blank=True,
+        default="",
+        choices=[("", "not sent"), ("low", "low"), ("high", "high"), ("auto", "auto")],
+        help_text="The detail of its images (OpenAI's image_url.detail).",
+    )
+    price_prompt = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True, help_text="Price per million prompt tokens."
+    )
+    price_completion = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text="Price per million completion tokens (reasoning tokens included).",
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
     created = models.DateTimeField(default=timezone.now)
     # Models that draft (annotator/drafting): off unless a coordinator turns them on, per endpoint.

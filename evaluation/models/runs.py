@@ -91,6 +91,7 @@ class ModelEvaluation(models.Model):
     )
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
+    reasoning_tokens = models.PositiveBigIntegerField(default=0, help_text="Of the completion tokens, reasoning.")
     # While its endpoint is down the run is paused, not failed: its unit is queued again for `paused_until`, and
     # `paused_since` (the first pause since the last answer) bounds the wait (MODEL_EVAL_PAUSE_MAX_SECONDS).
     paused_since = models.DateTimeField(null=True, blank=True)
@@ -226,6 +227,9 @@ class ModelItemResult(models.Model):
     failure_message = models.TextField(blank=True, max_length=NOTE_MAX)
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
+    # A reasoning model's reasoning, kept apart from the answer: stored and counted, never parsed.
+    reasoning_tokens = models.PositiveIntegerField(default=0, help_text="Of the completion tokens, reasoning.")
+    reasoning_text = models.TextField(blank=True, max_length=20000, help_text="The reasoning content it returned.")
     latency_ms = models.PositiveIntegerField(default=0)
     attempts = models.PositiveSmallIntegerField(default=1, help_text="HTTP attempts of the last ask (backoff).")
     asks = models.PositiveSmallIntegerField(

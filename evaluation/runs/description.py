@@ -18,8 +18,10 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 
-from annotator.llm.client import ChatClient, RequestCancelled, RequestFailed, scrub
+from annotator.llm.client import ChatClient, RequestCancelled, RequestFailed, redact
+from annotator.llm.endpoints import endpoint_client
 from annotator.llm.keys import KeyUnavailable, endpoint_key
+from annotator.llm.profiles import clean_request, endpoint_profile
 from annotator.models import (
     Category,
     Domain,
@@ -47,7 +49,8 @@ Failure = ModelItemResult.Failure
 DESCRIPTION = "description"
 MULTIPLE_CHOICE = "multiple_choice"
 TASKS = (MULTIPLE_CHOICE, DESCRIPTION)
-# The judge grades; it does not create: no sampling, a short reply.
+# The judge grades; it does not create: no sampling, a short reply (a reasoning model's judge gets no limit by
+# default: its reasoning counts against it). Its endpoint's profile writes the request as for any other.
 JUDGE_REQUEST = {"temperature": 0, "max_tokens": 256}
 
 
@@ -55,15 +58,24 @@ JUDGE_REQUEST = {"temperature": 0, "max_tokens": 256}
 
 
 def clean_run_settings(
-    *, task: str, judge: ModelEndpoint | None, judge_prompt, circular: bool, source: str, release: Release | None
+    *,
+    task: str,
+    judge: ModelEndpoint | None,
+    judge_prompt,
+    circular: bool,
+    source: str,
+    release: Release | None,
+    judge_max_tokens: int | None = None,
+    judge_effort: str | None = None,
 ) -> dict:
     """The task's fields of a new run, checked: a description run is on a release (its captions are the released
-    ones) and names its judge; circular evaluation is for multiple-choice runs."""
+    ones) and names its judge, whose request settings (token limit, effort) are checked against its profile and
+    returned as `judge_request`; circular evaluation is for multiple-choice runs."""
     task = task or MULTIPLE_CHOICE
     if task not in TASKS:
         raise Invalid({"task": [f"The task is {' or '.join(TASKS)}, not {task!r}."]})
     if task == MULTIPLE_CHOICE:
-        if judge is not None or judge_prompt:
+        if judge is not None or judge_prompt or judge_max_tokens is not None or judge_effort:
             raise Invalid({"judge": ["A judge grades descriptions: only a description run has one."]})
         return {"task": task, "circular": bool(circular)}
     if circular:
@@ -76,7 +88,23 @@ def clean_run_settings(
         prompt = judge_prompt_of(judge_prompt)
     except JudgePromptError as error:
         raise Invalid({"judge_prompt": [str(error)]}) from None
-    return {"task": task, "judge": judge, "judge_prompt": prompt.as_dict(), "prompt": dict(DEFAULT_DESCRIPTION_PROMPT)}
+    profile = endpoint_profile(judge)
+    request = clean_request(
+        profile,
+        judge.name,
+        max_tokens=judge_max_tokens,
+        effort=judge_effort,
+        default_temperature=JUDGE_REQUEST["temperature"],
+        default_max_tokens=0 if profile.effort else JUDGE_REQUEST["max_tokens"],
+        prefix="judge_",
+    )
+    return {
+        "task": task,
+        "judge": judge,
+        "judge_prompt": prompt.as_dict(),
+        "prompt": dict(DEFAULT_DESCRIPTION_PROMPT),
+        "judge_request": request,
+    }
 
 
 @dataclass
@@ -115,7 +143,7 @@ def open_judge(evaluation: ModelEvaluation, client: ChatClient) -> ChatClient | 
         key = endpoint_key(judge)
     except KeyUnavailable as error:
         raise RequestFailed(Failure.OTHER, f"judge {judge.name}: {error}") from None
-    judge_client = ChatClient(base_url=judge.base_url, model_id=judge.model_id, api_key=key, timeout=judge.timeout_s)
+    judge_client = endpoint_client(judge, key)
     judge_client.watchdog = client.watchdog
     try:
         judge_client.check_model(judge.name)
@@ -135,6 +163,9 @@ def _images(read, evaluation, item, result) -> tuple[bytes, bytes] | None:
 def _add_usage(result: ModelItemResult, answer) -> None:
     result.prompt_tokens += answer.prompt_tokens
     result.completion_tokens += answer.completion_tokens
+    result.reasoning_tokens += answer.reasoning_tokens
+    if answer.reasoning_text:
+        result.reasoning_text = "\n\n".join(text for text in (result.reasoning_text, answer.reasoning_text) if text)
     result.latency_ms += answer.latency_ms
     result.attempts = max(result.attempts, answer.attempts)
 
@@ -145,7 +176,7 @@ def describe_and_judge(client: ChatClient, judge: ChatClient, evaluation, item, 
     images = _images(read, evaluation, item, result)
     if images is None:
         return result
-    result.prompt_tokens = result.completion_tokens = result.latency_ms = 0
+    result.prompt_tokens = result.completion_tokens = result.latency_ms = result.reasoning_tokens = 0
     started = time.monotonic()
     try:
         answer = client.complete(description_messages(*images, evaluation.prompt), parameters)
@@ -156,25 +187,27 @@ def describe_and_judge(client: ChatClient, judge: ChatClient, evaluation, item, 
         result.latency_ms = int(1000 * (time.monotonic() - started))
         return result
     _add_usage(result, answer)
-    description = scrub(answer.text, client.api_key).strip()[:20000]
+    result.reasoning_text = redact(result.reasoning_text, client.api_key)[:20000]
+    description = redact(answer.text, client.api_key).strip()[:20000]
     result.response_text = description
     if not description:
         result.failure, result.failure_message = Failure.MALFORMED, "the model's reply is empty"
         return result
     prompt = judge_prompt_of(evaluation.judge_prompt)
     try:
-        verdict = judge.complete(judge_messages(item.caption, description, prompt), JUDGE_REQUEST)
+        request = evaluation.parameters.get("judge_request", JUDGE_REQUEST)
+        verdict = judge.complete(judge_messages(item.caption, description, prompt), request)
     except RequestCancelled:
         return None
     except RequestFailed as failed:
         result.failure, result.attempts = failed.kind, failed.attempts
         result.failure_message = f"judge {evaluation.judge.name}: {failed.message}"
         return result
-    result.judge_text = scrub(verdict.text, judge.api_key)[:20000]
+    result.judge_text = redact(verdict.text, judge.api_key)[:20000]
     result.latency_ms += verdict.latency_ms
     matches = parse_verdict(verdict.text)
     if matches is None:
-        shown = " ".join(verdict.text.split())[:120]
+        shown = redact(" ".join(verdict.text.split()), judge.api_key)[:120]
         result.failure = Failure.MALFORMED
         result.failure_message = f"judge {evaluation.judge.name}: no verdict (yes or no) in its reply: {shown!r}"
         return result
@@ -192,7 +225,7 @@ def circular_answer(client: ChatClient, evaluation, item: Item, result, prompt, 
         prompt = Prompt(
             system=prompt.get("system", DEFAULT_PROMPT.system), user=prompt.get("user", DEFAULT_PROMPT.user)
         )
-    result.prompt_tokens = result.completion_tokens = result.latency_ms = 0
+    result.prompt_tokens = result.completion_tokens = result.latency_ms = result.reasoning_tokens = 0
     letters, flags, replies = [], [], []
     for number, (options, correct) in enumerate(rotations(item.options, item.correct_index)):
         shown = copy.copy(item)
@@ -206,10 +239,10 @@ def circular_answer(client: ChatClient, evaluation, item: Item, result, prompt, 
             result.failure_message = f"rotation {number}: {failed.message}"
             return result
         _add_usage(result, answer)
-        replies.append(scrub(answer.text, client.api_key))
+        replies.append(redact(answer.text, client.api_key))
         predicted = parse_answer(answer.text)
         if not predicted or option_of(options, predicted) is None:
-            shown_text = " ".join(answer.text.split())[:120]
+            shown_text = redact(" ".join(answer.text.split()), client.api_key)[:120]
             result.failure = Failure.MALFORMED
             result.failure_message = (
                 f"rotation {number}: no answer letter A-{letter(len(options) - 1)} in the model's reply: {shown_text!r}"
@@ -217,6 +250,7 @@ def circular_answer(client: ChatClient, evaluation, item: Item, result, prompt, 
             return result
         letters.append(predicted)
         flags.append(predicted == letter(correct))
+    result.reasoning_text = redact(result.reasoning_text, client.api_key)[:20000]
     result.rotations = letters
     result.predicted_letter = letters[0]
     result.is_correct = circular_correct(flags)

@@ -1,22 +1,24 @@
 """The optional LLM extraction pass of a run (issue 28; asked for by VLMEvalKit users, open-compass/VLMEvalKit #1137
 and #1552): a registered endpoint reads each unparsable reply with the question and its options and names the letter
 it chose, or X for none. Its letters give a second, labelled figure, "accuracy with LLM extraction"; the headline
-accuracy never changes. Text only, temperature 0; each row is read once (a failed request is tried again when the
-run is). An extraction endpoint that is down leaves its rows "request failed": counted wrong in the second figure,
-and said so on the run's page.
+accuracy never changes. Text only, temperature 0 (where its profile takes one), its own token limit and effort (run
+settings); each row is read once (a failed request is tried again when the run is). An extraction endpoint that is
+down leaves its rows "request failed": counted wrong in the second figure, and said so on the run's page.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from annotator.llm.client import ChatClient, RequestCancelled, RequestFailed, scrub
+from annotator.llm.client import ChatClient, RequestCancelled, RequestFailed, redact
+from annotator.llm.endpoints import endpoint_client
 from annotator.llm.keys import KeyUnavailable, endpoint_key
 from benchmark.protocol import Item, option_of, parse_answer
 from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.runs.strategies import extraction_messages, extraction_prompt
 
 Extraction = ModelItemResult.Extraction
+# Runs from before per-run extraction settings stored none: they keep these.
 EXTRACTION_PARAMETERS = {"temperature": 0, "max_tokens": 16}
 TEXT_MAX = 2000
 
@@ -29,13 +31,15 @@ def read_letter(text: str, options: list[str]) -> tuple[str, str]:
     return Extraction.NONE, ""
 
 
-def _extract(client: ChatClient, row: ModelItemResult, item: Item | None, prompt: dict) -> ModelItemResult | None:
+def _extract(
+    client: ChatClient, row: ModelItemResult, item: Item | None, prompt: dict, request: dict
+) -> ModelItemResult | None:
     if item is None:  # the item left the source since: nothing to show the extractor
         row.extraction, row.extraction_text = Extraction.FAILED, "the item is no longer in the run's source"
         return row
     try:
         answer = client.complete(
-            extraction_messages(item, row.options, row.response_text, prompt), EXTRACTION_PARAMETERS, retries=None
+            extraction_messages(item, row.options, row.response_text, prompt), request, retries=None
         )
     except RequestCancelled:
         return None
@@ -43,7 +47,7 @@ def _extract(client: ChatClient, row: ModelItemResult, item: Item | None, prompt
         row.extraction, row.extracted_letter, row.extraction_text = Extraction.FAILED, "", failed.message[:TEXT_MAX]
         return row
     row.extraction, row.extracted_letter = read_letter(answer.text, row.options)
-    row.extraction_text = scrub(answer.text, client.api_key)[:TEXT_MAX]
+    row.extraction_text = redact(answer.text, client.api_key)[:TEXT_MAX]
     return row
 
 
@@ -60,6 +64,7 @@ def extraction_pass(evaluation: ModelEvaluation, items: list[Item]) -> int:
         return 0
     by_id = {item.question_id: item for item in items}
     prompt = evaluation.parameters.get("extraction_prompt") or extraction_prompt()
+    request = evaluation.parameters.get("extraction_request", EXTRACTION_PARAMETERS)
     try:
         key = endpoint_key(endpoint)
     except KeyUnavailable as error:
@@ -67,12 +72,14 @@ def extraction_pass(evaluation: ModelEvaluation, items: list[Item]) -> int:
             row.extraction, row.extraction_text = Extraction.FAILED, str(error)[:TEXT_MAX]
         ModelItemResult.objects.bulk_update(rows, ["extraction", "extraction_text"])
         return len(rows)
-    client = ChatClient(base_url=endpoint.base_url, model_id=endpoint.model_id, api_key=key, timeout=endpoint.timeout_s)
+    client = endpoint_client(endpoint, key)
     try:
         with ThreadPoolExecutor(max_workers=endpoint.concurrency, thread_name_prefix="model-extract") as executor:
             done = [
                 row
-                for row in executor.map(lambda row: _extract(client, row, by_id.get(row.question_id), prompt), rows)
+                for row in executor.map(
+                    lambda row: _extract(client, row, by_id.get(row.question_id), prompt, request), rows
+                )
                 if row is not None
             ]
     finally:

@@ -56,7 +56,8 @@ def settings_words(parameters: dict | None) -> list[str]:
     temperature = request.get("temperature")
     if temperature is not None and float(temperature) != float(settings.MODEL_EVAL_TEMPERATURE):
         words.append(f"temperature {_number(temperature)}")
-    max_tokens = request.get("max_tokens") or 0
+    # The token limit under the field the endpoint's request profile sends it as.
+    max_tokens = request.get("max_tokens") or request.get("max_completion_tokens") or 0
     if max_tokens != (settings.MODEL_EVAL_MAX_TOKENS or 0):
         words.append(f"max {max_tokens} tokens" if max_tokens else "no token limit")
     effort = request.get("reasoning_effort")

@@ -17,6 +17,7 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from datetime import timedelta
+from decimal import Decimal
 from functools import partial
 from pathlib import Path
 
@@ -36,7 +37,14 @@ from annotator.jobs.services import (
     job_unit,
 )
 from annotator.llm.client import ChatClient, RequestFailed
-from annotator.llm.endpoints import EndpointUnusable, check_coordinator, endpoint_api_key, request_parameters
+from annotator.llm.endpoints import (
+    EndpointUnusable,
+    check_coordinator,
+    endpoint_api_key,
+    endpoint_client,
+    request_parameters,
+)
+from annotator.llm.profiles import RequestProfile, endpoint_profile
 from annotator.llm.protocol import configured_prompt
 from annotator.models import (
     Category,
@@ -79,6 +87,7 @@ FLUSH_ITEMS = 64
 # switch interval (5 ms) behind the others: at 16 requests of 50 ms that cost a quarter of the throughput
 # (bench/model_eval.py). The run lowers it while it runs and puts it back after.
 GIL_SWITCH_SECONDS = 0.0005
+REASONS_SHOWN = 10  # distinct failure messages, each with its count, on a run's page and in its summary
 PREPARE_THREADS = 4  # threads beyond the endpoint's concurrency that read and make the next items' images
 Failure = ModelItemResult.Failure
 # Failures for the endpoint's sake, not the item's: many in a row, or one at the check before sending, pause the run.
@@ -324,16 +333,22 @@ def evaluation_start(
     prompt: dict | None = None,
     temperature: float | None = None,
     max_tokens: int | None = None,
+    effort: str | None = None,
     extraction_endpoint: ModelEndpoint | None = None,
     extraction_prompt: dict | None = None,
+    extraction_max_tokens: int | None = None,
+    extraction_effort: str | None = None,
     task: str = "multiple_choice",
     judge: ModelEndpoint | None = None,
     judge_prompt: dict | None = None,
+    judge_max_tokens: int | None = None,
+    judge_effort: str | None = None,
     circular: bool = False,
 ) -> ModelEvaluation:
     """Create the run and its job, and queue it (after the commit). The items are checked now: a release's split
     must hold items; an export's file must parse; a pair source must hold at least one pair. The run's settings
-    (strategy, prompt texts, temperature, max tokens, extraction pass) are `runsettings.clean_run_settings`'s. A
+    (strategy, prompt texts, temperature, token limit and effort checked against the endpoint's request profile,
+    extraction pass and its own settings) are `runsettings.clean_run_settings`'s. A
     description run (`task`, with its `judge`) asks a release split's captioned items; `circular` asks each item
     once per rotation of its options (evaluation.runs.description)."""
     check_coordinator(user)
@@ -342,15 +357,28 @@ def evaluation_start(
         prompt=prompt,
         temperature=temperature,
         max_tokens=max_tokens,
+        effort=effort,
         extraction_endpoint=extraction_endpoint,
         extraction_texts=extraction_prompt,
+        extraction_max_tokens=extraction_max_tokens,
+        extraction_effort=extraction_effort,
+        endpoint=endpoint,
     )
     task_fields = description.clean_run_settings(
-        task=task, judge=judge, judge_prompt=judge_prompt, circular=circular, source=source, release=release
+        task=task,
+        judge=judge,
+        judge_prompt=judge_prompt,
+        circular=circular,
+        source=source,
+        release=release,
+        judge_max_tokens=judge_max_tokens,
+        judge_effort=judge_effort,
     )
-    parameters = {"request": run_settings.request}
+    # The profile the run was created against, kept for its page and its name (the endpoint's may change later).
+    parameters = {"request": run_settings.request, "profile": endpoint_profile(endpoint).as_dict()}
     if run_settings.extraction_endpoint is not None:
         parameters["extraction_prompt"] = run_settings.extraction_prompt
+        parameters["extraction_request"] = run_settings.extraction_request
     if source == ModelEvaluation.Source.RELEASE:
         if release is None:
             raise Invalid({"release": ["Name the release to evaluate."]})
@@ -387,7 +415,7 @@ def evaluation_start(
         raise Invalid({"source": ["There are no items to evaluate in this source."]})
     prompt = run_settings.prompt
     if task_fields["task"] == description.DESCRIPTION:
-        parameters["judge_request"] = description.JUDGE_REQUEST
+        parameters["judge_request"] = task_fields.pop("judge_request")
         prompt = task_fields.pop("prompt")
 
     def create():
@@ -597,6 +625,7 @@ def evaluation_totals(evaluation: ModelEvaluation) -> dict:
         ),
         prompt_tokens=models.Sum("prompt_tokens", default=0),
         completion_tokens=models.Sum("completion_tokens", default=0),
+        reasoning_tokens=models.Sum("reasoning_tokens", default=0),
     )
     return counts
 
@@ -631,9 +660,7 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
         progress.start(len(asked))
         progress.advance(ModelItemResult.objects.filter(evaluation=evaluation).count())
     if _todo(evaluation, asked):
-        client = ChatClient(
-            base_url=endpoint.base_url, model_id=endpoint.model_id, api_key=api_key, timeout=endpoint.timeout_s
-        )
+        client = endpoint_client(endpoint, api_key)
         try:
             try:
                 client.check_model(endpoint.name)
@@ -645,7 +672,8 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
             ModelEvaluation.objects.filter(pk=evaluation.pk).update(paused_until=None, pause_reason="")
             # The texts stored with the run (runs from before issue 28 stored the deployment's prompt too).
             prompt = evaluation.prompt or configured_prompt().as_dict()
-            parameters = evaluation.parameters.get("request") or request_parameters()
+            stored = evaluation.parameters
+            parameters = stored["request"] if "request" in stored else request_parameters()
             regions = item_regions(evaluation, asked)
             while todo := _todo(evaluation, asked):
                 _ask(evaluation, run, client, todo, released, prompt, parameters, progress, regions)
@@ -680,6 +708,7 @@ def _ask(evaluation, run, client: ChatClient, todo, released: dict, prompt, para
     queue = iter(item for item, _ in todo)
     pending: list[ModelItemResult] = []
     streak, down = 0, ""
+    refusals, refused = 0, ""  # requests refused in a row (HTTP 4xx) for the same reason, and that reason
     last_flush = last_check = time.monotonic()
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(min(switch_interval, GIL_SWITCH_SECONDS))
@@ -727,6 +756,15 @@ def _ask(evaluation, run, client: ChatClient, todo, released: dict, prompt, para
                             f"Model {endpoint.name} is down: {streak} requests in a row failed "
                             f"(the last: {result.failure_message})"
                         )
+                    # A request the endpoint refuses for the same reason each time (a field it does not take) is
+                    # refused for every item: stop after a few rather than spend every item's tries on it.
+                    if result.failure == Failure.REJECTED:
+                        refusals = refusals + 1 if result.failure_message == refused or not refusals else 1
+                        refused = result.failure_message
+                    elif result.failure not in OUTAGE:
+                        refusals, refused = 0, ""
+                    if refusals >= settings.MODEL_EVAL_PAUSE_AFTER_REFUSALS and not down:
+                        down = f"paused: {refused}"  # "the endpoint refuses the request (HTTP 400): <its reason>"
                 if pending and (len(pending) >= FLUSH_ITEMS or time.monotonic() - last_flush >= FLUSH_SECONDS):
                     _store(evaluation, pending)
                     if progress is not None:
@@ -805,6 +843,13 @@ def evaluation_summary(evaluation: ModelEvaluation) -> dict:
         row["failure"]: row["count"]
         for row in results.exclude(failure="").values("failure").annotate(count=models.Count("pk")).order_by("failure")
     }
+    reasons = [
+        {"failure": row["failure"], "message": row["failure_message"], "count": row["count"]}
+        for row in results.exclude(failure="")
+        .values("failure", "failure_message")
+        .annotate(count=models.Count("pk"))
+        .order_by("-count", "failure", "failure_message")[:REASONS_SHOWN]
+    ]
     job = evaluation.job
     job.refresh_from_db(fields=["started", "finished", "result", "status"])
     end = job.finished or timezone.now()
@@ -824,8 +869,24 @@ def evaluation_summary(evaluation: ModelEvaluation) -> dict:
         "pause_reason": evaluation.pause_reason if evaluation.paused_until else "",
         "prompt_tokens": evaluation.prompt_tokens,
         "completion_tokens": evaluation.completion_tokens,
+        "reasoning_tokens": evaluation.reasoning_tokens,
+        "cost": run_cost(evaluation),
+        "reasons": reasons,
         "seconds": round((end - job.started).total_seconds(), 1) if job.started else 0.0,
     }
+
+
+def run_cost(evaluation: ModelEvaluation) -> float | None:
+    """What the run's tokens cost at the prices of the profile it was created with (None without prices)."""
+    stored = evaluation.parameters.get("profile") or {}
+    prices = [stored.get("price_prompt"), stored.get("price_completion")]
+    if prices == [None, None]:
+        return None
+    profile = RequestProfile(
+        price_prompt=Decimal(prices[0]) if prices[0] is not None else None,
+        price_completion=Decimal(prices[1]) if prices[1] is not None else None,
+    )
+    return profile.cost(evaluation.prompt_tokens, evaluation.completion_tokens)
 
 
 def strategy_summary(evaluation: ModelEvaluation, results) -> dict:

@@ -17,8 +17,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotator.jobs.services import clean_idempotency_key
-from annotator.llm.endpoints import endpoint_create
+from annotator.llm.endpoints import endpoint_create, endpoint_profile_update
 from annotator.llm.keys import key_variable_allowed
+from annotator.llm.profiles import DEFAULT_PRESET, EFFORTS, EXTRA_FIELDS, PRESET_CHOICES
 from annotator.models import Category, Domain, Job, ModelEndpoint, Release
 from benchmark.description import JUDGE_SYSTEM, JUDGE_USER
 from evaluation.models import ModelEvaluation, ModelItemResult
@@ -76,6 +77,86 @@ class EndpointForm(forms.Form):
     )
 
 
+EFFORT_CHOICES = [("", "not sent"), *((effort, effort) for effort in EFFORTS)]
+
+
+class ProfileForm(forms.Form):
+    """An endpoint's request profile: a preset, and any field in its place (blank: the preset's)."""
+
+    request_preset = forms.ChoiceField(
+        choices=PRESET_CHOICES, initial=DEFAULT_PRESET, required=False, label="Request profile"
+    )
+    token_field = forms.ChoiceField(
+        choices=[
+            ("", "the preset's"),
+            ("max_tokens", "max_tokens"),
+            ("max_completion_tokens", "max_completion_tokens"),
+            ("none", "none"),
+        ],
+        required=False,
+        label="Token limit field",
+    )
+    temperature = forms.ChoiceField(
+        choices=[("", "the preset's"), ("yes", "takes a temperature"), ("no", "only its default (none sent)")],
+        required=False,
+        label="Temperature",
+    )
+    effort = forms.ChoiceField(
+        choices=[("", "the preset's"), ("yes", "takes a reasoning effort"), ("no", "no reasoning effort")],
+        required=False,
+        label="Reasoning effort",
+    )
+    extra_body = forms.JSONField(
+        required=False,
+        label="Extra body fields",
+        help_text="A JSON object of fields from: " + ", ".join(EXTRA_FIELDS) + ".",
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+    image_detail = forms.ChoiceField(
+        choices=[("", "the preset's"), ("none", "not sent"), ("low", "low"), ("high", "high"), ("auto", "auto")],
+        required=False,
+        label="Image detail",
+    )
+    price_prompt = forms.DecimalField(
+        required=False, min_value=0, max_digits=12, decimal_places=6, label="Price per million prompt tokens"
+    )
+    price_completion = forms.DecimalField(
+        required=False, min_value=0, max_digits=12, decimal_places=6, label="Price per million completion tokens"
+    )
+
+    def profile(self) -> dict:
+        """The profile's fields for endpoint_create / endpoint_profile_update (None: the preset's)."""
+        data = self.cleaned_data
+        yes_no = {"": None, "yes": True, "no": False}
+        blank_none = {"": None, "none": ""}
+        return {
+            "request_preset": data["request_preset"] or None,
+            "token_field": blank_none.get(data["token_field"], data["token_field"]),
+            "sends_temperature": yes_no[data["temperature"] or ""],
+            "takes_effort": yes_no[data["effort"] or ""],
+            "extra_body": data["extra_body"] if data["extra_body"] not in (None, "") else None,
+            "image_detail": blank_none.get(data["image_detail"], data["image_detail"]),
+            "price_prompt": data["price_prompt"],
+            "price_completion": data["price_completion"],
+        }
+
+
+class NewEndpointForm(EndpointForm, ProfileForm):
+    """Registering: the endpoint and its request profile."""
+
+
+def profile_summary(endpoint: ModelEndpoint) -> str:
+    """The endpoint's request profile in a line: "openai_reasoning · max_completion_tokens · no temperature · ..."."""
+    parts = [endpoint.request_preset, endpoint.token_field or "no token limit"]
+    parts.append("temperature" if endpoint.sends_temperature else "no temperature")
+    if endpoint.takes_effort:
+        parts.append("reasoning effort")
+    parts += [f"{name}={value}" for name, value in sorted((endpoint.extra_body or {}).items())]
+    if endpoint.image_detail:
+        parts.append(f"detail {endpoint.image_detail}")
+    return " · ".join(parts)
+
+
 def runs():
     return ModelEvaluation.objects.select_related("endpoint", "job", "release", "created_by", "judge").order_by(
         "-created", "-pk"
@@ -88,12 +169,18 @@ def model_list(request):
     endpoints = list(ModelEndpoint.objects.annotate(runs=Count("evaluations")).order_by("name"))
     for endpoint in endpoints:
         endpoint.key_refused = bool(endpoint.api_key_env) and not key_variable_allowed(endpoint.api_key_env)
+        endpoint.profile_summary = profile_summary(endpoint)
     default_drafter = any(endpoint.default_drafter for endpoint in endpoints)  # drafting/_settings.html
     shown = list(runs()[:RUNS_SHOWN])
     names = run_names(shown)
     for run in shown:
         run.run_name = names[run.pk]
-    context = {"endpoints": endpoints, "runs": shown, "default_drafter": default_drafter}
+    context = {
+        "endpoints": endpoints,
+        "runs": shown,
+        "default_drafter": default_drafter,
+        "profile_form": ProfileForm(auto_id=False),
+    }
     return render(request, "modeleval/list.html", context)
 
 
@@ -102,17 +189,38 @@ def model_list(request):
 def model_endpoint_new(request):
     """Post/Redirect/Get: a refused form comes back on this page with what was sent and why."""
     if request.method == "GET":
-        context = {"form": refused_form(request, EndpointForm), "key_prefix": settings.MODEL_API_KEY_ENV_PREFIX}
+        context = {"form": refused_form(request, NewEndpointForm), "key_prefix": settings.MODEL_API_KEY_ENV_PREFIX}
         return render(request, "modeleval/endpoint_new.html", context)
-    form = EndpointForm(request.POST)
+    form = NewEndpointForm(request.POST)
     secret = ("api_key",)  # a refused form comes back without the key: it never goes into the session
     if not form.is_valid():
         return redirect_refused_form(request, reverse("model-endpoint-new"), form, secret_fields=secret)
     try:
-        endpoint = endpoint_create(user=request.user, **form.cleaned_data)
+        fields = {name: form.cleaned_data[name] for name in EndpointForm.base_fields}
+        endpoint = endpoint_create(user=request.user, **fields, **form.profile())
     except (Invalid, Conflict) as error:
         return redirect_refused_form(request, reverse("model-endpoint-new"), form, error, secret_fields=secret)
     messages.success(request, f"Model {endpoint.name} registered.")
+    return redirect("model-list")
+
+
+@role_required(COORDINATOR)
+@require_POST
+def model_endpoint_profile(request, endpoint_id: int):
+    """Edit an endpoint's request profile (the Models page's form per endpoint)."""
+    endpoint = get_object_or_404(ModelEndpoint, pk=endpoint_id)
+    form = ProfileForm(request.POST)
+    if not form.is_valid():
+        errors = "; ".join(f"{name}: {' '.join(texts)}" for name, texts in form.errors.items())
+        messages.error(request, f"Profile of {endpoint.name} not changed: {errors}")
+        return redirect("model-list")
+    try:
+        endpoint_profile_update(user=request.user, endpoint=endpoint, **form.profile())
+    except Invalid as error:
+        errors = "; ".join(f"{name}: {' '.join(texts)}" for name, texts in error.errors.items())
+        messages.error(request, f"Profile of {endpoint.name} not changed: {errors}")
+        return redirect("model-list")
+    messages.success(request, f"Request profile of {endpoint.name} saved.")
     return redirect("model-list")
 
 
@@ -141,7 +249,19 @@ def _detail_context(evaluation: ModelEvaluation, shown: str = "unparsable") -> d
         "items_shown": shown,
         "item_rows": _item_rows(evaluation, shown),
         "intervals": accuracy_rows(accuracy_table(evaluation)),
+        "request_settings": request_settings(evaluation),
     }
+
+
+def request_settings(evaluation: ModelEvaluation) -> list[tuple[str, str]]:
+    """The run's stored request settings, per asker: the model, the judge, the extractor."""
+    stored = evaluation.parameters or {}
+    rows = []
+    for who, key in (("model", "request"), ("judge", "judge_request"), ("extraction", "extraction_request")):
+        if key in stored:
+            shown = ", ".join(f"{name} {value}" for name, value in sorted(stored[key].items()))
+            rows.append((who, shown or "the endpoint's defaults"))
+    return rows
 
 
 @role_required(COORDINATOR)
@@ -258,6 +378,25 @@ class RunForm(forms.Form):
     describe = forms.CharField(
         required=False, max_length=PROMPT_MAX, widget=forms.Textarea(attrs={"rows": 3}), label="Describe: user"
     )
+    effort = forms.ChoiceField(
+        choices=EFFORT_CHOICES, required=False, label="Reasoning effort", help_text="For a reasoning model's profile."
+    )
+    extraction_max_tokens = forms.IntegerField(
+        min_value=0,
+        max_value=65536,
+        required=False,
+        label="Extraction max tokens",
+        help_text="Blank: 16 (none for a reasoning model).",
+    )
+    extraction_effort = forms.ChoiceField(choices=EFFORT_CHOICES, required=False, label="Extraction effort")
+    judge_max_tokens = forms.IntegerField(
+        min_value=0,
+        max_value=65536,
+        required=False,
+        label="Judge max tokens",
+        help_text="Blank: 256 (none for a reasoning model).",
+    )
+    judge_effort = forms.ChoiceField(choices=EFFORT_CHOICES, required=False, label="Judge effort")
     extraction_endpoint = forms.ModelChoiceField(
         queryset=ModelEndpoint.objects.all(),
         required=False,
@@ -293,7 +432,10 @@ class RunForm(forms.Form):
             "prompt": texts,
             "temperature": data["temperature"],
             "max_tokens": data["max_tokens"],
+            "effort": data.get("effort") or None,
             "extraction_endpoint": data["extraction_endpoint"],
+            "extraction_max_tokens": data.get("extraction_max_tokens") if data["extraction_endpoint"] else None,
+            "extraction_effort": (data.get("extraction_effort") or None) if data["extraction_endpoint"] else None,
         }
 
     def __init__(self, *args, **kwargs):
@@ -321,6 +463,7 @@ def model_run_new(request):
         fields.update(task=data["task"] or "multiple_choice", judge=data["judge"], circular=data["circular"])
         if data["task"] == "description":
             fields["judge_prompt"] = {"system": data["judge_system"], "user": data["judge_user"]}
+            fields.update(judge_max_tokens=data["judge_max_tokens"], judge_effort=data["judge_effort"] or None)
         if data["source"] == ModelEvaluation.Source.RELEASE:
             fields.update(release=data["release"], split=data["split"])
             if data["release"] is None:

@@ -162,6 +162,10 @@ CASES = {
     ("POST", "/api/models/create/"): [
         ("rita", "/api/models/create/", {"name": "m", "base_url": "http://gpu/v1", "model_id": "m"}, 403)
     ],
+    ("POST", "/api/models/{endpoint_id}/profile/"): [
+        ("alice", "/api/models/{endpoint}/profile/", {"request_preset": "openai_reasoning"}, 403),
+        ("rita", "/api/models/{endpoint}/profile/", {"request_preset": "openai_reasoning"}, 403),
+    ],
     ("POST", "/api/models/runs/create/"): [
         ("alice", "/api/models/runs/create/", lambda w: {"endpoint": w["endpoint"].pk, "source": "filter"}, 403),
         ("rita", "/api/models/runs/create/", lambda w: {"endpoint": w["endpoint"].pk, "source": "filter"}, 403),
@@ -304,6 +308,7 @@ def url_of(template: str, w) -> str:
         double_review=w["double_review"].pk,
         candidate=w["candidate"].pk,
         candidate_skip=w["candidate_skip"].pk,
+        endpoint=w["endpoint"].pk,
     )
 
 

@@ -8,6 +8,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from annotator.llm.endpoints import endpoint_create
+from annotator.llm.profiles import DEFAULT_PRESET, PRESETS
 from subtlebench.errors import ServiceError
 
 
@@ -31,6 +32,12 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=8, help="Requests in flight at most (1-256).")
         parser.add_argument("--timeout", type=int, default=120, help="Seconds per request (1-3600).")
         parser.add_argument(
+            "--preset",
+            default=DEFAULT_PRESET,
+            choices=list(PRESETS),
+            help="The request profile (openai_reasoning: max_completion_tokens, no temperature, reasoning effort).",
+        )
+        parser.add_argument(
             "--no-test",
             action="store_true",
             help="Register without testing the connection first (an endpoint not up yet).",
@@ -52,6 +59,7 @@ class Command(BaseCommand):
                 concurrency=opts["concurrency"],
                 timeout_s=opts["timeout"],
                 test_connection=not opts["no_test"],
+                request_preset=opts["preset"],
             )
         except ServiceError as error:
             raise CommandError(str(error))

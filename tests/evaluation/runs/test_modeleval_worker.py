@@ -93,7 +93,7 @@ def test_a_killed_run_resumes_without_sending_a_stored_item_again_and_the_key_ne
     # The echoing item never gets an answer: the run ends incomplete (a failed request is no answer), not succeeded.
     evaluation.refresh_from_db()
     assert job.status == Job.Status.FAILED and evaluation.state == "incomplete", job.errors
-    assert job.errors[0].startswith("Incomplete: 1 of 40 items have no answer after up to 3 asks each: 1 other")
+    assert job.errors[0].startswith("Incomplete: 1 of 40 items have no answer after up to 3 asks each: 1 rejected")
     ids = {f"{r['category']}_yt8m_{r['source_id']}": r["question"] for r in records}
     sent_after = Counter(seen.question for seen in server.requests)
     for question_id in answered_before:
@@ -108,9 +108,10 @@ def test_a_killed_run_resumes_without_sending_a_stored_item_again_and_the_key_ne
         if category != echo_category:
             assert per_category[category]["accuracy"] == accuracy
     failed = evaluation.results.get(failure__gt="")
-    assert failed.failure == "other" and failed.failure_message == "the endpoint answered HTTP 400"  # no body
+    assert failed.failure == "rejected"  # the endpoint's reason, its echo of the key removed
+    assert failed.failure_message == "the endpoint refuses the request (HTTP 400): bad request with Bearer [redacted]"
     assert failed.asks == settings.MODEL_EVAL_ITEM_TRIES
-    assert job.result["failures"] == {"other": 1}
+    assert job.result["failures"] == {"rejected": 1}
 
     # The key: sent to the server, and nowhere else.
     assert {seen.authorization for seen in server.requests} == {f"Bearer {KEY}"}
