@@ -50,6 +50,7 @@ from annotator.models import (
     ReleaseItem,
 )
 from annotator.models.jobs import ACTIVE
+from benchmark.circular import rotation_entries
 from benchmark.protocol import LETTERS, Item, shuffle_options
 from benchmark.questions import MAX_DISTRACTORS
 from benchmark.records import (
@@ -345,7 +346,13 @@ def evaluation_start(
         extraction_texts=extraction_prompt,
     )
     task_fields = description.clean_run_settings(
-        task=task, judge=judge, judge_prompt=judge_prompt, circular=circular, source=source, release=release
+        task=task,
+        judge=judge,
+        judge_prompt=judge_prompt,
+        circular=circular,
+        source=source,
+        release=release,
+        extraction=run_settings.extraction_endpoint is not None,
     )
     parameters = {"request": run_settings.request}
     if run_settings.extraction_endpoint is not None:
@@ -555,7 +562,9 @@ def _answer(
     if evaluation.task == description.DESCRIPTION:
         return description.describe_and_judge(client, client.judge, evaluation, item, result, parameters, read_image)
     if evaluation.circular:
-        return description.circular_answer(client, evaluation, item, result, prompt, parameters, read_image)
+        return description.circular_answer(
+            client, evaluation, item, result, prompt, parameters, read_image, regions, slots
+        )
     # The strategy's images and requests, and the parse outcome: evaluation.runs.answering (issue 28).
     read = partial(read_image, evaluation)
     return answer_item(client, result, item, evaluation.strategy, prompt, parameters, regions or [], read, slots)
@@ -829,7 +838,8 @@ def evaluation_summary(evaluation: ModelEvaluation) -> dict:
 
 def strategy_summary(evaluation: ModelEvaluation, results) -> dict:
     """Issue 28's part of the summary: the strategy, the unparsable replies (in the accuracy as wrong answers, as
-    the official evaluator scores them) and, with an extraction pass, its outcomes and the second figure."""
+    the official evaluator scores them; in a circular run, the items with such a reply in some rotation) and, with
+    an extraction pass, its outcomes and the second figure."""
     extraction = None
     if evaluation.extraction_endpoint_id:
         counts = dict(
@@ -898,10 +908,13 @@ def results_file(evaluation: ModelEvaluation) -> dict:
 
 
 def result_entry_extras(row: ModelItemResult) -> dict:
-    """Issue 28's fields of an entry: the parse outcome, a two-stage run's description, the extracted letter."""
+    """Issue 28's fields of an entry: the parse outcome, a two-stage run's description, the extracted letter, and a
+    circular run's rotations (benchmark.circular.rotation_entries: each one's options, letters and outcome)."""
     extras = {}
     if row.parse_outcome:
         extras["parse_outcome"] = row.parse_outcome
+    if row.rotations:
+        extras["rotations"] = rotation_entries(row.options, row.correct_letter, row.rotations)
     if row.first_response:
         extras["description"] = row.first_response
     if row.extraction:
@@ -921,6 +934,7 @@ def results_file_settings(evaluation: ModelEvaluation) -> dict:
         "prompt": evaluation.prompt,
         "max_tokens": request.get("max_tokens"),
         "unparsable_count": evaluation.unparsable,
+        "circular": evaluation.circular,
     }
     if evaluation.extraction_endpoint_id:
         settings_["llm_extraction"] = {
