@@ -65,7 +65,7 @@ from benchmark.records import (
 from benchmark.results import ResultsFileError, load_results, outcome_of, question_entry, results_document
 from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.runs import description
-from evaluation.runs.answering import answer_item, item_regions
+from evaluation.runs.answering import answer_item, item_regions, note_items_without_regions
 from evaluation.runs.extraction import extraction_pass
 from evaluation.runs.runsettings import clean_run_settings
 from subtlebench.errors import Invalid, NotFound
@@ -655,6 +655,7 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
             prompt = evaluation.prompt or configured_prompt().as_dict()
             parameters = evaluation.parameters.get("request") or request_parameters()
             regions = item_regions(evaluation, asked)
+            note_items_without_regions(evaluation, asked, regions)
             while todo := _todo(evaluation, asked):
                 _ask(evaluation, run, client, todo, released, prompt, parameters, progress, regions)
         finally:
@@ -838,8 +839,9 @@ def evaluation_summary(evaluation: ModelEvaluation) -> dict:
 
 def strategy_summary(evaluation: ModelEvaluation, results) -> dict:
     """Issue 28's part of the summary: the strategy, the unparsable replies (in the accuracy as wrong answers, as
-    the official evaluator scores them; in a circular run, the items with such a reply in some rotation) and, with
-    an extraction pass, its outcomes and the second figure."""
+    the official evaluator scores them; in a circular run, the items with such a reply in some rotation), with an
+    extraction pass its outcomes and the second figure, and for an oracle strategy the items it had no stored
+    region to draw for (`without_regions`; None for the other strategies)."""
     extraction = None
     if evaluation.extraction_endpoint_id:
         counts = dict(
@@ -861,6 +863,7 @@ def strategy_summary(evaluation: ModelEvaluation, results) -> dict:
         "unparsable": evaluation.unparsable,
         "extraction": extraction,
         "accuracy_with_extraction": evaluation.accuracy_with_extraction,
+        "without_regions": evaluation.parameters.get("without_regions"),
     }
 
 
@@ -936,6 +939,9 @@ def results_file_settings(evaluation: ModelEvaluation) -> dict:
         "unparsable_count": evaluation.unparsable,
         "circular": evaluation.circular,
     }
+    if "without_regions" in evaluation.parameters:
+        settings_["items_without_regions"] = evaluation.parameters["without_regions"]
+        settings_["items_without_regions_ids"] = evaluation.parameters.get("without_regions_ids", [])
     if evaluation.extraction_endpoint_id:
         settings_["llm_extraction"] = {
             "model": evaluation.extraction_endpoint.model_id,
