@@ -225,7 +225,7 @@ def circular_answer(
     # The run's stored texts (evaluation.runs.runsettings); a text a stored prompt lacks is ours.
     prompt = {"system": DEFAULT_PROMPT.system, "user": DEFAULT_PROMPT.user, **(prompt or {})}
     result.prompt_tokens = result.completion_tokens = result.latency_ms = 0
-    letters, flags, replies, unparsable = [], [], [], False
+    letters, flags, replies, unparsable, first_letter = [], [], [], False, ""
     with slots or nullcontext():
         try:
             described = ""
@@ -247,7 +247,7 @@ def circular_answer(
                 replies.append(scrub(answer.text, client.api_key))
                 outcome, predicted = parse_reply(answer.text, options)
                 if number == 0:
-                    result.predicted_letter = predicted  # as a plain run keeps it, even a letter past the options
+                    first_letter = predicted  # as a plain run keeps it, even a letter past the options
                 unparsable |= outcome == Parse.UNPARSABLE
                 letters.append(predicted if outcome == Parse.PARSED else "")
                 flags.append(outcome == Parse.PARSED and predicted == letter(correct))
@@ -258,6 +258,7 @@ def circular_answer(
             result.failure_message = f"description: {failed.message}"
             return result
     result.rotations = letters
+    result.predicted_letter = first_letter
     result.parse_outcome = Parse.UNPARSABLE if unparsable else Parse.PARSED
     result.is_correct = circular_correct(flags)
     result.response_text = "\n\n".join(f"[rotation {n}]\n{text}" for n, text in enumerate(replies))[:20000]
