@@ -1,5 +1,5 @@
 """Difference regions in the app: checking a pair's boxes against its images, the workbench's frames A/B against
-the stored images 1/2, the categories that require a box, and drawing boxes on an image (the highlight strategy).
+the stored images 1/2, the categories that require a box, and drawing boxes on an image (the oracle highlight strategy).
 
 The contract itself (the shape of a region, its validator) is `benchmark/regions.py`.
 """

@@ -4,7 +4,7 @@ A region is a dict `{"image": 1 or 2, "x": int, "y": int, "w": int, "h": int}` i
 original size, origin at the top left), with an optional short `label`. A pair holds a list of them (at most
 `MAX_REGIONS`); the official records never carry them, the provenance sidecar of an export does. Annotators draw
 them, imports make them from masks (MVTec-AD `ground_truth/`, change-detection `label/`), the synthetic generator
-knows them by construction, and model evaluation's highlight strategy draws them on the images.
+knows them by construction, and model evaluation's oracle condition (`highlight_oracle`) draws them on the images.
 """
 
 from __future__ import annotations

@@ -30,8 +30,9 @@ RESPONSE_MAX = 20000
 
 
 def item_regions(evaluation: ModelEvaluation, items: list[Item]) -> dict[str, list[dict]]:
-    """The difference regions of each item, by item id, numbered as the item shows its images (a release item whose
-    images were swapped has its regions' images swapped too); only for a strategy that draws them."""
+    """The stored difference regions of each item, by item id, numbered as the item shows its images (a release item
+    whose images were swapped has its regions' images swapped too); only for a strategy that draws them (an oracle:
+    `highlight_oracle`), empty for every other."""
     if not STRATEGIES[evaluation.strategy].uses_regions:
         return {}
     if evaluation.release_id:
@@ -46,6 +47,24 @@ def item_regions(evaluation: ModelEvaluation, items: list[Item]) -> dict[str, li
         .values_list("pk", "regions")
     )
     return {item.question_id: by_pair.get(item.pair_id) or [] for item in items if item.pair_id}
+
+
+WITHOUT_REGIONS_SHOWN = 20
+
+
+def note_items_without_regions(evaluation: ModelEvaluation, items: list[Item], regions: dict[str, list[dict]]) -> None:
+    """A run of an oracle strategy (one that draws the stored regions) sends an item without stored regions with no
+    box, never boxes computed in their place: store with the run how many such items it has, and the first
+    WITHOUT_REGIONS_SHOWN of their ids, for its summary, page and results file."""
+    if not STRATEGIES[evaluation.strategy].uses_regions:
+        return
+    missing = [item.question_id for item in items if not regions.get(item.question_id)]
+    evaluation.parameters = {
+        **evaluation.parameters,
+        "without_regions": len(missing),
+        "without_regions_ids": missing[:WITHOUT_REGIONS_SHOWN],
+    }
+    ModelEvaluation.objects.filter(pk=evaluation.pk).update(parameters=evaluation.parameters)
 
 
 def parse_reply(text: str, options: list[str]) -> tuple[str, str]:

@@ -4,7 +4,9 @@ A description run asks the model, for each captioned item of a release's split, 
 the two images (benchmark.description), then asks the judge endpoint whether that description matches the item's
 human caption: the judge's yes is a right answer, its no a wrong one; a failed request of either is no answer (the
 item is asked again, as any failed item is). A circular run asks each multiple-choice item once per rotation of its
-options (benchmark.circular) and counts it right only when right every time.
+options (benchmark.circular), with the run's strategy, and counts it right only when right every time; a reply that
+names no shown option is a wrong answer in its rotation, so the item stays in the denominator, as the official
+evaluator (and a plain run here) scores an unparsable reply.
 
 Both are steps of `services._answer`, run in the run's worker threads: nothing here touches the database while
 asking. The judge shares the model client's watchdog, so a cancelled run cuts the judge's requests off too.
@@ -15,8 +17,11 @@ from __future__ import annotations
 import copy
 import json
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from fractions import Fraction
+
+from PIL import UnidentifiedImageError
 
 from annotator.llm.client import ChatClient, RequestCancelled, RequestFailed, redact
 from annotator.llm.endpoints import endpoint_client
@@ -41,11 +46,14 @@ from benchmark.description import (
     parse_verdict,
 )
 from benchmark.intervals import Scored, accuracy_interval, micro_mean
-from benchmark.protocol import DEFAULT_PROMPT, Item, Prompt, letter, messages_for, option_of, parse_answer
+from benchmark.protocol import DEFAULT_PROMPT, Item, letter
 from evaluation.models import ModelEvaluation, ModelItemResult
+from evaluation.runs.answering import parse_reply
+from evaluation.runs.strategies import STRATEGIES, answer_messages, describe_messages
 from subtlebench.errors import Invalid
 
 Failure = ModelItemResult.Failure
+Parse = ModelItemResult.Parse
 DESCRIPTION = "description"
 MULTIPLE_CHOICE = "multiple_choice"
 TASKS = (MULTIPLE_CHOICE, DESCRIPTION)
@@ -67,16 +75,27 @@ def clean_run_settings(
     release: Release | None,
     judge_max_tokens: int | None = None,
     judge_effort: str | None = None,
+    extraction: bool = False,
 ) -> dict:
     """The task's fields of a new run, checked: a description run is on a release (its captions are the released
     ones) and names its judge, whose request settings (token limit, effort) are checked against its profile and
-    returned as `judge_request`; circular evaluation is for multiple-choice runs."""
+    returned as `judge_request`; circular evaluation is for multiple-choice runs without an extraction pass (that pass
+    reads one reply against one order of the options; a circular item has one per rotation)."""
     task = task or MULTIPLE_CHOICE
     if task not in TASKS:
         raise Invalid({"task": [f"The task is {' or '.join(TASKS)}, not {task!r}."]})
     if task == MULTIPLE_CHOICE:
         if judge is not None or judge_prompt or judge_max_tokens is not None or judge_effort:
             raise Invalid({"judge": ["A judge grades descriptions: only a description run has one."]})
+        if circular and extraction:
+            raise Invalid(
+                {
+                    "extraction_endpoint": [
+                        "LLM extraction reads one reply per item; a circular run has one per rotation of the options: "
+                        "choose one of the two."
+                    ]
+                }
+            )
         return {"task": task, "circular": bool(circular)}
     if circular:
         raise Invalid({"circular": ["Circular evaluation rotates options: a description run has none."]})
@@ -215,44 +234,60 @@ def describe_and_judge(client: ChatClient, judge: ChatClient, evaluation, item, 
     return result
 
 
-def circular_answer(client: ChatClient, evaluation, item: Item, result, prompt, parameters, read):
-    """One multiple-choice item asked once per rotation of its options (in a worker thread): right only when right
-    in every rotation; a failed or unreadable answer in any rotation fails the item. None: cancelled."""
-    images = _images(read, evaluation, item, result)
-    if images is None:
+def circular_answer(
+    client: ChatClient, evaluation, item: Item, result, prompt, parameters, read, regions=None, slots=None
+):
+    """One multiple-choice item asked once per rotation of its options (in a worker thread), with the images and
+    texts of the run's strategy (a two-stage run describes once, then answers each rotation): right only when right
+    in every rotation. A reply the official parser cannot read as a shown option is that rotation's wrong answer,
+    as a plain run scores it: the item is answered (wrong), its parse outcome unparsable, its letter in `rotations`
+    "" (the marker of a rotation without a letter). A failed request in any rotation fails the item (it is asked
+    again). None: cancelled."""
+    chosen = STRATEGIES[evaluation.strategy]
+    try:
+        images = chosen.images(read(evaluation, item.image_1), read(evaluation, item.image_2), regions or [])
+    except (OSError, UnidentifiedImageError, ValueError) as error:
+        result.failure, result.failure_message = Failure.OTHER, f"cannot read an image of the item ({error})"
         return result
-    if isinstance(prompt, dict):  # the run's stored texts (evaluation.runs.runsettings)
-        prompt = Prompt(
-            system=prompt.get("system", DEFAULT_PROMPT.system), user=prompt.get("user", DEFAULT_PROMPT.user)
-        )
+    # The run's stored texts (evaluation.runs.runsettings); a text a stored prompt lacks is ours.
+    prompt = {"system": DEFAULT_PROMPT.system, "user": DEFAULT_PROMPT.user, **(prompt or {})}
     result.prompt_tokens = result.completion_tokens = result.latency_ms = result.reasoning_tokens = 0
-    letters, flags, replies = [], [], []
-    for number, (options, correct) in enumerate(rotations(item.options, item.correct_index)):
-        shown = copy.copy(item)
-        shown.options, shown.correct_index = options, correct
+    letters, flags, replies, unparsable, first_letter = [], [], [], False, ""
+    with slots or nullcontext():
         try:
-            answer = client.complete(messages_for(shown, *images, prompt), parameters)
+            described = ""
+            if chosen.two_stage:
+                answer = client.complete(describe_messages(item, images, prompt), parameters)
+                _add_usage(result, answer)
+                described = answer.text
+                result.first_response = redact(described, client.api_key)[:20000]
+            for number, (options, correct) in enumerate(rotations(item.options, item.correct_index)):
+                shown = copy.copy(item)
+                shown.options, shown.correct_index = options, correct
+                try:
+                    answer = client.complete(answer_messages(shown, images, prompt, described), parameters)
+                except RequestFailed as failed:
+                    result.failure, result.attempts = failed.kind, failed.attempts
+                    result.failure_message = f"rotation {number}: {failed.message}"
+                    return result
+                _add_usage(result, answer)
+                replies.append(redact(answer.text, client.api_key))
+                outcome, predicted = parse_reply(answer.text, options)
+                if number == 0:
+                    first_letter = predicted  # as a plain run keeps it, even a letter past the options
+                unparsable |= outcome == Parse.UNPARSABLE
+                letters.append(predicted if outcome == Parse.PARSED else "")
+                flags.append(outcome == Parse.PARSED and predicted == letter(correct))
         except RequestCancelled:
             return None
-        except RequestFailed as failed:
+        except RequestFailed as failed:  # the two-stage description
             result.failure, result.attempts = failed.kind, failed.attempts
-            result.failure_message = f"rotation {number}: {failed.message}"
+            result.failure_message = f"description: {failed.message}"
             return result
-        _add_usage(result, answer)
-        replies.append(redact(answer.text, client.api_key))
-        predicted = parse_answer(answer.text)
-        if not predicted or option_of(options, predicted) is None:
-            shown_text = redact(" ".join(answer.text.split()), client.api_key)[:120]
-            result.failure = Failure.MALFORMED
-            result.failure_message = (
-                f"rotation {number}: no answer letter A-{letter(len(options) - 1)} in the model's reply: {shown_text!r}"
-            )
-            return result
-        letters.append(predicted)
-        flags.append(predicted == letter(correct))
     result.reasoning_text = redact(result.reasoning_text, client.api_key)[:20000]
     result.rotations = letters
-    result.predicted_letter = letters[0]
+    result.predicted_letter = first_letter
+    result.parse_outcome = Parse.UNPARSABLE if unparsable else Parse.PARSED
     result.is_correct = circular_correct(flags)
     result.response_text = "\n\n".join(f"[rotation {n}]\n{text}" for n, text in enumerate(replies))[:20000]
     return result

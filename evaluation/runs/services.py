@@ -58,6 +58,7 @@ from annotator.models import (
     ReleaseItem,
 )
 from annotator.models.jobs import ACTIVE
+from benchmark.circular import rotation_entries
 from benchmark.protocol import LETTERS, Item, shuffle_options
 from benchmark.questions import MAX_DISTRACTORS
 from benchmark.records import (
@@ -72,7 +73,7 @@ from benchmark.records import (
 from benchmark.results import ResultsFileError, load_results, outcome_of, question_entry, results_document
 from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.runs import description
-from evaluation.runs.answering import answer_item, item_regions
+from evaluation.runs.answering import answer_item, item_regions, note_items_without_regions
 from evaluation.runs.extraction import extraction_pass
 from evaluation.runs.naming import run_names
 from evaluation.runs.runsettings import clean_run_settings
@@ -373,6 +374,7 @@ def evaluation_start(
         release=release,
         judge_max_tokens=judge_max_tokens,
         judge_effort=judge_effort,
+        extraction=run_settings.extraction_endpoint is not None,
     )
     # The profile the run was created against, kept for its page and its name (the endpoint's may change later).
     parameters = {"request": run_settings.request, "profile": endpoint_profile(endpoint).as_dict()}
@@ -584,7 +586,9 @@ def _answer(
     if evaluation.task == description.DESCRIPTION:
         return description.describe_and_judge(client, client.judge, evaluation, item, result, parameters, read_image)
     if evaluation.circular:
-        return description.circular_answer(client, evaluation, item, result, prompt, parameters, read_image)
+        return description.circular_answer(
+            client, evaluation, item, result, prompt, parameters, read_image, regions, slots
+        )
     # The strategy's images and requests, and the parse outcome: evaluation.runs.answering (issue 28).
     read = partial(read_image, evaluation)
     return answer_item(client, result, item, evaluation.strategy, prompt, parameters, regions or [], read, slots)
@@ -675,6 +679,7 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
             stored = evaluation.parameters
             parameters = stored["request"] if "request" in stored else request_parameters()
             regions = item_regions(evaluation, asked)
+            note_items_without_regions(evaluation, asked, regions)
             while todo := _todo(evaluation, asked):
                 _ask(evaluation, run, client, todo, released, prompt, parameters, progress, regions)
         finally:
@@ -891,7 +896,9 @@ def run_cost(evaluation: ModelEvaluation) -> float | None:
 
 def strategy_summary(evaluation: ModelEvaluation, results) -> dict:
     """Issue 28's part of the summary: the strategy, the unparsable replies (in the accuracy as wrong answers, as
-    the official evaluator scores them) and, with an extraction pass, its outcomes and the second figure."""
+    the official evaluator scores them; in a circular run, the items with such a reply in some rotation), with an
+    extraction pass its outcomes and the second figure, and for an oracle strategy the items it had no stored
+    region to draw for (`without_regions`; None for the other strategies)."""
     extraction = None
     if evaluation.extraction_endpoint_id:
         counts = dict(
@@ -913,6 +920,7 @@ def strategy_summary(evaluation: ModelEvaluation, results) -> dict:
         "unparsable": evaluation.unparsable,
         "extraction": extraction,
         "accuracy_with_extraction": evaluation.accuracy_with_extraction,
+        "without_regions": evaluation.parameters.get("without_regions"),
     }
 
 
@@ -960,10 +968,13 @@ def results_file(evaluation: ModelEvaluation) -> dict:
 
 
 def result_entry_extras(row: ModelItemResult) -> dict:
-    """Issue 28's fields of an entry: the parse outcome, a two-stage run's description, the extracted letter."""
+    """Issue 28's fields of an entry: the parse outcome, a two-stage run's description, the extracted letter, and a
+    circular run's rotations (benchmark.circular.rotation_entries: each one's options, letters and outcome)."""
     extras = {}
     if row.parse_outcome:
         extras["parse_outcome"] = row.parse_outcome
+    if row.rotations:
+        extras["rotations"] = rotation_entries(row.options, row.correct_letter, row.rotations)
     if row.first_response:
         extras["description"] = row.first_response
     if row.extraction:
@@ -983,7 +994,11 @@ def results_file_settings(evaluation: ModelEvaluation) -> dict:
         "prompt": evaluation.prompt,
         "max_tokens": request.get("max_tokens"),
         "unparsable_count": evaluation.unparsable,
+        "circular": evaluation.circular,
     }
+    if "without_regions" in evaluation.parameters:
+        settings_["items_without_regions"] = evaluation.parameters["without_regions"]
+        settings_["items_without_regions_ids"] = evaluation.parameters.get("without_regions_ids", [])
     if evaluation.extraction_endpoint_id:
         settings_["llm_extraction"] = {
             "model": evaluation.extraction_endpoint.model_id,

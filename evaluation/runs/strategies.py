@@ -10,8 +10,19 @@ black line between; `overlapped` sends the two files and a third image, their 50
 height (Lanczos); `substract` sends the two files and a third image, the mean over the channels of their absolute
 difference at that size, scaled so that its largest value is 255, grey as RGB. A made image is a JPEG of quality 95.
 Ours besides: `two_stage` asks for a description of the difference first and sends it with the question in a second
-request; `highlight` draws the pair's difference regions (benchmark/regions.py) as red boxes on both images, or,
-for a pair without regions, one box around the pixels that differ.
+request.
+
+`highlight` draws red boxes on both images computed from the two images alone (`difference_boxes`), never from what
+is stored about the pair: both images at the smaller width and height (Lanczos); the mean absolute difference over
+the channels per pixel; the pixels where it is at least DIFF_THRESHOLD (24 of 255: above JPEG noise, below any change
+a question is about) are changed; the changed pixels are grouped on a grid of cells (BOX_GRID cells on the longer
+side) and changed cells at most MERGE_CELLS empty cells apart are one change (connected components after a dilation),
+so nearby pixels of one object make one box; a change of fewer than MIN_CHANGE_PIXELS pixels or 1/MIN_CHANGE_SHARE of
+the image is dropped as noise; the MAX_BOXES largest changes are kept, each boxed tightly around its changed pixels
+and scaled to each image. Identical images get no box.
+`highlight_oracle` is another condition, an oracle: it draws the pair's stored difference regions (masks, labels,
+annotators' boxes; benchmark/regions.py) and nothing else; an item without stored regions gets no box (the run
+counts those items: `without_regions`), never computed boxes in their place.
 """
 
 from __future__ import annotations
@@ -34,9 +45,13 @@ JPEG_QUALITY = 95
 GRID_COLOR = (76, 76, 76)
 GRID_CELLS = 4
 BOX_COLOR = (255, 0, 0)
-# An automatic highlight box bounds the pixels whose mean absolute difference over the channels is at least this
-# (of 255): above JPEG noise, below any change a question is about. No such pixel: no box.
-DIFF_THRESHOLD = 24
+# The computed highlight boxes (`difference_boxes`; the method is the module's docstring).
+DIFF_THRESHOLD = 24  # of 255: a pixel whose mean absolute difference over the channels is at least this has changed
+BOX_GRID = 128  # cells on the longer side of the grid the changed pixels are grouped on
+MERGE_CELLS = 1  # changed cells with at most this many empty cells between them are one change
+MIN_CHANGE_PIXELS = 4  # a smaller change is noise
+MIN_CHANGE_SHARE = 5000  # so is a change of fewer than 1/MIN_CHANGE_SHARE of the image's pixels
+MAX_BOXES = 5
 PROMPT_MAX = 20000
 
 
@@ -119,17 +134,57 @@ def subtracted(image_1: bytes, image_2: bytes, regions: list[dict]) -> list[byte
     return [image_1, image_2, jpeg(Image.fromarray(scaled, mode="L").convert("RGB"))]
 
 
-def automatic_box(first: Image.Image, second: Image.Image) -> dict | None:
-    """One box (in the first image's pixels) around the pixels that differ, or None when none does."""
+def _changes(changed: np.ndarray) -> list[tuple[int, list[tuple[int, int]]]]:
+    """The changes of a mask of changed pixels: (changed pixels, grid cells) of each group of cells at most
+    MERGE_CELLS empty cells apart."""
+    height, width = changed.shape
+    side = -(-max(width, height) // BOX_GRID)  # a cell's side in pixels
+    rows, cols = -(-height // side), -(-width // side)
+    padded = np.zeros((rows * side, cols * side), dtype=np.int32)
+    padded[:height, :width] = changed
+    counts = padded.reshape(rows, side, cols, side).sum(axis=(1, 3))
+    occupied = {(int(r), int(c)) for r, c in np.argwhere(counts)}
+    reach = MERGE_CELLS + 1
+    changes = []
+    for seed in sorted(occupied):
+        if seed not in occupied:
+            continue
+        occupied.discard(seed)
+        cells, queue = [], [seed]
+        while queue:
+            row, col = queue.pop()
+            cells.append((row, col))
+            for dr in range(-reach, reach + 1):
+                for dc in range(-reach, reach + 1):
+                    neighbour = (row + dr, col + dc)
+                    if neighbour in occupied:
+                        occupied.discard(neighbour)
+                        queue.append(neighbour)
+        changes.append((int(sum(counts[cell] for cell in cells)), cells))
+    return changes
+
+
+def difference_boxes(first: Image.Image, second: Image.Image) -> list[tuple[int, int, int, int]]:
+    """The highlight boxes of a pair computed from its two images only (the method is the module's docstring):
+    (x0, y0, x1, y1), x1 and y1 exclusive, in pixels of the two images at their common size; the largest change
+    first; none for identical images."""
     size = _common_size(first, second)
     diff = difference_map(first.resize(size, Image.LANCZOS), second.resize(size, Image.LANCZOS))
-    ys, xs = np.nonzero(diff >= DIFF_THRESHOLD)
-    if not len(xs):
-        return None
-    sx, sy = first.width / size[0], first.height / size[1]
-    x0, y0 = int(xs.min() * sx), int(ys.min() * sy)
-    x1, y1 = int(np.ceil((xs.max() + 1) * sx)), int(np.ceil((ys.max() + 1) * sy))
-    return {"image": 1, "x": x0, "y": y0, "w": x1 - x0, "h": y1 - y0}
+    changed = diff >= DIFF_THRESHOLD
+    if not changed.any():
+        return []
+    height, width = changed.shape
+    smallest = max(MIN_CHANGE_PIXELS, width * height // MIN_CHANGE_SHARE)
+    side = -(-max(width, height) // BOX_GRID)
+    kept = [(pixels, cells) for pixels, cells in _changes(changed) if pixels >= smallest]
+    boxes = []
+    for _, cells in sorted(kept, key=lambda change: (-change[0], min(change[1])))[:MAX_BOXES]:
+        mine = np.zeros(changed.shape, dtype=bool)
+        for row, col in cells:
+            mine[row * side : (row + 1) * side, col * side : (col + 1) * side] = True
+        ys, xs = np.nonzero(changed & mine)
+        boxes.append((int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1))
+    return boxes
 
 
 def box_width(image: Image.Image) -> int:
@@ -145,12 +200,22 @@ def _draw_boxes(image: Image.Image, boxes: list[tuple[float, float, float, float
 
 
 def highlighted(image_1: bytes, image_2: bytes, regions: list[dict]) -> list[bytes]:
-    """Every region drawn on both images (a box given on one image is scaled to the other's size); without
-    regions, the automatic box."""
+    """The boxes computed from the two images (`difference_boxes`) drawn on both, scaled to each image's size. The
+    pair's stored regions are not read."""
     images = [_open(image_1), _open(image_2)]
-    if not regions:
-        box = automatic_box(images[0], images[1])
-        regions = [box] if box else []
+    width, height = _common_size(*images)
+    boxes = difference_boxes(*images)
+    out = []
+    for shown in images:
+        sx, sy = shown.width / width, shown.height / height
+        out.append(_draw_boxes(shown, [(x0 * sx, y0 * sy, x1 * sx, y1 * sy) for x0, y0, x1, y1 in boxes]))
+    return out
+
+
+def highlighted_oracle(image_1: bytes, image_2: bytes, regions: list[dict]) -> list[bytes]:
+    """The oracle condition: every stored region drawn on both images (a box given on one image is scaled to the
+    other's size); an item without stored regions is sent with no box at all."""
+    images = [_open(image_1), _open(image_2)]
     out = []
     for shown in images:
         boxes = []
@@ -170,6 +235,7 @@ class Strategy:
     images: Callable[[bytes, bytes, list[dict]], list[bytes]]
     official: bool = True  # a prompt type of the official evaluator
     two_stage: bool = False
+    # Draws the pair's stored regions (the ground truth): an oracle condition, never mixed into another strategy.
     uses_regions: bool = False
 
 
@@ -184,7 +250,14 @@ STRATEGIES = {
         Strategy("overlapped", "overlapped (a 50/50 blend as a third image)", overlapped),
         Strategy("substract", "difference image (a third image)", subtracted),
         Strategy("two_stage", "two-stage (describe, then answer)", unchanged, official=False, two_stage=True),
-        Strategy("highlight", "highlight boxes on both images", highlighted, official=False, uses_regions=True),
+        Strategy("highlight", "highlight: boxes computed from the images", highlighted, official=False),
+        Strategy(
+            "highlight_oracle",
+            "highlight: stored regions (oracle)",
+            highlighted_oracle,
+            official=False,
+            uses_regions=True,
+        ),
     )
 }
 DEFAULT_STRATEGY = "standard"

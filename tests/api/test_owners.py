@@ -70,6 +70,9 @@ def build_world() -> dict:
     from annotator.llm.endpoints import endpoint_create
 
     endpoint = endpoint_create(user=coordinator, name="owners", base_url="http://127.0.0.1:9/v1", model_id="m")
+    from tests.model_fixtures import make_run
+
+    run = make_run(endpoint)
     # Image collections (issue 27): alice holds a candidate pair, and skipped another.
     candidate = make_candidate()
     authoring.candidate_heartbeat(candidate=candidate, user=annotator)
@@ -78,6 +81,7 @@ def build_world() -> dict:
         "candidate": candidate,
         "candidate_skip": candidate_skip,
         "endpoint": endpoint,
+        "run": run,
         "queued_job": queued,
         "failed_job": failed,
         "video": held,
@@ -165,6 +169,10 @@ CASES = {
     ("POST", "/api/models/{endpoint_id}/profile/"): [
         ("alice", "/api/models/{endpoint}/profile/", {"request_preset": "openai_reasoning"}, 403),
         ("rita", "/api/models/{endpoint}/profile/", {"request_preset": "openai_reasoning"}, 403),
+    ],
+    ("POST", "/api/models/runs/{run_id}/label/"): [
+        ("alice", "/api/models/runs/{run}/label/", {"label": "mine"}, 403),
+        ("rita", "/api/models/runs/{run}/label/", {"label": "mine"}, 403),
     ],
     ("POST", "/api/models/runs/create/"): [
         ("alice", "/api/models/runs/create/", lambda w: {"endpoint": w["endpoint"].pk, "source": "filter"}, 403),
@@ -309,6 +317,7 @@ def url_of(template: str, w) -> str:
         candidate=w["candidate"].pk,
         candidate_skip=w["candidate_skip"].pk,
         endpoint=w["endpoint"].pk,
+        run=w["run"].pk,
     )
 
 

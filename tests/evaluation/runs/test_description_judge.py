@@ -1,14 +1,17 @@
 """The description task against two real loopback servers (tests/model_server.py): a fake model that describes each
 pair by a table of ours, and a fake judge that answers by a rule of ours (yes when the description holds the caption,
 a reply without a verdict for a description that says "unsure"). Circular evaluation: an item counts right only when
-right in every rotation of its options."""
+right in every rotation of its options, a reply without a letter is a wrong answer in its rotation (the item stays in
+every denominator), and each rotation is asked with the run's strategy."""
 
 from __future__ import annotations
 
 import base64
 import json
+from fractions import Fraction
 from io import StringIO
 
+import numpy as np
 import pytest
 from django.core.files.storage import default_storage
 from django.core.management import CommandError, call_command
@@ -17,12 +20,21 @@ from annotator.llm.endpoints import endpoint_create
 from annotator.models import Category, Job, Pair
 from benchmark.description import JUDGE_SYSTEM
 from evaluation.models import JudgeVerdict, ModelEvaluation, ModelItemResult
-from evaluation.results.compare import model_sources
+from evaluation.results.compare import model_sources, release_compare, run_side
 from evaluation.results.judge_check import judge_agreement
+from evaluation.results.release_report import release_report_of
 from evaluation.runs.description import accuracy_table
-from evaluation.runs.services import evaluation_run, evaluation_start, results_file
+from evaluation.runs.services import (
+    evaluation_items,
+    evaluation_run,
+    evaluation_start,
+    evaluation_summary,
+    model_answers_on_release,
+    results_file,
+)
+from evaluation.runs.strategies import default_prompt
 from subtlebench.errors import Invalid
-from tests.factories import make_image, make_pair
+from tests.factories import make_image, make_pair, make_video
 from tests.model_server import ModelServer
 from tests.modeleval_release_factories import make_release
 
@@ -238,6 +250,151 @@ def test_circular_evaluation_counts_an_item_right_only_when_right_in_every_rotat
     # The letters differ by rotation for the steady item (the answer moves), and the biased one always says A.
     assert len(set(steady.rotations)) == 3 and first.rotations == ["A", "A"] and first.is_correct is False
     assert (evaluation.answered, evaluation.correct) == (3, 1)
+
+
+GARBLED = "I cannot tell which option is right."
+
+
+def test_a_circular_run_counts_a_rotation_without_a_letter_wrong_and_keeps_the_item_in_every_denominator(
+    coordinator, client_for
+):
+    # 117 items of three options: 78 answered right in every rotation, 38 with a position bias (the first option:
+    # right in one rotation of three), and one answered right except in its second rotation, where the reply has
+    # no letter. Scored as the official evaluator scores an unparsable reply: 78 of 117, not 78 of 116.
+    video = make_video(frames=2)
+    categories = [Category.ATTRIBUTE, Category.SPATIAL, Category.EXISTENCE]
+    pairs = [
+        make_pair(
+            video=video,
+            category=categories[number % 3],
+            question=f"What changed in item {number}?",
+            answer="the true change",
+            distractors=["a wrong change", "another wrong change"],
+        )
+        for number in range(117)
+    ]
+    release = make_release([(pair, "test", False) for pair in pairs])
+    steady = {pair.question for pair in pairs[:78]} | {pairs[116].question}
+    hard = pairs[116]
+
+    def policy(question: str, options: list[str]) -> str:
+        return "the true change" if question in steady else options[0]
+
+    server = ModelServer(policy=policy).start()
+    try:
+        endpoint = endpoint_create(user=coordinator, name="m", base_url=server.base_url, model_id="tiny-vlm")
+        evaluation = evaluation_start(
+            endpoint=endpoint, user=coordinator, source="release", release=release, circular=True
+        )
+        [shown] = [item for item in evaluation_items(evaluation) if item.question == hard.question]
+        second_rotation = shown.options[1:] + shown.options[:1]
+        server.reply = lambda seen: (
+            GARBLED if seen.question == hard.question and seen.options == second_rotation else None
+        )
+        evaluation = evaluation_run(evaluation_id=evaluation.pk)
+    finally:
+        server.stop()
+    job = evaluation.job
+    job.refresh_from_db()
+    assert job.status == Job.Status.SUCCEEDED, job.errors
+    # An answer, not a failure: asked once per rotation and never again.
+    assert server.sent(hard.question) == 3 and len(server.requests) == 3 * 117
+    row = evaluation.results.get(pair=hard)
+    assert row.is_correct is False and row.failure == "" and row.parse_outcome == "unparsable"
+    correct_letters = ["ABC"[(shown.correct_index - shift) % 3] for shift in range(3)]
+    assert row.rotations == [correct_letters[0], "", correct_letters[2]]
+    assert GARBLED in row.response_text.split("[rotation 1]")[1]
+
+    # The stored counts, the summary stored at the end and a fresh one, the table with intervals.
+    assert (evaluation.items, evaluation.answered, evaluation.correct, evaluation.failed) == (117, 117, 78, 0)
+    assert evaluation.unparsable == 1 and evaluation.accuracy == 78 / 117
+    for summary in (job.result, evaluation_summary(evaluation)):
+        assert (summary["answered"], summary["correct"], summary["failed"], summary["unparsable"]) == (117, 78, 0, 1)
+        assert summary["accuracy"] == 78 / 117
+        assert sum(cell["answered"] for cell in summary["per_category"].values()) == 117
+        assert summary["per_category"][hard.category]["unparsable"] == 1
+    table = accuracy_table(evaluation)
+    assert (table["overall"]["correct"], table["overall"]["n"]) == (78, 117)
+
+    # The results file: the item is an answered, wrong entry with its three rotations, the second without a letter.
+    document = results_file(evaluation)
+    assert (document["answered_count"], document["correct_count"], document["failed_count"]) == (117, 78, 0)
+    assert document["accuracy"] == 78 / 117 and document["unparsable_count"] == 1 and document["circular"] is True
+    [entry] = [entry for entry in document["questions"] if entry["question_id"] == row.question_id]
+    assert entry["is_correct"] is False and "error" not in entry and entry["parse_outcome"] == "unparsable"
+    assert [r["predicted_answer"] for r in entry["rotations"]] == [correct_letters[0], None, correct_letters[2]]
+    assert [r["correct_letter"] for r in entry["rotations"]] == correct_letters
+    assert [r["is_correct"] for r in entry["rotations"]] == [True, False, True]
+    assert [r["parse_outcome"] for r in entry["rotations"]] == ["parsed", "unparsable", "parsed"]
+    assert entry["rotations"][1]["options"] == second_rotation
+    steady_entries = [e for e in document["questions"] if e["is_correct"]]
+    assert len(steady_entries) == 78 and all(len(e["rotations"]) == 3 for e in steady_entries)
+
+    # The release report, the compare page's table and a paired side read the same outcome.
+    answers_on_release = model_answers_on_release(release)
+    [(label, given)] = answers_on_release.items()
+    assert len(given) == 117 and dict(given)[row.question_id] is False
+    [model_row] = release_report_of(release).models
+    assert model_row.micro.items == 117 and model_row.micro.estimate == Fraction(78, 117)
+    [compared] = release_compare(release=release)["runs"]
+    assert (compared["own"]["correct"], compared["own"]["n"], compared["failed"]) == (78, 117, 0)
+    side = run_side(evaluation, "test")
+    assert len(side) == 117 and side[row.release_item_id][0] == 0
+    api = client_for(coordinator).get(f"/api/models/runs/{evaluation.pk}/").json()
+    assert (api["answered"], api["failed"], api["unparsable"], api["accuracy"]) == (117, 0, 1, 78 / 117)
+
+
+@pytest.mark.parametrize("strategy", ["highlight", "two_stage"])
+def test_a_circular_run_asks_every_rotation_with_the_runs_strategy(coordinator, strategy):
+    pair = make_pair(
+        category=Category.SPATIAL, question="How did the cup move?", answer="left", distractors=["right", "up"]
+    )
+    pair.image_1, pair.image_2 = make_image(shift=0), make_image(shift=6)  # the square moved: boxes to draw
+    pair.save()
+    release = make_release([(pair, "test", False)])
+    server = ModelServer(policy=lambda question, options: "left").start()
+    try:
+        endpoint = endpoint_create(user=coordinator, name="m", base_url=server.base_url, model_id="tiny-vlm")
+        evaluation = evaluation_start(
+            endpoint=endpoint, user=coordinator, source="release", release=release, circular=True, strategy=strategy
+        )
+        evaluation = evaluation_run(evaluation_id=evaluation.pk)
+    finally:
+        server.stop()
+    row = evaluation.results.get()
+    assert row.is_correct is True and len(row.rotations) == 3
+    answered = [seen for seen in server.requests if seen.options]
+    assert len(answered) == 3 and len({tuple(seen.options) for seen in answered}) == 3
+    assert {seen.system for seen in answered} == {default_prompt(strategy)["system"]}
+    if strategy == "highlight":
+        # Every rotation's images carry the computed boxes.
+        for seen in answered:
+            for image in seen.decoded():
+                pixels = np.asarray(image).astype(int)
+                assert ((pixels[..., 0] > 190) & (pixels[..., 1] < 70) & (pixels[..., 2] < 70)).any(), "no red box"
+    else:
+        # One description, then every rotation with it.
+        [described] = [seen for seen in server.requests if not seen.options]
+        assert described.system == default_prompt("two_stage")["describe_system"]
+        assert all(server.description in seen.text for seen in answered)
+        assert row.first_response == server.description
+
+
+def test_a_circular_run_with_llm_extraction_is_refused(coordinator):
+    release = make_release([(make_pair(), "test", False)])
+    endpoint = endpoint_create(user=coordinator, name="m", base_url="http://127.0.0.1:9/v1", model_id="tiny-vlm")
+    with pytest.raises(Invalid) as refused:
+        evaluation_start(
+            endpoint=endpoint,
+            user=coordinator,
+            source="release",
+            release=release,
+            circular=True,
+            extraction_endpoint=endpoint,
+            send=False,
+        )
+    assert "one per rotation" in " ".join(refused.value.errors["extraction_endpoint"])
+    assert not ModelEvaluation.objects.exists()
 
 
 # --- The judge checked by people -------------------------------------------------------------------------------

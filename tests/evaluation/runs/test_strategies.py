@@ -1,7 +1,9 @@
 """Prompting strategies and run settings (issue 28) against the loopback model server (tests/model_server.py), which
 decodes what it got: each strategy sends the images the official code would (unchanged files, a 4×4 grid, side by
-side, a 50/50 blend, a difference map), two-stage sends two requests, highlight draws the pair's regions (or an
-automatic box); per-run temperature, max tokens, seed and prompt texts reach the request and stay with the run."""
+side, a 50/50 blend, a difference map), two-stage sends two requests, highlight draws boxes computed from the two
+images only (never the pair's stored regions) and the oracle condition draws the stored regions only (an item without
+any gets no box, and the run counts it); per-run temperature, max tokens, seed and prompt texts reach the request and
+stay with the run."""
 
 from __future__ import annotations
 
@@ -9,15 +11,18 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
-from PIL import Image, ImageDraw
+from django.core.files.base import ContentFile
+from PIL import Image, ImageDraw, ImageFilter
 
 from annotator.llm.endpoints import endpoint_create
+from annotator.models import Image as StoredImage
 from annotator.models import Job
 from benchmark.protocol import Item, shuffle_options
 from evaluation.models import ModelEvaluation
-from evaluation.runs.services import evaluation_run, evaluation_start, results_file
-from evaluation.runs.strategies import STRATEGIES, default_prompt
+from evaluation.runs.services import evaluation_run, evaluation_start, evaluation_summary, results_file
+from evaluation.runs.strategies import MAX_BOXES, STRATEGIES, default_prompt, difference_boxes, highlighted
 from subtlebench.errors import Invalid
 from tests.factories import make_image, make_pair
 from tests.model_server import ModelServer
@@ -88,6 +93,25 @@ def near(pixel, expected, tolerance=12) -> bool:
 
 def red(pixel) -> bool:
     return pixel[0] > 190 and pixel[1] < 70 and pixel[2] < 70
+
+
+def red_box(image: Image.Image) -> tuple[int, int, int, int] | None:
+    """The bounds (x0, y0, x1, y1, inclusive) of the red pixels of a decoded image; None without any."""
+    found = [(x, y) for y in range(image.height) for x in range(image.width) if red(image.getpixel((x, y)))]
+    if not found:
+        return None
+    xs, ys = [x for x, _ in found], [y for _, y in found]
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def stored_png(picture: Image.Image, name: str) -> StoredImage:
+    """An image row whose file is the picture as a PNG (lossless: the pixels that differ are exactly those drawn)."""
+    data = png(picture)
+    image = StoredImage(width=picture.width, height=picture.height, source="synthetic", original_name=name)
+    image.file.save(f"images/test/{name}", ContentFile(data), save=False)
+    image.thumbnail.save(f"images/test/thumb_{name}", ContentFile(data), save=False)
+    image.save()
+    return image
 
 
 @pytest.mark.parametrize("strategy", ["standard", "no_reasoning", "camera_augmented"])
@@ -162,22 +186,105 @@ def test_highlight_without_regions_boxes_the_pixels_that_differ_on_both_images(d
     assert results_file(evaluation)["prompt_type"] == "highlight"
 
 
-def test_highlight_draws_the_pairs_own_regions_on_both_images(db, coordinator, server):
+# The true change of the highlight tests: a 24x24 light square at x 100-123, y 70-93 of a grey 160x120 image.
+SQUARE = (100, 70, 123, 93)
+
+
+def test_highlight_boxes_the_changed_square_from_the_images_and_never_draws_the_stored_regions(db, coordinator, server):
     pair = make_pair(answer="a square appeared", distractors=["nothing"])
-    pair.image_1, pair.image_2 = make_image(shift=0), make_image(shift=4)
-    pair.regions = [{"image": 2, "x": 90, "y": 10, "w": 50, "h": 50}]
+    pair.image_1 = stored_png(solid((160, 120), GREY), "plain.png")
+    pair.image_2 = stored_png(solid((160, 120), GREY, SQUARE), "square.png")
+    pair.regions = [{"image": 1, "x": 10, "y": 10, "w": 40, "h": 40}]  # stored elsewhere: never drawn here
     pair.save()
     endpoint = endpoint_create(user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm")
     evaluation = evaluation_start(
         endpoint=endpoint, user=coordinator, source="filter", pair_filter={}, strategy="highlight"
     )
-    evaluation_run(evaluation_id=evaluation.pk)
+    evaluation = evaluation_run(evaluation_id=evaluation.pk)
     [seen] = server.requests
     for image in seen.decoded():
+        # One box, tight around the square (the outline is drawn inside it), not the whole image.
+        left, top, right, bottom = red_box(image)
+        assert abs(left - 100) <= 1 and abs(top - 70) <= 1 and abs(right - 123) <= 1 and abs(bottom - 93) <= 1
+        assert not red(image.getpixel((111, 81)))  # inside the box: the picture
+        # Nothing where the stored region is.
+        assert not any(red(image.getpixel((x, y))) for x in range(0, 60) for y in range(0, 60))
+    assert seen.system == default_prompt("highlight")["system"]
+    assert "without_regions" not in evaluation.parameters
+    assert evaluation_summary(evaluation)["without_regions"] is None
+    assert "items_without_regions" not in results_file(evaluation)
+
+
+def test_the_oracle_draws_the_stored_regions_only_and_counts_the_items_without_any(db, coordinator, server, client_for):
+    boxed = make_pair(question="What changed in the boxed pair?", answer="a square appeared", distractors=["nothing"])
+    boxed.image_1, boxed.image_2 = make_image(shift=0), make_image(shift=4)
+    boxed.regions = [{"image": 2, "x": 90, "y": 10, "w": 50, "h": 50}]
+    boxed.save()
+    bare = make_pair(question="What changed in the bare pair?", answer="a square appeared", distractors=["nothing"])
+    bare.image_1 = stored_png(solid((160, 120), GREY), "bare-plain.png")
+    bare.image_2 = stored_png(solid((160, 120), GREY, SQUARE), "bare-square.png")
+    bare.save()  # its images differ, but it has no stored region
+    endpoint = endpoint_create(user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm")
+    evaluation = evaluation_start(
+        endpoint=endpoint, user=coordinator, source="filter", pair_filter={}, strategy="highlight_oracle"
+    )
+    evaluation = evaluation_run(evaluation_id=evaluation.pk)
+    asked = {seen.question: seen for seen in server.requests}
+    for image in asked["What changed in the boxed pair?"].decoded():
         assert image.size == (160, 120)
         assert red(image.getpixel((90, 35))) and red(image.getpixel((139, 35))) and red(image.getpixel((115, 59)))
         assert not red(image.getpixel((115, 35)))  # inside the box: the picture
         assert not red(image.getpixel((150, 100)))
+    # No stored region: no box at all, not one computed from the pixels in its place.
+    assert [red_box(image) for image in asked["What changed in the bare pair?"].decoded()] == [None, None]
+    assert asked["What changed in the bare pair?"].system == default_prompt("highlight_oracle")["system"]
+    bare_id = evaluation.results.get(pair=bare).question_id
+    assert evaluation_summary(evaluation)["without_regions"] == 1
+    assert evaluation.job.result["without_regions"] == 1  # the summary stored when the run ended
+    document = results_file(evaluation)
+    assert (document["prompt_type"], document["items_without_regions"]) == ("highlight_oracle", 1)
+    assert document["items_without_regions_ids"] == [bare_id]
+    page = client_for(coordinator).get(f"/models/runs/{evaluation.pk}/").content.decode()
+    assert 'id="run-without-regions"' in page and "1</span> item without stored regions, sent with no box" in page
+
+
+def test_the_computed_boxes_drop_jpeg_noise_and_specks_merge_nearby_pixels_and_keep_the_largest_changes():
+    rng = np.random.default_rng(7)
+    texture = Image.fromarray((rng.random((120, 160, 3)) * 50 + 90).astype(np.uint8)).filter(
+        ImageFilter.GaussianBlur(1.5)
+    )
+    changed = texture.copy()
+    draw = ImageDraw.Draw(changed)
+    draw.rectangle((40, 30, 59, 49), fill=(20, 200, 40))  # the change: 20x20
+    draw.rectangle((62, 30, 69, 49), fill=(20, 200, 40))  # 2 pixels to its right: the same change
+    draw.point((140, 100), fill=(255, 255, 255))  # a speck: noise
+    boxes = difference_boxes(decoded_jpeg(texture, 75), decoded_jpeg(changed, 75))
+    [(x0, y0, x1, y1)] = boxes
+    assert abs(x0 - 40) <= 1 and abs(y0 - 30) <= 1 and abs(x1 - 70) <= 1 and abs(y1 - 50) <= 1
+    # Seven separate squares, growing: the MAX_BOXES largest, largest first.
+    many = texture.copy()
+    for index in range(7):
+        side = 6 + 2 * index
+        ImageDraw.Draw(many).rectangle((4 + 22 * index, 80, 4 + 22 * index + side - 1, 80 + side - 1), fill=(0, 0, 0))
+    boxes = difference_boxes(texture, many)
+    assert len(boxes) == MAX_BOXES == 5
+    assert [x1 - x0 for x0, _, x1, _ in boxes] == [18, 16, 14, 12, 10]
+    assert difference_boxes(texture, texture.copy()) == []
+
+
+def test_the_computed_boxes_are_scaled_to_each_images_size():
+    small = solid((160, 120), GREY)
+    large = solid((320, 240), GREY, (200, 140, 247, 187))  # (100, 70)-(123, 93) at half the size
+    first, second = (Image.open(io.BytesIO(data)).convert("RGB") for data in highlighted(png(large), png(small), []))
+    assert red(first.getpixel((200, 160))) and red(first.getpixel((247, 160))) and not red(first.getpixel((224, 160)))
+    assert red(second.getpixel((100, 80))) and red(second.getpixel((123, 80))) and not red(second.getpixel((111, 80)))
+
+
+def decoded_jpeg(image: Image.Image, quality: int) -> Image.Image:
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=quality)
+    decoded = Image.open(io.BytesIO(buffer.getvalue()))
+    return decoded.convert("RGB")
 
 
 def test_two_stage_asks_for_a_description_then_sends_it_with_the_question(db, coordinator, server, tmp_path):
@@ -284,7 +391,7 @@ def test_the_run_form_and_the_api_start_runs_with_their_settings_and_the_run_pag
     assert bad.status_code == 400 and "strategy" in bad.json()["errors"]
 
 
-def test_highlight_on_a_release_follows_an_items_swapped_images(db, coordinator, server):
+def test_the_oracle_on_a_release_follows_an_items_swapped_images(db, coordinator, server):
     from tests.modeleval_release_factories import make_release
 
     pair = make_pair()
@@ -295,7 +402,12 @@ def test_highlight_on_a_release_follows_an_items_swapped_images(db, coordinator,
     server.policy = lambda question, options: options[0]
     endpoint = endpoint_create(user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm")
     evaluation = evaluation_start(
-        endpoint=endpoint, user=coordinator, source="release", release=release, split="test", strategy="highlight"
+        endpoint=endpoint,
+        user=coordinator,
+        source="release",
+        release=release,
+        split="test",
+        strategy="highlight_oracle",
     )
     evaluation_run(evaluation_id=evaluation.pk)
     [seen] = server.requests
