@@ -190,9 +190,10 @@ def model_sources(pair_ids=None, *, release_id: int | None = None, study_id: int
 
 # --- Two sides paired on the same items (issue 28) ---------------------------------------------------------------
 
-# An item's score on one side: (score, category, cluster), keyed by the release item's id. A run's score is 0 or 1;
-# the humans' is the share of the item's raters who were right (evaluation.studies.accuracy: the one rule).
-Side = dict[int, tuple[Fraction, str, str]]
+# An item on one side: (score, category, cluster, answers), keyed by the release item's id. A run's score is 0 or 1,
+# from one answer; the humans' is the share of the item's raters who were right (evaluation.studies.accuracy: the one
+# rule), from as many answers as raters.
+Side = dict[int, tuple[Fraction, str, str, int]]
 
 
 def run_side(run: ModelEvaluation, split: str) -> Side:
@@ -202,30 +203,31 @@ def run_side(run: ModelEvaluation, split: str) -> Side:
         .order_by("pk")
         .values_list("release_item_id", "is_correct", "release_item__category", "release_item__cluster")
     )
-    return {item: (Fraction(int(correct)), category, cluster) for item, correct, category, cluster in rows}
+    return {item: (Fraction(int(correct)), category, cluster, 1) for item, correct, category, cluster in rows}
 
 
 def human_release_side(release: Release, split: str) -> Side:
     """The humans on `split` of `release`: each answered scored item's human score (the one rule)."""
-    items = human_items(
-        Assignment.objects.filter(item__study__release=release, item__release_item__split=split), key="release_item"
+    answers = Assignment.objects.filter(
+        item__study__release=release, item__release_item__release=release, item__release_item__split=split
     )
-    return {key: (item.score, item.category, item.cluster) for key, item in items.items()}
+    items = human_items(answers, key="release_item")
+    return {key: (item.score, item.category, item.cluster, item.answers) for key, item in items.items()}
 
 
-def _paired_row(name: str, common: list[tuple[int, Fraction, Fraction, str, str]]) -> dict:
-    """(item, score A, score B, category, cluster) of the items both sides answered. McNemar's test needs one right
-    or wrong answer per item on each side: with the humans (a share of raters) on a side it is not computed, and the
-    paired difference with its cluster-robust interval stands alone."""
-    binary = all(a in (0, 1) and b in (0, 1) for _, a, b, _, _ in common)
-    test = mcnemar((a == 1, b == 1) for _, a, b, _, _ in common) if binary else None
-    difference = accuracy_figure(((i, a - b, 2, 0, c, g) for i, a, b, c, g in common), gap=True)
+def _paired_row(name: str, common: list[tuple]) -> dict:
+    """(item, score A, answers A, score B, answers B, category, cluster) of the items both sides answered. McNemar's
+    test needs one right or wrong answer per item on each side: with the humans (a share of raters) on a side it is
+    not computed, and the paired difference with its cluster-robust interval stands alone."""
+    binary = all(a in (0, 1) and b in (0, 1) for _, a, _, b, _, _, _ in common)
+    test = mcnemar((a == 1, b == 1) for _, a, _, b, _, _, _ in common) if binary else None
+    difference = accuracy_figure(((i, a - b, m + n, 0, c, g) for i, a, m, b, n, c, g in common), gap=True)
     return {
         "name": name,
         "n": len(common),
         "clusters": difference["clusters"],
-        "a": accuracy_figure((i, a, 1, int(a == 1), c, g) for i, a, _, c, g in common),
-        "b": accuracy_figure((i, b, 1, int(b == 1), c, g) for i, _, b, c, g in common),
+        "a": accuracy_figure((i, a, m, int(a == 1), c, g) for i, a, m, _, _, c, g in common),
+        "b": accuracy_figure((i, b, n, int(b == 1), c, g) for i, _, _, b, n, c, g in common),
         "a_only": test.a_only if test else None,
         "b_only": test.b_only if test else None,
         "method": test.method if test else "not for a share of raters",
@@ -245,8 +247,9 @@ def paired_compare(side_a: Side, side_b: Side) -> dict:
     by_category: dict[str, list] = defaultdict(list)
     every = []
     for item in common:
-        score_a, category, cluster = side_a[item]
-        row = (item, score_a, side_b[item][0], category, cluster)
+        score_a, category, cluster, answers_a = side_a[item]
+        score_b, _, _, answers_b = side_b[item]
+        row = (item, score_a, answers_a, score_b, answers_b, category, cluster)
         every.append(row)
         by_category[category].append(row)
     return {

@@ -68,7 +68,7 @@ def test_the_humans_study_answers_stand_as_one_side(coordinator, release):
     participation.participant_answer_all(participant=participant, accuracy=1, seed=1)
     biased = run_with(first_shown, coordinator, release, "biased")
     humans = side_of(release, "humans", "test")
-    assert len(humans) == study.items.scored().count() and all(right for right, _, _ in humans.values())
+    assert len(humans) == study.items.scored().count() and all(score == 1 for score, _, _, _ in humans.values())
     paired = paired_compare(humans, run_side(biased, "test"))
     wrong = biased.results.filter(is_correct=False, release_item_id__in=list(humans)).count()
     assert (paired["overall"]["a_only"], paired["overall"]["b_only"]) == (wrong, 0)
