@@ -13,6 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import default_storage
 
 from annotator.drafting import services as drafting
+from annotator.llm.client import REDACTED
 from annotator.llm.endpoints import endpoint_create
 from annotator.models import ModelDraft, ModelEndpoint, Pair
 from annotator.picking import services as picking
@@ -98,6 +99,32 @@ def test_an_unusable_reply_is_refused_with_why_and_kept_on_record(annotator, hel
     stored = ModelDraft.objects.get()
     assert stored.question == "" and "holds no JSON object" in stored.failure
     assert stored.response_text == "The mug looks redder, I think."
+
+
+def test_an_endpoint_that_echoes_its_key_shows_it_to_nobody(
+    annotator, coordinator, held, server, monkeypatch, client_for, caplog
+):
+    """A drafter that quotes its key back, in an unusable reply: the refusal the annotator reads, the stored draft, the
+    API's answer and the log hold the key nowhere (annotator.llm.client.redact, the one redaction)."""
+    key = "sk-drafting-echo-7c1e9a3b5d2f4e6a"
+    variable = "SUBTLEBENCH_MODEL_KEY_DRAFTING_ECHO"
+    monkeypatch.setenv(variable, key)
+    endpoint = register(coordinator, server, name="echoer", api_key_env=variable)
+    drafting.drafting_settings_update(user=coordinator, drafting=[endpoint.pk], default=endpoint.pk, background=[])
+    server.draft_reply = lambda category: f"Your header was Bearer {key}; no draft today."
+    with pytest.raises(Unavailable) as refused:
+        drafting.model_draft_request(user=annotator, video=held, category="attribute", index_a=0, index_b=2)
+    assert {seen.authorization for seen in server.requests} == {f"Bearer {key}"}  # the key was sent
+    assert key not in str(refused.value) and REDACTED in str(refused.value)
+    stored = ModelDraft.objects.get()
+    assert key not in stored.failure and key not in stored.response_text and REDACTED in stored.response_text
+    answer = client_for(annotator).post(
+        f"/api/videos/{held.pk}/model-draft/",
+        {"category": "attribute", "index_a": 0, "index_b": 2},
+        content_type="application/json",
+    )
+    assert answer.status_code == 503 and key not in answer.content.decode()
+    assert key not in caplog.text
 
 
 def test_a_model_past_the_deadline_gives_no_draft(annotator, held, drafter, server, settings):
