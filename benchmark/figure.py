@@ -63,21 +63,41 @@ def _title(report: Report) -> str:
     return f"Human-model gap per category (points, 95% interval), release {report.release} ({report.split})"
 
 
+LEGEND_ROW = 14  # the height of a row of the legend
+CHARACTER = 7  # the width a character of the legend takes, at its size (about: the labels' font is the viewer's)
+
+
+def _legend(report: Report) -> list[tuple[int, int, int, str]]:
+    """(x, y, index, label) of each model's key: as many per row as fit the figure's width, then the next row (run
+    names are long, and a row that ran past the edge hid the last ones)."""
+    entries, x, y = [], LEFT, 24
+    for index, row in enumerate(report.gaps):
+        label = row.label.removeprefix("Humans - ")
+        width = 24 + CHARACTER * len(label)
+        if x > LEFT and x + width > WIDTH - RIGHT:
+            x, y = LEFT, y + LEGEND_ROW
+        entries.append((x, y, index, label))
+        x += width
+    return entries
+
+
 def gap_drawing(report: Report) -> list[Box | Label]:
-    """The shapes of the figure, in painting order."""
+    """The shapes of the figure, in painting order: the plot starts below the legend's last row."""
     low, high, step = _scale(report)
-    plot_height = HEIGHT - TOP - BOTTOM
+    legend = _legend(report)
+    top = TOP + (legend[-1][1] - 24 if legend else 0)
+    plot_height = HEIGHT - top - BOTTOM
     plot_width = WIDTH - LEFT - RIGHT
 
     def y_of(points) -> int:
-        return TOP + round_half_up((high - exact(points)) * plot_height / (high - low))
+        return top + round_half_up((high - exact(points)) * plot_height / (high - low))
 
     shapes: list[Box | Label] = [Box(0, 0, WIDTH, HEIGHT, BACKGROUND)]
     first_tick = -(-low // step) * step
     for tick in range(first_tick, high + 1, step):
         shapes.append(Box(LEFT, y_of(tick), plot_width, 1, AXIS if tick == 0 else GRID))
         shapes.append(Label(LEFT - 6, y_of(tick) + 4, f"{tick:+d}" if tick else "0", "end", 10))
-    shapes.append(Box(LEFT, TOP, 1, plot_height + 1, AXIS))
+    shapes.append(Box(LEFT, top, 1, plot_height + 1, AXIS))
     group = plot_width // len(CATEGORIES)
     models = max(1, len(report.gaps))
     bar = max(2, (group - 8) // models)
@@ -101,11 +121,9 @@ def gap_drawing(report: Report) -> list[Box | Label]:
     shapes.append(
         Label(LEFT, 16, f"Human-model gap per category, release {report.release} ({report.split})", "start", 13)
     )
-    x = LEFT
-    for index, row in enumerate(report.gaps):
-        shapes.append(Box(x, 24, 10, 10, PALETTE[index % len(PALETTE)]))
-        shapes.append(Label(x + 14, 33, row.label.removeprefix("Humans - "), "start", 10))
-        x += 24 + 7 * len(row.label.removeprefix("Humans - "))
+    for x, y, index, label in legend:
+        shapes.append(Box(x, y, 10, 10, PALETTE[index % len(PALETTE)]))
+        shapes.append(Label(x + 14, y + 9, label, "start", 10))
     return shapes
 
 

@@ -219,7 +219,7 @@ def _paired_row(name: str, common: list[tuple]) -> dict:
     """(item, score A, answers A, score B, answers B, category, cluster) of the items both sides answered. McNemar's
     test needs one right or wrong answer per item on each side: with the humans (a share of raters) on a side it is
     not computed, and the paired difference with its cluster-robust interval stands alone."""
-    binary = all(a in (0, 1) and b in (0, 1) for _, a, _, b, _, _, _ in common)
+    binary = all(m == n == 1 for _, _, m, _, n, _, _ in common)  # one answer per item on each side
     test = mcnemar((a == 1, b == 1) for _, a, _, b, _, _, _ in common) if binary else None
     difference = accuracy_figure(((i, a - b, m + n, 0, c, g) for i, a, m, b, n, c, g in common), gap=True)
     return {

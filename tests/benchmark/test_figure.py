@@ -7,7 +7,19 @@ import struct
 import xml.etree.ElementTree as ElementTree
 import zlib
 
-from benchmark.figure import HEIGHT, PALETTE, PNG_SIGNATURE, WIDTH, Box, gap_drawing, gap_png, gap_svg
+from benchmark.figure import (
+    CHARACTER,
+    HEIGHT,
+    LEFT,
+    PALETTE,
+    PNG_SIGNATURE,
+    WIDTH,
+    Box,
+    Label,
+    gap_drawing,
+    gap_png,
+    gap_svg,
+)
 from benchmark.report import compute_report
 from tests.benchmark.test_report import RELEASE, demo_input
 
@@ -61,3 +73,23 @@ def test_the_figure_is_the_same_bytes_for_the_same_report_and_others_for_another
     assert gap_svg(demo_report()) == gap_svg(demo_report()) and gap_png(demo_report()) == gap_png(demo_report())
     assert gap_svg(demo_report(seed=24)) != gap_svg(demo_report())
     assert gap_png(demo_report(seed=24)) != gap_png(demo_report())
+
+
+def test_a_long_legend_wraps_inside_the_figure_and_the_plot_starts_below_it():
+    items = [("state_a_1", "state", "natural", "c1"), ("state_a_2", "state", "natural", "c2")]
+    humans = [("state_a_1", "p", True), ("state_a_2", "p", True)]
+    names = [f"model-{n} · standard · multiple choice · prompt {n:08x} · temperature 0.7" for n in range(4)]
+    report = compute_report(
+        release="v1",
+        release_hash="x",
+        split="test",
+        items=items,
+        humans=humans,
+        models={name: [("state_a_1", False), ("state_a_2", True)] for name in names},
+    )
+    keys = [shape for shape in gap_drawing(report) if isinstance(shape, Label) and shape.text in names]
+    assert sorted(label.text for label in keys) == sorted(names)  # every model keyed, none dropped
+    assert all(label.x + CHARACTER * len(label.text) <= WIDTH for label in keys)  # none past the right edge
+    assert len({label.y for label in keys}) > 1  # wrapped onto rows
+    axis = next(s for s in gap_drawing(report) if isinstance(s, Box) and s.x == LEFT and s.width == 1)
+    assert axis.y > max(label.y for label in keys)  # the plot starts below the legend
