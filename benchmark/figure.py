@@ -85,19 +85,19 @@ def gap_drawing(report: Report) -> list[Box | Label]:
     """The shapes of the figure, in painting order: the plot starts below the legend's last row."""
     low, high, step = _scale(report)
     legend = _legend(report)
-    top = TOP + (legend[-1][1] - 24 if legend else 0)
-    plot_height = HEIGHT - top - BOTTOM
+    plot_top = TOP + (legend[-1][1] - 24 if legend else 0)
+    plot_height = HEIGHT - plot_top - BOTTOM
     plot_width = WIDTH - LEFT - RIGHT
 
     def y_of(points) -> int:
-        return top + round_half_up((high - exact(points)) * plot_height / (high - low))
+        return plot_top + round_half_up((high - exact(points)) * plot_height / (high - low))
 
     shapes: list[Box | Label] = [Box(0, 0, WIDTH, HEIGHT, BACKGROUND)]
     first_tick = -(-low // step) * step
     for tick in range(first_tick, high + 1, step):
         shapes.append(Box(LEFT, y_of(tick), plot_width, 1, AXIS if tick == 0 else GRID))
         shapes.append(Label(LEFT - 6, y_of(tick) + 4, f"{tick:+d}" if tick else "0", "end", 10))
-    shapes.append(Box(LEFT, top, 1, plot_height + 1, AXIS))
+    shapes.append(Box(LEFT, plot_top, 1, plot_height + 1, AXIS))
     group = plot_width // len(CATEGORIES)
     models = max(1, len(report.gaps))
     bar = max(2, (group - 8) // models)

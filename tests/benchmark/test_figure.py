@@ -93,3 +93,5 @@ def test_a_long_legend_wraps_inside_the_figure_and_the_plot_starts_below_it():
     assert len({label.y for label in keys}) > 1  # wrapped onto rows
     axis = next(s for s in gap_drawing(report) if isinstance(s, Box) and s.x == LEFT and s.width == 1)
     assert axis.y > max(label.y for label in keys)  # the plot starts below the legend
+    bars = [s for s in gap_drawing(report) if isinstance(s, Box) and s.fill in PALETTE and s.y > axis.y]
+    assert bars and all(axis.y <= bar.y and bar.y + bar.height <= axis.y + axis.height for bar in bars)  # inside
