@@ -14,7 +14,7 @@ from django.db.models import Count
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from annotator.jobs.services import clean_idempotency_key
 from annotator.llm.endpoints import endpoint_create, endpoint_profile_update
@@ -35,7 +35,7 @@ from evaluation.runs.services import (
 from evaluation.runs.strategies import CHOICES as STRATEGY_CHOICES
 from evaluation.runs.strategies import DEFAULT_STRATEGY, PROMPT_MAX, STRATEGIES
 from subtlebench.errors import Conflict, Invalid
-from subtlebench.pages import redirect_refused_form, refused_form
+from subtlebench.pages import post_only, redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
 from subtlebench.text import NAME_MAX, single_line
 
@@ -205,7 +205,7 @@ def model_endpoint_new(request):
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("model-list")
 def model_endpoint_profile(request, endpoint_id: int):
     """Edit an endpoint's request profile (the Models page's form per endpoint)."""
     endpoint = get_object_or_404(ModelEndpoint, pk=endpoint_id)
@@ -291,7 +291,7 @@ class RunLabelForm(forms.Form):
 
 
 @role_required(COORDINATOR)
-@require_POST
+@post_only("model-run-detail")
 def model_run_label(request, run_id: int):
     """Give the run a label (or take it away): it leads the run's name, the descriptive parts still shown."""
     evaluation = get_object_or_404(ModelEvaluation, pk=run_id)
