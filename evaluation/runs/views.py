@@ -358,8 +358,13 @@ class RunForm(forms.Form):
     # Issue 28: the run's settings (evaluation.runs.runsettings); a blank text keeps the strategy's default.
     # Left out of a POST: the defaults (the strategy standard, MODEL_EVAL_TEMPERATURE, MODEL_EVAL_MAX_TOKENS).
     strategy = forms.ChoiceField(choices=STRATEGY_CHOICES, initial=DEFAULT_STRATEGY, required=False)
+    # Blank: the deployment's MODEL_EVAL_TEMPERATURE where the endpoint takes a temperature, none sent where its
+    # profile sends only the model's default (a reasoning model): the form suits either kind of endpoint as it stands.
     temperature = forms.FloatField(
-        min_value=0, max_value=2, initial=lambda: settings.MODEL_EVAL_TEMPERATURE, required=False
+        min_value=0,
+        max_value=2,
+        required=False,
+        help_text="Blank: the deployment's default where the model takes a temperature, none where it does not.",
     )
     max_tokens = forms.IntegerField(
         min_value=0,
