@@ -253,6 +253,7 @@ def build_world(tmp_path, master_video):
         "job_id": [job.pk for job in jobs],
         "table_name": ["pairs", "videos", "captions", "candidates", "no-such-table"],
         "run_id": [job.model_evaluation.pk for job in jobs if job.kind == Job.Kind.MODEL_EVAL],
+        "endpoint_id": [job.model_evaluation.endpoint_id for job in jobs if job.kind == Job.Kind.MODEL_EVAL],
         "sweep_id": [job.sweeps.get().pk for job in jobs if job.kind == Job.Kind.SWEEP],
         "pair_id": [submitted.pk, accepted[2].pk],
         "task_id": [task.pk],
