@@ -17,8 +17,7 @@ from rest_framework.response import Response
 from annotator.jobs.services import clean_idempotency_key
 from annotator.llm.endpoints import endpoint_create, endpoint_profile_update
 from annotator.llm.profiles import DEFAULT_PRESET, EFFORTS, EXTRA_FIELDS, PRESET_CHOICES
-from annotator.models import Category, Domain, Job, ModelEndpoint, Release
-from api.datamanager import FilterField
+from annotator.models import ModelEndpoint, Release
 from api.errors import error_responses
 from api.fields import INT32_MAX, ObjectIdField, free_text, whole_number
 from api.jobs import IDEMPOTENCY_KEY
@@ -140,11 +139,6 @@ class EndpointSerializer(ProfileSerializer):
         return shown
 
 
-class PairFilterSerializer(serializers.Serializer):
-    category = serializers.ListField(child=serializers.ChoiceField(Category.choices), default=list, max_length=20)
-    domain = serializers.ListField(child=serializers.ChoiceField(Domain.choices), default=list, max_length=20)
-
-
 class JudgePromptSerializer(serializers.Serializer):
     system = serializers.CharField(required=False, allow_blank=True, max_length=20000)
     user = serializers.CharField(
@@ -155,25 +149,18 @@ class JudgePromptSerializer(serializers.Serializer):
 class RunCreateSerializer(serializers.Serializer):
     endpoint = ObjectIdField(queryset=ModelEndpoint.objects.all())
     source = serializers.ChoiceField(
-        [
-            (ModelEvaluation.Source.RELEASE, "release"),
-            (ModelEvaluation.Source.EXPORT, "export"),
-            (ModelEvaluation.Source.FILTER, "filter"),
-        ]
+        [(ModelEvaluation.Source.RELEASE, "release")],
+        default=ModelEvaluation.Source.RELEASE,
+        help_text="A run is on a release's split (an official results file is imported, not run).",
     )
-    release = ObjectIdField(queryset=Release.objects.all(), required=False, allow_null=True, default=None)
-    export_job = ObjectIdField(
-        queryset=Job.objects.filter(kind=Job.Kind.EXPORT), required=False, allow_null=True, default=None
+    release = ObjectIdField(
+        queryset=Release.objects.all(),
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The release whose split the model answers.",
     )
     split = serializers.ChoiceField([("test", "test"), ("val", "val")], default="test")
-    pair_filter = PairFilterSerializer(required=False, default=dict)
-    filter = FilterField(
-        required=False,
-        default=dict,
-        help_text="Source filter: the pairs table's filter keys, as POST /api/pairs/bulk/ takes them "
-        '(e.g. {"category": "spatial", "models_max": "0.5", "q": "cup"}); the run takes the accepted pairs it '
-        "matches. Instead of pair_filter.",
-    )
     seed = whole_number(low=-INT32_MAX, default=0)
     # Issue 28: the run's settings; left out, the defaults (docs/guides/models.md#strategies).
     strategy = serializers.ChoiceField(STRATEGY_CHOICES, default="standard", help_text="The prompting strategy.")
@@ -358,15 +345,11 @@ def endpoint_profile_api(request, endpoint_id: int):
 @api_view(["POST"])
 @permission_classes([HasRole.of(COORDINATOR)])
 def run_create(request):
-    """Queue an evaluation run on a release's split (or, before releases, an export's split or the accepted pairs
-    matching `pair_filter`); poll the run (or /api/jobs/<job_id>/) for progress."""
+    """Queue an evaluation run on a release's split; poll the run (or /api/jobs/<job_id>/) for progress."""
     data = RunCreateSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     fields = dict(data.validated_data)
-    source = fields.pop("source")
     endpoint = fields.pop("endpoint")
-    release = fields.pop("release")
-    pair_filter = dict(fields.pop("filter") or {}) or dict(fields.pop("pair_filter") or {})
     options = {"seed": fields["seed"], "idempotency_key": clean_idempotency_key(request.headers.get("Idempotency-Key"))}
     for name in (
         "strategy",
@@ -388,13 +371,8 @@ def run_create(request):
         judge_prompt=dict(fields["judge_prompt"] or {}),
         circular=fields["circular"],
     )
-    if source == ModelEvaluation.Source.RELEASE:
-        options.update(release=release, split=fields["split"])
-    elif source == ModelEvaluation.Source.EXPORT:
-        options.update(export_job=fields["export_job"], split=fields["split"])
-    elif source == ModelEvaluation.Source.FILTER:
-        options["pair_filter"] = pair_filter
-    evaluation = evaluation_start(endpoint=endpoint, user=request.user, source=source, **options)
+    options.update(release=fields["release"], split=fields["split"])
+    evaluation = evaluation_start(endpoint=endpoint, user=request.user, **options)
     return Response(RunSerializer(evaluation).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -1006,13 +1006,15 @@ def model_server(mode: str = "", port: int = 0, latency: float = 0.0) -> tuple[s
 
 
 def model_run(base_url: str, name: str, plan: dict, *, timeout_s: int = 10, concurrency: int = 2, test=True):
-    """Register the server (testing the connection unless told not to) and queue a run on an export of `plan`."""
-    from annotator.llm.endpoints import endpoint_create
-    from evaluation.runs.services import evaluation_start
-    from tests.modeleval_fixtures import write_export
+    """Register the server (testing the connection unless told not to) and queue a run on a release of `plan`."""
+    from django.db.models import Max
 
-    root = BASE / "model-exports" / name
-    write_export(root, plan=plan)
+    from annotator.llm.endpoints import endpoint_create
+    from annotator.models import Release
+    from evaluation.runs.services import evaluation_start
+    from tests.modeleval_fixtures import make_plan_release
+
+    release, _ = make_plan_release(plan, number=(Release.objects.aggregate(Max("number"))["number__max"] or 0) + 1)
     endpoint = endpoint_create(
         user=None,
         name=name,
@@ -1022,7 +1024,7 @@ def model_run(base_url: str, name: str, plan: dict, *, timeout_s: int = 10, conc
         timeout_s=timeout_s,
         test_connection=test,
     )
-    return evaluation_start(endpoint=endpoint, user=None, source="export", export_dir=str(root))
+    return evaluation_start(endpoint=endpoint, user=None, release=release)
 
 
 def run_ended(evaluation):

@@ -14,11 +14,9 @@ It uses its own database (the DATABASE_URL's name + "_bench"), which it creates 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlparse, urlunparse
@@ -60,40 +58,51 @@ def create_database(url: str) -> None:
             connection.execute(f'create database "{parts.path[1:]}"')
 
 
-def write_export(root: Path, items: int, size: tuple[int, int] = (160, 120)) -> None:
-    """`items` records over 50 distinct JPEG files (160x120: about 3 KB each), 10 categories."""
+def write_release(items: int, size: tuple[int, int] = (160, 120)):
+    """A release of `items` accepted pairs over 50 distinct JPEG files in storage (160x120: about 3 KB each), 10
+    categories, all in its test split; the bench's release, pairs and images of an earlier run are removed first."""
     import io
 
-    from PIL import Image, ImageDraw
+    from django.core.files.base import ContentFile
+    from django.db.models import Max
+    from PIL import Image as Picture
+    from PIL import ImageDraw
 
-    folder = root / "images" / "bench"
-    folder.mkdir(parents=True)
+    from annotator.models import Image, Pair, Release, ReleaseItem
+    from tests.modeleval_release_factories import make_release
+
+    old = Release.objects.filter(items__pair__source="bench").distinct()
+    ReleaseItem.objects.filter(release__in=old).delete()
+    Release.objects.filter(pk__in=old.values("pk")).delete()
+    Pair.objects.filter(source="bench").delete()
+    Image.objects.filter(source="bench").delete()
+    images = []
     for n in range(50):
-        picture = Image.new("RGB", size, (n * 5 % 256, 120, 200 - n * 3 % 200))
+        picture = Picture.new("RGB", size, (n * 5 % 256, 120, 200 - n * 3 % 200))
         ImageDraw.Draw(picture).rectangle([20 + n, 30, 70 + n, 80], fill=(200, 60, 40))
         buffer = io.BytesIO()
         picture.save(buffer, "JPEG", quality=88)
-        (folder / f"{n}.jpg").write_bytes(buffer.getvalue())
-    (root / "data").mkdir()
-    with (root / "data" / "test.jsonl").open("w") as out:
-        for i in range(items):
-            category = CATEGORIES[i % len(CATEGORIES)]
-            record = {
-                "image_1": f"images/bench/{i % 50}.jpg",
-                "image_2": f"images/bench/{(i + 1) % 50}.jpg",
-                "question": f"What differs in item {i}?",
-                "answer": f"change {i}",
-                "distractors": ["another change", "no change", "a third change"],
-                "has_caption": False,
-                "caption": None,
-                "category": category,
-                "domain": "natural",
-                "source": "bench",
-                "source_id": str(i),
-                "raw_folder": "bench",
-                "generation_info": None,
-            }
-            out.write(json.dumps(record) + "\n")
+        image = Image(width=size[0], height=size[1], source="bench", original_name=f"{n}.jpg")
+        image.file.save(f"images/bench/{n}.jpg", ContentFile(buffer.getvalue()), save=False)
+        image.save()
+        images.append(image)
+    pairs = Pair.objects.bulk_create(
+        Pair(
+            image_1=images[i % 50],
+            image_2=images[(i + 1) % 50],
+            category=CATEGORIES[i % len(CATEGORIES)],
+            domain="natural",
+            question=f"What differs in item {i}?",
+            answer=f"change {i}",
+            distractors=["another change", "no change", "a third change"],
+            source="bench",
+            source_id=str(i),
+            status=Pair.Status.ACCEPTED,
+        )
+        for i in range(items)
+    )
+    number = (Release.objects.aggregate(Max("number"))["number__max"] or 0) + 1
+    return make_release([(pair, "test", False) for pair in pairs], number=number)
 
 
 def main() -> None:
@@ -127,22 +136,21 @@ def main() -> None:
     )
     try:
         base_url = server.stdout.readline().strip()
-        with tempfile.TemporaryDirectory() as folder:
-            width, height = (int(side) for side in args.size.split("x"))
-            write_export(Path(folder), args.items, (width, height))
-            for evaluation in ModelEvaluation.objects.filter(endpoint__name="bench"):
-                evaluation.job.delete()
-            ModelEndpoint.objects.filter(name="bench").delete()
-            endpoint = endpoint_create(
-                user=None, name="bench", base_url=base_url, model_id="tiny-vlm", concurrency=args.concurrency
-            )
-            evaluation = evaluation_start(
-                endpoint=endpoint, user=None, source="export", export_dir=folder, send=False, strategy=args.strategy
-            )
-            started, cpu_started = time.perf_counter(), time.process_time()
-            evaluation = evaluation_run(evaluation_id=evaluation.pk)
-            wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-            server_cpu = process_cpu_seconds(server.pid)
+        for evaluation in ModelEvaluation.objects.filter(endpoint__name="bench"):
+            evaluation.job.delete()
+        ModelEndpoint.objects.filter(name="bench").delete()
+        width, height = (int(side) for side in args.size.split("x"))
+        release = write_release(args.items, (width, height))
+        endpoint = endpoint_create(
+            user=None, name="bench", base_url=base_url, model_id="tiny-vlm", concurrency=args.concurrency
+        )
+        evaluation = evaluation_start(
+            endpoint=endpoint, user=None, release=release, split="test", send=False, strategy=args.strategy
+        )
+        started, cpu_started = time.perf_counter(), time.process_time()
+        evaluation = evaluation_run(evaluation_id=evaluation.pk)
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        server_cpu = process_cpu_seconds(server.pid)
     finally:
         server.terminate()
         server.wait()
@@ -153,7 +161,7 @@ def main() -> None:
     rate = stored / wall
     print(f"strategy {evaluation.strategy}, images {args.size}")
     print(f"items: {stored} of {args.items} stored ({evaluation.failed} failed), job {job.status}")
-    print(f"wall: {wall:.2f} s (includes the probe and reading the export)")
+    print(f"wall: {wall:.2f} s (includes the probe and reading the release)")
     print(f"throughput: {rate:.1f} items/s; ideal {args.concurrency} / {args.latency:g} s = {ideal:.0f} items/s")
     print(f"share of ideal: {100 * rate / ideal:.1f}% (target: at least 80%)")
     print(

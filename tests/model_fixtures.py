@@ -23,12 +23,18 @@ def make_endpoint(name: str | None = None, **fields) -> ModelEndpoint:
 def make_run(
     endpoint: ModelEndpoint, *, study_id: int | None = None, age_minutes: int = 0, **fields
 ) -> ModelEvaluation:
-    """A finished run of `endpoint`; `age_minutes` makes it older than runs made after it with a smaller age."""
+    """A finished run of `endpoint`, on `release` if given, else from before releases (on the study `study_id`, or
+    on pairs); `age_minutes` makes it older than runs made after it with a smaller age."""
     created = timezone.now() - timedelta(minutes=age_minutes)
     job = Job.objects.create(
         kind=Job.Kind.MODEL_EVAL, title=f"Evaluate {endpoint.name}", status=Job.Status.SUCCEEDED, created=created
     )
-    source = ModelEvaluation.Source.STUDY if study_id else ModelEvaluation.Source.FILTER
+    if fields.get("release") is not None:
+        source = ModelEvaluation.Source.RELEASE
+    else:  # a run from before releases, as the database holds it: an import that keeps the source it was run on
+        source = ModelEvaluation.Source.IMPORT
+        retired = {"retired_source": "study" if study_id else "filter"}
+        fields["parameters"] = {**fields.get("parameters", {}), **retired}
     return ModelEvaluation.objects.create(
         endpoint=endpoint, job=job, source=source, study_id=study_id, created=created, **fields
     )

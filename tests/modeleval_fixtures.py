@@ -1,52 +1,49 @@
-"""An export folder with known items, the answer policy of the local model server for them, and what it predicts."""
+"""A release with known items, the answer policy of the local model server for them, and what it predicts."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
-from tests.factories import jpeg_bytes
+from annotator.models import Release
+from tests.factories import make_image, make_pair
 from tests.model_server import ModelServer
+from tests.modeleval_release_factories import make_release
 
 # category -> how many of its items the server answers right (the rest: the longest distractor).
 PLAN = {"temporal": (4, 4), "attribute": (4, 1), "spatial": (3, 0), "viewpoint": (2, 2)}
 
 
-def write_export(root: Path, plan: dict = PLAN, split: str = "test") -> list[dict]:
-    """data/<split>.jsonl and images under root; each record also says (not in the file) if the model gets it."""
-    (root / "data").mkdir(parents=True, exist_ok=True)
-    records = []
+def make_plan_release(plan: dict = PLAN, split: str = "test", number: int = 1) -> tuple[Release, list[dict]]:
+    """A release whose `split` holds, per category, the plan's count of items (accepted pairs, each with two images
+    of its own in storage), and the records of its items; each record also says if the model gets it right."""
+    records, entries = [], []
     for category, (count, right) in plan.items():
-        folder = root / "images" / "yt8m" / category
-        folder.mkdir(parents=True, exist_ok=True)
         for index in range(count):
-            names = []
-            for side in (1, 2):
-                name = f"{category}{index}_{side}.jpg"
-                (folder / name).write_bytes(jpeg_bytes(shift=index * 3 + side, size=(32, 24)))
-                names.append(f"images/yt8m/{category}/{name}")
-            record = {
-                "image_1": names[0],
-                "image_2": names[1],
-                "question": f"What differs in {category} item {index}?",
-                "answer": f"the true change {index}",
-                "distractors": ["a wrong change", f"a much longer wrong change {index}", "none"],
-                "has_caption": False,
-                "caption": None,
-                "category": category,
-                "domain": "natural",
-                "source": "yt8m",
-                "source_id": f"vid{index}_{category}",
-                "raw_folder": f"yt8m_{category}_pairs",
-                "generation_info": None,
-            }
-            records.append({**record, "_right": index < right})
-    with (root / "data" / f"{split}.jsonl").open("w") as out:
-        for record in records:
-            out.write(json.dumps({k: v for k, v in record.items() if k != "_right"}) + "\n")
-    return records
+            pair = make_pair(
+                category=category,
+                domain="natural",
+                source="yt8m",
+                source_id=f"vid{index}_{category}",
+                question=f"What differs in {category} item {index}?",
+                answer=f"the true change {index}",
+                distractors=["a wrong change", f"a much longer wrong change {index}", "none"],
+            )
+            pair.image_1, pair.image_2 = (make_image(shift=index * 3 + side, size=(32, 24)) for side in (1, 2))
+            pair.save(update_fields=["image_1", "image_2"])
+            entries.append((pair, split, False))
+            records.append(
+                {
+                    "question": pair.question,
+                    "answer": pair.answer,
+                    "distractors": list(pair.distractors),
+                    "category": category,
+                    "source": "yt8m",
+                    "source_id": pair.source_id,
+                    "pair": pair.pk,
+                    "_right": index < right,
+                }
+            )
+    return make_release(entries, number=number), records
 
 
 def policy_for(records: list[dict]):
@@ -69,16 +66,15 @@ def predicted_accuracy(records: list[dict]) -> dict[str, float]:
 
 
 @pytest.fixture
-def export_dir(tmp_path):
-    """(the folder, its records): an export written with `write_export`."""
-    root = tmp_path / "export"
-    return root, write_export(root)
+def plan_release(db):
+    """(the release, its records): a release made with `make_plan_release`."""
+    return make_plan_release()
 
 
 @pytest.fixture
-def server(export_dir):
-    """The local model server, answering the export's items by `policy_for`."""
-    _, records = export_dir
+def server(plan_release):
+    """The local model server, answering the release's items by `policy_for`."""
+    _, records = plan_release
     server = ModelServer(policy=policy_for(records)).start()
     yield server
     server.stop()

@@ -408,6 +408,15 @@ def job_retry(*, job: Job, user) -> Job:
     units = list(locked.tasks.all())
     if not units:
         raise Conflict(f"Job {locked.pk} has no recorded units to run again (it was made by an older version).")
+    if locked.kind == Job.Kind.MODEL_EVAL:
+        runs = [unit.kwargs.get("evaluation_id") for unit in units]
+        # Only a run on a release has items to ask; an imported run (a results file, or a run whose items predate
+        # releases) keeps its answers and is never asked again.
+        if Job.objects.filter(model_evaluation__pk__in=runs).exclude(model_evaluation__source="release").exists():
+            raise Conflict(
+                f"Job {locked.pk} ran a model run that is an imported run now (its items predate releases): its "
+                "answers are kept, it is not run again. Start a run on a release's split instead."
+            )
     result = {key: value for key, value in locked.result.items() if key in RESULT_KEPT}
     if locked.kind == Job.Kind.IMPORT:
         result.update(videos_ok=0, videos_skipped=0, videos_failed=0, frames=0, seconds=0.0)

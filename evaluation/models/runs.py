@@ -24,9 +24,14 @@ class ModelEvaluation(models.Model):
     class Source(models.TextChoices):
         RELEASE = "release", "a release's split"
         IMPORT = "import", "an imported results file"
-        EXPORT = "export", "an export's split"
-        STUDY = "study", "a study's sample"
-        FILTER = "filter", "accepted pairs matching a filter"
+
+    # What a run from before releases was asked on, by `parameters["retired_source"]`: such a run is an import now
+    # (evaluation migration 0015), its answers kept and read, never asked again.
+    RETIRED_SOURCES = {
+        "export": "an export's split",
+        "study": "a study's sample",
+        "filter": "accepted pairs matching a filter",
+    }
 
     class Ended(models.TextChoices):
         COMPLETE = "complete"
@@ -47,9 +52,9 @@ class ModelEvaluation(models.Model):
     )
     job = models.OneToOneField(Job, models.CASCADE, related_name="model_evaluation")
     source = models.CharField(max_length=10, choices=Source.choices)
-    # What was evaluated: the release and its split (None: a run from before releases), or, before releases, the
-    # export job and split, the study (evaluation.Study's id, kept readable for old runs: new runs meet the
-    # studies through their release), or the pair filter as the data manager writes it.
+    # What was evaluated: the release and its split. An import from before releases has no release: it keeps the
+    # study (evaluation.Study's id: new runs meet the studies through their release), or the export job and split,
+    # or the pair filter its items were read from.
     release = models.ForeignKey(
         Release,
         models.PROTECT,
@@ -181,7 +186,13 @@ class ModelEvaluation(models.Model):
             return f"release {self.release.name}" + (f" ({self.split})" if self.split else "")
         if self.study_id:
             return f"before releases: study {self.study_id}"
-        return f"before releases: {self.get_source_display()}"
+        return f"before releases: {self.source_label}"
+
+    @property
+    def source_label(self) -> str:
+        """Where its items came from, in words: for a run from before releases, the source it was run on."""
+        retired = self.RETIRED_SOURCES.get((self.parameters or {}).get("retired_source"))
+        return retired or self.get_source_display()
 
 
 class ModelItemResult(models.Model):

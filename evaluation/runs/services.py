@@ -3,9 +3,9 @@ each result is stored as it arrives, and a restarted run sends only the items wi
 the official results file (the `_finalize_mc_results` layout of krafton-ai/VLM-SubtleBench), and import one.
 
 One store: a run in the app and an imported results file are both a ModelEvaluation with one ModelItemResult per
-item. Items come from a release's split (each item as released: its record, its image order; the results name
-their ReleaseItem), or, for runs from before releases, an export folder's split or the accepted pairs matching a
-filter. An imported file is matched to a release by the release's own item ids, exactly.
+item. A run's items are a release's split (each item as released: its record, its image order; the results name
+their ReleaseItem). An imported file is matched to a release by the release's own item ids, exactly; the runs from
+before releases are imported runs too (evaluation migration 0015): their answers are read, never asked again.
 """
 
 from __future__ import annotations
@@ -19,14 +19,12 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from datetime import timedelta
 from decimal import Decimal
 from functools import partial
-from pathlib import Path
 
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import models, transaction
 from django.utils import timezone
 
-from annotator.datamanager.tables import PAIRS
 from annotator.jobs.services import (
     JobTaskLost,
     UnitRef,
@@ -47,29 +45,17 @@ from annotator.llm.endpoints import (
 from annotator.llm.profiles import RequestProfile, endpoint_profile
 from annotator.llm.protocol import configured_prompt
 from annotator.models import (
-    Category,
-    Domain,
     Job,
     JobCancelled,
     JobTask,
     ModelEndpoint,
-    Pair,
     Release,
     ReleaseItem,
 )
 from annotator.models.jobs import ACTIVE
 from benchmark.circular import rotation_entries
 from benchmark.protocol import LETTERS, Item, shuffle_options
-from benchmark.questions import MAX_DISTRACTORS
-from benchmark.records import (
-    FIELDS,
-    SPLITS,
-    derived_pair_number,
-    item_id,
-    item_id_tails,
-    record_item_id,
-    split_path,
-)
+from benchmark.records import SPLITS
 from benchmark.results import ResultsFileError, load_results, outcome_of, question_entry, results_document
 from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.runs import description
@@ -105,165 +91,6 @@ class RunFailed(Exception):
 # --- Items ----------------------------------------------------------------------------------------------------
 
 
-def export_items(folder: str | Path, split: str) -> list[Item]:
-    """The items of an export's split, as the official adapter reads them; bad records are an Invalid naming the
-    file, line and field (nothing is started)."""
-    if split not in SPLITS:
-        raise Invalid({"split": [f"The split is test or val, not {split!r}."]})
-    root = Path(folder)
-    path = root / split_path(split)
-    if not path.is_file():
-        raise Invalid({"export": [f"{path}: no such file (is {root} an export folder?)."]})
-    items: list[Item] = []
-    seen: set[str] = set()
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise Invalid({"export": [f"{path}: cannot read it ({error})."]}) from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{path}, line {number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise Invalid({"export": [f"{where}: not JSON ({error.msg})."]}) from None
-        if not isinstance(record, dict):
-            raise Invalid({"export": [f"{where}: expected an object."]})
-        for name in ("image_1", "image_2", "question", "answer", "distractors", "category", "source", "source_id"):
-            if name not in record:
-                raise Invalid({"export": [f"{where}: missing field {name}."]})
-            if not isinstance(record[name], FIELDS.get(name, (str,))):
-                raise Invalid({"export": [f"{where}, field {name}: wrong type {type(record[name]).__name__}."]})
-        distractors = record["distractors"]
-        if not distractors or not all(isinstance(d, str) for d in distractors) or len(distractors) > MAX_DISTRACTORS:
-            raise Invalid({"export": [f"{where}, field distractors: 1 to {MAX_DISTRACTORS} texts."]})
-        if record["category"] not in Category.values:
-            raise Invalid({"export": [f"{where}, field category: {record['category']!r} is not a category."]})
-        identifier = record_item_id(record)
-        if identifier in seen:
-            raise Invalid({"export": [f"{where}: the item id {identifier} appears twice."]})
-        seen.add(identifier)
-        image_1, image_2 = root / record["image_1"], root / record["image_2"]
-        items.append(
-            Item(
-                question_id=identifier,
-                question=record["question"],
-                answer=record["answer"],
-                distractors=list(distractors),
-                category=record["category"],
-                domain=record.get("domain") if record.get("domain") in Domain.values else Domain.NATURAL,
-                image_1=str(image_1),
-                image_2=str(image_2),
-                missing=not (image_1.is_file() and image_2.is_file()),
-            )
-        )
-    link_export_items(items)
-    return items
-
-
-def link_export_items(items: list[Item]) -> None:
-    """Give each exported item the pair it came from, where the pair is still here, so that an export's run counts
-    in "models correct k of n" as a study's run does. An item id is `category_source_source_id`, the source_id
-    being the pair's own or, for a pair made in the app, the derived `<yt8m>_<pair id>` / `pair<pair id>`: two
-    queries find both kinds, and only an id this database builds the same way links (an item of another
-    database's export links to nothing)."""
-    if not items:
-        return
-    trailing = {number for item in items if (number := derived_pair_number(item.question_id)) is not None}
-    source_ids = {item.question_id for item in items}
-    fields = ("pk", "category", "source", "source_id", "video__yt8m_id")
-    candidates = list(Pair.objects.filter(source_id="", pk__in=trailing).values_list(*fields))
-    # A source may hold "_" too ("levir_cd"): every tail after a "_" is a candidate source_id; the id built
-    # from the row decides.
-    tails = {tail for item in items for tail in item_id_tails(item.question_id)}
-    candidates += Pair.objects.exclude(source_id="").filter(source_id__in=tails).values_list(*fields)
-    pair_of = {}
-    for pk, category, source, source_id, yt8m_id in candidates:
-        identifier = item_id(category=category, source=source, source_id=source_id, pair_id=pk, yt8m_id=yt8m_id)
-        if identifier in source_ids:
-            pair_of.setdefault(identifier, pk)
-    for item in items:
-        item.pair_id = pair_of.get(item.question_id)
-
-
-def pair_items(pair_ids: list[int]) -> list[Item]:
-    """The items of these pairs, in this order (pairs deleted since are left out); images read from storage."""
-    pairs = Pair.objects.filter(pk__in=pair_ids).select_related("image_1", "image_2", "video")
-    by_id = {pair.pk: pair for pair in pairs}
-    items = []
-    for pk in pair_ids:
-        pair = by_id.get(pk)
-        if pair is None or not pair.distractors:
-            continue
-        yt8m_id = pair.video.yt8m_id if pair.video_id and not pair.source_id else None
-        identifier = item_id(
-            category=pair.category, source=pair.source, source_id=pair.source_id, pair_id=pair.pk, yt8m_id=yt8m_id
-        )
-        items.append(
-            Item(
-                question_id=identifier,
-                question=pair.question,
-                answer=pair.answer,
-                distractors=list(pair.distractors),
-                category=pair.category,
-                domain=pair.domain,
-                image_1=pair.image_1.file.name,
-                image_2=pair.image_2.file.name,
-                pair_id=pair.pk,
-            )
-        )
-    return items
-
-
-def _lists_of_categories_and_domains(pair_filter: dict) -> bool:
-    return set(pair_filter) <= {"category", "domain"} and all(isinstance(v, list) for v in pair_filter.values())
-
-
-def filter_pair_ids(pair_filter: dict) -> list[int]:
-    """The accepted pairs matching the filter: the data manager's pairs-table filter (its query-string keys, as
-    `POST /api/pairs/bulk/` takes them: status, category, similarity_min, models_max, q, ...), or the short form
-    {"category": [...], "domain": [...]} (an empty or absent list: any)."""
-    if not _lists_of_categories_and_domains(pair_filter):
-        state = PAIRS.parse(pair_filter)
-        matching = PAIRS.queryset(state, ordered=False).filter(status=Pair.Status.ACCEPTED)
-        return sorted(matching.values_list("pk", flat=True))
-    pairs = Pair.objects.accepted()
-    if pair_filter.get("category"):
-        pairs = pairs.filter(category__in=pair_filter["category"])
-    if pair_filter.get("domain"):
-        pairs = pairs.filter(domain__in=pair_filter["domain"])
-    return list(pairs.order_by("pk").values_list("pk", flat=True))
-
-
-def clean_pair_filter(raw) -> dict:
-    if raw in (None, ""):
-        return {}
-    if not isinstance(raw, dict):
-        raise Invalid(
-            {"pair_filter": ['An object: the pairs table\'s filter, or {"category": [...], "domain": [...]}.']}
-        )
-    if not _lists_of_categories_and_domains(raw):
-        if any(not isinstance(value, (str, int, float)) or isinstance(value, bool) for value in raw.values()):
-            raise Invalid(
-                {"pair_filter": ["A pairs-table filter's values are texts or numbers, as in its query string."]}
-            )
-        cleaned = {key: str(value) for key, value in raw.items()}
-        try:
-            PAIRS.parse(cleaned)  # every bad key or value, named
-        except Invalid as error:
-            raise Invalid({"pair_filter": [f"{k}: {' '.join(v)}" for k, v in error.errors.items()]}) from None
-        return cleaned
-    cleaned = {}
-    for key, allowed in (("category", Category.values), ("domain", Domain.values)):
-        values = raw.get(key) or []
-        if not isinstance(values, list) or any(value not in allowed for value in values):
-            raise Invalid({"pair_filter": [f"{key}: a list of {', '.join(allowed)}."]})
-        if values:
-            cleaned[key] = sorted(set(values))
-    return cleaned
-
-
 def release_rows(release: Release, split: str):
     return ReleaseItem.objects.filter(release=release, split=split).order_by("position", "pk")
 
@@ -293,22 +120,26 @@ def release_items(release: Release, split: str) -> list[Item]:
 
 
 def evaluation_items(evaluation: ModelEvaluation) -> list[Item]:
-    """The run's items with their shown options (the seed's shuffle), the same on every call."""
-    if evaluation.source == ModelEvaluation.Source.RELEASE:
-        items = release_items(evaluation.release, evaluation.split)
-    elif evaluation.source == ModelEvaluation.Source.EXPORT:
-        items = export_items(evaluation.parameters["export_dir"], evaluation.split)
-    else:
-        items = pair_items(evaluation.parameters.get("pair_ids", []))
+    """The run's items with their shown options (the seed's shuffle), the same on every call. Only a run on a
+    release has items to ask: an imported run holds its answers and nothing else."""
+    if evaluation.source != ModelEvaluation.Source.RELEASE or evaluation.release_id is None:
+        raise Invalid({"source": [not_runnable(evaluation)]})
+    items = release_items(evaluation.release, evaluation.split)
     shuffle_options(items, evaluation.seed)
     if evaluation.task == description.DESCRIPTION:
         items = description.captioned_items(evaluation.release, evaluation.split, items)
     return items
 
 
+def not_runnable(evaluation: ModelEvaluation) -> str:
+    """Why an imported run (a file imported, or a run whose items predate releases) is never asked again."""
+    return (
+        f"Run {evaluation.pk} is an imported run ({evaluation.on}): its answers are kept, it has no items to ask. "
+        "Start a run on a release's split instead."
+    )
+
+
 def read_image(evaluation: ModelEvaluation, name: str) -> bytes:
-    if evaluation.source == ModelEvaluation.Source.EXPORT:
-        return Path(name).read_bytes()
     with default_storage.open(name, "rb") as handle:
         return handle.read()
 
@@ -320,13 +151,9 @@ def evaluation_start(
     *,
     endpoint: ModelEndpoint,
     user,
-    source: str,
-    export_job: Job | None = None,
-    export_dir: str | None = None,
+    source: str = "release",
     release: Release | None = None,
     split: str = "test",
-    pair_ids: list[int] | None = None,
-    pair_filter: dict | None = None,
     seed: int = 0,
     idempotency_key: str = "",
     send: bool = True,
@@ -346,8 +173,8 @@ def evaluation_start(
     judge_effort: str | None = None,
     circular: bool = False,
 ) -> ModelEvaluation:
-    """Create the run and its job, and queue it (after the commit). The items are checked now: a release's split
-    must hold items; an export's file must parse; a pair source must hold at least one pair. The run's settings
+    """Create the run and its job, and queue it (after the commit). The items are checked now: the release's split
+    must hold items. The run's settings
     (strategy, prompt texts, temperature, token limit and effort checked against the endpoint's request profile,
     extraction pass and its own settings) are `runsettings.clean_run_settings`'s. A
     description run (`task`, with its `judge`) asks a release split's captioned items; `circular` asks each item
@@ -390,29 +217,8 @@ def evaluation_start(
             if not count:
                 raise Invalid({"task": [f"No item of release {release.name} ({split}) has a caption to describe."]})
         label = f"release {release.name} ({split})"
-    elif source == ModelEvaluation.Source.EXPORT:
-        if export_job is not None:
-            if export_job.kind != Job.Kind.EXPORT or export_job.status != Job.Status.SUCCEEDED:
-                raise Invalid({"export_job": [f"Job {export_job.pk} is not a finished export."]})
-            if (export_job.result or {}).get("target") != "local" or not export_job.result.get("out"):
-                raise Invalid({"export_job": [f"Export {export_job.pk} is not a local folder this server can read."]})
-            export_dir = export_job.result["out"]
-        if not export_dir:
-            raise Invalid({"export": ["Name the export to evaluate."]})
-        count = len(export_items(export_dir, split))
-        parameters["export_dir"] = str(Path(export_dir).resolve())
-        label = f"{Path(export_dir).name} ({split})"
-    elif source == ModelEvaluation.Source.FILTER:
-        pair_filter = clean_pair_filter(pair_filter)
-        pair_ids = filter_pair_ids(pair_filter)
-        count = len(pair_items(pair_ids))
-        parameters["pair_ids"] = pair_ids
-        label = "accepted pairs"
-        split = ""
-    elif source == ModelEvaluation.Source.STUDY:
-        raise Invalid({"source": ["A study's sample is a release's items now: run the model on the study's release."]})
     else:
-        raise Invalid({"source": [f"The source is release, export or filter, not {source!r}."]})
+        raise Invalid({"source": [f"A run is on a release's split: the source is release, not {source!r}."]})
     if not count:
         raise Invalid({"source": ["There are no items to evaluate in this source."]})
     prompt = run_settings.prompt
@@ -433,10 +239,8 @@ def evaluation_start(
                 endpoint=endpoint,
                 job=job,
                 source=source,
-                release=release if source == ModelEvaluation.Source.RELEASE else None,
-                export_job=export_job,
+                release=release,
                 split=split,
-                pair_filter=pair_filter or {},
                 seed=seed,
                 prompt=prompt,
                 strategy=run_settings.strategy,
@@ -643,17 +447,15 @@ def _check_active(job_id: int) -> None:
 def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
     """Ask every item without an answer until each is answered or asked MODEL_EVAL_ITEM_TRIES times; RunPaused when
     the endpoint is down, RunFailed (incomplete or failed) when items are left without an answer."""
+    if evaluation.source != ModelEvaluation.Source.RELEASE:
+        raise RunFailed(not_runnable(evaluation))
     endpoint = evaluation.endpoint
     try:
         api_key = endpoint_api_key(endpoint)
     except EndpointUnusable as unusable:
         raise RunFailed(str(unusable)) from None
     items = evaluation_items(evaluation)
-    released = (
-        dict(release_rows(evaluation.release, evaluation.split).values_list("item_id", "pk"))
-        if evaluation.source == ModelEvaluation.Source.RELEASE
-        else {}
-    )
+    released = dict(release_rows(evaluation.release, evaluation.split).values_list("item_id", "pk"))
     skipped = [item.question_id for item in items if item.missing]
     asked = [item for item in items if not item.missing]
     ModelEvaluation.objects.filter(pk=evaluation.pk).update(items=len(asked))
@@ -1014,10 +816,9 @@ def _question_texts(evaluation: ModelEvaluation) -> dict[str, str]:
     if evaluation.release_id:
         rows = ReleaseItem.objects.filter(release_id=evaluation.release_id).order_by("pk")
         return {item_id: json.loads(line)["question"] for item_id, line in rows.values_list("item_id", "line")}
-    try:
-        return {item.question_id: item.question for item in evaluation_items(evaluation)}
-    except Invalid:
-        return {}  # the export folder changed or is gone: the file still holds every answer
+    # A run from before releases: the question of the pair each answer is linked to, where the pair is still here.
+    rows = evaluation.results.filter(pair__isnull=False).order_by("pk")
+    return dict(rows.values_list("question_id", "pair__question"))
 
 
 def evaluation_for_user(*, user, evaluation_id: int) -> ModelEvaluation:

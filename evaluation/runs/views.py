@@ -1,5 +1,5 @@
 """The /models/ pages, all of them: the endpoints and runs, register an endpoint, start a run (on a release's
-split; before releases, an export folder or filtered pairs), a run's progress and its results file, import an
+split), a run's progress and its results file, import an
 official results file onto a release, and the runs compared on a release's items."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from annotator.jobs.services import clean_idempotency_key
 from annotator.llm.endpoints import endpoint_create, endpoint_profile_update
 from annotator.llm.keys import key_variable_allowed
 from annotator.llm.profiles import DEFAULT_PRESET, EFFORTS, EXTRA_FIELDS, PRESET_CHOICES
-from annotator.models import Category, Domain, Job, ModelEndpoint, Release
+from annotator.models import ModelEndpoint, Release
 from benchmark.description import JUDGE_SYSTEM, JUDGE_USER
 from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.runs.description import accuracy_rows, accuracy_table
@@ -331,29 +331,12 @@ def model_run_results(request, run_id: int):
 # --- Starting a run ---------------------------------------------------------------------------------------------
 
 SPLITS = [("test", "test"), ("val", "val")]
-NEW_RUN_SOURCES = [
-    (ModelEvaluation.Source.RELEASE, "a release's split"),
-    (ModelEvaluation.Source.EXPORT, "an export folder (before releases)"),
-    (ModelEvaluation.Source.FILTER, "accepted pairs matching a filter (before releases)"),
-]
-
-
-def local_exports():
-    return Job.objects.filter(kind=Job.Kind.EXPORT, status=Job.Status.SUCCEEDED, result__target="local").order_by(
-        "-created", "-pk"
-    )
 
 
 class RunForm(forms.Form):
     endpoint = forms.ModelChoiceField(queryset=ModelEndpoint.objects.all(), label="Model", empty_label=None)
-    source = forms.ChoiceField(choices=NEW_RUN_SOURCES, widget=forms.RadioSelect, initial="release")
     release = forms.ModelChoiceField(queryset=Release.objects.all(), required=False)
-    export_job = forms.ModelChoiceField(queryset=local_exports(), required=False, label="Export")
     split = forms.ChoiceField(choices=SPLITS, initial="test")
-    categories = forms.MultipleChoiceField(
-        choices=Category.choices, required=False, widget=forms.CheckboxSelectMultiple
-    )
-    domains = forms.MultipleChoiceField(choices=Domain.choices, required=False, widget=forms.CheckboxSelectMultiple)
     seed = forms.IntegerField(initial=0, min_value=-(2**31) + 1, max_value=2**31 - 1)
     # Issue 28: the run's settings (evaluation.runs.runsettings); a blank text keeps the strategy's default.
     # Left out of a POST: the defaults (the strategy standard, MODEL_EVAL_TEMPERATURE, MODEL_EVAL_MAX_TOKENS).
@@ -445,7 +428,6 @@ class RunForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["export_job"].label_from_instance = lambda job: f"#{job.pk} {job.result.get('out', job.title)}"
         self.fields["release"].label_from_instance = lambda release: f"{release.name} · {release.item_count} items"
 
 
@@ -469,21 +451,12 @@ def model_run_new(request):
         if data["task"] == "description":
             fields["judge_prompt"] = {"system": data["judge_system"], "user": data["judge_user"]}
             fields.update(judge_max_tokens=data["judge_max_tokens"], judge_effort=data["judge_effort"] or None)
-        if data["source"] == ModelEvaluation.Source.RELEASE:
-            fields.update(release=data["release"], split=data["split"])
-            if data["release"] is None:
-                form.add_error("release", "Pick the release to evaluate.")
-        elif data["source"] == ModelEvaluation.Source.EXPORT:
-            fields.update(export_job=data["export_job"], split=data["split"])
-            if data["export_job"] is None:
-                form.add_error("export_job", "Pick the export to evaluate.")
-        else:
-            fields["pair_filter"] = {"category": data["categories"], "domain": data["domains"]}
+        fields.update(release=data["release"], split=data["split"])
+        if data["release"] is None:
+            form.add_error("release", "Pick the release to evaluate.")
         if form.is_valid():
             try:
-                evaluation = evaluation_start(
-                    endpoint=data["endpoint"], user=request.user, source=data["source"], **fields
-                )
+                evaluation = evaluation_start(endpoint=data["endpoint"], user=request.user, **fields)
             except (Invalid, Conflict) as error:
                 return redirect_refused_form(request, reverse("model-run-new"), form, error)
             return redirect("model-run-detail", run_id=evaluation.pk)

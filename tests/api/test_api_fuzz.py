@@ -16,7 +16,7 @@ import os
 import pytest
 import requests
 
-from annotator.models import Caption, CaptionBatch, CaptionTask, DoubleReview, Job, Pair
+from annotator.models import Caption, CaptionBatch, CaptionTask, DoubleReview, Job, Pair, Release
 from annotator.picking import services as picking
 from evaluation.studies import participation
 from evaluation.studies import services as studies
@@ -98,7 +98,10 @@ def world(transactional_db):
 
     coordinator = make_user("runner", "coordinator")
     endpoint = endpoint_create(user=coordinator, name="fuzz", base_url="http://127.0.0.1:9/v1", model_id="m")
-    run = evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter={}, send=False)
+    from tests.modeleval_release_factories import make_release
+
+    release = make_release([(accepted[0], "test", False)], number=Release.objects.count() + 1)
+    run = evaluation_start(endpoint=endpoint, user=coordinator, release=release, send=False)
     return {
         "double_review_id": [double_review.pk],
         "run_id": [run.pk],

@@ -175,8 +175,8 @@ CASES = {
         ("rita", "/api/models/runs/{run}/label/", {"label": "mine"}, 403),
     ],
     ("POST", "/api/models/runs/create/"): [
-        ("alice", "/api/models/runs/create/", lambda w: {"endpoint": w["endpoint"].pk, "source": "filter"}, 403),
-        ("rita", "/api/models/runs/create/", lambda w: {"endpoint": w["endpoint"].pk, "source": "filter"}, 403),
+        ("alice", "/api/models/runs/create/", lambda w: {"endpoint": w["endpoint"].pk, "source": "release"}, 403),
+        ("rita", "/api/models/runs/create/", lambda w: {"endpoint": w["endpoint"].pk, "source": "release"}, 403),
     ],
     ("POST", "/api/p/{token}/item/{item_token}/answer/"): [
         ("anonymous", "/api/p/{other_participant}/item/{item}/answer/", {"option": 1}, 404)

@@ -181,7 +181,7 @@ def model_eval_jobs(coordinator) -> list[Job]:
     finally:
         server.stop()
     down = endpoint_create(user=coordinator, name="down", base_url=server.base_url, model_id="tiny-vlm")
-    runs.append(evaluation_start(endpoint=down, user=coordinator, source="filter", pair_filter={}))
+    runs.append(evaluation_start(endpoint=down, user=coordinator, release=release, split=split))
     with override_settings(MODEL_EVAL_PAUSE_MAX_SECONDS=0):  # down: failed at once, not paused
         evaluation_run(evaluation_id=runs[1].pk)
     return [run.job for run in runs]

@@ -1,4 +1,4 @@
-"""`manage.py evaluate_model NAME (--release vN | --export DIR) [--split test|val] [--out FILE] [--async]`."""
+"""`manage.py evaluate_model NAME --release vN [--split test|val] [--out FILE] [--async]`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotator.models import ModelEndpoint, Release
-from evaluation.models import ModelEvaluation
 from evaluation.runs.services import evaluation_run, evaluation_start, evaluation_summary, results_file
 from evaluation.runs.strategies import STRATEGIES
 from subtlebench.errors import ServiceError
@@ -17,17 +16,16 @@ from subtlebench.progress import TerminalProgress
 
 class Command(BaseCommand):
     help = (
-        "Evaluate a registered model with the official multiple-choice protocol on a release's split (or, before "
-        "releases, an export folder's): in the foreground with a progress bar (the default) or as a job for the "
-        "workers (--async). "
+        "Evaluate a registered model with the official multiple-choice protocol on a release's split: in the "
+        "foreground with a progress bar (the default) or as a job for the workers (--async). "
         "Prints the accuracy per category; --out writes the official results file (mc_evaluation_results.json)."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("name", help="The registered model's name (manage.py add_model).")
-        source = parser.add_mutually_exclusive_group(required=True)
-        source.add_argument("--release", metavar="vN", help="A release (v1, or its number): its items as released.")
-        source.add_argument("--export", metavar="DIR", help="An export folder (data/<split>.jsonl and images/).")
+        parser.add_argument(
+            "--release", metavar="vN", required=True, help="A release (v1, or its number): its items as released."
+        )
         parser.add_argument("--split", choices=("test", "val"), default="test", help="The split (default test).")
         parser.add_argument("--seed", type=int, default=0, help="Seed of the option shuffle (default 0).")
         parser.add_argument("--out", metavar="FILE", help="Write the official results file here.")
@@ -72,16 +70,11 @@ class Command(BaseCommand):
             if judge is None:
                 raise CommandError(f"--judge {opts['judge']}: no model of that name; add it with add_model.")
             fields.update(task="description", judge=judge)
-        if opts["export"]:
-            if not Path(opts["export"]).is_dir():
-                raise CommandError(f"--export {opts['export']}: no such folder.")
-            fields.update(source=ModelEvaluation.Source.EXPORT, export_dir=opts["export"], split=opts["split"])
-        else:
-            number = opts["release"].removeprefix("v")
-            release = Release.objects.filter(number=int(number)).first() if number.isdigit() else None
-            if release is None:
-                raise CommandError(f"--release {opts['release']}: no such release (give v1, v2, ... or its number).")
-            fields.update(source=ModelEvaluation.Source.RELEASE, release=release, split=opts["split"])
+        number = opts["release"].removeprefix("v")
+        release = Release.objects.filter(number=int(number)).first() if number.isdigit() else None
+        if release is None:
+            raise CommandError(f"--release {opts['release']}: no such release (give v1, v2, ... or its number).")
+        fields.update(release=release, split=opts["split"])
         try:
             evaluation = evaluation_start(endpoint=endpoint, user=None, **fields)
         except ServiceError as error:

@@ -1,6 +1,6 @@
 """A database built on the schema before releases (annotator 0017, evaluation 0006) migrates forward with every
 model answer in the one store: an imported results file of a study (ModelRun / ModelAnswer) becomes an import run
-from before releases, its study id kept; a run made in the app keeps its results, before releases too."""
+from before releases, its study id kept; a run made in the app keeps its results, an import before releases too."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def check_the_migration_forward_and_back():
     new = migrate(latest())
     Evaluation = new.get_model("evaluation", "ModelEvaluation")
     Result = new.get_model("evaluation", "ModelItemResult")
-    imported = Evaluation.objects.get(source="import")
+    imported = Evaluation.objects.get(source="import", endpoint__isnull=True)
     assert (imported.name, imported.study_id, imported.file_name, imported.endpoint_id) == (
         "gpt-file",
         study.pk,
@@ -111,7 +111,9 @@ def check_the_migration_forward_and_back():
     ]
     assert expected_ids[0] == f"temporal_yt8m_abcd_{pairs[0].pk}"
     kept = Evaluation.objects.get(pk=app_run.pk)
-    assert (kept.source, kept.study_id, kept.release_id, kept.endpoint_id) == ("study", study.pk, None, endpoint.pk)
+    # A run made in the app on a study's sample is an import before releases now, its source kept beside.
+    assert (kept.source, kept.study_id, kept.release_id, kept.endpoint_id) == ("import", study.pk, None, endpoint.pk)
+    assert kept.parameters["retired_source"] == "study"
     assert Result.objects.filter(evaluation=kept).count() == 1
     assert "evaluation_modelrun" not in connection.introspection.table_names()
 

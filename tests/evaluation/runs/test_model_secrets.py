@@ -17,11 +17,12 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from annotator.llm.endpoints import endpoint_create
-from annotator.models import Job, ModelEndpoint
+from annotator.models import Job, ModelEndpoint, Release
 from evaluation.runs.services import evaluation_run, evaluation_start
 from subtlebench.errors import Invalid
 from tests.factories import make_pair
 from tests.model_server import ModelServer
+from tests.modeleval_release_factories import make_release
 
 SECRETS = {"SECRET_KEY": "sentinel-secret-key-3f9a1c", "DATABASE_URL": "postgresql://sentinel:pw-77e1@db/prod"}
 PAGE = "/models/endpoints/new/"
@@ -63,8 +64,8 @@ def register_everywhere(client, base_url: str, **key) -> list[str]:
 
 
 def run_on(endpoint: ModelEndpoint, coordinator) -> Job:
-    make_pair(category="temporal")
-    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter={})
+    release = make_release([(make_pair(category="temporal"), "test", False)], number=Release.objects.count() + 1)
+    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, release=release)
     evaluation = evaluation_run(evaluation_id=evaluation.pk)
     job = evaluation.job
     job.refresh_from_db()
@@ -158,11 +159,11 @@ def test_run_errors_tell_a_closed_port_from_a_non_http_one_in_no_way(db, coordin
 
 
 def test_an_internal_answer_body_is_never_stored(coordinator, server, settings):
-    make_pair(category="temporal", question="Which image is later? (fault)")
+    release = make_release([(make_pair(category="temporal", question="Which image is later? (fault)"), "test", False)])
     server.faults["Which image is later? (fault)"] = "500"
     settings.MODEL_EVAL_RETRIES = 0
     endpoint = endpoint_create(user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm")
-    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter={})
+    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, release=release)
     evaluation = evaluation_run(evaluation_id=evaluation.pk)
     row = evaluation.results.get()
     assert row.failure == "server_error" and row.failure_message == "the endpoint answered HTTP 500"

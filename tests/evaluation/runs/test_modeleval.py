@@ -6,7 +6,6 @@ import, endpoints' validation. Outages, deadlines and cancels: test_modeleval_ou
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -17,7 +16,7 @@ from evaluation.runs.services import evaluation_run, evaluation_start, evaluatio
 from subtlebench.errors import Conflict, Forbidden, Invalid
 from tests.factories import make_pair
 from tests.model_server import ModelServer
-from tests.modeleval_fixtures import *  # noqa: F403 (fixtures: export_dir, server)
+from tests.modeleval_fixtures import *  # noqa: F403 (fixtures: plan_release, server)
 from tests.modeleval_fixtures import policy_for, predicted_accuracy
 
 KEY_ENV = "SUBTLEBENCH_MODEL_KEY_TEST"
@@ -36,16 +35,16 @@ def endpoint_for(server, coordinator, **fields) -> ModelEndpoint:
     return endpoint_create(user=coordinator, **{**values, **fields})
 
 
-def run_export(endpoint, coordinator, root, **fields) -> ModelEvaluation:
-    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, source="export", export_dir=str(root), **fields)
+def run_release(endpoint, coordinator, release, **fields) -> ModelEvaluation:
+    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, release=release, **fields)
     return evaluation_run(evaluation_id=evaluation.pk)
 
 
-def test_it_scores_each_category_as_the_server_rule_predicts(db, coordinator, server, export_dir, monkeypatch):
-    root, records = export_dir
+def test_it_scores_each_category_as_the_server_rule_predicts(db, coordinator, server, plan_release, monkeypatch):
+    release, records = plan_release
     monkeypatch.setenv(KEY_ENV, KEY)
     endpoint = endpoint_for(server, coordinator, api_key_env=KEY_ENV)
-    evaluation = run_export(endpoint, coordinator, root, seed=3)
+    evaluation = run_release(endpoint, coordinator, release, seed=3)
     job = evaluation.job
     job.refresh_from_db()
     assert job.status == Job.Status.SUCCEEDED, job.errors
@@ -66,9 +65,9 @@ def test_it_scores_each_category_as_the_server_rule_predicts(db, coordinator, se
 
 
 def test_each_bad_answer_fails_its_item_with_the_reason_and_the_run_goes_on(
-    db, coordinator, server, export_dir, fast_retries
+    db, coordinator, server, plan_release, fast_retries
 ):
-    root, records = export_dir
+    release, records = plan_release
     questions = [r["question"] for r in records]
     server.hang_seconds = 3
     server.faults = {
@@ -81,7 +80,7 @@ def test_each_bad_answer_fails_its_item_with_the_reason_and_the_run_goes_on(
         questions[6]: "500-once",
     }
     endpoint = endpoint_for(server, coordinator, timeout_s=1)
-    evaluation = run_export(endpoint, coordinator, root)
+    evaluation = run_release(endpoint, coordinator, release)
     job = evaluation.job
     job.refresh_from_db()
     # Four items never got an answer: the run is not a success, and says which and why. A reply without a letter
@@ -114,11 +113,11 @@ def test_each_bad_answer_fails_its_item_with_the_reason_and_the_run_goes_on(
     assert evaluation_summary(evaluation)["accuracy"] == evaluation.correct / evaluation.answered
 
 
-def test_an_unknown_model_fails_the_run_before_anything_is_sent(db, coordinator, server, export_dir, fast_retries):
-    root, records = export_dir
+def test_an_unknown_model_fails_the_run_before_anything_is_sent(db, coordinator, server, plan_release, fast_retries):
+    release, records = plan_release
     server.served = ["tiny-vlm", "other-vlm"]
     endpoint = endpoint_for(server, coordinator, model_id="no-such-model")
-    evaluation = run_export(endpoint, coordinator, root)
+    evaluation = run_release(endpoint, coordinator, release)
     job = evaluation.job
     job.refresh_from_db()
     assert job.status == Job.Status.FAILED and evaluation.state == "failed"
@@ -126,13 +125,13 @@ def test_an_unknown_model_fails_the_run_before_anything_is_sent(db, coordinator,
     assert server.requests == [] and not evaluation.results.exists()
 
 
-def test_a_run_whose_endpoint_is_down_pauses_then_fails_once_down_too_long(db, coordinator, export_dir, settings):
-    root, _ = export_dir
+def test_a_run_whose_endpoint_is_down_pauses_then_fails_once_down_too_long(db, coordinator, plan_release, settings):
+    release, _ = plan_release
     dead = ModelServer().start()
     url = dead.base_url
     dead.stop()  # nothing listens there now
     endpoint = endpoint_create(user=coordinator, name="down", base_url=url, model_id="m", timeout_s=30)
-    evaluation = run_export(endpoint, coordinator, root)
+    evaluation = run_release(endpoint, coordinator, release)
     job = evaluation.job
     job.refresh_from_db()
     # Paused, not failed: the unit is queued again (for its countdown), the page says why and when.
@@ -153,21 +152,21 @@ def test_a_run_whose_endpoint_is_down_pauses_then_fails_once_down_too_long(db, c
     assert not job.tasks.filter(status=JobTask.Status.RUNNING).exists()
 
 
-def test_a_missing_key_variable_fails_the_run_with_its_name(db, coordinator, server, export_dir, monkeypatch):
-    root, _ = export_dir
+def test_a_missing_key_variable_fails_the_run_with_its_name(db, coordinator, server, plan_release, monkeypatch):
+    release, _ = plan_release
     monkeypatch.delenv("SUBTLEBENCH_MODEL_KEY_UNSET", raising=False)
     endpoint = endpoint_for(server, coordinator, api_key_env="SUBTLEBENCH_MODEL_KEY_UNSET")
-    evaluation = run_export(endpoint, coordinator, root)
+    evaluation = run_release(endpoint, coordinator, release)
     evaluation.job.refresh_from_db()
     assert evaluation.job.status == Job.Status.FAILED
     assert "SUBTLEBENCH_MODEL_KEY_UNSET" in evaluation.job.errors[0] and "not set" in evaluation.job.errors[0]
     assert not server.requests
 
 
-def test_a_restarted_run_sends_only_the_items_without_a_result(db, coordinator, server, export_dir):
-    root, records = export_dir
+def test_a_restarted_run_sends_only_the_items_without_a_result(db, coordinator, server, plan_release):
+    release, records = plan_release
     endpoint = endpoint_for(server, coordinator)
-    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, source="export", export_dir=str(root))
+    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, release=release)
     evaluation_run(evaluation_id=evaluation.pk)
     first = {row.question_id for row in evaluation.results.all()}
     # Keep five results, as if the worker died after storing them; the unit is claimable again (requeued).
@@ -220,68 +219,6 @@ def test_the_results_file_is_the_official_layout_and_the_release_import_reads_it
     )
 
 
-def test_a_filter_run_takes_the_accepted_pairs_of_its_categories(db, coordinator, server):
-    make_pair(category="temporal")
-    make_pair(category="spatial", answer="left", distractors=["right"])
-    make_pair(category="temporal", status="submitted")
-    endpoint = endpoint_for(server, coordinator)
-    evaluation = evaluation_start(
-        endpoint=endpoint, user=coordinator, source="filter", pair_filter={"category": ["temporal"]}
-    )
-    evaluation = evaluation_run(evaluation_id=evaluation.pk)
-    assert [row.category for row in evaluation.results.all()] == ["temporal"]
-    assert evaluation.results.get().pair_id is not None
-    with pytest.raises(Invalid, match="no items"):
-        evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter={"category": ["emotion"]})
-    with pytest.raises(Invalid, match="category"):
-        evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter={"category": ["nope"]})
-
-
-def test_a_filter_run_takes_the_accepted_pairs_the_data_managers_filter_matches(db, coordinator, server):
-    """The pairs table's filter (its query-string keys) chooses a run's pairs: here hard pairs of one category by
-    similarity and a word of the question; only accepted pairs are evaluated."""
-    wanted = make_pair(
-        category="spatial", similarity=0.9, question="Where is the cup?", answer="left", distractors=["right"]
-    )
-    make_pair(category="spatial", similarity=0.81, question="Where is the cup now?", answer="up", distractors=["down"])
-    make_pair(category="spatial", similarity=0.95, question="Where is the lamp?", answer="left", distractors=["right"])
-    make_pair(category="spatial", similarity=0.95, question="Where is the cup?", status="submitted")
-    endpoint = endpoint_for(server, coordinator)
-    table_filter = {"category": "spatial", "similarity_min": "0.85", "q": "cup"}
-    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter=table_filter)
-    assert evaluation.parameters["pair_ids"] == [wanted.pk]
-    with pytest.raises(Invalid, match="similarity"):
-        evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter={"similarity_min": "x"})
-    with pytest.raises(Invalid, match="texts or numbers"):
-        evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter={"q": {"a": 1}})
-
-
-def test_a_bad_export_record_is_named_by_file_line_and_field(db, coordinator, server, export_dir):
-    root, _ = export_dir
-    path = root / "data" / "test.jsonl"
-    lines = path.read_text().splitlines()
-    record = json.loads(lines[2])
-    del record["answer"]
-    lines[2] = json.dumps(record)
-    path.write_text("\n".join(lines) + "\n")
-    endpoint = endpoint_for(server, coordinator)
-    with pytest.raises(Invalid, match=r"test.jsonl, line 3: missing field answer"):
-        evaluation_start(endpoint=endpoint, user=coordinator, source="export", export_dir=str(root))
-    with pytest.raises(Invalid, match="no such file"):
-        evaluation_start(endpoint=endpoint, user=coordinator, source="export", export_dir=str(root), split="val")
-    assert not ModelEvaluation.objects.exists() and not Job.objects.exists()
-
-
-def test_a_missing_image_skips_its_item_as_the_official_evaluator_does(db, coordinator, server, export_dir):
-    root, records = export_dir
-    os.remove(root / records[0]["image_2"])
-    evaluation = run_export(endpoint_for(server, coordinator), coordinator, root)
-    assert evaluation.results.count() == len(records) - 1
-    data = results_file(evaluation)
-    assert data["skipped_items"] == [{"item_id": "temporal_yt8m_vid0_temporal", "reason": "missing_image"}]
-    assert evaluation_summary(evaluation)["total"] == len(records) - 1
-
-
 @pytest.mark.parametrize(
     ("url", "message"),
     [
@@ -312,13 +249,13 @@ def test_endpoint_rules(db, coordinator, annotator, settings):
     assert ModelItemResult.objects.count() == 0
 
 
-def test_retrying_a_failed_run_continues_it_under_the_new_job(db, coordinator, export_dir, fast_retries):
+def test_retrying_a_failed_run_continues_it_under_the_new_job(db, coordinator, plan_release, fast_retries):
     from annotator.jobs.services import job_retry
 
-    root, records = export_dir
+    release, records = plan_release
     server = ModelServer(policy=policy_for(records)).start()
     endpoint = endpoint_for(server, coordinator)
-    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, source="export", export_dir=str(root))
+    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, release=release)
     evaluation_run(evaluation_id=evaluation.pk)
     kept = sorted(evaluation.results.values_list("question_id", flat=True))[:4]
     evaluation.results.exclude(question_id__in=kept).delete()
@@ -339,11 +276,11 @@ def test_retrying_a_failed_run_continues_it_under_the_new_job(db, coordinator, e
 
 
 def test_a_run_whose_requests_all_fail_to_connect_pauses_and_asks_them_again_when_back(
-    db, coordinator, server, export_dir, fast_retries
+    db, coordinator, server, plan_release, fast_retries
 ):
-    root, records = export_dir
+    release, records = plan_release
     server.drop_chat = True  # up for GET /models, every chat request's connection dropped
-    evaluation = run_export(endpoint_for(server, coordinator, concurrency=1), coordinator, root)
+    evaluation = run_release(endpoint_for(server, coordinator, concurrency=1), coordinator, release)
     job = evaluation.job
     job.refresh_from_db()
     assert job.status == Job.Status.RUNNING and evaluation.state == "paused"
@@ -358,38 +295,39 @@ def test_a_run_whose_requests_all_fail_to_connect_pauses_and_asks_them_again_whe
     assert evaluation.answered == len(records) and evaluation.failed == 0 and evaluation.paused_until is None
 
 
-def test_an_exported_item_is_linked_to_the_pair_it_came_from(db):
-    """Runs on an export count in "models correct k of n": each item finds its pair by the id the export built,
-    a derived one (a pair made in the app has no source_id) or the pair's own, also where the source holds "_"."""
-    from benchmark.protocol import Item
-    from benchmark.records import item_id
-    from evaluation.runs.services import link_export_items
+def test_a_run_from_before_releases_keeps_its_answers_and_is_never_asked_again(
+    db, coordinator, server, plan_release, client_for
+):
+    from annotator.jobs.services import job_retry
 
-    made_here = make_pair(source_id="")
-    imported = make_pair(source="levir_cd", source_id="scene_7")
-    ids = {
-        "made_here": item_id(
-            category=made_here.category,
-            source="yt8m",
-            source_id="",
-            pair_id=made_here.pk,
-            yt8m_id=made_here.video.yt8m_id,
-        ),
-        "imported": f"{imported.category}_levir_cd_scene_7",
-        "elsewhere": f"attribute_yt8m_{made_here.video.yt8m_id}_{made_here.pk + 1000}",
-    }
-    items = [
-        Item(
-            question_id=q,
-            question="?",
-            answer="a",
-            distractors=["b"],
-            category="attribute",
-            domain="natural",
-            image_1="",
-            image_2="",
-        )
-        for q in ids.values()
+    release, records = plan_release
+    evaluation = run_release(endpoint_for(server, coordinator), coordinator, release)
+    # As evaluation migration 0015 leaves a run from before releases: an import that keeps its endpoint and answers.
+    ModelEvaluation.objects.filter(pk=evaluation.pk).update(
+        source="import", release=None, split="", parameters={"retired_source": "export"}
+    )
+    evaluation.refresh_from_db()
+    assert evaluation.on == "before releases: an export's split"
+    data = results_file(evaluation)
+    assert len(data["questions"]) == len(records) and data["total_questions_evaluated"] == len(records)
+    assert {entry["question_text"] for entry in data["questions"]} == {r["question"] for r in records}
+    client = client_for(coordinator)
+    page = client.get(f"/models/runs/{evaluation.pk}/").content.decode()
+    assert '<span class="muted">before releases:</span> an export&#x27;s split' in page
+    assert len(client.get(f"/models/runs/{evaluation.pk}/results/").json()["questions"]) == len(records)
+    Job.objects.filter(pk=evaluation.job_id).update(status=Job.Status.FAILED)
+    with pytest.raises(Conflict, match="an imported run now"):
+        job_retry(job=evaluation.job, user=coordinator)
+    # A message for it still in the broker ends its job with the reason, and nothing is sent.
+    Job.objects.filter(pk=evaluation.job_id).update(status=Job.Status.RUNNING, finished=None, errors=[])
+    JobTask.objects.filter(job=evaluation.job).update(status=JobTask.Status.PENDING, token="")
+    server.requests.clear()
+    evaluation = evaluation_run(evaluation_id=evaluation.pk)
+    job = evaluation.job
+    job.refresh_from_db()
+    assert job.status == Job.Status.FAILED and server.requests == []
+    assert job.errors == [
+        f"Run {evaluation.pk} is an imported run (before releases: an export's split): its answers "
+        "are kept, it has no items to ask. Start a run on a release's split instead."
     ]
-    link_export_items(items)
-    assert [item.pair_id for item in items] == [made_here.pk, imported.pk, None]
+    assert evaluation.results.count() == len(records) and evaluation.answered == len(records)

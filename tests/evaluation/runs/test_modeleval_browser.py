@@ -15,6 +15,7 @@ from evaluation.runs.services import evaluation_run
 from tests.conftest import browser_login
 from tests.factories import make_pair
 from tests.model_server import ModelServer
+from tests.modeleval_release_factories import make_release
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -39,6 +40,7 @@ def test_a_coordinator_registers_a_model_starts_a_run_and_watches_it_finish(page
         pair.question = f"What differs in pair {pair.pk}?"
         pair.save(update_fields=["question"])
     server.faults = {pairs[0].question: "malformed", pairs[1].question: "500", pairs[2].question: "timeout"}
+    release = make_release([(pair, "test", False) for pair in pairs])
     server.hang_seconds = 3
     try:
         browser_login(page, "cora")
@@ -61,7 +63,7 @@ def test_a_coordinator_registers_a_model_starts_a_run_and_watches_it_finish(page
         expect(page.locator("#model-endpoints")).to_contain_text(server.base_url)
 
         page.get_by_role("link", name="Start a run").click()
-        page.get_by_label("accepted pairs matching a filter").check()
+        page.select_option("#id_release", str(release.pk))
         shot(page, "run-form")
         # The run is queued after the commit; this test's own thread runs it (no worker in this test).
         page.get_by_role("button", name="Start run").click()
@@ -87,21 +89,3 @@ def test_a_coordinator_registers_a_model_starts_a_run_and_watches_it_finish(page
         shot(page, "models-list")
     finally:
         server.stop()
-
-
-def test_the_run_form_shows_only_the_chosen_sources_fields_and_sends_only_them(page, coordinator):
-    browser_login(page, "cora")
-    page.goto("/models/runs/new/")
-    release, export = page.locator("#id_release"), page.locator("#id_export_job")
-    categories = page.locator("input[name=categories]").first
-    expect(release).to_be_visible()  # a release's split, the default
-    expect(export).to_be_hidden()
-    expect(categories).to_be_hidden()
-    page.check("input[name=source][value=export]")
-    expect(export).to_be_visible()
-    expect(release).to_be_hidden()
-    expect(page.locator("#id_split")).to_be_visible()
-    page.check("input[name=source][value=filter]")
-    expect(categories).to_be_visible()
-    expect(page.locator("#id_split")).to_be_hidden()
-    expect(export).to_be_hidden()

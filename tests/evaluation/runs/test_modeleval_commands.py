@@ -12,18 +12,18 @@ from django.core.management import CommandError, call_command
 from annotator.models import Job, JobTask, ModelEndpoint
 from evaluation.models import ModelEvaluation
 from tests.model_server import ModelServer
-from tests.modeleval_fixtures import policy_for, predicted_accuracy, write_export
+from tests.modeleval_fixtures import make_plan_release, policy_for, predicted_accuracy
 
 
 @pytest.fixture
-def export(tmp_path):
-    root = tmp_path / "export"
-    return root, write_export(root)
+def release(db):
+    """(release v1, its records)."""
+    return make_plan_release()
 
 
 @pytest.fixture
-def server(export):
-    server = ModelServer(policy=policy_for(export[1])).start()
+def server(release):
+    server = ModelServer(policy=policy_for(release[1])).start()
     yield server
     server.stop()
 
@@ -34,15 +34,15 @@ def run(*args) -> str:
     return out.getvalue()
 
 
-def test_it_registers_a_model_and_evaluates_an_export_in_the_foreground(db, server, export, tmp_path):
-    root, records = export
+def test_it_registers_a_model_and_evaluates_a_release_in_the_foreground(db, server, release, tmp_path):
+    _, records = release
     said = run("add_model", "tiny", "--base-url", server.base_url, "--model-id", "tiny-vlm", "--concurrency", "3")
     assert "registered model tiny" in said and "(connection tested)" in said
     assert ModelEndpoint.objects.get().concurrency == 3
     assert [seen.body["max_tokens"] for seen in server.requests] == [1]  # test connection's one tiny request
     server.requests.clear()
     out = tmp_path / "mc_evaluation_results.json"
-    said = run("evaluate_model", "tiny", "--export", str(root), "--out", str(out), "--seed", "2")
+    said = run("evaluate_model", "tiny", "--release", "v1", "--out", str(out), "--seed", "2")
     for category, accuracy in predicted_accuracy(records).items():
         assert any(line.startswith(category) and f"{100 * accuracy:6.1f}%" in line for line in said.splitlines())
     data = json.loads(out.read_text())
@@ -51,12 +51,11 @@ def test_it_registers_a_model_and_evaluates_an_export_in_the_foreground(db, serv
     assert job.status == Job.Status.SUCCEEDED and job.tasks.get().status == JobTask.Status.DONE
 
 
-def test_async_queues_a_job_for_the_workers(db, server, export, django_capture_on_commit_callbacks):
-    root, _ = export
+def test_async_queues_a_job_for_the_workers(db, server, release, django_capture_on_commit_callbacks):
     run("add_model", "tiny", "--base-url", server.base_url, "--model-id", "tiny-vlm")
     server.requests.clear()  # test connection's request
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        said = run("evaluate_model", "tiny", "--export", str(root), "--async")
+        said = run("evaluate_model", "tiny", "--release", "v1", "--async")
     assert "queued run" in said and len(callbacks) == 1
     assert ModelEvaluation.objects.get().job.status == Job.Status.QUEUED
     assert server.requests == []
@@ -66,7 +65,7 @@ def test_async_queues_a_job_for_the_workers(db, server, export, django_capture_o
     ("args", "message"),
     [
         (["evaluate_model", "nope", "--release", "v1"], "No model named 'nope'"),
-        (["evaluate_model", "tiny", "--export", "/no/such/dir"], "no such folder"),
+        (["evaluate_model", "tiny"], "the following arguments are required: --release"),
         (["evaluate_model", "tiny", "--release", "v999"], "no such release"),
         (["evaluate_model", "tiny", "--release", "v1", "--async", "--out", "x.json"], "--out needs the run"),
         (["add_model", "bad", "--base-url", "ftp://x/v1", "--model-id", "m"], "http:// or https://"),
@@ -80,8 +79,7 @@ def test_bad_arguments_are_clear_errors(db, server, args, message):
         run(*args)
 
 
-def test_a_failed_run_is_a_command_error_with_its_reason(db, export, tmp_path):
-    root, _ = export
+def test_a_failed_run_is_a_command_error_with_its_reason(db, release, tmp_path):
     dead = ModelServer().start()
     url = dead.base_url
     dead.stop()
@@ -89,11 +87,11 @@ def test_a_failed_run_is_a_command_error_with_its_reason(db, export, tmp_path):
         run("add_model", "down", "--base-url", url, "--model-id", "m")
     run("add_model", "down", "--base-url", url, "--model-id", "m", "--no-test")
     with pytest.raises(CommandError, match="paused: Model down is down: could not reach the endpoint"):
-        run("evaluate_model", "down", "--export", str(root))
+        run("evaluate_model", "down", "--release", "v1")
 
 
-def test_evaluate_model_takes_the_strategy_settings_and_an_extraction_model(db, server, export, tmp_path):
-    root, records = export
+def test_evaluate_model_takes_the_strategy_settings_and_an_extraction_model(db, server, release, tmp_path):
+    _, records = release
     server.faults = {records[0]["question"]: "malformed"}
     run("add_model", "tiny", "--base-url", server.base_url, "--model-id", "tiny-vlm")
     run("add_model", "reader", "--base-url", server.base_url, "--model-id", "tiny-vlm")
@@ -101,7 +99,7 @@ def test_evaluate_model_takes_the_strategy_settings_and_an_extraction_model(db, 
     prompt.write_text(json.dumps({"system": "Look twice."}))
     server.requests.clear()
     said = run(
-        "evaluate_model", "tiny", "--export", str(root), "--strategy", "overlapped", "--temperature", "0.3",
+        "evaluate_model", "tiny", "--release", "v1", "--strategy", "overlapped", "--temperature", "0.3",
         "--max-tokens", "64", "--prompt-file", str(prompt), "--extraction", "reader",
     )  # fmt: skip
     assert "unparsable replies: 1" in said and "accuracy with LLM extraction" in said
@@ -113,4 +111,4 @@ def test_evaluate_model_takes_the_strategy_settings_and_an_extraction_model(db, 
         ("Look twice.", 0.3, 64)
     }
     with pytest.raises(CommandError, match="--extraction nobody: no model of that name"):
-        run("evaluate_model", "tiny", "--export", str(root), "--extraction", "nobody")
+        run("evaluate_model", "tiny", "--release", "v1", "--extraction", "nobody")

@@ -17,8 +17,8 @@ from annotator.models import Job, JobTask, ModelEndpoint
 from evaluation.runs.services import evaluation_run, evaluation_start, results_file
 from subtlebench.errors import Invalid
 from tests.model_server import ModelServer
-from tests.modeleval_fixtures import *  # noqa: F403 (fixtures: export_dir, server)
-from tests.modeleval_fixtures import policy_for, write_export
+from tests.modeleval_fixtures import *  # noqa: F403 (fixtures: plan_release, server)
+from tests.modeleval_fixtures import make_plan_release, policy_for
 
 
 @pytest.fixture
@@ -34,8 +34,8 @@ def endpoint_for(server, coordinator, **fields):
     return endpoint_create(user=coordinator, **{**values, **fields})
 
 
-def start(endpoint, coordinator, root):
-    return evaluation_start(endpoint=endpoint, user=coordinator, source="export", export_dir=str(root))
+def start(endpoint, coordinator, release):
+    return evaluation_start(endpoint=endpoint, user=coordinator, release=release)
 
 
 def true_accuracy(records) -> float:
@@ -52,9 +52,9 @@ def wait_for(predicate, seconds: float, what: str):
 
 
 def test_a_server_killed_mid_run_pauses_it_and_the_run_asks_the_failed_items_again_when_it_is_back(
-    db, coordinator, server, export_dir, fast
+    db, coordinator, server, plan_release, fast
 ):
-    root, records = export_dir
+    release, records = plan_release
     killed = threading.Event()
 
     def kill_after_five(question, options):
@@ -67,7 +67,7 @@ def test_a_server_killed_mid_run_pauses_it_and_the_run_asks_the_failed_items_aga
         return policy_for(records)(question, options)
 
     server.policy = kill_after_five
-    evaluation = evaluation_run(evaluation_id=start(endpoint_for(server, coordinator), coordinator, root).pk)
+    evaluation = evaluation_run(evaluation_id=start(endpoint_for(server, coordinator), coordinator, release).pk)
     job = evaluation.job
     job.refresh_from_db()
     # What the run saw, said when it did not pause: the server's count tells whether answers came after the kill.
@@ -107,12 +107,12 @@ def test_a_server_killed_mid_run_pauses_it_and_the_run_asks_the_failed_items_aga
     ],
 )
 def test_a_run_of_failures_ends_not_succeeded_with_what_failed(
-    db, coordinator, server, export_dir, fast, settings, mode, reason
+    db, coordinator, server, plan_release, fast, settings, mode, reason
 ):
-    root, _ = export_dir
+    release, _ = plan_release
     settings.MODEL_EVAL_PAUSE_MAX_SECONDS = 0  # down: fail at once rather than pause
     server.mode = mode
-    evaluation = evaluation_run(evaluation_id=start(endpoint_for(server, coordinator), coordinator, root).pk)
+    evaluation = evaluation_run(evaluation_id=start(endpoint_for(server, coordinator), coordinator, release).pk)
     job = evaluation.job
     job.refresh_from_db()
     assert job.status == Job.Status.FAILED and evaluation.state == "failed"
@@ -122,10 +122,10 @@ def test_a_run_of_failures_ends_not_succeeded_with_what_failed(
         assert "not a chat completion answer (the body is not JSON)" in job.errors[0]
 
 
-def test_every_request_500_pauses_first_and_shows_why_and_when(db, coordinator, server, export_dir, fast, client_for):
-    root, _ = export_dir
+def test_every_request_500_pauses_first_and_shows_why_and_when(db, coordinator, server, plan_release, fast, client_for):
+    release, _ = plan_release
     server.mode = "500"
-    evaluation = evaluation_run(evaluation_id=start(endpoint_for(server, coordinator), coordinator, root).pk)
+    evaluation = evaluation_run(evaluation_id=start(endpoint_for(server, coordinator), coordinator, release).pk)
     assert evaluation.state == "paused" and "HTTP 500" in evaluation.pause_reason
     page = client_for(coordinator).get(f"/models/runs/{evaluation.pk}/").content.decode()
     assert 'id="run-paused"' in page and "HTTP 500" in page and "Next try at" in page
@@ -135,13 +135,12 @@ def test_every_request_500_pauses_first_and_shows_why_and_when(db, coordinator, 
 
 def test_a_trickling_server_cannot_hold_a_request_past_its_deadline(db, coordinator, tmp_path, fast, settings):
     settings.MODEL_EVAL_ITEM_TRIES = 1
-    root = tmp_path / "export"
-    records = write_export(root, plan={"temporal": (2, 1)})
+    release, records = make_plan_release(plan={"temporal": (2, 1)})
     server = ModelServer(policy=policy_for(records)).start()
     server.mode, server.trickle_seconds = "trickle", 1.0  # a ~300-byte answer: 5 minutes a request
     try:
         endpoint = endpoint_for(server, coordinator, timeout_s=2)
-        evaluation = evaluation_run(evaluation_id=start(endpoint, coordinator, root).pk)
+        evaluation = evaluation_run(evaluation_id=start(endpoint, coordinator, release).pk)
     finally:
         server.stop()
     job = evaluation.job
@@ -154,12 +153,12 @@ def test_a_trickling_server_cannot_hold_a_request_past_its_deadline(db, coordina
     assert all(row.latency_ms < 3 * 2000 for row in rows), [row.latency_ms for row in rows]
 
 
-def test_cancelling_a_run_cuts_off_the_request_in_flight(transactional_db, coordinator, export_dir, settings):
-    root, records = export_dir
+def test_cancelling_a_run_cuts_off_the_request_in_flight(transactional_db, coordinator, plan_release, settings):
+    release, records = plan_release
     server = ModelServer(policy=policy_for(records)).start()
     server.mode, server.trickle_seconds = "trickle", 1.0
     endpoint = endpoint_for(server, coordinator, timeout_s=600, concurrency=1)
-    evaluation = start(endpoint, coordinator, root)
+    evaluation = start(endpoint, coordinator, release)
     outcome = {}
 
     def worker():
@@ -187,13 +186,13 @@ def test_cancelling_a_run_cuts_off_the_request_in_flight(transactional_db, coord
 
 @pytest.mark.parametrize("ended", [Job.Status.SUCCEEDED, Job.Status.FAILED])
 def test_retrying_an_ended_run_asks_only_its_failed_items_again(
-    db, coordinator, server, export_dir, fast, settings, ended
+    db, coordinator, server, plan_release, fast, settings, ended
 ):
-    root, records = export_dir
+    release, records = plan_release
     settings.MODEL_EVAL_ITEM_TRIES = 1
     bad = [records[1]["question"], records[6]["question"]]
     server.faults = {question: "garbage" for question in bad}
-    evaluation = evaluation_run(evaluation_id=start(endpoint_for(server, coordinator), coordinator, root).pk)
+    evaluation = evaluation_run(evaluation_id=start(endpoint_for(server, coordinator), coordinator, release).pk)
     first = evaluation.job
     first.refresh_from_db()
     assert evaluation.state == "incomplete" and evaluation.failed == 2
@@ -210,12 +209,12 @@ def test_retrying_an_ended_run_asks_only_its_failed_items_again(
 
 
 def test_the_api_and_the_results_file_count_answered_failed_and_not_asked(
-    db, coordinator, server, export_dir, fast, settings, client_for
+    db, coordinator, server, plan_release, fast, settings, client_for
 ):
-    root, records = export_dir
+    release, records = plan_release
     settings.MODEL_EVAL_ITEM_TRIES = 1
     server.faults = {records[0]["question"]: "garbage", records[5]["question"]: "500"}
-    evaluation = evaluation_run(evaluation_id=start(endpoint_for(server, coordinator), coordinator, root).pk)
+    evaluation = evaluation_run(evaluation_id=start(endpoint_for(server, coordinator), coordinator, release).pk)
     answered = len(records) - 2
     client = client_for(coordinator)
     api = client.get(f"/api/models/runs/{evaluation.pk}/").json()
@@ -257,15 +256,15 @@ def test_test_connection_checks_the_endpoint_before_registering_it(db, coordinat
 
 
 def test_a_database_blip_while_the_server_is_down_says_what_was_stored_never_that_nothing_was_sent(
-    db, coordinator, server, export_dir, fast, monkeypatch
+    db, coordinator, server, plan_release, fast, monkeypatch
 ):
     from django.db import OperationalError
 
     from evaluation.runs import services
 
-    root, records = export_dir
+    release, records = plan_release
     server.latency = 0.05
-    evaluation = start(endpoint_for(server, coordinator, concurrency=1), coordinator, root)
+    evaluation = start(endpoint_for(server, coordinator, concurrency=1), coordinator, release)
     unit = UnitRef(JobTask.objects.get(job_id=evaluation.job_id).pk, celery_id="celery-1")
     store, calls = services._store, []
 

@@ -15,6 +15,7 @@ from evaluation.models import ModelEvaluation
 from evaluation.runs.services import evaluation_run
 from tests.factories import make_pair
 from tests.model_server import ModelServer
+from tests.modeleval_release_factories import make_release
 
 PAGES = ["/models/", "/models/endpoints/new/", "/models/runs/new/"]
 
@@ -69,18 +70,17 @@ def test_a_run_started_from_the_page_shows_its_progress_and_downloads_the_result
     client_for, coordinator, server, django_capture_on_commit_callbacks
 ):
     pairs = [make_pair(category="temporal") for _ in range(3)]
+    release = make_release([(pair, "test", False) for pair in pairs] + [(make_pair(category="spatial"), "val", False)])
     endpoint = endpoint_create(user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm")
     client = client_for(coordinator)
-    response = client.post(
-        "/models/runs/new/", {"endpoint": endpoint.pk, "source": "export", "split": "test", "seed": 0}, follow=True
-    )
-    assert response.redirect_chain == [("/models/runs/new/", 302)] and "Pick the export" in response.content.decode()
-    data = {"endpoint": endpoint.pk, "source": "filter", "categories": ["temporal"], "split": "test", "seed": 1}
+    response = client.post("/models/runs/new/", {"endpoint": endpoint.pk, "split": "test", "seed": 0}, follow=True)
+    assert response.redirect_chain == [("/models/runs/new/", 302)] and "Pick the release" in response.content.decode()
+    data = {"endpoint": endpoint.pk, "release": release.pk, "split": "test", "seed": 1}
     with django_capture_on_commit_callbacks(execute=False):
         response = client.post("/models/runs/new/", data)
     evaluation = ModelEvaluation.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/models/runs/{evaluation.pk}/"
-    assert evaluation.parameters["pair_ids"] == [p.pk for p in sorted(pairs, key=lambda p: p.pk)]
+    assert (evaluation.release, evaluation.split, evaluation.items) == (release, "test", len(pairs))
     assert "queued" in client.get(response["Location"]).content.decode()
     evaluation_run(evaluation_id=evaluation.pk)
     page = client.get(f"/models/runs/{evaluation.pk}/").content.decode()
@@ -97,20 +97,21 @@ def test_the_list_page_runs_a_fixed_number_of_queries(client_for, coordinator, s
     client = client_for(coordinator)
     from evaluation.runs.services import evaluation_start
 
-    make_pair(category="temporal")
-    evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter={})
+    release = make_release([(make_pair(category="temporal"), "test", False)])
+    evaluation_start(endpoint=endpoint, user=coordinator, release=release)
     with CaptureQueriesContext(connection) as one:
         client.get("/models/")
     for _ in range(3):
-        evaluation_start(endpoint=endpoint, user=coordinator, source="filter", pair_filter={})
+        evaluation_start(endpoint=endpoint, user=coordinator, release=release)
     with CaptureQueriesContext(connection) as four:
         client.get("/models/")
     assert len(four) == len(one)
 
 
 def test_the_api_registers_a_model_starts_a_run_and_serves_its_results(client_for, coordinator, annotator, server):
-    make_pair(category="temporal")
-    make_pair(category="spatial", answer="left", distractors=["right"])
+    temporal = make_pair(category="temporal")
+    spatial = make_pair(category="spatial", answer="left", distractors=["right"])
+    release = make_release([(temporal, "val", False), (spatial, "test", False)])
     client = client_for(coordinator)
     body = {
         "name": "tiny",
@@ -126,7 +127,7 @@ def test_the_api_registers_a_model_starts_a_run_and_serves_its_results(client_fo
     bad = {**body, "name": "other", "base_url": "file:///etc/passwd"}
     response = client.post("/api/models/create/", bad, content_type="application/json")
     assert response.status_code == 400 and "base_url" in response.json()["errors"]
-    run = {"endpoint": endpoint_id, "source": "filter", "pair_filter": {"category": ["spatial"]}}
+    run = {"endpoint": endpoint_id, "source": "release", "release": release.pk, "split": "test"}
     response = client.post("/api/models/runs/create/", run, content_type="application/json")
     assert response.status_code == 202, response.content
     payload = response.json()
@@ -138,9 +139,9 @@ def test_the_api_registers_a_model_starts_a_run_and_serves_its_results(client_fo
     assert detail["status"] == "succeeded" and detail["summary"]["per_category"]["spatial"]["count"] == 1
     results = client.get(detail["results_url"]).json()
     assert [q["question_id"].split("_")[0] for q in results["questions"]] == ["spatial"]
-    by_table_filter = {"endpoint": endpoint_id, "source": "filter", "filter": {"category": "spatial", "q": "nothing"}}
-    response = client.post("/api/models/runs/create/", by_table_filter, content_type="application/json")
-    assert response.status_code == 400 and "no items" in response.content.decode()  # the filter was read
+    for retired in ("export", "filter", "study"):  # a run is on a release's split only
+        response = client.post("/api/models/runs/create/", {**run, "source": retired}, content_type="application/json")
+        assert response.status_code == 400 and "source" in response.json()["errors"]
     other = client_for(annotator)
     assert other.get("/api/models/").status_code == 403
     assert other.post("/api/models/runs/create/", run, content_type="application/json").status_code == 403

@@ -19,7 +19,7 @@ from evaluation.models import ModelItemResult
 from evaluation.runs.services import evaluation_start
 from tests.conftest import wait_until
 from tests.model_server import ModelServer
-from tests.modeleval_fixtures import policy_for, predicted_accuracy, write_export
+from tests.modeleval_fixtures import make_plan_release, policy_for, predicted_accuracy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -49,11 +49,11 @@ def tables_holding(text: str) -> list[str]:
 
 
 def test_a_killed_run_resumes_without_sending_a_stored_item_again_and_the_key_never_leaks(
-    celery_worker_process, coordinator, client_for, settings, tmp_path, monkeypatch, caplog
+    celery_worker_process, coordinator, client_for, settings, monkeypatch, caplog
 ):
     caplog.set_level(logging.DEBUG)
     settings.JOB_STALE_SECONDS = 1.5
-    records = write_export(tmp_path / "export", PLAN)
+    release, records = make_plan_release(PLAN)
     echo = records[1]["question"]  # this item's error body quotes the Authorization header back
     server = ModelServer(latency=0.15, policy=policy_for(records)).start()
     server.faults[echo] = "echo-key"
@@ -68,9 +68,7 @@ def test_a_killed_run_resumes_without_sending_a_stored_item_again_and_the_key_ne
             timeout_s=10,
         )
         worker = celery_worker_process(**WORKER)
-        evaluation = evaluation_start(
-            endpoint=endpoint, user=coordinator, source="export", export_dir=str(tmp_path / "export")
-        )
+        evaluation = evaluation_start(endpoint=endpoint, user=coordinator, release=release)
         job = evaluation.job
         wait_until(lambda: ModelItemResult.objects.filter(evaluation=evaluation).count() >= 8, 60, "results")
         worker.send_signal(signal.SIGKILL)

@@ -22,7 +22,7 @@ from tests.evaluation.runs.test_description_judge import (
     world,  # noqa: F401 (a fixture: two loopback servers)
 )
 from tests.model_server import ModelServer
-from tests.modeleval_fixtures import *  # noqa: F403 (fixtures: export_dir, server)
+from tests.modeleval_fixtures import *  # noqa: F403 (fixtures: plan_release, server)
 from tests.modeleval_fixtures import policy_for, predicted_accuracy
 
 KEY_ENV = "SUBTLEBENCH_MODEL_KEY_PROFILES"
@@ -34,8 +34,8 @@ def register(server, coordinator, name="thinker", **fields) -> ModelEndpoint:
     return endpoint_create(user=coordinator, **{**values, **fields})
 
 
-def run_export(endpoint, coordinator, root, **fields):
-    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, source="export", export_dir=str(root), **fields)
+def run_release(endpoint, coordinator, release, **fields):
+    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, release=release, **fields)
     return evaluation_run(evaluation_id=evaluation.pk)
 
 
@@ -54,16 +54,16 @@ def test_each_preset_writes_the_token_limit_temperature_and_effort_its_server_ta
     assert seeded.messages([image])[0]["content"][0]["image_url"] == {"url": "data:x", "detail": "low"}
 
 
-def test_a_run_setting_its_endpoint_does_not_take_is_refused_naming_the_field(db, coordinator, server, export_dir):
-    root, _ = export_dir
+def test_a_run_setting_its_endpoint_does_not_take_is_refused_naming_the_field(db, coordinator, server, plan_release):
+    release, _ = plan_release
     server.mode = "reasoning"
     thinker = register(server, coordinator, request_preset="openai_reasoning")
     with pytest.raises(Invalid) as refused:
-        evaluation_start(endpoint=thinker, user=coordinator, source="export", export_dir=str(root), temperature=0)
+        evaluation_start(endpoint=thinker, user=coordinator, release=release, temperature=0)
     assert "temperature" in refused.value.errors and "takes no temperature" in refused.value.errors["temperature"][0]
     plain = register(server, coordinator, name="plain")
     with pytest.raises(Invalid) as refused:
-        evaluation_start(endpoint=plain, user=coordinator, source="export", export_dir=str(root), effort="high")
+        evaluation_start(endpoint=plain, user=coordinator, release=release, effort="high")
     assert "effort" in refused.value.errors
     with pytest.raises(Invalid) as refused:
         endpoint_profile_update(user=coordinator, endpoint=plain, extra_body={"logit_bias": {}})
@@ -74,16 +74,16 @@ def test_a_run_setting_its_endpoint_does_not_take_is_refused_naming_the_field(db
 
 
 def test_a_reasoning_model_registers_answers_every_item_and_keeps_its_reasoning_apart(
-    db, coordinator, server, export_dir
+    db, coordinator, server, plan_release
 ):
-    root, records = export_dir
+    release, records = plan_release
     server.mode = "reasoning"
     server.reasoning = "Thinking: ### Answer\nE"  # a letter in the reasoning is never read as the answer
     thinker = register(
         server, coordinator, request_preset="openai_reasoning", test_connection=True, price_prompt=2, price_completion=8
     )
     assert thinker.token_field == "max_completion_tokens" and not thinker.sends_temperature
-    evaluation = run_export(thinker, coordinator, root, effort="low")
+    evaluation = run_release(thinker, coordinator, release, effort="low")
     job = evaluation.job
     job.refresh_from_db()
     assert job.status == Job.Status.SUCCEEDED, job.errors
@@ -103,18 +103,18 @@ def test_a_reasoning_model_registers_answers_every_item_and_keeps_its_reasoning_
     )
 
 
-def test_a_reasoning_judge_and_extractor_work_with_their_own_settings(db, coordinator, server, export_dir):
-    root, records = export_dir
+def test_a_reasoning_judge_and_extractor_work_with_their_own_settings(db, coordinator, server, plan_release):
+    release, records = plan_release
     wrong = next(r for r in records if not r["_right"])
     server.faults = {wrong["question"]: "malformed"}
     extractor = ModelServer(policy=policy_for(records)).start()
     extractor.mode = "reasoning"
     try:
         reader = register(extractor, coordinator, name="reader", request_preset="openai_reasoning")
-        evaluation = run_export(
+        evaluation = run_release(
             register(server, coordinator, name="model"),
             coordinator,
-            root,
+            release,
             extraction_endpoint=reader,
             extraction_effort="medium",
         )
@@ -164,9 +164,9 @@ def test_a_description_run_with_a_reasoning_judge_sends_what_it_takes(db, coordi
 
 
 def test_with_the_wrong_preset_the_run_pauses_after_the_first_refusals_and_names_the_reason(
-    db, coordinator, server, export_dir, settings, client_for
+    db, coordinator, server, plan_release, settings, client_for
 ):
-    root, records = export_dir
+    release, records = plan_release
     server.mode = "reasoning"
     settings.MODEL_EVAL_PAUSE_AFTER_REFUSALS = 3
     with pytest.raises(Invalid) as refused:  # the test shows the endpoint's reason
@@ -175,7 +175,7 @@ def test_with_the_wrong_preset_the_run_pauses_after_the_first_refusals_and_names
         refused.value.errors["base_url"]
     )
     plain = register(server, coordinator)
-    evaluation = evaluation_start(endpoint=plain, user=coordinator, source="export", export_dir=str(root))
+    evaluation = evaluation_start(endpoint=plain, user=coordinator, release=release)
     evaluation = evaluation_run(evaluation_id=evaluation.pk)
     assert evaluation.paused_until is not None
     assert evaluation.pause_reason.startswith(
@@ -219,15 +219,15 @@ def test_redact_removes_keys_their_json_escapes_and_configured_secrets(settings,
 
 
 def test_an_endpoint_that_echoes_its_key_shows_it_nowhere(
-    db, coordinator, server, export_dir, monkeypatch, client_for, caplog
+    db, coordinator, server, plan_release, monkeypatch, client_for, caplog
 ):
     caplog.set_level(logging.DEBUG)
-    root, records = export_dir
+    release, records = plan_release
     monkeypatch.setenv(KEY_ENV, KEY)
     server.mode = "echo-key"
     server.faults = {records[0]["question"]: "echo-key"}  # and a refusal that quotes it
     endpoint = register(server, coordinator, api_key_env=KEY_ENV, test_connection=True)
-    evaluation = run_export(endpoint, coordinator, root)
+    evaluation = run_release(endpoint, coordinator, release)
     assert {seen.authorization for seen in server.requests} == {f"Bearer {KEY}"}
     assert evaluation.answered == len(records) - 1
     stored = [
@@ -247,12 +247,12 @@ def test_an_endpoint_that_echoes_its_key_shows_it_nowhere(
 # --- Two profiles of one model, two rows ------------------------------------------------------------------------
 
 
-def test_two_runs_of_one_model_at_different_efforts_get_different_names(db, coordinator, server, export_dir):
-    root, _ = export_dir
+def test_two_runs_of_one_model_at_different_efforts_get_different_names(db, coordinator, server, plan_release):
+    release, _ = plan_release
     server.mode = "reasoning"
     thinker = register(server, coordinator, request_preset="openai_reasoning")
-    low = run_export(thinker, coordinator, root, effort="low")
-    high = run_export(thinker, coordinator, root, effort="high")
+    low = run_release(thinker, coordinator, release, effort="low")
+    high = run_release(thinker, coordinator, release, effort="high")
     assert low.parameters["request"]["reasoning_effort"] == "low"
     names = run_names([low, high])
     assert names[low.pk].startswith("thinker · standard") and names[low.pk].endswith("reasoning low")

@@ -8,8 +8,6 @@ stay with the run."""
 from __future__ import annotations
 
 import io
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +16,7 @@ from PIL import Image, ImageDraw, ImageFilter
 
 from annotator.llm.endpoints import endpoint_create
 from annotator.models import Image as StoredImage
-from annotator.models import Job
+from annotator.models import Job, Release
 from benchmark.protocol import Item, shuffle_options
 from evaluation.models import ModelEvaluation
 from evaluation.runs.services import evaluation_run, evaluation_start, evaluation_summary, results_file
@@ -26,6 +24,7 @@ from evaluation.runs.strategies import MAX_BOXES, STRATEGIES, default_prompt, di
 from subtlebench.errors import Invalid
 from tests.factories import make_image, make_pair
 from tests.model_server import ModelServer
+from tests.modeleval_release_factories import make_release
 
 GREY = (120, 120, 120)
 
@@ -43,30 +42,20 @@ def solid(size, color, square=None, square_color=(250, 250, 250)) -> Image.Image
     return image
 
 
-def write_item(root: Path, first: Image.Image, second: Image.Image) -> tuple[bytes, bytes]:
-    """An export folder of one item with these two images (PNG files: lossless, so what is sent can be predicted)."""
-    (root / "data").mkdir(parents=True)
-    (root / "images").mkdir()
-    data = png(first), png(second)
-    for name, content in zip(("a.png", "b.png"), data, strict=True):
-        (root / "images" / name).write_bytes(content)
-    record = {
-        "image_1": "images/a.png",
-        "image_2": "images/b.png",
-        "question": "What changed in the second image?",
-        "answer": "a square appeared",
-        "distractors": ["nothing", "it got darker"],
-        "has_caption": False,
-        "caption": None,
-        "category": "existence",
-        "domain": "synthetic",
-        "source": "synthetic",
-        "source_id": "s1",
-        "raw_folder": "synthetic",
-        "generation_info": None,
-    }
-    (root / "data" / "test.jsonl").write_text(json.dumps(record) + "\n")
-    return data
+def item_release(first: Image.Image, second: Image.Image) -> tuple[Release, tuple[bytes, bytes]]:
+    """A release of one item with these two images (PNG files: lossless, so what is sent can be predicted)."""
+    pair = make_pair(
+        category="existence",
+        domain="synthetic",
+        source="synthetic",
+        source_id="s1",
+        question="What changed in the second image?",
+        answer="a square appeared",
+        distractors=["nothing", "it got darker"],
+    )
+    pair.image_1, pair.image_2 = stored_png(first, "a.png"), stored_png(second, "b.png")
+    pair.save(update_fields=["image_1", "image_2"])
+    return make_release([(pair, "test", False)]), (png(first), png(second))
 
 
 @pytest.fixture
@@ -76,11 +65,11 @@ def server():
     server.stop()
 
 
-def run(server, coordinator, root, **fields) -> ModelEvaluation:
+def run(server, coordinator, release, **fields) -> ModelEvaluation:
     endpoint = endpoint_create(
         user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm", concurrency=2, timeout_s=10
     )
-    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, source="export", export_dir=str(root), **fields)
+    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, release=release, **fields)
     evaluation = evaluation_run(evaluation_id=evaluation.pk)
     evaluation.job.refresh_from_db()
     assert evaluation.job.status == Job.Status.SUCCEEDED, evaluation.job.errors
@@ -115,20 +104,18 @@ def stored_png(picture: Image.Image, name: str) -> StoredImage:
 
 
 @pytest.mark.parametrize("strategy", ["standard", "no_reasoning", "camera_augmented"])
-def test_the_plain_strategies_send_both_files_unchanged_with_their_own_system_text(
-    db, coordinator, server, tmp_path, strategy
-):
-    files = write_item(tmp_path, solid((64, 48), GREY), solid((64, 48), GREY, (10, 10, 20, 20)))
-    evaluation = run(server, coordinator, tmp_path, strategy=strategy)
+def test_the_plain_strategies_send_both_files_unchanged_with_their_own_system_text(db, coordinator, server, strategy):
+    release, files = item_release(solid((64, 48), GREY), solid((64, 48), GREY, (10, 10, 20, 20)))
+    evaluation = run(server, coordinator, release, strategy=strategy)
     [seen] = server.requests
     assert [ModelServer.image_bytes(url) for url in seen.images] == list(files)
     assert seen.system == default_prompt(strategy)["system"] and evaluation.prompt == default_prompt(strategy)
     assert evaluation.strategy == strategy and evaluation.correct == 1
 
 
-def test_grid_draws_a_grey_four_by_four_grid_on_both_images(db, coordinator, server, tmp_path):
-    write_item(tmp_path, solid((64, 48), (255, 255, 255)), solid((64, 48), (255, 255, 255), (40, 30, 50, 40)))
-    run(server, coordinator, tmp_path, strategy="grid")
+def test_grid_draws_a_grey_four_by_four_grid_on_both_images(db, coordinator, server):
+    release, _ = item_release(solid((64, 48), (255, 255, 255)), solid((64, 48), (255, 255, 255), (40, 30, 50, 40)))
+    run(server, coordinator, release, strategy="grid")
     [seen] = server.requests
     images = seen.decoded()
     assert [image.size for image in images] == [(64, 48), (64, 48)]
@@ -139,9 +126,9 @@ def test_grid_draws_a_grey_four_by_four_grid_on_both_images(db, coordinator, ser
         assert near(image.getpixel((8, 6)), (255, 255, 255))
 
 
-def test_concatenated_sends_one_image_side_by_side_at_the_lower_height(db, coordinator, server, tmp_path):
-    write_item(tmp_path, solid((64, 48), (200, 40, 40)), solid((80, 40), (40, 40, 200)))
-    run(server, coordinator, tmp_path, strategy="concatenated")
+def test_concatenated_sends_one_image_side_by_side_at_the_lower_height(db, coordinator, server):
+    release, _ = item_release(solid((64, 48), (200, 40, 40)), solid((80, 40), (40, 40, 200)))
+    run(server, coordinator, release, strategy="concatenated")
     [seen] = server.requests
     [image] = seen.decoded()
     # Heights scaled to 40: the first is int(64·40/48) = 53 wide, then a 1-pixel black line, then the second's 80.
@@ -151,9 +138,9 @@ def test_concatenated_sends_one_image_side_by_side_at_the_lower_height(db, coord
     assert sum(image.getpixel((53, 20))) < sum(image.getpixel((20, 20)))  # the separator is darker than either side
 
 
-def test_overlapped_sends_both_files_and_their_blend_at_the_smaller_size(db, coordinator, server, tmp_path):
-    files = write_item(tmp_path, solid((64, 48), (200, 40, 40)), solid((80, 40), (40, 40, 200)))
-    run(server, coordinator, tmp_path, strategy="overlapped")
+def test_overlapped_sends_both_files_and_their_blend_at_the_smaller_size(db, coordinator, server):
+    release, files = item_release(solid((64, 48), (200, 40, 40)), solid((80, 40), (40, 40, 200)))
+    run(server, coordinator, release, strategy="overlapped")
     [seen] = server.requests
     assert [ModelServer.image_bytes(url) for url in seen.images[:2]] == list(files)
     blend = seen.decoded()[2]
@@ -162,9 +149,9 @@ def test_overlapped_sends_both_files_and_their_blend_at_the_smaller_size(db, coo
     assert "three images" in seen.text and "blend" in seen.text
 
 
-def test_substract_sends_a_difference_map_bright_where_the_images_differ(db, coordinator, server, tmp_path):
-    files = write_item(tmp_path, solid((64, 48), GREY), solid((64, 48), GREY, (16, 8, 31, 23), (240, 240, 240)))
-    run(server, coordinator, tmp_path, strategy="substract")
+def test_substract_sends_a_difference_map_bright_where_the_images_differ(db, coordinator, server):
+    release, files = item_release(solid((64, 48), GREY), solid((64, 48), GREY, (16, 8, 31, 23), (240, 240, 240)))
+    run(server, coordinator, release, strategy="substract")
     [seen] = server.requests
     assert [ModelServer.image_bytes(url) for url in seen.images[:2]] == list(files)
     difference = seen.decoded()[2]
@@ -175,9 +162,9 @@ def test_substract_sends_a_difference_map_bright_where_the_images_differ(db, coo
     assert r == g == b or max(r, g, b) - min(r, g, b) <= 6  # grey
 
 
-def test_highlight_without_regions_boxes_the_pixels_that_differ_on_both_images(db, coordinator, server, tmp_path):
-    write_item(tmp_path, solid((64, 48), GREY), solid((64, 48), GREY, (16, 8, 31, 23), (240, 240, 240)))
-    evaluation = run(server, coordinator, tmp_path, strategy="highlight")
+def test_highlight_without_regions_boxes_the_pixels_that_differ_on_both_images(db, coordinator, server):
+    release, _ = item_release(solid((64, 48), GREY), solid((64, 48), GREY, (16, 8, 31, 23), (240, 240, 240)))
+    evaluation = run(server, coordinator, release, strategy="highlight")
     [seen] = server.requests
     for image in seen.decoded():
         assert image.size == (64, 48)
@@ -196,10 +183,9 @@ def test_highlight_boxes_the_changed_square_from_the_images_and_never_draws_the_
     pair.image_2 = stored_png(solid((160, 120), GREY, SQUARE), "square.png")
     pair.regions = [{"image": 1, "x": 10, "y": 10, "w": 40, "h": 40}]  # stored elsewhere: never drawn here
     pair.save()
+    release = make_release([(pair, "test", False)])
     endpoint = endpoint_create(user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm")
-    evaluation = evaluation_start(
-        endpoint=endpoint, user=coordinator, source="filter", pair_filter={}, strategy="highlight"
-    )
+    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, release=release, strategy="highlight")
     evaluation = evaluation_run(evaluation_id=evaluation.pk)
     [seen] = server.requests
     for image in seen.decoded():
@@ -224,10 +210,9 @@ def test_the_oracle_draws_the_stored_regions_only_and_counts_the_items_without_a
     bare.image_1 = stored_png(solid((160, 120), GREY), "bare-plain.png")
     bare.image_2 = stored_png(solid((160, 120), GREY, SQUARE), "bare-square.png")
     bare.save()  # its images differ, but it has no stored region
+    release = make_release([(boxed, "test", False), (bare, "test", False)])
     endpoint = endpoint_create(user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm")
-    evaluation = evaluation_start(
-        endpoint=endpoint, user=coordinator, source="filter", pair_filter={}, strategy="highlight_oracle"
-    )
+    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, release=release, strategy="highlight_oracle")
     evaluation = evaluation_run(evaluation_id=evaluation.pk)
     asked = {seen.question: seen for seen in server.requests}
     for image in asked["What changed in the boxed pair?"].decoded():
@@ -287,9 +272,9 @@ def decoded_jpeg(image: Image.Image, quality: int) -> Image.Image:
     return decoded.convert("RGB")
 
 
-def test_two_stage_asks_for_a_description_then_sends_it_with_the_question(db, coordinator, server, tmp_path):
-    files = write_item(tmp_path, solid((64, 48), GREY), solid((64, 48), GREY, (10, 10, 20, 20)))
-    evaluation = run(server, coordinator, tmp_path, strategy="two_stage")
+def test_two_stage_asks_for_a_description_then_sends_it_with_the_question(db, coordinator, server):
+    release, files = item_release(solid((64, 48), GREY), solid((64, 48), GREY, (10, 10, 20, 20)))
+    evaluation = run(server, coordinator, release, strategy="two_stage")
     describe, answer = server.requests
     texts = default_prompt("two_stage")
     assert describe.options == [] and describe.system == texts["describe_system"]
@@ -303,14 +288,14 @@ def test_two_stage_asks_for_a_description_then_sends_it_with_the_question(db, co
 
 
 def test_temperature_max_tokens_seed_and_prompt_texts_reach_the_request_and_stay_with_the_run(
-    db, coordinator, server, tmp_path, client_for
+    db, coordinator, server, client_for
 ):
-    write_item(tmp_path, solid((64, 48), GREY), solid((64, 48), GREY, (10, 10, 20, 20)))
+    release, _ = item_release(solid((64, 48), GREY), solid((64, 48), GREY, (10, 10, 20, 20)))
     user = "Q: {question}\nPick one.\n{options}\nQuestion: {question}"
     evaluation = run(
         server,
         coordinator,
-        tmp_path,
+        release,
         temperature=0.2,
         max_tokens=77,
         seed=11,
@@ -328,10 +313,10 @@ def test_temperature_max_tokens_seed_and_prompt_texts_reach_the_request_and_stay
     assert data["prompt"]["system"] == "Be brief."
 
 
-def test_bad_run_settings_are_refused_naming_the_field(db, coordinator, server, tmp_path):
-    write_item(tmp_path, solid((64, 48), GREY), solid((64, 48), GREY))
+def test_bad_run_settings_are_refused_naming_the_field(db, coordinator, server):
+    release, _ = item_release(solid((64, 48), GREY), solid((64, 48), GREY))
     endpoint = endpoint_create(user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm")
-    start = {"endpoint": endpoint, "user": coordinator, "source": "export", "export_dir": str(tmp_path)}
+    start = {"endpoint": endpoint, "user": coordinator, "release": release}
     cases = [
         ({"strategy": "zoom"}, "strategy", "'zoom' is not a strategy"),
         ({"prompt": {"user": "no placeholders"}}, "prompt", "user: lacks {question}, {options}"),
@@ -355,14 +340,13 @@ def test_every_strategy_has_a_default_prompt_file_with_its_placeholders():
 
 
 def test_the_run_form_and_the_api_start_runs_with_their_settings_and_the_run_page_shows_them(
-    db, coordinator, server, tmp_path, client_for
+    db, coordinator, server, client_for
 ):
-    write_item(tmp_path, solid((64, 48), GREY), solid((64, 48), GREY))
+    release, _ = item_release(solid((64, 48), GREY), solid((64, 48), GREY))
     endpoint = endpoint_create(user=coordinator, name="tiny", base_url=server.base_url, model_id="tiny-vlm")
     reader = endpoint_create(user=coordinator, name="reader", base_url=server.base_url, model_id="tiny-vlm")
-    make_pair()
     client = client_for(coordinator)
-    form = {"endpoint": endpoint.pk, "source": "filter", "split": "test", "seed": 4, "strategy": "two_stage"}
+    form = {"endpoint": endpoint.pk, "release": release.pk, "split": "test", "seed": 4, "strategy": "two_stage"}
     form |= {
         "temperature": "0.1",
         "max_tokens": "300",
@@ -381,7 +365,7 @@ def test_the_run_form_and_the_api_start_runs_with_their_settings_and_the_run_pag
     refused = client.post("/models/runs/new/", {**form, "user": "no placeholders"}, follow=True)
     assert "lacks {question}, {options}" in refused.content.decode() and ModelEvaluation.objects.count() == 1
 
-    body = {"endpoint": endpoint.pk, "source": "filter", "strategy": "overlapped", "temperature": 0, "max_tokens": 0}
+    body = {"endpoint": endpoint.pk, "release": release.pk, "strategy": "overlapped", "temperature": 0, "max_tokens": 0}
     api = client.post("/api/models/runs/create/", body, content_type="application/json")
     assert api.status_code == 202, api.json()
     data = api.json()
@@ -392,8 +376,6 @@ def test_the_run_form_and_the_api_start_runs_with_their_settings_and_the_run_pag
 
 
 def test_the_oracle_on_a_release_follows_an_items_swapped_images(db, coordinator, server):
-    from tests.modeleval_release_factories import make_release
-
     pair = make_pair()
     pair.image_1, pair.image_2 = make_image(size=(160, 120)), make_image(size=(320, 240))
     pair.regions = [{"image": 2, "x": 180, "y": 20, "w": 100, "h": 100}]  # in the 320x240 image's pixels

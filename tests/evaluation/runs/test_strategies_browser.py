@@ -16,6 +16,7 @@ from evaluation.runs.services import evaluation_run
 from tests.conftest import browser_login
 from tests.factories import make_pair
 from tests.model_server import ModelServer
+from tests.modeleval_release_factories import make_release
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -35,13 +36,14 @@ def test_a_coordinator_runs_a_strategy_with_extraction_and_reads_both_figures(pa
         pair.save(update_fields=["question"])
     server = ModelServer(policy=lambda question, options: next(o for o in options if o != "other")).start()
     server.faults = {pairs[0].question: "malformed", pairs[1].question: "malformed"}
+    release = make_release([(pair, "test", False) for pair in pairs])
     try:
         endpoint_create(user=coordinator, name="tiny-vlm", base_url=server.base_url, model_id="tiny-vlm")
         endpoint_create(user=coordinator, name="reader", base_url=server.base_url, model_id="tiny-vlm")
         browser_login(page, "cora")
         page.set_viewport_size({"width": 1440, "height": 900})
         page.goto("/models/runs/new/")
-        page.get_by_label("accepted pairs matching a filter").check()
+        page.select_option("#id_release", str(release.pk))
         page.select_option("#id_endpoint", label="tiny-vlm")
         page.select_option("#id_strategy", "overlapped")
         page.fill("#id_temperature", "0.2")

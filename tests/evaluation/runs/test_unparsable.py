@@ -12,12 +12,12 @@ from evaluation.models import ModelItemResult
 from evaluation.runs.answering import parse_reply
 from evaluation.runs.services import evaluation_run, evaluation_start
 from tests.model_server import ModelServer
-from tests.modeleval_fixtures import *  # noqa: F403 (fixtures: export_dir, server)
+from tests.modeleval_fixtures import *  # noqa: F403 (fixtures: plan_release, server)
 from tests.modeleval_fixtures import policy_for
 
 
-def start(endpoint, coordinator, root, **fields):
-    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, source="export", export_dir=str(root), **fields)
+def start(endpoint, coordinator, release, **fields):
+    evaluation = evaluation_start(endpoint=endpoint, user=coordinator, release=release, **fields)
     return evaluation_run(evaluation_id=evaluation.pk)
 
 
@@ -42,9 +42,9 @@ def test_the_parse_outcome_is_the_official_parsers(reply, outcome, letter):
 
 
 def test_an_unparsable_reply_is_a_wrong_answer_counted_apart_and_extraction_gives_a_second_figure(
-    db, coordinator, server, export_dir, client_for
+    db, coordinator, server, plan_release, client_for
 ):
-    root, records = export_dir
+    release, records = plan_release
     right = next(r for r in records if r["_right"])  # the policy picks the answer: extraction reads it right
     wrong = next(r for r in records if not r["_right"])
     server.faults = {right["question"]: "malformed", wrong["question"]: "malformed"}
@@ -53,7 +53,7 @@ def test_an_unparsable_reply_is_a_wrong_answer_counted_apart_and_extraction_give
         evaluation = start(
             endpoint(server, coordinator),
             coordinator,
-            root,
+            release,
             extraction_endpoint=endpoint(extractor, coordinator, name="reader"),
         )
     finally:
@@ -94,24 +94,24 @@ def test_an_unparsable_reply_is_a_wrong_answer_counted_apart_and_extraction_give
     )
 
 
-def test_without_extraction_there_is_no_second_figure(db, coordinator, server, export_dir):
-    root, records = export_dir
+def test_without_extraction_there_is_no_second_figure(db, coordinator, server, plan_release):
+    release, records = plan_release
     server.faults = {records[0]["question"]: "malformed"}
-    evaluation = start(endpoint(server, coordinator), coordinator, root)
+    evaluation = start(endpoint(server, coordinator), coordinator, release)
     assert evaluation.unparsable == 1 and evaluation.accuracy_with_extraction is None
     assert len(server.requests) == len(records)  # an unparsable reply is an answer: not asked again
 
 
 def test_an_extraction_endpoint_that_is_down_leaves_its_rows_failed_and_the_run_ends(
-    db, coordinator, server, export_dir, settings
+    db, coordinator, server, plan_release, settings
 ):
     settings.MODEL_EVAL_BACKOFF_SECONDS, settings.MODEL_EVAL_BACKOFF_MAX_SECONDS = 0.01, 0.05
-    root, records = export_dir
+    release, records = plan_release
     server.faults = {records[0]["question"]: "malformed"}
     dead = ModelServer().start()
     reader = endpoint(dead, coordinator, name="reader")
     dead.stop()
-    evaluation = start(endpoint(server, coordinator), coordinator, root, extraction_endpoint=reader)
+    evaluation = start(endpoint(server, coordinator), coordinator, release, extraction_endpoint=reader)
     job = evaluation.job
     job.refresh_from_db()
     assert job.status == Job.Status.SUCCEEDED, job.errors
