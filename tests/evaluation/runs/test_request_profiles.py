@@ -13,7 +13,7 @@ from annotator.llm.client import REDACTED, endpoint_reason, redact
 from annotator.llm.endpoints import EndpointUnusable, endpoint_create, endpoint_profile_update, endpoint_test
 from annotator.llm.profiles import RequestProfile
 from annotator.models import Job, ModelEndpoint
-from evaluation.models import ModelItemResult
+from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.runs.naming import run_names
 from evaluation.runs.services import evaluation_run, evaluation_start
 from subtlebench.errors import Invalid
@@ -257,3 +257,26 @@ def test_two_runs_of_one_model_at_different_efforts_get_different_names(db, coor
     names = run_names([low, high])
     assert names[low.pk].startswith("thinker · standard") and names[low.pk].endswith("reasoning low")
     assert names[high.pk] == names[low.pk].removesuffix("reasoning low") + "reasoning high"
+
+
+def test_the_run_form_as_it_stands_suits_a_reasoning_endpoint_and_a_plain_one(
+    db, coordinator, server, plan_release, client_for, settings, django_capture_on_commit_callbacks
+):
+    """The form's temperature starts blank: no temperature for an endpoint that takes none, the deployment's
+    default for one that takes it."""
+    release, _ = plan_release
+    thinker = register(server, coordinator, request_preset="openai_reasoning")
+    plain = register(server, coordinator, name="plain")
+    client = client_for(coordinator)
+    form = client.get("/models/runs/new/").content.decode()
+    field = form[form.index('id="id_temperature"') - 200 : form.index('id="id_temperature"') + 100]
+    assert "value=" not in field.split("<input", 1)[-1].split(">")[0]  # blank, not the default
+    for endpoint in (thinker, plain):
+        with django_capture_on_commit_callbacks(execute=False):
+            response = client.post(
+                "/models/runs/new/", {"endpoint": endpoint.pk, "release": release.pk, "split": "test", "seed": 0}
+            )
+        assert response.status_code == 302, response.content.decode()[:500]
+    thinker_run, plain_run = (ModelEvaluation.objects.get(endpoint=e) for e in (thinker, plain))
+    assert "temperature" not in thinker_run.parameters["request"]
+    assert plain_run.parameters["request"]["temperature"] == settings.MODEL_EVAL_TEMPERATURE
