@@ -94,12 +94,22 @@ def heatmap_drawing(results: dict, axes: list[dict]) -> tuple[int, int, list]:
     return width, y0, items
 
 
+def _interval_text(found: dict) -> str:
+    """The 95% interval, an end marked < or > where it goes on past the first or last level swept (ASCII: the PNG's
+    font has no other signs)."""
+    low = f"{'<' if found['low_censored'] else ''}{found['low']:.1f}"
+    high = f"{'>' if found['high_censored'] else ''}{found['high']:.1f}"
+    return f"[{low}, {high}]"
+
+
 def _threshold_text(found: dict, axes: list[dict]) -> str:
     where = "" if found["row"] is None else f"{axes[1]['factor']} {_level(found['row'])}: "
+    interval = f" {_interval_text(found)}" if found["low"] is not None else ""
     if found["level"] is None:
-        return f"{where}{found['target']:.0%} not crossed within the levels"
-    interval = "" if found["low"] is None else f" [{found['low']:.1f}, {found['high']:.1f}]"
-    return f"{where}{found['target']:.0%} at {axes[0]['factor']} {found['level']:.1f}{interval}"
+        # The fitted crossing lies past the levels; the part of its interval within them is still shown.
+        return f"{where}{found['target']:.0%} not crossed within the levels{interval}"
+    step = " (a step)" if found["step"] else ""
+    return f"{where}{found['target']:.0%} at {axes[0]['factor']} {found['level']:.1f}{interval}{step}"
 
 
 def _hex(colour: tuple[int, int, int]) -> str:

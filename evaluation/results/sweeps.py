@@ -16,12 +16,12 @@ from django.views.decorators.http import require_GET
 
 from annotator.models import Pair, Sweep, SweepItem
 from annotator.synthetic.generator import FAMILIES
-from annotator.synthetic.psychometric import threshold
 from annotator.synthetic.services import sweep_releases
 from benchmark.intervals import Scored, accuracy_interval, micro_mean
 from benchmark.taxonomy import BINARY_CATEGORIES
 from evaluation.models import Assignment, ModelEvaluation, ModelItemResult, Study, StudyItem
 from evaluation.results.heatmaps import heatmap_png, heatmap_svg
+from evaluation.results.psychometric import thresholds
 from evaluation.runs.naming import run_names
 from subtlebench.pages import carried
 from subtlebench.roles import COORDINATOR, role_required
@@ -133,31 +133,40 @@ def cell_accuracy(answers: list[tuple[int, str, bool]], cell_of: dict[int, int],
 
 def sweep_results(sweep: Sweep, *, target: float = 0.75) -> dict:
     """Every series (model runs, then the humans of each study) with its accuracy per cell and, along the first axis
-    (for each level of the second), the level where its fitted curve crosses `target`, with a bootstrap interval."""
+    (for each level of the second), the level where its fitted curve crosses `target`, with a profile-likelihood 95%
+    interval (psychometric.py: censored at the levels swept, a step's spanning the levels around it)."""
     cells = sweep.cells()
     cell_of = dict(SweepItem.objects.filter(sweep=sweep).values_list("pair_id", "cell"))
     series = model_series(sweep) + human_series_on_sweep(sweep)
     guess = guess_rate(sweep)
     first = sweep.axes[0]
     rows = sweep.axes[1]["levels"] if len(sweep.axes) == 2 else [None]
-    for number, line in enumerate(series):
+    width = len(first["levels"])
+    picked = []
+    for line in series:
         line.cells = cell_accuracy(line.answers, cell_of, len(cells))
-        line.thresholds = []
-        for row_number, row in enumerate(rows):
-            width = len(first["levels"])
+        for row_number in range(len(rows)):
             # Cells are ordered with the first axis varying slowest: this row's cells are every len(rows)-th.
-            picked = [line.cells[i * len(rows) + row_number] for i in range(width)]
-            found = threshold(
-                first["levels"],
-                [c["correct"] for c in picked],
-                [c["answered"] for c in picked],
-                guess=guess,
-                target=target,
-                seed=sweep.seed + number,
-            )
-            line.thresholds.append(
-                {"row": row, "level": found.level, "low": found.low, "high": found.high, "target": target}
-            )
+            picked.append([line.cells[i * len(rows) + row_number] for i in range(width)])
+    found = []
+    if picked:  # every series and row in one fit: they share the levels, the guess rate and the target
+        correct = [[cell["correct"] for cell in row] for row in picked]
+        answered = [[cell["answered"] for cell in row] for row in picked]
+        found = thresholds(first["levels"], correct, answered, guess=guess, target=target)
+    for number, line in enumerate(series):
+        line.thresholds = [
+            {
+                "row": row,
+                "level": one.level,
+                "low": one.low,
+                "high": one.high,
+                "low_censored": one.low_censored,
+                "high_censored": one.high_censored,
+                "step": one.step,
+                "target": target,
+            }
+            for row, one in zip(rows, found[number * len(rows) : (number + 1) * len(rows)], strict=True)
+        ]
     return {"cells": cells, "series": series, "guess": guess, "target": target, "rows": rows}
 
 
@@ -182,7 +191,11 @@ def sweep_csv(results: dict, sweep: Sweep) -> str:
                 ]
             )
     writer.writerow([])
-    writer.writerow(["series", "kind", "row", "target", "threshold", "low", "high"])
+    # low_censored / high_censored: the interval goes on past that end, the first or last level swept; step: the
+    # answers jump from chance to 100% (no finite curve fits better), the interval spans the levels around the jump.
+    writer.writerow(
+        ["series", "kind", "row", "target", "threshold", "low", "high", "low_censored", "high_censored", "step"]
+    )
     for line in results["series"]:
         for found in line.thresholds:
             writer.writerow(
@@ -192,6 +205,7 @@ def sweep_csv(results: dict, sweep: Sweep) -> str:
                     "" if found["row"] is None else found["row"],
                     found["target"],
                     *("" if found[k] is None else f"{found[k]:.3f}" for k in ("level", "low", "high")),
+                    *(int(found[k]) for k in ("low_censored", "high_censored", "step")),
                 ]
             )
     return out.getvalue()

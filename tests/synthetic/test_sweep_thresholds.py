@@ -1,7 +1,7 @@
 """End to end on a sweep's experiment release: a fake model on a real loopback server that reads the two images
 (it counts the shapes, and sees them only when they are at least 18 px) answers right only above that size; the
 heatmap's cells and the fitted threshold recover the level. Humans who do the same in a study land on the same
-axes, beside the model."""
+axes, beside the model. The heatmap marks an interval that goes on past the levels."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from annotator.llm.endpoints import endpoint_create
 from annotator.models import Release
 from annotator.synthetic.services import sweep_publish
 from evaluation.results.heatmaps import heatmap_png, heatmap_svg
-from evaluation.results.sweeps import sweep_csv, sweep_results
+from evaluation.results.sweeps import Series, sweep_csv, sweep_results
 from evaluation.runs.naming import run_name
 from evaluation.runs.services import evaluation_run, evaluation_start
 from evaluation.studies import participation
@@ -59,13 +59,17 @@ def test_the_heatmap_and_threshold_recover_the_models_acuity(released_sweep):
     assert [cell["accuracy"] for cell in model.cells] == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
     assert all(cell["answered"] == 6 and cell["low"] < cell["accuracy"] + 1e-9 for cell in model.cells)
     (found,) = model.thresholds
-    # Seen from 18 px: the crossing lies between the levels 16 and 20, and so does its interval.
-    assert 16 < found["level"] < 20
-    assert 16 <= found["low"] <= found["level"] <= found["high"] <= 20
+    # Seen from 18 px: a step from 0% to 100% between the levels 16 and 20, its crossing midway, its interval spanning
+    # the two levels; at a guess rate of 0.5, 6 of 6 right is still likely at 73%, a crossing just past 20.
+    assert found["step"] and found["level"] == 18
+    assert found["low"] == 16 and 20 < found["high"] < 20.5
+    assert not (found["low_censored"] or found["high_censored"])
     text = sweep_csv(results, sweep)
     assert run_name(run) + ",model," in text and ",16,0,6,0.0000," in text and ",20,6,6,1.0000," in text
+    assert ",0.75,18.000,16.000,20.115,0,0,1\n" in text  # the threshold's line: not censored, a step
     svg = heatmap_svg(results, sweep.axes).decode()
     assert svg.count("<rect") == 1 + len(LEVELS) and ">100%<" in svg and ">0%<" in svg
+    assert "75% at object_size 18.0 [16.0, 20.1] (a step)" in svg
     assert heatmap_png(results, sweep.axes).startswith(b"\x89PNG")
 
 
@@ -84,3 +88,16 @@ def test_humans_of_a_study_on_the_sweep_land_on_the_same_axes(released_sweep):
     assert humans.label.startswith("Humans: Acuity")
     assert [cell["accuracy"] for cell in humans.cells] == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
     assert 16 < humans.thresholds[0]["level"] < 20
+
+
+def test_the_heatmap_marks_an_interval_that_goes_on_past_the_levels():
+    cells = [{"accuracy": 0.5, "low": 0.3, "high": 0.7, "answered": 10}] * 3
+    line = Series(label="run", kind="model", answers=[], cells=cells)
+    axes = [{"factor": "object_size", "levels": [8, 12, 16]}]
+    found = {"row": None, "level": 15.2, "low": 9.1, "high": 16, "target": 0.75, "step": False}
+    line.thresholds = [{**found, "low_censored": False, "high_censored": True}]
+    svg = heatmap_svg({"series": [line], "rows": [None]}, axes).decode()
+    assert "75% at object_size 15.2 [9.1, &gt;16.0]" in svg
+    line.thresholds[0].update(level=None, low=8, high=9.5, low_censored=True, high_censored=False)
+    svg = heatmap_svg({"series": [line], "rows": [None]}, axes).decode()
+    assert "75% not crossed within the levels [&lt;8.0, 9.5]" in svg

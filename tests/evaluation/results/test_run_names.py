@@ -230,7 +230,9 @@ def test_a_label_given_on_the_runs_page_and_by_the_api_leads_its_name_everywhere
         assert "paper grid" in text and "gpt-4o · grid" in text, page.request["PATH_INFO"]
     bad = client.post(f"/api/models/runs/{grid.pk}/label/", {"label": "two\nlines"}, content_type="application/json")
     assert bad.status_code == 400
-    assert client.get(f"/models/runs/{grid.pk}/label/").status_code == 405
+    # A GET of the form's target goes to the run's page (no blank 405); another method is refused.
+    assert client.get(f"/models/runs/{grid.pk}/label/")["Location"] == f"/models/runs/{grid.pk}/"
+    assert client.put(f"/models/runs/{grid.pk}/label/").status_code == 405
     refused = client_for(annotator).post(f"/models/runs/{grid.pk}/label/", {"label": "mine"})
     assert refused.status_code == 403
     client.logout()
