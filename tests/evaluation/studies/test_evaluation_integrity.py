@@ -315,9 +315,10 @@ def test_a_full_study_gives_the_no_items_code_never_the_completion_code_and_coun
         page = browser.post(f"/p/open/{study.open_token}/consent/", {"agree": "yes", **DESKTOP_WINDOW})
         assert "No items left" in page.content.decode()
     consented = Client()
-    assert "No items left" in consented.post(
-        f"/p/open/{study.open_token}/consent/", {"agree": "yes", **DESKTOP_WINDOW}
-    ).content.decode()
+    assert (
+        "No items left"
+        in consented.post(f"/p/open/{study.open_token}/consent/", {"agree": "yes", **DESKTOP_WINDOW}).content.decode()
+    )
     assert Client().post(f"/p/{unused.token}/consent/", {"agree": "yes", **DESKTOP_WINDOW}).status_code == 302
     assert not Participant.objects.filter(study=study, via_open_link=True).exists()
     unused.refresh_from_db()
