@@ -208,7 +208,12 @@ class ParticipantItemSerializer(serializers.Serializer):
     question = serializers.CharField(required=False)
     options = serializers.ListField(child=serializers.CharField(), required=False)
     images = serializers.ListField(child=serializers.CharField(), required=False)
-    completion_code = serializers.CharField(required=False, help_text="Only for a participant who answered items.")
+    completion_code = serializers.CharField(
+        required=False, help_text="The study's code (what Prolific checks): only once the session has finished."
+    )
+    participant_code = serializers.CharField(
+        required=False, help_text="This session's own completion code: drawn when it finishes, shown only then."
+    )
     no_items = serializers.BooleanField(required=False, help_text="No scored item could be served: not finished.")
     no_items_code = serializers.CharField(required=False, help_text="The study's code for arrivals with no item.")
 
@@ -242,7 +247,13 @@ def participant_item(request, token):
             return Response({"done": True, "no_items": True, "no_items_code": participant.study.no_items_code})
         if participant.finished_at is None:
             return Response({"done": False, "wait": True})
-        return Response({"done": True, "completion_code": participant.study.completion_code})
+        return Response(
+            {
+                "done": True,
+                "completion_code": participant.study.completion_code,
+                "participant_code": participant.completion_code,
+            }
+        )
     return Response(
         {
             "done": False,

@@ -449,8 +449,13 @@ LOGGING = {
 STUDY_LEASE_MINUTES = envint("STUDY_LEASE_MINUTES", "20")
 STUDY_IMAGE_URL_MAX_AGE = envint("STUDY_IMAGE_URL_MAX_AGE", "1800")
 STUDY_TOO_FAST_SECONDS = envfloat("STUDY_TOO_FAST_SECONDS", "1.5")
+# A finished session whose time from consent to its last answer is under this many seconds per answer it gave is
+# flagged too fast as a whole (its answers stay counted, marked); 0: no session flag.
+STUDY_SESSION_MIN_SECONDS_PER_ITEM = envfloat("STUDY_SESSION_MIN_SECONDS_PER_ITEM", "3")
 STUDY_PRACTICE_COUNT = envint("STUDY_PRACTICE_COUNT", "3")
-# Sessions one client address may start through a study's open link within the window (issue 24); 0: no limit.
+# Sessions one browser (its device cookie) may start through a study's open link, in the whole study; 0: no limit.
+STUDY_OPEN_JOINS_PER_DEVICE = envint("STUDY_OPEN_JOINS_PER_DEVICE", "1")
+# Sessions one client address may start through a study's open link within the window; 0: no limit.
 STUDY_OPEN_JOINS_PER_ADDRESS = envint("STUDY_OPEN_JOINS_PER_ADDRESS", "2")
 STUDY_OPEN_JOIN_WINDOW_MINUTES = envint("STUDY_OPEN_JOIN_WINDOW_MINUTES", "1440")
 STUDY_REDIRECT_SECONDS = envint("STUDY_REDIRECT_SECONDS", "10")  # the end page's countdown to the completion URL

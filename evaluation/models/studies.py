@@ -34,6 +34,12 @@ def new_completion_code() -> str:
     return secrets.token_hex(4).upper()
 
 
+def new_participant_code() -> str:
+    """A participant's own completion code, drawn when the session finishes: longer than a study's (one is drawn per
+    session, and a guess must not hit any of them)."""
+    return secrets.token_hex(6).upper()
+
+
 def normal_pid(value: str) -> str:
     """A Prolific id as compared: NFKC, case-folded, without spaces or invisible characters, so that "ABC", " abc"
     and "a\u200bbc" are one person (Prolific's own ids are lowercase hex, unchanged by this)."""
@@ -55,6 +61,13 @@ def address_key(address: str) -> str:
     if ip is not None and ip.version == 6:
         address = str(ip.ipv4_mapped or ipaddress.ip_network(f"{ip}/64", strict=False))
     return hmac.new(settings.SECRET_KEY.encode(), f"join-address:{address}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def device_key(device: str) -> str:
+    """What a participant row keeps of the browser's device cookie: a keyed hash, enough to count joins per device."""
+    if not device:
+        return ""
+    return hmac.new(settings.SECRET_KEY.encode(), f"join-device:{device}".encode(), hashlib.sha256).hexdigest()[:32]
 
 
 def new_order_seed() -> str:
@@ -118,7 +131,9 @@ class Study(models.Model):
     )
     no_items_url = models.URLField(blank=True, help_text="Where arrivals no item can be served to are sent back.")
     turned_away = models.PositiveIntegerField(
-        default=0, help_text="Open-link arrivals told that no item was left for them (once per browser session)."
+        default=0,
+        help_text="Open-link arrivals who agreed but found no item left for them (once per browser session); "
+        "visits of the consent page alone are not counted.",
     )
     # Participants' screens and texts (issue 12, items 5 and 7).
     # 360: phones are admitted by default (the participant pages work from 360 px wide, issue 26).
@@ -381,6 +396,15 @@ class Participant(models.Model):
     join_address = models.CharField(
         max_length=32, blank=True, help_text="address_key() of the client address an open-link session joined from."
     )
+    join_device = models.CharField(
+        max_length=32, blank=True, help_text="device_key() of the device cookie an open-link session joined with."
+    )
+    # Drawn at finish, so no page or API can show it before: the code that says this session, not just this study.
+    completion_code = models.CharField(max_length=40, blank=True, editable=False)
+    too_fast = models.BooleanField(
+        default=False,
+        help_text="Finished in under STUDY_SESSION_MIN_SECONDS_PER_ITEM per answer, from consent to the end.",
+    )
 
     objects = ParticipantQuerySet.as_manager()
 
@@ -479,9 +503,22 @@ class Participant(models.Model):
             self.save(update_fields=["practice_done_at"])
 
     def finish(self, now=None) -> None:
+        """The session ends: its own completion code is drawn, and the whole session is held to the too-fast rule."""
         if not self.finished_at:
             self.finished_at = now or timezone.now()
-            self.save(update_fields=["finished_at"])
+            self.completion_code = new_participant_code()
+            self.too_fast = self.finished_too_fast()
+            self.save(update_fields=["finished_at", "completion_code", "too_fast"])
+
+    def minimum_seconds(self) -> float:
+        """The least time a session may take, from consent to its end: STUDY_SESSION_MIN_SECONDS_PER_ITEM for each
+        answer it gave (practice included: each is an item read and answered)."""
+        return self.assignments.answered().count() * settings.STUDY_SESSION_MIN_SECONDS_PER_ITEM
+
+    def finished_too_fast(self) -> bool:
+        if not (self.finished_at and self.consented_at):
+            return False
+        return (self.finished_at - self.consented_at).total_seconds() < self.minimum_seconds()
 
 
 class AssignmentQuerySet(models.QuerySet):

@@ -125,6 +125,7 @@ def study_detail(request, pk):
         "attention_form": AttentionForm(),
         "attention_items": study.items.attention(),
         "too_fast_seconds": settings.STUDY_TOO_FAST_SECONDS,
+        "session_seconds_per_item": settings.STUDY_SESSION_MIN_SECONDS_PER_ITEM,
         "abandoned": Participant.objects.filter(study=study).abandoned().count(),
         "lease_minutes": settings.STUDY_LEASE_MINUTES,
     }

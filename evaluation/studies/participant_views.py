@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 from django.conf import settings
 from django.core import signing
 from django.http import Http404, HttpResponse
@@ -90,6 +92,36 @@ def _mark_joined(response, study: Study, participant: Participant) -> None:
     )
 
 
+# The browser's own mark (a first-party cookie sent to the participant pages only): a random key, signed, that
+# counts the sessions one browser starts on an open link (STUDY_OPEN_JOINS_PER_DEVICE). A script that drops its
+# cookies gets a new one each time: the per-address limit is what holds it then.
+DEVICE_COOKIE = "subtlebench-device"
+DEVICE_SALT = "evaluation.participant-device"
+
+
+def _device(request) -> str:
+    """This browser's device key ("" for none yet, or a forged cookie)."""
+    return request.get_signed_cookie(DEVICE_COOKIE, default="", salt=DEVICE_SALT, max_age=JOINED_MAX_AGE)
+
+
+def _device_or_new(request) -> str:
+    return _device(request) or secrets.token_urlsafe(24)
+
+
+def _mark_device(response, request, device: str) -> None:
+    if device and device != _device(request):
+        response.set_signed_cookie(
+            DEVICE_COOKIE,
+            device,
+            salt=DEVICE_SALT,
+            max_age=JOINED_MAX_AGE,
+            path="/p/",
+            secure=settings.SESSION_COOKIE_SECURE,
+            httponly=True,
+            samesite="Lax",
+        )
+
+
 def _closed_page(request, error, title: str = "Not available"):
     if isinstance(error, participation.AlreadyTakenPart):
         title = "You have already taken part"
@@ -147,22 +179,26 @@ def open_link(request, open_token):
     if throttled is not None:
         return throttled
     study = get_object_or_404(Study, open_token=open_token)
+    device = _device_or_new(request)
     try:
         existing = participation.participant_returning(
             study=study,
             params=request.GET,
             resumable=request.session.get(_session_key(study), ""),
             joined=_joined(request, study),
+            device=device,
         )
         if existing is not None:
             return redirect(stage_url(existing))
         participation.open_link_arrival_check(study=study)
     except participation.NoItemsLeft:
-        _count_turned_away_once(request, study)
+        # Only a visit: nobody agreed, so nobody was turned away (the consent below counts those who were).
         return _no_items_page(request, study)
-    except Forbidden as error:  # full, no open link, or a Prolific id that already took part
+    except Forbidden as error:  # full, no open link, a Prolific id or a browser that already took part
         return _closed_page(request, error)
-    return _start_page(request, study, reverse("participant-open-consent", args=[open_token]), request.GET)
+    response = _start_page(request, study, reverse("participant-open-consent", args=[open_token]), request.GET)
+    _mark_device(response, request, device)
+    return response
 
 
 @post_only("participant-open")
@@ -174,6 +210,7 @@ def open_consent(request, open_token):
     action = reverse("participant-open-consent", args=[open_token])
     if request.POST.get("agree") != "yes":
         return _start_page(request, study, action, request.POST, error=AGREE_FIRST, status=400)
+    device = _device_or_new(request)
     try:
         screen = _measured_screen(request, study)
         participant = participation.participant_join_open(
@@ -181,6 +218,7 @@ def open_consent(request, open_token):
             params=request.POST,
             resumable=request.session.get(_session_key(study), ""),
             joined=_joined(request, study),
+            device=device,
             address=client_ip(request),
             screen=screen,
         )
@@ -198,10 +236,13 @@ def open_consent(request, open_token):
     request.session[_session_key(study)] = participant.token
     response = redirect(stage_url(participant))
     _mark_joined(response, study, participant)
+    _mark_device(response, request, device)
     return response
 
 
 def _count_turned_away_once(request, study: Study) -> None:
+    """Count an open-link arrival who agreed and found no item left (once per browser session): no participant row
+    records them, since no place was taken."""
     key = f"study-{study.pk}-turned-away"
     if not request.session.get(key):
         studies.study_count_turned_away(study=study)

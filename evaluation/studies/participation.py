@@ -13,7 +13,16 @@ from django.db.models import CharField, Count, IntegerField, OuterRef, Q, Subque
 from django.db.models.functions import MD5, Cast, Coalesce, Concat
 from django.utils import timezone
 
-from evaluation.models import PRESENTED, Assignment, Participant, Study, StudyItem, address_key, normal_pid
+from evaluation.models import (
+    PRESENTED,
+    Assignment,
+    Participant,
+    Study,
+    StudyItem,
+    address_key,
+    device_key,
+    normal_pid,
+)
 from evaluation.studies.services import StudyError
 from subtlebench.errors import Conflict, Forbidden, NotFound
 
@@ -28,6 +37,11 @@ class SessionExpired(Conflict):
 
 class AlreadyTakenPart(Forbidden):
     """A Prolific id that already has a session in this study, arriving without proof that it is the same one."""
+
+
+class DeviceJoinsUsed(AlreadyTakenPart):
+    """The open link admitted as many sessions from this browser (its device cookie, or the sessions it joined
+    with) as STUDY_OPEN_JOINS_PER_DEVICE allows."""
 
 
 class StudyFull(Forbidden):
@@ -52,7 +66,7 @@ ALREADY_TOOK_PART = (
     "continue in the browser you started in, or through the link Prolific gives you for that session."
 )
 SAME_BROWSER = (
-    "This browser has already taken part in this study, so it cannot start a second session. If you were "
+    "This browser has already taken part in this study{times}, so it cannot start another session. If you were "
     "interrupted, continue through the link you started with."
 )
 PROLIFIC_PARAMETERS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID")
@@ -78,14 +92,17 @@ def _serving_order(participant: Participant):
     return MD5(Concat(Value(participant.order_seed), Value(":"), Cast("pk", CharField())))
 
 
-def participant_returning(*, study: Study, params, resumable: str = "", joined: str = "") -> Participant | None:
-    """The session an open-link arrival may have back, None for a newcomer; AlreadyTakenPart for a known id or a
-    browser that took part already.
+def participant_returning(
+    *, study: Study, params, resumable: str = "", joined: str = "", device: str = ""
+) -> Participant | None:
+    """The session an open-link arrival may have back, None for a newcomer; AlreadyTakenPart for a known id, and
+    DeviceJoinsUsed for a browser that started as many sessions as STUDY_OPEN_JOINS_PER_DEVICE allows.
 
     A Prolific id alone proves nothing (other studies and researchers see it): the session comes back only to
     the browser that started it (`resumable`, the token its session holds, or `joined`, the token of the signed
     cookie the open link set at consent) or with the STUDY_ID and SESSION_ID Prolific gave that session. A browser
-    that took part never starts a second session, whatever id it brings. Ids are compared normalised.
+    (`device`, its device cookie, or the sessions it joined) starts no more sessions than the per-device limit, 1
+    by default, whatever id it brings. Ids are compared normalised.
     """
     pid = normal_pid(_param(params, "PROLIFIC_PID"))
     tokens = [token for token in (resumable, joined) if token]
@@ -93,8 +110,7 @@ def participant_returning(*, study: Study, params, resumable: str = "", joined: 
     for mine in browser_sessions:
         if not pid or mine.pid_key in ("", pid):
             return mine
-    if browser_sessions:
-        raise AlreadyTakenPart(SAME_BROWSER)
+    _device_joins_left_check(study=study, key=device_key(device), tokens=tokens)
     if not pid:
         return None
     existing = study.participants.with_pid(pid).first()
@@ -107,6 +123,21 @@ def participant_returning(*, study: Study, params, resumable: str = "", joined: 
     if same_ids and existing.prolific_study_id and existing.prolific_session_id:
         return existing
     raise AlreadyTakenPart(ALREADY_TOOK_PART)
+
+
+def _device_joins_left_check(*, study: Study, key: str, tokens: list[str]) -> None:
+    """DeviceJoinsUsed when this browser has as many sessions of the study as STUDY_OPEN_JOINS_PER_DEVICE allows:
+    those that joined with its device cookie (`key`) or that its cookies name (`tokens`, an invite's included).
+    Counted over the whole study: a browser keeps its cookie whatever address it comes from."""
+    limit = settings.STUDY_OPEN_JOINS_PER_DEVICE
+    if not limit or not (key or tokens):
+        return
+    mine = Q(token__in=tokens)
+    if key:
+        mine |= Q(join_device=key)
+    joins = study.participants.filter(mine).count()
+    if joins >= limit:
+        raise DeviceJoinsUsed(SAME_BROWSER.format(times="" if joins == 1 else f" {joins} times"))
 
 
 def open_link_arrival_check(*, study: Study, now=None) -> None:
@@ -148,23 +179,34 @@ def _minutes(seconds: int) -> str:
 
 @transaction.atomic
 def participant_join_open(
-    *, study: Study, params, resumable: str = "", joined: str = "", address: str = "", screen=None, now=None
+    *,
+    study: Study,
+    params,
+    resumable: str = "",
+    joined: str = "",
+    device: str = "",
+    address: str = "",
+    screen=None,
+    now=None,
 ) -> Participant:
-    """Consent on the open link: a new participant while the cap allows, items are left and this client address has
-    joins left (`address`, the client's IP), or the same session (`resumable`, `joined`: see participant_returning).
+    """Consent on the open link: a new participant while the cap allows, items are left, and this browser (`device`,
+    its device cookie) and client address (`address`, the client's IP) have joins left; or the same session
+    (`resumable`, `joined`: see participant_returning).
 
     The place is taken here, by a person agreeing, never by a GET; it goes back if the session runs past the
     study's time limit unfinished.
     """
     now = now or timezone.now()
     study = Study.objects.select_for_update().get(pk=study.pk)  # one admission at a time keeps the cap exact
-    existing = participant_returning(study=study, params=params, resumable=resumable, joined=joined)
+    existing = participant_returning(study=study, params=params, resumable=resumable, joined=joined, device=device)
     if existing is not None:
         return existing
     open_link_arrival_check(study=study, now=now)
     key = address_key(address)
     _joins_left_check(study=study, key=key, now=now)
-    participant = Participant(study=study, via_open_link=True, join_address=key, created=now)
+    participant = Participant(
+        study=study, via_open_link=True, join_address=key, join_device=device_key(device), created=now
+    )
     for name, field in zip(PROLIFIC_PARAMETERS, PARTICIPANT_FIELDS, strict=True):
         setattr(participant, field, _param(params, name))
     participant.save()
@@ -416,6 +458,7 @@ def participant_answer_all(*, participant: Participant, accuracy: float = 0.95, 
     participant = participant_consent(participant=participant, params={}, now=now)
     given = 0
     while (a := participant_next_practice(participant=participant, now=now)) is not None:
+        now = now + timedelta(seconds=6)  # a person's pace on the practice too, so no simulated session is too fast
         assignment_answer(participant=participant, token=a.token, position=1, now=now)
     while (a := participant_next_item(participant=participant, now=now)) is not None:
         correct_position = a.permutation.index(0) + 1

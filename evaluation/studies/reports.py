@@ -109,6 +109,7 @@ def study_results(study: Study, now=None) -> dict:
             eta_seconds = (needed - len(scored)) * span / (len(scored) - 1)
 
     participants = _participants(study, rows)
+    too_fast_sessions = {p["id"] for p in participants if p["session_too_fast"]}
     paper_table = [
         paper_row("Humans (this study)", {c: g["accuracy"] for c, g in per_category.items()}, macro["accuracy"]),
         paper_row("Humans (paper)", PAPER_HUMANS, PAPER_HUMANS_AVG),
@@ -144,9 +145,11 @@ def study_results(study: Study, now=None) -> dict:
             "started": sum(1 for p in participants if p["stage"] != "invited"),
             "finished": sum(1 for p in participants if p["stage"] == "finished"),
             # Arrivals no scored item could be served to: invites and consented sessions turned away, plus
-            # open-link arrivals (counted once per browser session); never counted as finished.
+            # open-link arrivals who agreed (counted once per browser session; a visit alone is not); never
+            # counted as finished.
             "turned_away": sum(1 for p in participants if p["stage"] == "turned away") + study.turned_away,
             "expired": sum(1 for p in participants if p["stage"] == "expired"),
+            "too_fast_sessions": sum(1 for p in participants if p["session_too_fast"]),
             "responses": len(scored),
             "responses_needed": needed,
             "items_complete": items_complete,
@@ -160,6 +163,8 @@ def study_results(study: Study, now=None) -> dict:
             "domains": humans["domains"],
             "rule": HUMAN_RULE,
             "too_fast_responses": sum(1 for r in scored if r["too_fast"]),
+            # Answers of sessions finished too fast as a whole: counted like every answer, flagged like too-fast ones.
+            "too_fast_session_responses": sum(1 for r in scored if r["participant_id"] in too_fast_sessions),
         },
         "public_items": public_items(study),
         "attention_checks": metrics.proportion(sum(bool(r["correct"]) for r in checks), len(checks)),
@@ -218,12 +223,22 @@ def _participants(study: Study, rows: list[dict]) -> list[dict]:
                 "accuracy": metrics.proportion(sum(bool(r["correct"]) for r in scored), len(scored)),
                 "median_seconds": metrics.median(times),
                 "too_fast": sum(1 for r in scored if r["too_fast"]),
+                "session_too_fast": p.too_fast,
+                "session_seconds": _session_seconds(p),
+                "completion_code": p.completion_code,
                 "attention_passed": sum(1 for r in checks if r["correct"]),
                 "attention_total": len(checks),
                 **_screen(p),
             }
         )
     return out
+
+
+def _session_seconds(participant) -> float | None:
+    """A finished session's time from consent to its end (what the session too-fast rule measures)."""
+    if not (participant.finished_at and participant.consented_at):
+        return None
+    return round((participant.finished_at - participant.consented_at).total_seconds(), 3)
 
 
 def _screen(participant) -> dict:
@@ -256,6 +271,8 @@ RESPONSE_COLUMNS = [
     "viewport_height",
     "device_class",
     "user_agent",
+    "session_too_fast",
+    "participant_code",
 ]
 
 
@@ -294,6 +311,8 @@ def responses_csv(study: Study) -> str:
                 a.participant.viewport_height or "",
                 a.participant.device_class,
                 a.participant.user_agent,
+                int(a.participant.too_fast),
+                a.participant.completion_code,
             ]
         )
     return buffer.getvalue()

@@ -310,15 +310,22 @@ def test_a_full_study_gives_the_no_items_code_never_the_completion_code_and_coun
         assert "No items left" in html and study.no_items_code in html and "https://app.prolific.com/nope" in html
         assert study.completion_code not in html and 'name="agree"' not in html
     browser = Client()
-    browser.get(open_url(study))
-    browser.get(open_url(study))  # a reload in the same browser is one arrival
+    browser.get(open_url(study))  # visits of the consent page turn nobody away: nobody agreed
+    for _ in range(2):  # two agreements in the same browser are one arrival
+        page = browser.post(f"/p/open/{study.open_token}/consent/", {"agree": "yes", **DESKTOP_WINDOW})
+        assert "No items left" in page.content.decode()
+    consented = Client()
+    assert (
+        "No items left"
+        in consented.post(f"/p/open/{study.open_token}/consent/", {"agree": "yes", **DESKTOP_WINDOW}).content.decode()
+    )
     assert Client().post(f"/p/{unused.token}/consent/", {"agree": "yes", **DESKTOP_WINDOW}).status_code == 302
     assert not Participant.objects.filter(study=study, via_open_link=True).exists()
     unused.refresh_from_db()
     assert unused.stage == "turned away" and unused.consented_at is None
     study.refresh_from_db()
     progress = study_results(study)["progress"]
-    assert (progress["finished"], progress["turned_away"]) == (1, 3)  # the invite and two open-link browsers
+    assert (progress["finished"], progress["turned_away"]) == (1, 3)  # the invite and two browsers that agreed
     # The API tells a turned-away participant the same, without the completion code.
     api = Client().get(f"/api/p/{unused.token}/item/").json()
     assert api == {"done": True, "no_items": True, "no_items_code": study.no_items_code}

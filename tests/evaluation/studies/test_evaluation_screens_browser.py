@@ -293,6 +293,29 @@ def test_the_end_page_copies_the_code_and_counts_down_to_the_completion_url(brow
     context.close()
 
 
+def test_on_a_phone_the_end_page_shows_both_codes_each_copied_by_its_own_button(browser_pages):
+    study = make_study(min_viewport_width=0)
+    participant = studies.participant_create(study=study)
+    participant.consent()
+    participant.finish()
+    context, page = phone(browser_pages, permissions=["clipboard-read", "clipboard-write"])
+    page.goto(f"/p/{participant.token}/done/")
+    shot(page, "phone-done")
+    assert page.inner_text("#completion-code") == study.completion_code
+    assert page.inner_text("#participant-code") == participant.completion_code != study.completion_code
+    for selector in ("#completion-code", "#participant-code", "#copy-code", "#copy-participant-code"):
+        found = box(page, selector)
+        assert found["x"] >= 0 and found["x"] + found["width"] <= 390, selector  # nothing runs off the screen
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.click("#copy-participant-code")
+    expect(page.locator("#copy-participant-status")).to_have_text("Copied.")
+    assert page.evaluate("navigator.clipboard.readText()") == participant.completion_code
+    page.click("#copy-code")
+    expect(page.locator("#copy-status")).to_have_text("Copied.")
+    assert page.evaluate("navigator.clipboard.readText()") == study.completion_code
+    context.close()
+
+
 def test_the_dashboard_refreshes_itself_while_a_session_is_under_way_and_stops_after(browser_pages, coordinator):
     study = make_study()
     participant = studies.participant_create(study=study)
