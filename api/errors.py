@@ -68,6 +68,12 @@ def _messages(value) -> list[str]:
     return [str(value)]
 
 
+class BodyTooLarge(exceptions.APIException):
+    status_code = 413
+    default_detail = "The request body is too large."
+    default_code = "too_large"
+
+
 # --- The schema ---------------------------------------------------------------------------------------------
 
 
@@ -85,6 +91,7 @@ ERROR_MEANINGS = {
     403: "Not logged in (no session, no valid token), or without the role or the ownership this needs.",
     404: "An object the request names does not exist.",
     409: "Conflict: the object moved on since the client saw it (someone else holds it, it was decided, it changed).",
+    413: "The body is larger than this endpoint takes: nothing of it was read.",
     429: "Too many requests (a throttle, or a login locked out after failed tries): wait `Retry-After` seconds.",
     503: "The database or the task queue cannot be reached right now: retry after the Retry-After seconds.",
 }

@@ -3,6 +3,7 @@ participant endpoints (the current item, answering it), all over the services th
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -10,7 +11,7 @@ from rest_framework.decorators import api_view, authentication_classes, permissi
 from rest_framework.response import Response
 
 from annotator.models import Category, Domain
-from api.errors import error_responses
+from api.errors import BodyTooLarge, error_responses
 from api.fields import INT32_MAX, free_text, number, whole_number
 from evaluation.models import Participant, Study
 from evaluation.results.study_summary import study_summary
@@ -224,17 +225,30 @@ class ParticipantAnswerInputSerializer(serializers.Serializer):
     client_key = free_text(64, lines="single", required=False, allow_blank=True)
 
 
+def _refuse_a_large_body(request) -> None:
+    """Anyone with a link may call the participant API: a body over PARTICIPANT_API_MAX_BODY_BYTES is refused by
+    its declared length, before it is read or parsed."""
+    limit = settings.PARTICIPANT_API_MAX_BODY_BYTES
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = limit + 1
+    if length > limit:
+        raise BodyTooLarge(f"The request body is {length} bytes; this endpoint takes at most {limit}.")
+
+
 def _participant(token: str) -> Participant:
     return get_object_or_404(Participant.objects.select_related("study"), token=token)
 
 
-@extend_schema(responses={200: ParticipantItemSerializer, **error_responses(404, 409, 429)})
+@extend_schema(responses={200: ParticipantItemSerializer, **error_responses(404, 409, 413, 429)})
 @api_view(["GET"])
 @authentication_classes([])
 @permission_classes([])
 @throttle_classes([ParticipantThrottle])
 def participant_item(request, token):
     """The participant's current item (the same one again until it is answered)."""
+    _refuse_a_large_body(request)
     participant = _participant(token)
     if participant.stage in ("invited", "practice"):
         raise Conflict("Agree to the study and finish the practice on its pages first.")
@@ -274,7 +288,7 @@ def participant_item(request, token):
             "ParticipantAnswerOutput",
             {"recorded": serializers.BooleanField(help_text="false: a repeat, not counted again.")},
         ),
-        **error_responses(400, 404, 409, 429),
+        **error_responses(400, 404, 409, 413, 429),
     },
 )
 @api_view(["POST"])
@@ -283,6 +297,7 @@ def participant_item(request, token):
 @throttle_classes([ParticipantThrottle])
 def participant_answer(request, token, item_token):
     """Answer the item; a repeat (same item, or same client_key) is not counted twice."""
+    _refuse_a_large_body(request)
     participant = _participant(token)
     data = ParticipantAnswerInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)

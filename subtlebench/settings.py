@@ -448,6 +448,8 @@ LOGGING = {
 # Human-baseline studies (evaluation).
 STUDY_LEASE_MINUTES = envint("STUDY_LEASE_MINUTES", "20")
 STUDY_IMAGE_URL_MAX_AGE = envint("STUDY_IMAGE_URL_MAX_AGE", "1800")
+# A participant API request carries an option, a time and a key: a body of more bytes is refused (413) unread.
+PARTICIPANT_API_MAX_BODY_BYTES = envint("PARTICIPANT_API_MAX_BODY_BYTES", "4096")
 STUDY_TOO_FAST_SECONDS = envfloat("STUDY_TOO_FAST_SECONDS", "1.5")
 # A finished session whose time from consent to its last answer is under this many seconds per answer it gave is
 # flagged too fast as a whole (its answers stay counted, marked); 0: no session flag.

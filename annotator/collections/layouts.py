@@ -10,13 +10,13 @@ rest of the plan stands. The images are decoded later, once, by the import (anno
 from __future__ import annotations
 
 import csv
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
 
+from annotator.export.format import open_within_limits
 from annotator.models import Collection
 from benchmark import jsonlimits
 
@@ -89,7 +89,7 @@ def _header(path: Path) -> list[str]:
         return []
     if path.suffix.lower() == ".jsonl":
         try:
-            return list(json.loads(first))
+            return list(jsonlimits.loads(first))
         except (ValueError, TypeError):
             return []
     return [name.strip() for name in next(csv.reader([first]), [])]
@@ -103,7 +103,23 @@ def read_plan(root: Path, layout: str) -> Plan:
         Collection.Layout.IMAGES: read_images,
         Collection.Layout.MANIFEST: read_images,
     }
-    return readers[layout](root)
+    plan = readers[layout](root)
+    # A problem may quote a file name that is not UTF-8: it is stored and shown with those bytes as \\xNN.
+    plan.problems = [printable(problem) for problem in plan.problems]
+    return plan
+
+
+def printable(text: str) -> str:
+    """A text holding a file name as the file system gave it, with the bytes that are not UTF-8 as \\xNN."""
+    return os.fsencode(text).decode("utf-8", "backslashreplace")
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -118,6 +134,9 @@ def _inside(path: Path, root: Path) -> bool:
 
 def _add_image(plan: Plan, root: Path, path: Path, where: str, label: str = "") -> PlannedImage | None:
     name = path.relative_to(root).as_posix()
+    if not _is_utf8(name):
+        plan.problems.append(f"{where}: the file name is not UTF-8: rename it; the rest is imported")
+        return None
     if name in plan.images:
         plan.problems.append(f"{where}: {name} is listed twice")
         return None
@@ -196,12 +215,11 @@ def read_mvtec(root: Path) -> Plan:
 def _mask_pixels(mask: Path) -> int:
     """How many pixels a mask marks (0 when it cannot be read: the import reports the mask then)."""
     import numpy as np
-    from PIL import Image as PILImage
 
     try:
-        with PILImage.open(mask) as picture:
+        with open_within_limits(mask) as picture:
             return int(np.count_nonzero(np.asarray(picture.convert("L"))))
-    except Exception:  # a broken mask is reported when the import reads it for its regions
+    except Exception:  # a broken mask, or one over the limits, is reported when the import reads it for its regions
         return 0
 
 
@@ -277,8 +295,8 @@ def manifest_rows(manifest: Path, plan: Plan):
                 if not line.strip():
                     continue
                 try:
-                    row = json.loads(line)
-                except ValueError as problem:
+                    row = jsonlimits.loads(line)
+                except ValueError as problem:  # not JSON, nested too deep, NaN
                     plan.problems.append(f"{name}:{number}: not valid JSON ({problem})")
                     continue
                 if not isinstance(row, dict):

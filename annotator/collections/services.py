@@ -24,7 +24,15 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.utils import timezone
 
 from annotator.collections.layouts import Plan, PlannedPair, detect_layout, read_plan
-from annotator.export.format import IMAGE_FORMATS, ImageCheck, ScratchSpaceError, allowed_roots, inspect_image
+from annotator.export.format import (
+    IMAGE_FORMATS,
+    ImageCheck,
+    ImageLimitError,
+    ScratchSpaceError,
+    allowed_roots,
+    inspect_image,
+    open_within_limits,
+)
 from annotator.jobs.scratch import scratch_folder
 from annotator.jobs.services import JobRun, UnitRef, job_create_once, job_task_add, job_task_claim, job_unit
 from annotator.models import Collection, Domain, Image, Job, JobCancelled, Pair, PairCandidate
@@ -251,15 +259,13 @@ def _inspect(root: Path, plan: Plan, thumbnails: Path, progress) -> dict[str, Im
 def _regions(pair: PlannedPair, checks: dict[str, ImageCheck], root: Path, plan: Plan) -> list[dict] | None:
     """The pair's regions: given (a pair list's JSONL) or from its masks, checked against the images' sizes.
     None (with a problem) when a mask or a region is wrong: the pair is left out rather than imported unmarked."""
-    from PIL import Image as PILImage
-
     sizes = {1: (checks[pair.image_1].width, checks[pair.image_1].height)}
     sizes[2] = (checks[pair.image_2].width, checks[pair.image_2].height)
     regions = list(pair.regions)
     for number, mask in sorted(pair.masks.items()):
         shown = mask.relative_to(root).as_posix() if mask.is_relative_to(root) else mask.name
         try:
-            with PILImage.open(mask) as picture:
+            with open_within_limits(mask) as picture:
                 if picture.size != sizes[number]:
                     plan.problems.append(
                         f"{shown}: the mask is {picture.size[0]}×{picture.size[1]}, its image "
@@ -267,6 +273,9 @@ def _regions(pair: PlannedPair, checks: dict[str, ImageCheck], root: Path, plan:
                     )
                     return None
                 regions += boxes_from_mask(picture.convert("L"), image=number)
+        except ImageLimitError as error:
+            plan.problems.append(f"{shown}: the mask {error}: its pair is left out")
+            return None
         except Exception as error:  # a decoder fed a broken file raises anything
             plan.problems.append(f"{shown}: the mask is not a readable image ({error}): its pair is left out")
             return None

@@ -101,6 +101,33 @@ class ImageCheck:
     thumbnail: Path | None = None
 
 
+class ImageLimitError(ValueError):
+    """An image from outside over the import's limits, found before any pixel of it was decoded."""
+
+
+def open_within_limits(file: Path) -> PILImage.Image:
+    """Open an image from outside (a mask) for decoding: its byte size and the pixel count of its header checked
+    against IMPORT_MAX_IMAGE_BYTES and IMPORT_MAX_IMAGE_PIXELS first, by the known formats' plugins only; the caller
+    decodes it, within a `with`. ImageLimitError says which limit it is over."""
+    size = file.stat().st_size
+    if size > settings.IMPORT_MAX_IMAGE_BYTES:
+        raise ImageLimitError(
+            f"is {size} bytes, over the limit of {settings.IMPORT_MAX_IMAGE_BYTES} bytes (IMPORT_MAX_IMAGE_BYTES)"
+        )
+    limit = settings.IMPORT_MAX_IMAGE_PIXELS
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PILImage.DecompressionBombWarning)  # our own limit is checked below
+        picture = PILImage.open(file, formats=list(IMAGE_FORMATS))
+    if picture.width * picture.height > limit:
+        width, height = picture.size
+        picture.close()
+        raise ImageLimitError(
+            f"is {width}x{height} = {width * height} pixels, over the limit of {limit} pixels "
+            "(IMPORT_MAX_IMAGE_PIXELS); nothing was decoded"
+        )
+    return picture
+
+
 def inspect_image(file: Path, roots: list[Path], *, thumbnail_dir: Path | None = None) -> ImageCheck:
     """Read one image of the folder within the limits: where it really is, its size in bytes (before reading it),
     its format, mode and pixel count (from the header, before decoding), its container (`verify`), then one decode

@@ -15,10 +15,40 @@ class HostRefused(Exception):
     """The host is not one a model endpoint may reach; the message says why, without probing further."""
 
 
+# IPv6 forms that carry an IPv4 address, or lead to one through a translator or a tunnel, whose v4 half Python's
+# is_global does not look at: refused outright, whatever they embed (no public host is reached only this way).
+_REFUSED_V6 = tuple(
+    ipaddress.ip_network(network)
+    for network in (
+        "::/96",  # IPv4-compatible ::a.b.c.d (deprecated), :: and ::1 with it
+        "::ffff:0:0:0/96",  # IPv4-translated (SIIT)
+        "64:ff9b:1::/48",  # NAT64 for local use
+        "2001::/32",  # Teredo: the client's v4 address is hidden in it
+        "fec0::/10",  # site-local (deprecated)
+    )
+)
+# The well-known NAT64 prefix: a DNS64 resolver answers public v4 hosts with it, so only its v4 half decides.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def _embedded_v4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a mapped (::ffff:a.b.c.d), NAT64 (64:ff9b::a.b.c.d) or 6to4 (2002:aabb:ccdd::) address
+    reaches."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip.sixtofour
+
+
 def _public(address: str) -> bool:
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if any(ip in network for network in _REFUSED_V6):
+            return False
+        embedded = _embedded_v4(ip)
+        if embedded is not None and not (embedded.is_global and not embedded.is_multicast):
+            return False
     return ip.is_global and not ip.is_multicast
 
 

@@ -107,9 +107,13 @@
       viewer.badge.textContent = text;
       viewer.badge.className = `cmp-badge ${cls}`;
     }
-    function whereOf(slot) {
+    // A label is text, or a list of texts and elements the page built (a <kbd>); a text is never parsed as markup, so
+    // a file name such as `<meta http-equiv=refresh ...>.png` shows as the name it is.
+    function showWhere(where, slot) {
       const frame = frames[slot];
-      return frame ? frame.label || "" : "";
+      const label = frame && frame.label !== undefined && frame.label !== null ? frame.label : "";
+      const parts = Array.isArray(label) ? label : [String(label)];
+      where.replaceChildren(...parts.map((part) => (part instanceof Node ? part.cloneNode(true) : String(part))));
     }
     function setSrc(img, src) {
       if ((img.getAttribute("src") || "") !== (src || "")) {
@@ -133,7 +137,7 @@
       main.img.hidden = !canvas.hidden;
       if (plain) {
         badge(main, names[shown], `cmp-badge-${shown}`);
-        main.where.innerHTML = whereOf(shown);
+        showWhere(main.where, shown);
       } else if (state.mode === "diff") {
         badge(main, `|${names.a}−${names.b}|`, "cmp-badge-diff");
         main.where.textContent = "difference heat map";
@@ -146,7 +150,7 @@
       setSrc(viewers.b.img, other ? other.src : "");
       viewers.b.figure.classList.toggle("preview", !!(other && other.preview));
       badge(viewers.b, names.b, "cmp-badge-b");
-      viewers.b.where.innerHTML = whereOf("b");
+      showWhere(viewers.b.where, "b");
       for (const button of root.querySelectorAll("[data-cmp-mode]")) {
         button.classList.toggle("on", button.dataset.cmpMode === state.mode);
         button.setAttribute("aria-pressed", String(button.dataset.cmpMode === state.mode));
@@ -358,7 +362,7 @@
     window.addEventListener("resize", layout);
 
     return {
-      /* {a: {src, label, preview}, b: {...}}: label is trusted HTML made by the page. */
+      /* {a: {src, label, preview}, b: {...}}: label is text (or texts and elements, see showWhere). */
       set(next) {
         for (const slot of ["a", "b"]) {
           frames[slot] = next[slot] || null;
@@ -382,12 +386,11 @@
 
   // Pages that only show two fixed images (captions) describe them in data attributes.
   document.addEventListener("DOMContentLoaded", () => {
-    const text = (value) => { const span = document.createElement("span"); span.textContent = value || ""; return span.innerHTML; };
     for (const root of document.querySelectorAll("[data-compare][data-a-src]")) {
       const viewer = create(root);
       viewer.set({
-        a: { src: root.dataset.aSrc, label: text(root.dataset.aLabel) },
-        b: { src: root.dataset.bSrc, label: text(root.dataset.bLabel) },
+        a: { src: root.dataset.aSrc, label: root.dataset.aLabel || "" },
+        b: { src: root.dataset.bSrc, label: root.dataset.bLabel || "" },
       });
     }
   });

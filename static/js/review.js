@@ -171,10 +171,9 @@
 
   /* The comparison viewer (compare.js): image 1 and image 2 of the pair, as the participant gets them. */
   const frames = $("review-frames");
-  const text = (value) => { const span = document.createElement("span"); span.textContent = value; return span.innerHTML; };
   Compare.create(document.querySelector("[data-compare]")).set({
-    a: { src: frames.dataset.aSrc, label: text(frames.dataset.aLabel) },
-    b: { src: frames.dataset.bSrc, label: text(frames.dataset.bLabel) },
+    a: { src: frames.dataset.aSrc, label: frames.dataset.aLabel || "" },
+    b: { src: frames.dataset.bSrc, label: frames.dataset.bLabel || "" },
   });
   $("show-keys").addEventListener("click", () => $("keys-dialog").showModal());
 

@@ -5,6 +5,14 @@
   const config = JSON.parse(document.getElementById("workbench-config").textContent);
   const csrf = JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"];
   const $ = (id) => document.getElementById(id);
+  /* An element built from parts: strings become text nodes, never markup (a file name, a category, an author's name
+     come from outside the page). */
+  const el = (tag, attributes = {}, ...children) => {
+    const element = document.createElement(tag);
+    for (const [name, value] of Object.entries(attributes)) element.setAttribute(name, value);
+    element.append(...children);
+    return element;
+  };
   const frames = config.frames;
   const position = new Map(frames.map((frame, i) => [frame.i, i]));
   const HEARTBEAT_MS = 60000;
@@ -63,7 +71,7 @@
       thumb.className = "thumb";
       thumb.dataset.pos = i;
       thumb.title = frameName(frame);
-      thumb.innerHTML = `<img loading="lazy" decoding="async" alt="" src="${frame.th}"><span>${frame.i}</span>`;
+      thumb.append(el("img", { loading: "lazy", decoding: "async", alt: "", src: frame.th }), el("span", {}, String(frame.i)));
       fragment.appendChild(thumb);
       thumbs.push(thumb);
     });
@@ -117,7 +125,7 @@
         preview: !frame,
         label: frame
           ? frameName(frame)
-          : `cursor #${cursor ? cursor.i : "–"} · press <kbd>${slot}</kbd> to set`,
+          : [`cursor #${cursor ? cursor.i : "–"} · press `, el("kbd", {}, slot), " to set"],
       };
     }
     viewer.set(shown);
@@ -183,8 +191,8 @@
     suggestions = ready && Array.isArray(data.results) ? data.results : [];
     const below = ready && Array.isArray(data.below_threshold) ? data.below_threshold : [];
     $("suggestions-demo").hidden = !data.demo;
-    list.innerHTML = "";
-    under.innerHTML = "";
+    list.replaceChildren();
+    under.replaceChildren();
     $("suggestions-under-head").hidden = !below.length;
     if (ready && data.counts) {
       const c = data.counts;
@@ -204,7 +212,7 @@
     });
     if (!suggestions.length) {
       const note = result.ok && data.status === "pending" ? "similarities are still being computed: pending" : "no subtle pairs within the gap";
-      list.innerHTML = `<li class="muted">${note}</li>`;
+      list.replaceChildren(el("li", { class: "muted" }, note));
       return;
     }
     suggestions.forEach((s, i) => list.appendChild(suggestionItem(s, i)));
@@ -231,7 +239,7 @@
       button.type = "button";
       button.className = "category";
       button.dataset.category = category;
-      button.innerHTML = `<kbd>⇧${keyOf[category]}</kbd> ${category}`;
+      button.append(el("kbd", {}, `⇧${keyOf[category]}`), ` ${category}`);
       button.addEventListener("click", () => setCategory(category));
       box.appendChild(button);
       categoryButtons[category] = button;
@@ -263,7 +271,8 @@
     const t = template();
     Object.entries(categoryButtons).forEach(([category, button]) => button.classList.toggle("on", category === state.category));
     const hint = t && t.binary ? "Options: first image / second image." : "";
-    $("category-hint").innerHTML = t ? t.hint || hint : "Pick a category with <kbd>Shift</kbd>+<kbd>1</kbd>–<kbd>9</kbd>, <kbd>0</kbd>.";
+    if (t) $("category-hint").textContent = t.hint || hint;
+    else $("category-hint").replaceChildren("Pick a category with ", el("kbd", {}, "Shift"), "+", el("kbd", {}, "1"), "–", el("kbd", {}, "9"), ", ", el("kbd", {}, "0"), ".");
     if (document.activeElement !== $("question")) $("question").value = state.question || "";
     $("question").placeholder = t ? (t.example ? `e.g. ${t.question}` : t.question) : "Pick a category first";
     const binary = !!(t && t.binary);
@@ -281,12 +290,15 @@
       const box = $("distractors");
       const inputs = box.querySelectorAll("input");
       if (inputs.length !== state.distractors.length || !box.contains(document.activeElement)) {
-        box.innerHTML = "";
+        box.replaceChildren();
         state.distractors.forEach((text, i) => {
           const row = document.createElement("div");
           row.className = "distractor";
           // An option has the answer's limit (the page sets it from the server's).
-          row.innerHTML = `<input maxlength="${$("answer").maxLength}" list="choice-list" aria-label="Distractor ${i + 1}"><button type="button" class="link" title="Remove">×</button>`;
+          row.append(
+            el("input", { maxlength: String($("answer").maxLength), list: "choice-list", "aria-label": `Distractor ${i + 1}` }),
+            el("button", { type: "button", class: "link", title: "Remove" }, "×"),
+          );
           const input = row.querySelector("input");
           input.value = text;
           input.addEventListener("input", () => { state.distractors[i] = input.value; changed(false); });
@@ -301,7 +313,7 @@
       }
       $("add-distractor").hidden = state.distractors.length >= 4;
     }
-    $("choice-list").innerHTML = (t && t.choices.length ? t.choices : []).map((c) => `<option value="${c}">`).join("");
+    $("choice-list").replaceChildren(...(t && t.choices.length ? t.choices : []).map((c) => el("option", { value: c })));
     $("editing-note").textContent = state.pair ? `editing pair ${state.pair} (version ${state.version})` : "";
   }
 
@@ -455,7 +467,7 @@
   /* --- Submit: the client key travels with the draft, so a retry (or a reload and retry) makes one pair. --- */
   let submitting = false;
   function showErrors(messages) {
-    $("errors").innerHTML = "";
+    $("errors").replaceChildren();
     for (const message of messages) {
       const li = document.createElement("li");
       li.textContent = message;
@@ -528,11 +540,17 @@
   }
   function renderPairs() {
     const list = $("pairs");
-    list.innerHTML = "";
-    if (!config.pairs.length) { list.innerHTML = '<li class="muted">none yet</li>'; return; }
+    list.replaceChildren();
+    if (!config.pairs.length) { list.append(el("li", { class: "muted" }, "none yet")); return; }
     for (const p of config.pairs) {
       const li = document.createElement("li");
-      li.innerHTML = `<span class="badge badge-${p.status}">${p.status}</span> <span>${p.category}</span> <span class="mono muted" title="frames of image 1 and image 2">#${p.index_1} → #${p.index_2}</span> <span class="muted">${p.mine ? "you" : p.author}</span>${p.drafted_by ? ' <span class="badge" title="started from a model\'s draft">model-drafted</span>' : ""}`;
+      li.append(
+        el("span", { class: `badge badge-${p.status}` }, p.status), " ",
+        el("span", {}, p.category), " ",
+        el("span", { class: "mono muted", title: "frames of image 1 and image 2" }, `#${p.index_1} → #${p.index_2}`), " ",
+        el("span", { class: "muted" }, p.mine ? "you" : String(p.author || "")),
+      );
+      if (p.drafted_by) li.append(" ", el("span", { class: "badge", title: "started from a model's draft" }, "model-drafted"));
       if (p.rejection) {
         const reason = document.createElement("div");
         reason.className = "reason";
@@ -600,10 +618,9 @@
   const skipDialog = $("skip-dialog");
   // No reason is checked by default and "Skip video" stays disabled until one is: Enter in the dialog (the implicit
   // submission of a form whose default button is disabled) and Esc (cancel) never skip.
-  $("skip-reasons").innerHTML = config.skip_reasons
+  $("skip-reasons").replaceChildren(...config.skip_reasons
     .filter((r) => r.value !== "done")
-    .map((r) => `<label class="radio"><input type="radio" name="reason" value="${r.value}"> ${r.label}</label>`)
-    .join("");
+    .map((r) => el("label", { class: "radio" }, el("input", { type: "radio", name: "reason", value: r.value }), ` ${r.label}`)));
   const skipReason = () => skipDialog.querySelector("input[name=reason]:checked");
   const skipConfirm = $("skip-confirm");
   skipDialog.addEventListener("change", () => { skipConfirm.disabled = !skipReason(); });
