@@ -75,8 +75,9 @@ class EndpointForm(forms.Form):
         help_text="Or: one of the operator's keys, bound to the hosts shown (MODEL_KEY_BINDINGS); it must be bound "
         "to the base URL's host.",
         error_messages={
-            "invalid_choice": "%(value)s is not a key variable the operator bound to a host: choose one of the list "
-            "(MODEL_KEY_BINDINGS; each starts with MODEL_API_KEY_ENV_PREFIX), or store a key."
+            "invalid_choice": "Refused: the operator has not bound %(value)s to any host: choose a variable of the "
+            "list (the operator binds them in MODEL_KEY_BINDINGS, each starting with MODEL_API_KEY_ENV_PREFIX), or "
+            "store a key."
         },
     )
     concurrency = forms.IntegerField(min_value=1, max_value=256, initial=8)
