@@ -215,6 +215,9 @@ class DoubleReviewAdmin(admin.ModelAdmin):
 
 
 class ModelEndpointForm(forms.ModelForm):
+    # Checked by check_base_url alone, as on every other path (Django's URL check refuses single-label hosts).
+    base_url = forms.CharField(max_length=500, help_text=ModelEndpoint._meta.get_field("base_url").help_text)
+
     def clean_base_url(self):
         """The host rules of every other path (annotator.llm.endpoints.check_base_url)."""
         try:
