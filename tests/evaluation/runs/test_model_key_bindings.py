@@ -9,6 +9,9 @@ operator bound the key to, and `elsewhere`, the coordinator's own. Each records 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from io import StringIO
 
 import pytest
@@ -160,6 +163,21 @@ def test_a_bad_binding_stops_the_start_naming_the_entry(value, message):
     with pytest.raises(ImproperlyConfigured, match="MODEL_KEY_BINDINGS: the entry") as refused:
         parse_key_bindings(value, "SUBTLEBENCH_MODEL_KEY_")
     assert message in str(refused.value)
+
+
+def test_a_process_with_a_bad_binding_does_not_start():
+    bad = "SUBTLEBENCH_MODEL_KEY_OPENAI=api.openai.com,SUBTLEBENCH_MODEL_KEY_GATEWAY=https://gw.example.org/v1"
+    started = subprocess.run(
+        [sys.executable, "-c", "import subtlebench.settings"],
+        env={**os.environ, "MODEL_KEY_BINDINGS": bad},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert started.returncode != 0
+    last = started.stderr.strip().splitlines()[-1]
+    assert last.startswith("django.core.exceptions.ImproperlyConfigured: MODEL_KEY_BINDINGS: the entry ")
+    assert "'SUBTLEBENCH_MODEL_KEY_GATEWAY=https://gw.example.org/v1' has a bad host" in last
 
 
 def test_bindings_read_as_the_operator_writes_them():
