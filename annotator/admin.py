@@ -1,5 +1,8 @@
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
 
+from annotator.llm.endpoints import check_base_url
+from annotator.llm.keys import key_problem
 from annotator.models import (
     CandidateSkip,
     Caption,
@@ -31,6 +34,7 @@ from annotator.models import (
     Video,
     VideoSkip,
 )
+from subtlebench.errors import Invalid
 
 
 @admin.register(Video)
@@ -210,13 +214,41 @@ class DoubleReviewAdmin(admin.ModelAdmin):
     raw_id_fields = ("pair", "first_review")
 
 
+class ModelEndpointForm(forms.ModelForm):
+    # Checked by check_base_url alone, as on every other path (Django's URL check refuses single-label hosts).
+    base_url = forms.CharField(max_length=500, help_text=ModelEndpoint._meta.get_field("base_url").help_text)
+
+    def clean_base_url(self):
+        """The host rules of every other path (annotator.llm.endpoints.check_base_url)."""
+        try:
+            return check_base_url(self.cleaned_data["base_url"])
+        except Invalid as refused:
+            raise forms.ValidationError(refused.errors["base_url"]) from None
+
+
 @admin.register(ModelEndpoint)
 class ModelEndpointAdmin(admin.ModelAdmin):
+    form = ModelEndpointForm
     list_display = ("name", "base_url", "model_id", "key_source", "concurrency", "timeout_s", "created")
     search_fields = ("name", "model_id")
     # The key is set through add_model, the page or the API, which check it; here it is neither shown nor edited.
     exclude = ("api_key_encrypted",)
     readonly_fields = ("api_key_env",)
+
+    def save_model(self, request, obj, form, change):
+        # ModelEndpoint.save drops a stored key when the host changes; the admin says so, and what else now fails.
+        had_key = bool(obj.api_key_encrypted)
+        super().save_model(request, obj, form, change)
+        if had_key and not obj.api_key_encrypted:
+            self.message_user(
+                request,
+                f"The stored API key of {obj.name} was dropped: it was given for the old host. Register the key "
+                "again for the new one.",
+                messages.WARNING,
+            )
+        problem = key_problem(obj)
+        if problem:
+            self.message_user(request, f"The API key of {obj.name} will not be sent: {problem}.", messages.WARNING)
 
 
 # Every source (issue 27), models that draft and the synthetic lab (issues 28, 29): read in the admin, changed

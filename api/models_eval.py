@@ -3,7 +3,8 @@ progress and summary, its results file. Coordinators only; thin views over evalu
 the /models/ pages call).
 
 An endpoint's base URL must be http(s) with a host, without credentials, query or fragment, on a host the worker
-may reach (one of MODEL_ENDPOINT_HOSTS, or with none set a public one). Its API key is written, never read back."""
+may reach (one of MODEL_ENDPOINT_HOSTS, or with none set a public one). Its API key is written, never read back, or
+is one of the operator's key variables bound to that host (MODEL_KEY_BINDINGS)."""
 
 from __future__ import annotations
 
@@ -116,7 +117,8 @@ class EndpointSerializer(ProfileSerializer):
         required=False,
         default="",
         allow_blank=True,
-        help_text="The name of a variable of the worker holding the key; it must start with MODEL_API_KEY_ENV_PREFIX.",
+        help_text="One of the operator's key variables (MODEL_KEY_BINDINGS), bound to the base URL's host; any other "
+        "name is refused (400 on api_key_env).",
     )
     has_stored_key = serializers.SerializerMethodField()
     concurrency = whole_number(low=1, high=256, default=8)

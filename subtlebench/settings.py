@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 from django.core.exceptions import ImproperlyConfigured
 
 from benchmark.card import license_problem
+from subtlebench.keybindings import parse_key_bindings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -540,6 +541,9 @@ if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{3,}", MODEL_API_KEY_ENV_PREFIX):
         "MODEL_API_KEY_ENV_PREFIX must be at least 4 letters, digits or _ (e.g. SUBTLEBENCH_MODEL_KEY_): "
         "it is what keeps the worker's other variables out of reach."
     )
+# Which hosts each key variable may be sent to (subtlebench.keybindings): VARIABLE=host[:port] entries, the
+# operator's; a variable bound to no host, or an endpoint on another host, is refused and its key never sent.
+MODEL_KEY_BINDINGS = parse_key_bindings(os.getenv("MODEL_KEY_BINDINGS", ""), MODEL_API_KEY_ENV_PREFIX)
 MODEL_API_KEY_ENCRYPTION_KEY = envlist("MODEL_API_KEY_ENCRYPTION_KEY", "")
 if MODEL_API_KEY_ENCRYPTION_KEY:
     from cryptography.fernet import Fernet

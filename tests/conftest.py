@@ -19,6 +19,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from devtools.localservices import BASE_DIR
+from subtlebench.keybindings import describe_host
 from tests import scheduling
 from tests.database_template import create_test_database, drop_test_database
 from tests.fault_fixtures import private_redis, read_only_disk, small_disk  # noqa: F401 (fixtures, used by name)
@@ -513,6 +514,12 @@ def celery_worker_process(transactional_db, settings, worker_fork_servers):
             "DINOV3_MODEL_DIR": str(settings.DINOV3_MODEL_DIR),
             "DINOV3_DEVICE": str(settings.DINOV3_DEVICE),
             "MODEL_ENDPOINT_HOSTS": ",".join(settings.MODEL_ENDPOINT_HOSTS),
+            # The operator's key bindings of the test, as the worker reads them at start.
+            "MODEL_KEY_BINDINGS": ",".join(
+                f"{name}={describe_host(host, port)}"
+                for name, hosts in settings.MODEL_KEY_BINDINGS.items()
+                for host, port in hosts
+            ),
             **extra_env,
         }
         broker_purge()

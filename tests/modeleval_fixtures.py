@@ -5,12 +5,21 @@ from __future__ import annotations
 import pytest
 
 from annotator.models import Release
+from subtlebench.keybindings import describe_host, parse_key_bindings, url_host
 from tests.factories import make_image, make_pair
 from tests.model_server import ModelServer
 from tests.modeleval_release_factories import make_release
 
 # category -> how many of its items the server answers right (the rest: the longest distractor).
 PLAN = {"temporal": (4, 4), "attribute": (4, 1), "spatial": (3, 0), "viewpoint": (2, 2)}
+
+
+def bind_key(settings, variable: str, *base_urls: str) -> None:
+    """The operator binds the key variable to the host and port of each URL (MODEL_KEY_BINDINGS), besides the
+    bindings already set."""
+    entries = [f"{variable}={describe_host(host, port)}" for _, host, port in map(url_host, base_urls)]
+    bound = parse_key_bindings(" ".join(entries), settings.MODEL_API_KEY_ENV_PREFIX)
+    settings.MODEL_KEY_BINDINGS = {**settings.MODEL_KEY_BINDINGS, **bound}
 
 
 def make_plan_release(plan: dict = PLAN, split: str = "test", number: int = 1) -> tuple[Release, list[dict]]:

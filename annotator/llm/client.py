@@ -8,7 +8,10 @@ connection errors are retried with exponential backoff and full jitter (a Retry-
 MODEL_EVAL_BACKOFF_MAX_SECONDS); a timeout, an unknown model or another 4xx is not retried. A failure is a
 `RequestFailed` with its kind (Failure) and a clear message, from which the API key is removed (`redact`).
 
-Every connection goes to an address `hosts.endpoint_addresses` has just checked; redirects are not followed. A
+A key goes only to the hosts it is bound to (`key_hosts`: the stored key's own host, or the hosts the operator bound
+its variable to): each request checks its host against them before anything is sent, and refuses (Failure.REFUSED)
+otherwise, whatever built the client. Every connection goes to an address `hosts.endpoint_addresses` has just
+checked; redirects are not followed. A
 failure's message says no more than "could not reach the endpoint" or "the endpoint answered HTTP 503": a run is not
 a port scanner, nor a way to read an internal service's answers. The one exception is a 4xx whose body is an
 OpenAI-style JSON error: its `message` is the endpoint's reason for refusing the request (a field it does not take,
@@ -38,6 +41,7 @@ from django.db import models
 
 from annotator.llm.hosts import HostRefused, pinned_connection
 from annotator.llm.profiles import RequestProfile
+from subtlebench.keybindings import DEFAULT_PORTS, Binding, binding_allows, describe_bindings, describe_host
 
 
 class Failure(models.TextChoices):
@@ -125,6 +129,10 @@ class Watchdog:
                 late = [entry for entry in self.watched.values() if not entry[2] and entry[0] <= now]
             for entry in late:
                 self._fire(entry)
+
+
+class KeyNotBound(Exception):
+    """The client's key is not bound to its host: the request is not sent."""
 
 
 class ReplyTooLarge(Exception):
@@ -245,9 +253,12 @@ class ChatClient:
         api_key: str = "",
         timeout: float = 120,
         profile: RequestProfile | None = None,
+        key_hosts: tuple[Binding, ...] | None = None,
     ):
+        """`key_hosts`: the only hosts `api_key` may be sent to (None: a key given by hand, sent to `base_url`)."""
         parts = urlsplit(base_url.rstrip("/"))
         self.scheme, self.host, self.port = parts.scheme, parts.hostname or "", parts.port
+        self.key_hosts = key_hosts
         self.path = parts.path
         self.model_id = model_id
         self.api_key = api_key
@@ -281,14 +292,22 @@ class ChatClient:
             self.local.connection = None
 
     def _headers(self) -> dict:
+        """The request's headers; KeyNotBound when the key may not go to this client's host."""
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.api_key:
+            port = self.port or DEFAULT_PORTS.get(self.scheme, 0)
+            if self.key_hosts is not None and not binding_allows(self.key_hosts, self.host, port):
+                raise KeyNotBound(
+                    f"the API key is bound to {describe_bindings(self.key_hosts)}, not to "
+                    f"{describe_host(self.host, port)}: nothing was sent (MODEL_KEY_BINDINGS)"
+                )
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
     def _send(self, method: str, path: str, body: bytes | None, deadline: float) -> tuple[int, dict, str]:
         """One HTTP exchange, done by `deadline` (time.monotonic()) or DeadlinePassed; a stale kept-alive connection
         is reopened once."""
+        headers = self._headers()  # before any connection: a key not bound to this host goes nowhere
         for reuse in (True, False):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -303,7 +322,7 @@ class ChatClient:
                     connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                     if entry[2]:  # fired while connecting: the socket it shut was not there yet
                         raise DeadlinePassed
-                connection.request(method, self.path + path, body=body, headers=self._headers())
+                connection.request(method, self.path + path, body=body, headers=headers)
                 response = connection.getresponse()
                 text = read_bounded(response, settings.MODEL_REPLY_MAX_BYTES).decode("utf-8", errors="replace")
                 if entry[2]:
@@ -344,6 +363,8 @@ class ChatClient:
                 status, headers, text = self._send(method, path, body, time.monotonic() + timeout)
             except HostRefused as refused:
                 raise self._fail(Failure.REFUSED, f"the endpoint's host is refused: {refused}", attempt) from None
+            except KeyNotBound as refused:
+                raise self._fail(Failure.REFUSED, str(refused), attempt) from None
             except ReplyTooLarge:
                 limit = settings.MODEL_REPLY_MAX_BYTES
                 raise self._fail(

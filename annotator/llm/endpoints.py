@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 
 from annotator.llm.client import ChatClient, RequestFailed
 from annotator.llm.hosts import HostRefused, check_endpoint_host
-from annotator.llm.keys import KeyUnavailable, clean_key_variable, encrypt_key, endpoint_key
+from annotator.llm.keys import KeyUnavailable, clean_key_variable, encrypt_key, endpoint_key, key_hosts
 from annotator.llm.profiles import (
     DEFAULT_PRESET,
     IMAGE_DETAILS,
@@ -85,18 +85,20 @@ def endpoint_create(
     price_completion=None,
 ) -> ModelEndpoint:
     """Register a model endpoint. Its key is `api_key`, stored encrypted and never shown again, or the variable
-    `api_key_env` names, which must start with MODEL_API_KEY_ENV_PREFIX (`keys`); or none. With `test_connection`
+    `api_key_env` names, which must start with MODEL_API_KEY_ENV_PREFIX and be bound by the operator to the URL's host
+    (MODEL_KEY_BINDINGS, `keys`); or none. With `test_connection`
     (the form, the API and `add_model` ask for it by default) it is registered only if `endpoint_test` passes. Its
     request profile is the `request_preset`'s (annotator.llm.profiles), with any field given here in its place."""
     check_coordinator(user)
     if (api_key or "").strip() and (api_key_env or "").strip():
         raise Invalid({"api_key": ["Give the key or the name of its variable, not both."]})
+    base_url = check_base_url(base_url)
     endpoint = ModelEndpoint(
         name=(name or "").strip(),
-        base_url=check_base_url(base_url),
+        base_url=base_url,
         model_id=(model_id or "").strip(),
-        api_key_env=clean_key_variable(api_key_env),
-        api_key_encrypted=encrypt_key(api_key),
+        api_key_env=clean_key_variable(api_key_env, base_url),
+        api_key_encrypted=encrypt_key(api_key, base_url),
         concurrency=concurrency,
         timeout_s=timeout_s,
         created_by=user if getattr(user, "pk", None) else None,
@@ -188,13 +190,15 @@ def endpoint_profile_update(*, user, endpoint: ModelEndpoint, request_preset: st
 
 
 def endpoint_client(endpoint: ModelEndpoint, api_key: str, *, timeout: float | None = None) -> ChatClient:
-    """The client of an endpoint: its URL, model, key, deadline and request profile."""
+    """The client of an endpoint: its URL, model, key, deadline and request profile. The key goes only to the hosts
+    the endpoint's key is bound to (`keys.key_hosts`), checked again by the client at every request."""
     return ChatClient(
         base_url=endpoint.base_url,
         model_id=endpoint.model_id,
         api_key=api_key,
         timeout=endpoint.timeout_s if timeout is None else timeout,
         profile=endpoint_profile(endpoint),
+        key_hosts=key_hosts(endpoint),
     )
 
 

@@ -2,7 +2,9 @@
 (evaluation.runs) both ask.
 
 An endpoint's API key is either stored encrypted (annotator.llm.keys; never shown back) or read from an
-environment variable whose name starts with the operator's MODEL_API_KEY_ENV_PREFIX.
+environment variable whose name starts with the operator's MODEL_API_KEY_ENV_PREFIX and that the operator bound to
+the endpoint's host (MODEL_KEY_BINDINGS). A stored key belongs to the host it was given for: saving the endpoint
+with another host drops it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.utils import timezone
 
+from subtlebench.keybindings import url_host
 from subtlebench.text import NAME_MAX, single_line
 
 ENV_VAR_NAME = RegexValidator(
@@ -30,13 +33,15 @@ class ModelEndpoint(models.Model):
         blank=True,
         validators=[ENV_VAR_NAME],
         help_text="The name of the environment variable that holds the API key; it must start with "
-        "MODEL_API_KEY_ENV_PREFIX (a name without it, from before that rule, is kept but refused when a run starts).",
+        "MODEL_API_KEY_ENV_PREFIX and be bound to the endpoint's host in MODEL_KEY_BINDINGS (otherwise it is kept "
+        "but refused at the next request).",
     )
     api_key_encrypted = models.TextField(
         blank=True,
         editable=False,
         max_length=2000,
-        help_text="The API key, encrypted with MODEL_API_KEY_ENCRYPTION_KEY (Fernet).",
+        help_text="The API key and the host it was given for, encrypted with MODEL_API_KEY_ENCRYPTION_KEY (Fernet); "
+        "dropped when the endpoint's host changes.",
     )
     concurrency = models.PositiveSmallIntegerField(
         default=8, validators=[MinValueValidator(1), MaxValueValidator(256)], help_text="Requests in flight at most."
@@ -102,6 +107,19 @@ class ModelEndpoint(models.Model):
 
     def __str__(self):
         return self.name
+
+    def save(self, *args, **kwargs):
+        """Every path that saves an endpoint (the services, the admin, a script) drops its stored key when its host
+        (scheme, host or port) changed: the key was given for the old host, and a coordinator who can re-point the
+        URL must not be able to carry the key along."""
+        update_fields = kwargs.get("update_fields")
+        if self.pk is not None and self.api_key_encrypted and (update_fields is None or "base_url" in update_fields):
+            saved = type(self).objects.filter(pk=self.pk).values_list("base_url", flat=True).first()
+            if saved is not None and url_host(saved) != url_host(self.base_url):
+                self.api_key_encrypted = ""
+                if update_fields is not None:
+                    kwargs["update_fields"] = {*update_fields, "api_key_encrypted"}
+        super().save(*args, **kwargs)
 
     @property
     def key_source(self) -> str:

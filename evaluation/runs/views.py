@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from annotator.jobs.services import clean_idempotency_key
 from annotator.llm.endpoints import endpoint_create, endpoint_profile_update
-from annotator.llm.keys import key_variable_allowed
+from annotator.llm.keys import bound_hosts, bound_variables, key_problem
 from annotator.llm.profiles import DEFAULT_PRESET, EFFORTS, EXTRA_FIELDS, PRESET_CHOICES
 from annotator.models import ModelEndpoint, Release
 from benchmark.description import JUDGE_SYSTEM, JUDGE_USER
@@ -35,6 +35,7 @@ from evaluation.runs.services import (
 from evaluation.runs.strategies import CHOICES as STRATEGY_CHOICES
 from evaluation.runs.strategies import DEFAULT_STRATEGY, PROMPT_MAX, STRATEGIES
 from subtlebench.errors import Conflict, Invalid
+from subtlebench.keybindings import describe_bindings
 from subtlebench.pages import post_only, redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
 from subtlebench.text import NAME_MAX, single_line
@@ -45,6 +46,12 @@ ITEMS_SHOWN = 50
 ITEM_FILTERS = ("unparsable", "all")
 PROMPT_FIELDS = ("system", "user", "describe_system", "describe")
 PROMPT_ORDER = ("describe_system", "describe", "system", "user")  # as a two-stage run sends them
+
+
+def key_variable_choices() -> list[tuple[str, str]]:
+    """The operator's bound key variables, each with the hosts its key may go to (read when the form is built, so
+    the operator's settings of this process, never a name typed in)."""
+    return [("", "none")] + [(name, f"{name} ({describe_bindings(bound_hosts(name))})") for name in bound_variables()]
 
 
 class EndpointForm(forms.Form):
@@ -61,11 +68,17 @@ class EndpointForm(forms.Form):
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
         help_text="Stored encrypted, never shown again.",
     )
-    api_key_env = forms.CharField(
-        max_length=100,
+    api_key_env = forms.ChoiceField(
+        choices=key_variable_choices,
         required=False,
         label="API key variable",
-        help_text="Or: the name of a variable of the worker holding the key; it starts with MODEL_API_KEY_ENV_PREFIX.",
+        help_text="Or: one of the operator's keys, bound to the hosts shown (MODEL_KEY_BINDINGS); it must be bound "
+        "to the base URL's host.",
+        error_messages={
+            "invalid_choice": "Refused: the operator has not bound %(value)s to any host: choose a variable of the "
+            "list (the operator binds them in MODEL_KEY_BINDINGS, each starting with MODEL_API_KEY_ENV_PREFIX), or "
+            "store a key."
+        },
     )
     concurrency = forms.IntegerField(min_value=1, max_value=256, initial=8)
     timeout_s = forms.IntegerField(min_value=1, max_value=3600, initial=120, label="Timeout (s)")
@@ -168,7 +181,7 @@ def runs():
 def model_list(request):
     endpoints = list(ModelEndpoint.objects.annotate(runs=Count("evaluations")).order_by("name"))
     for endpoint in endpoints:
-        endpoint.key_refused = bool(endpoint.api_key_env) and not key_variable_allowed(endpoint.api_key_env)
+        endpoint.key_refused = key_problem(endpoint)
         endpoint.profile_summary = profile_summary(endpoint)
     default_drafter = any(endpoint.default_drafter for endpoint in endpoints)  # drafting/_settings.html
     shown = list(runs()[:RUNS_SHOWN])
@@ -189,7 +202,7 @@ def model_list(request):
 def model_endpoint_new(request):
     """Post/Redirect/Get: a refused form comes back on this page with what was sent and why."""
     if request.method == "GET":
-        context = {"form": refused_form(request, NewEndpointForm), "key_prefix": settings.MODEL_API_KEY_ENV_PREFIX}
+        context = {"form": refused_form(request, NewEndpointForm), "key_variables": bound_variables()}
         return render(request, "modeleval/endpoint_new.html", context)
     form = NewEndpointForm(request.POST)
     secret = ("api_key",)  # a refused form comes back without the key: it never goes into the session

@@ -23,6 +23,7 @@ from benchmark.intervals import Scored, accuracy_interval, micro_mean
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable
 from tests.factories import make_pair, make_video
 from tests.model_server import ModelServer
+from tests.modeleval_fixtures import bind_key
 
 
 @pytest.fixture
@@ -102,13 +103,14 @@ def test_an_unusable_reply_is_refused_with_why_and_kept_on_record(annotator, hel
 
 
 def test_an_endpoint_that_echoes_its_key_shows_it_to_nobody(
-    annotator, coordinator, held, server, monkeypatch, client_for, caplog
+    annotator, coordinator, held, server, monkeypatch, client_for, caplog, settings
 ):
     """A drafter that quotes its key back, in an unusable reply: the refusal the annotator reads, the stored draft, the
     API's answer and the log hold the key nowhere (annotator.llm.client.redact, the one redaction)."""
     key = "sk-drafting-echo-7c1e9a3b5d2f4e6a"
     variable = "SUBTLEBENCH_MODEL_KEY_DRAFTING_ECHO"
     monkeypatch.setenv(variable, key)
+    bind_key(settings, variable, server.base_url)
     endpoint = register(coordinator, server, name="echoer", api_key_env=variable)
     drafting.drafting_settings_update(user=coordinator, drafting=[endpoint.pk], default=endpoint.pk, background=[])
     server.draft_reply = lambda category: f"Your header was Bearer {key}; no draft today."

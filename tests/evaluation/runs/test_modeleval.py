@@ -17,7 +17,7 @@ from subtlebench.errors import Conflict, Forbidden, Invalid
 from tests.factories import make_pair
 from tests.model_server import ModelServer
 from tests.modeleval_fixtures import *  # noqa: F403 (fixtures: plan_release, server)
-from tests.modeleval_fixtures import policy_for, predicted_accuracy
+from tests.modeleval_fixtures import bind_key, policy_for, predicted_accuracy
 
 KEY_ENV = "SUBTLEBENCH_MODEL_KEY_TEST"
 KEY = "sk-test-8c1f0e4d2b7a9c3e5f6a1b2c"
@@ -40,9 +40,12 @@ def run_release(endpoint, coordinator, release, **fields) -> ModelEvaluation:
     return evaluation_run(evaluation_id=evaluation.pk)
 
 
-def test_it_scores_each_category_as_the_server_rule_predicts(db, coordinator, server, plan_release, monkeypatch):
+def test_it_scores_each_category_as_the_server_rule_predicts(
+    db, coordinator, server, plan_release, monkeypatch, settings
+):
     release, records = plan_release
     monkeypatch.setenv(KEY_ENV, KEY)
+    bind_key(settings, KEY_ENV, server.base_url)
     endpoint = endpoint_for(server, coordinator, api_key_env=KEY_ENV)
     evaluation = run_release(endpoint, coordinator, release, seed=3)
     job = evaluation.job
@@ -152,9 +155,12 @@ def test_a_run_whose_endpoint_is_down_pauses_then_fails_once_down_too_long(db, c
     assert not job.tasks.filter(status=JobTask.Status.RUNNING).exists()
 
 
-def test_a_missing_key_variable_fails_the_run_with_its_name(db, coordinator, server, plan_release, monkeypatch):
+def test_a_missing_key_variable_fails_the_run_with_its_name(
+    db, coordinator, server, plan_release, monkeypatch, settings
+):
     release, _ = plan_release
     monkeypatch.delenv("SUBTLEBENCH_MODEL_KEY_UNSET", raising=False)
+    bind_key(settings, "SUBTLEBENCH_MODEL_KEY_UNSET", server.base_url)
     endpoint = endpoint_for(server, coordinator, api_key_env="SUBTLEBENCH_MODEL_KEY_UNSET")
     evaluation = run_release(endpoint, coordinator, release)
     evaluation.job.refresh_from_db()

@@ -15,6 +15,7 @@ from evaluation.runs.services import evaluation_run
 from tests.conftest import browser_login
 from tests.factories import make_pair
 from tests.model_server import ModelServer
+from tests.modeleval_fixtures import bind_key
 from tests.modeleval_release_factories import make_release
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -36,6 +37,7 @@ def test_a_coordinator_registers_a_model_starts_a_run_and_watches_it_finish(page
     categories = ["temporal", "spatial", "attribute", "viewpoint"]
     pairs = [make_pair(category=categories[i % 4], answer=f"change {i}", distractors=["other"]) for i in range(24)]
     server = ModelServer(latency=0.4).start()
+    bind_key(settings, "SUBTLEBENCH_MODEL_KEY_TINY", server.base_url)
     for pair in pairs[:3]:
         pair.question = f"What differs in pair {pair.pk}?"
         pair.save(update_fields=["question"])
@@ -51,14 +53,14 @@ def test_a_coordinator_registers_a_model_starts_a_run_and_watches_it_finish(page
         page.fill("input[name=name]", "tiny-vlm")
         page.fill("input[name=base_url]", "http://me:secret@127.0.0.1/v1")
         page.fill("input[name=model_id]", "tiny-vlm")
-        page.fill("input[name=api_key_env]", "SUBTLEBENCH_MODEL_KEY_TINY")
+        page.select_option("select[name=api_key_env]", "SUBTLEBENCH_MODEL_KEY_TINY")
         page.fill("input[name=concurrency]", "2")
         page.fill("input[name=timeout_s]", "1")
         page.get_by_role("button", name="Register").click()
         expect(page.get_by_text("No user or password in the URL")).to_be_visible()
         shot(page, "endpoint-form-error")
         page.fill("input[name=base_url]", server.base_url)
-        page.fill("input[name=api_key_env]", "")
+        page.select_option("select[name=api_key_env]", "")
         page.get_by_role("button", name="Register").click()
         expect(page.locator("#model-endpoints")).to_contain_text(server.base_url)
 

@@ -15,6 +15,7 @@ from evaluation.models import ModelEvaluation
 from evaluation.runs.services import evaluation_run
 from tests.factories import make_pair
 from tests.model_server import ModelServer
+from tests.modeleval_fixtures import bind_key
 from tests.modeleval_release_factories import make_release
 
 PAGES = ["/models/", "/models/endpoints/new/", "/models/runs/new/"]
@@ -45,7 +46,7 @@ def test_it_refuses_a_wrong_method(client_for, coordinator):
     assert client.put("/models/endpoints/new/").status_code == 405
 
 
-def test_a_coordinator_registers_a_model_and_a_bad_url_is_refused_beside_its_field(client_for, coordinator):
+def test_a_coordinator_registers_a_model_and_a_bad_url_is_refused_beside_its_field(client_for, coordinator, settings):
     client = client_for(coordinator)
     fields = {"name": "qwen", "model_id": "Qwen/Qwen2.5-VL-7B-Instruct", "concurrency": 8, "timeout_s": 60}
     page = "/models/endpoints/new/"
@@ -56,6 +57,7 @@ def test_a_coordinator_registers_a_model_and_a_bad_url_is_refused_beside_its_fie
     response = client.post(page, {**fields, "base_url": "http://gpu:8000/v1", "api_key_env": "X Y"}, follow=True)
     assert response.redirect_chain == [(page, 302)] and "MODEL_API_KEY_ENV_PREFIX" in response.content.decode()
     key = {"api_key_env": "SUBTLEBENCH_MODEL_KEY_K"}
+    bind_key(settings, key["api_key_env"], "http://gpu:8000/v1")
     response = client.post("/models/endpoints/new/", {**fields, "base_url": "http://gpu:8000/v1", **key})
     assert response.status_code == 302
     endpoint = ModelEndpoint.objects.get()
@@ -108,11 +110,14 @@ def test_the_list_page_runs_a_fixed_number_of_queries(client_for, coordinator, s
     assert len(four) == len(one)
 
 
-def test_the_api_registers_a_model_starts_a_run_and_serves_its_results(client_for, coordinator, annotator, server):
+def test_the_api_registers_a_model_starts_a_run_and_serves_its_results(
+    client_for, coordinator, annotator, server, settings
+):
     temporal = make_pair(category="temporal")
     spatial = make_pair(category="spatial", answer="left", distractors=["right"])
     release = make_release([(temporal, "val", False), (spatial, "test", False)])
     client = client_for(coordinator)
+    bind_key(settings, "SUBTLEBENCH_MODEL_KEY_1", server.base_url)
     body = {
         "name": "tiny",
         "base_url": server.base_url,

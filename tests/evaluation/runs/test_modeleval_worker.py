@@ -19,7 +19,7 @@ from evaluation.models import ModelItemResult
 from evaluation.runs.services import evaluation_start
 from tests.conftest import wait_until
 from tests.model_server import ModelServer
-from tests.modeleval_fixtures import make_plan_release, policy_for, predicted_accuracy
+from tests.modeleval_fixtures import bind_key, make_plan_release, policy_for, predicted_accuracy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -57,6 +57,7 @@ def test_a_killed_run_resumes_without_sending_a_stored_item_again_and_the_key_ne
     echo = records[1]["question"]  # this item's error body quotes the Authorization header back
     server = ModelServer(latency=0.15, policy=policy_for(records)).start()
     server.faults[echo] = "echo-key"
+    bind_key(settings, KEY_ENV, server.base_url)
     try:
         endpoint = endpoint_create(
             user=coordinator,

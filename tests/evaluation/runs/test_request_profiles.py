@@ -23,7 +23,7 @@ from tests.evaluation.runs.test_description_judge import (
 )
 from tests.model_server import ModelServer
 from tests.modeleval_fixtures import *  # noqa: F403 (fixtures: plan_release, server)
-from tests.modeleval_fixtures import policy_for, predicted_accuracy
+from tests.modeleval_fixtures import bind_key, policy_for, predicted_accuracy
 
 KEY_ENV = "SUBTLEBENCH_MODEL_KEY_PROFILES"
 KEY = "sk-echo-3f9a1c7e5b2d4a6c8e0f1a2b"
@@ -219,11 +219,12 @@ def test_redact_removes_keys_their_json_escapes_and_configured_secrets(settings,
 
 
 def test_an_endpoint_that_echoes_its_key_shows_it_nowhere(
-    db, coordinator, server, plan_release, monkeypatch, client_for, caplog
+    db, coordinator, server, plan_release, monkeypatch, client_for, caplog, settings
 ):
     caplog.set_level(logging.DEBUG)
     release, records = plan_release
     monkeypatch.setenv(KEY_ENV, KEY)
+    bind_key(settings, KEY_ENV, server.base_url)
     server.mode = "echo-key"
     server.faults = {records[0]["question"]: "echo-key"}  # and a refusal that quotes it
     endpoint = register(server, coordinator, api_key_env=KEY_ENV, test_connection=True)
