@@ -45,6 +45,7 @@ class StudyOutputSerializer(serializers.ModelSerializer):
             "release",
             "split",
             "baseline",
+            "open_book",
             "practice_count",
             "items_per_participant",
             "pool_size",
@@ -88,6 +89,11 @@ class StudyCreateInputSerializer(serializers.Serializer):
     redirect_url = serializers.URLField(default="", allow_blank=True, max_length=200)  # the column's
     session_minutes = whole_number(default=60, low=1, high=10080)
     no_items_url = serializers.URLField(default="", allow_blank=True, max_length=200)  # the column's
+    open_book = serializers.BooleanField(
+        default=False,
+        help_text="Run the study even if items drawn are already public (a published release holds them), labelled "
+        "open book; without it such a sample is refused (400, field open_book).",
+    )
 
 
 class InviteOutputSerializer(serializers.Serializer):
@@ -180,7 +186,10 @@ class StudyResultsSerializer(serializers.Serializer):
     )
     attention_checks = serializers.DictField()
     public_items = serializers.DictField(
-        help_text="scored (how many scored items are already public), of, warning: answers findable by pixel search."
+        help_text="scored (how many scored items a published release holds), of, since (the first publication), "
+        "open_book, answers_before and answers_after (each answer against its item's publication), label (what the "
+        "baseline is called: 'open book' or 'N items public since <date>, M answers after'; '' when none is public), "
+        "warning: answers findable by pixel search."
     )
     agreement = serializers.DictField()
     participants = serializers.ListField(child=serializers.DictField())

@@ -10,7 +10,8 @@ from rest_framework.response import Response
 
 from annotator.export.services import ExportOptions, export_folder_for_web, export_start
 from annotator.jobs.services import clean_idempotency_key
-from annotator.models import Category, Domain, Job
+from annotator.models import Category, Domain, Job, Release, ReleasePublication
+from annotator.releases.services import release_publication_record
 from api.errors import error_responses
 from api.fields import INT32_MAX, free_text, number, whole_number, yes_no
 from api.jobs import IDEMPOTENCY_KEY
@@ -113,3 +114,49 @@ def export_list_api(request):
 def export_detail_api(request, job_id: int):
     """One export: status, progress, options, counts per category x domain and split, skipped items."""
     return Response(ExportOutputSerializer(get_object_or_404(export_jobs(), pk=job_id)).data)
+
+
+# --- When a release became public ----------------------------------------------------------------------------
+
+
+class PublicationOutputSerializer(serializers.ModelSerializer):
+    release = serializers.CharField(source="release.name", help_text="v1, v2, ...")
+    who = serializers.CharField(source="who.username", default=None, allow_null=True)
+
+    class Meta:
+        model = ReleasePublication
+        fields = ["id", "release", "how", "who", "when", "where", "note", "recorded"]
+
+
+class PublicationInputSerializer(serializers.Serializer):
+    when = serializers.DateTimeField(help_text="When the files were published elsewhere (not in the future).")
+    where = free_text(SHORT_TEXT_MAX, lines="single", default="", allow_blank=True, help_text="A URL or a place.")
+    note = free_text(NOTE_MAX, default="", allow_blank=True)
+
+
+@extend_schema(responses={200: PublicationOutputSerializer(many=True), **error_responses(403, 404)})
+@api_view(["GET"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def release_publication_list_api(request, number: int):
+    """Every time the release's files left the server, first first: from the first, its items count as public."""
+    release = get_object_or_404(Release, number=number)
+    rows = release.publications.select_related("release", "who")
+    return Response(PublicationOutputSerializer(rows, many=True).data)
+
+
+@extend_schema(
+    request=PublicationInputSerializer,
+    responses={201: PublicationOutputSerializer, **error_responses(400, 403, 404)},
+)
+@api_view(["POST"])
+@permission_classes([HasRole.of(COORDINATOR)])
+def release_publication_create_api(request, number: int):
+    """Mark the release public by hand ("published elsewhere on <date>"): a study drawn from it afterwards is open
+    book, and answers given after `when` count as given on public items."""
+    release = get_object_or_404(Release, number=number)
+    data = PublicationInputSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    publication = release_publication_record(
+        release=release, how=ReleasePublication.How.BY_HAND, who=request.user, **data.validated_data
+    )
+    return Response(PublicationOutputSerializer(publication).data, status=status.HTTP_201_CREATED)

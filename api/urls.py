@@ -95,6 +95,16 @@ urlpatterns = [
     path("exports/", exports.export_list_api, name="api-export-list"),
     path("exports/start/", exports.export_start_api, name="api-export-start"),
     path("exports/<int:job_id>/", exports.export_detail_api, name="api-export-detail"),
+    path(
+        "releases/v<int:number>/publications/",
+        exports.release_publication_list_api,
+        name="api-release-publications",
+    ),
+    path(
+        "releases/v<int:number>/publications/mark/",
+        exports.release_publication_create_api,
+        name="api-release-publication-mark",
+    ),
     path("models/", models_eval.endpoint_list, name="api-model-list"),
     path("models/create/", models_eval.endpoint_create_api, name="api-model-create"),
     path("models/<int:endpoint_id>/profile/", models_eval.endpoint_profile_api, name="api-model-profile"),

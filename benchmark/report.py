@@ -237,8 +237,12 @@ def compute_report(
     items: Iterable,
     humans: Iterable,
     models: Mapping[str, Iterable],
+    humans_label: str = HUMANS,
 ) -> Report:
     """The report of humans and models on the items of one release's split (see the module's docstring).
+
+    `humans_label` names the humans' row in every table and file: "Humans (open book)" for a baseline some of whose
+    items were public, so no copy of the figures loses that.
 
     Every answer must name an item of `items`: an unknown id, a rater answering an item twice or a model answering
     it twice raises ReportInputError saying which answer. A gap counts only the items both humans and the model
@@ -261,7 +265,7 @@ def compute_report(
         release_hash=release_hash,
         split=split,
         items=len(checked),
-        humans=_row(HUMANS, "humans", human_scores, checked),
+        humans=_row(humans_label, "humans", human_scores, checked),
         models=tuple(_row(label, "model", model_scores[label], checked) for label in labels),
         gaps=tuple(gaps),
     )

@@ -52,10 +52,12 @@ def compute_strategy_table(
     items: Iterable,
     humans: Iterable,
     strategies: Mapping[str, tuple[str, Iterable]],
+    humans_label: str = HUMANS,
 ) -> StrategyTable:
-    """items and humans as for benchmark.report.compute_report; strategies: {strategy: (run name, [(item_id,
-    is_correct)])}, one run per strategy, rows kept in this order."""
+    """items, humans and humans_label as for benchmark.report.compute_report; strategies: {strategy: (run name,
+    [(item_id, is_correct)])}, one run per strategy, rows kept in this order."""
     report = compute_report(
+        humans_label=humans_label,
         release=release,
         release_hash=release_hash,
         split=split,
@@ -87,7 +89,9 @@ def strategy_table_csv(table: StrategyTable) -> bytes:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
-    lines = [(line.strategy, line.run, line.row) for line in table.strategies] + [(HUMANS, "", table.humans)]
+    lines = [(line.strategy, line.run, line.row) for line in table.strategies] + [
+        (table.humans.label, "", table.humans)
+    ]
     for label, run, row in lines:
         figures = ["" if cell is None else decimal(cell.estimate) for cell in _estimates(row)]
         items = row.micro.items if row.micro else 0
@@ -116,7 +120,11 @@ def strategy_table_markdown(table: StrategyTable) -> bytes:
     for line in table.strategies:
         figures = " | ".join(_percent(cell) for cell in _estimates(line.row))
         lines.append(f"| {_markdown_text(line.strategy)} | {figures} |")
-    lines.append(f"| {HUMANS} | " + " | ".join(_percent(cell) for cell in _estimates(table.humans)) + " |")
+    lines.append(
+        f"| {_markdown_text(table.humans.label)} | "
+        + " | ".join(_percent(cell) for cell in _estimates(table.humans))
+        + " |"
+    )
     lines += ["", "## Runs", ""]
     lines += [f"- {_markdown_text(line.strategy)}: {_markdown_text(line.run)}" for line in table.strategies]
     lines.append("")
@@ -139,6 +147,6 @@ def strategy_table_latex(table: StrategyTable) -> bytes:
         lines.append(" & ".join([latex_escape(line.strategy), *figures]) + r" \\")
     lines.append(r"\midrule")
     figures = ["--" if cell is None else percent(cell.estimate) for cell in _estimates(table.humans)]
-    lines.append(" & ".join([HUMANS, *figures]) + r" \\")
+    lines.append(" & ".join([latex_escape(table.humans.label), *figures]) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", ""]
     return "\n".join(lines).encode()

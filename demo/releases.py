@@ -1,5 +1,6 @@
-"""Demo data of releases: the accepted demo pairs published as release v1, and a demo model's results file on it
-(imported as the official evaluator would have written it), so the release page and its report have figures."""
+"""Demo data of releases: the accepted demo pairs frozen as release v1 (published once the demo study has answers),
+and a demo model's results file on it (imported as the official evaluator would have written it), so the release
+page and its report have figures."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from django.conf import settings
 from django.contrib.auth.models import User
 
 from annotator.export.services import ExportError, ExportOptions, benchmark_export
-from annotator.models import Release
+from annotator.models import Release, ReleasePublication
+from annotator.releases.services import release_publication_record
 from benchmark.protocol import letter, shuffle_options
 from benchmark.results import question_entry, results_document
 from evaluation.models import ModelEvaluation
@@ -38,6 +40,23 @@ def seed_demo_release(stdout=None) -> Release | None:
     if stdout and release:
         stdout.write(f"Demo release: {release.name} with {release.item_count} items, written to {out}.")
     return release
+
+
+def seed_demo_publication(release: Release | None, stdout=None) -> None:
+    """Publish the demo release once its study has its answers, as the guides teach (freeze, study, publish): its
+    files in EXPORT_ROOT are the ones handed out, so from now on its items are public (safe to re-run)."""
+    if release is None or release.publications.exists():
+        return
+    coordinator = User.objects.filter(username="coordinator").first()
+    release_publication_record(
+        release=release,
+        how=ReleasePublication.How.CLI_EXPORT,
+        who=coordinator,
+        where=release.options.get("out", ""),
+        note="The demo publishes its release after its study has its answers.",
+    )
+    if stdout:
+        stdout.write(f"Demo release {release.name} published (after its study): its items are public from now on.")
 
 
 def demo_results_file(release: Release, *, accuracy: float = 0.7, seed: int = 0) -> str:

@@ -36,6 +36,7 @@ urlpatterns = [
     path("studies/<int:pk>/summary.json", results.summary_json, name="study-summary-json"),
     # Results: a release with what measured it, its report, runs and humans compared, the judge check, sweeps
     path("releases/v<int:number>/", results.release_detail, name="release-detail"),
+    path("releases/v<int:number>/published/", results.release_mark_public, name="release-mark-public"),
     path("models/compare/", results.model_compare, name="model-compare"),
     path("studies/models/", results.models_beside_humans, name="models-beside-humans"),
     path("studies/models/misses/", results.model_misses, name="model-misses"),

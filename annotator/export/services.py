@@ -42,13 +42,14 @@ from django.utils import timezone
 
 from annotator.export.format import file_sha256
 from annotator.jobs.scratch import newest_mtime, scratch_folder, scratch_paths, scratch_register, scratch_root
-from annotator.models import EmbeddingModel, Job, Pair, Release, Review
+from annotator.models import EmbeddingModel, Job, Pair, Release, ReleasePublication, Review
 from annotator.regions import regions_swapped
 from annotator.releases.services import (
     ReleaseDraft,
     ReleaseError,
     release_next_number,
     release_number_lock,
+    release_publication_record,
     release_publish,
 )
 from benchmark.card import dataset_card, left_out_warnings, split_totals
@@ -1209,6 +1210,7 @@ def benchmark_export(
     dry_run: bool = False,
     job_id: int | None = None,
     published_by=None,
+    hands_out: bool = False,
 ) -> dict:
     """Export the benchmark to options.out (a folder or s3://bucket/prefix); returns counts and provenance.
 
@@ -1260,8 +1262,19 @@ def benchmark_export(
     # The card names the release, so its number is taken before the files are written and held until it is made.
     with release_number_lock() as number, ReleaseDraft(number=number, title=options.release_title) as draft:
         result = write_and_place(options, plan, result, progress, job_id=job_id, draft=draft)
+        if options.is_s3:
+            how, where = ReleasePublication.How.S3_TARGET, result.get("root") or options.out
+        else:
+            how, where = (ReleasePublication.How.CLI_EXPORT if hands_out else None), result["out"]
         release = release_publish(
-            draft=draft, options=options, result=result, left_out=plan.skipped, job_id=job_id, user=published_by
+            draft=draft,
+            options=options,
+            result=result,
+            left_out=plan.skipped,
+            job_id=job_id,
+            user=published_by,
+            published_how=how,
+            published_where=where,
         )
     result["release"] = {"number": release.number, "name": release.name, "title": release.title}
     return result
@@ -1536,6 +1549,14 @@ def export_zip_run(*, job_id: int, unit=None) -> Job:
     if run is not None:
         run.complete()
     return job
+
+
+def export_files_handed_out(*, job: Job, user, where: str) -> None:
+    """An export's files left the server by a download of its zip: stamped on the job (`Job.PUBLIC_SINCE`, once) and,
+    for the release the export made, recorded as a publication (who, when, where), from which its pairs are public."""
+    job.mark_files_public()
+    for release in Release.objects.filter(export_job=job):
+        release_publication_record(release=release, how=ReleasePublication.How.ZIP_DOWNLOAD, who=user, where=where)
 
 
 def export_download_url(*, job: Job) -> str:

@@ -19,6 +19,7 @@ from annotator.export.services import (
     benchmark_export,
     check_target,
     export_download_url,
+    export_files_handed_out,
     export_folder_for_web,
     export_gone_reason,
     export_start,
@@ -205,15 +206,16 @@ def export_download(request, job_id: int):
             raise ExportGone(f"{job.result['out']} no longer holds this export. {gone}")
         if job.result["target"] == "s3":
             url = export_download_url(job=job)
-            job.mark_files_public()  # from here on the files are wherever the browser put them
+            where = f"s3://{job.result.get('bucket')}/{job.result.get('zip_key')}" if job.result.get("zip_key") else ""
+            export_files_handed_out(job=job, user=request.user, where=where)  # wherever the browser puts them
             return redirect(url)
         export_zip_source(job)
     except (NotFound, Conflict) as error:  # files replaced or removed since (ExportGone, 410)
         return _download_problem(request, job, error)
     archive = export_zip_path(job)
     if request.GET.get("file") and archive.is_file():
-        job.mark_files_public()
         name = f"{job.result['out'].rstrip('/').rsplit('/', 1)[-1]}-{job.pk}.zip"
+        export_files_handed_out(job=job, user=request.user, where=request.build_absolute_uri())
         return FileResponse(open(archive, "rb"), as_attachment=True, filename=name, content_type="application/zip")
     context = {"job": job, "zip_job": export_zip_jobs(job).first(), "built": archive.is_file()}
     if request.htmx:

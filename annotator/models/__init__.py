@@ -17,7 +17,7 @@ from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.llm import ModelEndpoint
 from annotator.models.pairs import Pair, PairQuerySet, Review
 from annotator.models.picking import PairDraft, VideoSkip
-from annotator.models.releases import Release, ReleaseFrozen, ReleaseItem
+from annotator.models.releases import Release, ReleaseFrozen, ReleaseItem, ReleasePublication
 from annotator.models.similarity import EmbeddingModel, ImageEmbedding
 from annotator.models.stats import DoubleReview, Target, TeamSettings
 from annotator.models.synthetic import Sweep, SweepItem
@@ -59,6 +59,7 @@ __all__ = [
     "Release",
     "ReleaseFrozen",
     "ReleaseItem",
+    "ReleasePublication",
     "Review",
     "Target",
     "Sweep",

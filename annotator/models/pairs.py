@@ -45,6 +45,14 @@ def related_model(name: str) -> type[models.Model]:
     return Pair._meta.get_field(name).related_model
 
 
+def public_since_of(pair):
+    """A subquery: when a release holding `pair` (a pair id or an OuterRef to one) was first published, else None."""
+    release = related_model("release_items")._meta.get_field("release").related_model
+    publication = release._meta.get_field("publications").related_model
+    first = publication.objects.filter(release__items__pair=pair).order_by("when").values("when")[:1]
+    return models.Subquery(first, output_field=models.DateTimeField())
+
+
 class PairQuerySet(models.QuerySet):
     def awaiting_review(self):
         return self.filter(status=Pair.Status.SUBMITTED)
@@ -75,16 +83,20 @@ class PairQuerySet(models.QuerySet):
     def exportable(self):
         return self.accepted().passing_similarity()
 
-    def already_public(self):
-        """Pairs whose images and answers may be out already: imported from an existing dataset (no video of this
-        app's), or items of a release whose export's files left the server (`Job.PUBLIC_SINCE`, set when they are
-        downloaded or written out again). A participant shown such a pair could look it up by its pixels."""
-        from annotator.models.jobs import Job
-
-        released = related_model("release_items").objects.filter(
-            pair=models.OuterRef("pk"), release__export_job__result__has_key=Job.PUBLIC_SINCE
+    def already_public(self, at=None):
+        """Pairs a published release holds: from the first time a release's files left the server (a
+        ReleasePublication, whatever the pair's source) a participant shown the pair could look it up by its pixels.
+        `at`: as things stood then (publications recorded as happening later do not count)."""
+        published = related_model("release_items").objects.filter(
+            pair=models.OuterRef("pk"), release__publications__isnull=False
         )
-        return self.filter(models.Q(video__isnull=True) | models.Exists(released))
+        if at is not None:
+            published = published.filter(release__publications__when__lte=at)
+        return self.filter(models.Exists(published))
+
+    def with_public_since(self):
+        """Annotate `public_since`: when a release holding the pair was first published (None: not public)."""
+        return self.annotate(public_since=public_since_of(models.OuterRef("pk")))
 
     def reviewable_by(self, user):
         """Submitted pairs a reviewer may decide: never their own work."""

@@ -5,6 +5,9 @@ provenance line, the hashes of its two images), so its files can be written agai
 baseline and every model score stand on the same items. Nothing of a release changes once it is made: correcting a
 pair changes the next release, not this one. The database refuses updates and deletes of releases' items
 (a trigger, migration 0018), and the models refuse them before the database is asked.
+
+A release is frozen when it is made and public only from its first ReleasePublication: each way its files leave the
+server records one, and a coordinator records one by hand for a copy that left another way.
 """
 
 from __future__ import annotations
@@ -81,6 +84,39 @@ class Release(models.Model):
     @property
     def name(self) -> str:
         return f"v{self.number}"
+
+    @property
+    def public_since(self):
+        """When its files first left the server (the earliest publication), or None: frozen, not public."""
+        first = self.publications.order_by("when", "pk").first()
+        return first.when if first else None
+
+
+class ReleasePublication(models.Model):
+    """One time a release's files left the server (or were found to have): how, by whom, when and where to. From the
+    earliest one on, every pair the release holds counts as public (`Pair.objects.already_public`)."""
+
+    class How(models.TextChoices):
+        CLI_EXPORT = "cli_export", "export_benchmark --release"
+        RELEASE_FILES = "release_files", "manage.py release_files"
+        ZIP_DOWNLOAD = "zip_download", "zip download"
+        S3_TARGET = "s3_target", "S3 target"
+        HUB_VIEW = "hub_view", "dataset hub"
+        BY_HAND = "by_hand", "marked by hand"
+
+    release = models.ForeignKey(Release, models.PROTECT, related_name="publications")
+    how = models.CharField(max_length=20, choices=How.choices)
+    who = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
+    when = models.DateTimeField(default=timezone.now, db_index=True)
+    where = models.CharField(max_length=1000, blank=True, help_text="The folder, URL or place the files went to.")
+    note = models.TextField(blank=True, max_length=NOTE_MAX)
+    recorded = models.DateTimeField(default=timezone.now, help_text="When the app learnt of it (by hand: later).")
+
+    class Meta:
+        ordering = ["when", "pk"]
+
+    def __str__(self):
+        return f"{self.release.name} {self.get_how_display()} {self.when:%Y-%m-%d %H:%M}"
 
 
 class ReleaseItem(models.Model):

@@ -4,7 +4,8 @@ database alone, and what changed since the release before.
 `release_publish` runs inside `benchmark_export` once the files are in place: the Release and every ReleaseItem in
 one transaction, numbered under a lock, one release per export job. `release_files_write` rebuilds the folder byte
 for byte and checks every image against the hash the export recorded. `release_diff` compares two releases by item
-id and says why each item came, went or changed.
+id and says why each item came, went or changed. `release_publication_record` records each time a release's files leave
+the server: from the first, its pairs count as public.
 """
 
 from __future__ import annotations
@@ -17,17 +18,19 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.files.storage import default_storage
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from annotator.jobs.scratch import scratch_register
-from annotator.models import Category, Domain, Pair, Release, ReleaseItem
+from annotator.models import Category, Domain, Pair, Release, ReleaseItem, ReleasePublication
 from benchmark.card import split_totals
 from benchmark.records import CARD, FIELDS, ITEMS_METADATA, MANIFEST, SPLITS, split_path
-from subtlebench.errors import Conflict, NotFound, file_error_detail
+from subtlebench.errors import Conflict, Invalid, NotFound, file_error_detail
 
 # One key for every advisory lock on release numbers ("RELS"): pg_advisory_lock is re-entrant within a session.
 RELEASE_LOCK = 0x52454C53
@@ -125,10 +128,21 @@ def release_number_lock():
 
 @transaction.atomic
 def release_publish(
-    *, draft: ReleaseDraft, options, result: dict, left_out: list[dict], job_id: int | None = None, user=None
+    *,
+    draft: ReleaseDraft,
+    options,
+    result: dict,
+    left_out: list[dict],
+    job_id: int | None = None,
+    user=None,
+    published_how: str | None = None,
+    published_where: str = "",
 ) -> Release:
     """Make the Release and all its items in one transaction, from what the export wrote (`result`) and kept
-    (`draft`). An export job that has a release already gets that one back: one release per export job."""
+    (`draft`). An export job that has a release already gets that one back: one release per export job.
+
+    `published_how` (a ReleasePublication.How): the export's files have left the server already (an S3 target, a
+    folder written by the command line), recorded in the same transaction; None: the release is frozen, not public."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [RELEASE_LOCK])
     if job_id is not None:
@@ -165,7 +179,33 @@ def release_publish(
             ReleaseItem.objects.bulk_create(batch)
             batch = []
     ReleaseItem.objects.bulk_create(batch)
+    if published_how is not None:
+        release_publication_record(release=release, how=published_how, who=user, where=published_where)
     return release
+
+
+def release_publication_record(
+    *, release: Release, how: str, who=None, where: str = "", note: str = "", when=None
+) -> ReleasePublication:
+    """Record that the release's files left the server (`how`, a ReleasePublication.How) at `when` (now by default):
+    from its first publication on, the release's pairs count as public. Every event is kept, the first one counts.
+    A time in the future is refused (Invalid): a release is public from when it was, not from when it will be."""
+    now = timezone.now()
+    when = when or now
+    if how not in ReleasePublication.How.values:
+        raise Invalid({"how": [f"one of {', '.join(ReleasePublication.How.values)}, got {how!r}."]})
+    if when > now:
+        raise Invalid({"when": [f"{when:%Y-%m-%d %H:%M} is in the future: give when the files were published."]})
+    # By hand a time is given to the minute: the minute the release was made is its first.
+    if when < release.created - timedelta(minutes=1) and how == ReleasePublication.How.BY_HAND:
+        raise Invalid(
+            {"when": [f"release {release.name} was made on {release.created:%Y-%m-%d %H:%M}: give a time after it."]}
+        )
+    when = max(when, release.created)  # a clock step back: its files cannot have left before the release was made
+    max_where = ReleasePublication._meta.get_field("where").max_length
+    return ReleasePublication.objects.create(
+        release=release, how=how, who=who, when=when, where=where[:max_where], note=note, recorded=now
+    )
 
 
 def release_get(name: str) -> Release:

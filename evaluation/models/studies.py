@@ -99,6 +99,11 @@ class Study(models.Model):
         help_text="The release its sample is drawn from; empty for a study made before releases.",
     )
     fraction = models.FloatField(default=0.1, help_text="Share of the pool to sample, in (0, 1].")
+    # Items already public when the study is drawn can be looked up by their pixels: such a study is made only when
+    # asked for, and its baseline is labelled "open book" wherever it is shown.
+    open_book = models.BooleanField(
+        default=False, help_text="Drawn on items already public, knowingly: its answers may have been looked up."
+    )
     seed = models.IntegerField(default=0)
     raters_per_item = models.PositiveSmallIntegerField(default=1)
     categories = ArrayField(models.CharField(max_length=20, choices=Category.choices), default=list, blank=True)

@@ -16,13 +16,13 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from annotator.models import Pair, Release
+from annotator.models import Release
 from benchmark.figure import gap_svg
 from benchmark.records import SPLITS
 from benchmark.report import HUMANS, MACRO, MICRO, Cell, Report, percent
 from benchmark.strategy_table import StrategyTable
 from benchmark.taxonomy import ABBREVIATIONS, CATEGORIES, DOMAINS
-from evaluation.models import ModelEvaluation, StudyItem
+from evaluation.models import ModelEvaluation
 from evaluation.results.judge_check import release_judge_agreement
 from evaluation.results.report import (
     release_report,
@@ -36,7 +36,7 @@ from evaluation.runs.description import accuracy_table
 from evaluation.runs.naming import run_names
 from evaluation.runs.services import model_answers_on_release, report_runs
 from evaluation.runs.strategies import STRATEGIES
-from evaluation.studies.release_answers import human_answers_on_release
+from evaluation.studies.release_answers import human_answers_on_release, release_public_answers
 from subtlebench.roles import COORDINATOR, role_required
 from subtlebench.spreadsheet_csv import csv_download
 
@@ -87,6 +87,7 @@ def release_report_choice(release: Release, *, split: str = "test", run_ids: lis
         human_answers=human_answers_on_release(release),
         model_answers=model_answers_on_release(release, shown),
         split=split,
+        humans_label=humans_label(release_public_answers(release, split)),
     )
     figure, note = report, ""
     if run_ids is None and len(report.models) > FIGURE_RUNS:
@@ -112,20 +113,23 @@ def release_report_of(release: Release, *, split: str = "test") -> Report:
     return release_report_choice(release, split=split).report
 
 
-def public_humans_note(release: Release, split: str) -> str:
-    """What the report says beside the human accuracy when some item people answered is already public ("" when
-    none is): those answers may have been looked up by the images' pixels (evaluation.studies.served_images)."""
-    studied = release.items.filter(
-        split=split, study_items__kind=StudyItem.Kind.SCORED, study_items__assignments__answered_at__isnull=False
-    ).values("pk")
-    items = release.items.filter(pk__in=studied)
-    public = items.filter(pair__in=Pair.objects.already_public()).count()
-    if not public:
+def humans_label(public: dict) -> str:
+    """The humans' row as every table and file of the report names it: "Humans (open book)" or "Humans (7 items
+    public since 2026-01-02, 3 answers after)" when items people answered are public, else "Humans"."""
+    return f"{HUMANS} ({public['label']})" if public["label"] else HUMANS
+
+
+def public_humans_note(public: dict) -> str:
+    """What the report says beside the human accuracy when some item people answered is public ("" when none is):
+    those answered after it became public may have been looked up by the images' pixels
+    (evaluation.studies.served_images)."""
+    if not public["label"]:
         return ""
     return (
-        f"{public} of the {items.count()} items people answered are already public (imported from an existing "
-        "dataset, or in an export whose files were downloaded or written out): their answers may have been found by "
-        "a search on the images' pixels."
+        f"{public['scored']} of the {public['of']} items people answered are public since {public['since'][:10]} (a "
+        f"published release holds them): {public['answers_after']['n']} answers were given after they became public "
+        f"and may have been found by a search on the images' pixels, {public['answers_before']['n']} before."
+        + (" A study on them was drawn knowingly: open book." if public["open_book"] else "")
     )
 
 
@@ -203,6 +207,7 @@ def strategy_table_of(release: Release, split: str, runs, endpoint_id: int) -> S
         release,
         model=next(iter(chosen.values())).endpoint.name,
         human_answers=human_answers_on_release(release),
+        humans_label=humans_label(release_public_answers(release, split)),
         strategies={strategy: (names[run.pk], answers[names[run.pk]]) for strategy, run in chosen.items()},
         split=split,
     )
@@ -251,7 +256,7 @@ def release_report_page(request, number: int, split: str = "test"):
         "query": query,
         "files": release_report_file_names(report),
         "overall": (MICRO, MACRO),
-        "public_humans": public_humans_note(release, split),
+        "public_humans": public_humans_note(release_public_answers(release, split)),
         "description_runs": description_runs_section(release, split),
         "strategy_models": models,
         "strategy_model": model,

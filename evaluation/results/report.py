@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from annotator.models import Release
 from benchmark.figure import gap_png, gap_svg
 from benchmark.records import SPLITS
-from benchmark.report import Report, compute_report, report_csv, report_json, report_latex, report_markdown
+from benchmark.report import HUMANS, Report, compute_report, report_csv, report_json, report_latex, report_markdown
 from benchmark.strategy_table import (
     StrategyTable,
     compute_strategy_table,
@@ -40,6 +40,7 @@ def release_report(
     human_answers: Iterable,
     model_answers: Mapping[str, Iterable],
     split: str = "test",
+    humans_label: str = HUMANS,
 ) -> Report:
     """The report of humans and models on `release`'s `split`.
 
@@ -56,6 +57,7 @@ def release_report(
         items=items,
         humans=on_split(human_answers),
         models={label: on_split(answers) for label, answers in model_answers.items()},
+        humans_label=humans_label,
     )
 
 
@@ -89,6 +91,7 @@ def release_strategy_table(
     human_answers: Iterable,
     strategies: Mapping[str, tuple[str, Iterable]],
     split: str = "test",
+    humans_label: str = HUMANS,
 ) -> StrategyTable:
     """One model's strategies on `release`'s `split` beside the humans (benchmark.strategy_table): strategies is
     {strategy: (run name, [(item_id, is_correct)])}."""
@@ -101,6 +104,7 @@ def release_strategy_table(
         items=items,
         humans=on_split(human_answers),
         strategies={strategy: (run, on_split(answers)) for strategy, (run, answers) in strategies.items()},
+        humans_label=humans_label,
     )
 
 

@@ -8,13 +8,21 @@ from collections import Counter
 
 from django import forms
 from django.conf import settings
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Pair, Release
-from annotator.releases.services import DIFF_SHOWN, release_count_table, release_diff, release_get
+from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Pair, Release, ReleasePublication
+from annotator.releases.services import (
+    DIFF_SHOWN,
+    release_count_table,
+    release_diff,
+    release_get,
+    release_publication_record,
+)
 from evaluation.models import Participant, Study
 from evaluation.results import beside
 from evaluation.results.compare import paired_compare, release_compare, side_choices, side_of
@@ -25,9 +33,20 @@ from evaluation.studies.release_answers import release_studies_section
 from evaluation.studies.reports import chart_bars
 from evaluation.studies.services import open_url
 from evaluation.studies.views import AttentionForm, InviteForm, load_study
+from subtlebench.errors import Invalid
+from subtlebench.pages import post_only, redirect_refused_form, refused_form
 from subtlebench.roles import COORDINATOR, role_required
+from subtlebench.text import NOTE_MAX, SHORT_TEXT_MAX, single_line
 
 SPLITS = [("test", "test"), ("val", "val")]
+
+
+class PublishedElsewhereForm(forms.Form):
+    when = forms.DateTimeField(
+        label="Published elsewhere on", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+    where = forms.CharField(max_length=SHORT_TEXT_MAX, required=False, validators=[single_line], label="Where")
+    note = forms.CharField(max_length=NOTE_MAX, required=False, label="Note")
 
 
 @role_required(COORDINATOR)
@@ -37,6 +56,8 @@ def release_detail(request, number: int):
     diff = release_diff(release=release)
     context = {
         "release": release,
+        "publications": release.publications.select_related("who"),
+        "published_form": refused_form(request, PublishedElsewhereForm),
         "table": release_count_table(release),
         "diff": diff,
         "shown": DIFF_SHOWN,
@@ -44,6 +65,26 @@ def release_detail(request, number: int):
         "release_links": [*release_studies_section(release), *release_model_runs_section(release)],
     }
     return render(request, "releases/detail.html", context)
+
+
+@role_required(COORDINATOR)
+@post_only("release-detail")
+def release_mark_public(request, number: int):
+    """Record by hand that the release's files were published elsewhere (who, when, where): from then on its items
+    count as public, and a study drawn on them is open book."""
+    release = release_get(str(number))
+    back = reverse("release-detail", args=[number])
+    form = PublishedElsewhereForm(request.POST)
+    if not form.is_valid():
+        return redirect_refused_form(request, back, form)
+    try:
+        release_publication_record(
+            release=release, how=ReleasePublication.How.BY_HAND, who=request.user, **form.cleaned_data
+        )
+    except Invalid as error:
+        return redirect_refused_form(request, back, form, error)
+    messages.success(request, f"Release {release.name} marked public since {form.cleaned_data['when']:%Y-%m-%d %H:%M}.")
+    return redirect(back)
 
 
 # --- The runs compared on a release ------------------------------------------------------------------------------

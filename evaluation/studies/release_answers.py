@@ -3,8 +3,12 @@ only, answered, each named by the release's own item id and an opaque rater key.
 
 from __future__ import annotations
 
+from django.db.models import OuterRef
+
 from annotator.models import Release
-from evaluation.models import Assignment, StudyItem
+from annotator.models.pairs import public_since_of
+from evaluation.models import Assignment, Study, StudyItem
+from evaluation.studies.reports import public_answers
 
 
 def human_answers_on_release(release: Release) -> list[tuple[str, str, bool]]:
@@ -22,6 +26,26 @@ def human_answers_on_release(release: Release) -> list[tuple[str, str, bool]]:
     ).select_related("participant", "item__release_item")
     rows = [(a.item.release_item.item_id, a.participant.rater_key, bool(a.correct)) for a in answered.iterator()]
     return sorted(rows)
+
+
+def release_public_answers(release: Release, split: str) -> dict:
+    """What is public of the human baseline on `release`'s `split` (evaluation.studies.reports.public_answers): the
+    items people answered that a published release holds, since when, the answers given before and after each became
+    public, and "open book" when a study that answered was drawn knowingly on public items."""
+    answered = Assignment.objects.filter(
+        item__study__release=release,
+        item__kind=StudyItem.Kind.SCORED,
+        item__release_item__release=release,
+        item__release_item__split=split,
+        answered_at__isnull=False,
+    )
+    items = release.items.filter(pk__in=answered.values("item__release_item")).annotate(
+        public_since=public_since_of(OuterRef("pair_id"))
+    )
+    since_of = dict(items.values_list("pk", "public_since"))
+    answers = list(answered.values_list("item__release_item", "answered_at", "correct"))
+    open_book = Study.objects.filter(pk__in=answered.values("item__study"), open_book=True).exists()
+    return public_answers(since_of, answers, of=len(since_of), open_book=open_book)
 
 
 def release_studies_section(release: Release) -> list[dict]:

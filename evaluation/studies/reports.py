@@ -5,9 +5,11 @@ from __future__ import annotations
 import io
 from collections import Counter, defaultdict
 
+from django.db.models import OuterRef
 from django.utils import timezone
 
-from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Pair
+from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain
+from annotator.models.pairs import public_since_of
 from evaluation.models import Assignment, Study, StudyItem
 from evaluation.studies import metrics
 from evaluation.studies.accuracy import HUMAN_RULE, accuracy_figure, human_entries, human_items, study_answers
@@ -110,8 +112,14 @@ def study_results(study: Study, now=None) -> dict:
 
     participants = _participants(study, rows)
     too_fast_sessions = {p["id"] for p in participants if p["session_too_fast"]}
+    public = public_items(study)
+    marked = f" ({public['label']})" if public["label"] else ""
     paper_table = [
-        paper_row("Humans (this study)", {c: g["accuracy"] for c, g in per_category.items()}, macro["accuracy"]),
+        paper_row(
+            f"Humans (this study{', ' + public['label'] if public['label'] else ''})",
+            {c: g["accuracy"] for c, g in per_category.items()},
+            macro["accuracy"],
+        ),
         paper_row("Humans (paper)", PAPER_HUMANS, PAPER_HUMANS_AVG),
     ]
 
@@ -119,7 +127,8 @@ def study_results(study: Study, now=None) -> dict:
         "study": {
             "id": study.pk,
             "name": study.name,
-            "baseline": study.baseline_label,
+            "baseline": study.baseline_label + marked,
+            "open_book": study.open_book,
             "release": _release(study),
             "seed": study.seed,
             "fraction": study.fraction,
@@ -166,7 +175,7 @@ def study_results(study: Study, now=None) -> dict:
             # Answers of sessions finished too fast as a whole: counted like every answer, flagged like too-fast ones.
             "too_fast_session_responses": sum(1 for r in scored if r["participant_id"] in too_fast_sessions),
         },
-        "public_items": public_items(study),
+        "public_items": public,
         "attention_checks": metrics.proportion(sum(bool(r["correct"]) for r in checks), len(checks)),
         "agreement": agreement,
         "participants": participants,
@@ -175,20 +184,55 @@ def study_results(study: Study, now=None) -> dict:
 
 
 PUBLIC_WARNING = (
-    "{public} of the {scored} scored items are already public (imported from an existing dataset, or in an export "
-    "whose files were downloaded or written out): a participant can find them, answer included, by a search on their "
-    "pixels, which no re-encoding of the images prevents. Human accuracy on them may be looked up, not seen."
+    "{public} of the {scored} scored items are public since {since} (a published release holds them): a participant "
+    "can find them, answer included, by a search on their pixels, which no re-encoding of the images prevents. "
+    "{after} answers were given after they became public{before}. {open_book}"
 )
 
 
+def public_answers(since_of: dict, answers, *, of: int, open_book: bool) -> dict:
+    """What is public of a baseline and what was answered after: `since_of` {item key: when it became public, or
+    None}, `answers` [(item key, answered_at, correct)]. Each answer is compared with its own item's publication, so
+    items that became public while a study ran count from that moment. `label` names the baseline wherever it is
+    shown ("" when nothing is public)."""
+    public = {key: when for key, when in since_of.items() if when is not None}
+    before = [bool(correct) for key, at, correct in answers if key in public and at < public[key]]
+    after = [bool(correct) for key, at, correct in answers if key in public and at >= public[key]]
+    since = min(public.values()) if public else None
+    label = warning = ""
+    if public:
+        day = since.strftime("%Y-%m-%d")
+        label = "open book" if open_book else f"{len(public)} items public since {day}, {len(after)} answers after"
+        warning = PUBLIC_WARNING.format(
+            public=len(public),
+            scored=of,
+            since=day,
+            after=len(after),
+            before=f" ({len(before)} before)" if before else "",
+            open_book="The study was drawn knowingly on them: open book." if open_book else "",
+        ).strip()
+    return {
+        "scored": len(public),
+        "of": of,
+        "since": since.isoformat() if since else None,
+        "open_book": open_book,
+        "answers_before": metrics.proportion(sum(before), len(before)),
+        "answers_after": metrics.proportion(sum(after), len(after)),
+        "label": label,
+        "warning": warning,
+    }
+
+
 def public_items(study: Study) -> dict:
-    """How many of the study's scored items are already public (`Pair.objects.already_public`), and what the
-    dashboard and the reports say about it ("" when none is)."""
-    scored = study.items.scored()
-    total = scored.count()
-    public = scored.filter(pair__in=Pair.objects.already_public()).count()
-    warning = PUBLIC_WARNING.format(public=public, scored=total) if public else ""
-    return {"scored": public, "of": total, "warning": warning}
+    """How many of the study's scored items a published release holds (`Pair.objects.already_public`), since when,
+    and the answers given before and after each became public; the label and warning the dashboard, the reports and
+    every download carry ("" when none is public)."""
+    scored = study.items.scored().annotate(public_since=public_since_of(OuterRef("pair_id")))
+    since_of = dict(scored.values_list("pk", "public_since"))
+    answers = Assignment.objects.filter(item__in=scored, answered_at__isnull=False).values_list(
+        "item_id", "answered_at", "correct"
+    )
+    return public_answers(since_of, list(answers), of=len(since_of), open_book=study.open_book)
 
 
 def _release(study: Study) -> dict | None:
@@ -273,6 +317,8 @@ RESPONSE_COLUMNS = [
     "user_agent",
     "session_too_fast",
     "participant_code",
+    "item_public_since",
+    "answered_after_public",
 ]
 
 
@@ -285,6 +331,7 @@ def responses_csv(study: Study) -> str:
         Assignment.objects.filter(item__study=study, answered_at__isnull=False)
         .exclude(item__kind=StudyItem.Kind.PRACTICE)
         .select_related("participant", "item__pair__video", "item__release_item")
+        .annotate(item_public_since=public_since_of(OuterRef("item__pair_id")))
         .order_by("participant_id", "sequence", "pk")
     )
     for a in answered.iterator():
@@ -313,6 +360,8 @@ def responses_csv(study: Study) -> str:
                 a.participant.user_agent,
                 int(a.participant.too_fast),
                 a.participant.completion_code,
+                a.item_public_since.isoformat() if a.item_public_since else "",
+                int(a.item_public_since is not None and a.answered_at >= a.item_public_since),
             ]
         )
     return buffer.getvalue()

@@ -114,6 +114,7 @@ def study_create(
     instructions_text: str = "",
     consent_text: str = "",
     withdrawal_text: str = "",
+    open_book: bool = False,
 ) -> Study:
     """Create a study and draw its frozen sample and practice items from a release's split (test unless `split`
     says val), stratified and seeded (`sampling.draw`); participants are shown each item as released.
@@ -121,6 +122,9 @@ def study_create(
     Without a release (the demo and callers from before releases) it draws from the accepted pairs, shown as they
     are: a study "before releases". The pages, the API and the command always pass a release. The participant
     page's settings left out (None, or a blank text) keep the model's defaults.
+
+    A sample with items already public (a published release holds them) is refused unless `open_book`: its answers
+    could be looked up by the images' pixels, so such a study is run only knowingly, and labelled open book.
     """
     if not name.strip():
         raise StudyError({"name": ["give the study a name."]})
@@ -176,9 +180,13 @@ def study_create(
         practice_excluded={key for key, row in pool.items() if row[0] in judged},
         practice_first=[candidate(key, row) for key, row in drawable.items() if row[0] in practised],
     )
+    public = Pair.objects.already_public().filter(pk__in=[drawable[key][0] for key in sampled])
+    if not open_book and public.exists():
+        raise StudyError({"open_book": [public_sample_refusal(public, len(sampled))]})
     study = Study.objects.create(
         name=name.strip(),
         release=release,
+        open_book=open_book,
         fraction=fraction,
         seed=seed,
         raters_per_item=raters_per_item,
@@ -214,6 +222,18 @@ def study_create(
     if invites:
         study_invite(study=study, count=invites)
     return study
+
+
+def public_sample_refusal(public, drawn: int) -> str:
+    """Why a sample with public items is refused: how many, since when, and the two ways on."""
+    since = public.with_public_since().order_by("public_since").values_list("public_since", flat=True).first()
+    count = public.count()
+    return (
+        f"{count} of the {drawn} items drawn are already public (a published release holds them, since "
+        f"{since:%Y-%m-%d %H:%M}): a participant could look their answers up by the images' pixels. Draw from a "
+        "release not yet published (freeze it, run its study, then publish), or choose open book to run this study "
+        "labelled so."
+    )
 
 
 def participants_admitted(*, items: int, raters_per_item: int, items_per_participant: int) -> int:

@@ -70,6 +70,12 @@ class StudyForm(forms.Form):
     no_items_url = forms.URLField(
         required=False, max_length=200, assume_scheme="https", label="Return URL when no items are left"
     )
+    open_book = forms.BooleanField(
+        required=False,
+        label="Open book: run it even if items are already public",
+        help_text="Items a published release holds can be looked up by their pixels: a study on them is refused "
+        "unless chosen here, and is then labelled open book wherever its results are shown.",
+    )
 
     # Each field once, in the row it belongs to: the page renders these rows and nothing else.
     ROWS = (
@@ -78,6 +84,7 @@ class StudyForm(forms.Form):
         ("practice_count", "items_per_participant", "invites"),
         ("open_cap", "session_minutes"),
         ("redirect_url", "no_items_url"),
+        ("open_book",),
     )
 
     def rows(self):

@@ -163,6 +163,9 @@ CASES = {
         ("rita", "/api/jobs/{failed_job}/retry/", None, 403),
     ],
     ("POST", "/api/exports/start/"): [("alice", "/api/exports/start/", {"target": "stolen"}, 403)],
+    ("POST", "/api/releases/v{number}/publications/mark/"): [
+        ("alice", "/api/releases/v1/publications/mark/", {"when": "2020-01-01T00:00:00Z"}, 403)
+    ],
     ("POST", "/api/models/create/"): [
         ("rita", "/api/models/create/", {"name": "m", "base_url": "http://gpu/v1", "model_id": "m"}, 403)
     ],

@@ -18,7 +18,9 @@ pytestmark = pytest.mark.django_db
 
 
 def publish(out: Path) -> Release:
-    call_command("export_benchmark", "--out", str(out), "--reproducible", "--val-fraction", "0", "--release")
+    call_command(
+        "export_benchmark", "--out", str(out), "--reproducible", "--val-fraction", "0", "--release", "--unpublished"
+    )
     return Release.objects.order_by("-number").first()
 
 

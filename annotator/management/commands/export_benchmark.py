@@ -52,8 +52,17 @@ class Command(BaseCommand):
         )
         parser.add_argument("--release-title", default="", metavar="T", help="The release's title (one line).")
         parser.add_argument("--release-notes", default="", metavar="N", help="Notes on the release.")
+        parser.add_argument(
+            "--unpublished",
+            action="store_true",
+            help="With --release to a local folder: freeze the release without publishing it (run its study first; "
+            "`release_files` publishes it later). Without it the release counts as public from now on: the folder "
+            "is yours to copy anywhere.",
+        )
 
     def handle(self, *args, **opts):
+        if opts["unpublished"] and (not opts["release"] or opts["out"].startswith("s3://")):
+            raise CommandError("--unpublished freezes a release kept in a local folder: give --release and a folder.")
         try:
             options = ExportOptions(
                 out=opts["out"],
@@ -71,7 +80,9 @@ class Command(BaseCommand):
                 release_notes=opts["release_notes"],
             )
             with TerminalProgress(self.stdout, "Exporting", unit="pair") as progress:
-                result = benchmark_export(options=options, dry_run=opts["dry_run"], progress=progress)
+                result = benchmark_export(
+                    options=options, dry_run=opts["dry_run"], progress=progress, hands_out=not opts["unpublished"]
+                )
         except ServiceError as error:  # bad options (Invalid) or a failed write (ExportError)
             raise CommandError(str(error))
         for category in sorted(result["counts"]):
@@ -99,4 +110,14 @@ class Command(BaseCommand):
             if "release" in result:
                 release = result["release"]
                 title = f" ({release['title']})" if release["title"] else ""
-                self.stdout.write(self.style.SUCCESS(f"Published release {release['name']}{title}."))
+                if opts["unpublished"]:
+                    self.stdout.write(
+                        self.style.SUCCESS(
+                            f"Froze release {release['name']}{title}, not published: run its study, then "
+                            f"`manage.py release_files {release['name']} OUT` to publish it."
+                        )
+                    )
+                else:
+                    self.stdout.write(
+                        self.style.SUCCESS(f"Published release {release['name']}{title} (public from now).")
+                    )

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand
 
 from demo.captions import seed_demo_captions
 from demo.pairs import seed_demo_pairs
-from demo.releases import seed_demo_model_run, seed_demo_release
+from demo.releases import seed_demo_model_run, seed_demo_publication, seed_demo_release
 from demo.similarity import report_demo_similarity, seed_demo_similarity
 from demo.studies import seed_demo_study
 from demo.videos import demo_videos_seed
@@ -45,5 +45,6 @@ class Command(BaseCommand):
         report_demo_similarity(self.stdout)
         release = seed_demo_release(self.stdout)
         seed_demo_study(self.stdout)
+        seed_demo_publication(release, self.stdout)
         seed_demo_model_run(release, self.stdout)
         seed_demo_captions(self.stdout)

@@ -22,6 +22,12 @@ class Command(BaseCommand):
         parser.add_argument("--split", choices=["test", "val"], default="test", help="The release's split (test).")
         parser.add_argument("--practice", type=int, default=None, help="Practice items (default from settings).")
         parser.add_argument("--open-cap", type=int, default=0, help="Also an open link admitting this many.")
+        parser.add_argument(
+            "--open-book",
+            action="store_true",
+            help="Run it even if items drawn are already public (a published release holds them), labelled open "
+            "book; without it such a sample is refused.",
+        )
 
     def handle(self, *args, **options):
         try:
@@ -37,6 +43,7 @@ class Command(BaseCommand):
                 practice_count=options["practice"],
                 invites=options["invites"],
                 open_cap=options["open_cap"],
+                open_book=options["open_book"],
             )
         except studies.StudyError as error:
             raise CommandError(str(error))
@@ -47,6 +54,8 @@ class Command(BaseCommand):
             f"(fraction {study.fraction}, seed {study.seed}, {study.raters_per_item} rater(s) per item), "
             f"{study.practice_count} practice items. Completion code {study.completion_code}."
         )
+        if study.open_book:
+            self.stdout.write(self.style.WARNING("Open book: items of this study are already public."))
         if study.open_cap:
             self.stdout.write(f"Open link (cap {study.open_cap}): {studies.open_url(study)}")
         for participant in study.participants.all():

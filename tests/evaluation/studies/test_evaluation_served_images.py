@@ -1,5 +1,6 @@
 """Answers not recoverable from a public release (issue 24): participants get their images' pixels written again
-for them, never a stored or exported file's bytes, with no metadata; studies drawn from public items are flagged."""
+for them, never a stored or exported file's bytes, with no metadata; a study drawn from public items is refused
+unless open book, and flagged."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from django.test import Client
 from PIL import Image as PILImage
 from PIL import ImageChops, ImageCms, ImageStat
 
-from annotator.models import Category, Domain, Image, Job, Pair
+from annotator.models import Category, Domain, Image, Job, Pair, ReleasePublication
+from annotator.releases.services import release_publication_record
 from evaluation.models import Assignment
 from evaluation.studies import served_images
 from evaluation.studies import services as studies
@@ -98,8 +100,11 @@ def test_the_hash_lookup_attack_recovers_no_answer_and_no_metadata_reaches_a_par
     imported = [imported_pair(n) for n in range(2)]
     export = Job.objects.create(kind=Job.Kind.EXPORT, title="export v1", status=Job.Status.SUCCEEDED)
     release = make_release(video_pairs + imported, export_job=export)
-    export.mark_files_public()  # the release's zip was downloaded: its files are public
-    study = studies.study_create(name="S", release=release, fraction=1, practice_count=0, raters_per_item=2)
+    # The release's zip was downloaded: its files are public, and a study on them is run knowingly, open book.
+    release_publication_record(release=release, how=ReleasePublication.How.ZIP_DOWNLOAD)
+    study = studies.study_create(
+        name="S", release=release, fraction=1, practice_count=0, raters_per_item=2, open_book=True
+    )
 
     # What the attacker holds: the release's files (the export copies the stored bytes, named by their sha256)
     # and the stored files themselves (thumbnails too), indexed by sha256 and by size.
@@ -150,21 +155,22 @@ def test_the_hash_lookup_attack_recovers_no_answer_and_no_metadata_reaches_a_par
 
     # The coordinator is told before the study opens, and the report says so beside the human accuracy.
     page = client_for(coordinator).get(f"/studies/{study.pk}/").content.decode()
-    assert 'id="public-items"' in page and "6 of the 6 scored items are already public" in page
+    assert 'id="public-items"' in page and "6 of the 6 scored items are public since" in page
     assert 'id="acc-public"' in page
     report = client_for(coordinator).get(f"/releases/v{release.number}/report/").content.decode()
-    assert 'id="report-public"' in report and "6 of the 6 items people answered are already public" in report
+    assert 'id="report-public"' in report and "6 of the 6 items people answered are public since" in report
 
 
-def test_only_imported_pairs_are_public_until_a_releases_files_leave_the_server(client_for, coordinator):
+def test_no_item_is_public_until_its_release_is_published_whatever_its_source(client_for, coordinator):
     export = Job.objects.create(kind=Job.Kind.EXPORT, title="export v1", status=Job.Status.SUCCEEDED)
     release = make_release([make_pair() for _ in range(3)] + [imported_pair(7)], export_job=export)
     study = studies.study_create(name="S", release=release, fraction=1, practice_count=0)
     client = client_for(coordinator)
-    assert "1 of the 4 scored items are already public" in client.get(f"/studies/{study.pk}/").content.decode()
-    export.mark_files_public()
-    export.mark_files_public()  # once: the first time stands
-    assert "4 of the 4 scored items are already public" in client.get(f"/studies/{study.pk}/").content.decode()
+    assert 'id="public-items"' not in client.get(f"/studies/{study.pk}/").content.decode()  # the import too
+    first = release_publication_record(release=release, how=ReleasePublication.How.ZIP_DOWNLOAD)
+    release_publication_record(release=release, how=ReleasePublication.How.RELEASE_FILES)  # the first time stands
+    page = client.get(f"/studies/{study.pk}/").content.decode()
+    assert f"4 of the 4 scored items are public since {first.when:%Y-%m-%d}" in page
     # A study of pairs nobody has seen outside says nothing.
     private = studies.study_create(name="P", release=make_release([make_pair() for _ in range(2)]), fraction=1)
     assert 'id="public-items"' not in client.get(f"/studies/{private.pk}/").content.decode()
@@ -207,4 +213,5 @@ def test_downloading_a_releases_export_makes_its_items_public(client_for, coordi
     job.refresh_from_db()
     assert Job.PUBLIC_SINCE in job.result
     page = client.get(f"/studies/{study.pk}/").content.decode()
-    assert f"{study.items.count()} of the {study.items.count()} scored items are already public" in page
+    assert f"{study.items.count()} of the {study.items.count()} scored items are public since" in page
+    assert release.publications.get().how == ReleasePublication.How.ZIP_DOWNLOAD
