@@ -26,6 +26,7 @@ from annotator.models import (
     PairDraft,
     Release,
     ReleaseItem,
+    ReleasePublication,
     Review,
     Sweep,
     SweepItem,
@@ -139,6 +140,16 @@ class FrozenAdmin(admin.ModelAdmin):
 @admin.register(Release)
 class ReleaseAdmin(FrozenAdmin):
     list_display = ("number", "title", "item_count", "image_count", "manifest_sha256", "created_by", "created")
+
+
+@admin.register(ReleasePublication)
+class ReleasePublicationAdmin(FrozenAdmin):
+    """A publication is a record of what happened: read here, recorded by the paths that publish (and the release
+    page's form)."""
+
+    list_display = ("release", "how", "when", "who", "where")
+    list_filter = ("how",)
+    raw_id_fields = ("release",)
 
 
 @admin.register(ReleaseItem)

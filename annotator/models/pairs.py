@@ -49,7 +49,7 @@ def public_since_of(pair):
     """A subquery: when a release holding `pair` (a pair id or an OuterRef to one) was first published, else None."""
     release = related_model("release_items")._meta.get_field("release").related_model
     publication = release._meta.get_field("publications").related_model
-    first = publication.objects.filter(release__items__pair=pair).order_by("when").values("when")[:1]
+    first = publication.objects.filter(release__items__pair=pair).order_by("when", "pk").values("when")[:1]
     return models.Subquery(first, output_field=models.DateTimeField())
 
 

@@ -226,7 +226,7 @@ def study_create(
 
 def public_sample_refusal(public, drawn: int) -> str:
     """Why a sample with public items is refused: how many, since when, and the two ways on."""
-    since = public.with_public_since().order_by("public_since").values_list("public_since", flat=True).first()
+    since = public.with_public_since().order_by("public_since", "pk").values_list("public_since", flat=True).first()
     count = public.count()
     return (
         f"{count} of the {drawn} items drawn are already public (a published release holds them, since "
