@@ -45,11 +45,30 @@ def related_model(name: str) -> type[models.Model]:
     return Pair._meta.get_field(name).related_model
 
 
+def items_showing(pair):
+    """Release items a participant shown `pair` (a pair id or an OuterRef to one) sees the pictures of: the pair's
+    own, and any other pair's with the same two images, either way round, the same rows or the same bytes. A pixel
+    search of a release's files finds the record of either, and for a binary question its answer is which image."""
+    inner = models.OuterRef(pair) if isinstance(pair, models.OuterRef) else pair
+    ref = models.OuterRef
+    same_pictures = Pair.objects.filter(pk=inner).filter(
+        models.Q(image_1=ref("image_1"), image_2=ref("image_2"))
+        | models.Q(image_1=ref("image_2"), image_2=ref("image_1"))
+        | models.Q(image_1__sha256=ref("image_1_sha256"), image_2__sha256=ref("image_2_sha256"))
+        | models.Q(image_1__sha256=ref("image_2_sha256"), image_2__sha256=ref("image_1_sha256"))
+    )
+    return related_model("release_items").objects.filter(models.Q(pair=pair) | models.Exists(same_pictures))
+
+
 def public_since_of(pair):
-    """A subquery: when a release holding `pair` (a pair id or an OuterRef to one) was first published, else None."""
-    release = related_model("release_items")._meta.get_field("release").related_model
-    publication = release._meta.get_field("publications").related_model
-    first = publication.objects.filter(release__items__pair=pair).order_by("when", "pk").values("when")[:1]
+    """A subquery: when a release showing `pair` (a pair id or an OuterRef to one; `items_showing`) was first
+    published, else None."""
+    first = (
+        items_showing(pair)
+        .filter(release__publications__isnull=False)
+        .order_by("release__publications__when", "release__publications__pk")
+        .values("release__publications__when")[:1]
+    )
     return models.Subquery(first, output_field=models.DateTimeField())
 
 
@@ -84,12 +103,11 @@ class PairQuerySet(models.QuerySet):
         return self.accepted().passing_similarity()
 
     def already_public(self, at=None):
-        """Pairs a published release holds: from the first time a release's files left the server (a
-        ReleasePublication, whatever the pair's source) a participant shown the pair could look it up by its pixels.
-        `at`: as things stood then (publications recorded as happening later do not count)."""
-        published = related_model("release_items").objects.filter(
-            pair=models.OuterRef("pk"), release__publications__isnull=False
-        )
+        """Pairs a published release shows (holds them, or another pair of the same two images: `items_showing`):
+        from the first time a release's files left the server (a ReleasePublication, whatever the pair's source) a
+        participant shown the pair could look it up by its pixels. `at`: as things stood then (publications recorded
+        as happening later do not count)."""
+        published = items_showing(models.OuterRef("pk")).filter(release__publications__isnull=False)
         if at is not None:
             published = published.filter(release__publications__when__lte=at)
         return self.filter(models.Exists(published))
