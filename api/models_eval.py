@@ -26,9 +26,11 @@ from api.pagination import page_response, paginated
 from evaluation.models import ModelEvaluation
 from evaluation.runs.description import accuracy_table
 from evaluation.runs.naming import run_name
-from evaluation.runs.services import evaluation_start, evaluation_summary, results_file, run_label_set
+from evaluation.runs.results_files import results_file
+from evaluation.runs.services import evaluation_start, run_label_set
 from evaluation.runs.strategies import CHOICES as STRATEGY_CHOICES
 from evaluation.runs.strategies import PROMPT_MAX
+from evaluation.runs.summaries import evaluation_summary
 from subtlebench.roles import COORDINATOR, HasRole
 from subtlebench.text import NAME_MAX
 

@@ -16,7 +16,8 @@ from annotator.releases.services import release_publication_record
 from benchmark.protocol import letter, shuffle_options
 from benchmark.results import question_entry, results_document
 from evaluation.models import ModelEvaluation
-from evaluation.runs.services import model_results_import, release_items
+from evaluation.runs.results_files import model_results_import
+from evaluation.runs.services import release_items
 
 DEMO_RELEASE_TITLE = "Demo"
 DEMO_MODEL = "demo-guesser"

@@ -121,7 +121,7 @@ def test_the_apps_take_the_contract_from_benchmark(imports):
         "evaluation.models.studies": "benchmark.records",
     }
     assert {module: target for module, target in users.items() if target not in imports[module]} == {}
-    assert "benchmark.results" in imports["evaluation.runs.services"]  # the results file, written and read
+    assert "benchmark.results" in imports["evaluation.runs.results_files"]  # the results file, written and read
 
 
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")

@@ -20,7 +20,7 @@ from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Release
 from benchmark.paired import mcnemar
 from evaluation.models import Assignment, ModelEvaluation, ModelItemResult
 from evaluation.runs.naming import run_name, run_names
-from evaluation.runs.services import release_runs
+from evaluation.runs.selectors import release_runs
 from evaluation.studies.accuracy import accuracy_figure, human_items
 
 CATEGORIES = [str(c) for c in Category.values]

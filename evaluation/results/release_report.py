@@ -34,7 +34,7 @@ from evaluation.results.report import (
 )
 from evaluation.runs.description import accuracy_table
 from evaluation.runs.naming import run_names
-from evaluation.runs.services import model_answers_on_release, report_runs
+from evaluation.runs.selectors import model_answers_on_release, report_runs
 from evaluation.runs.strategies import STRATEGIES
 from evaluation.studies.release_answers import human_answers_on_release, release_public_answers
 from subtlebench.roles import COORDINATOR, role_required

@@ -45,7 +45,7 @@ def release_report(
     """The report of humans and models on `release`'s `split`.
 
     human_answers: [(item_id, rater_key, is_correct)] (evaluation.studies.release_answers.human_answers_on_release);
-    model_answers: {label: [(item_id, is_correct)]} (evaluation.runs.services.model_answers_on_release).
+    model_answers: {label: [(item_id, is_correct)]} (evaluation.runs.selectors.model_answers_on_release).
     Answers on the release's items of the other split are left out (a model run may cover both splits); an answer
     on an id the release does not hold, or a second answer, is refused with benchmark.report.ReportInputError.
     """

@@ -28,7 +28,7 @@ from evaluation.results import beside
 from evaluation.results.compare import paired_compare, release_compare, side_choices, side_of
 from evaluation.results.study_summary import study_summary
 from evaluation.runs.naming import run_names
-from evaluation.runs.services import release_model_runs_section, release_runs
+from evaluation.runs.selectors import release_model_runs_section, release_runs
 from evaluation.studies.release_answers import release_studies_section
 from evaluation.studies.reports import chart_bars
 from evaluation.studies.services import open_url

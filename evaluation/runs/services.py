@@ -10,14 +10,12 @@ before releases are imported runs too (evaluation migration 0015): their answers
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from datetime import timedelta
-from decimal import Decimal
 from functools import partial
 
 from django.conf import settings
@@ -42,7 +40,7 @@ from annotator.llm.endpoints import (
     endpoint_client,
     request_parameters,
 )
-from annotator.llm.profiles import RequestProfile, endpoint_profile
+from annotator.llm.profiles import endpoint_profile
 from annotator.llm.protocol import configured_prompt
 from annotator.models import (
     Job,
@@ -53,17 +51,15 @@ from annotator.models import (
     ReleaseItem,
 )
 from annotator.models.jobs import ACTIVE
-from benchmark.circular import rotation_entries
-from benchmark.protocol import LETTERS, Item, shuffle_options
+from benchmark.protocol import Item, shuffle_options
 from benchmark.records import SPLITS
-from benchmark.results import ResultsFileError, load_results, outcome_of, question_entry, results_document
 from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.runs import description
 from evaluation.runs.answering import answer_item, item_regions, note_items_without_regions
 from evaluation.runs.extraction import extraction_pass
-from evaluation.runs.naming import run_names
 from evaluation.runs.runsettings import clean_run_settings
-from subtlebench.errors import Invalid, NotFound
+from evaluation.runs.summaries import evaluation_summary, evaluation_totals
+from subtlebench.errors import Invalid
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +70,6 @@ FLUSH_ITEMS = 64
 # switch interval (5 ms) behind the others: at 16 requests of 50 ms that cost a quarter of the throughput
 # (bench/model_eval.py). The run lowers it while it runs and puts it back after.
 GIL_SWITCH_SECONDS = 0.0005
-REASONS_SHOWN = 10  # distinct failure messages, each with its count, on a run's page and in its summary
 PREPARE_THREADS = 4  # threads beyond the endpoint's concurrency that read and make the next items' images
 Failure = ModelItemResult.Failure
 # Failures for the endpoint's sake, not the item's: many in a row, or one at the check before sending, pause the run.
@@ -417,27 +412,6 @@ def _store(evaluation: ModelEvaluation, results: list[ModelItemResult]) -> None:
         raise JobCancelled(f"job {evaluation.job_id} is no longer active")
 
 
-def evaluation_totals(evaluation: ModelEvaluation) -> dict:
-    counts = ModelItemResult.objects.filter(evaluation=evaluation).aggregate(
-        answered=models.Count("pk", filter=models.Q(is_correct__isnull=False)),
-        correct=models.Count("pk", filter=models.Q(is_correct=True)),
-        failed=models.Count("pk", filter=models.Q(is_correct__isnull=True)),
-        unparsable=models.Count("pk", filter=models.Q(parse_outcome=ModelItemResult.Parse.UNPARSABLE)),
-        extracted_correct=models.Count(
-            "pk",
-            filter=models.Q(
-                parse_outcome=ModelItemResult.Parse.UNPARSABLE,
-                extraction=ModelItemResult.Extraction.LETTER,
-                extracted_letter=models.F("correct_letter"),
-            ),
-        ),
-        prompt_tokens=models.Sum("prompt_tokens", default=0),
-        completion_tokens=models.Sum("completion_tokens", default=0),
-        reasoning_tokens=models.Sum("reasoning_tokens", default=0),
-    )
-    return counts
-
-
 def _check_active(job_id: int) -> None:
     """The cancel flag, read often (a beat reads it only every JOB_HEARTBEAT_SECONDS)."""
     if not Job.objects.filter(pk=job_id, status__in=ACTIVE).exists():
@@ -617,395 +591,6 @@ def _verdict(evaluation: ModelEvaluation) -> None:
     raise error
 
 
-# --- Summaries and the results file --------------------------------------------------------------------------
-
-
-def evaluation_summary(evaluation: ModelEvaluation) -> dict:
-    """Counts of the run: answered, failed and not yet asked items, accuracy over the answered ones (overall and per
-    category: a failed request is no answer, never a wrong one), failures by kind, tokens, the state (paused:
-    why and the next try)."""
-    evaluation.refresh_from_db()
-    results = ModelItemResult.objects.filter(evaluation=evaluation).order_by()
-    per_category = {}
-    for row in (
-        results.values("category")
-        .annotate(
-            answered=models.Count("pk", filter=models.Q(is_correct__isnull=False)),
-            correct=models.Count("pk", filter=models.Q(is_correct=True)),
-            failed=models.Count("pk", filter=models.Q(is_correct__isnull=True)),
-            unparsable=models.Count("pk", filter=models.Q(parse_outcome=ModelItemResult.Parse.UNPARSABLE)),
-        )
-        .order_by("category")
-    ):
-        answered, correct = row["answered"], row["correct"]
-        per_category[row["category"]] = {
-            "count": answered + row["failed"],  # items with a result (kept for API clients): answered + failed
-            "answered": answered,
-            "correct": correct,
-            "failed": row["failed"],
-            "unparsable": row["unparsable"],
-            "accuracy": correct / answered if answered else None,
-        }
-    failures = {
-        row["failure"]: row["count"]
-        for row in results.exclude(failure="").values("failure").annotate(count=models.Count("pk")).order_by("failure")
-    }
-    reasons = [
-        {"failure": row["failure"], "message": row["failure_message"], "count": row["count"]}
-        for row in results.exclude(failure="")
-        .values("failure", "failure_message")
-        .annotate(count=models.Count("pk"))
-        .order_by("-count", "failure", "failure_message")[:REASONS_SHOWN]
-    ]
-    job = evaluation.job
-    job.refresh_from_db(fields=["started", "finished", "result", "status"])
-    end = job.finished or timezone.now()
-    return {
-        **{key: value for key, value in (job.result or {}).items() if key in ("skipped",)},
-        "state": evaluation.state,
-        "total": evaluation.items,
-        "answered": evaluation.answered,
-        "correct": evaluation.correct,
-        "failed": evaluation.failed,
-        "not_asked": evaluation.not_asked,
-        "accuracy": evaluation.accuracy,
-        **strategy_summary(evaluation, results),
-        "per_category": per_category,
-        "failures": failures,
-        "paused_until": evaluation.paused_until.isoformat() if evaluation.paused_until else None,
-        "pause_reason": evaluation.pause_reason if evaluation.paused_until else "",
-        "prompt_tokens": evaluation.prompt_tokens,
-        "completion_tokens": evaluation.completion_tokens,
-        "reasoning_tokens": evaluation.reasoning_tokens,
-        "cost": run_cost(evaluation),
-        "reasons": reasons,
-        "seconds": round((end - job.started).total_seconds(), 1) if job.started else 0.0,
-    }
-
-
-def run_cost(evaluation: ModelEvaluation) -> float | None:
-    """What the run's tokens cost at the prices of the profile it was created with (None without prices)."""
-    stored = evaluation.parameters.get("profile") or {}
-    prices = [stored.get("price_prompt"), stored.get("price_completion")]
-    if prices == [None, None]:
-        return None
-    profile = RequestProfile(
-        price_prompt=Decimal(prices[0]) if prices[0] is not None else None,
-        price_completion=Decimal(prices[1]) if prices[1] is not None else None,
-    )
-    return profile.cost(evaluation.prompt_tokens, evaluation.completion_tokens)
-
-
-def strategy_summary(evaluation: ModelEvaluation, results) -> dict:
-    """Issue 28's part of the summary: the strategy, the unparsable replies (in the accuracy as wrong answers, as
-    the official evaluator scores them; in a circular run, the items with such a reply in some rotation), with an
-    extraction pass its outcomes and the second figure, and for an oracle strategy the items it had no stored
-    region to draw for (`without_regions`; None for the other strategies)."""
-    extraction = None
-    if evaluation.extraction_endpoint_id:
-        counts = dict(
-            results.filter(parse_outcome=ModelItemResult.Parse.UNPARSABLE)
-            .values_list("extraction")
-            .annotate(n=models.Count("pk"))
-            .order_by("extraction")
-        )
-        extraction = {
-            "endpoint": evaluation.extraction_endpoint.name,
-            "read": counts.get(ModelItemResult.Extraction.LETTER, 0),
-            "none": counts.get(ModelItemResult.Extraction.NONE, 0),
-            "failed": counts.get(ModelItemResult.Extraction.FAILED, 0),
-            "not_read": counts.get("", 0),
-            "correct": evaluation.extracted_correct,
-        }
-    return {
-        "strategy": evaluation.strategy,
-        "unparsable": evaluation.unparsable,
-        "extraction": extraction,
-        "accuracy_with_extraction": evaluation.accuracy_with_extraction,
-        "without_regions": evaluation.parameters.get("without_regions"),
-    }
-
-
-def results_file(evaluation: ModelEvaluation) -> dict:
-    """The run as the official results file (`benchmark.results`): a failed request is an entry with `error`,
-    `predicted_answer` null and `is_correct` false, as the official evaluator writes it; `accuracy` is over the
-    answered entries, with `answered_count`, `failed_count` and `not_asked_count` beside it. A description run: the
-    official free-form layout with the judge's verdicts (evaluation.runs.description)."""
-    if evaluation.task == description.DESCRIPTION:
-        return description.description_results_file(evaluation)
-    texts = _question_texts(evaluation)
-    questions = [
-        question_entry(
-            question_id=row.question_id,
-            question_text=texts.get(row.question_id, ""),
-            options=row.options,
-            correct_letter=row.correct_letter,
-            predicted_letter=row.predicted_letter,
-            is_correct=bool(row.is_correct),
-            category=row.category,
-            domain=row.domain,
-            error=f"{row.failure}: {row.failure_message}" if row.failure else None,
-            response=row.response_text,
-        )
-        | result_entry_extras(row)
-        for row in ModelItemResult.objects.filter(evaluation=evaluation).order_by("pk").iterator(chunk_size=2000)
-    ]
-    job = evaluation.job
-    summary = job.result or {}
-    skipped = summary.get("skipped", [])
-    endpoint = evaluation.endpoint
-    return results_document(
-        model=endpoint.model_id if endpoint else evaluation.parameters.get("model") or evaluation.model_name,
-        temperature=(evaluation.parameters.get("request") or {}).get("temperature"),
-        questions=questions,
-        loaded=evaluation.items + len(skipped),
-        evaluation_time=(job.finished or timezone.now()).isoformat(),
-        max_workers=endpoint.concurrency if endpoint else 0,
-        skipped=skipped,
-        seed=evaluation.seed,
-        prompt_tokens=evaluation.prompt_tokens,
-        completion_tokens=evaluation.completion_tokens,
-        not_asked=evaluation.not_asked,
-    ) | results_file_settings(evaluation)
-
-
-def result_entry_extras(row: ModelItemResult) -> dict:
-    """Issue 28's fields of an entry: the parse outcome, a two-stage run's description, the extracted letter, and a
-    circular run's rotations (benchmark.circular.rotation_entries: each one's options, letters and outcome)."""
-    extras = {}
-    if row.parse_outcome:
-        extras["parse_outcome"] = row.parse_outcome
-    if row.rotations:
-        extras["rotations"] = rotation_entries(row.options, row.correct_letter, row.rotations)
-    if row.first_response:
-        extras["description"] = row.first_response
-    if row.extraction:
-        extras["llm_extraction"] = row.extraction
-        extras["extracted_answer"] = row.extracted_letter or None
-    return extras
-
-
-def results_file_settings(evaluation: ModelEvaluation) -> dict:
-    """Issue 28's settings and counts of the file: the prompt type and texts as run, max tokens, the unparsable
-    replies and, with an extraction pass, the second figure under its own name."""
-    if not evaluation.endpoint_id:
-        return {"unparsable_count": evaluation.unparsable}  # an imported file: its settings are not known here
-    request = evaluation.parameters.get("request") or {}
-    settings_ = {
-        "prompt_type": evaluation.strategy,
-        "prompt": evaluation.prompt,
-        "max_tokens": request.get("max_tokens"),
-        "unparsable_count": evaluation.unparsable,
-        "circular": evaluation.circular,
-    }
-    if "without_regions" in evaluation.parameters:
-        settings_["items_without_regions"] = evaluation.parameters["without_regions"]
-        settings_["items_without_regions_ids"] = evaluation.parameters.get("without_regions_ids", [])
-    if evaluation.extraction_endpoint_id:
-        settings_["llm_extraction"] = {
-            "model": evaluation.extraction_endpoint.model_id,
-            "endpoint": evaluation.extraction_endpoint.name,
-            "prompt": evaluation.parameters.get("extraction_prompt") or {},
-            "extracted_correct_count": evaluation.extracted_correct,
-            "accuracy_with_llm_extraction": evaluation.accuracy_with_extraction,
-        }
-    return settings_
-
-
-def _question_texts(evaluation: ModelEvaluation) -> dict[str, str]:
-    if evaluation.release_id:
-        rows = ReleaseItem.objects.filter(release_id=evaluation.release_id).order_by("pk")
-        return {item_id: json.loads(line)["question"] for item_id, line in rows.values_list("item_id", "line")}
-    # A run from before releases: the question of the pair each answer is linked to, where the pair is still here.
-    rows = evaluation.results.filter(pair__isnull=False).order_by("pk")
-    return dict(rows.values_list("question_id", "pair__question"))
-
-
-def evaluation_for_user(*, user, evaluation_id: int) -> ModelEvaluation:
-    check_coordinator(user)
-    evaluation = ModelEvaluation.objects.select_related("endpoint", "job").filter(pk=evaluation_id).first()
-    if evaluation is None:
-        raise NotFound(f"No model evaluation {evaluation_id}.")
-    return evaluation
-
-
-# --- An official results file imported onto a release ---------------------------------------------------------
-
-UNKNOWN_IDS_SHOWN = 10
-
-
-@transaction.atomic
-def model_results_import(
-    *, user, release: Release, name: str, content: bytes | str, file_name: str = ""
-) -> ModelEvaluation:
-    """Store an official results file (mc_evaluation_results.json) as a run on `release`: each entry is matched to
-    the release item with exactly its `question_id` (the release's own item ids; nothing parsed back to pairs).
-    Entries of unknown ids are stored nowhere and reported in the run's parameters (`unknown`, `unknown_ids`);
-    an id given twice is refused, as is a file none of whose ids is an item of the release. An entry with an
-    `error` is a failed request: no answer, counted apart, as for a run in the app."""
-    check_coordinator(user)
-    name = (name or "").strip()
-    label = file_name or "the file"
-    if not name:
-        raise Invalid({"name": ["Give the model a name."]})
-    if len(name) > ModelEvaluation._meta.get_field("name").max_length or "\n" in name:
-        raise Invalid({"name": ["A name is one line of at most 200 characters."]})
-    try:
-        entries = load_results(content, label)
-        outcomes = [outcome_of(entry, index, label) for index, entry in enumerate(entries)]
-    except ResultsFileError as error:
-        raise Invalid({"file": [str(error)]}) from None
-    released = {row.item_id: row for row in ReleaseItem.objects.filter(release=release).order_by("pk")}
-    matched: dict[str, tuple] = {}
-    unknown: list[str] = []
-    for entry, outcome in zip(entries, outcomes, strict=True):
-        row = released.get(outcome.question_id)
-        if row is None:
-            unknown.append(outcome.question_id)
-        elif outcome.question_id in matched:
-            first = matched[outcome.question_id][1].index
-            raise Invalid(
-                {
-                    "file": [
-                        f"{label}, entry {outcome.index}: question_id {outcome.question_id} appears twice "
-                        f"(first at entry {first}); which answer counts is not clear, so nothing was stored."
-                    ]
-                }
-            )
-        else:
-            matched[outcome.question_id] = (row, outcome, entry)
-    if not matched:
-        shown = ", ".join(unknown[:3])
-        raise Invalid(
-            {
-                "file": [
-                    f"{label}: none of its {len(entries)} question ids is an item of release {release.name}"
-                    + (f" (first: {shown})." if shown else ".")
-                ]
-            }
-        )
-    splits = sorted({row.split for row, _, _ in matched.values()})
-    now = timezone.now()
-    job = Job.objects.create(
-        kind=Job.Kind.MODEL_EVAL,
-        title=f"Import {name} on release {release.name}",
-        status=Job.Status.SUCCEEDED,
-        created_by=user if getattr(user, "pk", None) else None,
-        total=len(matched),
-        done=len(matched),
-        started=now,
-        finished=now,
-    )
-    evaluation = ModelEvaluation.objects.create(
-        endpoint=None,
-        name=name,
-        job=job,
-        source=ModelEvaluation.Source.IMPORT,
-        release=release,
-        split=splits[0] if len(splits) == 1 else "",
-        file_name=file_name[:300],
-        parameters={"entries": len(entries), "unknown": len(unknown), "unknown_ids": unknown[:UNKNOWN_IDS_SHOWN]},
-        items=len(matched),
-        created_by=job.created_by,
-    )
-    ModelItemResult.objects.bulk_create(
-        _imported_result(evaluation, row, outcome, entry) for row, outcome, entry in matched.values()
-    )
-    ModelEvaluation.objects.filter(pk=evaluation.pk).update(**evaluation_totals(evaluation))
-    evaluation.refresh_from_db()
-    job.result = evaluation_summary(evaluation) | {"unknown": len(unknown), "unknown_ids": unknown[:UNKNOWN_IDS_SHOWN]}
-    job.save(update_fields=["result"])
-    return evaluation
-
-
-def _imported_result(evaluation, row: ReleaseItem, outcome, entry: dict) -> ModelItemResult:
-    options = entry.get("options")
-    options = options if isinstance(options, list) and all(isinstance(o, str) for o in options) else []
-    correct = entry.get("correct_letter")
-    predicted = outcome.predicted.strip()
-    error = entry.get("error")
-    failed = bool(error)
-    return ModelItemResult(
-        evaluation=evaluation,
-        release_item=row,
-        pair_id=row.pair_id,
-        question_id=row.item_id,
-        category=row.category,
-        domain=row.domain,
-        options=options,
-        correct_letter=correct if isinstance(correct, str) and correct in LETTERS and len(correct) == 1 else "",
-        predicted_letter=predicted if len(predicted) == 1 and predicted in LETTERS else "",
-        is_correct=None if failed else outcome.is_correct,
-        response_text=str(entry.get("response") or entry.get("predicted_answer_text") or "")[:20000],
-        failure=Failure.OTHER if failed else "",
-        failure_message=str(error)[:2000] if failed else "",
-    )
-
-
-# --- What the release report reads ----------------------------------------------------------------------------
-
-
-def release_runs(release: Release):
-    """The runs on a release that are not running (in the app and imported), oldest first."""
-    return (
-        ModelEvaluation.objects.filter(release=release)
-        .exclude(job__status__in=(Job.Status.QUEUED, Job.Status.RUNNING))
-        .select_related("endpoint", "job", "judge")
-        .order_by("created", "pk")
-    )
-
-
-def finished_runs(release: Release, split: str):
-    """The runs that finished on `release`'s `split`: their job succeeded (every item answered or failed; a failed,
-    incomplete, cancelled or running run is not a result), on that split, or imported across both splits. Oldest
-    first."""
-    return (
-        release_runs(release)
-        .filter(job__status=Job.Status.SUCCEEDED, split__in=(split, ""))
-        .exclude(ended__in=(ModelEvaluation.Ended.FAILED, ModelEvaluation.Ended.INCOMPLETE))
-    )
-
-
-def report_runs(release: Release, split: str) -> list[ModelEvaluation]:
-    """The multiple-choice runs of the release report of `split`: the finished ones (a description run's judged
-    descriptions are another task, with its own section)."""
-    return [run for run in finished_runs(release, split) if run.task != description.DESCRIPTION]
-
-
-def model_answers_on_release(release: Release, runs=None) -> dict[str, list[tuple[str, bool]]]:
-    """Per run (by default every multiple-choice run on the release that is not running), its answers as (item id,
-    is_correct) keyed by the run's name (evaluation.runs.naming), in the release's order (split, then place in the
-    file). Failed requests are no answer: left out here, counted by `model_failures_on_release`."""
-    if runs is None:
-        runs = [run for run in release_runs(release) if run.task != description.DESCRIPTION]
-    runs = list(runs)
-    names = run_names(runs)
-    answers: dict[str, list[tuple[str, bool]]] = {names[run.pk]: [] for run in runs}
-    rows = (
-        ModelItemResult.objects.filter(evaluation__in=runs, release_item__isnull=False, is_correct__isnull=False)
-        .order_by("evaluation_id", "release_item__split", "release_item__position", "pk")
-        .values_list("evaluation_id", "release_item__item_id", "is_correct")
-    )
-    for run_id, identifier, correct in rows:
-        answers[names[run_id]].append((identifier, correct))
-    return answers
-
-
-def model_failures_on_release(release: Release) -> dict[str, int]:
-    """Per multiple-choice run on the release that is not running, how many of its requests failed (no answer)."""
-    runs = [run for run in release_runs(release) if run.task != description.DESCRIPTION]
-    names = run_names(runs)
-    failed = dict(
-        ModelItemResult.objects.filter(evaluation__in=runs, is_correct__isnull=True)
-        .order_by()
-        .values("evaluation_id")
-        .annotate(n=models.Count("pk"))
-        .values_list("evaluation_id", "n")
-    )
-    return {names[run.pk]: failed.get(run.pk, 0) for run in runs}
-
-
-@transaction.atomic
 def run_label_set(*, user, evaluation: ModelEvaluation, label: str) -> ModelEvaluation:
     """Give the run a label (blank: none); it leads the run's name everywhere (evaluation.runs.naming)."""
     check_coordinator(user)
@@ -1016,32 +601,3 @@ def run_label_set(*, user, evaluation: ModelEvaluation, label: str) -> ModelEval
     evaluation.label = label
     evaluation.save(update_fields=["label"])
     return evaluation
-
-
-def release_model_runs_section(release: Release) -> list[dict]:
-    """The release page's "model runs on this release" (annotator.releases.services.release_links)."""
-    from django.urls import reverse
-
-    runs = list(
-        ModelEvaluation.objects.filter(release=release)
-        .select_related("endpoint", "job", "judge")
-        .order_by("created", "pk")
-    )
-    labels = run_names(runs)
-    rows = [
-        {
-            "label": labels[run.pk],
-            "url": reverse("model-run-detail", args=[run.pk]),
-            "detail": f"{run.get_source_display()} · {run.split or 'both splits'} · {run.correct} of {run.answered}"
-            f" answered right · {run.failed} failed · {run.state}",
-        }
-        for run in runs
-    ]
-    return [
-        {
-            "id": "release-model-runs",
-            "title": "Model runs on this release",
-            "rows": rows,
-            "empty": "No model has run on this release yet.",
-        }
-    ]

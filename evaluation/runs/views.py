@@ -25,15 +25,11 @@ from benchmark.description import JUDGE_SYSTEM, JUDGE_USER
 from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.runs.description import accuracy_rows, accuracy_table
 from evaluation.runs.naming import run_name, run_names
-from evaluation.runs.services import (
-    evaluation_start,
-    evaluation_summary,
-    model_results_import,
-    results_file,
-    run_label_set,
-)
+from evaluation.runs.results_files import model_results_import, results_file
+from evaluation.runs.services import evaluation_start, run_label_set
 from evaluation.runs.strategies import CHOICES as STRATEGY_CHOICES
 from evaluation.runs.strategies import DEFAULT_STRATEGY, PROMPT_MAX, STRATEGIES
+from evaluation.runs.summaries import evaluation_summary
 from subtlebench.errors import Conflict, Invalid
 from subtlebench.keybindings import describe_bindings
 from subtlebench.pages import post_only, redirect_refused_form, refused_form

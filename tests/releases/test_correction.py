@@ -9,7 +9,8 @@ from demo.releases import demo_results_file
 from evaluation.models import ModelItemResult
 from evaluation.results.release_report import release_report_of
 from evaluation.results.report import release_report_files
-from evaluation.runs.services import model_answers_on_release, model_results_import
+from evaluation.runs.results_files import model_results_import
+from evaluation.runs.selectors import model_answers_on_release
 from evaluation.studies import participation
 from evaluation.studies import services as studies
 from tests.releases.test_diff import attribute_pair, correct, publish

@@ -8,8 +8,10 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotator.models import ModelEndpoint, Release
-from evaluation.runs.services import evaluation_run, evaluation_start, evaluation_summary, results_file
+from evaluation.runs.results_files import results_file
+from evaluation.runs.services import evaluation_run, evaluation_start
 from evaluation.runs.strategies import STRATEGIES
+from evaluation.runs.summaries import evaluation_summary
 from subtlebench.errors import ServiceError
 from subtlebench.progress import TerminalProgress
 

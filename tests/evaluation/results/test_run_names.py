@@ -17,8 +17,8 @@ from evaluation.results import release_report as release_report_module
 from evaluation.results.beside import models_overview
 from evaluation.results.release_report import FIGURE_RUNS, release_report_choice
 from evaluation.runs.naming import prompt_hash, run_name, run_names
-from evaluation.runs.services import evaluation_totals
 from evaluation.runs.strategies import STRATEGIES
+from evaluation.runs.summaries import evaluation_totals
 from tests.factories import make_pair
 from tests.model_fixtures import make_endpoint
 

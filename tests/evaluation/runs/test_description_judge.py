@@ -24,15 +24,11 @@ from evaluation.results.compare import model_sources, release_compare, run_side
 from evaluation.results.judge_check import judge_agreement
 from evaluation.results.release_report import release_report_of
 from evaluation.runs.description import accuracy_table
-from evaluation.runs.services import (
-    evaluation_items,
-    evaluation_run,
-    evaluation_start,
-    evaluation_summary,
-    model_answers_on_release,
-    results_file,
-)
+from evaluation.runs.results_files import results_file
+from evaluation.runs.selectors import model_answers_on_release
+from evaluation.runs.services import evaluation_items, evaluation_run, evaluation_start
 from evaluation.runs.strategies import default_prompt
+from evaluation.runs.summaries import evaluation_summary
 from subtlebench.errors import Invalid
 from tests.factories import make_image, make_pair, make_video
 from tests.model_server import ModelServer

@@ -14,14 +14,9 @@ from benchmark.protocol import Item, shuffle_options
 from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.results.compare import release_compare
 from evaluation.runs.naming import run_name
-from evaluation.runs.services import (
-    evaluation_run,
-    evaluation_start,
-    model_answers_on_release,
-    model_failures_on_release,
-    model_results_import,
-    results_file,
-)
+from evaluation.runs.results_files import model_results_import, results_file
+from evaluation.runs.selectors import model_answers_on_release, model_failures_on_release
+from evaluation.runs.services import evaluation_run, evaluation_start
 from subtlebench.errors import Invalid
 from tests.factories import make_pair
 from tests.model_server import ModelServer

@@ -12,7 +12,9 @@ import pytest
 from annotator.llm.endpoints import endpoint_create
 from annotator.models import Job, JobTask, ModelEndpoint
 from evaluation.models import ModelEvaluation, ModelItemResult
-from evaluation.runs.services import evaluation_run, evaluation_start, evaluation_summary, results_file
+from evaluation.runs.results_files import results_file
+from evaluation.runs.services import evaluation_run, evaluation_start
+from evaluation.runs.summaries import evaluation_summary
 from subtlebench.errors import Conflict, Forbidden, Invalid
 from tests.factories import make_pair
 from tests.model_server import ModelServer
@@ -194,7 +196,7 @@ def test_a_restarted_run_sends_only_the_items_without_a_result(db, coordinator, 
 
 
 def test_the_results_file_is_the_official_layout_and_the_release_import_reads_it(db, coordinator):
-    from evaluation.runs.services import model_results_import
+    from evaluation.runs.results_files import model_results_import
     from tests.modeleval_release_factories import make_release
 
     pairs = [make_pair(category="temporal") for _ in range(4)]

@@ -14,7 +14,8 @@ from django.db import connection
 from annotator.jobs.services import UnitRef, job_cancel, job_retry
 from annotator.llm.endpoints import endpoint_create
 from annotator.models import Job, JobTask, ModelEndpoint
-from evaluation.runs.services import evaluation_run, evaluation_start, results_file
+from evaluation.runs.results_files import results_file
+from evaluation.runs.services import evaluation_run, evaluation_start
 from subtlebench.errors import Invalid
 from tests.model_server import ModelServer
 from tests.modeleval_fixtures import *  # noqa: F403 (fixtures: plan_release, server)

@@ -19,8 +19,10 @@ from annotator.models import Image as StoredImage
 from annotator.models import Job, Release
 from benchmark.protocol import Item, shuffle_options
 from evaluation.models import ModelEvaluation
-from evaluation.runs.services import evaluation_run, evaluation_start, evaluation_summary, results_file
+from evaluation.runs.results_files import results_file
+from evaluation.runs.services import evaluation_run, evaluation_start
 from evaluation.runs.strategies import MAX_BOXES, STRATEGIES, default_prompt, difference_boxes, highlighted
+from evaluation.runs.summaries import evaluation_summary
 from subtlebench.errors import Invalid
 from tests.factories import make_image, make_pair
 from tests.model_server import ModelServer
