@@ -15,6 +15,7 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmark import jsonlimits
 from benchmark.protocol import MAX_OPTIONS, image_part
 from benchmark.taxonomy import (
     BINARY_CATEGORIES,
@@ -117,8 +118,8 @@ def load_draft_prompt(path: str) -> DraftPrompt:
     """The prompt of a JSON file {"system": ..., "user": ...} (either may be left out: ours then); the user template
     must hold {category}."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        data = jsonlimits.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:  # ValueError: not UTF-8, not JSON, nested too deep, NaN
         raise DraftPromptError(f"{path}: cannot read it as JSON ({error}).") from error
     if not isinstance(data, dict):
         raise DraftPromptError(f"{path}: expected an object with system and user.")
@@ -160,16 +161,16 @@ def _json_object(text: str) -> dict:
     start = text.find("{")
     if start >= 0:
         try:
-            found, _ = json.JSONDecoder().raw_decode(text[start:])
+            found, _ = jsonlimits.raw_decode(text[start:])
             candidates.append(found)
-        except (json.JSONDecodeError, RecursionError):
+        except ValueError:
             pass
     for candidate in candidates:
         if isinstance(candidate, dict):
             return candidate
         try:
-            parsed = json.loads(candidate)
-        except (json.JSONDecodeError, RecursionError):
+            parsed = jsonlimits.loads(candidate)
+        except ValueError:
             continue
         if isinstance(parsed, dict):
             return parsed

@@ -50,6 +50,14 @@ def loads(text: str | bytes, max_depth: int = MAX_DEPTH):
     return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
 
 
+def raw_decode(text: str, max_depth: int = MAX_DEPTH) -> tuple[object, int]:
+    """json.JSONDecoder().raw_decode for text from outside (the first JSON value of a model's reply and where it
+    ends), with the same bounds as `loads`: the whole text's nesting is checked first."""
+    check_depth(text, max_depth)
+    decoder = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+    return decoder.raw_decode(text)
+
+
 def text_lines(
     stream: BinaryIO, *, max_bytes: int, limit_name: str = "", allow_bom: bool = False
 ) -> Iterator[tuple[int, str | None, str]]:

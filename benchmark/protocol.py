@@ -16,13 +16,14 @@ The prompt texts are ours (a prompt file replaces them: `load_prompt`), in the s
 from __future__ import annotations
 
 import base64
-import json
 import random
 import re
 import string
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+
+from benchmark import jsonlimits
 
 LETTERS = "ABCDE"
 VALID_LETTERS = frozenset(LETTERS)
@@ -87,8 +88,8 @@ def load_prompt(path: str) -> Prompt:
     """The prompt of a JSON file {"system": ..., "user": ...} (either may be left out: ours then); the user
     template must hold {question} and {options}."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        data = jsonlimits.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:  # ValueError: not UTF-8, not JSON, nested too deep, NaN
         raise PromptFileError(f"{path}: cannot read it as JSON ({error}).") from error
     if not isinstance(data, dict):
         raise PromptFileError(f"{path}: expected an object with system and user.")

@@ -10,7 +10,6 @@ light) fall below 0.8, as they would with real weights; the numbers still mean n
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from django.conf import settings
@@ -28,6 +27,7 @@ from annotator.similarity.services import (
     scorable_pairs,
     video_suggestions,
 )
+from benchmark import jsonlimits
 
 DEMO_CONFIG = dict(
     hidden_size=64,
@@ -81,7 +81,7 @@ def demo_model_outdated(model) -> bool:
     if not model.demo:
         return False
     try:
-        config = json.loads((Path(model.folder) / "config.json").read_text())
+        config = jsonlimits.loads((Path(model.folder) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False  # not readable here: leave it to the worker to say so
     return any(config.get(name) != value for name, value in DEMO_CONFIG.items())

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from annotator.export.format import open_within_limits
+from annotator.images import open_within_limits
 from annotator.models import Collection
 from benchmark import jsonlimits
 

@@ -24,15 +24,8 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.utils import timezone
 
 from annotator.collections.layouts import Plan, PlannedPair, detect_layout, read_plan
-from annotator.export.format import (
-    IMAGE_FORMATS,
-    ImageCheck,
-    ImageLimitError,
-    ScratchSpaceError,
-    allowed_roots,
-    inspect_image,
-    open_within_limits,
-)
+from annotator.export.format import ImageCheck, ScratchSpaceError, allowed_roots, inspect_image
+from annotator.images import IMAGE_FORMATS, ImageLimitError, open_within_limits
 from annotator.jobs.scratch import scratch_folder
 from annotator.jobs.services import JobRun, UnitRef, job_create_once, job_task_add, job_task_claim, job_unit
 from annotator.models import Collection, Domain, Image, Job, JobCancelled, Pair, PairCandidate

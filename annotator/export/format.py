@@ -12,16 +12,15 @@ import hashlib
 import json
 import os
 import re
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import yaml
 from django.conf import settings
-from PIL import Image as PILImage
 from PIL import UnidentifiedImageError
 
+from annotator.images import IMAGE_FORMATS, ImageLimitError, open_within_limits
 from benchmark import jsonlimits
 from benchmark.records import (
     CARD,
@@ -72,12 +71,8 @@ def readable_file_problem(path: Path, roots: list[Path], *, max_bytes: int | Non
     return None
 
 
-# The formats an item's image may have (what the models' APIs take), opened by these Pillow plugins only: no
-# other decoder (EPS would run Ghostscript) ever sees a file from outside.
-IMAGE_FORMATS = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp", "GIF": ".gif", "BMP": ".bmp"}
 # The modes that convert to 8-bit RGB as they are; 16-bit and float images (I;16, I, F) do not.
 IMAGE_MODES = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr")
-_BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
 
 
 class ScratchSpaceError(Exception):
@@ -101,33 +96,6 @@ class ImageCheck:
     thumbnail: Path | None = None
 
 
-class ImageLimitError(ValueError):
-    """An image from outside over the import's limits, found before any pixel of it was decoded."""
-
-
-def open_within_limits(file: Path) -> PILImage.Image:
-    """Open an image from outside (a mask) for decoding: its byte size and the pixel count of its header checked
-    against IMPORT_MAX_IMAGE_BYTES and IMPORT_MAX_IMAGE_PIXELS first, by the known formats' plugins only; the caller
-    decodes it, within a `with`. ImageLimitError says which limit it is over."""
-    size = file.stat().st_size
-    if size > settings.IMPORT_MAX_IMAGE_BYTES:
-        raise ImageLimitError(
-            f"is {size} bytes, over the limit of {settings.IMPORT_MAX_IMAGE_BYTES} bytes (IMPORT_MAX_IMAGE_BYTES)"
-        )
-    limit = settings.IMPORT_MAX_IMAGE_PIXELS
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PILImage.DecompressionBombWarning)  # our own limit is checked below
-        picture = PILImage.open(file, formats=list(IMAGE_FORMATS))
-    if picture.width * picture.height > limit:
-        width, height = picture.size
-        picture.close()
-        raise ImageLimitError(
-            f"is {width}x{height} = {width * height} pixels, over the limit of {limit} pixels "
-            "(IMPORT_MAX_IMAGE_PIXELS); nothing was decoded"
-        )
-    return picture
-
-
 def inspect_image(file: Path, roots: list[Path], *, thumbnail_dir: Path | None = None) -> ImageCheck:
     """Read one image of the folder within the limits: where it really is, its size in bytes (before reading it),
     its format, mode and pixel count (from the header, before decoding), its container (`verify`), then one decode
@@ -137,8 +105,6 @@ def inspect_image(file: Path, roots: list[Path], *, thumbnail_dir: Path | None =
     )
     if problem:
         return ImageCheck(problem)
-    limit = settings.IMPORT_MAX_IMAGE_PIXELS
-    formats = list(IMAGE_FORMATS)
     try:
         # One handle from the checks to the decode: the file read is the file whose size was checked.
         with open(file, "rb") as handle:
@@ -152,32 +118,24 @@ def inspect_image(file: Path, roots: list[Path], *, thumbnail_dir: Path | None =
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
             sha256 = digest.hexdigest()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", PILImage.DecompressionBombWarning)  # our own limit is checked below
-                handle.seek(0)
-                with PILImage.open(handle, formats=formats) as picture:
-                    width, height, kind, mode = picture.width, picture.height, picture.format, picture.mode
-                    if width * height > limit:
-                        return ImageCheck(
-                            f"is {width}x{height} = {width * height} pixels, over the limit of {limit} pixels "
-                            "(IMPORT_MAX_IMAGE_PIXELS); nothing was decoded"
-                        )
-                    if mode not in IMAGE_MODES:
-                        return ImageCheck(f"has the pixel mode {mode}, which does not convert to RGB: save it as 8-bit")
-                    picture.verify()
-                handle.seek(0)
-                with PILImage.open(handle, formats=formats) as picture:
-                    small = None
-                    if thumbnail_dir is None:
-                        picture.load()
-                    else:
-                        side = settings.THUMBNAIL_MAX_SIDE
-                        picture.thumbnail((side, side))  # decodes once (a JPEG at a reduced scale), then shrinks
-                        small = picture.convert("RGB")
-    except PILImage.DecompressionBombError as error:
-        found = _BOMB_PIXELS.search(str(error))
-        pixels = f"{found.group(1)} pixels" if found else "more pixels than Pillow decodes safely"
-        return ImageCheck(f"is {pixels} by its header, over the limit of {limit} pixels (IMPORT_MAX_IMAGE_PIXELS)")
+            handle.seek(0)
+            with open_within_limits(handle) as picture:
+                width, height, kind, mode = picture.width, picture.height, picture.format, picture.mode
+                if mode not in IMAGE_MODES:
+                    return ImageCheck(f"has the pixel mode {mode}, which does not convert to RGB: save it as 8-bit")
+                picture.verify()
+            handle.seek(0)
+            # Checked again on the same handle: the file whose header was read is the file decoded.
+            with open_within_limits(handle) as picture:
+                small = None
+                if thumbnail_dir is None:
+                    picture.load()
+                else:
+                    side = settings.THUMBNAIL_MAX_SIDE
+                    picture.thumbnail((side, side))  # decodes once (a JPEG at a reduced scale), then shrinks
+                    small = picture.convert("RGB")
+    except ImageLimitError as error:
+        return ImageCheck(str(error))
     except UnidentifiedImageError:
         return ImageCheck(f"is not a readable image (not one of the formats {', '.join(IMAGE_FORMATS)})")
     except Exception as error:  # a decoder fed a hostile file raises anything: OSError, SyntaxError, struct.error...

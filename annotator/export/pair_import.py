@@ -20,7 +20,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotator.export.format import (
-    IMAGE_FORMATS,
     ImageCheck,
     ScratchSpaceError,
     allowed_roots,
@@ -28,6 +27,7 @@ from annotator.export.format import (
     readable_file_problem,
     validate_dataset,
 )
+from annotator.images import IMAGE_FORMATS
 from annotator.jobs.scratch import scratch_folder, scratch_root
 from annotator.models import Caption, Image, Pair
 from annotator.similarity.services import images_queue_embeddings

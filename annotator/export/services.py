@@ -52,6 +52,7 @@ from annotator.releases.services import (
     release_publication_record,
     release_publish,
 )
+from benchmark import jsonlimits
 from benchmark.card import dataset_card, left_out_warnings, split_totals
 from benchmark.questions import MAX_DISTRACTORS, question_problems
 from benchmark.records import (
@@ -1043,6 +1044,26 @@ POINTER = "current.json"
 VERSIONS = "versions"
 
 
+POINTER_MAX_BYTES = 4096  # {"version": ..., "manifest": ...}: a few dozen bytes
+_VERSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def _s3_pointer(body: bytes, bucket: str, key: str) -> dict:
+    """The pointer object another writer of the bucket may have written, read as text from outside: bounded in size
+    and nesting, its version a plain name (never a path that leaves `versions/`). ValueError naming the object."""
+    where = f"s3://{bucket}/{key}"
+    if len(body) > POINTER_MAX_BYTES:
+        raise ValueError(f"{where} is {len(body)} bytes, over the {POINTER_MAX_BYTES} bytes of an export pointer")
+    try:
+        pointer = jsonlimits.loads(body)
+    except ValueError as error:
+        raise ValueError(f"{where} is not an export pointer ({error})") from None
+    version = pointer.get("version") if isinstance(pointer, dict) else None
+    if not isinstance(version, str) or not _VERSION_NAME.fullmatch(version) or set(version) == {"."}:
+        raise ValueError(f"{where} is not an export pointer (no plain version name)")
+    return pointer
+
+
 def s3_key(prefix: str, name: str) -> str:
     prefix = prefix.strip("/")
     return f"{prefix}/{name}" if prefix else name
@@ -1065,7 +1086,7 @@ def s3_export_current(uri: str, client=None) -> dict | None:
             if not s3_missing(error):
                 raise
         else:
-            pointer = json.loads(body)
+            pointer = _s3_pointer(body, bucket, s3_key(prefix, POINTER))
             version = pointer["version"]
             root = s3_key(prefix, f"{VERSIONS}/{version}/")
             return {

@@ -41,6 +41,7 @@ from django.db import models
 
 from annotator.llm.hosts import HostRefused, pinned_connection
 from annotator.llm.profiles import RequestProfile
+from benchmark import jsonlimits
 from subtlebench.keybindings import DEFAULT_PORTS, Binding, binding_allows, describe_bindings, describe_host
 
 
@@ -194,8 +195,8 @@ def endpoint_reason(text: str, *keys: str) -> str:
     ({"error": {"message": ...}}, or vLLM's {"message": ...}), on one line of printable characters, at most
     REASON_MAX, redacted; "" for any other body (an internal service's page is not quoted)."""
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError, ValueError):
+        data = jsonlimits.loads(text)
+    except ValueError:  # not JSON, nested too deep, or NaN/Infinity
         return ""
     if not isinstance(data, dict):
         return ""
@@ -430,9 +431,9 @@ class ChatClient:
                 raise
             return None  # 404 and other 4xx: no list
         try:
-            data = json.loads(text)
+            data = jsonlimits.loads(text)
             listed = [entry["id"] for entry in data["data"]]
-        except (json.JSONDecodeError, KeyError, TypeError, RecursionError):
+        except (ValueError, KeyError, TypeError):
             return None
         return [name for name in listed if isinstance(name, str)]
 
@@ -473,9 +474,10 @@ class ChatClient:
         _, _, text, attempts = self._exchange("POST", "/chat/completions", body, timeout=self.timeout, retries=retries)
         latency_ms = int(1000 * (time.monotonic() - started))
         try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, RecursionError):
-            raise self._fail(Failure.MALFORMED, "not a chat completion answer (the body is not JSON)", attempts)
+            data = jsonlimits.loads(text)
+        except ValueError as error:  # not JSON, nested deeper than jsonlimits.MAX_DEPTH, or NaN/Infinity
+            why = f"not a chat completion answer (the body is not JSON): {error}"
+            raise self._fail(Failure.MALFORMED, why, attempts) from None
         try:
             message = data["choices"][0]["message"]
             content = message["content"]

@@ -9,7 +9,6 @@ side stream, so the GPU never waits for decoding.
 from __future__ import annotations
 
 import functools
-import io
 import logging
 import os
 import stat
@@ -24,7 +23,8 @@ import numpy as np
 import simplejpeg
 import torch
 import torch.nn.functional as F
-from PIL import Image as PILImage
+
+from annotator.images import ImageLimitError, image_limits, open_within_limits
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +68,13 @@ def decode_image(source: Source, image_size: int) -> np.ndarray:
         source = source()
     if isinstance(source, str | os.PathLike):
         source = read_regular_file(source)
-    if source[:2] == b"\xff\xd8":
-        try:
-            return simplejpeg.decode_jpeg(source, colorspace="RGB", min_height=image_size, min_width=image_size)
-        except ValueError:
-            pass  # e.g. a CMYK or otherwise unusual JPEG: Pillow knows more variants
-    with PILImage.open(io.BytesIO(source)) as picture:
+    # The header is checked against the pixel limit before either decoder sees a pixel.
+    with open_within_limits(source) as picture:
+        if picture.format == "JPEG":
+            try:
+                return simplejpeg.decode_jpeg(source, colorspace="RGB", min_height=image_size, min_width=image_size)
+            except ValueError:
+                pass  # e.g. a CMYK or otherwise unusual JPEG: Pillow knows more variants
         picture.draft("RGB", (image_size, image_size))
         if picture.mode != "RGB":
             picture = picture.convert("RGB")
@@ -88,6 +89,11 @@ def read_regular_file(path: str | os.PathLike) -> bytes:
         mode = os.fstat(descriptor).st_mode
         if not stat.S_ISREG(mode):
             raise OSError(f"{os.fspath(path)} is not a regular file ({file_kind(mode)})")
+        size, max_bytes = os.fstat(descriptor).st_size, image_limits()[0]
+        if size > max_bytes:  # refused before it is read into memory
+            raise ImageLimitError(
+                f"{os.fspath(path)} is {size} bytes, over the limit of {max_bytes} bytes (IMPORT_MAX_IMAGE_BYTES)"
+            )
         os.set_blocking(descriptor, True)
         with os.fdopen(descriptor, "rb", closefd=False) as handle:
             return handle.read()

@@ -9,7 +9,6 @@ which only the similarity worker and the commands that embed reach.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,6 +23,7 @@ from annotator.jobs.services import job_task_add, job_task_claim
 from annotator.models import EmbeddingModel, Frame, Image, ImageEmbedding, Job, JobCancelled, Pair, Video
 from annotator.models.similarity import NO_ACTIVE_MODEL
 from annotator.similarity.exact import FLOAT16_STEPS, cosine, cosines, integer_vectors  # noqa: F401 (their home)
+from benchmark import jsonlimits
 from subtlebench.errors import Forbidden, Invalid
 from subtlebench.progress import ProgressTee
 from subtlebench.roles import COORDINATOR, has_role
@@ -54,7 +54,7 @@ def model_problem(folder: Path) -> str | None:
     if not config.is_file():
         return f"{folder}: config.json is missing; this is not a HuggingFace model folder."
     try:
-        model_type = json.loads(config.read_text()).get("model_type")
+        model_type = jsonlimits.loads(config.read_text(encoding="utf-8")).get("model_type")
     except (ValueError, AttributeError) as error:
         return f"{config}: not a valid JSON object ({error})."
     if model_type != MODEL_TYPE:
@@ -95,7 +95,7 @@ def fingerprint_of(folder: Path, image_size: int, dtype: str) -> str:
     signature = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in [config_path, *weight_files(folder)])
     key = (str(folder), signature, image_size, dtype)
     if key not in _fingerprints:
-        config = json.loads(config_path.read_text())
+        config = jsonlimits.loads(config_path.read_text(encoding="utf-8"))
         name = f"dinov3 {config.get('hidden_size')}d {config.get('num_hidden_layers')}L"
         text = f"{name} {weights_digest(folder)} {image_size}px {dtype}"
         if (folder / DEMO_MARKER).exists():
@@ -135,7 +135,7 @@ def embedding_model_activate(*, folder: Path, device: str, image_size: int, acti
         raise Invalid(problem)
     dtype = dtype_name(device)
     fingerprint = fingerprint_of(folder, image_size, dtype)
-    config = json.loads((folder / "config.json").read_text())
+    config = jsonlimits.loads((folder / "config.json").read_text(encoding="utf-8"))
     with transaction.atomic():
         # Lock the current row, so two activations at once queue up instead of tripping the constraint.
         list(EmbeddingModel.objects.select_for_update().filter(active=True))

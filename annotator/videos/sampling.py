@@ -18,6 +18,8 @@ from pathlib import Path
 import av
 from PIL import Image as PILImage
 
+from annotator.images import image_limits
+
 
 class SamplingError(Exception):
     """The file cannot be sampled: empty, not a video, corrupt or truncated."""
@@ -103,6 +105,12 @@ def _facts(container, stream, size: int, keys: list[int]) -> VideoInfo:
     width, height = stream.codec_context.width, stream.codec_context.height
     if not width or not height or duration <= 0:
         raise SamplingError("has no picture size or no duration: it is corrupt or not a video")
+    max_pixels = image_limits()[1]
+    if width * height > max_pixels:  # from the stream's header: each decoded frame would be this large
+        raise SamplingError(
+            f"has frames of {width}x{height} = {width * height} pixels, over the limit of {max_pixels} pixels "
+            "(IMPORT_MAX_IMAGE_PIXELS); nothing was decoded"
+        )
     interval = float((keys[-1] - keys[0]) * time_base) / (len(keys) - 1) if len(keys) > 1 else None
     return VideoInfo(duration, fps, width, height, size, interval)
 

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from annotator.images import open_within_limits
 from benchmark.protocol import Item, lettered
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
@@ -60,9 +61,10 @@ class StrategyError(ValueError):
 
 
 def _open(data: bytes) -> Image.Image:
-    image = Image.open(io.BytesIO(data))
-    image.load()
-    return image if image.mode == "RGB" else image.convert("RGB")
+    with open_within_limits(data) as opened:  # ImageLimitError (a ValueError): the item fails alone
+        opened.load()
+        image = opened.copy() if opened.mode == "RGB" else opened.convert("RGB")
+    return image
 
 
 def jpeg(image: Image.Image) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
 
 from django.conf import settings
@@ -11,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
+from annotator.images import ImageLimitError
 from evaluation.models import Assignment, Participant, Study, StudyItem
 from evaluation.studies import participation, screens, served_images
 from evaluation.studies import services as studies
@@ -18,6 +20,8 @@ from subtlebench.errors import Forbidden, ServiceError, page_detail
 from subtlebench.pages import error_response, post_only
 from subtlebench.security import client_ip
 from subtlebench.throttles import ParticipantJoinThrottle, throttle_wait
+
+log = logging.getLogger(__name__)
 
 IMAGE_SALT = "evaluation.participant-image"
 AGREE_FIRST = "Please tick the box to agree before you start."
@@ -431,7 +435,12 @@ def image(request, token, signed):
     # Never the stored bytes: the pixels written again for this participant (the released order for an item of a
     # release), so no export's or dataset's file matches by hash or size (served_images). Plain bytes, not
     # FileResponse: that would name a file in Content-Disposition.
-    response = HttpResponse(served_images.participant_image(assignment=assignment, slot=value["s"]))
+    try:
+        encoded = served_images.participant_image(assignment=assignment, slot=value["s"])
+    except ImageLimitError as error:  # the operator's log names the file and the limit; the participant sees none
+        log.warning("participant image not served: %s", error)
+        raise Http404("This image cannot be shown.") from None
+    response = HttpResponse(encoded)
     response["Content-Type"] = "image/jpeg"
     response["Cache-Control"] = "private, no-store"
     return response

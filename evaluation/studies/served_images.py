@@ -26,6 +26,8 @@ from django.core.cache import cache
 from PIL import Image as PILImage
 from PIL import ImageCms, ImageOps
 
+from annotator.images import open_within_limits
+
 # High enough that no participant sees compression where the pair has none (the quality category asks about it).
 QUALITIES = (97, 96, 95, 94, 93, 92)
 # A reload or the practice feedback's second look reuses the encoding; kept briefly, since every participant has a
@@ -58,10 +60,11 @@ def variant_of(key: bytes) -> Variant:
     )
 
 
-def upright_srgb_pixels(data: bytes) -> PILImage.Image:
+def upright_srgb_pixels(data: bytes, *, name: str | None = None) -> PILImage.Image:
     """The picture a browser shows of `data` (EXIF orientation applied, colour profile converted to sRGB), as plain
-    RGB pixels with no metadata attached."""
-    with PILImage.open(io.BytesIO(data)) as opened:
+    RGB pixels with no metadata attached. ImageLimitError (naming `name`) for an image over the pixel or byte limit,
+    before anything is decoded."""
+    with open_within_limits(data, name=name) as opened:
         picture = ImageOps.exif_transpose(opened)
         profile = picture.info.get("icc_profile")
         if profile and picture.mode in ("RGB", "RGBA"):
@@ -93,11 +96,11 @@ def _encodings(variant: Variant):
             yield quality, progressive, optimize
 
 
-def served_jpeg(data: bytes, variant: Variant, *, avoid_sizes: set[int]) -> bytes:
+def served_jpeg(data: bytes, variant: Variant, *, avoid_sizes: set[int], name: str | None = None) -> bytes:
     """`data` written again for one participant: a JPEG of its pixels, trimmed as `variant` says, whose size is none
     of `avoid_sizes` (the stored files of the pair; `data`'s own size always among them)."""
     avoid = set(avoid_sizes) | {len(data)}
-    picture = upright_srgb_pixels(data)
+    picture = upright_srgb_pixels(data, name=name)
     left, top, right, bottom = variant.trim
     width, height = picture.size
     if width > 2 + left + right and height > 2 + top + bottom:
@@ -142,6 +145,8 @@ def participant_image(*, assignment, slot: int) -> bytes:
         for image in (presented.image_1, presented.image_2)
         for which in ("file", "thumbnail")
     }
-    encoded = served_jpeg(data, variant_of(key), avoid_sizes={size for size in stored if size is not None})
+    encoded = served_jpeg(
+        data, variant_of(key), avoid_sizes={size for size in stored if size is not None}, name=picture.file.name
+    )
     cache.set(cache_key, encoded, CACHE_SECONDS)
     return encoded

@@ -109,3 +109,20 @@ def test_an_image_being_embedded_does_not_block_a_pair_that_references_it(dinov3
 
     assert embedder.outcome == "inserted"
     assert Pair.objects.filter(source_id="midway", image_1=images[0]).exists()
+
+
+def test_a_decompression_bomb_in_place_of_an_image_fails_alone_from_its_header(dinov3):
+    from tests.test_bounded_readers import bomb_png
+
+    images = [make_image(shift=i) for i in range(3)]
+    bomb = images[1]
+    with open(default_storage.path(bomb.file.name), "wb") as handle:
+        handle.write(bomb_png())  # 30000x30000 by its header: 2.7 GB if decoded
+
+    job = embeddings_compute(job=embedding_job_create(title="test"), image_ids=[image.pk for image in images])
+
+    assert job.status == Job.Status.SUCCEEDED
+    [error] = job.errors
+    assert f"image {bomb.pk}" in error and "900000000 pixels by its header" in error
+    assert "IMPORT_MAX_IMAGE_PIXELS" in error
+    assert stored([image.pk for image in images]) == {images[0].pk, images[2].pk}

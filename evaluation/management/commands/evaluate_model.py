@@ -8,6 +8,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotator.models import ModelEndpoint, Release
+from benchmark import jsonlimits
 from evaluation.runs.results_files import results_file
 from evaluation.runs.services import evaluation_run, evaluation_start
 from evaluation.runs.strategies import STRATEGIES
@@ -121,8 +122,8 @@ class Command(BaseCommand):
         settings_ = {"strategy": opts["strategy"], "temperature": opts["temperature"], "max_tokens": opts["max_tokens"]}
         if opts["prompt_file"]:
             try:
-                settings_["prompt"] = json.loads(Path(opts["prompt_file"]).read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+                settings_["prompt"] = jsonlimits.loads(Path(opts["prompt_file"]).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as error:  # ValueError: not UTF-8, not JSON, nested too deep, NaN
                 raise CommandError(f"--prompt-file {opts['prompt_file']}: cannot read it as JSON ({error}).") from None
         if opts["extraction"]:
             reader = ModelEndpoint.objects.filter(name=opts["extraction"]).first()
