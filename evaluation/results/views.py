@@ -103,19 +103,22 @@ class CompareForm(forms.Form):
         self.fields["run"].choices = [(run.pk, (labels or {}).get(run.pk, run.model_name)) for run in runs]
         sides = [("", "—")] + side_choices(runs, {run.pk: (labels or {}).get(run.pk, run.model_name) for run in runs})
         self.fields["a"].choices = self.fields["b"].choices = sides
+        self.fields["release"].label_from_instance = lambda release: f"{release.name} · {release.item_count} items"
 
     def clean(self):
         data = super().clean()
         if bool(data.get("a")) != bool(data.get("b")) or (data.get("a") and data.get("a") == data.get("b")):
             raise forms.ValidationError("A paired comparison needs two different sides, A and B.")
         return data
-        self.fields["release"].label_from_instance = lambda release: f"{release.name} · {release.item_count} items"
 
 
 @role_required(COORDINATOR)
 @require_GET
 def model_compare(request):
-    """The runs on one release side by side, on the items every chosen run answered (each run's own n beside)."""
+    """The one compare page (/models/compare/, and /studies/models/ for the part beside the humans): a release's runs
+    side by side on the items every chosen run answered, two sides paired on the same items (runs, or the humans),
+    and every model beside the humans of one study or of all. The humans are scored by the one rule
+    (evaluation.studies.accuracy) in each part."""
     release = None
     if request.GET.get("release"):
         release = (
@@ -125,19 +128,20 @@ def model_compare(request):
     chosen_runs = list(release_runs(release)) if release else []
     labels = run_names(chosen_runs)
     form = CompareForm(request.GET or None, runs=chosen_runs, labels=labels, initial={"release": release})
-    if request.GET and not form.is_valid():
-        context = {"form": form, "table": None, "release": release}
+    filters, chosen = _model_filters(request)
+    context = {"form": form, "filters": filters, "table": None, "release": release, "paired": None, "models": []}
+    if (request.GET and not form.is_valid()) or chosen is None:
         return render(request, "modeleval/compare.html", context, status=400)
     data = form.cleaned_data if request.GET else {}
     split = data.get("split") or "test"
-    table = paired = None
     if release is not None:
-        table = release_compare(release=release, run_ids=data.get("run") or None, split=split)
+        context["table"] = release_compare(release=release, run_ids=data.get("run") or None, split=split)
         if data.get("a") and data.get("b"):
             paired = paired_compare(side_of(release, data["a"], split), side_of(release, data["b"], split))
             names = dict(form.fields["a"].choices)
-            paired |= {"label_a": names[data["a"]], "label_b": names[data["b"]]}
-    context = {"form": form, "table": table, "release": release, "paired": paired}
+            context["paired"] = paired | {"label_a": names[data["a"]], "label_b": names[data["b"]]}
+    context["study"] = chosen["study"]
+    context["models"] = beside.models_overview(chosen["study"])["models"]
     return render(request, "modeleval/compare.html", context)
 
 
@@ -212,18 +216,6 @@ def _model_filters(request) -> tuple[ModelFilterForm, dict | None]:
         "domain": data["domain"],
         "model": data["model"],
     }
-
-
-@role_required(COORDINATOR)
-@require_GET
-def models_beside_humans(request):
-    """Every model's accuracy per category and domain beside the humans on the same items, cluster-robust intervals."""
-    form, chosen = _model_filters(request)
-    if chosen is None:
-        return render(request, "evaluation/model_compare.html", {"form": form, "models": []}, status=400)
-    overview = beside.models_overview(chosen["study"])
-    context = {"form": form, "study": chosen["study"], "models": overview["models"]}
-    return render(request, "evaluation/model_compare.html", context)
 
 
 @role_required(COORDINATOR)

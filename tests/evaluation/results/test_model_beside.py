@@ -429,3 +429,14 @@ def test_the_export_api_takes_the_model_filter_and_refuses_unknown_names(client_
     )
     assert good.status_code == 202
     assert (good.json()["options"]["max_model_accuracy"], good.json()["options"]["models"]) == (0.5, ["beta"])
+
+
+def test_there_is_one_compare_page_for_runs_and_for_runs_beside_the_humans(world, client_for, coordinator):
+    """/studies/models/ is the compare page, its part beside the humans: the same form, the runs' part and the
+    humans' part, and a bad filter of either part refused on it."""
+    client = client_for(coordinator)
+    for address in ("/models/compare/", "/studies/models/"):
+        page = client.get(address, {"study": world["study"].pk}).content.decode()
+        assert 'id="compare-filters"' in page and 'id="beside-humans"' in page and 'name="study"' in page
+        assert page.count('class="model-beside"') == 2  # model-a and the imported gpt-file beside the humans
+    assert client.get("/models/compare/", {"study": "999999"}).status_code == 400
