@@ -14,6 +14,7 @@ from annotator.llm.endpoints import EndpointUnusable, endpoint_create, endpoint_
 from annotator.llm.profiles import RequestProfile
 from annotator.models import Job, ModelEndpoint
 from evaluation.models import ModelEvaluation, ModelItemResult
+from evaluation.results.release_report import release_report_of
 from evaluation.runs.naming import run_names
 from evaluation.runs.services import evaluation_run, evaluation_start
 from subtlebench.errors import Invalid
@@ -248,7 +249,9 @@ def test_an_endpoint_that_echoes_its_key_shows_it_nowhere(
 # --- Two profiles of one model, two rows ------------------------------------------------------------------------
 
 
-def test_two_runs_of_one_model_at_different_efforts_get_different_names(db, coordinator, server, plan_release):
+def test_one_model_at_two_efforts_is_two_named_rows_of_the_release_report(
+    db, coordinator, server, plan_release, client_for
+):
     release, _ = plan_release
     server.mode = "reasoning"
     thinker = register(server, coordinator, request_preset="openai_reasoning")
@@ -258,6 +261,12 @@ def test_two_runs_of_one_model_at_different_efforts_get_different_names(db, coor
     names = run_names([low, high])
     assert names[low.pk].startswith("thinker · standard") and names[low.pk].endswith("reasoning low")
     assert names[high.pk] == names[low.pk].removesuffix("reasoning low") + "reasoning high"
+    split = low.split
+    report = release_report_of(release, split=split)
+    assert sorted(row.label for row in report.models) == sorted(names.values())
+    markdown = client_for(coordinator).get(f"/releases/{release.name}/report/{split}/{release.name}-{split}-report.md")
+    assert markdown.status_code == 200
+    assert all(name in markdown.content.decode() for name in names.values())
 
 
 def test_the_run_form_as_it_stands_suits_a_reasoning_endpoint_and_a_plain_one(
