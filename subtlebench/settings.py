@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
@@ -38,6 +39,12 @@ def envpaths(name: str, default: str) -> list[str]:
     return [item for item in os.getenv(name, default).split(os.pathsep) if item]
 
 
+def statement_timeout_ms() -> int:
+    if sys.argv[1:2] == ["migrate"]:
+        return 0
+    return int(envfloat("DB_STATEMENT_TIMEOUT_SECONDS", "300") * 1000)
+
+
 def database_from_url(url: str) -> dict:
     """Turn postgresql://user:password@host:port/name?host=/socket/dir into a DATABASES entry."""
     parsed = urlparse(url)
@@ -52,6 +59,14 @@ def database_from_url(url: str) -> dict:
         "HOST": query.get("host", [parsed.hostname or ""])[0],
         "PORT": str(parsed.port or ""),
         "CONN_MAX_AGE": envint("DB_CONN_MAX_AGE", "0"),
+        "OPTIONS": {
+            # A server that accepts the connection and never answers (stopped, behind a dropped route) fails the
+            # connection within this many seconds instead of hanging the request or task that asked.
+            "connect_timeout": envint("DB_CONNECT_TIMEOUT_SECONDS", "5"),
+            # The server ends any one statement that runs longer (0: never). `manage.py migrate` runs without it:
+            # a migration that rewrites a large table is one long statement, not a hung one.
+            "options": f"-c statement_timeout={statement_timeout_ms()}",
+        },
     }
 
 
@@ -417,6 +432,9 @@ CACHES = {
 # than "ok"/"down" per part. Workers are asked with a broadcast that waits HEALTH_WORKER_TIMEOUT_SECONDS for replies.
 HEALTHZ_TOKEN = os.getenv("HEALTHZ_TOKEN", "")
 HEALTH_WORKER_TIMEOUT_SECONDS = envfloat("HEALTH_WORKER_TIMEOUT_SECONDS", "1")
+# The database and the broker are asked at once; a part that has not answered within this many seconds is down (a
+# PostgreSQL or Redis that hangs gets a 503 answered in time, not a load balancer's own timeout).
+HEALTH_CHECK_TIMEOUT_SECONDS = envfloat("HEALTH_CHECK_TIMEOUT_SECONDS", "3")
 
 # API tokens (account page, /api/tokens/): every token expires. The expiry a token gets when none is asked for (a
 # token from before expiries were required expires this long after it was made), and the longest.

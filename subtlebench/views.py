@@ -21,7 +21,7 @@ from django.views import defaults
 from django.views.decorators.http import require_GET, require_http_methods
 
 from subtlebench.errors import Invalid, NotFound, ServiceError, dependency_unavailable, error_body
-from subtlebench.health import DOWN, health_log, health_parts, overall
+from subtlebench.health import DOWN, OK, critical_parts, health_log, health_parts, overall
 from subtlebench.models import ApiToken
 from subtlebench.pages import carried, error_response, post_only, redirect_refused
 from subtlebench.roles import roles_of
@@ -36,14 +36,16 @@ def healthz(request):
     the workers per queue, the storage and the waiting job units, with details (host names, errors): for staff and
     for callers with the HEALTHZ_TOKEN, 403 for anyone else (subtlebench.health)."""
     deep = request.GET.get("deep", "") not in ("", "0")
-    allowed = _health_details_allowed(request)
+    critical = critical_parts()
+    # A session is looked up in the database: one that hangs or is down is not asked (only the token opens details).
+    allowed = _health_details_allowed(request, session=critical["database"]["status"] == OK)
     if deep and not allowed:
         body = {
             "detail": "The deep health check needs a staff login or the HEALTHZ_TOKEN (Authorization: Bearer).",
             "errors": {},
         }
         return JsonResponse(body, status=403)
-    parts = health_parts(deep=deep)
+    parts = health_parts(deep=deep, critical=critical)
     if deep:
         health_log(parts)
     if not allowed:
@@ -52,11 +54,13 @@ def healthz(request):
     return JsonResponse({"status": status, "parts": parts}, status=503 if status == DOWN else 200)
 
 
-def _health_details_allowed(request) -> bool:
+def _health_details_allowed(request, *, session: bool) -> bool:
     token = settings.HEALTHZ_TOKEN
     sent = request.headers.get("Authorization", "")
     if token and sent.startswith("Bearer ") and hmac.compare_digest(sent[len("Bearer ") :].encode(), token.encode()):
         return True
+    if not session:
+        return False
     try:
         return bool(request.user.is_authenticated and request.user.is_staff)
     except DatabaseError:  # the session lives in the database, which is down: no details, the parts say why

@@ -22,13 +22,18 @@ from devtools.localservices import BASE_DIR
 from subtlebench.keybindings import describe_host
 from tests import scheduling
 from tests.database_template import create_test_database, drop_test_database
-from tests.fault_fixtures import private_redis, read_only_disk, small_disk  # noqa: F401 (fixtures, used by name)
+from tests.fault_fixtures import (  # noqa: F401 (fixtures, used by name)
+    private_postgres,
+    private_redis,
+    read_only_disk,
+    small_disk,
+)
 from tests.similarity_fixtures import tiny_dinov3_dir  # noqa: F401 (a session fixture, used by name)
 from tests.worker_services import isolate_worker
 
 # Fixtures that start real processes or a browser: a test that uses one is an end-to-end or a browser test, marked
 # as such here whatever its module says, so `make test-fast` (-m "not browser and not e2e") leaves it out.
-E2E_FIXTURES = {"celery_worker_process", "private_redis", "live_server"}
+E2E_FIXTURES = {"celery_worker_process", "private_redis", "private_postgres", "live_server"}
 BROWSER_FIXTURES = {"browser", "page", "browser_pages"}
 
 

