@@ -2,6 +2,8 @@
 
 Also the Redis transport the app uses (settings CELERY_BROKER_TRANSPORT), with which a worker survives losing
 Redis while a task is in flight, and beat's scheduler (settings CELERY_BEAT_SCHEDULER), which records beat's ticks.
+A worker or beat checks the database and the broker before it starts, and refuses to start on one that does not
+answer.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import logging
 import os
 import time
 
-from celery import Celery
+from celery import Celery, signals
 from celery.beat import PersistentScheduler
 from kombu.transport import redis
 
@@ -90,3 +92,47 @@ def beat_tick_record() -> None:
 app = Celery("subtlebench")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(TASK_PACKAGES)
+
+
+def start_check(process: str) -> None:
+    """Exit non-zero, naming the setting, when the database or the broker does not answer: a worker with a wrong
+    DATABASE_URL would otherwise say "ready", take tasks from the queue and fail every one of them."""
+    from django.conf import settings
+    from django.db import connections
+
+    from subtlebench.health import OK, critical_parts
+
+    parts = critical_parts()
+    connections.close_all()  # nothing opened here may be inherited by the worker's forked processes
+    database = settings.DATABASES["default"]
+    where = {
+        "database": (
+            "DATABASE_URL",
+            f"{database['HOST'] or 'localhost'}:{database['PORT'] or 5432}/{database['NAME']}",
+        ),
+        "broker": ("CELERY_BROKER_URL", broker_address(settings.CELERY_BROKER_URL)),
+    }
+    failed = [name for name in ("database", "broker") if parts[name]["status"] != OK]
+    if failed:
+        lines = [f"{name} at {where[name][1]} ({where[name][0]}): {parts[name]['detail']}" for name in failed]
+        message = f"{process} refuses to start: " + "; ".join(lines)
+        logging.getLogger(__name__).critical(message)
+        raise SystemExit(message)
+
+
+def broker_address(url: str) -> str:
+    """host:port/db of a Redis URL, without its password."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    return f"{parsed.hostname or 'localhost'}:{parsed.port or 6379}{parsed.path or ''}"
+
+
+@signals.worker_init.connect
+def worker_start_check(**kwargs) -> None:
+    start_check("the worker")
+
+
+@signals.beat_init.connect
+def beat_start_check(**kwargs) -> None:
+    start_check("beat")

@@ -1,5 +1,5 @@
-"""Timeouts: every database connection has a connect and a statement timeout, and `/healthz` answers in time
-whatever hangs."""
+"""Start checks and timeouts: every database connection has a connect and a statement timeout, `/healthz` answers in
+time whatever hangs, and a worker on a database that does not answer refuses to start, naming the setting."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from django.db import connection
 
 from devtools.localservices import BASE_DIR, port_open
 from subtlebench import settings as settings_module
-from tests.conftest import free_port
+from tests.conftest import database_url, free_port, refused_port
 
 
 @pytest.mark.django_db
@@ -78,3 +78,31 @@ def test_healthz_answers_503_in_time_while_postgresql_is_frozen(private_postgres
     finally:
         web.terminate()
         web.wait(timeout=30)
+
+
+@pytest.mark.e2e
+def test_a_worker_on_a_database_port_that_refuses_exits_non_zero_naming_database_url(worker_fork_servers, tmp_path):
+    log = tmp_path / "worker.log"
+    with refused_port() as port:
+        wrong = database_url().replace(f":{connection.settings_dict['PORT']}/", f":{port}/")
+        assert f":{port}/" in wrong
+        args = [
+            "-A",
+            "subtlebench",
+            "worker",
+            "-Q",
+            "default",
+            "--pool",
+            "solo",
+            "--without-mingle",
+            "--without-gossip",
+        ]
+        worker = worker_fork_servers("plain").spawn(
+            args, env={**os.environ, "DATABASE_URL": wrong}, cwd=BASE_DIR, log=log
+        )
+        returncode = worker.wait(timeout=60)
+    output = log.read_text()
+    assert returncode != 0
+    assert "the worker refuses to start: database at " in output
+    assert f":{port}/{connection.settings_dict['NAME']} (DATABASE_URL): unreachable" in output
+    assert " ready." not in output
