@@ -997,9 +997,11 @@ def kill_zip_job() -> None:
 
 
 def model_server(mode: str = "", port: int = 0, latency: float = 0.0) -> tuple[subprocess.Popen, str]:
-    """tests/model_server.py in a process of its own (killable as a real server is): (process, base URL)."""
+    """tests/model_server.py in a process of its own (killable as a real server is): (process, base URL). Run as a
+    module: run as a script, tests/ would come first on its path, where tests/collections shadows the standard
+    library's collections."""
     port = port or free_port()
-    args = [sys.executable, "tests/model_server.py", "--port", str(port), "--latency", str(latency)]
+    args = [sys.executable, "-m", "tests.model_server", "--port", str(port), "--latency", str(latency)]
     process = spawn("model-server", *args, *(["--mode", mode] if mode else []))
     wait(lambda: localservices.port_open(port), 30, "the model server")
     return process, f"http://127.0.0.1:{port}/v1"
@@ -1014,7 +1016,8 @@ def model_run(base_url: str, name: str, plan: dict, *, timeout_s: int = 10, conc
     from evaluation.runs.services import evaluation_start
     from tests.modeleval_fixtures import make_plan_release
 
-    release, _ = make_plan_release(plan, number=(Release.objects.aggregate(Max("number"))["number__max"] or 0) + 1)
+    number = (Release.objects.aggregate(Max("number"))["number__max"] or 0) + 1
+    release, _ = make_plan_release(plan, number=number, source_prefix=f"{name}-")
     endpoint = endpoint_create(
         user=None,
         name=name,

@@ -22,9 +22,12 @@ def bind_key(settings, variable: str, *base_urls: str) -> None:
     settings.MODEL_KEY_BINDINGS = {**settings.MODEL_KEY_BINDINGS, **bound}
 
 
-def make_plan_release(plan: dict = PLAN, split: str = "test", number: int = 1) -> tuple[Release, list[dict]]:
+def make_plan_release(
+    plan: dict = PLAN, split: str = "test", number: int = 1, source_prefix: str = "vid"
+) -> tuple[Release, list[dict]]:
     """A release whose `split` holds, per category, the plan's count of items (accepted pairs, each with two images
-    of its own in storage), and the records of its items; each record also says if the model gets it right."""
+    of its own in storage), and the records of its items; each record also says if the model gets it right. A
+    second release in one database needs a `source_prefix` of its own (an item's source id is unique)."""
     records, entries = [], []
     for category, (count, right) in plan.items():
         for index in range(count):
@@ -32,7 +35,7 @@ def make_plan_release(plan: dict = PLAN, split: str = "test", number: int = 1) -
                 category=category,
                 domain="natural",
                 source="yt8m",
-                source_id=f"vid{index}_{category}",
+                source_id=f"{source_prefix}{index}_{category}",
                 question=f"What differs in {category} item {index}?",
                 answer=f"the true change {index}",
                 distractors=["a wrong change", f"a much longer wrong change {index}", "none"],
