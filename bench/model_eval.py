@@ -8,7 +8,7 @@ arrive). Prints items/s against the ideal concurrency / latency = 16 / 0.05 s = 
 images for every request (Pillow, in the run's threads), and the CPU time per item shows what that costs.
 
 Run: DATABASE_URL=postgresql://postgres@127.0.0.1:5432/sb_mlrun python bench/model_eval.py [--items 2000]
-It uses its own database (the DATABASE_URL's name + "_bench"), which it creates and migrates.
+It uses its own database (the DATABASE_URL's name + "_bench"), which it makes afresh and migrates on every run.
 """
 
 from __future__ import annotations
@@ -48,19 +48,20 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def create_database(url: str) -> None:
+def recreate_database(url: str) -> None:
+    """The database empty: an earlier run's release cannot be removed (releases are never deleted)."""
     import psycopg
 
     parts = urlparse(url)
     admin = urlunparse(parts._replace(path="/postgres"))
     with psycopg.connect(admin, autocommit=True) as connection:
-        if not connection.execute("select 1 from pg_database where datname = %s", [parts.path[1:]]).fetchone():
-            connection.execute(f'create database "{parts.path[1:]}"')
+        connection.execute(f'drop database if exists "{parts.path[1:]}" with (force)')
+        connection.execute(f'create database "{parts.path[1:]}"')
 
 
 def write_release(items: int, size: tuple[int, int] = (160, 120)):
     """A release of `items` accepted pairs over 50 distinct JPEG files in storage (160x120: about 3 KB each), 10
-    categories, all in its test split; the bench's release, pairs and images of an earlier run are removed first."""
+    categories, all in its test split."""
     import io
 
     from django.core.files.base import ContentFile
@@ -68,14 +69,9 @@ def write_release(items: int, size: tuple[int, int] = (160, 120)):
     from PIL import Image as Picture
     from PIL import ImageDraw
 
-    from annotator.models import Image, Pair, Release, ReleaseItem
+    from annotator.models import Image, Pair, Release
     from tests.modeleval_release_factories import make_release
 
-    old = Release.objects.filter(items__pair__source="bench").distinct()
-    ReleaseItem.objects.filter(release__in=old).delete()
-    Release.objects.filter(pk__in=old.values("pk")).delete()
-    Pair.objects.filter(source="bench").delete()
-    Image.objects.filter(source="bench").delete()
     images = []
     for n in range(50):
         picture = Picture.new("RGB", size, (n * 5 % 256, 120, 200 - n * 3 % 200))
@@ -115,7 +111,7 @@ def main() -> None:
     args = parser.parse_args()
 
     url = bench_database_url()
-    create_database(url)
+    recreate_database(url)
     os.environ["DATABASE_URL"] = url
     os.environ["MODEL_ENDPOINT_HOSTS"] = "127.0.0.1"  # the local server: loopback, refused unless allowed by name
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "subtlebench.settings")
@@ -127,8 +123,6 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     from annotator.llm.endpoints import endpoint_create
-    from annotator.models import ModelEndpoint
-    from evaluation.models import ModelEvaluation
     from evaluation.runs.services import evaluation_run, evaluation_start
 
     server = subprocess.Popen(
@@ -136,9 +130,6 @@ def main() -> None:
     )
     try:
         base_url = server.stdout.readline().strip()
-        for evaluation in ModelEvaluation.objects.filter(endpoint__name="bench"):
-            evaluation.job.delete()
-        ModelEndpoint.objects.filter(name="bench").delete()
         width, height = (int(side) for side in args.size.split("x"))
         release = write_release(args.items, (width, height))
         endpoint = endpoint_create(
