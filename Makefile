@@ -26,7 +26,7 @@ TEST_WORKERS ?= 3
 TEST_TMPDIR ?= $(shell df -k --output=fstype,avail /dev/shm 2>/dev/null | awk 'NR == 2 && $$1 == "tmpfs" && $$2 >= 4194304 {print "/dev/shm"}')
 PYTEST = $(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR)) VAR_DIR=$(TEST_VAR) LOCAL_PG_DURABLE=false $(BIN)/python -m devtools.localservices -- $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
-.PHONY: install run test test-fast lint
+.PHONY: install run test test-fast lint bench-smoke
 
 $(VENV)/.installed: requirements.txt requirements-gpu.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,3 +50,8 @@ test-fast: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# Every bench/ script at a tiny size, each of which must exit 0 (bench/smoke.sh): a check that none has rotted, with no
+# figure compared. Embedded servers of its own (var/bench-smoke/): the scripts write to their databases.
+bench-smoke: install
+	VAR_DIR=$(CURDIR)/var/bench-smoke LOCAL_PG_DURABLE=false $(BIN)/python -m devtools.localservices -- bash bench/smoke.sh

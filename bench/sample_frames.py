@@ -1,6 +1,6 @@
 """Time frame sampling against decoding every frame, on a 5-minute 720p H.264 video.
 
-    python bench/sample_frames.py [--every 10] [--video PATH]
+    python bench/sample_frames.py [--every 10] [--seconds 300] [--video PATH]
 
 The video is generated once (a camera panning over a textured scene, a keyframe every 4 s as in typical
 uploads) and cached under var/bench/. Prints both times and their ratio; the target is a ratio of at most 25%.
@@ -33,16 +33,16 @@ KEYFRAME_EVERY = 4 * FPS
 SIZE = (1280, 720)
 
 
-def bench_video() -> Path:
-    path = BASE_DIR / "var" / "bench" / f"pan_{SIZE[1]}p_{SECONDS}s_gop{KEYFRAME_EVERY}.mp4"
+def bench_video(seconds: int = SECONDS) -> Path:
+    path = BASE_DIR / "var" / "bench" / f"pan_{SIZE[1]}p_{seconds}s_gop{KEYFRAME_EVERY}.mp4"
     if not path.exists():
-        print(f"Generating {path} ({SECONDS} s, {SIZE[0]}x{SIZE[1]}, {FPS} fps; once) ...", flush=True)
+        print(f"Generating {path} ({seconds} s, {SIZE[0]}x{SIZE[1]}, {FPS} fps; once) ...", flush=True)
         started = time.perf_counter()
 
         def back_and_forth():
             width, height = SIZE
-            leg = 30 * FPS  # frames per sweep across a scene and back
-            for sweep in range(SECONDS * FPS // leg):
+            leg = min(30, seconds) * FPS  # frames per sweep across a scene and back
+            for sweep in range(seconds * FPS // leg):
                 scene = textured_scene(width * 3, height, seed=sweep)
                 travel = scene.shape[1] - width
                 for i in range(leg):
@@ -66,9 +66,10 @@ def timed(function, repeat: int = 2):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--every", type=float, default=10.0, help="seconds between sampled frames")
+    parser.add_argument("--seconds", type=int, default=SECONDS, help="length of the generated video")
     parser.add_argument("--video", type=Path, help="a video of your own instead of the generated one")
     args = parser.parse_args()
-    path = args.video or bench_video()
+    path = args.video or bench_video(args.seconds)
     info = sampling.probe(path)
     print(
         f"Video: {path.name}: {info.duration:.1f} s, {info.width}x{info.height}, {info.fps:.2f} fps, "

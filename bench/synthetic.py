@@ -69,7 +69,9 @@ def main() -> None:
             "bench 5x5",
         ]
         started = time.perf_counter()
-        done = subprocess.run(command, check=True, env=env, cwd=ROOT, capture_output=True, text=True)
+        done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"generate_sweep failed:\n{done.stderr[-3000:]}")
         seconds = time.perf_counter() - started
         stored = sum(1 for _ in Path(folder).rglob("*.png"))
     print(done.stdout.strip().splitlines()[-1])
