@@ -35,16 +35,6 @@ from subtlebench.roles import COORDINATOR, HasRole
 from subtlebench.text import NAME_MAX
 
 EFFORT_CHOICES = [(effort, effort) for effort in EFFORTS]
-PROFILE_FIELDS = (
-    "request_preset",
-    "token_field",
-    "sends_temperature",
-    "takes_effort",
-    "extra_body",
-    "image_detail",
-    "price_prompt",
-    "price_completion",
-)
 
 
 class ProfileSerializer(serializers.Serializer):
