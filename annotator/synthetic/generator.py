@@ -8,11 +8,17 @@ the paper: attribute (brightness, colour or size of one object), existence (one 
 (counts that differ by `difference`), spatial (one object moved by `displacement` pixels) and viewpoint (the camera
 panned by `shift` of the image height, zoomed by `shift`, or rotated by `angle` degrees). Shapes sit in the cells of
 a grid (never touching), so every object is one connected blob of one colour.
+
+Each item has one right answer: a colour change keeps the object's relative luminance (within LUMINANCE_TOLERANCE),
+a brightness change keeps its hue (within HUE_TOLERANCE) and saturation, and every wrong option is one that has to
+be checked against the images (an existence distractor is a shape in both images; the options of a viewpoint item are
+the same whichever way its camera moved).
 """
 
 from __future__ import annotations
 
 import colorsys
+import functools
 import hashlib
 import io
 import json
@@ -25,7 +31,10 @@ from PIL import Image, ImageDraw
 from benchmark.taxonomy import FIRST_IMAGE, SECOND_IMAGE
 
 GENERATOR = "subtlebench-synthetic"
-VERSION = 1
+# Recorded in every pair's generation_info and part of its seed. Version 1's colour changes kept the HLS lightness
+# (the relative luminance moved by a quarter or more in most items) and its existence distractors could name shapes
+# in neither image; version 2 has one right answer per item (the module's docstring).
+VERSION = 2
 BACKGROUND = (235, 235, 235)
 # Mid-tone colours (no channel above 150): a brightness step up to +60% stays below 255.
 COLOURS: dict[str, tuple[int, int, int]] = {
@@ -41,6 +50,14 @@ COLOURS: dict[str, tuple[int, int, int]] = {
 SHAPES = ("circle", "square", "triangle", "diamond", "cross")
 GAP = 4  # pixels kept free around each object's cell
 
+# A colour change keeps the relative luminance (WCAG 2.x, of the sRGB colour drawn) within this fraction of the old
+# one, |Y2 / Y1 - 1|, so that neither "brighter" nor "darker" is also right.
+LUMINANCE_TOLERANCE = 0.01
+# A brightness change keeps the HSV hue within this many degrees: the 8-bit rounding is all that may move it.
+HUE_TOLERANCE = 1.0
+LUMA = np.array([0.2126, 0.7152, 0.0722])  # the weights of linear R, G, B in relative luminance
+ATTRIBUTE_OPTIONS = ("brighter", "darker", "larger", "smaller", "different colour")
+
 FAMILIES: dict[str, str] = {
     "attribute": "attribute",
     "existence": "existence",
@@ -51,7 +68,7 @@ FAMILIES: dict[str, str] = {
 # The factors of each family, with their defaults; numeric ones can be swept.
 DEFAULTS: dict[str, dict] = {
     "attribute": {"change": "brightness", "step": 0.25, "object_size": 40, "object_count": 8},
-    "existence": {"change": "added", "object_size": 40, "object_count": 8},
+    "existence": {"change": "added", "options": 5, "object_size": 40, "object_count": 8},
     "quantity": {"difference": 1, "object_size": 30, "object_count": 8},
     "spatial": {"displacement": 20, "object_size": 40, "object_count": 8},
     "viewpoint": {"motion": "pan", "shift": 0.27, "angle": 15.0, "object_size": 40, "object_count": 24},
@@ -59,6 +76,8 @@ DEFAULTS: dict[str, dict] = {
 CHOICES = {
     ("attribute", "change"): ("brightness", "colour", "size"),
     ("existence", "change"): ("added", "removed"),
+    # Not swept: a sweep's threshold is fitted with one chance rate, 1 / the options of its items.
+    ("existence", "options"): (2, 3, 4, 5),
     ("viewpoint", "motion"): ("pan", "zoom", "rotate"),
 }
 # Bounds of the numeric factors: (low, high, whole number).
@@ -147,7 +166,7 @@ def clean_factors(family: str, factors: dict | None) -> dict:
         choices = CHOICES.get((family, name))
         if choices is not None:
             if value not in choices:
-                raise SyntheticError(f"{family}: {name} must be one of {', '.join(choices)}, got {value!r}")
+                raise SyntheticError(f"{family}: {name} must be one of {', '.join(map(str, choices))}, got {value!r}")
             continue
         low, high, whole = BOUNDS[name]
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
@@ -157,12 +176,116 @@ def clean_factors(family: str, factors: dict | None) -> dict:
         if not low <= value <= high:
             raise SyntheticError(f"{family}: {name} must be from {low:g} to {high:g}, got {value:g}")
         clean[name] = int(value) if whole else float(value)
+    if family == "existence" and clean["object_count"] < clean["options"] - 1:
+        raise SyntheticError(
+            f"existence: {clean['options']} options need at least {clean['options'] - 1} objects (the wrong answers "
+            f"are shapes in both images), got object_count {clean['object_count']}; use fewer options or more objects"
+        )
     return clean
 
 
 def _rng(family: str, factors: dict, seed: int, index: int) -> np.random.Generator:
     text = json.dumps([GENERATOR, VERSION, family, factors, seed, index], sort_keys=True)
     return np.random.default_rng(int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big"))
+
+
+# --- Colour ------------------------------------------------------------------------------------------------------
+
+
+def _decode(srgb: np.ndarray) -> np.ndarray:
+    """sRGB values 0 to 1, not rounded, in linear light (IEC 61966-2-1; WCAG's 0.03928 for the threshold gives the
+    same on 8-bit values)."""
+    return np.where(srgb <= 0.04045, srgb / 12.92, ((srgb + 0.055) / 1.055) ** 2.4)
+
+
+# Linear light of each 8-bit value: a table, so whole images decode at the speed of an index.
+LINEAR = _decode(np.arange(256) / 255)
+
+
+def linear_light(rgb) -> np.ndarray:
+    """8-bit sRGB values (any array of whole numbers 0 to 255 whose last axis is R, G, B) in linear light."""
+    return LINEAR[np.asarray(rgb, dtype=np.intp)]
+
+
+def relative_luminance(rgb) -> np.ndarray:
+    """WCAG 2.x relative luminance of 8-bit sRGB values: 0 for black, 1 for white."""
+    return linear_light(rgb) @ LUMA
+
+
+def hue_degrees(rgb) -> np.ndarray:
+    """The HSV hue (0 to 360) of 8-bit RGB values; NaN for greys, which have none."""
+    c = np.asarray(rgb, dtype=np.float64)
+    r, g, b = c[..., 0], c[..., 1], c[..., 2]
+    top, spread = c.max(axis=-1), np.ptp(c, axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        hue = np.where(top == r, (g - b) / spread, np.where(top == g, 2 + (b - r) / spread, 4 + (r - g) / spread))
+    return np.where(spread == 0, np.nan, (hue * 60) % 360)
+
+
+def hue_distance(a, b) -> np.ndarray:
+    """Degrees between two hues, the short way round the circle."""
+    turn = np.abs(np.asarray(a) - np.asarray(b)) % 360
+    return np.minimum(turn, 360 - turn)
+
+
+def _saturation(rgb) -> np.ndarray:
+    c = np.asarray(rgb, dtype=np.float64)
+    top = c.max(axis=-1)
+    return np.where(top == 0, 0.0, np.ptp(c, axis=-1) / np.maximum(top, 1))
+
+
+def _encode(linear: np.ndarray) -> np.ndarray:
+    """Linear light (0 to 1) to sRGB values 0 to 255, not rounded."""
+    c = np.clip(linear, 0, 1)
+    return 255 * np.where(c <= 0.0031308, c * 12.92, 1.055 * c ** (1 / 2.4) - 0.055)
+
+
+def _near(exact: np.ndarray, spread: int) -> np.ndarray:
+    """The 8-bit colours around an exact one: each channel from `spread` - 1 below its floor to `spread` - 1 above its
+    ceiling (with spread 1, rounded down or up)."""
+    exact = np.round(exact, 9)  # 150 × 0.4 is 60.00000000000001, whose ceiling would be 61
+    axes = [np.arange(int(np.floor(v)) - spread + 1, int(np.ceil(v)) + spread) for v in exact]
+    return np.clip(np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3), 0, 255)
+
+
+@functools.lru_cache(maxsize=4096)  # a sweep's cell has one step: eight colours, each solved once
+def brightened(rgb: tuple[int, int, int], factor: float) -> tuple[int, int, int]:
+    """`rgb` with its HSV value times `factor`, its hue and saturation kept: every channel times the factor, each
+    rounded down or up so that the hue (then the saturation) stays nearest the old. Never the old colour itself."""
+    candidates = _near(np.array(rgb) * factor, 1)
+    candidates = candidates[np.any(candidates != rgb, axis=1)]
+    hue_error = hue_distance(hue_degrees(candidates), hue_degrees(rgb))
+    saturation_error = np.abs(_saturation(candidates) - _saturation(rgb))
+    best = candidates[np.lexsort((saturation_error, hue_error))[0]]
+    if not hue_distance(hue_degrees(best), hue_degrees(rgb)) <= HUE_TOLERANCE:
+        raise SyntheticError(f"attribute: no 8-bit colour {rgb} × {factor:g} keeps its hue within {HUE_TOLERANCE}°")
+    return tuple(int(v) for v in best)
+
+
+@functools.lru_cache(maxsize=4096)
+def hue_turned(rgb: tuple[int, int, int], turn: float) -> tuple[int, int, int]:
+    """`rgb` with its hue turned by `turn` of the circle at the same relative luminance: the hue turned at constant
+    HLS lightness and saturation, the result scaled in linear light to the old luminance (which keeps its hue), mixed
+    towards the grey of that luminance where scaling leaves the gamut, and rounded to a nearby 8-bit colour of that
+    luminance (never the old colour itself)."""
+    target = float(relative_luminance(rgb))
+    hue, lightness, saturation = colorsys.rgb_to_hls(*(c / 255 for c in rgb))
+    turned = _decode(np.array(colorsys.hls_to_rgb((hue + turn) % 1.0, lightness, saturation)))
+    turned *= target / float(turned @ LUMA)
+    if turned.max() > 1:
+        turned = target + (turned - target) * (1 - target) / (turned.max() - target)
+    # One 8-bit step of a mid green moves a dark colour's luminance by up to 4%: the fine tuning is in the other
+    # channels, a few steps either way. The nearest colour within a tenth of the tolerance, else the nearest in
+    # luminance.
+    candidates = _near(_encode(turned), 4)
+    candidates = candidates[np.any(candidates != rgb, axis=1)]
+    error = np.abs(relative_luminance(candidates) / target - 1)
+    distance = np.sum((candidates - _encode(turned)) ** 2, axis=1)
+    close = error <= LUMINANCE_TOLERANCE / 10
+    best = candidates[close][np.argmin(distance[close])] if close.any() else candidates[np.argmin(error)]
+    if not abs(float(relative_luminance(best)) / target - 1) <= LUMINANCE_TOLERANCE:
+        raise SyntheticError(f"attribute: no 8-bit colour near {rgb} turned by {turn:g} keeps its luminance")
+    return tuple(int(v) for v in best)
 
 
 def _draw(draw: ImageDraw.ImageDraw, shape: Shape, fill: int) -> None:
@@ -225,14 +348,21 @@ def _combos(rng: np.random.Generator) -> list[tuple[str, str]]:
 
 
 def _scene(
-    rng, grid: Grid, cells: list[int], object_size: int, combos: list[tuple[str, str]], margin: int = 0
+    rng,
+    grid: Grid,
+    cells: list[int],
+    object_size: int,
+    combos: list[tuple[str, str]],
+    margin: int = 0,
+    distinct: bool = False,
 ) -> list[Shape]:
-    """One shape per cell, its (colour, kind) drawn from `combos`, jittered inside the cell, `margin` pixels kept
-    free on each side (room for the shape to grow about its centre)."""
+    """One shape per cell, its (colour, kind) drawn from `combos` (or, `distinct`, taken from them in turn: no two
+    alike until they run out), jittered inside the cell, `margin` pixels kept free on each side (room for the shape to
+    grow about its centre)."""
     shapes = []
     slack = grid.cell - GAP - object_size - 2 * margin
-    for number in cells:
-        colour, kind = combos[int(rng.integers(len(combos)))]
+    for order, number in enumerate(cells):
+        colour, kind = combos[order % len(combos) if distinct else int(rng.integers(len(combos)))]
         ox, oy = grid.origin(number)
         jx, jy = (int(v) for v in rng.integers(0, slack + 1, size=2)) if slack > 0 else (0, 0)
         x, y = ox + GAP // 2 + margin + jx, oy + GAP // 2 + margin + jy
@@ -278,14 +408,11 @@ def _attribute(rng, f: dict, size: int, seed: int, index: int):
     old = shapes[target]
     if change == "brightness":
         answer = _balanced(("brighter", "darker"), seed, index)
-        factor = 1 + step if answer == "brighter" else 1 - step
-        rgb = tuple(min(255, round(channel * factor)) for channel in old.rgb)
+        rgb = brightened(old.rgb, 1 + step if answer == "brighter" else 1 - step)
         new = Shape(old.kind, old.colour, rgb, old.x, old.y, old.size)
     elif change == "colour":
         answer = "different colour"
-        hue, light, saturation = colorsys.rgb_to_hls(*(c / 255 for c in old.rgb))
-        turned = colorsys.hls_to_rgb((hue + step) % 1.0, light, saturation)
-        new = Shape(old.kind, old.colour, tuple(round(c * 255) for c in turned), old.x, old.y, old.size)
+        new = Shape(old.kind, old.colour, hue_turned(old.rgb, step), old.x, old.y, old.size)
     else:
         answer = _balanced(("larger", "smaller"), seed, index)
         grown = round(old.size * (1 + step if answer == "larger" else 1 - step))
@@ -294,8 +421,8 @@ def _attribute(rng, f: dict, size: int, seed: int, index: int):
         shift = (old.size - grown) // 2
         new = Shape(old.kind, old.colour, old.rgb, old.x + shift, old.y + shift, grown)
     after = [*shapes[:target], new, *shapes[target + 1 :]]
-    options = ("brighter", "darker", "larger", "smaller", "different colour")
-    distractors = [option for option in options if option != answer]
+    # Every change gets all five options: the set never says which change was made.
+    distractors = [option for option in ATTRIBUTE_OPTIONS if option != answer]
     question = "How did one of the shapes change in the second image?"
     regions = [_region(old, 1, size), _region(new, 2, size)]
     truth = {"changed": old.name, "box_1": list(old.box), "box_2": list(new.box), "rgb_1": old.rgb, "rgb_2": new.rgb}
@@ -308,7 +435,7 @@ def _existence(rng, f: dict, size: int, seed: int, index: int):
     combos = _combos(rng)
     unique, rest = combos[0], combos[1:]
     cells = [int(c) for c in rng.choice(grid.count, size=count + 1, replace=False)]
-    scene = _scene(rng, grid, sorted(cells[:count]), object_size, rest)
+    scene = _scene(rng, grid, sorted(cells[:count]), object_size, rest, distinct=True)
     (special,) = _scene(rng, grid, [cells[count]], object_size, [unique])
     if f["change"] == "added":
         before, after, changed_on = scene, [*scene, special], 2
@@ -317,10 +444,11 @@ def _existence(rng, f: dict, size: int, seed: int, index: int):
         before, after, changed_on = [*scene, special], scene, 1
         question = "Which shape is in the first image but missing from the second?"
     answer = special.name
-    # Wrong answers: shapes in both images (or, with few objects, in neither).
-    present = list(dict.fromkeys(shape.name for shape in scene))
-    absent = [shape_name(*combo) for combo in rest if shape_name(*combo) not in present]
-    distractors = (present + absent)[:4]
+    # Wrong answers: shapes in both images, so each has to be looked for in both (a shape in neither could be ruled
+    # out from one image alone). The scene's shapes are all different, so there are enough (clean_factors checks).
+    present = [shape.name for shape in scene]
+    picked = sorted(int(i) for i in rng.choice(len(present), size=f["options"] - 1, replace=False))
+    distractors = [present[i] for i in picked]
     regions = [_region(special, changed_on, size, label=special.name)]
     truth = {"change": f["change"], "object": special.name, "box": list(special.box)}
     return before, after, question, answer, distractors, regions, truth
@@ -415,10 +543,10 @@ def _viewpoint(rng, f: dict, size: int, seed: int, index: int):
         turned = world.rotate(angle, resample=Image.NEAREST, center=(canvas / 2, canvas / 2), fillcolor=0)
         second = turned.crop((left, top, left + size, top + size))
         truth.update(angle=angle)
-    others = [m for m in ("left", "right", "up", "down", "forward", "backward") if m != answer]
-    if motion == "rotate":
-        others = [VIEW_ANSWERS["rotate"][answer == VIEW_ANSWERS["rotate"][0]], *others]
-    distractors = others[:3]
+    # The motion's other answers, then pans: every answer of a motion comes with the same four options (a zoom's are
+    # forward, backward, left, right whichever way it went), so no set of options gives its answer away.
+    same = [move for move in VIEW_ANSWERS[motion] if move != answer]
+    distractors = [*same, *(move for move in DIRECTIONS if move not in VIEW_ANSWERS[motion])][:3]
     question = "How did the camera move from the first image to the second?"
     regions = [{"image": 1, "x": 0, "y": 0, "w": size, "h": size}, {"image": 2, "x": 0, "y": 0, "w": size, "h": size}]
     return first, second, question, answer, distractors, regions, truth

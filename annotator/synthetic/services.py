@@ -28,6 +28,7 @@ from annotator.synthetic.generator import (
     CHOICES,
     DEFAULTS,
     FAMILIES,
+    VERSION,
     SyntheticError,
     clean_factors,
     synthetic_pair,
@@ -246,6 +247,23 @@ def _missing(sweep: Sweep, cell: int) -> list[int]:
     return [index for index in range(sweep.items_per_cell) if index not in done]
 
 
+def _check_same_generator(sweep: Sweep) -> None:
+    """A sweep's cells are compared with each other: its pairs must all come from one version of the generator. The
+    pairs an older version made stay as they are (their generation_info names it); the rest of that sweep is not
+    drawn by this one."""
+    older = (
+        Pair.objects.filter(sweep_item__sweep=sweep)
+        .exclude(generation_info__version=VERSION)
+        .values_list("generation_info__version", flat=True)
+        .first()
+    )
+    if older is not None:
+        raise SyntheticError(
+            f"its pairs so far were drawn by version {older} of the generator and this is version {VERSION}, whose "
+            "pairs differ; define a new sweep to draw them all with this version"
+        )
+
+
 def sweep_run_unit(*, job_id: int, sweep_id: int, cell: int, unit=None) -> Job | None:
     """Claim the cell's unit and make its pairs not made yet (CHUNK at a time, each chunk in one transaction with its
     progress), so a unit run again after its worker died (or by a retry job) goes on where it stopped; finish the job
@@ -259,6 +277,8 @@ def sweep_run_unit(*, job_id: int, sweep_id: int, cell: int, unit=None) -> Job |
     sweep = Sweep.objects.get(pk=sweep_id)
     levels = sweep.cells()[cell]
     try:
+        if _missing(sweep, cell):
+            _check_same_generator(sweep)
         while todo := _missing(sweep, cell)[:CHUNK]:
             try:
                 with transaction.atomic():

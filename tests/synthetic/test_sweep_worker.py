@@ -15,6 +15,7 @@ def test_a_worker_generates_the_sweep(celery_worker_process):
         user=coordinator,
         family="existence",
         axes=[{"factor": "object_count", "levels": [2, 8]}, {"factor": "object_size", "levels": [12, 24]}],
+        factors={"options": 3},  # two wrong answers: the two objects of the smallest scene
         items_per_cell=3,
         size=128,
     )

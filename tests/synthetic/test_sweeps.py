@@ -180,3 +180,31 @@ def test_an_item_id_taken_by_another_pair_fails_the_job_saying_which(coordinator
     assert sweep.job.status == Job.Status.FAILED
     assert "cell 0" in sweep.job.errors[-1] and "items [0, 1, 2] cannot be written" in sweep.job.errors[-1]
     assert not SweepItem.objects.filter(sweep=sweep).exists()
+
+
+def test_a_sweep_begun_by_an_older_generator_is_not_finished_by_this_one(coordinator):
+    sweep = sweep_create(
+        user=coordinator,
+        family="attribute",
+        axes=[{"factor": "step", "levels": [0.1, 0.3]}],
+        items_per_cell=2,
+        size=96,
+        factors={"change": "colour", "object_size": 20, "object_count": 3},
+        send=False,
+    )
+    run_units(sweep, cells=[0])
+    made_before = []
+    for pair in Pair.objects.filter(sweep_item__sweep=sweep).order_by("pk"):  # as version 1 recorded them
+        pair.generation_info = {**pair.generation_info, "version": 1}
+        pair.save(update_fields=["generation_info"])
+        made_before.append((pair.pk, pair.answer, pair.image_1_id, pair.image_2_id))
+    run_units(sweep, cells=[1])
+    assert sweep.job.status == Job.Status.FAILED
+    assert (
+        "cell 1" in sweep.job.errors[-1] and "version 1 of the generator and this is version 2" in sweep.job.errors[-1]
+    )
+    assert list(SweepItem.objects.filter(sweep=sweep).values_list("cell", flat=True)) == [0, 0]
+    # The older pairs stay as they were: nothing drawn again, nothing removed.
+    kept = Pair.objects.filter(sweep_item__sweep=sweep).order_by("pk")
+    assert [(p.pk, p.answer, p.image_1_id, p.image_2_id) for p in kept] == made_before
+    assert {p.generation_info["version"] for p in kept} == {1}
