@@ -111,12 +111,26 @@ def state_template(targets: list[tuple[str, str]]) -> str:
     return f"{STATE_PREFIX}{migrations_digest()}_{state}"
 
 
+def state_source(targets: list[tuple[str, str]], cursor) -> str | None:
+    """What a template at `targets` is built from: None (an empty database migrated forward) or the current template
+    (migrated back), whichever takes fewer seconds. Unapplying a migration costs Django about three times what
+    applying one does (it clones the rendered state for every operation): back from the current schema to a state
+    from before releases took 18 s of CPU here, forward from nothing to it 7 s; one or two steps back is cheaper."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    forward = executor.migration_plan(targets, clean_start=True)
+    executor.loader.applied_migrations = dict.fromkeys(executor.loader.graph.nodes)
+    backward = executor.migration_plan(targets)
+    return None if len(forward) < 3 * len(backward) else current_template(cursor)
+
+
 @contextmanager
 def database_at(targets: list[tuple[str, str]]):
-    """A database of its own migrated back to `targets` (as MigrationExecutor takes them), for a test of a migration:
-    the connection points at it in the block and back at the test's own after it, and it is dropped. It is a clone of
-    a template at that state, made once for each state of the migrations (the current template migrated back: the
-    slow direction) and kept like the others."""
+    """A database of its own at the state `targets` of the migrations (as MigrationExecutor takes them), for a test
+    of a migration: the connection points at it in the block and back at the test's own after it, and it is dropped.
+    It is a clone of a template at that state, made once for each state of the migrations (from nothing or from the
+    current template, whichever is quicker: state_source) and kept like the others."""
     from django.db.migrations.executor import MigrationExecutor
 
     template = state_template(targets)
@@ -126,10 +140,10 @@ def database_at(targets: list[tuple[str, str]]):
     with server_cursor() as cursor:
         if template not in database_names(cursor, template):
 
-            def migrate_back():
+            def migrate_to_state():
                 MigrationExecutor(connection).migrate(targets)
 
-            build_template(cursor, template, migrate_back, source=current_template(cursor))
+            build_template(cursor, template, migrate_to_state, source=state_source(targets, cursor))
             drop_old_templates(cursor, prefix=STATE_PREFIX)
         clone(cursor, template, target)
     use_database(target)

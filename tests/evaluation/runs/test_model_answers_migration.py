@@ -1,6 +1,8 @@
 """A database built on the schema before releases (annotator 0017, evaluation 0006) migrates forward with every
-model answer in the one store: an imported results file of a study (ModelRun / ModelAnswer) becomes an import run
-from before releases, its study id kept; a run made in the app keeps its results, an import before releases too."""
+model answer in the one store (annotator 0020, evaluation 0008 dropping the old tables): an imported results file
+of a study (ModelRun / ModelAnswer) becomes an import run from before releases, its study id kept; a run made in the
+app keeps its results. What later migrations do to these runs has tests of its own (test_retire_runs_migration,
+test_runs_move_migration); each of these tests migrates only across the migrations it is about."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from benchmark.records import item_id
 from tests.database_template import database_at
 
 BEFORE = [("annotator", "0017_total_default_orders"), ("evaluation", "0006_total_default_orders")]
+AFTER = [("annotator", "0020_model_runs_into_one_store"), ("evaluation", "0008_remove_model_runs")]
 
 
 def migrate(targets):
@@ -19,11 +22,6 @@ def migrate(targets):
     executor.loader.build_graph()
     executor.migrate(targets)
     return executor.loader.project_state(targets).apps
-
-
-def latest():
-    executor = MigrationExecutor(connection)
-    return executor.loader.graph.leaf_nodes()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -84,9 +82,9 @@ def check_the_migration_forward_and_back():
         is_correct=True,
     )
 
-    new = migrate(latest())
-    Evaluation = new.get_model("evaluation", "ModelEvaluation")
-    Result = new.get_model("evaluation", "ModelItemResult")
+    new = migrate(AFTER)
+    Evaluation = new.get_model("annotator", "ModelEvaluation")
+    Result = new.get_model("annotator", "ModelItemResult")
     imported = Evaluation.objects.get(source="import", endpoint__isnull=True)
     assert (imported.name, imported.study_id, imported.file_name, imported.endpoint_id) == (
         "gpt-file",
@@ -111,9 +109,8 @@ def check_the_migration_forward_and_back():
     ]
     assert expected_ids[0] == f"temporal_yt8m_abcd_{pairs[0].pk}"
     kept = Evaluation.objects.get(pk=app_run.pk)
-    # A run made in the app on a study's sample is an import before releases now, its source kept beside.
-    assert (kept.source, kept.study_id, kept.release_id, kept.endpoint_id) == ("import", study.pk, None, endpoint.pk)
-    assert kept.parameters["retired_source"] == "study"
+    # A run made in the app on a study's sample keeps its source and study here (a later migration retires it).
+    assert (kept.source, kept.study_id, kept.release_id, kept.endpoint_id) == ("study", study.pk, None, endpoint.pk)
     assert Result.objects.filter(evaluation=kept).count() == 1
     assert "evaluation_modelrun" not in connection.introspection.table_names()
 
