@@ -17,11 +17,11 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from annotator.authoring.drafts import work_draft_of, work_draft_save
 from annotator.collections import authoring
 from annotator.collections.services import collection_import
 from annotator.jobs.services import clean_idempotency_key
 from annotator.models import CandidateSkip, Category, Collection, Domain, Job, Pair, PairCandidate
-from annotator.picking import services as picking
 from annotator.picking.questions import CATEGORY_KEYS, template_table
 from annotator.picking.views import _answer_frame, _last_rejection
 from benchmark import jsonlimits
@@ -144,7 +144,7 @@ def candidate_workbench(request, candidate_id: int):
                 "withdrawable": mine and pair.status == Pair.Status.SUBMITTED,
             }
         )
-    draft = picking.pair_draft_of(candidate=candidate, user=request.user)
+    draft = work_draft_of(authoring.CANDIDATES, item=candidate, user=request.user)
     holder = candidate.holder_now(now)
     now_held = holder is not None and holder.pk == request.user.pk
     base = f"/api/candidates/{candidate.pk}"
@@ -200,8 +200,12 @@ def candidate_draft_beacon(request, candidate_id: int):
             state = jsonlimits.loads(request.POST.get("state", ""))
         except ValueError:
             raise Invalid({"state": ["The draft must be a JSON object."]}) from None
-        saved = picking.pair_draft_save(
-            candidate=candidate, user=request.user, state=state, version=int(version) if version else None
+        saved = work_draft_save(
+            authoring.CANDIDATES,
+            item=candidate,
+            user=request.user,
+            state=state,
+            version=int(version) if version else None,
         )
     except (Invalid, Conflict) as error:
         return error_response(request, error)

@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
+from annotator.authoring.drafts import work_draft_of, work_draft_save
 from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, PairDraft, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from annotator.picking.drafted import change_rows, workbench_drafting
@@ -177,7 +178,7 @@ def workbench(request, video_id: int):
                 "drafted_by": pair.drafted_by_id,
             }
         )
-    draft = picking.pair_draft_of(video=video, user=request.user)
+    draft = work_draft_of(picking.VIDEOS, item=video, user=request.user)
     holder = video.holder_now(now)
     now_held = holder is not None and holder.pk == request.user.pk
     config = {
@@ -225,8 +226,8 @@ def draft_beacon(request, video_id: int):
             state = jsonlimits.loads(request.POST.get("state", ""))
         except ValueError:
             raise Invalid({"state": ["The draft must be a JSON object."]}) from None
-        saved = picking.pair_draft_save(
-            video=video, user=request.user, state=state, version=int(version) if version else None
+        saved = work_draft_save(
+            picking.VIDEOS, item=video, user=request.user, state=state, version=int(version) if version else None
         )
     except (Invalid, Conflict) as error:
         return error_response(request, error)
