@@ -1,6 +1,6 @@
 """The work queue's one life cycle, for every kind of work item: take the next item, keep it (heartbeat), give it
-back (release), skip it and undo the skip, end its lease once it is submitted. Expiry needs no step: every query
-asks through LeaseQuerySet, so a lapsed lease is free everywhere.
+back (release), skip it and undo the skip, submit it once (its client key, the end of its lease). Expiry needs no
+step: every query asks through LeaseQuerySet, so a lapsed lease is free everywhere.
 
 A source plugs in by defining one WorkKind (annotator/picking: VIDEOS, annotator/collections: CANDIDATES,
 annotator/captions: CAPTION_TASKS) and calling these functions with it; nothing registers it. Its pages and API
@@ -209,8 +209,9 @@ def work_skip_undo(kind: WorkKind, *, skip_id: int, user):
         return item
 
 
-def work_done(kind: WorkKind, *, item) -> None:
-    """The locked item was submitted (and left the queue, by its status): its lease ends, whoever held it."""
+def work_end_lease(kind: WorkKind, *, item) -> None:
+    """End the lease on the locked item, whoever holds it: a submit took the item out of the queue (by its status),
+    or a coordinator gave it to someone else."""
     lease_release(row=item)
 
 

@@ -18,7 +18,7 @@ from annotator.authoring.drafts import DraftChanged
 from annotator.authoring.work import (
     WorkKind,
     work_claim,
-    work_done,
+    work_end_lease,
     work_open_to,
     work_release,
     work_skip,
@@ -283,7 +283,7 @@ def caption_submit(*, task_id: int, user, text: str, client_key: str | None = No
     task.status = CaptionTask.Status.DONE
     task.caption = caption
     task.save(update_fields=["status", "caption"])
-    work_done(CAPTION_TASKS, item=task)
+    work_end_lease(CAPTION_TASKS, item=task)
     return caption
 
 

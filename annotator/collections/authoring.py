@@ -17,7 +17,7 @@ from django.utils import timezone
 from annotator.authoring.work import (
     WorkKind,
     work_claim,
-    work_done,
+    work_end_lease,
     work_heartbeat,
     work_open_to,
     work_release,
@@ -231,7 +231,7 @@ def candidate_submit(
                 PairCandidate.objects.filter(pk=locked.pk).update(
                     status=PairCandidate.Status.AUTHORED, pair=pair, updated=timezone.now()
                 )
-                work_done(CANDIDATES, item=locked)
+                work_end_lease(CANDIDATES, item=locked)
             drafts = PairDraft.objects.filter(author=user, candidate=locked)
             if draft_version is not None:
                 drafts = drafts.filter(version=draft_version)

@@ -12,11 +12,11 @@ from django.db.models.functions import Coalesce, TruncHour
 from django.utils import timezone
 
 from annotator.authoring.drafts import work_draft_delete
-from annotator.authoring.leases import lease_release
 from annotator.authoring.work import (
     WorkKind,
     client_key_clean,
     work_claim,
+    work_end_lease,
     work_heartbeat,
     work_open_to,
     work_release,
@@ -153,7 +153,7 @@ def video_assign(*, video: Video, user, by) -> Video:
         locked.assigned_at = timezone.now() if user is not None else None
         locked.save(update_fields=["assigned_to", "assigned_at", "updated"])
         if user is not None and locked.lease_holder_id != user.pk:
-            lease_release(row=locked)
+            work_end_lease(VIDEOS, item=locked)
         return locked
 
 
