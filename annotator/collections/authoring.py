@@ -27,7 +27,7 @@ from annotator.authoring.work import (
 )
 from annotator.models import CandidateSkip, Category, Image, Pair, PairCandidate, PairDraft
 from annotator.picking.questions import question_validate
-from annotator.picking.services import MAX_ACTIVE_MS, _check_own_pair, _order
+from annotator.picking.services import MAX_ACTIVE_MS, pair_check_changeable, pair_images_order
 from annotator.regions import regions_swapped
 from annotator.similarity.services import pair_update_similarity
 from annotator.stats.services import double_review_draw
@@ -170,7 +170,7 @@ def candidate_submit(
         raise Invalid({"frames": ["A and B are the same image: set A and B to the two images."]})
     if category not in Category.values:
         raise Invalid({"category": [f"Pick a category (keys 1-9, 0); {category!r} is not one."]})
-    first, second, swapped, answer, distractors = _order(
+    first, second, swapped, answer, distractors = pair_images_order(
         category, side_a, side_b, answer_frame, question, answer, list(distractors or [])
     )
     question, answer, distractors = question_validate(
@@ -193,7 +193,7 @@ def candidate_submit(
             if pair_id is None:
                 pair = Pair(author=user, created=timezone.now())
             else:
-                pair = _check_own_pair(locked_pair, pair_id, user, version)
+                pair = pair_check_changeable(locked_pair, pair_id, user, version)
                 if locked.pair_id != pair.pk:
                     raise Invalid({"pair": [f"Pair {pair.pk} was not authored from this candidate pair."]})
             duplicate = (

@@ -22,8 +22,9 @@ from annotator.collections import authoring
 from annotator.collections.services import collection_import
 from annotator.jobs.services import clean_idempotency_key
 from annotator.models import CandidateSkip, Category, Collection, Domain, Job, Pair, PairCandidate
+from annotator.picking.drafted import pair_answer_frame
 from annotator.picking.questions import CATEGORY_KEYS, template_table
-from annotator.picking.views import _answer_frame, _last_rejection
+from annotator.picking.views import last_rejection
 from benchmark import jsonlimits
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
 from subtlebench.pages import error_response, post_only, redirect_refused_form, refused_form
@@ -120,7 +121,7 @@ def candidate_workbench(request, candidate_id: int):
     ]
     pairs = []
     if candidate.pair_id:
-        pair = Pair.objects.select_related("author").annotate(rejection=_last_rejection()).get(pk=candidate.pair_id)
+        pair = Pair.objects.select_related("author").annotate(rejection=last_rejection()).get(pk=candidate.pair_id)
         mine = pair.author_id == request.user.pk
         index_1 = 0 if pair.image_1_id == candidate.image_1_id else 1
         pairs.append(
@@ -138,7 +139,7 @@ def candidate_workbench(request, candidate_id: int):
                 "index_2": 1 - index_1,
                 "index_a": 1 - index_1 if pair.swapped else index_1,
                 "index_b": index_1 if pair.swapped else 1 - index_1,
-                "answer_frame": _answer_frame(pair),
+                "answer_frame": pair_answer_frame(pair),
                 "rejection": pair.rejection or "",
                 "editable": mine and pair.status in (Pair.Status.SUBMITTED, Pair.Status.REJECTED),
                 "withdrawable": mine and pair.status == Pair.Status.SUBMITTED,

@@ -160,7 +160,8 @@ def video_assign(*, video: Video, user, by) -> Video:
 # --- Submitting -----------------------------------------------------------------------------------------------
 
 
-def _frames(video: Video, index_a, index_b) -> tuple[Frame, Frame]:
+def video_frame_pair(video: Video, index_a, index_b) -> tuple[Frame, Frame]:
+    """Frames A and B of the video by their indexes: two different frames it has."""
     try:
         index_a, index_b = int(index_a), int(index_b)
     except (TypeError, ValueError):
@@ -176,7 +177,7 @@ def _frames(video: Video, index_a, index_b) -> tuple[Frame, Frame]:
     return found[index_a], found[index_b]
 
 
-def _order(category, frame_a, frame_b, answer_frame, question, answer, distractors):
+def pair_images_order(category, frame_a, frame_b, answer_frame, question, answer, distractors):
     """Decide image 1 and image 2 and the final answer; returns (frame_1, frame_2, swapped, answer, distractors)."""
     if not TEMPLATES[category].binary:
         # Texts describe the second image relative to the first: A stays first.
@@ -224,10 +225,10 @@ def pair_submit(
     earlier = work_submitted(Pair.objects, client_key=client_key, user=user, refusal=KEY_OF_ANOTHER)
     if earlier is not None:
         return earlier, False
-    frame_a, frame_b = _frames(video, index_a, index_b)
+    frame_a, frame_b = video_frame_pair(video, index_a, index_b)
     if category not in Category.values:
         raise Invalid({"category": [f"Pick a category (keys 1-9, 0); {category!r} is not one."]})
-    frame_1, frame_2, swapped, answer, distractors = _order(
+    frame_1, frame_2, swapped, answer, distractors = pair_images_order(
         category, frame_a, frame_b, answer_frame, question, answer, list(distractors or [])
     )
     question, answer, distractors = question_validate(
@@ -250,7 +251,7 @@ def pair_submit(
             if pair_id is None:
                 pair = Pair(author=user, video=video, source="yt8m", created=timezone.now())
             else:
-                pair = _check_own_pair(locked, pair_id, user, version)
+                pair = pair_check_changeable(locked, pair_id, user, version)
                 if pair.video_id != video.pk:
                     raise Invalid({"pair": [f"Pair {pair.pk} belongs to another video: edit it on its own workbench."]})
             duplicate = (
@@ -300,7 +301,8 @@ def pair_submit(
     return pair, pair_id is None
 
 
-def _check_own_pair(pair: Pair | None, pair_id, user, version) -> Pair:
+def pair_check_changeable(pair: Pair | None, pair_id, user, version) -> Pair:
+    """The locked pair, if this user may submit a new version of it: their own, not decided, as they saw it."""
     if pair is None:
         raise NotFound(f"Pair {pair_id} does not exist.")
     if pair.author_id != user.pk:
