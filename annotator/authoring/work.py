@@ -118,7 +118,8 @@ def _take_next(kind: WorkKind, user):
 
 def work_claim(kind: WorkKind, *, item, user):
     """Lock the item and make sure this user holds it, renewing the lease or taking it (back) if it is free and
-    still open to them; the locked item. Inside the caller's transaction: a heartbeat, a save or a submit.
+    still open to them. Inside the caller's transaction: a heartbeat, a save or a submit. Returns the locked item
+    with its lease as it is now: go on with it, not with the caller's copy.
 
     Never takes a second item: a user who holds another gets a conflict naming it.
     """

@@ -244,7 +244,7 @@ def caption_draft_save(*, task_id: int, user, text: str, version: int | None = N
     if len(text) > 4 * settings.CAPTION_MAX_CHARS:
         raise Invalid({"text": f"The draft is over {4 * settings.CAPTION_MAX_CHARS} characters long."})
     task = CaptionTask.objects.select_for_update().get(pk=task_id)  # also serialises two tabs' saves
-    work_claim(CAPTION_TASKS, item=task, user=user)
+    task = work_claim(CAPTION_TASKS, item=task, user=user)  # the lease renewed on it
     caption = caption_draft_of(task, user) or Caption(task=task, pair_id=task.pair_id, author=user)
     if version is not None and version != caption.draft_version:
         if caption.pk and caption.text == text:
@@ -267,7 +267,7 @@ def caption_submit(*, task_id: int, user, text: str, client_key: str | None = No
             raise Invalid({"client_key": [KEY_OF_ANOTHER]})
         return existing
     now = timezone.now()
-    work_claim(CAPTION_TASKS, item=task, user=user)
+    task = work_claim(CAPTION_TASKS, item=task, user=user)
     problem = Caption.length_problem(text)
     if problem:
         raise Invalid({"text": problem})
