@@ -13,6 +13,7 @@ from django.db.models.functions import Coalesce
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from annotator.captions.services import caption_tasks_open_to
 from annotator.collections.authoring import candidates_open_to
 from annotator.models import Caption, CaptionTask, DoubleReview, Pair, PairDraft, Review, Target, Video
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role
@@ -41,7 +42,7 @@ def home_waiting(user) -> dict:
     counted: dict[str, QuerySet] = {}
     if annotator:
         counted["returned"] = Pair.objects.filter(author=user, status=Pair.Status.REJECTED)
-        counted["captions_to_write"] = CaptionTask.objects.available_to(user)
+        counted["captions_to_write"] = caption_tasks_open_to(user)
         counted["pairs_to_author"] = candidates_open_to(user)  # image collections' candidate pairs (issue 27)
     if reviewer:
         counted["pairs_to_review"] = Pair.objects.reviewable_by(user)

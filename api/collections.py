@@ -9,11 +9,11 @@ from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
+from annotator.authoring.drafts import work_draft_of, work_draft_save
 from annotator.collections import authoring
 from annotator.collections.services import collection_import
 from annotator.jobs.services import clean_idempotency_key
 from annotator.models import CandidateSkip, Category, Collection, Domain, PairCandidate
-from annotator.picking import services as picking
 from api.errors import error_responses
 from api.fields import ID_MAX, free_text, whole_number
 from api.jobs import IDEMPOTENCY_KEY
@@ -166,10 +166,12 @@ def candidate_draft(request, candidate_id: int):
     """GET your autosaved workbench state for a candidate pair; PUT replaces it (409: another tab saved since)."""
     candidate = get_object_or_404(PairCandidate, pk=candidate_id)
     if request.method == "GET":
-        return Response(PairDraftStateSerializer(picking.pair_draft_of(candidate=candidate, user=request.user)).data)
+        return Response(
+            PairDraftStateSerializer(work_draft_of(authoring.CANDIDATES, item=candidate, user=request.user)).data
+        )
     data = PairDraftSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    saved = picking.pair_draft_save(candidate=candidate, user=request.user, **data.validated_data)
+    saved = work_draft_save(authoring.CANDIDATES, item=candidate, user=request.user, **data.validated_data)
     return Response(PairDraftSerializer(saved).data)
 
 
@@ -211,7 +213,7 @@ def candidate_submit(request, candidate_id: int):
     pair, created = authoring.candidate_submit(
         user=request.user, candidate=candidate, pair_id=fields.pop("pair"), **fields
     )
-    pair.draft_version = picking.pair_draft_of(candidate=candidate, user=request.user).version
+    pair.draft_version = work_draft_of(authoring.CANDIDATES, item=candidate, user=request.user).version
     return Response(
         PairSubmitOutputSerializer(pair).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
     )

@@ -12,6 +12,7 @@ from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
+from annotator.authoring.drafts import work_draft_of, work_draft_save
 from annotator.models import Category, Pair, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from api.errors import error_responses
@@ -217,10 +218,10 @@ def draft(request, video_id: int):
     another tab saved a newer draft since the version you send."""
     video = get_object_or_404(Video, pk=video_id)
     if request.method == "GET":
-        return Response(PairDraftStateSerializer(picking.pair_draft_of(video=video, user=request.user)).data)
+        return Response(PairDraftStateSerializer(work_draft_of(picking.VIDEOS, item=video, user=request.user)).data)
     data = PairDraftSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    saved = picking.pair_draft_save(video=video, user=request.user, **data.validated_data)
+    saved = work_draft_save(picking.VIDEOS, item=video, user=request.user, **data.validated_data)
     return Response(PairDraftSerializer(saved).data)
 
 
@@ -341,7 +342,7 @@ def pair_submit(request):
     fields = dict(data.validated_data)
     video = get_object_or_404(Video, pk=fields.pop("video"))
     pair, created = picking.pair_submit(user=request.user, video=video, pair_id=fields.pop("pair"), **fields)
-    pair.draft_version = picking.pair_draft_of(video=video, user=request.user).version
+    pair.draft_version = work_draft_of(picking.VIDEOS, item=video, user=request.user).version
     return Response(
         PairSubmitOutputSerializer(pair).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 
+from annotator.authoring.drafts import work_draft_save
 from annotator.models import Category, PairDraft, Video
 from annotator.picking import services as picking
 from benchmark.taxonomy import STANDARD_QUESTIONS
@@ -83,9 +84,9 @@ def seed_demo_pairs(*, reviewer: str = "reviewer") -> int:
             )
         except picking.Conflict:
             continue  # someone is working on this video right now: leave it alone
-        picking.video_release(video=video, user=author, reason=None)
         if not created:
-            continue
+            continue  # made by an earlier run, which took no lease this time
+        picking.video_release(video=video, user=author, reason=None)
         made += 1
         if decision == "accept" and pair.similarity_problem() is None:
             picking.pair_review(pair=pair, reviewer=checker, decision="accept", version=pair.version)
@@ -95,8 +96,9 @@ def seed_demo_pairs(*, reviewer: str = "reviewer") -> int:
     annotator = User.objects.filter(username="annotator1").first()
     video = videos.get("demo_evening_light")
     if annotator and video and not PairDraft.objects.filter(author=annotator, video=video).exists():
-        picking.pair_draft_save(
-            video=video,
+        work_draft_save(
+            picking.VIDEOS,
+            item=video,
             user=annotator,
             state={"cursor": 9, "a": 9, "b": 11, "category": "attribute", "question": "What changed about the sky?"},
         )

@@ -2,8 +2,8 @@
 evaluation, results -> runs | studies), torch with the embedder, no circle among the modules of a models package
 or annotator's workflow packages, production without demo or devtools: `.importlinter`, checked here by
 `lint-imports`. Read here by hand: `benchmark` (the evaluator's contract and the statistics) imports nothing but the
-standard library, the apps take the contract and the statistics from it and never define a copy, and only URL
-configuration imports api.
+standard library, the apps take the contract and the statistics from it and never define a copy, only URL
+configuration imports api, and no package imports another package's private (underscore) names.
 
 Every import counts, including those inside functions and under TYPE_CHECKING: a lazy import is still a
 dependency, and hiding a circle inside a function is how the old flat layout grew one.
@@ -359,6 +359,34 @@ def contract_copies(path: Path, tree: ast.Module | None = None) -> list[str]:
             if len(parts) == 5 and parts[1] == parts[3] == "_" and "category" in parts[0] and "source" in parts[2]:
                 found.append(f"{where}: the item id built by hand")
     return found
+
+
+def private_imports(module: str, tree: ast.Module) -> list[str]:
+    """`from x import _name` where x is in another package than the module: a name with one leading underscore is
+    its package's own, and another package that needs it needs a public name (or the function moved)."""
+    package = module.rpartition(".")[0]
+    return [
+        f"{module} imports {node.module}.{alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.rpartition(".")[0] != package
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    ]
+
+
+def test_no_package_takes_another_packages_private_names(trees):
+    assert [found for module in FILES for found in private_imports(module, trees[module])] == []
+
+
+def test_the_private_import_finder_finds_them():
+    tree = ast.parse(
+        "from annotator.picking.services import _frames, video_frame_pair\n"
+        "from annotator.collections.views import _mine\n"
+        "from annotator.collections.services import __all__\n"
+    )
+    assert private_imports("annotator.collections.views", tree) == [
+        "annotator.collections.views imports annotator.picking.services._frames"
+    ]
 
 
 def test_no_app_restates_the_contract(trees):

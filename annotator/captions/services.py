@@ -14,13 +14,24 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from annotator.drafts import DraftChanged
-from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
+from annotator.authoring.drafts import DraftChanged
+from annotator.authoring.work import (
+    WorkKind,
+    work_claim,
+    work_end_lease,
+    work_open_to,
+    work_release,
+    work_skip,
+    work_skip_undo,
+    work_submitted,
+    work_take_next,
+)
 from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionSkip, CaptionTask, Pair
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
 from subtlebench.roles import COORDINATOR, has_role
 
 MAX_CAPTIONS_PER_ITEM = 10
+KEY_OF_ANOTHER = "This client key belongs to another caption."
 
 GUIDELINES = (
     "Describe the second image relative to the first.",
@@ -187,53 +198,36 @@ def caption_batch_create(
 # --- The caption queue -------------------------------------------------------------------------------------
 
 
+class CaptionTaskWork(WorkKind):
+    """Open caption tasks on accepted pairs, oldest first; a caption's draft is the caption row itself."""
+
+    model = CaptionTask
+    noun = "caption task"
+    finish_hint = "submit or skip it first"
+    conflict = CaptionConflict
+    skip_model, skip_field = CaptionSkip, "task"
+    skip_takes_the_lease = True  # a skip drops the draft: it is the holder's step, as a save is
+
+    def in_queue(self, user):
+        return CaptionTask.objects.to_caption_by(user)
+
+    def refusal(self, item, user) -> str:
+        if item.status != CaptionTask.Status.OPEN:
+            return "This caption task is already done: take the next one from the queue."
+        return ""
+
+
+CAPTION_TASKS = CaptionTaskWork()
+
+
+def caption_tasks_open_to(user, now=None):
+    """Open tasks nobody holds, on pairs this user may caption and has not captioned or skipped."""
+    return work_open_to(CAPTION_TASKS, user, now)
+
+
 def caption_task_lease(*, user) -> CaptionTask | None:
-    """The caption task this user holds (its lease renewed), else the next free one, else None.
-
-    Rows are claimed with SELECT ... FOR UPDATE SKIP LOCKED, so concurrent annotators never get the same task;
-    one lease per annotator (annotator/leases.py) keeps one user's concurrent requests from taking two.
-    """
-    try:
-        return lease_take_next(lambda: _lease_next(user))
-    except LeaseHeld as error:
-        raise CaptionConflict(_held_message(error.held))
-
-
-@transaction.atomic
-def _lease_next(user) -> CaptionTask | None:
-    now = timezone.now()
-    task = CaptionTask.objects.open().held_by(user, now).select_for_update(of=("self",)).first()
-    if task is None:
-        task = (
-            CaptionTask.objects.available_to(user, now)
-            .select_for_update(skip_locked=True, of=("self",))
-            .order_by("pk")
-            .first()
-        )
-    if task is None:
-        return None
-    return lease_acquire(row=task, user=user, now=now)
-
-
-def _held_message(held: CaptionTask | None) -> str:
-    if held is None:
-        return "You took another caption task a moment ago: submit or skip it first."
-    return f"You hold caption task {held.pk}: submit or skip it first."
-
-
-def _claim(task: CaptionTask, user, now) -> None:
-    """Check that this (locked) open task is the user's to write, renewing or retaking the lease."""
-    if task.status != CaptionTask.Status.OPEN:
-        raise CaptionConflict("This caption task is already done: take the next one from the queue.")
-    if not task.is_held_by(user, now):
-        if not task.is_free(now):
-            raise CaptionConflict("Your lease on this task ran out and someone else holds it now.")
-        if not CaptionTask.objects.available_to(user, now).filter(pk=task.pk).exists():
-            raise Forbidden("This caption task is not offered to you.")
-    try:
-        lease_acquire(row=task, user=user, now=now)
-    except LeaseHeld as error:
-        raise CaptionConflict(_held_message(error.held))
+    """The caption task this user holds (its lease renewed), else the next free one, else None."""
+    return work_take_next(CAPTION_TASKS, user=user)
 
 
 def caption_draft_of(task: CaptionTask, user) -> Caption | None:
@@ -250,7 +244,7 @@ def caption_draft_save(*, task_id: int, user, text: str, version: int | None = N
     if len(text) > 4 * settings.CAPTION_MAX_CHARS:
         raise Invalid({"text": f"The draft is over {4 * settings.CAPTION_MAX_CHARS} characters long."})
     task = CaptionTask.objects.select_for_update().get(pk=task_id)  # also serialises two tabs' saves
-    _claim(task, user, timezone.now())
+    task = work_claim(CAPTION_TASKS, item=task, user=user)  # the lease renewed on it
     caption = caption_draft_of(task, user) or Caption(task=task, pair_id=task.pair_id, author=user)
     if version is not None and version != caption.draft_version:
         if caption.pk and caption.text == text:
@@ -267,14 +261,13 @@ def caption_submit(*, task_id: int, user, text: str, client_key: str | None = No
     """Submit the caption of a leased task; the same client key returns the first submission unchanged."""
     task = CaptionTask.objects.select_for_update().get(pk=task_id)
     # Checked after the task lock: a concurrent submit with the same key has committed by now.
-    if client_key:
-        existing = Caption.objects.filter(client_key=client_key).first()
-        if existing is not None:
-            if existing.author_id != user.pk or existing.task_id != task.pk:
-                raise Invalid({"client_key": "This client key belongs to another caption."})
-            return existing
+    existing = work_submitted(Caption.objects, client_key=client_key, user=user, refusal=KEY_OF_ANOTHER)
+    if existing is not None:
+        if existing.task_id != task.pk:
+            raise Invalid({"client_key": [KEY_OF_ANOTHER]})
+        return existing
     now = timezone.now()
-    _claim(task, user, now)
+    task = work_claim(CAPTION_TASKS, item=task, user=user)
     problem = Caption.length_problem(text)
     if problem:
         raise Invalid({"text": problem})
@@ -290,21 +283,17 @@ def caption_submit(*, task_id: int, user, text: str, client_key: str | None = No
     task.status = CaptionTask.Status.DONE
     task.caption = caption
     task.save(update_fields=["status", "caption"])
-    lease_release(row=task, user=user)
+    work_end_lease(CAPTION_TASKS, item=task)
     return caption
 
 
 @transaction.atomic
 def caption_task_skip(*, task_id: int, user, reason: str) -> CaptionSkip:
     """Pass on a task with a reason: the lease ends, the draft goes, the task is not offered to this user again."""
-    reason = reason.strip()
-    if not reason:
-        raise Invalid({"reason": "Say why you skip this pair (e.g. the difference is not visible)."})
-    task = CaptionTask.objects.select_for_update().get(pk=task_id)
-    _claim(task, user, timezone.now())
+    task = CaptionTask.objects.get(pk=task_id)
+    skip = work_skip(CAPTION_TASKS, item=task, user=user, reason=reason)
     Caption.objects.filter(task=task, author=user, status=Caption.Status.DRAFT).delete()
-    lease_release(row=task, user=user)
-    return CaptionSkip.objects.create(task=task, user=user, reason=reason)
+    return skip
 
 
 @transaction.atomic
@@ -313,24 +302,14 @@ def caption_task_release(*, task_id: int, user, text: str | None = None) -> Capt
     (what the page holds, perhaps newer than its last autosave) when it is given and the task is still theirs.
     A task this user does not hold (another's, or given back already) is refused (Conflict) and left as it is."""
     task = CaptionTask.objects.select_for_update().get(pk=task_id)
-    if task.lease_holder_id != user.pk:
-        raise Conflict(f"You do not hold caption task {task.pk} (pair {task.pair_id}): there is nothing to release.")
-    if text and task.status == CaptionTask.Status.OPEN:
+    if text and task.status == CaptionTask.Status.OPEN and task.lease_holder_id == user.pk:
         caption_draft_save(task_id=task.pk, user=user, text=text)
-    lease_release(row=task, user=user)
-    return task
+    return work_release(CAPTION_TASKS, item=task, user=user)
 
 
-@transaction.atomic
 def caption_skip_undo(*, skip_id: int, user) -> CaptionTask:
-    """Take back a skip: the task is offered to its skipper again (if it is still open). Only the skipper may."""
-    skip = CaptionSkip.objects.select_for_update().select_related("task").filter(pk=skip_id).first()
-    if skip is None:
-        raise NotFound(f"Caption skip {skip_id} does not exist (it may have been undone already).")
-    if skip.user_id != user.pk:
-        raise Forbidden(f"Caption skip {skip_id} is another annotator's: only they can undo it.")
-    skip.delete()
-    return skip.task
+    """Take back a skip: the task is offered to its skipper again (if it is still open)."""
+    return work_skip_undo(CAPTION_TASKS, skip_id=skip_id, user=user)
 
 
 # --- Review and the exported caption -----------------------------------------------------------------------

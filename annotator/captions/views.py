@@ -122,7 +122,7 @@ def captions_work(request):
         CaptionSkip.objects.filter(user=request.user).select_related("task__pair").order_by("-created", "-pk")[:50]
     )
     context = {
-        "available": CaptionTask.objects.available_to(request.user).count(),
+        "available": captions.caption_tasks_open_to(request.user).count(),
         "recent": recent,
         "skipped": skipped,
     }
@@ -182,7 +182,7 @@ def _workbench(request, task: CaptionTask, text: str | None = None, error: str =
         "min_chars": settings.CAPTION_MIN_CHARS,
         "max_chars": settings.CAPTION_MAX_CHARS,
         # Caption tasks this annotator can still get after this one.
-        "left": CaptionTask.objects.available_to(request.user).count(),
+        "left": captions.caption_tasks_open_to(request.user).count(),
     }
     return render(request, "captions/workbench.html", context, status=status)
 
@@ -205,7 +205,8 @@ def caption_workbench(request, task_id: int):
 @post_only("caption-workbench")
 def caption_draft(request, task_id: int):
     """Autosave and heartbeat: JSON, for the workbench's script (errors in the API's shape). A `version` the draft
-    was based on makes a save from a stale tab a 409 (annotator/drafts.py); without one the save writes over."""
+    was based on makes a save from a stale tab a 409 (annotator/authoring/drafts.py); without one the save writes
+    over."""
     get_object_or_404(CaptionTask, pk=task_id)
     try:
         version = request.POST.get("version")

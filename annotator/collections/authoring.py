@@ -1,9 +1,10 @@
 """The pair-authoring queue: candidate pairs (two images of a collection, or mined) leased one at a time, opened in
 the comparison workbench, and authored into a Pair. The services the pages, the API and the tests call.
 
-A candidate is leased like a video (annotator/leases.py: one per annotator, expiry in every query); its draft is a
-PairDraft on the candidate; a skip is a CandidateSkip (undone from the work page). Submitting makes a submitted Pair
-with the candidate's domain, source, source_id, group_key and regions, and marks the candidate authored.
+Candidates are one kind of work item (CANDIDATES, annotator/authoring/work.py: one per annotator, expiry in every
+query); a draft is a PairDraft on the candidate; a skip is a CandidateSkip (undone from the work page). Submitting
+makes a submitted Pair with the candidate's domain, source, source_id, group_key and regions, and marks the
+candidate authored.
 """
 
 from __future__ import annotations
@@ -11,27 +12,59 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
+from annotator.authoring.work import (
+    WorkKind,
+    work_claim,
+    work_end_lease,
+    work_heartbeat,
+    work_open_to,
+    work_release,
+    work_skip,
+    work_skip_undo,
+    work_take_next,
+)
 from annotator.models import CandidateSkip, Category, Image, Pair, PairCandidate, PairDraft
 from annotator.picking.questions import question_validate
-from annotator.picking.services import MAX_ACTIVE_MS, _check_own_pair, _order
+from annotator.picking.services import MAX_ACTIVE_MS, pair_check_changeable, pair_images_order
 from annotator.regions import regions_swapped
 from annotator.similarity.services import pair_update_similarity
 from annotator.stats.services import double_review_draw
-from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
-from subtlebench.roles import COORDINATOR, has_role
+from subtlebench.errors import Invalid
+
+
+class CandidateWork(WorkKind):
+    """Open candidate pairs, oldest first, to author into pairs."""
+
+    model = PairCandidate
+    noun = "candidate pair"
+    skip_model, skip_field = CandidateSkip, "candidate"
+    skip_reasons, skip_for_everyone = CandidateSkip.Reason, CandidateSkip.FOR_EVERYONE
+    draft_field = "candidate"
+
+    def label(self, item) -> str:
+        return f"candidate pair {item.title}"
+
+    def in_queue(self, user):
+        return PairCandidate.objects.open()
+
+    def queues(self, items, user):
+        return [items.order_by("created", "pk")]
+
+    def refusal(self, item, user) -> str:
+        if item.status != PairCandidate.Status.OPEN:
+            return f"Candidate pair {item.title} is {item.status}: it is out of the queue."
+        return ""
+
+
+CANDIDATES = CandidateWork()
 
 
 def candidates_open_to(user, now=None):
     """Open candidates this user may lease now: nobody holds them, and the user (or anyone, for bad images) did not
     skip them."""
-    skipped = CandidateSkip.objects.filter(candidate=OuterRef("pk")).filter(
-        Q(user=user) | Q(reason__in=CandidateSkip.FOR_EVERYONE)
-    )
-    return PairCandidate.objects.open().free(now).filter(~Exists(skipped))
+    return work_open_to(CANDIDATES, user, now)
 
 
 def candidate_counts(user) -> dict:
@@ -51,56 +84,13 @@ def candidate_work_context(user) -> dict:
     }
 
 
-def _held_message(held: PairCandidate | None) -> str:
-    if held is None:
-        return "You took another candidate pair a moment ago: finish or skip it first."
-    return f"You hold candidate pair {held.title}: finish or skip it first."
-
-
 def candidate_lease_next(*, user) -> PairCandidate | None:
     """Lease the next candidate (oldest first), or the one the user holds; None when none is left for them."""
-    try:
-        return lease_take_next(lambda: _lease_next(user))
-    except LeaseHeld as error:
-        raise Conflict(_held_message(error.held))
-
-
-@transaction.atomic
-def _lease_next(user) -> PairCandidate | None:
-    now = timezone.now()
-    held = PairCandidate.objects.held_by(user, now).select_for_update().first()
-    if held is not None:
-        return lease_acquire(row=held, user=user, now=now)
-    # The one whose lease this user let run out comes back first (their draft is there), then the oldest.
-    for candidates in (candidates_open_to(user, now).filter(lease_holder=user), candidates_open_to(user, now)):
-        candidate = candidates.order_by("created", "pk").select_for_update(skip_locked=True, of=("self",)).first()
-        if candidate is not None:
-            return lease_acquire(row=candidate, user=user, now=now)
-    return None
-
-
-def _lock_lease(candidate: PairCandidate, user) -> PairCandidate:
-    """Lock the candidate and make sure this user holds it, taking it (back) if it is free and still open to them."""
-    now = timezone.now()
-    locked = PairCandidate.objects.select_for_update().get(pk=candidate.pk)
-    if locked.status != PairCandidate.Status.OPEN:
-        raise Conflict(f"Candidate pair {locked.title} is {locked.status}: it is out of the queue.")
-    if not (locked.is_free(now) or locked.is_held_by(user, now)):
-        raise Conflict(
-            f"Candidate pair {locked.title} is now leased to another annotator: your lease ran out. "
-            "Your draft is saved; ask for work to get another pair."
-        )
-    if not locked.is_held_by(user, now) and not candidates_open_to(user, now).filter(pk=locked.pk).exists():
-        raise Conflict(f"Candidate pair {locked.title} was skipped: it is out of your queue. Your draft is saved.")
-    try:
-        return lease_acquire(row=locked, user=user, now=now)
-    except LeaseHeld as error:
-        raise Conflict(_held_message(error.held))
+    return work_take_next(CANDIDATES, user=user)
 
 
 def candidate_heartbeat(*, candidate: PairCandidate, user) -> PairCandidate:
-    with transaction.atomic():
-        return _lock_lease(candidate, user)
+    return work_heartbeat(CANDIDATES, item=candidate, user=user)
 
 
 def candidate_release(
@@ -108,34 +98,15 @@ def candidate_release(
 ) -> CandidateSkip | None:
     """End the user's lease; with a reason, skip it too (the user is not offered it again; nobody is, for bad
     images). Only the holder or a coordinator may skip it."""
-    if reason is not None and reason not in CandidateSkip.Reason.values:
-        raise Invalid({"reason": [f"Unknown reason {reason!r}: use one of {', '.join(CandidateSkip.Reason)}."]})
-    with transaction.atomic():
-        locked = PairCandidate.objects.select_for_update().get(pk=candidate.pk)
-        if has_role(user, COORDINATOR):
-            lease_release(row=locked)
-        elif locked.lease_holder_id == user.pk:
-            lease_release(row=locked, user=user)
-        elif reason is None:
-            return None
-        else:
-            raise Forbidden(f"You do not hold candidate pair {locked.title}: only its lease holder can skip it.")
-        if reason is None:
-            return None
-        return CandidateSkip.objects.create(candidate=locked, user=user, reason=reason, note=note.strip())
+    if reason is None:
+        work_release(CANDIDATES, item=candidate, user=user)
+        return None
+    return work_skip(CANDIDATES, item=candidate, user=user, reason=reason, note=note)
 
 
 def candidate_skip_undo(*, skip_id: int, user) -> PairCandidate:
     """Take back a skip: the candidate is offered to its skipper (and everyone) again. The skipper or a coordinator."""
-    with transaction.atomic():
-        skip = CandidateSkip.objects.select_for_update().select_related("candidate").filter(pk=skip_id).first()
-        if skip is None:
-            raise NotFound(f"Skip {skip_id} does not exist (it may have been undone already).")
-        if skip.user_id != user.pk and not has_role(user, COORDINATOR):
-            raise Forbidden(f"Skip {skip_id} is another annotator's: only they or a coordinator can undo it.")
-        candidate = skip.candidate
-        skip.delete()
-        return candidate
+    return work_skip_undo(CANDIDATES, skip_id=skip_id, user=user)
 
 
 # --- Submitting -----------------------------------------------------------------------------------------------
@@ -199,7 +170,7 @@ def candidate_submit(
         raise Invalid({"frames": ["A and B are the same image: set A and B to the two images."]})
     if category not in Category.values:
         raise Invalid({"category": [f"Pick a category (keys 1-9, 0); {category!r} is not one."]})
-    first, second, swapped, answer, distractors = _order(
+    first, second, swapped, answer, distractors = pair_images_order(
         category, side_a, side_b, answer_frame, question, answer, list(distractors or [])
     )
     question, answer, distractors = question_validate(
@@ -210,7 +181,7 @@ def candidate_submit(
     try:
         with transaction.atomic():
             if pair_id is None:
-                locked = _lock_lease(candidate, user)
+                locked = work_claim(CANDIDATES, item=candidate, user=user)
             else:
                 locked_pair = Pair.objects.select_for_update().filter(pk=pair_id).first()
                 locked = PairCandidate.objects.select_for_update().get(pk=candidate.pk)
@@ -222,7 +193,7 @@ def candidate_submit(
             if pair_id is None:
                 pair = Pair(author=user, created=timezone.now())
             else:
-                pair = _check_own_pair(locked_pair, pair_id, user, version)
+                pair = pair_check_changeable(locked_pair, pair_id, user, version)
                 if locked.pair_id != pair.pk:
                     raise Invalid({"pair": [f"Pair {pair.pk} was not authored from this candidate pair."]})
             duplicate = (
@@ -260,7 +231,7 @@ def candidate_submit(
                 PairCandidate.objects.filter(pk=locked.pk).update(
                     status=PairCandidate.Status.AUTHORED, pair=pair, updated=timezone.now()
                 )
-                lease_release(row=locked)
+                work_end_lease(CANDIDATES, item=locked)
             drafts = PairDraft.objects.filter(author=user, candidate=locked)
             if draft_version is not None:
                 drafts = drafts.filter(version=draft_version)

@@ -17,13 +17,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from annotator.authoring.drafts import work_draft_of, work_draft_save
 from annotator.collections import authoring
 from annotator.collections.services import collection_import
 from annotator.jobs.services import clean_idempotency_key
 from annotator.models import CandidateSkip, Category, Collection, Domain, Job, Pair, PairCandidate
-from annotator.picking import services as picking
+from annotator.picking.drafted import pair_answer_frame
 from annotator.picking.questions import CATEGORY_KEYS, template_table
-from annotator.picking.views import _answer_frame, _last_rejection
+from annotator.picking.views import last_rejection
 from benchmark import jsonlimits
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
 from subtlebench.pages import error_response, post_only, redirect_refused_form, refused_form
@@ -120,7 +121,7 @@ def candidate_workbench(request, candidate_id: int):
     ]
     pairs = []
     if candidate.pair_id:
-        pair = Pair.objects.select_related("author").annotate(rejection=_last_rejection()).get(pk=candidate.pair_id)
+        pair = Pair.objects.select_related("author").annotate(rejection=last_rejection()).get(pk=candidate.pair_id)
         mine = pair.author_id == request.user.pk
         index_1 = 0 if pair.image_1_id == candidate.image_1_id else 1
         pairs.append(
@@ -138,13 +139,13 @@ def candidate_workbench(request, candidate_id: int):
                 "index_2": 1 - index_1,
                 "index_a": 1 - index_1 if pair.swapped else index_1,
                 "index_b": index_1 if pair.swapped else 1 - index_1,
-                "answer_frame": _answer_frame(pair),
+                "answer_frame": pair_answer_frame(pair),
                 "rejection": pair.rejection or "",
                 "editable": mine and pair.status in (Pair.Status.SUBMITTED, Pair.Status.REJECTED),
                 "withdrawable": mine and pair.status == Pair.Status.SUBMITTED,
             }
         )
-    draft = picking.pair_draft_of(candidate=candidate, user=request.user)
+    draft = work_draft_of(authoring.CANDIDATES, item=candidate, user=request.user)
     holder = candidate.holder_now(now)
     now_held = holder is not None and holder.pk == request.user.pk
     base = f"/api/candidates/{candidate.pk}"
@@ -200,8 +201,12 @@ def candidate_draft_beacon(request, candidate_id: int):
             state = jsonlimits.loads(request.POST.get("state", ""))
         except ValueError:
             raise Invalid({"state": ["The draft must be a JSON object."]}) from None
-        saved = picking.pair_draft_save(
-            candidate=candidate, user=request.user, state=state, version=int(version) if version else None
+        saved = work_draft_save(
+            authoring.CANDIDATES,
+            item=candidate,
+            user=request.user,
+            state=state,
+            version=int(version) if version else None,
         )
     except (Invalid, Conflict) as error:
         return error_response(request, error)

@@ -107,12 +107,12 @@ def model_draft_request(*, user, video: Video, category: str, index_a, index_b, 
     """Ask a drafting model (the team's default, or `endpoint_id`) for the question, answer and distractors of frames A
     and B (sent as the first and second image) in this category. The draft is stored whatever the reply; a reply that
     gives no usable draft, or no reply, raises Unavailable with why, after the row is stored."""
-    from annotator.picking.services import _frames
+    from annotator.picking.services import video_frame_pair
 
     if category not in Category.values:
         raise Invalid({"category": [f"Pick a category before asking for a draft; {category!r} is not one."]})
     _check_holds(video, user)
-    frame_a, frame_b = _frames(video, index_a, index_b)
+    frame_a, frame_b = video_frame_pair(video, index_a, index_b)
     endpoint = _drafter(endpoint_id)
     prompt = configured_draft_prompt()
     parameters = request_parameters()
@@ -216,7 +216,7 @@ def draft_answers(
     """Ask every endpoint that answers drafts in the background the question as it stands (the evaluation's protocol
     and prompt, the options shuffled with seed 0): {"asked": n, "answered": m, "wrong": k, "failed": f, "models":
     [{name, verdict, chose, message}]}. A failed request is no answer, neither right nor wrong."""
-    from annotator.picking.services import _frames
+    from annotator.picking.services import video_frame_pair
 
     if category not in Category.values:
         raise Invalid({"category": [f"Pick a category first; {category!r} is not one."]})
@@ -224,7 +224,7 @@ def draft_answers(
     endpoints = list(background_answerers())
     if not endpoints:
         return {"asked": 0, "answered": 0, "wrong": 0, "failed": 0, "models": []}
-    frame_a, frame_b = _frames(video, index_a, index_b)
+    frame_a, frame_b = video_frame_pair(video, index_a, index_b)
     item = _answer_item(
         category=category,
         frame_a=frame_a,

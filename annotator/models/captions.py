@@ -48,7 +48,7 @@ class Caption(models.Model):
     author = models.ForeignKey(settings.AUTH_USER_MODEL, models.PROTECT, related_name="captions")
     text = models.TextField(blank=True, max_length=CAPTION_TEXT_MAX, validators=text_validators(CAPTION_TEXT_MAX))
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT, db_index=True)
-    # Each autosave names the draft version it was based on (annotator/drafts.py): a second tab's is refused.
+    # Each autosave names the draft version it was based on (annotator/authoring/drafts.py): a second tab's is refused.
     draft_version = models.PositiveBigIntegerField(default=0)
     client_key = models.CharField(max_length=64, null=True, blank=True, unique=True)
     chosen = models.BooleanField(default=False, help_text="The accepted caption the export uses for its pair.")
@@ -151,18 +151,12 @@ class CaptionTaskQuerySet(LeaseQuerySet):
     def open(self):
         return self.filter(status=CaptionTask.Status.OPEN)
 
-    def available_to(self, user, now=None):
-        """Open tasks nobody holds, on pairs this user may caption and has not captioned or skipped."""
+    def to_caption_by(self, user):
+        """Open tasks on pairs this user may caption and has not captioned, whoever holds them and whatever was
+        skipped (the caption queue adds both: annotator/captions/services.py, caption_tasks_open_to)."""
         may_caption = ~models.Q(pair__author=user) | models.Q(batch__allow_own_pairs=True)
         written = Caption.objects.written().filter(author=user).values("pair_id")
-        skipped = CaptionSkip.objects.filter(user=user).values("task_id")
-        return (
-            self.open()
-            .free(now)
-            .filter(may_caption, pair__status=Pair.Status.ACCEPTED)
-            .exclude(pair_id__in=written)
-            .exclude(pk__in=skipped)
-        )
+        return self.open().filter(may_caption, pair__status=Pair.Status.ACCEPTED).exclude(pair_id__in=written)
 
 
 class CaptionTask(Leasable):

@@ -51,7 +51,7 @@ class Collection(models.Model):
 
 
 class PairCandidateQuerySet(LeaseQuerySet):
-    # A lease query set: the authoring queue leases candidates as videos are leased (annotator/leases.py).
+    # A lease query set: the authoring queue leases candidates as videos are leased (annotator/authoring/work.py).
     def open(self):
         return self.filter(status=PairCandidate.Status.OPEN)
 

@@ -1,9 +1,10 @@
-"""The one exclusive lease of videos (pair picking) and caption tasks: its fields, its queries, its constraint.
+"""The one exclusive lease of every kind of work item (videos, candidate pairs, caption tasks): its fields, its
+queries, its constraint.
 
 A row is held while it has a holder and its lease has not expired. Every query asks through LeaseQuerySet, so an
 expired lease is free everywhere and nothing has to sweep it away. The database keeps at most one row per holder
 and model (a partial unique constraint): concurrent requests of one annotator cannot hold two.
-Taking and ending leases: annotator/leases.py.
+Taking and ending leases: annotator/authoring/leases.py, under the work queue (annotator/authoring/work.py).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class Leasable(models.Model):
     class Meta:
         abstract = True
         # An expired lease keeps its holder until someone takes the row or the holder takes another one
-        # (annotator/leases.py clears it then), so the constraint sees every holder, expired or not.
+        # (annotator/authoring/leases.py clears it then), so the constraint sees every holder, expired or not.
         constraints = [
             models.UniqueConstraint(
                 fields=["lease_holder"],

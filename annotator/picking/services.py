@@ -5,18 +5,27 @@ The HTML views, the API and the demo data all call these functions.
 
 from __future__ import annotations
 
-import json
-
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce, TruncHour
 from django.utils import timezone
 
-from annotator.drafts import DraftChanged
-from annotator.leases import LeaseHeld, lease_acquire, lease_release, lease_take_next
-from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, PairDraft, Review, Video, VideoSkip
-from annotator.models.picking import next_draft_version
+from annotator.authoring.drafts import work_draft_delete
+from annotator.authoring.work import (
+    WorkKind,
+    client_key_clean,
+    work_claim,
+    work_end_lease,
+    work_heartbeat,
+    work_open_to,
+    work_release,
+    work_skip,
+    work_skip_undo,
+    work_submitted,
+    work_take_next,
+)
+from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, Review, Video, VideoSkip
 from annotator.picking.drafted import model_draft_record
 from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
 from annotator.regions import regions_check, regions_from_frames, regions_required_check
@@ -25,24 +34,13 @@ from annotator.stats.services import double_review_draw
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
 from subtlebench.roles import COORDINATOR, has_role
 
-MAX_DRAFT_BYTES = 20_000
 # One submit counts at most this much active time (a tab left open with a key held down is not hours of work).
 MAX_ACTIVE_MS = 2 * 60 * 60 * 1000
+KEY_OF_ANOTHER = "This client key belongs to another annotator's pair."
 
 
-# --- Leases ---------------------------------------------------------------------------------------------------
-# One video per annotator at a time (annotator/leases.py); an expired lease is free in every query below.
-
-
-def videos_open_to(user, now=None):
-    """Sampled videos this user may lease now: not held by anyone, not assigned to someone else, not skipped."""
-    skipped = VideoSkip.objects.filter(video=OuterRef("pk")).filter(Q(user=user) | Q(reason__in=VideoSkip.FOR_EVERYONE))
-    return (
-        Video.objects.filter(status=Video.Status.SAMPLED)
-        .free(now)
-        .filter(Q(assigned_to__isnull=True) | Q(assigned_to=user))
-        .filter(~Exists(skipped))
-    )
+# --- The video queue ------------------------------------------------------------------------------------------
+# Videos are one kind of work item (annotator/authoring/work.py): one per annotator at a time, expiry in every query.
 
 
 def by_fewest_accepted_pairs(videos):
@@ -58,147 +56,89 @@ def by_fewest_accepted_pairs(videos):
     )
 
 
-def lease_candidates(user, now=None):
-    """The queries that find the next video, in order: the one whose lease this user let run out, if nobody took
-    it since (their draft is there); assigned to the user; no accepted pair yet; the rest.
+class VideoWork(WorkKind):
+    """Sampled videos, to pick pairs of frames from."""
 
-    The third one is the common case and avoids counting pairs for every video (an anti-join instead).
-    """
-    videos = videos_open_to(user, now)
-    without_accepted = ~Exists(Pair.objects.filter(video=OuterRef("pk"), status=Pair.Status.ACCEPTED))
-    return [
-        videos.filter(lease_holder=user),
-        by_fewest_accepted_pairs(videos.filter(assigned_to=user)),
-        videos.filter(assigned_to__isnull=True).filter(without_accepted).order_by("id"),
-        by_fewest_accepted_pairs(videos.filter(assigned_to__isnull=True)),
-    ]
+    model = Video
+    noun = "video"
+    finish_hint = "release it or finish it first"
+    skip_model, skip_field = VideoSkip, "video"
+    skip_reasons, skip_for_everyone = VideoSkip.Reason, VideoSkip.FOR_EVERYONE
+    draft_field = "video"
+
+    def label(self, item) -> str:
+        return f"video {item.yt8m_id}"
+
+    def in_queue(self, user):
+        """Sampled videos, not assigned to someone else."""
+        sampled = Video.objects.filter(status=Video.Status.SAMPLED)
+        return sampled.filter(Q(assigned_to__isnull=True) | Q(assigned_to=user))
+
+    def queues(self, items, user):
+        """Assigned to the user; no accepted pair yet; the rest. The second one is the common case and avoids
+        counting pairs for every video (an anti-join instead)."""
+        without_accepted = ~Exists(Pair.objects.filter(video=OuterRef("pk"), status=Pair.Status.ACCEPTED))
+        return [
+            by_fewest_accepted_pairs(items.filter(assigned_to=user)),
+            items.filter(assigned_to__isnull=True).filter(without_accepted).order_by("id"),
+            by_fewest_accepted_pairs(items.filter(assigned_to__isnull=True)),
+        ]
+
+    def refusal(self, item, user) -> str:
+        if item.status != Video.Status.SAMPLED:
+            return f"Video {item.yt8m_id} is {item.status}, not sampled: it has no frames to pick from."
+        if item.assigned_to_id not in (None, user.pk):
+            return (
+                f"Video {item.yt8m_id} is assigned to another annotator. "
+                "Your draft is saved; ask for work to get a video."
+            )
+        return ""
+
+    def unready(self, item) -> str:
+        """Storage must still have every frame file (one listing per folder). A video that lost some is marked
+        missing, so no query offers it again, until import_videos or `manage.py repair` samples it again."""
+        missing = item.missing_files()
+        if not missing:
+            return ""
+        item.mark_missing(missing)
+        return (
+            f"Video {item.yt8m_id} has lost frame files from storage: it is out of the queue until it is sampled again."
+        )
 
 
-def _held_message(held: Video | None) -> str:
-    if held is None:
-        return "You took another video a moment ago: release it or finish it first."
-    return f"You hold video {held.yt8m_id}: release it or finish it first."
+VIDEOS = VideoWork()
+
+
+def videos_open_to(user, now=None):
+    """Sampled videos this user may lease now: not held by anyone, not assigned to someone else, not skipped."""
+    return work_open_to(VIDEOS, user, now)
 
 
 def video_lease_next(*, user) -> Video | None:
-    """Lease one video to the user (the one they hold, if any); None when no video is left for them.
-
-    `FOR UPDATE SKIP LOCKED` lets many annotators ask at once: each takes the first candidate row nobody else
-    has locked, and PostgreSQL re-checks the lease columns of a row changed since the query began.
-    """
-    try:
-        return lease_take_next(lambda: _lease_next(user))
-    except LeaseHeld as error:
-        raise Conflict(_held_message(error.held))
-
-
-@transaction.atomic
-def _lease_next(user) -> Video | None:
-    now = timezone.now()
-    held = Video.objects.held_by(user, now).select_for_update().first()
-    if held is not None:
-        return lease_acquire(row=held, user=user, now=now)
-    for candidates in lease_candidates(user, now):
-        while (video := candidates.select_for_update(skip_locked=True, of=("self",)).first()) is not None:
-            if _frames_on_disk(video):
-                return lease_acquire(row=video, user=user, now=now)
-    return None
-
-
-def _frames_on_disk(video: Video) -> bool:
-    """Whether storage still has every frame file of the locked video; if not, it is marked missing (so no
-    query offers it again) until import_videos or `manage.py repair` samples it again. One listing per folder."""
-    missing = video.missing_files()
-    if missing:
-        video.mark_missing(missing)
-    return not missing
-
-
-def _lock_lease(video: Video, user) -> Video:
-    """Lock the video row and make sure this user holds it, taking it (back) if it is free and they hold no other.
-
-    Never takes a second video: an annotator who holds one gets a Conflict naming it.
-    """
-    now = timezone.now()
-    locked = Video.objects.select_for_update().get(pk=video.pk)
-    if locked.status != Video.Status.SAMPLED:
-        raise Conflict(f"Video {locked.yt8m_id} is {locked.status}, not sampled: it has no frames to pick from.")
-    if locked.assigned_to_id not in (None, user.pk):
-        raise Conflict(
-            f"Video {locked.yt8m_id} is assigned to another annotator. "
-            "Your draft is saved; ask for work to get a video."
-        )
-    if not (locked.is_free(now) or locked.is_held_by(user, now)):
-        raise Conflict(
-            f"Video {locked.yt8m_id} is now leased to another annotator: your lease ran out. "
-            "Your draft is saved; ask for work to get a video."
-        )
-    if not locked.is_held_by(user, now) and not videos_open_to(user, now).filter(pk=locked.pk).exists():
-        # Free, but given back: by this user (they are not offered it again), or flagged for everyone.
-        raise Conflict(
-            f"Video {locked.yt8m_id} was given back or flagged: it is out of your queue. "
-            "Your draft is saved; ask for work to get a video."
-        )
-    # Not marked missing here: the Conflict rolls the transaction back. Asking for work (_lease_next) marks it.
-    if not locked.is_held_by(user, now) and locked.missing_files():
-        raise Conflict(
-            f"Video {locked.yt8m_id} has lost frame files from storage: it is out of the queue until it is "
-            "sampled again. Your draft is saved; ask for work to get a video."
-        )
-    try:
-        return lease_acquire(row=locked, user=user, now=now)
-    except LeaseHeld as error:
-        raise Conflict(_held_message(error.held))
+    """Lease one video to the user (the one they hold, if any): the one whose lease they let run out, then those
+    assigned to them, then those with the fewest accepted pairs; None when no video is left for them."""
+    return work_take_next(VIDEOS, user=user)
 
 
 def video_heartbeat(*, video: Video, user) -> Video:
     """Extend the user's lease; take the video (back) if it is free and the user holds no other video."""
-    with transaction.atomic():
-        return _lock_lease(video, user)
+    return work_heartbeat(VIDEOS, item=video, user=user)
 
 
 def video_release(
     *, video: Video, user, reason: str | None = VideoSkip.Reason.DONE, note: str = ""
 ) -> VideoSkip | None:
-    """Give the video back with a reason; the user is not offered it again (nobody is if it is bad).
-
-    Only the lease holder (their lease may have run out, if nobody took the video since) or a coordinator may:
-    anyone else gets Forbidden, and the video stays in everyone's queue.
-
-    With reason None the lease just ends and the video stays in the user's queue (no skip record).
-    """
-    if reason is not None and reason not in VideoSkip.Reason.values:
-        raise Invalid({"reason": [f"Unknown reason {reason!r}: use one of {', '.join(VideoSkip.Reason)}."]})
-    with transaction.atomic():
-        locked = Video.objects.select_for_update().get(pk=video.pk)
-        if has_role(user, COORDINATOR):
-            lease_release(row=locked)  # a coordinator takes a video out of the queue, whoever holds it
-        elif locked.lease_holder_id == user.pk:
-            lease_release(row=locked, user=user)
-        elif reason is None:
-            return None  # "end my lease, if I hold one": nothing of anyone else's changes
-        else:
-            raise Forbidden(
-                f"You do not hold video {locked.yt8m_id}: only its lease holder or a coordinator can give it back "
-                "or flag it."
-            )
-        if reason is None:
-            return None
-        return VideoSkip.objects.create(video=locked, user=user, reason=reason, note=note.strip())
+    """Give the video back with a reason; the user is not offered it again (nobody is if it is bad). Only the lease
+    holder or a coordinator may. With reason None the lease just ends and the video stays in the user's queue."""
+    if reason is None:
+        work_release(VIDEOS, item=video, user=user)
+        return None
+    return work_skip(VIDEOS, item=video, user=user, reason=reason, note=note)
 
 
 def video_skip_undo(*, skip_id: int, user) -> Video:
-    """Take back a skip (or a "done"): the video is offered to its skipper again (and to everyone, if the skip
-    had flagged it). Only the skipper, or a coordinator, may; the skip record goes."""
-    with transaction.atomic():
-        skip = VideoSkip.objects.select_for_update().select_related("video").filter(pk=skip_id).first()
-        if skip is None:
-            raise NotFound(f"Skip {skip_id} does not exist (it may have been undone already).")
-        if skip.user_id != user.pk and not has_role(user, COORDINATOR):
-            raise Forbidden(f"Skip {skip_id} is another annotator's: only they or a coordinator can undo it.")
-        video = skip.video
-        skip.delete()
-        return video
+    """Take back a skip (or a "done"): the video is offered to its skipper again."""
+    return work_skip_undo(VIDEOS, skip_id=skip_id, user=user)
 
 
 def video_assign(*, video: Video, user, by) -> Video:
@@ -213,72 +153,15 @@ def video_assign(*, video: Video, user, by) -> Video:
         locked.assigned_at = timezone.now() if user is not None else None
         locked.save(update_fields=["assigned_to", "assigned_at", "updated"])
         if user is not None and locked.lease_holder_id != user.pk:
-            lease_release(row=locked)
+            work_end_lease(VIDEOS, item=locked)
         return locked
-
-
-# --- Drafts ---------------------------------------------------------------------------------------------------
-
-
-def pair_draft_save(
-    *, video: Video | None = None, user, state: dict, version: int | None = None, candidate=None
-) -> PairDraft:
-    """Store the workbench state as typed; it comes back on reload. Never needs the lease: work is never lost.
-
-    `version` is the draft version the state was based on (0: no draft yet). Another tab of the same annotator
-    may have saved since: then nothing is written and `DraftChanged` says which version is there now. Without a
-    version (an older client) the save is last-writer-wins, as before.
-    """
-    if not isinstance(state, dict):
-        raise Invalid({"state": ["The draft must be a JSON object."]})
-    if len(json.dumps(state)) > MAX_DRAFT_BYTES:
-        raise Invalid({"state": [f"The draft is larger than {MAX_DRAFT_BYTES} bytes."]})
-    # A draft is on a video, or on a candidate pair of a collection (annotator/collections/authoring.py).
-    target = {"video": video} if candidate is None else {"candidate": candidate}
-    drafts = PairDraft.objects.filter(author=user, **target)
-
-    def write_over(based_on) -> bool:
-        return bool(based_on.update(state=state, version=PairDraft.next_version_expression(), updated=timezone.now()))
-
-    with transaction.atomic():
-        # A compare-and-set: the UPDATE writes only over the version the tab saw (over any, without a version).
-        if write_over(drafts if version is None else drafts.filter(version=version)):
-            return drafts.get()
-        if version in (None, 0) and not drafts.exists():
-            try:
-                with transaction.atomic():  # two first saves of two tabs meet on the unique constraint
-                    first = next_draft_version(0)
-                    return PairDraft.objects.create(author=user, state=state, version=first, **target)
-            except IntegrityError:
-                if version is None and write_over(drafts):
-                    return drafts.get()
-        saved = drafts.first()
-        if saved is not None and saved.state == state:
-            # The same state arrived twice (a page's pagehide save landing after the reloaded page saved it from the
-            # browser's copy): nothing to refuse, nothing to write.
-            return saved
-        raise DraftChanged(current=saved.version if saved else 0, sent=version)
-
-
-def pair_draft_of(*, video: Video | None = None, user, candidate=None) -> PairDraft:
-    """The annotator's draft on a video (or a candidate pair); an unsaved empty one (version 0) when they have none."""
-    target = {"video": video} if candidate is None else {"candidate": candidate}
-    return PairDraft.objects.filter(author=user, **target).first() or PairDraft(author=user, **target)
-
-
-def _draft_delete_after_submit(*, video: Video, user, draft_version: int | None) -> None:
-    """Delete the draft the submitted pair came from. A draft another tab saved after the one this submit was
-    based on is that tab's work: it stays."""
-    drafts = PairDraft.objects.filter(author=user, video=video)
-    if draft_version is not None:
-        drafts = drafts.filter(version=draft_version)
-    drafts.delete()
 
 
 # --- Submitting -----------------------------------------------------------------------------------------------
 
 
-def _frames(video: Video, index_a, index_b) -> tuple[Frame, Frame]:
+def video_frame_pair(video: Video, index_a, index_b) -> tuple[Frame, Frame]:
+    """Frames A and B of the video by their indexes: two different frames it has."""
     try:
         index_a, index_b = int(index_a), int(index_b)
     except (TypeError, ValueError):
@@ -294,7 +177,7 @@ def _frames(video: Video, index_a, index_b) -> tuple[Frame, Frame]:
     return found[index_a], found[index_b]
 
 
-def _order(category, frame_a, frame_b, answer_frame, question, answer, distractors):
+def pair_images_order(category, frame_a, frame_b, answer_frame, question, answer, distractors):
     """Decide image 1 and image 2 and the final answer; returns (frame_1, frame_2, swapped, answer, distractors)."""
     if not TEMPLATES[category].binary:
         # Texts describe the second image relative to the first: A stays first.
@@ -338,18 +221,14 @@ def pair_submit(
     the frame), stored on images 1 and 2 wherever the app put A and B.
     `model_draft`: the model's draft the texts started from (annotator/drafting): the pair records it and what changed.
     """
-    client_key = str(client_key or "").strip()
-    if not 8 <= len(client_key) <= 64:
-        raise Invalid({"client_key": ["Send a client key of 8 to 64 characters with each submit."]})
-    existing = Pair.objects.filter(client_key=client_key).first()
-    if existing is not None:
-        if existing.author_id != user.pk:
-            raise Invalid({"client_key": ["This client key belongs to another annotator's pair."]})
-        return existing, False
-    frame_a, frame_b = _frames(video, index_a, index_b)
+    client_key = client_key_clean(client_key)
+    earlier = work_submitted(Pair.objects, client_key=client_key, user=user, refusal=KEY_OF_ANOTHER)
+    if earlier is not None:
+        return earlier, False
+    frame_a, frame_b = video_frame_pair(video, index_a, index_b)
     if category not in Category.values:
         raise Invalid({"category": [f"Pick a category (keys 1-9, 0); {category!r} is not one."]})
-    frame_1, frame_2, swapped, answer, distractors = _order(
+    frame_1, frame_2, swapped, answer, distractors = pair_images_order(
         category, frame_a, frame_b, answer_frame, question, answer, list(distractors or [])
     )
     question, answer, distractors = question_validate(
@@ -363,18 +242,16 @@ def pair_submit(
             # Both locks serialise submits of one video (or one pair): a twin request with the same key that
             # got here first has committed by now, so look for its pair again before anything else.
             if pair_id is None:
-                _lock_lease(video, user)
+                work_claim(VIDEOS, item=video, user=user)
             else:
                 locked = Pair.objects.select_for_update().filter(pk=pair_id).first()
-            replay = Pair.objects.filter(client_key=client_key).first()
+            replay = work_submitted(Pair.objects, client_key=client_key, user=user, refusal=KEY_OF_ANOTHER)
             if replay is not None:
-                if replay.author_id != user.pk:
-                    raise Invalid({"client_key": ["This client key belongs to another annotator's pair."]})
                 return replay, False
             if pair_id is None:
                 pair = Pair(author=user, video=video, source="yt8m", created=timezone.now())
             else:
-                pair = _check_own_pair(locked, pair_id, user, version)
+                pair = pair_check_changeable(locked, pair_id, user, version)
                 if pair.video_id != video.pk:
                     raise Invalid({"pair": [f"Pair {pair.pk} belongs to another video: edit it on its own workbench."]})
             duplicate = (
@@ -414,17 +291,18 @@ def pair_submit(
             double_review_draw(pair=pair)
             if pair.similarity is None:
                 pair_update_similarity(pair=pair)
-            _draft_delete_after_submit(video=video, user=user, draft_version=draft_version)
+            work_draft_delete(VIDEOS, item=video, user=user, version=draft_version)
     except IntegrityError:
         # The same key raced in from a second request: the first one won, return its pair.
-        existing = Pair.objects.filter(client_key=client_key, author=user).first()
+        existing = work_submitted(Pair.objects, client_key=client_key, user=user, refusal=KEY_OF_ANOTHER)
         if existing is None:
             raise Invalid({"frames": ["This pair of frames was just submitted in this category."]})
         return existing, False
     return pair, pair_id is None
 
 
-def _check_own_pair(pair: Pair | None, pair_id, user, version) -> Pair:
+def pair_check_changeable(pair: Pair | None, pair_id, user, version) -> Pair:
+    """The locked pair, if this user may submit a new version of it: their own, not decided, as they saw it."""
     if pair is None:
         raise NotFound(f"Pair {pair_id} does not exist.")
     if pair.author_id != user.pk:

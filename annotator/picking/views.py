@@ -16,13 +16,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
+from annotator.authoring.drafts import work_draft_of, work_draft_save
 from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, PairDraft, Review, Video, VideoSkip
 from annotator.picking import services as picking
-from annotator.picking.drafted import change_rows, workbench_drafting
+from annotator.picking.drafted import change_rows, pair_answer_frame, workbench_drafting
 from annotator.picking.questions import CATEGORY_KEYS, template_table
 from annotator.regions import categories_requiring_regions, regions_as_frames
 from benchmark import jsonlimits
-from benchmark.taxonomy import BINARY_OPTIONS, FIRST_IMAGE
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, page_detail
 from subtlebench.pages import carried, error_response, post_only, redirect_refused
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_required
@@ -32,7 +32,8 @@ def _url(name: str) -> str:
     return default_storage.url(name) if name else ""
 
 
-def _last_rejection():
+def last_rejection():
+    """The reason of a pair's latest rejection, as an annotation (the work pages show it beside a returned pair)."""
     return Subquery(
         Review.objects.filter(pair=OuterRef("pk"), decision=Review.Decision.REJECT)
         .order_by("-created", "-pk")
@@ -64,7 +65,7 @@ def work(request):
     returned = (
         Pair.objects.filter(author=request.user, status=Pair.Status.REJECTED)
         .select_related("video")
-        .annotate(rejection=_last_rejection(), candidate_id=_candidate_of())
+        .annotate(rejection=last_rejection(), candidate_id=_candidate_of())
         .order_by("-decided_at", "-pk")[:50]
     )
     drafts = (
@@ -148,7 +149,7 @@ def workbench(request, video_id: int):
         Pair.objects.filter(video=video)
         .exclude(status=Pair.Status.DRAFT)
         .select_related("author")
-        .annotate(rejection=_last_rejection())
+        .annotate(rejection=last_rejection())
         .order_by("-created", "-pk")
     ):
         mine = pair.author_id == request.user.pk
@@ -169,7 +170,7 @@ def workbench(request, video_id: int):
                 # The annotator's A and B, undoing the app's ordering, so an edit reopens what they picked.
                 "index_a": index_2 if pair.swapped else index_1,
                 "index_b": index_1 if pair.swapped else index_2,
-                "answer_frame": _answer_frame(pair),
+                "answer_frame": pair_answer_frame(pair),
                 "regions": regions_as_frames(pair.regions, swapped=pair.swapped),
                 "rejection": pair.rejection or "",
                 "editable": mine and pair.status in (Pair.Status.SUBMITTED, Pair.Status.REJECTED),
@@ -177,7 +178,7 @@ def workbench(request, video_id: int):
                 "drafted_by": pair.drafted_by_id,
             }
         )
-    draft = picking.pair_draft_of(video=video, user=request.user)
+    draft = work_draft_of(picking.VIDEOS, item=video, user=request.user)
     holder = video.holder_now(now)
     now_held = holder is not None and holder.pk == request.user.pk
     config = {
@@ -202,14 +203,6 @@ def workbench(request, video_id: int):
     return render(request, "picking/workbench.html", context)
 
 
-def _answer_frame(pair: Pair) -> str:
-    """For binary categories, which of the annotator's frames (a or b) holds the answer."""
-    if pair.answer not in BINARY_OPTIONS:
-        return ""
-    answer_is_image_1 = pair.answer == FIRST_IMAGE
-    return "b" if answer_is_image_1 == pair.swapped else "a"
-
-
 @role_required(ANNOTATOR)
 @post_only("picking-workbench")
 def draft_beacon(request, video_id: int):
@@ -225,8 +218,8 @@ def draft_beacon(request, video_id: int):
             state = jsonlimits.loads(request.POST.get("state", ""))
         except ValueError:
             raise Invalid({"state": ["The draft must be a JSON object."]}) from None
-        saved = picking.pair_draft_save(
-            video=video, user=request.user, state=state, version=int(version) if version else None
+        saved = work_draft_save(
+            picking.VIDEOS, item=video, user=request.user, state=state, version=int(version) if version else None
         )
     except (Invalid, Conflict) as error:
         return error_response(request, error)

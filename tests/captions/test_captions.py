@@ -319,6 +319,15 @@ def test_the_same_client_key_submits_once(annotator, coordinator, video):
     assert first.status == "submitted" and first.submitted_at is not None
 
 
+def test_a_submit_on_a_free_task_takes_it_and_ends_its_lease_with_the_task(annotator, coordinator, video):
+    batch_over(coordinator, pairs(video, 2))
+    first, second = CaptionTask.objects.order_by("pk")
+    captions.caption_submit(task_id=first.pk, user=annotator, text=GOOD, client_key="free-1")  # never leased
+    first.refresh_from_db()
+    assert (first.status, first.lease_holder_id) == ("done", None)
+    assert captions.caption_task_lease(user=annotator) == second  # holding nothing, the next one comes
+
+
 def test_another_users_client_key_is_refused(annotator, annotator2, coordinator, video):
     batch_over(coordinator, pairs(video, 2))
     write(annotator, key="shared")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from annotator.authoring.drafts import DraftChanged
 from annotator.captions import services as captions
-from annotator.drafts import DraftChanged
 from annotator.models import Caption, CaptionReview, CaptionSkip, CaptionTask
 from subtlebench.errors import Forbidden, Invalid
 from tests.factories import make_pair

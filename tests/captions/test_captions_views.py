@@ -209,7 +209,11 @@ def test_the_workbench_script_gets_the_apis_error_body(client_for, annotator, an
     captions.caption_task_lease(user=annotator2)
     response = client_for(annotator).post(f"/captions/tasks/{world['task'].pk}/draft/", {"text": "x"})
     assert response.status_code == 409
-    assert response.json() == {"detail": "Your lease on this task ran out and someone else holds it now.", "errors": {}}
+    taken = (
+        f"Caption task {world['task'].pk} is now leased to another annotator: your lease ran out and someone else "
+        "took it. Your draft is saved; ask for work to get another caption task."
+    )
+    assert response.json() == {"detail": taken, "errors": {}}
 
 
 def test_skipping_from_the_page_needs_a_reason(client_for, annotator, world):

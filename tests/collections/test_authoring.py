@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from annotator.authoring.drafts import work_draft_save
 from annotator.collections import authoring
 from annotator.collections.services import collection_import
 from annotator.export.services import ExportOptions, benchmark_export
@@ -42,7 +43,7 @@ def test_candidates_are_leased_one_at_a_time_oldest_first(levir, annotator, anno
 
 def test_submitting_makes_a_pair_with_the_candidates_fields_and_marks_it_authored(levir, annotator):
     candidate = authoring.candidate_lease_next(user=annotator)
-    picking.pair_draft_save(candidate=candidate, user=annotator, state={"question": "half"}, version=0)
+    work_draft_save(authoring.CANDIDATES, item=candidate, user=annotator, state={"question": "half"}, version=0)
 
     pair, created = authoring.candidate_submit(
         user=annotator,
@@ -234,7 +235,7 @@ def test_a_returned_pair_is_fixed_from_its_candidate(levir, annotator, reviewer)
 
 def test_the_home_page_counts_the_pairs_to_author_and_ignores_candidate_drafts(levir, client_for, annotator):
     candidate = authoring.candidate_lease_next(user=annotator)
-    picking.pair_draft_save(candidate=candidate, user=annotator, state={"question": "half"}, version=0)
+    work_draft_save(authoring.CANDIDATES, item=candidate, user=annotator, state={"question": "half"}, version=0)
     page = client_for(annotator).get("/")
     assert page.status_code == 200
     assert page.context["waiting"]["counts"]["pairs_to_author"] == 1  # the other one; alice holds the first

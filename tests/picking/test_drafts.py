@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotator.drafts import DraftChanged
+from annotator.authoring.drafts import DraftChanged, work_draft_save
 from annotator.models import PairDraft
 from annotator.picking import services as picking
 from tests.picking.test_picking import bulk_video, run_at_once, submit
@@ -60,9 +60,9 @@ def test_a_save_from_a_stale_tab_is_refused_and_writes_nothing(client_for, annot
 
 def test_two_tabs_that_both_start_from_no_draft_do_not_both_win(annotator):
     video = bulk_video(3)
-    picking.pair_draft_save(video=video, user=annotator, state={"question": "first tab"}, version=0)
+    work_draft_save(picking.VIDEOS, item=video, user=annotator, state={"question": "first tab"}, version=0)
     with pytest.raises(DraftChanged):
-        picking.pair_draft_save(video=video, user=annotator, state={"question": "second tab"}, version=0)
+        work_draft_save(picking.VIDEOS, item=video, user=annotator, state={"question": "second tab"}, version=0)
     assert PairDraft.objects.get().state == {"question": "first tab"}
 
 
@@ -72,10 +72,14 @@ def test_two_tabs_saving_at_the_same_moment_from_one_version_leave_one_winner(an
     video = bulk_video(3)
     seen = 0
     if base == "one draft":
-        seen = picking.pair_draft_save(video=video, user=annotator, state={"question": "start"}, version=0).version
+        seen = work_draft_save(
+            picking.VIDEOS, item=video, user=annotator, state={"question": "start"}, version=0
+        ).version
 
     def save(text):
-        return lambda: picking.pair_draft_save(video=video, user=annotator, state={"question": text}, version=seen)
+        return lambda: work_draft_save(
+            picking.VIDEOS, item=video, user=annotator, state={"question": text}, version=seen
+        )
 
     results = run_at_once(save("tab one"), save("tab two"))
     winners = [result for result in results if isinstance(result, PairDraft)]
@@ -94,12 +98,14 @@ def test_a_save_without_a_version_still_replaces_the_draft(client_for, annotator
 def test_a_submit_deletes_its_own_draft_and_keeps_a_newer_one_from_another_tab(client_for, annotator):
     video = bulk_video(5)
     picking.video_lease_next(user=annotator)
-    seen = picking.pair_draft_save(video=video, user=annotator, state={"question": "this tab"}, version=0).version
+    seen = work_draft_save(
+        picking.VIDEOS, item=video, user=annotator, state={"question": "this tab"}, version=0
+    ).version
     submit(annotator, video, draft_version=seen)
     assert not PairDraft.objects.exists()
 
-    seen = picking.pair_draft_save(video=video, user=annotator, state={"question": "tab one"}, version=0).version
-    picking.pair_draft_save(video=video, user=annotator, state={"question": "tab two, newer"}, version=seen)
+    seen = work_draft_save(picking.VIDEOS, item=video, user=annotator, state={"question": "tab one"}, version=0).version
+    work_draft_save(picking.VIDEOS, item=video, user=annotator, state={"question": "tab two, newer"}, version=seen)
     submit(annotator, video, draft_version=seen, a=1, b=2)
     assert PairDraft.objects.get().state == {"question": "tab two, newer"}
 
@@ -107,12 +113,12 @@ def test_a_submit_deletes_its_own_draft_and_keeps_a_newer_one_from_another_tab(c
 def test_a_tab_that_saw_a_draft_before_a_submit_cannot_overwrite_the_next_draft(annotator):
     video = bulk_video(5)
     picking.video_lease_next(user=annotator)
-    stale = picking.pair_draft_save(video=video, user=annotator, state={"question": "old"}, version=0).version
+    stale = work_draft_save(picking.VIDEOS, item=video, user=annotator, state={"question": "old"}, version=0).version
     submit(annotator, video, draft_version=stale)  # deletes the draft
-    fresh = picking.pair_draft_save(video=video, user=annotator, state={"question": "new pair"}, version=0)
+    fresh = work_draft_save(picking.VIDEOS, item=video, user=annotator, state={"question": "new pair"}, version=0)
     assert fresh.version != stale
     with pytest.raises(DraftChanged):
-        picking.pair_draft_save(video=video, user=annotator, state={"question": "old"}, version=stale)
+        work_draft_save(picking.VIDEOS, item=video, user=annotator, state={"question": "old"}, version=stale)
     assert PairDraft.objects.get().state == {"question": "new pair"}
 
 

@@ -16,6 +16,7 @@ from django.db import IntegrityError, connection, transaction
 from django.test import Client
 from django.utils import timezone
 
+from annotator.authoring.drafts import work_draft_save
 from annotator.models import Frame, Image, Pair, PairDraft, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from annotator.picking.questions import question_validate
@@ -465,7 +466,7 @@ def test_the_draft_is_saved_and_comes_back_with_the_page(client_for, annotator):
 def test_a_submit_clears_the_draft(annotator):
     video = bulk_video(5)
     picking.video_lease_next(user=annotator)
-    picking.pair_draft_save(video=video, user=annotator, state={"a": 0})
+    work_draft_save(picking.VIDEOS, item=video, user=annotator, state={"a": 0})
     submit(annotator, video)
     assert not PairDraft.objects.exists()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from annotator.authoring.drafts import work_draft_save
 from annotator.models import Pair, PairDraft, Review, VideoSkip
 from annotator.picking import services as picking
 from evaluation.studies import services as studies
@@ -215,16 +216,18 @@ def test_the_reopen_api_needs_a_reason_and_the_review_page_shows_the_form(client
 
 def test_a_draft_save_based_on_an_older_version_never_writes_over_a_newer_one(annotator):
     video = make_video(frames=2)
-    first = picking.pair_draft_save(video=video, user=annotator, state={"question": "old"}, version=0)
-    newer = picking.pair_draft_save(video=video, user=annotator, state={"question": "new"}, version=first.version)
-    from annotator.drafts import DraftChanged
+    first = work_draft_save(picking.VIDEOS, item=video, user=annotator, state={"question": "old"}, version=0)
+    newer = work_draft_save(
+        picking.VIDEOS, item=video, user=annotator, state={"question": "new"}, version=first.version
+    )
+    from annotator.authoring.drafts import DraftChanged
 
     with pytest.raises(DraftChanged):
-        picking.pair_draft_save(video=video, user=annotator, state={"question": "old"}, version=first.version)
+        work_draft_save(picking.VIDEOS, item=video, user=annotator, state={"question": "old"}, version=first.version)
     assert PairDraft.objects.get().state == {"question": "new"}
     # The same newest state arriving late with the older version (a pagehide save after the reloaded page saved it
     # from the browser's copy) is no conflict and changes nothing.
-    same = picking.pair_draft_save(video=video, user=annotator, state={"question": "new"}, version=first.version)
+    same = work_draft_save(picking.VIDEOS, item=video, user=annotator, state={"question": "new"}, version=first.version)
     assert (same.version, PairDraft.objects.get().version) == (newer.version, newer.version)
 
 
@@ -247,7 +250,7 @@ def test_the_pagehide_beacon_saves_the_draft_as_a_form_post_with_the_csrf_token_
     )
     assert saved.status_code == 200 and PairDraft.objects.get().state == {"question": "a"}
     version = saved.json()["version"]
-    newer = picking.pair_draft_save(video=video, user=annotator, state={"question": "b"}, version=version)
+    newer = work_draft_save(picking.VIDEOS, item=video, user=annotator, state={"question": "b"}, version=version)
     late = browser.post(
         address, {"state": json.dumps({"question": "a"}), "version": str(version), "csrfmiddlewaretoken": token}
     )

@@ -1,22 +1,18 @@
-"""Take, renew and end the exclusive lease of a video or a caption task (the fields: annotator.models.leases).
+"""Take, renew and end the exclusive lease of one row of a leasable model (the fields: annotator.models.leases).
 
-Pair picking and captions both call these inside their own transaction, on a row they locked (SELECT ... FOR
-UPDATE) and found free or held by the user; they turn LeaseHeld into their own conflict (HTTP 409).
+The work queue (annotator/authoring/work.py) calls these inside its transaction, on a row it locked (SELECT ...
+FOR UPDATE) and found free or held by the user; it turns LeaseHeld into the kind's conflict (HTTP 409).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
-from typing import TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotator.models import Leasable
-
-Row = TypeVar("Row", bound=Leasable)
 
 ENDED = {"lease_holder": None, "lease_since": None, "lease_heartbeat": None, "lease_expires": None}
 
@@ -27,18 +23,6 @@ class LeaseHeld(Exception):
     def __init__(self, held: Leasable | None):
         super().__init__(f"The user holds {held} already." if held else "The user held another row a moment ago.")
         self.held = held
-
-
-def lease_take_next(take: Callable[[], Row | None]) -> Row | None:
-    """Run `take`, the transaction that finds and leases the user's next row (or the one they hold).
-
-    When a concurrent request of the same user leased a row first, `take` fails with LeaseHeld: run it once more,
-    and it finds that row held by the user and returns it. LeaseHeld only escapes if it happens twice.
-    """
-    try:
-        return take()
-    except LeaseHeld:
-        return take()
 
 
 def lease_duration() -> timedelta:
