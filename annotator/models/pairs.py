@@ -102,6 +102,21 @@ class PairQuerySet(models.QuerySet):
     def exportable(self):
         return self.accepted().passing_similarity()
 
+    def experiments(self):
+        """Pairs of synthetic sweeps kept apart as experiments: their sweep's own pages and releases count them."""
+        return self.filter(sweep_item__sweep__experiment=True)
+
+    def outside_experiments(self):
+        """The benchmark's pairs in any state: every pair but the experiments'. The team's work, the answer-position
+        balance and the pools drawn for the benchmark read these."""
+        return self.exclude(sweep_item__sweep__experiment=True)
+
+    def in_benchmark(self):
+        """The pairs in the benchmark: what an export of it contains before its own filters (accepted, passing the
+        similarity check, no experiment's). Every count of the benchmark (targets, overview, team stats, models
+        right) counts these, so no figure claims a pair the released files lack."""
+        return self.exportable().outside_experiments()
+
     def already_public(self, at=None):
         """Pairs a published release shows (holds them, or another pair of the same two images: `items_showing`):
         from the first time a release's files left the server (a ReleasePublication, whatever the pair's source) a
