@@ -29,13 +29,13 @@ def mask(path: Path, boxes, *, size=(48, 32)) -> Path:
     return path
 
 
-def mvtec_folder(root: Path) -> Path:
+def mvtec_folder(root: Path, shade: int = 40) -> Path:
     """bottle: two good images, two 'broken_large' defects (a small and a larger spot) with masks; the smaller
-    defect's mask marks (4, 5)-(9, 10): a 6x6 box."""
-    picture(root / "bottle/train/good/000.png", 40)
-    picture(root / "bottle/test/good/001.png", 44)
-    picture(root / "bottle/test/broken_large/000.png", 48, spot=(4, 5, 9, 10))
-    picture(root / "bottle/test/broken_large/001.png", 52, spot=(20, 8, 35, 20))
+    defect's mask marks (4, 5)-(9, 10): a 6x6 box. Another `shade` draws other pictures of the same class."""
+    picture(root / "bottle/train/good/000.png", shade)
+    picture(root / "bottle/test/good/001.png", shade + 4)
+    picture(root / "bottle/test/broken_large/000.png", shade + 8, spot=(4, 5, 9, 10))
+    picture(root / "bottle/test/broken_large/001.png", shade + 12, spot=(20, 8, 35, 20))
     mask(root / "bottle/ground_truth/broken_large/000_mask.png", [(4, 5, 9, 10)])
     mask(root / "bottle/ground_truth/broken_large/001_mask.png", [(20, 8, 35, 20)])
     return root

@@ -152,6 +152,6 @@ def make_candidate(source: str = "levir_cd", source_id: str | None = None, domai
         domain=domain,
         source=source,
         source_id=source_id or f"scene_{number}",
-        group_key=source_id or f"scene_{number}",
+        group_key=collection.group_key(source_id or f"scene_{number}"),
         **fields,
     )

@@ -137,6 +137,12 @@ def stratified_sample(ids_by_category: dict[str, list[int]], fraction: float, se
     return chosen
 
 
+def caption_pool():
+    """The accepted pairs a batch of all or a sample draws from: the benchmark's, never an experiment's (a sweep kept
+    apart is captioned only by naming its pairs)."""
+    return Pair.objects.accepted().outside_experiments()
+
+
 def caption_batch_create(
     *,
     created_by,
@@ -149,12 +155,13 @@ def caption_batch_create(
     show_question: bool = False,
     allow_own_pairs: bool = False,
 ) -> CaptionBatch:
-    """A caption batch over accepted pairs (all, a list, or a stratified sample) with its caption tasks."""
+    """A caption batch over accepted pairs (all, a list, or a stratified sample) with its caption tasks. All and the
+    sample are of the benchmark's accepted pairs (`caption_pool`); a list may name an experiment's too."""
     if not 1 <= captions_per_item <= MAX_CAPTIONS_PER_ITEM:
         raise Invalid({"captions_per_item": f"Captions per item must be between 1 and {MAX_CAPTIONS_PER_ITEM}."})
     accepted = Pair.objects.accepted()
     if selection == CaptionBatch.Selection.ALL:
-        ids = list(accepted.order_by("pk").values_list("pk", flat=True))
+        ids = list(caption_pool().order_by("pk").values_list("pk", flat=True))
         fraction = seed = None
     elif selection == CaptionBatch.Selection.LIST:
         wanted = sorted(set(pair_ids or []))
@@ -171,7 +178,7 @@ def caption_batch_create(
             raise Invalid({"fraction": "The fraction must be above 0 and at most 1 (e.g. 0.1 for 10%)."})
         seed = secrets.randbelow(2**31) if seed is None else seed
         ids_by_category: dict[str, list[int]] = {}
-        for pk, category in accepted.values_list("pk", "category"):
+        for pk, category in caption_pool().values_list("pk", "category"):
             ids_by_category.setdefault(category, []).append(pk)
         ids = stratified_sample(ids_by_category, fraction, seed)
     else:

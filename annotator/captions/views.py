@@ -74,7 +74,7 @@ def _coordinator_page(request, form: CaptionBatchForm, status: int = 200):
         "batches": batches,
         "stats": captions.caption_annotator_stats(),
         "flagged": flagged,
-        "accepted_pairs": Pair.objects.accepted().count(),
+        "accepted_pairs": captions.caption_pool().count(),
         "awaiting_review": Caption.objects.awaiting_review().count(),
     }
     return render(request, "captions/home.html", context, status=status)

@@ -353,7 +353,7 @@ def _write(root, plan: Plan, checks, *, name, domain, layout, source, job) -> di
                     "domain": collection.domain,
                     "source": collection.name,
                     "source_id": pair.source_id[:200],
-                    "group_key": pair.group_key[:200] or pair.source_id[:200],
+                    "group_key": collection.group_key(pair.group_key or pair.source_id),
                     "regions": regions,
                 }
                 if pair.question:

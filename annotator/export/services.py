@@ -136,8 +136,8 @@ class ExportOptions:
     release: bool = False
     release_title: str = ""
     release_notes: str = ""
-    # Synthetic sweeps (issue 29): the pairs of this sweep alone (its experiment release); None: every pair but those
-    # of sweeps kept apart as experiments.
+    # Synthetic sweeps: the pairs of this sweep alone (its experiment release); None: the pairs in the benchmark
+    # (`Pair.objects.in_benchmark`, which every count of the benchmark counts too).
     sweep: int | None = None
 
     def __post_init__(self):
@@ -193,11 +193,10 @@ class NoProgress:
 
 def export_queryset(options: ExportOptions):
     """The pairs an export considers, in a stable order, with the chosen accepted caption alongside."""
-    pairs = Pair.objects.exportable()
     if options.sweep is not None:
-        pairs = pairs.filter(sweep_item__sweep_id=options.sweep)
+        pairs = Pair.objects.exportable().filter(sweep_item__sweep_id=options.sweep)
     else:
-        pairs = pairs.exclude(sweep_item__sweep__experiment=True)
+        pairs = Pair.objects.in_benchmark()
     if options.categories:
         pairs = pairs.filter(category__in=options.categories)
     if options.domains:

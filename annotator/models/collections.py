@@ -19,6 +19,8 @@ from annotator.models.taxonomy import Category, Domain
 from benchmark.regions import RegionError, validate_regions
 from subtlebench.text import NOTE_MAX, text_validators
 
+GROUP_KEY_MAX = 200  # of a pair's and a candidate's group_key
+
 
 def regions_validator(value) -> None:
     """A JSON list of difference regions (benchmark/regions.py); bounds are checked where the images are known."""
@@ -49,6 +51,12 @@ class Collection(models.Model):
     def __str__(self):
         return self.name
 
+    def group_key(self, key: str) -> str:
+        """The group key of this collection's pairs that share `key` (an MVTec class, a change-detection scene, a
+        pair list's group): prefixed with the collection's name, as a video's is with `yt8m:`, so two collections
+        that both have a `bottle` class share no split group and no cluster."""
+        return f"{self.name}:{key}"[:GROUP_KEY_MAX]
+
 
 class PairCandidateQuerySet(LeaseQuerySet):
     # A lease query set: the authoring queue leases candidates as videos are leased (annotator/authoring/work.py).
@@ -73,7 +81,7 @@ class PairCandidate(Leasable):
     domain = models.CharField(max_length=20, choices=Domain.choices)
     source = models.CharField(max_length=50)
     source_id = models.CharField(max_length=200, blank=True)
-    group_key = models.CharField(max_length=200, blank=True)
+    group_key = models.CharField(max_length=GROUP_KEY_MAX, blank=True)
     category = models.CharField(max_length=20, choices=Category.choices, blank=True, help_text="A hint, if known.")
     regions = models.JSONField(default=list, blank=True, validators=[regions_validator])
     similarity = models.FloatField(null=True, blank=True)

@@ -10,7 +10,7 @@ from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.utils import timezone
 
-from annotator.models.collections import regions_validator
+from annotator.models.collections import GROUP_KEY_MAX, regions_validator
 from annotator.models.similarity import NO_ACTIVE_MODEL, EmbeddingModel
 from annotator.models.taxonomy import Category, Domain
 from annotator.models.videos import Image, Video
@@ -101,6 +101,21 @@ class PairQuerySet(models.QuerySet):
 
     def exportable(self):
         return self.accepted().passing_similarity()
+
+    def experiments(self):
+        """Pairs of synthetic sweeps kept apart as experiments: their sweep's own pages and releases count them."""
+        return self.filter(sweep_item__sweep__experiment=True)
+
+    def outside_experiments(self):
+        """The benchmark's pairs in any state: every pair but the experiments'. The team's work, the answer-position
+        balance and the pools drawn for the benchmark read these."""
+        return self.exclude(sweep_item__sweep__experiment=True)
+
+    def in_benchmark(self):
+        """The pairs in the benchmark: what an export of it contains before its own filters (accepted, passing the
+        similarity check, no experiment's). Every count of the benchmark (targets, overview, team stats, models
+        right) counts these, so no figure claims a pair the released files lack."""
+        return self.exportable().outside_experiments()
 
     def already_public(self, at=None):
         """Pairs a published release shows (holds them, or another pair of the same two images: `items_showing`):
@@ -202,10 +217,12 @@ class Pair(models.Model):
     domain = models.CharField(max_length=20, choices=Domain.choices, default=Domain.NATURAL)
     source = models.CharField(max_length=50, default="yt8m")
     source_id = models.CharField(max_length=200, blank=True)
-    # Imported pairs have no video: this keeps their grouping (e.g. "yt8m:<video>"), so an export never splits
-    # pairs of one video (or one scene) across test and val.
+    # Imported pairs have no video: this keeps their grouping (e.g. "yt8m:<video>", a collection's
+    # "<collection>:<class or scene>"), so an export never splits pairs of one video (or one scene) across test and val.
     group_key = models.CharField(
-        max_length=200, blank=True, help_text="Pairs with one group key always land in one split of an export."
+        max_length=GROUP_KEY_MAX,
+        blank=True,
+        help_text="Pairs with one group key always land in one split of an export.",
     )
     # An imported record's own raw_folder and generation_info, exported as they came (a round trip keeps them);
     # empty / null for pairs made in the app, which export `<source>_<category>_pairs` and null.

@@ -154,12 +154,13 @@ def sentence(message: str) -> str:
 def answer_position_next(category: str) -> str:
     """FIRST or SECOND: where the correct answer of the next binary pair in this category should sit.
 
-    Counts the category's live pairs (not rejected or withdrawn) and picks the rarer position, so the benchmark
-    cannot be answered by always guessing one side.
+    Counts the category's live pairs in the benchmark (not rejected or withdrawn, no experiment's) and picks the
+    rarer position, so the benchmark cannot be answered by always guessing one side.
     """
     counts = dict.fromkeys((FIRST, SECOND), 0)
     rows = (
-        Pair.objects.filter(category=category, answer__in=(FIRST, SECOND))
+        Pair.objects.outside_experiments()
+        .filter(category=category, answer__in=(FIRST, SECOND))
         .exclude(status__in=(Pair.Status.REJECTED, Pair.Status.WITHDRAWN))
         .values_list("answer")
         .order_by()

@@ -472,11 +472,11 @@ def _corrections(pair: Pair, corrections: dict) -> dict:
 
 
 def model_success_by_category() -> dict[str, dict]:
-    """How often models already get each category's accepted pairs right: over each model's latest answer per
-    pair (failed requests not counted), `correct` of `answers`, on `pairs` pairs, `unsolved` of them no model got
+    """How often models already get each category's pairs in the benchmark right: over each model's latest answer
+    per pair (failed requests not counted), `correct` of `answers`, on `pairs` pairs, `unsolved` of them no model got
     right. Where models already succeed, new pairs add little to the benchmark."""
     figures = {c: {"answers": 0, "correct": 0, "pairs": 0, "unsolved": 0, "accuracy": None} for c in Category.values}
-    scored = Pair.objects.accepted().with_model_score().filter(model_answered__gt=0).order_by()
+    scored = Pair.objects.in_benchmark().with_model_score().filter(model_answered__gt=0).order_by()
     for category, correct, answered in scored.values_list("category", "model_correct", "model_answered"):
         cell = figures[category]
         cell["answers"] += answered
@@ -490,26 +490,42 @@ def model_success_by_category() -> dict[str, dict]:
 
 
 def overview_figures() -> dict:
-    """The coordinator's figures: per category against the target, category x domain, annotators, videos left."""
+    """The coordinator's figures: per category against the target, category x domain, annotators, videos left.
+
+    Every pair figure is of the benchmark's pairs: `in_benchmark` counts the pairs an export would contain (the
+    target's progress and the grid), `held_back` the accepted ones it would not yet (similarity missing, stale or
+    below the bar), and the rest are the benchmark's work in review. Experiments are counted apart (`experiments`),
+    in full on their sweeps' pages."""
     target = settings.PAIRS_PER_CATEGORY_TARGET
-    by_category = {c: {"accepted": 0, "submitted": 0, "rejected": 0} for c in Category.values}
+    by_category = {c: {"in_benchmark": 0, "held_back": 0, "submitted": 0, "rejected": 0} for c in Category.values}
     cells: dict[tuple[str, str], int] = {}
-    for category, domain, status, n in (
+    for category, domain, n in (
+        Pair.objects.in_benchmark().order_by().values_list("category", "domain").annotate(n=Count("id"))
+    ):
+        by_category[category]["in_benchmark"] += n
+        cells[(category, domain)] = n
+    # The rest by status in one query, each count less its experiments' pairs (the same definition, as a subquery).
+    apart = Q(pk__in=Pair.objects.experiments().values("pk"))
+    experiments = 0
+    for category, status, n, in_experiments in (
         Pair.objects.exclude(status__in=(Pair.Status.DRAFT, Pair.Status.WITHDRAWN))
         .order_by()
-        .values_list("category", "domain", "status")
-        .annotate(n=Count("id"))
+        .values_list("category", "status")
+        .annotate(n=Count("id"), in_experiments=Count("id", filter=apart))
     ):
-        by_category[category][status] = by_category[category].get(status, 0) + n
+        experiments += in_experiments
         if status == Pair.Status.ACCEPTED:
-            cells[(category, domain)] = cells.get((category, domain), 0) + n
+            by_category[category]["held_back"] = n - in_experiments - by_category[category]["in_benchmark"]
+        else:
+            by_category[category][status] = n - in_experiments
+    benchmark = Pair.objects.outside_experiments()
     model_success = model_success_by_category()
     categories = [
         {
             "name": c,
             **counts,
             "target": target,
-            "percent": min(100, round(100 * counts["accepted"] / target)) if target else 100,
+            "percent": min(100, round(100 * counts["in_benchmark"] / target)) if target else 100,
             "models": model_success[c],
         }
         for c, counts in by_category.items()
@@ -519,7 +535,7 @@ def overview_figures() -> dict:
 
     people: dict[int, dict] = {}
     for author, username, n in (
-        Pair.objects.exclude(status__in=(Pair.Status.DRAFT, Pair.Status.WITHDRAWN))
+        benchmark.exclude(status__in=(Pair.Status.DRAFT, Pair.Status.WITHDRAWN))
         .filter(author__isnull=False)
         .order_by()
         .values_list("author", "author__username")
@@ -528,6 +544,7 @@ def overview_figures() -> dict:
         people[author] = {"username": username, "pairs": n, "accepted": 0, "rejected": 0, "hours": 0}
     for author, decision, n in (
         Review.objects.exclude(decision=Review.Decision.REOPEN)
+        .filter(pair__in=benchmark)
         .order_by()
         .values_list("pair__author", "decision")
         .annotate(n=Count("id"))
@@ -537,7 +554,7 @@ def overview_figures() -> dict:
             people[author][key] += n
     # Active hours: clock hours in which the annotator submitted at least one pair.
     for author, hours in (
-        Pair.objects.filter(author__isnull=False, submitted_at__isnull=False)
+        benchmark.filter(author__isnull=False, submitted_at__isnull=False)
         .exclude(status=Pair.Status.WITHDRAWN)
         .annotate(hour=TruncHour("submitted_at"))
         .order_by()
@@ -574,7 +591,10 @@ def overview_figures() -> dict:
         "people": sorted(people.values(), key=lambda p: p["username"]),
         "videos": videos,
         "target": target,
-        "totals": {key: sum(row[key] for row in categories) for key in ("accepted", "submitted", "rejected")},
+        "totals": {
+            key: sum(row[key] for row in categories) for key in ("in_benchmark", "held_back", "submitted", "rejected")
+        },
+        "experiments": experiments,
     }
 
 

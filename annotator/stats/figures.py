@@ -3,6 +3,9 @@
 Days are calendar days in the site's time zone. Acceptance counts the decisions made on a day on the annotator's
 pairs (correct-and-accept is an accept); a pair's active time is the workbench's (Pair.active_ms), summed over the
 versions its author submitted, and the median is over the pairs submitted that day that have one.
+
+Every figure is of the benchmark's pairs (`Pair.objects.outside_experiments`; the targets count `in_benchmark`):
+the pairs of sweeps kept apart as experiments, their reviews and captions are counted on their sweeps' pages.
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ from collections import defaultdict
 from datetime import date, timedelta
 
 from django.contrib.postgres.aggregates import ArrayAgg
-from django.db.models import Count, Q
-from django.db.models.functions import TruncDate
+from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
 from annotator.models import Caption, Category, Domain, DoubleReview, Pair, Review, Target, TeamSettings
@@ -30,6 +33,11 @@ def _rate(part: int, whole: int) -> float | None:
 
 def _percent(rate: float | None) -> int | None:
     return None if rate is None else round(100 * rate)
+
+
+def benchmark_reviews():
+    """Review decisions on the benchmark's pairs (an experiment's are its sweep's)."""
+    return Review.objects.filter(pair__in=Pair.objects.outside_experiments())
 
 
 def team_figures(*, days: int = DEFAULT_DAYS, today: date | None = None) -> dict:
@@ -73,7 +81,8 @@ def annotator_days(first_day: date) -> list[dict]:
         )
 
     submitted = (
-        Pair.objects.exclude(status=Pair.Status.DRAFT)
+        Pair.objects.outside_experiments()
+        .exclude(status=Pair.Status.DRAFT)
         .filter(author__isnull=False, submitted_at__date__gte=first_day)
         .annotate(day=TruncDate("submitted_at"))
         .order_by()
@@ -88,7 +97,8 @@ def annotator_days(first_day: date) -> list[dict]:
         r = row(username, day)
         r.update(submitted=n, categories=sorted(categories or []), active_ms=times or [])
     decisions = (
-        Review.objects.filter(created__date__gte=first_day, pair__author__isnull=False)
+        benchmark_reviews()
+        .filter(created__date__gte=first_day, pair__author__isnull=False)
         .annotate(day=TruncDate("created"))
         .order_by()
         .values_list("pair__author__username", "day")
@@ -101,7 +111,7 @@ def annotator_days(first_day: date) -> list[dict]:
         row(username, day).update(accepted=accepted, rejected=rejected)
     captions = (
         Caption.objects.written()
-        .filter(submitted_at__date__gte=first_day)
+        .filter(pair__in=Pair.objects.outside_experiments(), submitted_at__date__gte=first_day)
         .annotate(day=TruncDate("submitted_at"))
         .order_by()
         .values_list("author__username", "day")
@@ -167,7 +177,8 @@ def reviewer_days(first_day: date) -> list[dict]:
     """One row per reviewer and day: pair decisions and the share of them that were rejections."""
     result = []
     for username, day, n, rejected in (
-        Review.objects.filter(created__date__gte=first_day)
+        benchmark_reviews()
+        .filter(created__date__gte=first_day)
         .annotate(day=TruncDate("created"))
         .order_by()
         .values_list("reviewer__username", "day")
@@ -242,24 +253,29 @@ def agreement() -> dict:
 
 
 def target_progress() -> list[dict]:
-    """Each target cell with its accepted pairs and what is left to go."""
-    accepted = dict(
-        (
-            ((c, d), n)
-            for c, d, n in Pair.objects.accepted().order_by().values_list("category", "domain").annotate(n=Count("id"))
-        )
+    """Each target cell with its pairs in the benchmark and what is left to go, in one query (the home page shows
+    these too)."""
+    in_cell = (
+        Pair.objects.in_benchmark()
+        .filter(category=OuterRef("category"), domain=OuterRef("domain"))
+        .order_by()
+        .values("category")
+        .annotate(n=Count("pk"))
+        .values("n")
     )
+    targets = Target.objects.annotate(in_benchmark=Coalesce(Subquery(in_cell, output_field=IntegerField()), Value(0)))
     rows = []
-    for target in Target.objects.order_by("category", "domain"):
-        have = accepted.get((target.category, target.domain), 0)
+    for category, domain, count, have in targets.order_by("category", "domain").values_list(
+        "category", "domain", "count", "in_benchmark"
+    ):
         rows.append(
             {
-                "category": target.category,
-                "domain": target.domain,
-                "target": target.count,
-                "accepted": have,
-                "to_go": max(0, target.count - have),
-                "percent": min(100, round(100 * have / target.count)) if target.count else 100,
+                "category": category,
+                "domain": domain,
+                "target": count,
+                "in_benchmark": have,
+                "to_go": max(0, count - have),
+                "percent": min(100, round(100 * have / count)) if count else 100,
             }
         )
     return rows
@@ -279,7 +295,8 @@ def target_grid() -> list[dict]:
 
 def _submitted_per_day(first_day: date) -> dict[date, int]:
     return dict(
-        Pair.objects.exclude(status=Pair.Status.DRAFT)
+        Pair.objects.outside_experiments()
+        .exclude(status=Pair.Status.DRAFT)
         .filter(submitted_at__date__gte=first_day)
         .annotate(day=TruncDate("submitted_at"))
         .order_by()
@@ -292,7 +309,8 @@ def _submitted_per_day(first_day: date) -> dict[date, int]:
 def _decisions_per_day(first_day: date) -> tuple[dict[date, int], dict[date, int]]:
     accepted, rejected = {}, {}
     for day, a, r in (
-        Review.objects.filter(created__date__gte=first_day)
+        benchmark_reviews()
+        .filter(created__date__gte=first_day)
         .annotate(day=TruncDate("created"))
         .order_by()
         .values_list("day")

@@ -18,8 +18,9 @@ class StudyError(Invalid):
 
 
 def study_pool(*, categories=(), domains=()):
-    """Before releases: the accepted pairs not excluded from studies, optionally of some categories and domains."""
-    pool = Pair.objects.accepted().filter(excluded_from_studies=False)
+    """Before releases: the benchmark's accepted pairs (no experiment's: a sweep's humans answer its own release) not
+    excluded from studies, optionally of some categories and domains."""
+    pool = Pair.objects.accepted().outside_experiments().filter(excluded_from_studies=False)
     if categories:
         pool = pool.filter(category__in=categories)
     if domains:
@@ -325,10 +326,10 @@ def study_add_attention_checks(*, study: Study, pair_ids) -> list[StudyItem]:
             raise StudyError(f"attention checks: pair {', '.join(missing)} is not in release {study.release.name}.")
         strata = {i: (released[i].category, released[i].domain) for i in ids}
     else:
-        found = {p.pk: p for p in Pair.objects.accepted().filter(pk__in=ids)}
+        found = {p.pk: p for p in Pair.objects.accepted().outside_experiments().filter(pk__in=ids)}
         missing = [str(i) for i in ids if i not in found]
         if missing:
-            raise StudyError(f"attention checks: no accepted pair with id {', '.join(missing)}.")
+            raise StudyError(f"attention checks: no accepted pair of the benchmark with id {', '.join(missing)}.")
         released = {}
         strata = {i: (found[i].category, found[i].domain) for i in ids}
     taken = set(study.items.filter(pair_id__in=ids).values_list("pair_id", flat=True))

@@ -56,13 +56,46 @@ def test_submitting_makes_a_pair_with_the_candidates_fields_and_marks_it_authore
     )
 
     assert created and pair.status == Pair.Status.SUBMITTED
-    assert (pair.domain, pair.source, pair.source_id, pair.group_key) == ("aerial", "levir_cd", "train_1", "train_1")
+    assert (pair.domain, pair.source, pair.source_id) == ("aerial", "levir_cd", "train_1")
+    assert pair.group_key == "levir_cd:train_1"  # the scene's stem, in its collection
     assert (pair.image_1, pair.image_2) == (candidate.image_1, candidate.image_2)
     assert pair.regions == [{"image": 2, "x": 10, "y": 4, "w": 10, "h": 8}]
     candidate.refresh_from_db()
     assert (candidate.status, candidate.pair, candidate.lease_holder) == ("authored", pair, None)
     assert not PairDraft.objects.filter(candidate=candidate).exists()
     assert authoring.candidate_lease_next(user=annotator).source_id == "train_2"  # authored: out of the queue
+
+
+def test_two_collections_sharing_a_class_name_share_no_split_group_and_no_cluster(tmp_path, annotator, reviewer):
+    for name, shade in (("mvtec_a", 40), ("mvtec_b", 120)):  # other pictures: no image links the two
+        collection_import(source=str(mvtec_folder(tmp_path / name, shade)), name=name, domain="industrial", sync=True)
+    keys = set(PairCandidate.objects.values_list("collection__name", "group_key"))
+    assert keys == {("mvtec_a", "mvtec_a:bottle"), ("mvtec_b", "mvtec_b:bottle")}
+    while candidate := authoring.candidate_lease_next(user=annotator):
+        pair, _ = authoring.candidate_submit(
+            user=annotator,
+            candidate=candidate,
+            category="existence",
+            question="Which crack appeared on the bottle?",
+            answer="a long crack",
+            distractors=["a chip", "a scratch"],
+            client_key=key(),
+        )
+    Pair.objects.update(similarity=0.95, similarity_model=current_fingerprint())
+    for pair in Pair.objects.order_by("pk"):
+        picking.pair_review(pair=pair, reviewer=reviewer, decision="accept", version=pair.version)
+
+    # Two groups and half to val: each split gets one collection's bottles (one group would land whole in one).
+    result = benchmark_export(options=ExportOptions(out=str(tmp_path / "out"), val_fraction=0.5))
+    assert (result["considered"], result["skipped_count"]) == (6, 0)
+    lines = [json.loads(line) for line in (tmp_path / "out/metadata/items.jsonl").read_text().splitlines()]
+    source_of = {f"existence_{p.source}_{p.source_id}": p.source for p in Pair.objects.all()}
+    placed = {(source_of[line["item_id"]], line["group"], line["split"]) for line in lines}
+    assert {(source, group) for source, group, _ in placed} == {
+        ("mvtec_a", "mvtec_a:bottle"),
+        ("mvtec_b", "mvtec_b:bottle"),
+    }
+    assert sorted(split for _, _, split in placed) == ["test", "val"]
 
 
 def test_a_binary_answer_that_puts_image_2_first_trades_the_regions_too(levir, annotator, monkeypatch):

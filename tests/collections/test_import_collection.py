@@ -36,7 +36,12 @@ def test_it_imports_an_mvtec_folder_with_candidates_and_regions_from_masks(tmp_p
     assert small.image_1.original_name == "bottle/train/good/000.png"
     assert small.image_2.original_name == "bottle/test/broken_large/000.png"
     assert small.regions == [{"image": 2, "x": 4, "y": 5, "w": 6, "h": 6}]
-    assert (small.domain, small.source, small.group_key, small.origin) == ("industrial", "mvtec", "bottle", "given")
+    assert (small.domain, small.source, small.group_key, small.origin) == (
+        "industrial",
+        "mvtec",
+        "mvtec:bottle",
+        "given",
+    )
     severity = candidates["bottle_broken_large_000_001"]  # two defects of one type: the smaller one first
     assert severity.image_1.original_name.endswith("000.png") and severity.image_2.original_name.endswith("001.png")
     assert {r["image"] for r in severity.regions} == {1, 2}

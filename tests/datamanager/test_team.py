@@ -319,7 +319,7 @@ def test_targets_show_their_progress(coordinator):
         make_pair(category="temporal", domain="natural")
     stats.targets_set(counts={("temporal", "natural"): 4, ("quality", "gaming"): 2})
     rows = {(r["category"], r["domain"]): r for r in figures.target_progress()}
-    assert (rows[("temporal", "natural")]["accepted"], rows[("temporal", "natural")]["to_go"]) == (3, 1)
+    assert (rows[("temporal", "natural")]["in_benchmark"], rows[("temporal", "natural")]["to_go"]) == (3, 1)
     assert rows[("temporal", "natural")]["percent"] == 75
     assert rows[("quality", "gaming")]["to_go"] == 2
 

@@ -127,7 +127,7 @@ def test_a_withdrawn_pair_is_never_exported_sampled_or_counted(annotator):
     assert not Pair.objects.exportable().filter(pk=kept.pk).exists()
     assert not Pair.objects.accepted().filter(pk=kept.pk).exists()  # the pool studies sample from
     figures = picking.overview_figures()
-    assert figures["totals"] == {"accepted": 0, "submitted": 0, "rejected": 0}
+    assert figures["totals"] == {"in_benchmark": 0, "held_back": 0, "submitted": 0, "rejected": 0}
     assert figures["people"] == []
     with pytest.raises(Invalid):
         studies.study_create(name="No pairs", fraction=1.0, practice_count=0)
