@@ -55,8 +55,9 @@ def parquet_shard_path(split: str, index: int, count: int) -> str:
 
 def generation_info_text(value: dict | str | None) -> str | None:
     """`generation_info` as the Parquet view holds it: one type for every row, JSON text (or null), written as the
-    JSONL line writes the object. The JSONL keeps the object: a column of objects whose keys differ from row to row
-    has no one Arrow type (`datasets` fails to cast it, or turns it into a string of its own making)."""
+    JSONL line writes the object; a record that gives it as text already (the paper's records may) keeps its text.
+    The JSONL keeps the object: a column of objects whose keys differ from row to row has no one Arrow type
+    (`datasets` fails to cast it, or turns it into a string of its own making)."""
     if value is None or isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)
