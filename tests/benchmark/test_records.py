@@ -90,5 +90,5 @@ def test_generation_info_is_json_text_in_the_parquet_view_as_the_jsonl_line_writ
     info = {"family": "colour", "factors": {"hue": 30, "name": "rot"}, "seed": 1}
     line = json.dumps({"generation_info": info}, ensure_ascii=False)
     text = generation_info_text(info)
-    assert f'"generation_info": {text}}}' == line and json.loads(text) == info
+    assert f'{{"generation_info": {text}}}' == line and json.loads(text) == info
     assert generation_info_text(None) is None and generation_info_text('{"seed": 2}') == '{"seed": 2}'
