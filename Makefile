@@ -28,9 +28,12 @@ PYTEST = $(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR)) VAR_DIR=$(TEST_VAR) LOCAL_PG
 
 .PHONY: install run test test-fast lint bench-smoke
 
-$(VENV)/.installed: requirements.txt requirements-gpu.txt requirements-dev.txt
+# The oldest `datasets` the export's Parquet view supports goes apart, in $(VENV)/datasets-oldest (see the file).
+$(VENV)/.installed: requirements.txt requirements-gpu.txt requirements-dev.txt requirements-datasets-oldest.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	rm -rf $(VENV)/datasets-oldest
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --target $(VENV)/datasets-oldest -r requirements-datasets-oldest.txt
 	touch $@
 
 install: $(VENV)/.installed

@@ -28,6 +28,7 @@ from annotator.models import (
     ReleaseItem,
     ReleasePublication,
     Review,
+    SourceLicense,
     Sweep,
     SweepItem,
     Target,
@@ -268,6 +269,12 @@ class ModelEndpointAdmin(admin.ModelAdmin):
 class CollectionAdmin(admin.ModelAdmin):
     list_display = ("name", "domain", "layout", "location", "created")
     list_filter = ("domain", "layout")
+
+
+@admin.register(SourceLicense)
+class SourceLicenseAdmin(admin.ModelAdmin):
+    list_display = ("source", "license", "note", "updated_by", "updated")
+    raw_id_fields = ("updated_by",)
 
 
 @admin.register(PairCandidate)

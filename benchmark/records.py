@@ -3,6 +3,7 @@ obeys, how one is built, and the item id the official evaluator gives it (built 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import PurePosixPath
 
@@ -37,6 +38,29 @@ IMAGE_FIELDS = ("image_1", "image_2")
 def split_path(split: str) -> str:
     """The data file of a split: the split is the file (there is no `split` field)."""
     return f"data/{split}.jsonl"
+
+
+# --- The Parquet view: the same records for `datasets` and the Hub's viewer, the pictures inside -------------------
+
+# The card's configs point here, not at data/: a Parquet shard holds each image's bytes, so `datasets.load_dataset`
+# gives pictures from any working directory (a JSONL path is opened relative to the working directory). The official
+# evaluator reads data/<split>.jsonl only.
+PARQUET_FOLDER = "parquet"
+
+
+def parquet_shard_path(split: str, index: int, count: int) -> str:
+    """The n-th of `count` Parquet shards of a split, named as the Hub names shards (`test-00000-of-00002.parquet`)."""
+    return f"{PARQUET_FOLDER}/{split}-{index:05d}-of-{count:05d}.parquet"
+
+
+def generation_info_text(value: dict | str | None) -> str | None:
+    """`generation_info` as the Parquet view holds it: one type for every row, JSON text (or null), written as the
+    JSONL line writes the object; a record that gives it as text already (the paper's records may) keeps its text.
+    The JSONL keeps the object: a column of objects whose keys differ from row to row has no one Arrow type
+    (`datasets` fails to cast it, or turns it into a string of its own making)."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
 
 
 # --- The item id ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
-from benchmark.card import license_problem
+from benchmark.licenses import license_problem
 from subtlebench.keybindings import parse_key_bindings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -509,7 +509,8 @@ if SIMILARITY_CATCH_UP_MINUTES:
 EXPORT_ROOT = Path(os.getenv("EXPORT_ROOT", VAR_DIR / "exports"))
 # Image copies in flight at once during an export (file creation is latency-bound; threads overlap it).
 EXPORT_COPY_THREADS = envint("EXPORT_COPY_THREADS", "4")
-# The dataset card's name (pretty_name and title) and license (a Hub license id); a bad license fails at start.
+# The dataset card's name (pretty_name and title), and the license (a Hub license id) of the items the app draws
+# itself (source synthetic); each other source's license is its own (SourceLicense). A bad license fails at start.
 BENCHMARK_NAME = os.getenv("BENCHMARK_NAME", "SubtleBench Studio export").strip() or "SubtleBench Studio export"
 BENCHMARK_LICENSE = os.getenv("BENCHMARK_LICENSE", "unknown").strip()
 if license_problem(BENCHMARK_LICENSE):

@@ -8,8 +8,8 @@ test left running alone at the end. The tests that wait on a browser or real wor
 A unit is one test, or a whole module whose tests share a module- or class-scoped fixture of the suite's own (a
 world `built_once`): its world is then built once, by the one worker that runs the module, instead of once on every
 worker that gets one of its tests (a demo seeded three times, say). In the same way every test marked `torch`
-(it imports torch and transformers' DINOv3, or `datasets`, which imports torch: about 3 s of CPU for each process
-that does) is in one unit with the others, so one worker pays that import instead of each worker.
+(it imports torch and transformers' DINOv3: about 3 s of CPU for each process that does) is in one unit with the
+others, so one worker pays that import instead of each worker.
 
 The units are the suite's own scheduler (`UnitScheduling`), not xdist's `xdist_group` marks: xdist 3.8 groups by a
 suffix it writes into each test's node id, which pytest 9.2's node ids no longer take, so every group silently fell

@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
@@ -28,7 +29,7 @@ from annotator.export.format import ImageCheck, ScratchSpaceError, allowed_roots
 from annotator.images import IMAGE_FORMATS, ImageLimitError, open_within_limits
 from annotator.jobs.scratch import scratch_folder
 from annotator.jobs.services import JobRun, UnitRef, job_create_once, job_task_add, job_task_claim, job_unit
-from annotator.models import Collection, Domain, Image, Job, JobCancelled, Pair, PairCandidate
+from annotator.models import Collection, Domain, Image, Job, JobCancelled, Pair, PairCandidate, SourceLicense
 from annotator.picking.questions import question_validate
 from annotator.similarity.services import images_queue_embeddings
 from annotator.videos.services import ImportPathError, resolve_import_path
@@ -411,3 +412,40 @@ def _categories() -> set[str]:
     from annotator.models import Category
 
     return set(Category.values)
+
+
+# --- The terms of each source: what the dataset card says of its license and citation -------------------------
+
+
+def source_terms_table() -> list[dict]:
+    """Every source a pair or a collection is exported under, with the terms the card gives it: its recorded row, or
+    its defaults (`recorded` False); a collection's source says which collection."""
+    sources = set(Collection.objects.values_list("name", flat=True))
+    sources |= set(Pair.objects.order_by().values_list("source", flat=True).distinct())
+    rows = {row.source: row for row in SourceLicense.objects.filter(source__in=sources)}
+    terms = SourceLicense.objects.terms_of(sources)
+    collections = dict(Collection.objects.values_list("name", "layout"))
+    return [
+        {
+            "source": source,
+            "terms": terms[source],
+            "recorded": rows.get(source),
+            "layout": collections.get(source),
+        }
+        for source in sorted(sources)
+    ]
+
+
+@transaction.atomic
+def source_license_save(*, source: str, license: str, citation: str = "", note: str = "", user) -> SourceLicense:
+    """Record the terms of a source (its license, citation and note), replacing its defaults or earlier terms; the
+    next export's card carries them. A field that breaks a rule is refused (Invalid, by field)."""
+    row = SourceLicense.objects.select_for_update().filter(source=source).first() or SourceLicense(source=source)
+    row.license, row.citation, row.note = license.strip(), citation.strip(), note.strip()
+    row.updated_by, row.updated = user, timezone.now()
+    try:
+        row.full_clean(validate_unique=False)
+    except ValidationError as error:
+        raise Invalid(error.message_dict) from error
+    row.save()
+    return row

@@ -19,16 +19,18 @@ from django.views.decorators.http import require_GET
 
 from annotator.authoring.drafts import work_draft_of, work_draft_save
 from annotator.collections import authoring
-from annotator.collections.services import collection_import
+from annotator.collections.services import collection_import, source_license_save, source_terms_table
 from annotator.jobs.services import clean_idempotency_key
 from annotator.models import CandidateSkip, Category, Collection, Domain, Job, Pair, PairCandidate
 from annotator.picking.drafted import pair_answer_frame
 from annotator.picking.questions import CATEGORY_KEYS, template_table
 from annotator.picking.views import last_rejection
 from benchmark import jsonlimits
+from benchmark.licenses import LICENSE_MAX
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
 from subtlebench.pages import error_response, post_only, redirect_refused_form, refused_form
 from subtlebench.roles import ANNOTATOR, COORDINATOR, role_required
+from subtlebench.text import NAME_MAX, NOTE_MAX
 
 
 class ImportForm(forms.Form):
@@ -45,7 +47,8 @@ class ImportForm(forms.Form):
 @role_required(COORDINATOR)
 @require_GET
 def collection_list(request):
-    """The collections with their images and candidates by status, the recent import jobs, and the import form."""
+    """The collections with their images and candidates by status, the recent import jobs, the import form, and the
+    terms (license, citation) of every source with a form to record them."""
     collections = Collection.objects.annotate(
         image_count=Count("images", distinct=True),
         open_count=Count("candidates", filter=Q(candidates__status=PairCandidate.Status.OPEN), distinct=True),
@@ -56,7 +59,13 @@ def collection_list(request):
         .select_related("created_by")
         .order_by("-created", "-pk")[:10]
     )
-    context = {"collections": collections, "jobs": jobs, "form": refused_form(request, ImportForm)}
+    context = {
+        "collections": collections,
+        "jobs": jobs,
+        "form": refused_form(request, ImportForm),
+        "sources": source_terms_table(),
+        "limits": {"license": LICENSE_MAX, "citation": NOTE_MAX, "note": NAME_MAX},
+    }
     return render(request, "collections/list.html", context)
 
 
@@ -73,6 +82,21 @@ def collection_import_view(request):
     except Invalid as error:
         return redirect_refused_form(request, reverse("collection-list"), form, error)
     return redirect("job-detail", job_id=job.pk)
+
+
+@role_required(COORDINATOR)
+@post_only("collection-list")
+def source_license_save_view(request):
+    """Record a source's license, citation and note (the form beside each source on the collections page)."""
+    fields = {name: request.POST.get(name, "") for name in ("source", "license", "citation", "note")}
+    if not fields["source"]:
+        return error_response(request, Invalid({"source": ["Choose a source."]}), back_to="collection-list")
+    try:
+        row = source_license_save(**fields, user=request.user)
+    except Invalid as error:
+        return error_response(request, error, back_to="collection-list")
+    messages.success(request, f"The terms of {row.source} are recorded: its items go out under {row.license}.")
+    return redirect("collection-list")
 
 
 # --- The authoring queue ----------------------------------------------------------------------------------------

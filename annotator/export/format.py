@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import yaml
 from django.conf import settings
 from PIL import UnidentifiedImageError
@@ -26,6 +28,7 @@ from benchmark.records import (
     CARD,
     IMAGE_FIELDS,
     MANIFEST,
+    PARQUET_FOLDER,
     SPLITS,
     content_problems,
     image_path_problem,
@@ -332,8 +335,9 @@ def card_header(text: str) -> tuple[object, dict[int, int]] | str:
 
 
 def card_violations(root: Path, counts: dict[str, int]) -> Iterator[Violation]:
-    """The card (README.md) is what the Hub and a reader go by: each config's data files exist, and each split's
-    num_examples is the number of records in its file."""
+    """The card (README.md) is what the Hub and a reader go by: each config's data files exist, each split with
+    records is configured (its JSONL, or its Parquet shards holding as many rows), and each split's num_examples is
+    the number of records in its file."""
     if not (root / CARD).is_file():
         yield Violation(CARD, None, "missing: the dataset card with configs and dataset_info")
         return
@@ -367,7 +371,8 @@ def card_violations(root: Path, counts: dict[str, int]) -> Iterator[Violation]:
     def at(node) -> int | None:
         return lines.get(id(node))
 
-    configured: set[str] = set()
+    configured: set[str] = set()  # the splits some config gives (by name, or by a data/<split>.jsonl it names)
+    parquet_rows: dict[str, int] = {}  # rows of the configured Parquet shards, per split
     configs = header.get("configs")
     if not isinstance(configs, list) or not configs:
         yield Violation(CARD, at(header), "no configs: the Hub would not know which file is which split")
@@ -387,13 +392,31 @@ def card_violations(root: Path, counts: dict[str, int]) -> Iterator[Violation]:
             if not found:
                 yield Violation(CARD, line, f"config data file {path} does not exist")
             for name in found:
-                configured.add(name)
-                named = PurePosixPath(name).stem if PurePosixPath(name).parent.as_posix() == "data" else None
+                named = file_split(name)
                 if split is not None and named in SPLITS and named != split:
                     yield Violation(CARD, line, f"config split {split!r} points at {name}, the {named} split")
+                    continue
+                configured.add(split or named)
+                if name.endswith(".parquet") and (split or named) in SPLITS:
+                    problem = readable_file_problem(root / name, allowed_roots(root))
+                    rows = None if problem else parquet_row_count(root / name)
+                    if problem:
+                        yield Violation(CARD, line, f"config data file {name} {problem}")
+                    elif rows is None:
+                        yield Violation(CARD, line, f"config data file {name} is not a readable Parquet file")
+                    else:
+                        parquet_rows[split or named] = parquet_rows.get(split or named, 0) + rows
     for split in counts:
-        if split_path(split) not in configured:
-            yield Violation(CARD, None, f"{split_path(split)} exists but no config of the card points at it")
+        if split not in configured:
+            yield Violation(CARD, None, f"{split_path(split)} has records but no config of the card gives its split")
+    for split, rows in parquet_rows.items():
+        if rows != counts.get(split, 0):
+            yield Violation(
+                CARD,
+                None,
+                f"the Parquet shards of the {split} split hold {rows} rows, but {split_path(split)} has "
+                f"{counts.get(split, 0)} records",
+            )
 
     info = header.get("dataset_info")
     if isinstance(info, list):  # one entry per config, as the Hub writes it for several configs
@@ -419,6 +442,26 @@ def card_violations(root: Path, counts: dict[str, int]) -> Iterator[Violation]:
     for split in counts:
         if split not in listed:
             yield Violation(CARD, at(info), f"dataset_info.splits does not list {split!r} ({counts[split]} records)")
+
+
+PARQUET_SHARD = re.compile(rf"{PARQUET_FOLDER}/(?P<split>\w+)-\d+-of-\d+\.parquet")
+
+
+def file_split(name: str) -> str | None:
+    """The split a file of the folder holds by its name: data/<split>.jsonl, or a Parquet shard of that split."""
+    path = PurePosixPath(name)
+    if path.parent.as_posix() == "data" and path.suffix == ".jsonl":
+        return path.stem
+    match = PARQUET_SHARD.fullmatch(name)
+    return match["split"] if match else None
+
+
+def parquet_row_count(path: Path) -> int | None:
+    """The rows of a Parquet file, from its footer alone (no page is read), or None when it is not one."""
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except (OSError, pa.ArrowException):
+        return None
 
 
 def config_data_files(files) -> list[tuple[str | None, object, object]] | None:

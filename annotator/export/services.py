@@ -41,8 +41,9 @@ from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
 from annotator.export.format import file_sha256
+from annotator.hub_view import HubView, hub_view_write
 from annotator.jobs.scratch import newest_mtime, scratch_folder, scratch_paths, scratch_register, scratch_root
-from annotator.models import EmbeddingModel, Job, Pair, Release, ReleasePublication, Review
+from annotator.models import EmbeddingModel, Job, Pair, Release, ReleasePublication, Review, SourceLicense
 from annotator.regions import regions_swapped
 from annotator.releases.services import (
     ReleaseDraft,
@@ -693,10 +694,12 @@ class Tally:
     answer_first: dict = field(default_factory=dict)
     similarities: array = field(default_factory=lambda: array("d"))
     overrides: int = 0
+    sources: Counter = field(default_factory=Counter)  # items per source: each source's license goes on the card
 
     def add(self, row: dict, split: str) -> None:
         cell = self.counts.setdefault(row["category"], {}).setdefault(row["domain"], {"test": 0, "val": 0})
         cell[split] += 1
+        self.sources[row["source"]] += 1
         place = answer_place(row)
         if place:
             shares = self.answer_first.setdefault(row["category"], {s: [0, 0] for s in SPLITS})[split]
@@ -728,7 +731,6 @@ def write_export(
     tally = Tally()
     manifest_part = root / f".{MANIFEST}.part"
     hashes = {name: hashlib.sha256() for name in (*SPLITS, ITEMS_METADATA)}
-    sizes = dict.fromkeys(SPLITS, 0)
     positions = dict.fromkeys(SPLITS, 0)
     sizes_of_models = dict(
         EmbeddingModel.objects.filter(fingerprint__in=plan.models).values_list("fingerprint", "image_size")
@@ -756,7 +758,6 @@ def write_export(
             line = (record_text + "\n").encode()
             files[split].write(line)
             hashes[split].update(line)
-            sizes[split] += len(line)
             positions[split] += 1
             identifier = item_id(category=record["category"], source=record["source"], source_id=record["source_id"])
             provenance = provenance_of(
@@ -825,11 +826,15 @@ def write_export(
         for split in written:
             manifest.write(f"{hashes[split].hexdigest()}  {split_path(split)}\n")
         manifest.write(f"{hashes[ITEMS_METADATA].hexdigest()}  {ITEMS_METADATA}\n")
-        # The card names the release by the hash of every other file's line: the manifest so far.
+        # The card names the release by the hash of the official files' lines: the manifest so far.
         manifest.flush()
         content_sha256 = file_sha256(manifest_part)
+        for file in (*files.values(), metadata_file):
+            file.flush()
+        view = hub_view_write(root, written)
+        manifest.write(view.manifest_lines())
         card = export_card(
-            options=options, tally=tally, sizes=sizes, models=plan.models, time=card_time,
+            options=options, tally=tally, view=view, models=plan.models, time=card_time,
             images=image_count, content_sha256=content_sha256, release=draft.label if draft else None,
         )  # fmt: skip
         (root / CARD).write_bytes(card.encode())
@@ -865,7 +870,7 @@ def export_card(
     *,
     options: ExportOptions,
     tally: Tally,
-    sizes: dict,
+    view: HubView,
     models: list[str],
     time: str,
     images: int,
@@ -896,12 +901,14 @@ def export_card(
         f"options: `{options_text}`",
         f"exported: {time}",
     ]
+    terms = SourceLicense.objects.terms_of(tally.sources)
     return dataset_card(
         name=settings.BENCHMARK_NAME,
-        license=settings.BENCHMARK_LICENSE,
+        sources={source: (terms[source], items) for source, items in tally.sources.items()},
         counts=tally.counts,
         answer_first=tally.answer_first,
-        sizes=sizes,
+        shards=view.shards,
+        sizes=view.sizes,
         images=images,
         release_hash=content_sha256,
         provenance=provenance,

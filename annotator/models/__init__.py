@@ -19,6 +19,7 @@ from annotator.models.pairs import Pair, PairQuerySet, Review
 from annotator.models.picking import PairDraft, VideoSkip
 from annotator.models.releases import Release, ReleaseFrozen, ReleaseItem, ReleasePublication
 from annotator.models.similarity import EmbeddingModel, ImageEmbedding
+from annotator.models.sources import SourceLicense
 from annotator.models.stats import DoubleReview, Target, TeamSettings
 from annotator.models.synthetic import Sweep, SweepItem
 from annotator.models.taxonomy import CATEGORY_ABBREVIATIONS, Category, Domain
@@ -61,6 +62,7 @@ __all__ = [
     "ReleaseItem",
     "ReleasePublication",
     "Review",
+    "SourceLicense",
     "Target",
     "Sweep",
     "SweepItem",

@@ -3,7 +3,8 @@ database alone, and what changed since the release before.
 
 `release_publish` runs inside `benchmark_export` once the files are in place: the Release and every ReleaseItem in
 one transaction, numbered under a lock, one release per export job. `release_files_write` rebuilds the folder byte
-for byte and checks every image against the hash the export recorded. `release_diff` compares two releases by item
+for byte (the Parquet view as the same pyarrow writes it) and checks every image against the hash the export
+recorded. `release_diff` compares two releases by item
 id and says why each item came, went or changed. `release_publication_record` records each time a release's files leave
 the server: from the first, its pairs count as public.
 """
@@ -26,6 +27,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from annotator.hub_view import hub_view_write
 from annotator.jobs.scratch import scratch_register
 from annotator.models import Category, Domain, Pair, Release, ReleaseItem, ReleasePublication
 from benchmark.card import split_totals
@@ -284,6 +286,7 @@ def _write_release_files(release: Release, root: Path) -> dict:
             path.write_bytes(_stored_bytes(item, n))
             seen.add(digest)
             manifest.append(f"{digest}  {record[f'image_{n}']}\n")
+    written = []
     for split in SPLITS:
         digest, count = hashlib.sha256(), 0
         with open(root / split_path(split), "wb") as file:
@@ -295,6 +298,7 @@ def _write_release_files(release: Release, root: Path) -> dict:
                 count += 1
         if count:
             manifest.append(f"{digest.hexdigest()}  {split_path(split)}\n")
+            written.append(split)
         else:  # the export writes no file for an empty split
             (root / split_path(split)).unlink()
     digest = hashlib.sha256()
@@ -311,6 +315,7 @@ def _write_release_files(release: Release, root: Path) -> dict:
             f"The files of release {release.name} do not add up to its content hash {release.content_sha256[:12]}…: "
             "its stored items disagree with what was published."
         )
+    content += hub_view_write(root, written).manifest_lines().encode()
     card = release.card.encode()
     (root / CARD).write_bytes(card)
     content += f"{hashlib.sha256(card).hexdigest()}  {CARD}\n".encode()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from benchmark.records import (
@@ -9,6 +11,7 @@ from benchmark.records import (
     build_record,
     derived_pair_number,
     exported_source_id,
+    generation_info_text,
     item_id,
     item_id_tails,
     record_item_id,
@@ -81,3 +84,11 @@ def test_a_video_group_survives_a_round_trip_through_the_derived_source_id():
     assert source_group("levir", "tile_4_9") == "levir:tile" and source_group("levir", "7") == ""
     assert source_group("yt8m", "v" * 50 + "_1_2", max_length=20) == "yt8m:" + "v" * 15
     assert video_group(None) == ""
+
+
+def test_generation_info_is_json_text_in_the_parquet_view_as_the_jsonl_line_writes_it():
+    info = {"family": "colour", "factors": {"hue": 30, "name": "rot"}, "seed": 1}
+    line = json.dumps({"generation_info": info}, ensure_ascii=False)
+    text = generation_info_text(info)
+    assert f'{{"generation_info": {text}}}' == line and json.loads(text) == info
+    assert generation_info_text(None) is None and generation_info_text('{"seed": 2}') == '{"seed": 2}'

@@ -181,11 +181,13 @@ def test_it_writes_a_card_with_configs_dataset_info_counts_and_provenance(tmp_pa
     export(tmp_path, val_fraction=0, seed=7)
     card = (tmp_path / "out/README.md").read_text()
     header = card.split("---")[1]
-    assert "configs:\n- config_name: default\n  data_files:\n  - split: test\n    path: data/test.jsonl" in header
+    shard = "parquet/test-00000-of-00001.parquet"
+    assert f"configs:\n- config_name: default\n  data_files:\n  - split: test\n    path:\n    - {shard}\n" in header
     images = "  - name: image_1\n    dtype: image\n  - name: image_2\n    dtype: image"
     assert f"dataset_info:\n  features:\n{images}" in header
-    assert "\nlicense: unknown\n" in header
-    assert "  - name: test\n    num_bytes:" in header and "num_examples: 1" in header
+    assert "\nlicense: cc-by-4.0\n" in header  # the video frames' source, yt8m: YouTube-8M's license
+    size = (tmp_path / "out" / shard).stat().st_size
+    assert f"  - name: test\n    num_bytes: {size}\n    num_examples: 1\n" in header
     assert "| temporal | natural | 1 | 0 |" in card
     assert current_fingerprint() in card and "similarity threshold: 0.8" in card and "seed: 7" in card
     assert "exported: 1970-01-01T00:00:00Z" in card

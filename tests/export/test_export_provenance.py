@@ -1,10 +1,9 @@
 """What an export says about itself: the provenance sidecar (metadata/items.jsonl) against the database, the card's
-similarity figures, and a card the Hugging Face Hub reads (`datasets.load_dataset`, offline)."""
+similarity figures. (What `datasets` reads of an export: tests/export/test_hub_view.py.)"""
 
 from __future__ import annotations
 
 import hashlib
-import os
 from datetime import UTC, datetime
 
 import pytest
@@ -14,7 +13,7 @@ from annotator.export.services import MANIFEST, ExportOptions, benchmark_export,
 from annotator.models import Frame, Pair, Review
 from annotator.similarity.services import current_fingerprint
 from benchmark.records import FIELDS
-from tests.export_fixtures import all_records, make_pair, read_jsonl, record, write_dataset
+from tests.export_fixtures import make_pair, read_jsonl, record, write_dataset
 
 pytestmark = pytest.mark.django_db
 
@@ -110,61 +109,3 @@ def test_the_sidecar_records_no_usernames_even_for_odd_ones(tmp_path):
     make_pair(author=author)
     export(tmp_path, val_fraction=0)
     assert "x" * 16 not in (tmp_path / "out/metadata/items.jsonl").read_text()
-
-
-# --- The Hugging Face Hub's reader -------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def offline_hub(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf/datasets"))
-    import datasets
-
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf/datasets"))
-    return datasets
-
-
-@pytest.mark.torch
-def test_load_dataset_reads_both_splits_with_their_features_and_the_images_as_pictures(
-    tmp_path, offline_hub, mixed_pairs, monkeypatch
-):
-    from PIL import Image as PILImage
-
-    result = export(tmp_path, val_fraction=0.3)
-    out = tmp_path / "out"
-    monkeypatch.chdir(out)  # image paths are relative to the folder: `datasets` opens them from the working directory
-    loaded = offline_hub.load_dataset(str(out))
-    assert set(loaded) == {"test", "val"}
-    for split in ("test", "val"):
-        assert loaded[split].num_rows == result["splits"][split] > 0
-        assert list(loaded[split].features) == list(FIELDS)  # not the sidecar's columns
-        assert isinstance(loaded[split].features["image_1"], offline_hub.Image)
-        assert isinstance(loaded[split].features["image_2"], offline_hub.Image)
-        assert loaded[split].features["distractors"].feature.dtype == "string"
-        assert loaded[split].features["has_caption"].dtype == "bool"
-    first = read_jsonl(out / "data/test.jsonl")[0]
-    row = loaded["test"][0]
-    assert {k: v for k, v in row.items() if k not in ("image_1", "image_2")} == {
-        k: v for k, v in first.items() if k not in ("image_1", "image_2")
-    }
-    for field in ("image_1", "image_2"):
-        assert isinstance(row[field], PILImage.Image)
-        with PILImage.open(out / first[field]) as stored:
-            assert row[field].size == stored.size and row[field].tobytes() == stored.convert(row[field].mode).tobytes()
-    paths = loaded["test"].cast_column("image_1", offline_hub.Image(decode=False))[0]["image_1"]["path"]
-    assert paths == first["image_1"] and os.path.isfile(out / paths)
-
-
-@pytest.mark.torch
-def test_load_dataset_reads_an_export_whose_val_was_left_out(tmp_path, offline_hub):
-    make_pair()
-    make_pair(category="action", question="What did he do?", answer="sat", distractors=["stood"])
-    result = export(tmp_path, val_fraction=0)
-    assert result["left_out"] == ["val"]
-    loaded = offline_hub.load_dataset(str(tmp_path / "out"))
-    assert set(loaded) == {"test"} and loaded["test"].num_rows == 2
-    assert sorted(loaded["test"]["source_id"]) == sorted(r["source_id"] for r in all_records(tmp_path / "out"))

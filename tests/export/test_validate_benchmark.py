@@ -196,7 +196,8 @@ def test_it_refuses_an_empty_split_file(export):
     reseal(export)
     assert all_violations(export) == [
         "data/val.jsonl: empty split: the official evaluator crashes on it (ValueError: max_workers must be "
-        "greater than 0); leave the file and its config out"
+        "greater than 0); leave the file and its config out",
+        "README.md: the Parquet shards of the val split hold 2 rows, but data/val.jsonl has 0 records",
     ]
 
 
@@ -205,8 +206,15 @@ def test_it_refuses_a_configured_split_whose_file_is_missing(export):
     reseal(export)
     found = all_violations(export)
     assert len(found) == 2, found
-    assert re.fullmatch(r"README\.md:\d+: config data file data/val\.jsonl does not exist", found[0])
+    assert found[0] == "README.md: the Parquet shards of the val split hold 2 rows, but data/val.jsonl has 0 records"
     assert re.fullmatch(r"README\.md:\d+: dataset_info split 'val' has no file data/val\.jsonl", found[1])
+    # A card that names the JSONL (as a folder prepared elsewhere may) is told the file is missing.
+    card = (export / "README.md").read_text()
+    (export / "README.md").write_text(re.sub(r"    path:\n    - parquet/val-[^\n]+", "    path: data/val.jsonl", card))
+    (export / "parquet/val-00000-of-00001.parquet").unlink()
+    reseal(export)
+    found = all_violations(export)
+    assert re.fullmatch(r"README\.md:\d+: config data file data/val\.jsonl does not exist", found[0]), found
 
 
 def test_it_refuses_an_export_without_its_test_split(export):
@@ -349,12 +357,14 @@ def test_the_command_prints_one_violation_per_line_and_exits_non_zero(export, ca
 
 def test_it_catches_a_config_that_calls_one_split_by_the_others_name(export):
     card = (export / "README.md").read_text()
-    swapped = card.replace("  - split: test\n    path: data/test.jsonl", "  - split: val\n    path: data/test.jsonl")
+    shard = "parquet/test-00000-of-00001.parquet"
+    swapped = card.replace(f"  - split: test\n    path:\n    - {shard}", f"  - split: val\n    path:\n    - {shard}")
     assert swapped != card
     (export / "README.md").write_text(swapped)
     reseal(export)
-    [problem] = all_violations(export)
-    assert re.fullmatch(r"README\.md:\d+: config split 'val' points at data/test\.jsonl, the test split", problem)
+    [problem, unconfigured] = all_violations(export)
+    assert re.fullmatch(rf"README\.md:\d+: config split 'val' points at {shard}, the test split", problem)
+    assert unconfigured == "README.md: data/test.jsonl has records but no config of the card gives its split"
 
 
 def test_it_reads_the_other_forms_of_data_files_the_hub_reads(export):
