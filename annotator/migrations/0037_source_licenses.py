@@ -12,7 +12,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotator', '0035_endpoint_key_help'),
+        ('annotator', '0036_collection_group_keys'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
