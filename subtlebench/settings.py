@@ -505,8 +505,12 @@ if SIMILARITY_CATCH_UP_MINUTES:
         "options": {"expires": 60.0 * SIMILARITY_CATCH_UP_MINUTES},
     }
 # Export.
-# Where exports started from the /exports/ page are written (a folder name below it), and their zips.
+# Where exports started from the /exports/ page are written (a folder name below it), and their zips. With media in
+# S3 they go to the bucket instead, under EXPORT_S3_PREFIX, where every host reads them (a worker's disk is its own).
 EXPORT_ROOT = Path(os.getenv("EXPORT_ROOT", VAR_DIR / "exports"))
+EXPORT_S3_PREFIX = os.getenv("EXPORT_S3_PREFIX", "exports").strip("/")
+if not EXPORT_S3_PREFIX or EXPORT_S3_PREFIX == S3_PREFIX.strip("/"):
+    raise ImproperlyConfigured("EXPORT_S3_PREFIX: a key prefix of its own in the bucket, not empty and not S3_PREFIX.")
 # Image copies in flight at once during an export (file creation is latency-bound; threads overlap it).
 EXPORT_COPY_THREADS = envint("EXPORT_COPY_THREADS", "4")
 # The dataset card's name (pretty_name and title), and the license (a Hub license id) of the items the app draws
