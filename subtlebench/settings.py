@@ -307,8 +307,8 @@ TASK_MAX_RETRIES = envint("TASK_MAX_RETRIES", "10")
 # (an active job with a fresh heartbeat, a running process) holds them.
 CLEANUP_MINUTES = envint("CLEANUP_MINUTES", "60")
 CLEANUP_GRACE_MINUTES = envfloat("CLEANUP_GRACE_MINUTES", "15")
-# --- Temporary files (exports, issue 25): downloads, S3 staging and the ledger of every temporary path. Empty:
-# VAR_DIR/scratch. Every process of one deployment (web, workers, commands) must see the same folder.
+# --- Temporary files: downloads, S3 staging and the ledger of every temporary path. Empty: VAR_DIR/scratch. Each host
+# has its own (nothing another host needs is kept there), and each worker cleans its own host's (annotator/cleanup).
 SCRATCH_ROOT = os.getenv("SCRATCH_ROOT", "")
 # boto3's attempts per S3 request (its own retries; the export retries a failed upload on top).
 S3_MAX_ATTEMPTS = envint("S3_MAX_ATTEMPTS", "5")
