@@ -22,7 +22,10 @@ from subtlebench.text import NAME_MAX, NOTE_MAX, SHORT_TEXT_MAX
 
 class ExportStartInputSerializer(serializers.Serializer):
     target = free_text(
-        SHORT_TEXT_MAX, lines="single", help_text="A folder name under EXPORT_ROOT, or s3://bucket/prefix."
+        SHORT_TEXT_MAX,
+        lines="single",
+        help_text="A plain name (a folder under EXPORT_ROOT; with media in S3, a prefix under EXPORT_S3_PREFIX of "
+        "the media bucket), or s3://bucket/prefix.",
     )
     val_fraction = number(default=0.1, min_value=0, max_value=0.9)
     seed = whole_number(low=-INT32_MAX, default=0)

@@ -307,8 +307,8 @@ TASK_MAX_RETRIES = envint("TASK_MAX_RETRIES", "10")
 # (an active job with a fresh heartbeat, a running process) holds them.
 CLEANUP_MINUTES = envint("CLEANUP_MINUTES", "60")
 CLEANUP_GRACE_MINUTES = envfloat("CLEANUP_GRACE_MINUTES", "15")
-# --- Temporary files (exports, issue 25): downloads, S3 staging and the ledger of every temporary path. Empty:
-# VAR_DIR/scratch. Every process of one deployment (web, workers, commands) must see the same folder.
+# --- Temporary files: downloads, S3 staging and the ledger of every temporary path. Empty: VAR_DIR/scratch. Each host
+# has its own (nothing another host needs is kept there), and each worker cleans its own host's (annotator/cleanup).
 SCRATCH_ROOT = os.getenv("SCRATCH_ROOT", "")
 # boto3's attempts per S3 request (its own retries; the export retries a failed upload on top).
 S3_MAX_ATTEMPTS = envint("S3_MAX_ATTEMPTS", "5")
@@ -505,8 +505,12 @@ if SIMILARITY_CATCH_UP_MINUTES:
         "options": {"expires": 60.0 * SIMILARITY_CATCH_UP_MINUTES},
     }
 # Export.
-# Where exports started from the /exports/ page are written (a folder name below it), and their zips.
+# Where exports started from the /exports/ page are written (a folder name below it), and their zips. With media in
+# S3 they go to the bucket instead, under EXPORT_S3_PREFIX, where every host reads them (a worker's disk is its own).
 EXPORT_ROOT = Path(os.getenv("EXPORT_ROOT", VAR_DIR / "exports"))
+EXPORT_S3_PREFIX = os.getenv("EXPORT_S3_PREFIX", "exports").strip("/")
+if not EXPORT_S3_PREFIX or EXPORT_S3_PREFIX == S3_PREFIX.strip("/"):
+    raise ImproperlyConfigured("EXPORT_S3_PREFIX: a key prefix of its own in the bucket, not empty and not S3_PREFIX.")
 # Image copies in flight at once during an export (file creation is latency-bound; threads overlap it).
 EXPORT_COPY_THREADS = envint("EXPORT_COPY_THREADS", "4")
 # The dataset card's name (pretty_name and title), and the license (a Hub license id) of the items the app draws

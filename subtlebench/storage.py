@@ -1,4 +1,4 @@
-"""A Django storage backend over an S3 bucket (or any S3-protocol server) through boto3."""
+"""A Django storage backend over an S3 bucket (or any S3-protocol server) through boto3; whether media live there."""
 
 from __future__ import annotations
 
@@ -11,6 +11,12 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import Storage
 from django.utils.deconstruct import deconstructible
+
+
+def media_in_bucket() -> bool:
+    """Whether media live in the S3 bucket (S3_BUCKET set). Then every file one process writes for another (an export
+    the page serves, an upload a worker samples) goes to the bucket too: each host's own disk is its own."""
+    return bool(settings.S3_BUCKET)
 
 
 def s3_client():

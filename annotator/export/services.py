@@ -79,7 +79,7 @@ from benchmark.splits import (
     swap_binary_answer,
 )
 from subtlebench.errors import Conflict, Invalid, NotFound, file_error_detail
-from subtlebench.storage import s3_client, split_s3_uri
+from subtlebench.storage import media_in_bucket, s3_client, split_s3_uri
 from subtlebench.text import EXPORT_NAME_MAX, NAME_MAX, NOTE_MAX, control_character
 
 log = logging.getLogger(__name__)
@@ -1289,7 +1289,7 @@ def benchmark_export(
     # The card names the release, so its number is taken before the files are written and held until it is made.
     with release_number_lock() as number, ReleaseDraft(number=number, title=options.release_title) as draft:
         result = write_and_place(options, plan, result, progress, job_id=job_id, draft=draft)
-        if options.is_s3:
+        if options.is_s3 and not export_kept_by_the_app(options.out):
             how, where = ReleasePublication.How.S3_TARGET, result.get("root") or options.out
         else:
             how, where = (ReleasePublication.How.CLI_EXPORT if hands_out else None), result["out"]
@@ -1463,13 +1463,29 @@ def export_run(*, job_id: int, unit=None) -> Job:
 EXPORT_FOLDER_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
+def export_root_for_web() -> str:
+    """Where page-started exports (and sweeps' releases) go: EXPORT_ROOT; with media in S3, the media bucket's
+    EXPORT_S3_PREFIX, which every host reads (a folder on a worker's own disk would be out of the web's reach)."""
+    if media_in_bucket():
+        return f"s3://{settings.S3_BUCKET}/{settings.EXPORT_S3_PREFIX}/"
+    return str(Path(settings.EXPORT_ROOT))
+
+
 def export_folder_for_web(name: str) -> str:
-    """Where a page-started local export goes: a plain name under EXPORT_ROOT, never an arbitrary path."""
+    """Where a page-started export goes: a plain name under `export_root_for_web`, never an arbitrary path."""
     if not name or not EXPORT_FOLDER_NAME.fullmatch(name):
         raise Invalid({"target": ["The folder name must be a plain name (letters, digits, - and _), not a path."]})
     if len(name) > EXPORT_NAME_MAX:
         raise Invalid({"target": [f"The folder name has {len(name)} characters; at most {EXPORT_NAME_MAX}."]})
+    if media_in_bucket():
+        return export_root_for_web() + name
     return str(Path(settings.EXPORT_ROOT) / name)
+
+
+def export_kept_by_the_app(out: str) -> bool:
+    """An export in the media bucket's EXPORT_S3_PREFIX is the app's own storage, as EXPORT_ROOT is: writing it there
+    hands nothing out (its zip's download does); any other s3:// target is someone's bucket, public once written."""
+    return media_in_bucket() and out.startswith(export_root_for_web())
 
 
 def export_gone_reason(job: Job) -> str | None:

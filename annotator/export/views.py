@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 
 from django import forms
-from django.conf import settings
 from django.contrib import messages
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -22,6 +21,7 @@ from annotator.export.services import (
     export_files_handed_out,
     export_folder_for_web,
     export_gone_reason,
+    export_root_for_web,
     export_start,
     export_zip_jobs,
     export_zip_path,
@@ -43,7 +43,7 @@ class ExportForm(forms.Form):
         max_length=SHORT_TEXT_MAX,
         validators=[single_line],
         initial="subtlebench",
-        help_text="A folder name under the export folder, or s3://bucket/prefix.",
+        help_text="A plain name (under the export folder, or the media bucket's export prefix), or s3://bucket/prefix.",
     )
     val_fraction = forms.FloatField(initial=0.1, min_value=0, max_value=0.9)
     seed = forms.IntegerField(initial=0)
@@ -165,7 +165,7 @@ def _exports_page(request, form: ExportForm, preview: dict | None = None, taken:
         "preview": preview,
         "taken": taken,
         "jobs": history_rows(),
-        "export_root": settings.EXPORT_ROOT,
+        "export_root": export_root_for_web(),
     }
     return render(request, "export/exports.html", context)
 

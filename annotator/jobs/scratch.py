@@ -1,6 +1,7 @@
 """Every temporary file and folder the app makes, known to the clean-up: a ledger entry per temporary path, with its
 owner (a job, or a process on a host), so a killed process's leftovers are found wherever they lie and a live
-owner's are never taken.
+owner's are never taken. The ledger lies under this host's SCRATCH_ROOT and lists this host's paths: every host
+cleans its own (annotator/cleanup), none needs another's disk.
 
 - `scratch_folder` / `scratch_file`: a temporary folder or file under SCRATCH_ROOT (downloads, S3 staging).
 - `scratch_register`: a temporary path that must lie elsewhere (an export's staging folder beside its target, to be
@@ -175,7 +176,10 @@ def scratch_remove_stale(*, older_than: float) -> list[str]:
         restore_to = record.get("restore_to")
         if os.path.lexists(path):
             if restore_to and not os.path.lexists(restore_to):
-                os.replace(path, restore_to)  # the previous export, moved aside by a swap its process never finished
+                # The previous export, moved aside by a swap its process never finished. Another worker of this host,
+                # cleaning the same ledger, may have put it back already.
+                with contextlib.suppress(FileNotFoundError):
+                    os.replace(path, restore_to)
             elif path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
             else:

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from pathlib import Path
 
-from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
@@ -336,7 +334,7 @@ def sweep_releases(sweep: Sweep):
 def sweep_publish(*, sweep: Sweep, user, key: str = "") -> Job:
     """Queue the export of the sweep's exportable pairs alone (accepted, passing the similarity check), all in the
     test split, published as the next release: the release model runs and studies of the sweep stand on."""
-    from annotator.export.services import ExportOptions, export_start
+    from annotator.export.services import ExportOptions, export_folder_for_web, export_start
 
     _check_coordinator(user)
     if sweep.job is None or sweep.job.status != Job.Status.SUCCEEDED:
@@ -345,9 +343,10 @@ def sweep_publish(*, sweep: Sweep, user, key: str = "") -> Job:
         raise Conflict(
             f"Sweep {sweep.pk} has no exportable pair yet: its pairs must be accepted and pass the similarity check."
         )
-    out = Path(settings.EXPORT_ROOT) / f"sweep-{sweep.pk}-{timezone.now():%Y%m%d-%H%M%S}"
+    # Where the exports page puts its exports: the media bucket when media live in S3, so every host reads it.
+    out = export_folder_for_web(f"sweep-{sweep.pk}-{timezone.now():%Y%m%d-%H%M%S}")
     options = ExportOptions(
-        out=str(out),
+        out=out,
         val_fraction=0.0,
         seed=sweep.seed,
         release=True,

@@ -55,6 +55,7 @@ from annotator.similarity.services import pending_images, video_queue_embeddings
 from annotator.videos import sampling
 from benchmark import jsonlimits
 from subtlebench.errors import Conflict, Invalid, file_error_detail
+from subtlebench.storage import media_in_bucket
 
 logger = logging.getLogger(__name__)
 
@@ -939,15 +940,20 @@ def videos_upload(
     created_by=None,
     idempotency_key: str = "",
 ) -> Job:
-    """Store uploaded files in a new folder under the first import root and import them as one job.
-    A file over MAX_UPLOAD_BYTES is not stored: it fails (named) while the others go on. A resubmitted form (the
+    """Store uploaded files where every worker reads them and import them as one job: with media in S3 in the bucket
+    (under S3_PREFIX/uploads/), since a worker's disk is not the web's; else in a new folder under the first import
+    root. A file over MAX_UPLOAD_BYTES is not stored: it fails (named) while the others go on. A resubmitted form (the
     same idempotency key) stores nothing and answers the job of the first submit."""
     every, count = sampling_parameters(every, count)
     existing = job_for_key(user=created_by, kind=Job.Kind.IMPORT, key=idempotency_key)
     if existing is not None:
         return existing
-    folder = Path(settings.IMPORT_ROOTS[0]) / "uploads" / f"{timezone.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
-    folder.mkdir(parents=True)
+    batch = f"{timezone.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+    if media_in_bucket():
+        folder = f"s3://{default_storage.bucket}/{default_storage.key(f'uploads/{batch}')}"
+    else:
+        folder = Path(settings.IMPORT_ROOTS[0]) / "uploads" / batch
+        folder.mkdir(parents=True)
     entries, seen = [], set()
     for upload in files:
         name = get_valid_filename(Path(upload.name).name) or "upload.mp4"
@@ -962,15 +968,10 @@ def videos_upload(
             entry.error = f"{name}: another uploaded file has the same name stem {stem!r}"
             entry.yt8m_id = ""
         else:
-            path = folder / name
             try:
-                with path.open("wb") as handle:
-                    for chunk in upload.chunks():
-                        handle.write(chunk)
-                entry.source = str(path.resolve())
-            except OSError as error:  # a full or read-only disk: this file fails, named, with the reason
-                path.unlink(missing_ok=True)
-                entry.error = f"{name}: {file_error_detail(error, what='storing the upload', where=folder)}"
+                entry.source = _upload_store(upload, batch=batch, name=name, folder=folder)
+            except UploadNotStored as error:
+                entry.error = f"{name}: {error}"
         seen.add(stem)
         entries.append(entry)
     names = ", ".join(entry.label for entry in entries)
@@ -984,6 +985,33 @@ def videos_upload(
         title=f"Upload {names}"[:300],
         idempotency_key=idempotency_key,
     )
+
+
+class UploadNotStored(Exception):
+    """One uploaded file could not be stored; the message says where and why."""
+
+
+def _upload_store(upload, *, batch: str, name: str, folder) -> str:
+    """Store one uploaded file and return the source its sampling unit reads: an s3:// URI in the media bucket, or
+    the path in the upload folder."""
+    if media_in_bucket():
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        stored = f"uploads/{batch}/{name}"
+        try:
+            default_storage.save(stored, upload)
+        except (ClientError, BotoCoreError) as error:
+            raise UploadNotStored(f"storing the upload in {folder}/{name} failed ({error})") from error
+        return f"s3://{default_storage.bucket}/{default_storage.key(stored)}"
+    path = folder / name
+    try:
+        with path.open("wb") as handle:
+            for chunk in upload.chunks():
+                handle.write(chunk)
+    except OSError as error:  # a full or read-only disk: this file fails, named, with the reason
+        path.unlink(missing_ok=True)
+        raise UploadNotStored(file_error_detail(error, what="storing the upload", where=folder)) from error
+    return str(path.resolve())
 
 
 # --- Re-sampling one video (the video page) -----------------------------------------------------------------

@@ -17,7 +17,7 @@ from annotator.export.services import (
     export_zip_run,
     export_zip_start,
 )
-from annotator.models import Job
+from annotator.models import Job, Release, ReleasePublication
 from tests.conftest import wait_until
 from tests.export_fixtures import make_pair, tree_bytes
 
@@ -209,6 +209,26 @@ def test_it_hands_out_a_presigned_url_for_an_s3_export(client_for, coordinator, 
     with urllib.request.urlopen(response["Location"]) as download:
         archive = zipfile.ZipFile(io.BytesIO(download.read()))
     assert "data/test.jsonl" in archive.namelist() and MANIFEST in archive.namelist()
+
+
+def test_with_media_in_s3_a_page_export_goes_to_the_bucket_and_is_public_only_once_downloaded(
+    client_for, coordinator, s3_storage, export_root
+):
+    """A worker's disk is not the web's: the page's exports go where every host reads them."""
+    make_pair()
+    page = client_for(coordinator)
+    page.post("/exports/", {"target": "bench", "val_fraction": "0", "seed": "0", "release": "on"})
+    job = export_run(job_id=Job.objects.get(kind=Job.Kind.EXPORT).pk)
+    assert job.status == Job.Status.SUCCEEDED, job.errors
+    assert job.result["out"] == f"s3://{s3_storage}/exports/bench" and not export_root.exists()
+    release = Release.objects.get(export_job=job)
+    assert not release.publications.exists()  # the app's own storage, as EXPORT_ROOT is: nothing handed out yet
+    response = page.get(f"/exports/{job.pk}/download/")
+    assert response.status_code == 302 and "Signature" in response["Location"]
+    assert release.publications.get().how == ReleasePublication.How.ZIP_DOWNLOAD
+
+    elsewhere = finished_export(coordinator, f"s3://{s3_storage}/published", release=True)  # someone's prefix
+    assert Release.objects.get(export_job=elsewhere).publications.get().how == ReleasePublication.How.S3_TARGET
 
 
 def test_an_unfinished_export_has_no_download(client_for, coordinator):

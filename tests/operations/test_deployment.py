@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import ast
 import importlib
+import ipaddress
 import os
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 import yaml
@@ -176,6 +178,32 @@ def test_page_started_exports_land_on_a_volume_web_and_worker_share(compose):
     dockerfile = (ROOT / "Dockerfile").read_text().splitlines()
     owned = [line.split("chown app", 1)[1].split() for line in dockerfile if "chown app" in line]
     assert any(mounts[0][1] in folders for folders in owned), "the export folder must belong to the user app"
+
+
+def two_host_overrides() -> list[dict]:
+    """The compose overrides of docs/operations.md's "Two hosts": host A's, then host B's."""
+    section = (ROOT / "docs" / "operations.md").read_text().split("### Two hosts", 1)[1]
+    return [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", section, re.S)]
+
+
+def test_the_documented_second_host_runs_a_worker_on_the_first_hosts_servers_and_mounts_none_of_its_folders(compose):
+    host_a, host_b = two_host_overrides()
+    published = {}
+    for name, service in host_a["services"].items():
+        (port,) = service["ports"]
+        address, _, inside = port.rpartition(":")
+        assert name in compose["services"] and ipaddress.ip_address(address.split(":")[0]).is_private, port
+        published[name] = (address.split(":")[0], inside)
+    assert set(published) == {"postgres", "redis"}
+    (worker,) = host_b["services"].values()
+    assert set(host_b["services"]) == {"worker"} and "volumes" not in worker  # its own volumes, nothing of host A's
+    environment = worker["environment"]
+    assert set(environment) <= variables_settings_read()
+    assert environment["DATABASE_URL"].startswith("postgresql://subtlebench:${POSTGRES_PASSWORD:?")
+    database = urlparse(re.sub(r"\$\{[^}]*\}", "password", environment["DATABASE_URL"]))
+    broker = urlparse(environment["CELERY_BROKER_URL"])
+    assert (database.hostname, str(database.port)) == published["postgres"]
+    assert (broker.hostname, str(broker.port)) == published["redis"]
 
 
 # --- A deployment that starts (issue 13) ---------------------------------------------------------------------

@@ -111,6 +111,21 @@ def test_it_uploads_videos_as_an_import_job_and_fails_an_oversized_one(
     assert (job.status, job.done, job.total) == ("succeeded", 2, 2)
 
 
+def test_with_media_in_s3_an_upload_is_stored_in_the_bucket_where_any_worker_reads_it(
+    client_for, coordinator, h264_video, settings, s3_storage, django_capture_on_commit_callbacks
+):
+    files = [SimpleUploadedFile("beach_walk.mp4", h264_video.read_bytes(), "video/mp4")]
+    with django_capture_on_commit_callbacks() as callbacks:
+        client_for(coordinator).post("/videos/upload/", {"files": files, "frames": 2, "domain": "natural"})
+    assert not (settings.IMPORT_ROOTS[0] / "uploads").exists()
+    video = Video.objects.get(yt8m_id="beach_walk")
+    assert video.source.startswith(f"s3://{s3_storage}/media/uploads/") and video.source.endswith("/beach_walk.mp4")
+    h264_video.unlink()  # the sampling reads the bucket's copy, not a file of this host
+    run_queued(callbacks[0])
+    video.refresh_from_db()
+    assert (video.status, video.frame_count) == ("sampled", 2)
+
+
 def test_it_shows_the_form_errors_when_the_upload_is_empty(client_for, coordinator):
     client = client_for(coordinator)
     refused = client.post("/videos/upload/", {"every": "1", "frames": "3"})

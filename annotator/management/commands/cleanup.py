@@ -1,5 +1,6 @@
-"""`manage.py cleanup`: remove what killed runs left (temporary files and folders, orphaned frame files, export
-staging folders): what beat does every CLEANUP_MINUTES."""
+"""`manage.py cleanup`: remove what killed runs left (this host's temporary files and folders and export staging
+folders, orphaned frame files in the media storage): what beat's clean-up does every CLEANUP_MINUTES, for this host.
+A host that runs no worker (which beat's broadcast reaches) but runs commands can run it from cron."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from annotator.cleanup.services import storage_clean_up
 
 class Command(BaseCommand):
     help = (
-        "Remove the temporary files and folders of killed runs (export staging, zip parts, downloads), frame files no "
-        "image references, once untouched for CLEANUP_GRACE_MINUTES (or --grace-minutes) and held by no live job or "
-        "process. Safe to re-run."
+        "Remove the temporary files and folders of killed runs on this host (export staging, zip parts, downloads), "
+        "frame files no image references, once untouched for CLEANUP_GRACE_MINUTES (or --grace-minutes) and held by "
+        "no live job or process. Safe to re-run."
     )
 
     def add_arguments(self, parser):
