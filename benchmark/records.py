@@ -194,9 +194,13 @@ def content_problems(record: dict) -> list[str]:
     for name in ("source", "source_id"):
         if not record[name].strip():
             problems.append(f"field {name!r} is empty")
-    problems += map(
-        str, question_problems(question=record["question"], answer=record["answer"], distractors=record["distractors"])
+    question = question_problems(
+        question=record["question"],
+        answer=record["answer"],
+        distractors=record["distractors"],
+        category=record["category"],
     )
+    problems += map(str, question)
     if record["has_caption"] and not (record["caption"] or "").strip():
         problems.append("has_caption is true but caption is empty")
     if not record["has_caption"] and record["caption"] is not None:

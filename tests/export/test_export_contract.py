@@ -241,7 +241,15 @@ def test_an_id_whose_source_runs_into_its_source_id_is_a_duplicate_everywhere(tm
 def test_import_refuses_an_item_whose_id_a_pair_without_a_source_id_derives(tmp_path):
     video = make_video(2)
     pair = make_pair(video=video, source_id="")
-    clash = record(1, category="temporal", source="yt8m", source_id=f"{video.yt8m_id}_{pair.pk}")
+    clash = record(
+        1,
+        category="temporal",
+        source="yt8m",
+        source_id=f"{video.yt8m_id}_{pair.pk}",
+        question="Which image was taken later?",
+        answer="second image",
+        distractors=["first image"],
+    )
     with pytest.raises(PairImportError, match=f"item temporal_yt8m_{video.yt8m_id}_{pair.pk} already exists"):
         pairs_import(folder=write_dataset(tmp_path / "in", [clash]))
     assert Pair.objects.count() == 1
