@@ -29,7 +29,8 @@ INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 @dataclass(frozen=True)
 class Problem:
-    """One broken rule of a question: `field` ("question", "answer" or "distractors") is where a form shows it."""
+    """One broken rule: `field` ("question", "answer", "distractors", or another field of a record) is where a form
+    shows it and what an import report names."""
 
     field: str
     message: str
