@@ -207,10 +207,28 @@ def content_problems(record: dict) -> list[Problem]:
     if not record["has_caption"] and record["caption"] is not None:
         problems.append(Problem("caption", "has_caption is false but caption is not null"))
     for name in IMAGE_FIELDS:
-        problem = image_path_problem(record[name])
+        path = local_image_path(record[name])
+        if path.startswith(WEB_ADDRESS):
+            problem = f"image URL {path!r} names no file of the folder (a Hub URL's path after {HUB_FILE!r} does)"
+        else:
+            problem = image_path_problem(path)
         if problem:
             problems.append(Problem(name, f"field {name!r}: {problem}"))
     return problems
+
+
+# The official adapter reads an image named by a Hugging Face Hub URL (https://huggingface.co/datasets/<name>/resolve/
+# main/<path>) from <path> in the dataset folder when it is there, as a downloaded copy of the Hub's folder has it.
+WEB_ADDRESS = ("http://", "https://")
+HUB_FILE = "/resolve/main/"
+
+
+def local_image_path(path: str) -> str:
+    """The path in the folder of the file an image field names: the field itself, or the part of a Hub URL after
+    /resolve/main/ (the app reads that file and downloads nothing)."""
+    if path.startswith(WEB_ADDRESS) and HUB_FILE in path:
+        return path[path.index(HUB_FILE) + len(HUB_FILE) :]
+    return path
 
 
 def image_path_problem(path: str) -> str | None:

@@ -30,8 +30,10 @@ from benchmark.records import (
     MANIFEST,
     PARQUET_FOLDER,
     SPLITS,
+    WEB_ADDRESS,
     content_problems,
     image_path_problem,
+    local_image_path,
     record_item_id,
     split_path,
     structure_problems,
@@ -261,8 +263,8 @@ def record_violations(
     if not check_images:
         return
     for field in IMAGE_FIELDS:
-        path = record[field]
-        if image_path_problem(path):
+        path = local_image_path(record[field])
+        if image_path_problem(path) or path.startswith(WEB_ADDRESS):
             continue
         if path not in checked_images:
             checked_images[path] = inspect_image(root / path, roots, thumbnail_dir=thumbnail_dir)

@@ -36,9 +36,11 @@ from annotator.jobs.scratch import scratch_folder, scratch_root
 from annotator.models import Caption, Image, Pair
 from annotator.similarity.services import images_queue_embeddings
 from benchmark.records import (
+    IMAGE_FIELDS,
     ITEMS_METADATA,
     SPLITS,
     item_id,
+    local_image_path,
     record_item_id,
     source_group,
     split_path,
@@ -136,7 +138,10 @@ def read_regions(root: Path, records, checks: dict[str, ImageCheck]) -> tuple[di
     problems: list[tuple[str, Violation]] = []
     if not path.is_file() or readable_file_problem(path, allowed_roots(root)):
         return found, problems  # read_groups says what is wrong with the file
-    images = {record_item_id(record): (record["image_1"], record["image_2"]) for _, _, record in records}
+    images = {
+        record_item_id(record): tuple(local_image_path(record[field]) for field in IMAGE_FIELDS)
+        for _, _, record in records
+    }
     for number, line, error in iter_lines(path):
         if error or not isinstance(line, dict) or line.get("item_id") not in images:
             continue  # read_groups names a broken line; an item that is not in the data files is not imported
@@ -321,13 +326,13 @@ def pairs_write(root: Path, records, *, checks: dict[str, ImageCheck], user, pro
         with transaction.atomic():
             for importable in records:
                 record = importable.record
-                for field in ("image_1", "image_2"):
-                    if record[field] not in images:
-                        path = record[field]
+                path_1, path_2 = (local_image_path(record[field]) for field in IMAGE_FIELDS)
+                for path in (path_1, path_2):
+                    if path not in images:
                         images[path] = stored_image(root, path, checks[path], record["source"], saved)
                 pair = Pair.objects.create(
-                    image_1=images[record["image_1"]],
-                    image_2=images[record["image_2"]],
+                    image_1=images[path_1],
+                    image_2=images[path_2],
                     category=record["category"],
                     domain=record["domain"],
                     source=record["source"],
