@@ -225,3 +225,22 @@ def test_import_of_a_real_export_then_export_reproduces_every_record_field_by_fi
         for field in ("image_1", "image_2"):
             path = after[identifier][field]
             assert (second / path).read_bytes() == (first / record_before[field]).read_bytes()
+
+
+def test_a_record_the_database_cannot_hold_is_left_out_not_a_traceback(tmp_path, annotator):
+    root = write_dataset(
+        tmp_path / "in",
+        [
+            record(1),
+            record(2, source="s" * 51),
+            record(3, has_caption=True, caption="A car\u0000 appeared."),
+            record(4, generation_info={"prompt": "add a car\u0000"}),
+        ],
+    )
+    result = pairs_import(folder=root, user=annotator)
+    assert [str(problem) for problem in result["refused"]] == [
+        "data/test.jsonl:2: field 'source' is 51 characters (at most 50)",
+        "data/test.jsonl:3: field 'caption' holds U+0000, which no database text holds",
+        "data/test.jsonl:4: field 'generation_info' holds U+0000, which no database text holds",
+    ]
+    assert list(Pair.objects.values_list("source_id", flat=True)) == ["1"]
