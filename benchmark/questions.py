@@ -1,6 +1,12 @@
 """The question rules of the format: what makes a multiple-choice question (question, answer, distractors) one the
 official evaluator can ask. The editor (with its authoring rules on top), `import_pairs`, the export and
-`validate_benchmark` all ask `question_problems`, so the same question gets the same verdict from each."""
+`validate_benchmark` all ask `question_problems`, so the same question gets the same verdict from each.
+
+The rules guard what a model could exploit or an evaluator misread: empty or overlong texts, options that repeat
+or read as a letter, an answer the question gives away, a binary category whose options are not the two images.
+How a question is worded is not a rule: the generic questions rule templates write ("Which image has better
+quality?") are the paper's own kind, and many items share one; whether an item is good is whether its options and
+answer fit its pair, which a reviewer judges."""
 
 from __future__ import annotations
 
@@ -8,9 +14,13 @@ import unicodedata
 from dataclasses import dataclass
 
 from benchmark.protocol import MAX_OPTIONS, reads_as_letter
-from benchmark.taxonomy import EXAMPLE_QUESTIONS
+from benchmark.taxonomy import BINARY_CATEGORIES, BINARY_OPTIONS
 
 MAX_DISTRACTORS = MAX_OPTIONS - 1  # evaluators parse the letters A-E only: the answer plus at most 4 distractors
+# Lengths in characters: a question is one sentence and an option a few words; the database's fields and the
+# editor's inputs hold these limits too (subtlebench.text).
+QUESTION_MAX_CHARS = 500
+OPTION_MAX_CHARS = 200
 
 # Line breaks would split an option over lines of the lettered list; invisible characters (zero-width space, bidi
 # controls) would make two options that look the same differ.
@@ -19,7 +29,8 @@ INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 @dataclass(frozen=True)
 class Problem:
-    """One broken rule of a question: `field` ("question", "answer" or "distractors") is where a form shows it."""
+    """One broken rule: `field` ("question", "answer", "distractors", or another field of a record) is where a form
+    shows it and what an import report names."""
 
     field: str
     message: str
@@ -55,30 +66,22 @@ def option_text_problem(text: str) -> str | None:
     return None
 
 
-def question_key(text: str) -> str:
-    """The form in which two questions count as the same words: `option_key` (case, width, white space) with
-    the punctuation dropped, so "what changed about the mug" is the example "What changed about the mug?"."""
-    kept = "".join(" " if unicodedata.category(c).startswith("P") else c for c in option_key(text))
-    return " ".join(kept.split())
+def words_of(text: str) -> list[str]:
+    """A text as plain words: `option_key` (case, width, white space) with the punctuation dropped, so the question
+    "Did it turn red, or not?" holds the words of the option "Red!"."""
+    return "".join(" " if unicodedata.category(c).startswith("P") else c for c in option_key(text)).split()
 
 
-EXAMPLE_KEYS = {question_key(text): category for category, text in EXAMPLE_QUESTIONS.items()}
-
-
-def question_problems(*, question, answer, distractors) -> list[Problem]:
-    """Every way a multiple-choice question breaks the benchmark format (empty when it is fine)."""
+def question_problems(*, question, answer, distractors, category: str) -> list[Problem]:
+    """Every way a multiple-choice question of this category breaks the benchmark format (empty when it is fine)."""
     problems: list[Problem] = []
     if not isinstance(question, str):
         problems.append(Problem("question", "the question is not a string"))
     elif not question.strip():
         problems.append(Problem("question", "the question is empty"))
-    elif question_key(question) in EXAMPLE_KEYS:
+    elif len(question) > QUESTION_MAX_CHARS:
         problems.append(
-            Problem(
-                "question",
-                f"the question {question.strip()!r} is the {EXAMPLE_KEYS[question_key(question)]} example: "
-                "write what differs in these two images",
-            )
+            Problem("question", f"the question is {len(question)} characters (at most {QUESTION_MAX_CHARS})")
         )
     answer_problem = option_problem("the answer", answer)
     if answer_problem:
@@ -109,7 +112,37 @@ def question_problems(*, question, answer, distractors) -> list[Problem]:
     if repeated:
         listed = ", ".join(" = ".join(map(repr, group)) for group in repeated)
         problems.append(Problem("distractors", f"duplicate options: {listed}"))
-    return problems
+    if problems:
+        return problems
+    return binary_option_problems(category, answer, distractors) or give_away_problems(question, answer, distractors)
+
+
+def binary_option_problems(category: str, answer: str, distractors: list[str]) -> list[Problem]:
+    """A binary category asks which image: its options are the two images by their place, "first image" and
+    "second image" (the app trades the images to balance the answers, which only such options survive)."""
+    if category not in BINARY_CATEGORIES:
+        return []
+    if sorted(option_key(text) for text in [answer, *distractors]) == sorted(BINARY_OPTIONS):
+        return []
+    first, second = BINARY_OPTIONS
+    field = "distractors" if option_key(answer) in BINARY_OPTIONS else "answer"
+    return [Problem(field, f"{category} questions have exactly the options {first!r} and {second!r}")]
+
+
+def give_away_problems(question: str, answer: str, distractors: list[str]) -> list[Problem]:
+    """The question names the answer and no other option ("Did the car turn red?" with red, blue, green): it is
+    answered without looking at the images. A question that names several options ("Is it red or blue?") names
+    the choice, not the answer."""
+    words = words_of(question)
+    if not says(words, answer) or any(says(words, text) for text in distractors):
+        return []
+    return [Problem("question", f"the question names the answer {answer!r} and no other option: it gives it away")]
+
+
+def says(words: list[str], option: str) -> bool:
+    """Whether the option's words stand in `words` one after another (as whole words, punctuation aside)."""
+    wanted = words_of(option)
+    return bool(wanted) and any(words[i : i + len(wanted)] == wanted for i in range(len(words) - len(wanted) + 1))
 
 
 def option_problem(label: str, text) -> str | None:
@@ -118,5 +151,7 @@ def option_problem(label: str, text) -> str | None:
         return f"{label} is not a string"
     if not text.strip():
         return f"{label} is empty"
+    if len(text) > OPTION_MAX_CHARS:
+        return f"{label} is {len(text)} characters (at most {OPTION_MAX_CHARS})"
     problem = option_text_problem(text)
     return f"{label} {text!r} {problem}" if problem else None

@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import PurePosixPath
 
-from benchmark.questions import question_problems
+from benchmark.questions import Problem, question_problems
 from benchmark.taxonomy import CATEGORIES, DOMAINS
 
 SPLITS = ("test", "val")
@@ -30,7 +30,9 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "source": (str,),
     "source_id": (str,),
     "raw_folder": (str,),
-    "generation_info": (dict, type(None)),
+    # How a generated pair was made, as its source wrote it: an object, a string (JSON or plain: `datasets` gives
+    # back a string for a card that declares one) or null. The evaluator never reads it; it is kept as it came.
+    "generation_info": (dict, str, type(None)),
 }
 IMAGE_FIELDS = ("image_1", "image_2")
 
@@ -141,7 +143,7 @@ def build_record(
     source: str,
     source_id: str,
     raw_folder: str = "",
-    generation_info: dict | None = None,
+    generation_info: dict | str | None = None,
 ) -> dict:
     """One record, its fields in the order of `FIELDS`; a blank caption is no caption."""
     has_caption = bool(caption and caption.strip())
@@ -167,45 +169,66 @@ def build_record(
 
 def record_problems(record) -> list[str]:
     """Everything wrong with one parsed record, each as a short sentence naming the field."""
-    return structure_problems(record) or content_problems(record)
+    return [str(problem) for problem in structure_problems(record) or content_problems(record)]
 
 
-def structure_problems(record) -> list[str]:
+def structure_problems(record) -> list[Problem]:
     """Missing or extra fields and wrong types: with any of these the content cannot be checked."""
     if not isinstance(record, dict):
-        return [f"a record must be a JSON object, got {type(record).__name__}"]
-    problems = [f"missing field {name!r}" for name in FIELDS if name not in record]
-    problems += [f"extra field {name!r}" for name in record if name not in FIELDS]
+        return [Problem("", f"a record must be a JSON object, got {type(record).__name__}")]
+    problems = [Problem(name, f"missing field {name!r}") for name in FIELDS if name not in record]
+    problems += [Problem(str(name), f"extra field {name!r}") for name in record if name not in FIELDS]
     for name, types in FIELDS.items():
         value = record.get(name)
         # bool is an int in Python, and an int is not a str: check exactly.
         if name in record and type(value) not in types:
             expected = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-            problems.append(f"field {name!r} must be {expected}, got {type(value).__name__}")
+            problems.append(Problem(name, f"field {name!r} must be {expected}, got {type(value).__name__}"))
     return problems
 
 
-def content_problems(record: dict) -> list[str]:
+def content_problems(record: dict) -> list[Problem]:
     problems = []
     if record["category"] not in CATEGORIES:
-        problems.append(f"unknown category {record['category']!r}")
+        problems.append(Problem("category", f"unknown category {record['category']!r}"))
     if record["domain"] not in DOMAINS:
-        problems.append(f"unknown domain {record['domain']!r}")
+        problems.append(Problem("domain", f"unknown domain {record['domain']!r}"))
     for name in ("source", "source_id"):
         if not record[name].strip():
-            problems.append(f"field {name!r} is empty")
-    problems += map(
-        str, question_problems(question=record["question"], answer=record["answer"], distractors=record["distractors"])
+            problems.append(Problem(name, f"field {name!r} is empty"))
+    problems += question_problems(
+        question=record["question"],
+        answer=record["answer"],
+        distractors=record["distractors"],
+        category=record["category"],
     )
     if record["has_caption"] and not (record["caption"] or "").strip():
-        problems.append("has_caption is true but caption is empty")
+        problems.append(Problem("caption", "has_caption is true but caption is empty"))
     if not record["has_caption"] and record["caption"] is not None:
-        problems.append("has_caption is false but caption is not null")
+        problems.append(Problem("caption", "has_caption is false but caption is not null"))
     for name in IMAGE_FIELDS:
-        problem = image_path_problem(record[name])
+        path = local_image_path(record[name])
+        if path.startswith(WEB_ADDRESS):
+            problem = f"image URL {path!r} names no file of the folder (a Hub URL's path after {HUB_FILE!r} does)"
+        else:
+            problem = image_path_problem(path)
         if problem:
-            problems.append(f"field {name!r}: {problem}")
+            problems.append(Problem(name, f"field {name!r}: {problem}"))
     return problems
+
+
+# The official adapter reads an image named by a Hugging Face Hub URL (https://huggingface.co/datasets/<name>/resolve/
+# main/<path>) from <path> in the dataset folder when it is there, as a downloaded copy of the Hub's folder has it.
+WEB_ADDRESS = ("http://", "https://")
+HUB_FILE = "/resolve/main/"
+
+
+def local_image_path(path: str) -> str:
+    """The path in the folder of the file an image field names: the field itself, or the part of a Hub URL after
+    /resolve/main/ (the app reads that file and downloads nothing)."""
+    if path.startswith(WEB_ADDRESS) and HUB_FILE in path:
+        return path[path.index(HUB_FILE) + len(HUB_FILE) :]
+    return path
 
 
 def image_path_problem(path: str) -> str | None:

@@ -41,10 +41,10 @@ VIEWPOINT_MOVES: tuple[str, ...] = (
     "rotate counterclockwise",
 )
 
-# The example questions of BENCHMARK.md's table, which the editor shows as placeholders. Each names an object of one
-# imagined pair ("the mug"): sent unchanged it says nothing about the pair it is on, so no entry point takes it,
-# whatever the category. Temporal and viewpoint have a standard question instead (their options are fixed by the
-# category), which any pair of theirs may use.
+# The example questions of BENCHMARK.md's table, the paper's own kind (rule templates write them; the official
+# adapter's example record uses the state one verbatim): valid questions wherever they come in. The editor shows them
+# as placeholders rather than values, since several name an object of one imagined pair ("the mug"). Temporal and
+# viewpoint have a standard question instead (their options are fixed by the category), which the editor fills in.
 EXAMPLE_QUESTIONS: dict[str, str] = {
     "attribute": "What changed about the mug?",
     "state": "In which image is the apple peeled more?",

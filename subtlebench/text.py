@@ -16,12 +16,13 @@ from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.utils.deconstruct import deconstructible
 
+from benchmark.questions import OPTION_MAX_CHARS, QUESTION_MAX_CHARS
 from subtlebench.errors import Invalid
 
 # Lengths of free text, in characters.
 NAME_MAX = 200  # names, titles, labels: one line
-SHORT_TEXT_MAX = 200  # an answer, one option
-QUESTION_MAX = 500
+SHORT_TEXT_MAX = OPTION_MAX_CHARS  # an answer, one option (the benchmark format's limit), other short texts
+QUESTION_MAX = QUESTION_MAX_CHARS
 NOTE_MAX = 2000  # reasons, notes, comments
 PAGE_TEXT_MAX = 5000  # a study's texts for participants (instructions, consent, withdrawal)
 CAPTION_TEXT_MAX = 5000  # the hard ceiling; CAPTION_MAX_CHARS is the configured (lower) limit of a caption

@@ -30,8 +30,10 @@ from benchmark.records import (
     MANIFEST,
     PARQUET_FOLDER,
     SPLITS,
+    WEB_ADDRESS,
     content_problems,
     image_path_problem,
+    local_image_path,
     record_item_id,
     split_path,
     structure_problems,
@@ -155,11 +157,13 @@ def inspect_image(file: Path, roots: list[Path], *, thumbnail_dir: Path | None =
 
 @dataclass(frozen=True)
 class Violation:
-    """One broken rule: `line` is None for a problem of the whole file (an empty split, a file not listed)."""
+    """One broken rule: `line` is None for a problem of the whole file (an empty split, a file not listed); `field`
+    is the record's field it is about, when it is about one (the message names it too)."""
 
     file: str
     line: int | None
     message: str
+    field: str = ""
 
     def __str__(self):
         where = f"{self.file}:{self.line}" if self.line else self.file
@@ -246,24 +250,26 @@ def record_violations(
         return
     structural = structure_problems(record)
     for problem in structural or content_problems(record):
-        yield Violation(name, number, problem)
+        yield Violation(name, number, problem.message, problem.field)
     if structural:
         return
     identifier = record_item_id(record)
     if identifier in seen_ids:
-        yield Violation(name, number, f"duplicate item id {identifier!r} (first at {seen_ids[identifier]})")
+        yield Violation(
+            name, number, f"duplicate item id {identifier!r} (first at {seen_ids[identifier]})", "source_id"
+        )
     else:
         seen_ids[identifier] = f"{name}:{number}"
     if not check_images:
         return
     for field in IMAGE_FIELDS:
-        path = record[field]
-        if image_path_problem(path):
+        path = local_image_path(record[field])
+        if image_path_problem(path) or path.startswith(WEB_ADDRESS):
             continue
         if path not in checked_images:
             checked_images[path] = inspect_image(root / path, roots, thumbnail_dir=thumbnail_dir)
         if checked_images[path].problem:
-            yield Violation(name, number, f"{field} {path!r} {checked_images[path].problem}")
+            yield Violation(name, number, f"{field} {path!r} {checked_images[path].problem}", field)
 
 
 # --- The folder as a whole: splits, card, manifest -------------------------------------------------------------

@@ -1,8 +1,10 @@
 """Import a dataset in the benchmark format (labelled pairs prepared elsewhere) as submitted pairs.
 
-All or nothing: the whole folder is validated first (every violation with its file and line, hostile files
-included: see `annotator.export.format`), and the rows and image files are written only when none is found; a
-failure while writing removes what it wrote. Each image is decoded once, by the validation, which also makes its
+Record by record: the whole folder is validated first (every violation with its file, line and field, hostile files
+included: see `annotator.export.format`); a record with a problem is left out and named in the report, the others
+are imported. A problem of the folder as a whole (a data file that cannot be read, a metadata line that names no
+item, captions without a user to credit) imports nothing, and so does any problem with `all_or_none`. A failure
+while writing removes what it wrote. Each image is decoded once, by the validation, which also makes its
 thumbnail.
 Each pair keeps its group (its video), so a re-export never splits a video across test and val: the `group`
 of an export's metadata/items.jsonl when the folder has one, else the video part of its source_id.
@@ -11,6 +13,7 @@ of an export's metadata/items.jsonl when the folder has one, else the video part
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
@@ -22,6 +25,7 @@ from django.utils import timezone
 from annotator.export.format import (
     ImageCheck,
     ScratchSpaceError,
+    Violation,
     allowed_roots,
     iter_lines,
     readable_file_problem,
@@ -32,9 +36,11 @@ from annotator.jobs.scratch import scratch_folder, scratch_root
 from annotator.models import Caption, Image, Pair
 from annotator.similarity.services import images_queue_embeddings
 from benchmark.records import (
+    IMAGE_FIELDS,
     ITEMS_METADATA,
     SPLITS,
     item_id,
+    local_image_path,
     record_item_id,
     source_group,
     split_path,
@@ -45,11 +51,22 @@ from subtlebench.errors import Invalid, file_error_detail
 
 
 class PairImportError(Invalid):
-    """The folder cannot be imported; `problems` lists every one, file and line first."""
+    """Nothing of the folder was imported; `problems` lists every problem found, file and line first."""
 
     def __init__(self, problems: list[str]):
         self.problems = problems
         super().__init__(f"{len(problems)} problem{'s' if len(problems) != 1 else ''}: " + "; ".join(problems[:5]))
+
+
+@dataclass(frozen=True)
+class Importable:
+    """A record that passed every check, where it was read, and what the folder's metadata gives its pair."""
+
+    file: str
+    line: int
+    record: dict
+    group: str
+    regions: list
 
 
 def checked_import_root(folder) -> Path:
@@ -65,14 +82,17 @@ def checked_import_root(folder) -> Path:
     return root
 
 
-def read_records(root: Path) -> list[tuple[str, int, dict]]:
-    """The records of the folder, read again after it was validated: a file changed in between is refused."""
+def read_records(root: Path, refused: set[tuple[str, int]]) -> list[tuple[str, int, dict]]:
+    """The records of the folder but the refused ones, read again after it was validated: a file changed in
+    between imports nothing."""
     records = []
     for split in SPLITS:
         name = split_path(split)
         if not (root / name).is_file():
             continue
         for number, record, error in iter_lines(root / name):
+            if (name, number) in refused:
+                continue
             if error or structure_problems(record):
                 raise PairImportError([f"{name}:{number}: the file changed while it was imported; nothing was"])
             records.append((name, number, record))
@@ -82,40 +102,46 @@ def read_records(root: Path) -> list[tuple[str, int, dict]]:
 GROUP_MAX = Pair._meta.get_field("group_key").max_length
 
 
-def read_groups(root: Path) -> tuple[dict[str, str], list[str]]:
+def read_groups(root: Path) -> tuple[dict[str, str], list[tuple[str | None, Violation]]]:
     """The explicit groups of an export's metadata/items.jsonl, by item id ('' for an item it groups with no
-    other), and the problems of that file, each with its line. A folder without the file has none."""
+    other), and the problems of that file, each with the item id its line names (None: it names none). A folder
+    without the file has none."""
     path = root / ITEMS_METADATA
     groups: dict[str, str] = {}
-    problems: list[str] = []
+    problems: list[tuple[str | None, Violation]] = []
     if not path.is_file():
         return groups, problems
     problem = readable_file_problem(path, allowed_roots(root))
     if problem:
-        return groups, [f"{ITEMS_METADATA}: {problem}"]
+        return groups, [(None, Violation(ITEMS_METADATA, None, problem))]
     for number, line, error in iter_lines(path):
-        where = f"{ITEMS_METADATA}:{number}"
         if error:
-            problems.append(f"{where}: {error}")
+            problems.append((None, Violation(ITEMS_METADATA, number, error)))
         elif not isinstance(line, dict) or not isinstance(line.get("item_id"), str):
-            problems.append(f"{where}: a line must be a JSON object with a string 'item_id'")
+            problems.append(
+                (None, Violation(ITEMS_METADATA, number, "a line must be a JSON object with a string 'item_id'"))
+            )
         elif not isinstance(line.get("group"), str | None) or len(line.get("group") or "") > GROUP_MAX:
-            problems.append(f"{where}: 'group' must be null or a string of at most {GROUP_MAX} characters")
+            message = f"'group' must be null or a string of at most {GROUP_MAX} characters"
+            problems.append((line["item_id"], Violation(ITEMS_METADATA, number, message, "group")))
         else:
             groups[line["item_id"]] = line.get("group") or ""
     return groups, problems
 
 
-def read_regions(root: Path, records, checks: dict[str, ImageCheck]) -> tuple[dict[str, list[dict]], list[str]]:
+def read_regions(root: Path, records, checks: dict[str, ImageCheck]) -> tuple[dict[str, list[dict]], list]:
     """The difference regions of an export's metadata/items.jsonl, by item id, each checked against the sizes of
-    its record's images; and the problems, each with its line and region. A folder without the file has none;
+    its record's images; and the problems, each with the item id of its line. A folder without the file has none;
     a line without `regions` (an older export) gives its item none."""
     path = root / ITEMS_METADATA
     found: dict[str, list[dict]] = {}
-    problems: list[str] = []
+    problems: list[tuple[str, Violation]] = []
     if not path.is_file() or readable_file_problem(path, allowed_roots(root)):
         return found, problems  # read_groups says what is wrong with the file
-    images = {record_item_id(record): (record["image_1"], record["image_2"]) for _, _, record in records}
+    images = {
+        record_item_id(record): tuple(local_image_path(record[field]) for field in IMAGE_FIELDS)
+        for _, _, record in records
+    }
     for number, line, error in iter_lines(path):
         if error or not isinstance(line, dict) or line.get("item_id") not in images:
             continue  # read_groups names a broken line; an item that is not in the data files is not imported
@@ -127,13 +153,59 @@ def read_regions(root: Path, records, checks: dict[str, ImageCheck]) -> tuple[di
         try:
             found[line["item_id"]] = validate_regions(line["regions"], sizes)
         except RegionError as error:
-            problems.append(f"{ITEMS_METADATA}:{number}: regions: {error}")
+            problems.append((line["item_id"], Violation(ITEMS_METADATA, number, f"regions: {error}", "regions")))
     return found, problems
 
 
-def clashes_with_database(records) -> list[str]:
+def metadata_refusals(records, problems: list[tuple[str | None, Violation]]) -> list[Violation]:
+    """Each problem of a metadata line as the refusal of the record it is about (the record's file and line, the
+    metadata line in the message); a line that names no item refuses the folder, since which record it was for is
+    unknown. A problem about an item the data files do not hold imports nothing either way: it is left out."""
+    where = {record_item_id(record): (name, number) for name, number, record in records}
+    refusals = []
+    for item, violation in problems:
+        if item is None:
+            refusals.append(violation)
+        elif item in where:
+            name, number = where[item]
+            message = f"{violation.message} ({violation.file}:{violation.line})"
+            refusals.append(Violation(name, number, message, violation.field))
+    return refusals
+
+
+# The model's text fields and their lengths: a record that does not fit is refused before anything is written.
+STORED_LENGTHS = {name: Pair._meta.get_field(name).max_length for name in ("source", "source_id", "raw_folder")}
+
+
+def storage_problems(name: str, number: int, record: dict) -> list[Violation]:
+    """What the database cannot hold of a valid record: a text over its column's length, or U+0000 anywhere
+    (PostgreSQL stores no NUL in text or JSON)."""
+    problems = [
+        Violation(name, number, f"field {field!r} is {len(record[field])} characters (at most {limit})", field)
+        for field, limit in STORED_LENGTHS.items()
+        if len(record[field]) > limit
+    ]
+    for field, value in record.items():
+        if holds_nul(value):
+            problems.append(
+                Violation(name, number, f"field {field!r} holds U+0000, which no database text holds", field)
+            )
+    return problems
+
+
+def holds_nul(value) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(holds_nul(key) or holds_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(holds_nul(item) for item in value)
+    return False
+
+
+def clashes_with_database(records) -> list[Violation]:
     """Records whose item id a pair in the database already has, its derived id included (see `item_id`)."""
-    where = {record_item_id(record): f"{name}:{number}" for name, number, record in records}
+    where = {record_item_id(record): (name, number) for name, number, record in records}
     # Ids are compared, not (category, source, source_id): "levir" + "cd_1" and "levir_cd" + "1" are one id.
     existing = Pair.objects.filter(category__in={record["category"] for _, _, record in records}).values_list(
         "pk", "category", "source", "source_id", "video__yt8m_id"
@@ -143,7 +215,10 @@ def clashes_with_database(records) -> list[str]:
         identifier = item_id(category=category, source=source, source_id=source_id, pair_id=pk, yt8m_id=yt8m_id)
         if identifier in where:
             taken.add(identifier)
-    return [f"{where[identifier]}: item {identifier} already exists in the database" for identifier in sorted(taken)]
+    return [
+        Violation(*where[identifier], f"item {identifier} already exists in the database", "source_id")
+        for identifier in sorted(taken)
+    ]
 
 
 def stored_image(root: Path, path: str, check: ImageCheck, source: str, saved: list[str]) -> Image:
@@ -165,9 +240,9 @@ def stored_image(root: Path, path: str, check: ImageCheck, source: str, saved: l
     return image
 
 
-def captions_without_author(records, user) -> list[str]:
+def captions_without_author(records: list[Importable], user) -> list[str]:
     """A caption needs an author to be reviewed and credited: without a user, refuse rather than drop them."""
-    captioned = [f"{name}:{number}" for name, number, record in records if record["has_caption"]]
+    captioned = [f"{item.file}:{item.line}" for item in records if item.record["has_caption"]]
     if user is None and captioned:
         listed = ", ".join(captioned[:3]) + (f" and {len(captioned) - 3} more" if len(captioned) > 3 else "")
         return [
@@ -178,39 +253,69 @@ def captions_without_author(records, user) -> list[str]:
     return []
 
 
-def pairs_import(*, folder, user=None, progress=None) -> dict:
-    """Import every record of data/test.jsonl and data/val.jsonl as a submitted pair; returns the counts.
+def pairs_import(*, folder, user=None, progress=None, all_or_none: bool = False) -> dict:
+    """Import every valid record of data/test.jsonl and data/val.jsonl as a submitted pair; returns the counts and
+    `refused`, the problems of the records left out (Violations: file, line, field, message).
 
+    With `all_or_none`, any problem imports nothing (PairImportError, as for a problem of the whole folder).
     `progress` (optional) is told the number of records, then each one written, as a Job is.
     """
     root = checked_import_root(folder)
     try:
         # Under SCRATCH_ROOT, in the clean-up's ledger: a killed import's thumbnails do not stay behind.
         with scratch_folder("import-thumbnails") as thumbnails:
-            return _pairs_import(root, user=user, progress=progress, thumbnail_dir=thumbnails)
+            return _pairs_import(root, user=user, progress=progress, thumbnail_dir=thumbnails, all_or_none=all_or_none)
     except (OSError, ScratchSpaceError) as error:  # the temporary folder's disk is full or read-only: one line
         cause = error.error if isinstance(error, ScratchSpaceError) else error
         detail = file_error_detail(cause, what=f"Import of {root}", where=scratch_root())
         raise PairImportError([detail]) from error
 
 
-def _pairs_import(root: Path, *, user, progress, thumbnail_dir: Path) -> dict:
-    # The records and their images; an export's card and manifest are not needed to import its pairs. Each image
-    # is decoded once, here: its thumbnail is kept on disk for the writing below.
+def _pairs_import(root: Path, *, user, progress, thumbnail_dir: Path, all_or_none: bool) -> dict:
     checks: dict[str, ImageCheck] = {}
-    problems = [
-        str(violation)
-        for violation in validate_dataset(root, contract=False, images=checks, thumbnail_dir=thumbnail_dir)
-    ]
-    if problems:
-        raise PairImportError(problems)
-    records = read_records(root)
-    groups, problems = read_groups(root)
+    records, refused = importable_records(root, checks=checks, thumbnail_dir=thumbnail_dir)
+    if all_or_none and refused:
+        raise PairImportError([str(problem) for problem in refused])
+    # A command without --user is fixed by running it again with one, not by leaving the captioned records out.
+    missing_author = captions_without_author(records, user)
+    if missing_author:
+        raise PairImportError([*(str(problem) for problem in refused), *missing_author])
+    return {**pairs_write(root, records, checks=checks, user=user, progress=progress), "refused": refused}
+
+
+def importable_records(root: Path, *, checks: dict[str, ImageCheck], thumbnail_dir: Path):
+    """The records that can be imported (Importable), and the problems of the
+    others (Violations in file and line order). A problem of the folder as a whole raises PairImportError.
+
+    The records and their images are validated first; an export's card and manifest are not needed to import its
+    pairs. Each image is decoded once, here: its thumbnail is kept in `thumbnail_dir` for the writing."""
+    problems = list(validate_dataset(root, contract=False, images=checks, thumbnail_dir=thumbnail_dir))
+    if any(problem.line is None for problem in problems):  # a data file that cannot be read, or none at all
+        raise PairImportError([str(problem) for problem in problems])
+    records = read_records(root, refused={(problem.file, problem.line) for problem in problems})
+    groups, group_problems = read_groups(root)
     regions, region_problems = read_regions(root, records, checks)
-    problems += region_problems
-    problems += captions_without_author(records, user) or clashes_with_database(records)
-    if problems:
-        raise PairImportError(problems)
+    problems += metadata_refusals(records, group_problems + region_problems)
+    for name, number, record in records:
+        problems += storage_problems(name, number, record)
+    problems += clashes_with_database(records)
+    order = {name: place for place, name in enumerate(map(split_path, SPLITS))}
+    problems.sort(key=lambda problem: (order.get(problem.file, len(order)), problem.line or 0))
+    if any(problem.file not in order for problem in problems):  # a metadata line that names no item
+        raise PairImportError([str(problem) for problem in problems])
+    refused = {(problem.file, problem.line) for problem in problems}
+    importable = []
+    for name, number, record in records:
+        if (name, number) not in refused:
+            identifier = record_item_id(record)
+            group = groups.get(identifier, source_group(record["source"], record["source_id"], max_length=GROUP_MAX))
+            importable.append(Importable(name, number, record, group, regions.get(identifier, [])))
+    return importable, problems
+
+
+def pairs_write(root: Path, records, *, checks: dict[str, ImageCheck], user, progress) -> dict:
+    """Write the checked records' pairs, images and captions in one transaction; a failure removes the files it
+    wrote."""
     if progress is not None:
         progress.start(len(records))
     saved: list[str] = []
@@ -219,28 +324,26 @@ def _pairs_import(root: Path, *, user, progress, thumbnail_dir: Path) -> dict:
     now = timezone.now()
     try:
         with transaction.atomic():
-            for _name, _number, record in records:
-                for field in ("image_1", "image_2"):
-                    if record[field] not in images:
-                        path = record[field]
+            for importable in records:
+                record = importable.record
+                path_1, path_2 = (local_image_path(record[field]) for field in IMAGE_FIELDS)
+                for path in (path_1, path_2):
+                    if path not in images:
                         images[path] = stored_image(root, path, checks[path], record["source"], saved)
                 pair = Pair.objects.create(
-                    image_1=images[record["image_1"]],
-                    image_2=images[record["image_2"]],
+                    image_1=images[path_1],
+                    image_2=images[path_2],
                     category=record["category"],
                     domain=record["domain"],
                     source=record["source"],
                     source_id=record["source_id"],
-                    group_key=groups.get(
-                        record_item_id(record),
-                        source_group(record["source"], record["source_id"], max_length=GROUP_MAX),
-                    ),
+                    group_key=importable.group,
                     raw_folder=record["raw_folder"],
                     generation_info=record["generation_info"],
                     question=record["question"],
                     answer=record["answer"],
                     distractors=record["distractors"],
-                    regions=regions.get(record_item_id(record), []),
+                    regions=importable.regions,
                     status=Pair.Status.SUBMITTED,
                     author=user,
                     submitted_at=now,

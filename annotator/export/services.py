@@ -297,7 +297,9 @@ def iter_rows(options: ExportOptions, *, provenance: bool = False):
 
 
 def row_problem(row: dict) -> str | None:
-    problems = question_problems(question=row["question"], answer=row["answer"], distractors=row["distractors"])
+    problems = question_problems(
+        question=row["question"], answer=row["answer"], distractors=row["distractors"], category=row["category"]
+    )
     return "; ".join(map(str, problems)) if problems else None
 
 

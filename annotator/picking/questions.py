@@ -66,8 +66,8 @@ def template_table() -> dict[str, dict]:
     return {
         category: {
             "question": t.question,
-            # An example is the question box's placeholder, never its value (an unchanged one is refused); a
-            # standard question (temporal, viewpoint) is filled in.
+            # An example is the question box's placeholder, never its value (it may name an object the pair lacks,
+            # though sent as it is it is a valid question); a standard question (temporal, viewpoint) is filled in.
             "example": t.question in EXAMPLE_QUESTIONS.values(),
             "answer": t.answer,
             "distractors": list(t.distractors),
@@ -98,7 +98,7 @@ def question_validate(*, category: str, question: str, answer: str, distractors:
     question, answer = ("" if text is None else text for text in (question, answer))
     distractors = [text for text in distractors if not (text is None or isinstance(text, str) and not text.strip())]
     _refuse_oversized(question, answer, distractors)
-    problems = question_problems(question=question, answer=answer, distractors=distractors)
+    problems = question_problems(question=question, answer=answer, distractors=distractors, category=category)
     if not problems:
         question, answer = option_clean(question), option_clean(answer)
         distractors = [option_clean(text) for text in distractors]
@@ -130,12 +130,9 @@ def _refuse_oversized(question: str, answer: str, distractors: list) -> None:
 
 
 def authoring_problems(category: str, answer: str, distractors: list[str]) -> list[Problem]:
-    """The editor's rules on top of the format: fixed options for binary categories, camera moves for viewpoint."""
+    """The editor's rules on top of the format: camera moves for viewpoint."""
     template = TEMPLATES[category]
-    options = [answer, *distractors]
     problems = []
-    if template.binary and sorted(option_key(o) for o in options) != [FIRST, SECOND]:
-        problems.append(Problem("answer", f"{category} questions have exactly the options {FIRST!r} and {SECOND!r}"))
     if template.choices:
         allowed = {option_key(choice) for choice in template.choices}
         for field_name, text in [("answer", answer), *(("distractors", text) for text in distractors)]:

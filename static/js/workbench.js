@@ -252,7 +252,7 @@
     const next = config.templates[category];
     const untouched = !state.question || (before && state.question === before.question);
     state.category = category;
-    // An example question is the box's placeholder, never its value: sent unchanged it would be refused.
+    // An example question is the box's placeholder, never its value: it may name an object this pair lacks.
     if (untouched) state.question = next.example ? "" : next.question;
     const textsEmpty = !state.answer && state.distractors.every((d) => !d);
     if (!next.binary && textsEmpty) state.distractors = next.distractors.slice();

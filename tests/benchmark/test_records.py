@@ -14,6 +14,7 @@ from benchmark.records import (
     generation_info_text,
     item_id,
     item_id_tails,
+    local_image_path,
     record_item_id,
     record_problems,
     source_group,
@@ -92,3 +93,28 @@ def test_generation_info_is_json_text_in_the_parquet_view_as_the_jsonl_line_writ
     text = generation_info_text(info)
     assert f'{{"generation_info": {text}}}' == line and json.loads(text) == info
     assert generation_info_text(None) is None and generation_info_text('{"seed": 2}') == '{"seed": 2}'
+
+
+@pytest.mark.parametrize("info", [{"model": "m", "seed": 1}, '{"model": "m"}', "made by hand", "", None])
+def test_generation_info_is_an_object_a_string_or_null(info):
+    assert record_problems(record(generation_info=info)) == []
+
+
+@pytest.mark.parametrize("info, got", [(7, "int"), (["m"], "list"), (True, "bool")])
+def test_generation_info_of_another_type_is_refused(info, got):
+    assert record_problems({**record(), "generation_info": info}) == [
+        f"field 'generation_info' must be dict or str or null, got {got}"
+    ]
+
+
+def test_a_hub_url_names_the_file_after_resolve_main_and_any_other_url_no_file():
+    url = "https://huggingface.co/datasets/KRAFTON/VLM-SubtleBench/resolve/main/images/changeit/state/0.png"
+    assert local_image_path(url) == "images/changeit/state/0.png"
+    assert local_image_path("images/a.jpg") == "images/a.jpg"
+    assert record_problems(record(image_1=url)) == []
+    assert record_problems(record(image_2="https://example.org/b.jpg")) == [
+        "field 'image_2': image URL 'https://example.org/b.jpg' names no file of the folder "
+        "(a Hub URL's path after '/resolve/main/' does)"
+    ]
+    escaping = "https://huggingface.co/datasets/x/resolve/main/../../etc/passwd"
+    assert "must be relative to the dataset folder" in record_problems(record(image_1=escaping))[0]

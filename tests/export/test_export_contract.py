@@ -85,10 +85,10 @@ def editor_verdict(question, answer, distractors, category="existence") -> dict[
 
 def import_verdict(root) -> list[str]:
     try:
-        pairs_import(folder=root)
+        result = pairs_import(folder=root)
     except PairImportError as error:
         return error.problems
-    return []
+    return [str(problem) for problem in result["refused"]]
 
 
 def validate_verdict(root, capsys) -> list[str]:
@@ -226,8 +226,9 @@ def test_an_id_whose_source_runs_into_its_source_id_is_a_duplicate_everywhere(tm
     ]
 
     make_pair(category="existence", source="levir", source_id="cd_1")
-    with pytest.raises(PairImportError, match=r"data/test.jsonl:1: item existence_levir_cd_1 already exists"):
-        pairs_import(folder=write_dataset(tmp_path / "in2", [second]))
+    assert import_verdict(write_dataset(tmp_path / "in2", [second])) == [
+        "data/test.jsonl:1: item existence_levir_cd_1 already exists in the database"
+    ]
 
     later = make_pair(category="existence", source="levir_cd", source_id="1")
     result = benchmark_export(options=ExportOptions(out=str(tmp_path / "out"), val_fraction=0))
@@ -241,7 +242,16 @@ def test_an_id_whose_source_runs_into_its_source_id_is_a_duplicate_everywhere(tm
 def test_import_refuses_an_item_whose_id_a_pair_without_a_source_id_derives(tmp_path):
     video = make_video(2)
     pair = make_pair(video=video, source_id="")
-    clash = record(1, category="temporal", source="yt8m", source_id=f"{video.yt8m_id}_{pair.pk}")
-    with pytest.raises(PairImportError, match=f"item temporal_yt8m_{video.yt8m_id}_{pair.pk} already exists"):
-        pairs_import(folder=write_dataset(tmp_path / "in", [clash]))
+    clash = record(
+        1,
+        category="temporal",
+        source="yt8m",
+        source_id=f"{video.yt8m_id}_{pair.pk}",
+        question="Which image was taken later?",
+        answer="second image",
+        distractors=["first image"],
+    )
+    assert import_verdict(write_dataset(tmp_path / "in", [clash])) == [
+        f"data/test.jsonl:1: item temporal_yt8m_{video.yt8m_id}_{pair.pk} already exists in the database"
+    ]
     assert Pair.objects.count() == 1

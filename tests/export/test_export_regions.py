@@ -12,7 +12,7 @@ from annotator.export.pair_import import PairImportError, pairs_import
 from annotator.export.services import ExportOptions, benchmark_export
 from annotator.models import Pair
 from annotator.similarity.services import current_fingerprint
-from benchmark.records import FIELDS
+from benchmark.records import FIELDS, record_item_id
 from tests.export_fixtures import all_records, make_pair, read_jsonl
 
 pytestmark = pytest.mark.django_db
@@ -67,16 +67,31 @@ def test_importing_an_export_keeps_its_regions(tmp_path, pairs_with_regions, ann
     assert again == sidecar  # already balanced: nothing traded twice
 
 
-def test_a_region_outside_its_image_in_the_sidecar_is_refused_with_its_line(tmp_path, pairs_with_regions, annotator):
+def split_records(tmp_path, name: str) -> list[dict]:
+    path = tmp_path / f"out/data/{name}.jsonl"
+    return read_jsonl(path) if path.is_file() else []
+
+
+def test_a_region_outside_its_image_in_the_sidecar_refuses_its_record_naming_both_lines(
+    tmp_path, pairs_with_regions, annotator
+):
     export(tmp_path / "out")
     path = tmp_path / "out/metadata/items.jsonl"
     lines = read_jsonl(path)
     lines[2]["regions"] = [box(1, 0), {"image": 2, "x": 155, "y": 0, "w": 10, "h": 5}]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     Pair.objects.all().delete()
+    at = {
+        record_item_id(r): (name, n) for name in ("test", "val") for n, r in enumerate(split_records(tmp_path, name), 1)
+    }
+    name, number = at[lines[2]["item_id"]]
     with pytest.raises(PairImportError) as refused:
-        pairs_import(folder=tmp_path / "out", user=annotator)
+        pairs_import(folder=tmp_path / "out", user=annotator, all_or_none=True)
     assert refused.value.problems == [
-        "metadata/items.jsonl:3: regions: region 2: the box (155, 0, 10×5) runs outside image 2 (160×120)."
+        f"data/{name}.jsonl:{number}: regions: region 2: the box (155, 0, 10×5) runs outside image 2 (160×120). "
+        "(metadata/items.jsonl:3)"
     ]
     assert not Pair.objects.exists()
+    result = pairs_import(folder=tmp_path / "out", user=annotator)
+    assert [(v.file, v.line, v.field) for v in result["refused"]] == [(f"data/{name}.jsonl", number, "regions")]
+    assert result["pairs"] == len(lines) - 1

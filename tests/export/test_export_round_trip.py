@@ -3,6 +3,7 @@ record comes back field by field (same split, same orientation), with or without
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -133,15 +134,24 @@ def test_source_group_reads_the_video_part_of_a_source_id(source, source_id, gro
     assert source_group(source, source_id) == group
 
 
-def test_a_bad_sidecar_line_imports_nothing_and_names_its_line(tmp_path, annotator):
+def test_a_sidecar_line_that_names_no_item_imports_nothing_and_a_bad_group_refuses_its_record(tmp_path, annotator):
     make_pair()
     export(tmp_path / "out", val_fraction=0)
     Pair.objects.all().delete()
     sidecar = tmp_path / "out/metadata/items.jsonl"
-    sidecar.write_text(sidecar.read_text() + '{"item_id": "x", "group": 7}\nnot json\n')
+    [item] = [json.loads(line)["item_id"] for line in sidecar.read_text().splitlines()]
+    clean = sidecar.read_text()
+    sidecar.write_text(clean + json.dumps({"item_id": item, "group": 7}) + "\nnot json\n")
     with pytest.raises(PairImportError) as error:
         pairs_import(folder=tmp_path / "out", user=annotator)
-    problems = [p for p in error.value.problems if p.startswith("metadata/items.jsonl")]
-    assert problems[0].startswith("metadata/items.jsonl:2: 'group' must be null or a string")
-    assert problems[1].startswith("metadata/items.jsonl:3: invalid JSON")
+    assert error.value.problems[0] == (
+        "data/test.jsonl:1: 'group' must be null or a string of at most 200 characters (metadata/items.jsonl:2)"
+    )
+    assert error.value.problems[1].startswith("metadata/items.jsonl:3: invalid JSON")
     assert not Pair.objects.exists()
+
+    sidecar.write_text(clean + json.dumps({"item_id": item, "group": 7}) + "\n")
+    result = pairs_import(folder=tmp_path / "out", user=annotator)
+    assert result["pairs"] == 0 and [(v.file, v.line, v.field) for v in result["refused"]] == [
+        ("data/test.jsonl", 1, "group")
+    ]

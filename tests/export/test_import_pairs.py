@@ -1,4 +1,5 @@
-"""`import_pairs`: a dataset in the benchmark format becomes submitted pairs, all or nothing; and back again."""
+"""`import_pairs`: a dataset in the benchmark format becomes submitted pairs, a bad record left out and named (or
+nothing imported with --all-or-none); and back again."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def small_dataset(root):
 def test_it_imports_records_as_submitted_pairs_with_their_images(tmp_path, annotator):
     result = pairs_import(folder=small_dataset(tmp_path / "in"), user=annotator)
 
-    assert result == {"pairs": 4, "images": 7, "captions": 1}
+    assert result == {"pairs": 4, "images": 7, "captions": 1, "refused": []}
     pairs = {p.source_id: p for p in Pair.objects.all()}
     assert set(pairs) == {"1", "2", "bottle_7", "4"}
     bottle = pairs["bottle_7"]
@@ -64,21 +65,31 @@ def test_it_imports_records_as_submitted_pairs_with_their_images(tmp_path, annot
     assert Caption.objects.get().text == "A white car is parked by the road."
 
 
-def test_a_bad_record_imports_nothing_and_names_its_line(tmp_path):
+def test_a_bad_record_is_left_out_with_its_file_line_and_field_and_the_others_are_imported(tmp_path):
+    root = write_dataset(tmp_path / "in", [record(1), record(2), record(3, answer="a tree")])
+    result = pairs_import(folder=root)
+    assert [(v.file, v.line, v.field, v.message) for v in result["refused"]] == [
+        ("data/test.jsonl", 3, "answer", "the answer 'a tree' is among the distractors")
+    ]
+    assert (result["pairs"], result["images"]) == (2, 4)
+    assert set(Pair.objects.values_list("source_id", flat=True)) == {"1", "2"}
+
+
+def test_all_or_none_imports_nothing_when_a_record_is_bad_and_names_it(tmp_path):
     root = write_dataset(tmp_path / "in", [record(1), record(2), record(3, answer="a tree")])
     with pytest.raises(PairImportError) as error:
-        pairs_import(folder=root)
+        pairs_import(folder=root, all_or_none=True)
     assert error.value.problems == ["data/test.jsonl:3: the answer 'a tree' is among the distractors"]
     assert Pair.objects.count() == 0 and Image.objects.count() == 0
     assert not (tmp_path / "media").exists() or not any((tmp_path / "media").rglob("*.jpg"))
 
 
-def test_an_item_already_in_the_database_imports_nothing(tmp_path):
+def test_an_item_already_in_the_database_is_left_out(tmp_path):
     make_pair(category="existence", source="levir", source_id="2")
     root = write_dataset(tmp_path / "in", [record(1), record(2)])
-    with pytest.raises(PairImportError, match=r"data/test.jsonl:2: item existence_levir_2 already exists"):
-        pairs_import(folder=root)
-    assert Pair.objects.count() == 1
+    [problem] = pairs_import(folder=root)["refused"]
+    assert str(problem) == "data/test.jsonl:2: item existence_levir_2 already exists in the database"
+    assert Pair.objects.filter(source="levir").count() == 2  # the one before and record 1
 
 
 def test_a_failure_while_writing_removes_the_files_it_wrote(tmp_path, monkeypatch, annotator):
@@ -108,9 +119,10 @@ def test_it_only_imports_from_the_import_folders(tmp_path, settings):
 
 def test_the_command_prints_each_problem_and_fails(tmp_path, capsys):
     root = write_dataset(tmp_path / "in", [record(1, category="colour")])
-    with pytest.raises(CommandError, match="nothing imported"):
+    with pytest.raises(CommandError, match=r"1 record\(s\) left out: 1 problem"):
         call_command("import_pairs", str(root))
     assert "data/test.jsonl:1: unknown category 'colour'" in capsys.readouterr().err
+    assert not Pair.objects.exists()
 
 
 def test_the_command_imports_and_credits_the_user(tmp_path, annotator, capsys):
@@ -213,3 +225,22 @@ def test_import_of_a_real_export_then_export_reproduces_every_record_field_by_fi
         for field in ("image_1", "image_2"):
             path = after[identifier][field]
             assert (second / path).read_bytes() == (first / record_before[field]).read_bytes()
+
+
+def test_a_record_the_database_cannot_hold_is_left_out_not_a_traceback(tmp_path, annotator):
+    root = write_dataset(
+        tmp_path / "in",
+        [
+            record(1),
+            record(2, source="s" * 51),
+            record(3, has_caption=True, caption="A car\u0000 appeared."),
+            record(4, generation_info={"prompt": "add a car\u0000"}),
+        ],
+    )
+    result = pairs_import(folder=root, user=annotator)
+    assert [str(problem) for problem in result["refused"]] == [
+        "data/test.jsonl:2: field 'source' is 51 characters (at most 50)",
+        "data/test.jsonl:3: field 'caption' holds U+0000, which no database text holds",
+        "data/test.jsonl:4: field 'generation_info' holds U+0000, which no database text holds",
+    ]
+    assert list(Pair.objects.values_list("source_id", flat=True)) == ["1"]

@@ -18,6 +18,7 @@ from django.core.management.base import CommandError
 from annotator.export.format import validate_dataset
 from annotator.export.pair_import import PairImportError, pairs_import
 from annotator.export.services import ExportOptions, benchmark_export
+from annotator.models import Pair
 from tests.export_fixtures import make_pair, read_jsonl, record, write_dataset, write_manifest
 
 
@@ -283,8 +284,9 @@ def test_it_catches_an_answer_equal_to_a_distractor_up_to_case_and_spaces_and_im
     reseal(export)
     expected = f"data/test.jsonl:{number}: the answer 'to the right' is among the distractors (as 'TO THE RIGHT  ')"
     assert all_violations(export) == [expected]
+    Pair.objects.all().delete()  # the pairs of the export, which would clash with its records
     with pytest.raises(PairImportError) as refused:
-        pairs_import(folder=export)
+        pairs_import(folder=export, all_or_none=True)
     assert refused.value.problems == [expected]
 
 

@@ -153,7 +153,12 @@ def test_every_family_follows_the_question_rules_and_records_its_factors():
     for family in ("attribute", "existence", "quantity", "spatial", "viewpoint"):
         for index in range(4):
             pair = synthetic_pair(family, seed=0, index=index, size=256)
-            assert question_problems(question=pair.question, answer=pair.answer, distractors=pair.distractors) == []
+            assert (
+                question_problems(
+                    question=pair.question, answer=pair.answer, distractors=pair.distractors, category=pair.category
+                )
+                == []
+            )
             assert 2 <= len(pair.distractors) + 1 <= MAX_OPTIONS
             validate_regions(pair.regions, sizes={1: (256, 256), 2: (256, 256)})
             info = pair.generation_info
