@@ -23,7 +23,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('source', models.CharField(help_text='The source name pairs export under.', max_length=50, unique=True, validators=[subtlebench.text.SingleLineValidator()])),
                 ('license', models.CharField(help_text='A Hugging Face Hub license id: cc-by-4.0, cc-by-nc-sa-4.0, mit, other, unknown, ...', max_length=64, validators=[annotator.models.sources.license_validator])),
-                ('citation', models.TextField(blank=True, help_text='How to cite the source (BibTeX or plain text).', validators=[django.core.validators.MaxLengthValidator(2000), subtlebench.text.MultiLineValidator()])),
+                ('citation', models.TextField(blank=True, max_length=2000, help_text='How to cite the source (BibTeX or plain text).', validators=[django.core.validators.MaxLengthValidator(2000), subtlebench.text.MultiLineValidator()])),
                 ('note', models.CharField(blank=True, help_text='Shown beside the license in the card: what it covers, whose rights stay whose.', max_length=200, validators=[subtlebench.text.SingleLineValidator()])),
                 ('updated', models.DateTimeField(default=django.utils.timezone.now)),
                 ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),

@@ -56,7 +56,10 @@ class SourceLicense(models.Model):
         help_text="A Hugging Face Hub license id: cc-by-4.0, cc-by-nc-sa-4.0, mit, other, unknown, ...",
     )
     citation = models.TextField(
-        blank=True, validators=text_validators(NOTE_MAX), help_text="How to cite the source (BibTeX or plain text)."
+        blank=True,
+        max_length=NOTE_MAX,
+        validators=text_validators(NOTE_MAX),
+        help_text="How to cite the source (BibTeX or plain text).",
     )
     note = models.CharField(
         max_length=NAME_MAX,
