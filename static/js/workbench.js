@@ -363,9 +363,17 @@
   function remembered() {
     try { return JSON.parse(localStorage.getItem(localKey) || "null"); } catch (_) { return null; }
   }
+  // One save at a time: each names the version the one before it made. A second save sent while the first is on its
+  // way (a slow server, a change typed meanwhile) would name the same older version, and be refused as another tab's.
+  let saving = null;
   async function save() {
     clearTimeout(saveTimer);
+    while (saving) await saving;
     if (!dirty || conflict) return;
+    saving = saveNow();
+    try { await saving; } finally { saving = null; }
+  }
+  async function saveNow() {
     dirty = false;
     saveStatus("Saving…");
     sending = canon(state);
