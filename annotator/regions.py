@@ -72,11 +72,12 @@ def categories_requiring_regions() -> list[str]:
 def regions_required_check(*, category: str, regions: list, field: str = "regions") -> None:
     """Invalid when the category requires a region and there is none."""
     if not regions and category in categories_requiring_regions():
+        article = "An" if category[:1] in "aeiou" else "A"
         raise Invalid(
             {
                 field: [
-                    f"A {category} pair needs at least one difference region: draw a box on A or B where the images "
-                    "differ (drag on an image in draw mode, or press r)."
+                    f"{article} {category} pair needs at least one difference region: draw a box on A or B where the "
+                    "images differ (drag on an image in draw mode, or press r)."
                 ]
             }
         )

@@ -17,7 +17,13 @@ from annotator.models import CandidateSkip, Category, Collection, Domain, PairCa
 from api.errors import error_responses
 from api.fields import ID_MAX, free_text, whole_number
 from api.jobs import IDEMPOTENCY_KEY
-from api.picking import PairDraftSerializer, PairDraftStateSerializer, PairSubmitOutputSerializer
+from api.picking import (
+    FrameRegionSerializer,
+    PairDraftSerializer,
+    PairDraftStateSerializer,
+    PairSubmitOutputSerializer,
+    regions_field,
+)
 from api.server_paths import CoordinatorOnlyPaths
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
 from subtlebench.text import NOTE_MAX, OPTIONS_MAX, QUESTION_MAX, SHORT_TEXT_MAX
@@ -190,7 +196,21 @@ class CandidateSubmitInputSerializer(serializers.Serializer):
     version = whole_number(required=False, allow_null=True, default=None)
     draft_version = whole_number(high=ID_MAX, required=False, allow_null=True, default=None)
     active_ms = whole_number(required=False, allow_null=True, default=None)
-    video = whole_number(required=False, allow_null=True, default=None, help_text="Ignored (the workbench sends it).")
+    regions = regions_field(
+        FrameRegionSerializer,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Where A and B differ: boxes on image A or B, in pixels of the image (at most 20). Left out (or "
+        "null): the candidate's own regions. A category the team requires regions for is refused without one.",
+    )
+    model_draft = whole_number(
+        low=1,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The model's draft (POST /api/candidates/{id}/model-draft/) the texts started from, if any.",
+    )
 
 
 @extend_schema(
@@ -204,12 +224,13 @@ class CandidateSubmitInputSerializer(serializers.Serializer):
 @api_view(["POST"])
 @permission_classes([HasRole.of(ANNOTATOR)])
 def candidate_submit(request, candidate_id: int):
-    """Author the candidate pair: a submitted pair with its domain, source and regions goes to review (201)."""
+    """Author the candidate pair: a submitted pair with its domain, source and regions goes to review (201). 400
+    names the field: a question the rules refuse, a region outside its image, or no region in a category that requires
+    one."""
     candidate = get_object_or_404(PairCandidate.objects.select_related("image_1", "image_2"), pk=candidate_id)
     data = CandidateSubmitInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     fields = dict(data.validated_data)
-    fields.pop("video")
     pair, created = authoring.candidate_submit(
         user=request.user, candidate=candidate, pair_id=fields.pop("pair"), **fields
     )

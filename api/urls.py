@@ -120,6 +120,14 @@ urlpatterns = [
     path("candidates/<int:candidate_id>/release/", collections.candidate_release, name="api-candidate-release"),
     path("candidates/<int:candidate_id>/draft/", collections.candidate_draft, name="api-candidate-draft"),
     path("candidates/<int:candidate_id>/submit/", collections.candidate_submit, name="api-candidate-submit"),
+    path(
+        "candidates/<int:candidate_id>/model-draft/", drafting.candidate_model_draft, name="api-candidate-model-draft"
+    ),
+    path(
+        "candidates/<int:candidate_id>/model-draft/answers/",
+        drafting.candidate_draft_answers,
+        name="api-candidate-draft-answers",
+    ),
     path("candidate-skips/<int:skip_id>/undo/", collections.candidate_skip_undo, name="api-candidate-skip-undo"),
     # Last: any other /api/ URL answers the JSON 404, not the HTML page.
     re_path(r"^(?P<path>.*)$", views.not_found, name="api-not-found"),

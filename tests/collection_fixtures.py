@@ -49,3 +49,13 @@ def levir_folder(root: Path) -> Path:
     picture(root / "A/train_2.png", 70)
     picture(root / "B/train_2.png", 72)
     return root
+
+
+def pair_list(root: Path) -> Path:
+    """A pair list (JSONL) of one pair without a question or regions: 'edit/before.png' and 'edit/after.png' (a spot
+    added at (30, 6)-(41, 15)); returns the manifest."""
+    picture(root / "edit/before.png", 80)
+    picture(root / "edit/after.png", 80, spot=(30, 6, 41, 15))
+    manifest = root / "pairs.jsonl"
+    manifest.write_text('{"image_1": "edit/before.png", "image_2": "edit/after.png"}\n')
+    return manifest

@@ -2,21 +2,20 @@
 the comparison workbench, and authored into a Pair. The services the pages, the API and the tests call.
 
 Candidates are one kind of work item (CANDIDATES, annotator/authoring/work.py: one per annotator, expiry in every
-query); a draft is a PairDraft on the candidate; a skip is a CandidateSkip (undone from the work page). Submitting
-makes a submitted Pair with the candidate's domain, source, source_id, group_key and regions, and marks the
-candidate authored.
+query); a draft is a PairDraft on the candidate; a skip is a CandidateSkip (undone from the work page). A candidate
+plugs into the pair editor (annotator/picking/editor.py) as a `CandidateSource`: submitting makes a submitted Pair
+with the candidate's domain, source, source_id and group_key and the regions drawn on it, and marks the candidate
+authored.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from django.db import IntegrityError, transaction
+from django.core.files.storage import default_storage
+from django.urls import reverse
 from django.utils import timezone
 
 from annotator.authoring.work import (
     WorkKind,
-    work_claim,
     work_end_lease,
     work_heartbeat,
     work_open_to,
@@ -25,12 +24,9 @@ from annotator.authoring.work import (
     work_skip_undo,
     work_take_next,
 )
-from annotator.models import CandidateSkip, Category, Image, Pair, PairCandidate, PairDraft
-from annotator.picking.questions import question_validate
-from annotator.picking.services import MAX_ACTIVE_MS, pair_check_changeable, pair_images_order
-from annotator.regions import regions_swapped
-from annotator.similarity.services import pair_update_similarity
-from annotator.stats.services import double_review_draw
+from annotator.models import CandidateSkip, Pair, PairCandidate, PairDraft
+from annotator.picking.editor import EditorSource, Side, editor_submit
+from annotator.regions import regions_as_frames
 from subtlebench.errors import Invalid
 
 
@@ -112,133 +108,110 @@ def candidate_skip_undo(*, skip_id: int, user) -> PairCandidate:
 # --- Submitting -----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Side:
-    """One image of the candidate as the workbench's frame A or B: index 0 is image 1, index 1 image 2. The
-    'timestamp' orders them for a temporal question: a change-detection pair's B is the later image."""
+class CandidateSource(EditorSource):
+    """A candidate pair in the pair editor: frames A and B are its two images, 0 (image 1) and 1 (image 2), set from
+    the start, with the candidate's own regions (its mask's) on them; one pair is authored of it. A change-detection
+    pair's image 2 is the later one: it is the later frame of a temporal question."""
 
-    index: int
-    timestamp: float
-    image: Image
+    work = CANDIDATES
 
-    @property
-    def image_id(self) -> int:
-        return self.image.pk
+    def page(self) -> dict:
+        candidate = self.item
+        return {
+            "title": candidate.title,
+            "subtitle": str(candidate.collection or ""),
+            "domain": candidate.domain,
+            "note": f"candidate pair · {candidate.get_origin_display()}",
+            "noun": "pair",
+            "leave": "Leave",
+            "leave_title": "Give the pair back to the queue, untouched",
+            "pairs_heading": "Pair from this candidate",
+            "strip": False,
+        }
 
+    def _sides(self) -> dict[int, Side]:
+        candidate = self.item
+        return {0: Side(0, 0.0, candidate.image_1), 1: Side(1, 1.0, candidate.image_2)}
 
-def sides(candidate: PairCandidate) -> dict[int, Side]:
-    return {0: Side(0, 0.0, candidate.image_1), 1: Side(1, 1.0, candidate.image_2)}
+    def frames(self) -> list[dict]:
+        return [
+            {
+                "i": side.index,
+                "t": side.timestamp,
+                "im": side.image_id,
+                "src": default_storage.url(side.image.file.name),
+                "th": default_storage.url(side.image.thumbnail.name or side.image.file.name),
+                "name": side.image.original_name,
+            }
+            for side in self._sides().values()
+        ]
 
+    def urls(self) -> dict:
+        base = f"/api/candidates/{self.item.pk}"
+        return {
+            "draft": f"{base}/draft/",
+            "beacon": reverse("candidate-draft-beacon", args=[self.item.pk]),
+            "heartbeat": f"{base}/heartbeat/",
+            "release": f"{base}/release/",
+            "submit": f"{base}/submit/",
+            "suggestions": "",
+            "model_draft": f"{base}/model-draft/",
+            "model_answers": f"{base}/model-draft/answers/",
+            "done": "/work/",
+        }
 
-def candidate_submit(
-    *,
-    user,
-    candidate: PairCandidate,
-    index_a=0,
-    index_b=1,
-    category: str,
-    question: str,
-    answer: str = "",
-    distractors: list | None = None,
-    answer_frame: str = "",
-    client_key: str,
-    pair_id: int | None = None,
-    version: int | None = None,
-    draft_version: int | None = None,
-    active_ms: int | None = None,
-) -> tuple[Pair, bool]:
-    """Author the candidate into a submitted Pair (or a new version of one's own pair from it); (pair, created).
+    def options(self) -> dict:
+        start = {"a": 0, "b": 1, "cursor": 1, "category": self.item.category}
+        start["regions"] = regions_as_frames(self.item.regions, swapped=False)  # image 1 is A, image 2 is B
+        return {"timed": False, "one_pair": True, "leave_reason": None, "start": start, "submit": {}}
 
-    The same client key twice returns the first result. The pair takes the candidate's domain, source, source_id,
-    group key and regions (traded with the images when a first/second-image answer puts image 2 first); the
-    candidate is authored and its lease ends.
-    """
-    client_key = str(client_key or "").strip()
-    if not 8 <= len(client_key) <= 64:
-        raise Invalid({"client_key": ["Send a client key of 8 to 64 characters with each submit."]})
-    existing = Pair.objects.filter(client_key=client_key).first()
-    if existing is not None:
-        if existing.author_id != user.pk:
-            raise Invalid({"client_key": ["This client key belongs to another annotator's pair."]})
-        return existing, False
-    by_index = sides(candidate)
-    try:
-        side_a, side_b = by_index[int(index_a)], by_index[int(index_b)]
-    except (KeyError, TypeError, ValueError):
-        raise Invalid({"frames": ["A candidate pair has two images: A is 0, B is 1."]}) from None
-    if side_a is side_b:
-        raise Invalid({"frames": ["A and B are the same image: set A and B to the two images."]})
-    if category not in Category.values:
-        raise Invalid({"category": [f"Pick a category (keys 1-9, 0); {category!r} is not one."]})
-    first, second, swapped, answer, distractors = pair_images_order(
-        category, side_a, side_b, answer_frame, question, answer, list(distractors or [])
-    )
-    question, answer, distractors = question_validate(
-        category=category, question=question, answer=answer, distractors=distractors
-    )
-    # The regions follow the images: the candidate's image 1 may be the pair's image 2.
-    regions = candidate.regions if first.index == 0 else regions_swapped(candidate.regions)
-    try:
-        with transaction.atomic():
-            if pair_id is None:
-                locked = work_claim(CANDIDATES, item=candidate, user=user)
-            else:
-                locked_pair = Pair.objects.select_for_update().filter(pk=pair_id).first()
-                locked = PairCandidate.objects.select_for_update().get(pk=candidate.pk)
-            replay = Pair.objects.filter(client_key=client_key).first()
-            if replay is not None:
-                if replay.author_id != user.pk:
-                    raise Invalid({"client_key": ["This client key belongs to another annotator's pair."]})
-                return replay, False
-            if pair_id is None:
-                pair = Pair(author=user, created=timezone.now())
-            else:
-                pair = pair_check_changeable(locked_pair, pair_id, user, version)
-                if locked.pair_id != pair.pk:
-                    raise Invalid({"pair": [f"Pair {pair.pk} was not authored from this candidate pair."]})
-            duplicate = (
-                Pair.objects.filter(category=category, source=locked.source, source_id=locked.source_id)
-                .exclude(pk=pair.pk)
-                .exclude(status=Pair.Status.WITHDRAWN)
-                .first()
+    def made_pairs(self):
+        return Pair.objects.filter(pk=self.item.pair_id) if self.item.pair_id else Pair.objects.none()
+
+    def sides(self, index_a, index_b) -> tuple[Side, Side]:
+        by_index = self._sides()
+        try:
+            side_a, side_b = by_index[int(index_a)], by_index[int(index_b)]
+        except (KeyError, TypeError, ValueError):
+            raise Invalid({"frames": ["A candidate pair has two images: A is 0, B is 1."]}) from None
+        if side_a is side_b:
+            raise Invalid({"frames": ["A and B are the same image: set A and B to the two images."]})
+        return side_a, side_b
+
+    def describe(self, side_a: Side, side_b: Side) -> str:
+        return self.item.title
+
+    def default_regions(self, side_a: Side, side_b: Side) -> list[dict]:
+        # The candidate's regions are on its images 1 and 2 (sides 0 and 1): on whichever of A and B shows them.
+        slot_of = {side_a.index: "a", side_b.index: "b"}
+        return [
+            {"frame": slot_of[region["image"] - 1], **{k: v for k, v in region.items() if k != "image"}}
+            for region in self.item.regions
+        ]
+
+    def lock_for_edit(self) -> PairCandidate:
+        return PairCandidate.objects.select_for_update().get(pk=self.item.pk)
+
+    def check_pair(self, pair: Pair, item) -> None:
+        if item.pair_id != pair.pk:
+            raise Invalid({"pair": [f"Pair {pair.pk} was not authored from this candidate pair."]})
+
+    def identify(self, pair: Pair, item, first: Side, second: Side) -> list[str]:
+        pair.domain, pair.source = item.domain, item.source
+        pair.source_id, pair.group_key = item.source_id, item.group_key
+        # Two pairs of one category from one labelled pair are one item twice; a pair without an id is its own.
+        return [item.source_id] if item.source_id else []
+
+    def authored(self, pair: Pair, item, *, new: bool) -> None:
+        if new:
+            PairCandidate.objects.filter(pk=item.pk).update(
+                status=PairCandidate.Status.AUTHORED, pair=pair, updated=timezone.now()
             )
-            if duplicate is not None and locked.source_id:
-                raise Invalid(
-                    {"frames": [f"A {category} pair of {locked.title} already exists (pair {duplicate.pk})."]}
-                )
-            images_changed = (pair.image_1_id, pair.image_2_id) != (first.image_id, second.image_id)
-            pair.image_1, pair.image_2 = first.image, second.image
-            pair.category, pair.domain = category, locked.domain
-            pair.source, pair.source_id, pair.group_key = locked.source, locked.source_id, locked.group_key
-            pair.regions = regions
-            pair.question, pair.answer, pair.distractors = question, answer, distractors
-            pair.swapped = swapped
-            pair.status = Pair.Status.SUBMITTED
-            pair.submitted_at = timezone.now()
-            pair.decided_at = None
-            pair.client_key = client_key
-            if images_changed:
-                pair.similarity, pair.similarity_model = None, ""
-            if pair.pk:
-                pair.version += 1
-            if active_ms is not None:
-                pair.active_ms = (pair.active_ms or 0) + min(max(int(active_ms), 0), MAX_ACTIVE_MS)
-            pair.save()
-            double_review_draw(pair=pair)
-            if pair.similarity is None:
-                pair_update_similarity(pair=pair)
-            if pair_id is None:
-                PairCandidate.objects.filter(pk=locked.pk).update(
-                    status=PairCandidate.Status.AUTHORED, pair=pair, updated=timezone.now()
-                )
-                work_end_lease(CANDIDATES, item=locked)
-            drafts = PairDraft.objects.filter(author=user, candidate=locked)
-            if draft_version is not None:
-                drafts = drafts.filter(version=draft_version)
-            drafts.delete()
-    except IntegrityError:
-        existing = Pair.objects.filter(client_key=client_key, author=user).first()
-        if existing is None:
-            raise Invalid({"frames": ["This candidate pair was just submitted."]})
-        return existing, False
-    return pair, pair_id is None
+            work_end_lease(CANDIDATES, item=item)
+
+
+def candidate_submit(*, user, candidate: PairCandidate, index_a=0, index_b=1, **fields) -> tuple[Pair, bool]:
+    """Author the candidate into a submitted Pair (or a new version of one's own pair from it): `editor_submit`. The
+    pair takes the candidate's domain, source, source_id and group key; its regions are the ones sent (on A and B),
+    or, left out, the candidate's own; the candidate is authored and its lease ends."""
+    return editor_submit(CandidateSource(candidate), user=user, index_a=index_a, index_b=index_b, **fields)

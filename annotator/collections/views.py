@@ -1,6 +1,6 @@
 """Pages of image collections: the coordinators' collections page (import form, the collections and their
-candidates), and the authoring queue's pages: ask for a candidate pair, its workbench (the pair workbench of
-annotator/picking, with two images in place of a video's frames), the draft beacon and the undo of a skip.
+candidates), and the authoring queue's pages: ask for a candidate pair, its workbench (the pair editor of
+annotator/picking/editor.py, with two images in place of a video's frames), the draft beacon and the undo of a skip.
 Changes of the workbench go through the API (api/collections.py), as the video workbench's do."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import uuid
 
 from django import forms
 from django.contrib import messages
-from django.core.files.storage import default_storage
 from django.db.models import Count, Q
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -17,14 +16,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from annotator.authoring.drafts import work_draft_of, work_draft_save
+from annotator.authoring.drafts import work_draft_save
 from annotator.collections import authoring
 from annotator.collections.services import collection_import, source_license_save, source_terms_table
 from annotator.jobs.services import clean_idempotency_key
-from annotator.models import CandidateSkip, Category, Collection, Domain, Job, Pair, PairCandidate
-from annotator.picking.drafted import pair_answer_frame
-from annotator.picking.questions import CATEGORY_KEYS, template_table
-from annotator.picking.views import last_rejection
+from annotator.models import CandidateSkip, Collection, Domain, Job, PairCandidate
+from annotator.picking.editor import editor_config
 from benchmark import jsonlimits
 from benchmark.licenses import LICENSE_MAX
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
@@ -126,89 +123,25 @@ def candidate_next(request):
 @role_required(ANNOTATOR)
 @require_GET
 def candidate_workbench(request, candidate_id: int):
-    """The pair workbench on one candidate: its two images are frames A and B, set from the start."""
+    """The pair editor on one candidate: its two images are frames A and B, set from the start."""
     candidate = get_object_or_404(
         PairCandidate.objects.select_related("lease_holder", "image_1", "image_2", "collection"), pk=candidate_id
     )
     now = timezone.now()
     elsewhere = PairCandidate.objects.held_by(request.user, now).exclude(pk=candidate.pk).first()
-    frames = [
-        {
-            "i": side.index,
-            "t": side.timestamp,
-            "im": side.image.pk,
-            "src": default_storage.url(side.image.file.name),
-            "th": default_storage.url(side.image.thumbnail.name or side.image.file.name),
-            "name": side.image.original_name,
-        }
-        for side in authoring.sides(candidate).values()
-    ]
-    pairs = []
-    if candidate.pair_id:
-        pair = Pair.objects.select_related("author").annotate(rejection=last_rejection()).get(pk=candidate.pair_id)
-        mine = pair.author_id == request.user.pk
-        index_1 = 0 if pair.image_1_id == candidate.image_1_id else 1
-        pairs.append(
-            {
-                "id": pair.pk,
-                "status": pair.status,
-                "category": pair.category,
-                "version": pair.version,
-                "author": pair.author.username if pair.author else "",
-                "mine": mine,
-                "question": pair.question,
-                "answer": pair.answer,
-                "distractors": pair.distractors,
-                "index_1": index_1,
-                "index_2": 1 - index_1,
-                "index_a": 1 - index_1 if pair.swapped else index_1,
-                "index_b": index_1 if pair.swapped else 1 - index_1,
-                "answer_frame": pair_answer_frame(pair),
-                "rejection": pair.rejection or "",
-                "editable": mine and pair.status in (Pair.Status.SUBMITTED, Pair.Status.REJECTED),
-                "withdrawable": mine and pair.status == Pair.Status.SUBMITTED,
-            }
-        )
-    draft = work_draft_of(authoring.CANDIDATES, item=candidate, user=request.user)
     holder = candidate.holder_now(now)
     now_held = holder is not None and holder.pk == request.user.pk
-    base = f"/api/candidates/{candidate.pk}"
-    config = {
-        "video": {"id": candidate.pk, "yt8m_id": candidate.title, "domain": candidate.domain, "title": ""},
-        "kind": "candidate",
-        "urls": {
-            "draft": f"{base}/draft/",
-            "beacon": reverse("candidate-draft-beacon", args=[candidate.pk]),
-            "heartbeat": f"{base}/heartbeat/",
-            "release": f"{base}/release/",
-            "submit": f"{base}/submit/",
-            "suggestions": "",
-            "done": "/work/",
-        },
-        "user": request.user.pk,
-        "frames": frames,
-        "pairs": pairs,
-        # Frames A and B are the two images from the start: the annotator writes the question.
-        "draft": draft.state,
-        "start": {"a": 0, "b": 1, "cursor": 1, "category": candidate.category},
-        "draft_version": draft.version,
-        "templates": template_table(),
-        "categories": list(Category.values),
-        "keys": CATEGORY_KEYS,
+    lease = {
         "held": now_held,
         "leased_to": holder.username if holder is not None and not now_held else "",
-        "held_elsewhere": {"id": elsewhere.pk, "yt8m_id": elsewhere.title} if elsewhere else None,
+        "held_elsewhere": {"id": elsewhere.pk, "title": elsewhere.title} if elsewhere else None,
         "skip_reasons": [{"value": value, "label": label} for value, label in CandidateSkip.Reason.choices],
-        "edit": request.GET.get("pair", ""),
+        # An authored candidate is out of the queue: its page is open to fix the pair made of it, with no lease to keep.
+        "heartbeat": candidate.status == PairCandidate.Status.OPEN,
     }
-    context = {
-        "candidate": candidate,
-        "video": {"yt8m_id": candidate.title, "title": candidate.collection or "", "domain": candidate.domain},
-        "config": config,
-        "frame_count": 2,
-        "held_elsewhere": None,
-        "candidate_elsewhere": elsewhere,
-    }
+    source = authoring.CandidateSource(candidate)
+    config = editor_config(source, user=request.user, lease=lease, edit=request.GET.get("pair", ""))
+    context = {"page": source.page(), "config": config, "candidate_elsewhere": elsewhere, "suggestions": False}
     return render(request, "picking/workbench.html", context)
 
 

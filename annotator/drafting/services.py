@@ -1,9 +1,10 @@
-"""Models that draft, people who decide (issue 28): a registered model drafts the question, answer and distractors for
-the workbench's pair of frames; the annotator edits or discards it; the pair records the draft and what was changed;
+"""Models that draft, people who decide: a registered model drafts the question, answer and distractors for the pair
+editor's frames A and B, whatever their source (a video's frames, a collection's candidate pair: an `EditorSource`,
+annotator/picking/editor.py); the annotator edits or discards it; the pair records the draft and what was changed;
 models marked for it answer the question being written, so the annotator sees "k of n models wrong" before submitting.
 
 Every request to a model goes from the server (API keys stay server-side), through the model evaluation's client
-(annotator/llm/client.py), within MODEL_DRAFT_TIMEOUT_SECONDS, and only for the video the annotator holds.
+(annotator/llm/client.py), within MODEL_DRAFT_TIMEOUT_SECONDS, and only for the item the annotator holds.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from django.db import transaction
 from annotator.llm.client import ChatClient, RequestFailed, redact
 from annotator.llm.endpoints import EndpointUnusable, endpoint_api_key, endpoint_client, request_parameters
 from annotator.llm.protocol import configured_prompt
-from annotator.models import Category, ModelDraft, ModelEndpoint, Video
+from annotator.models import Category, ModelDraft, ModelEndpoint
 from annotator.picking.drafted import background_answerers, drafters
+from annotator.picking.editor import EditorSource, Side
 from annotator.picking.questions import TEMPLATES
 from benchmark.drafting import (
     DEFAULT_DRAFT_PROMPT,
@@ -72,14 +74,8 @@ def drafting_settings_update(*, user, drafting: list[int], default: int | None, 
 # --- Drafting -----------------------------------------------------------------------------------------------------
 
 
-def _check_holds(video: Video, user) -> None:
-    """Models are asked only for the video the annotator holds: a request costs money and time."""
-    if not Video.objects.held_by(user).filter(pk=video.pk).exists():
-        raise Conflict(f"You do not hold video {video.yt8m_id}: ask for work (or reload) before asking a model.")
-
-
-def _image_bytes(frame) -> bytes:
-    with default_storage.open(frame.image.file.name, "rb") as handle:
+def _image_bytes(side: Side) -> bytes:
+    with default_storage.open(side.image.file.name, "rb") as handle:
         return handle.read()
 
 
@@ -103,23 +99,22 @@ def _drafter(endpoint_id: int | None) -> ModelEndpoint:
     return endpoint
 
 
-def model_draft_request(*, user, video: Video, category: str, index_a, index_b, endpoint_id=None) -> ModelDraft:
+def model_draft_request(*, user, source: EditorSource, category: str, index_a, index_b, endpoint_id=None) -> ModelDraft:
     """Ask a drafting model (the team's default, or `endpoint_id`) for the question, answer and distractors of frames A
-    and B (sent as the first and second image) in this category. The draft is stored whatever the reply; a reply that
-    gives no usable draft, or no reply, raises Unavailable with why, after the row is stored."""
-    from annotator.picking.services import video_frame_pair
-
+    and B of the source's item (sent as the first and second image) in this category, for the item the user holds.
+    The draft is stored whatever the reply; a reply that gives no usable draft, or no reply, raises Unavailable with
+    why, after the row is stored."""
     if category not in Category.values:
         raise Invalid({"category": [f"Pick a category before asking for a draft; {category!r} is not one."]})
-    _check_holds(video, user)
-    frame_a, frame_b = video_frame_pair(video, index_a, index_b)
+    source.check_holds(user)
+    frame_a, frame_b = source.sides(index_a, index_b)
     endpoint = _drafter(endpoint_id)
     prompt = configured_draft_prompt()
     parameters = request_parameters()
     messages = prompt.messages(category, _image_bytes(frame_a), _image_bytes(frame_b))
     draft = ModelDraft(
         author=user,
-        video=video,
+        **source.target,
         endpoint=endpoint,
         endpoint_name=endpoint.name,
         model_id=endpoint.model_id,
@@ -211,20 +206,27 @@ def _ask(endpoint: ModelEndpoint, key: str, item: Item, messages, parameters) ->
 
 
 def draft_answers(
-    *, user, video: Video, category: str, index_a, index_b, question: str, answer="", distractors=(), answer_frame=""
+    *,
+    user,
+    source: EditorSource,
+    category: str,
+    index_a,
+    index_b,
+    question: str,
+    answer="",
+    distractors=(),
+    answer_frame="",
 ) -> dict:
     """Ask every endpoint that answers drafts in the background the question as it stands (the evaluation's protocol
     and prompt, the options shuffled with seed 0): {"asked": n, "answered": m, "wrong": k, "failed": f, "models":
     [{name, verdict, chose, message}]}. A failed request is no answer, neither right nor wrong."""
-    from annotator.picking.services import video_frame_pair
-
     if category not in Category.values:
         raise Invalid({"category": [f"Pick a category first; {category!r} is not one."]})
-    _check_holds(video, user)
+    source.check_holds(user)
     endpoints = list(background_answerers())
     if not endpoints:
         return {"asked": 0, "answered": 0, "wrong": 0, "failed": 0, "models": []}
-    frame_a, frame_b = video_frame_pair(video, index_a, index_b)
+    frame_a, frame_b = source.sides(index_a, index_b)
     item = _answer_item(
         category=category,
         frame_a=frame_a,

@@ -1,4 +1,5 @@
-"""Models that draft, people who decide: one model's draft of a question for a pair of frames on the workbench.
+"""Models that draft, people who decide: one model's draft of a question for the two images A and B of the pair
+editor, on a video's frames or on a candidate pair of an image collection.
 
 Each "Draft with a model" stores one row, whatever became of it: the endpoint and model asked, the prompt as sent,
 the reply and the drafted texts (or why the reply was unusable). A pair submitted from it names it (`Pair.drafted_by`)
@@ -19,13 +20,17 @@ from subtlebench.text import NAME_MAX, NOTE_MAX
 
 class ModelDraft(models.Model):
     author = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="model_drafts")
-    video = models.ForeignKey(Video, models.CASCADE, related_name="model_drafts")
+    # What the draft was asked on: a video's frames, or a candidate pair of a collection (its images 0 and 1).
+    video = models.ForeignKey(Video, models.CASCADE, null=True, blank=True, related_name="model_drafts")
+    candidate = models.ForeignKey(
+        "annotator.PairCandidate", models.CASCADE, null=True, blank=True, related_name="model_drafts"
+    )
     endpoint = models.ForeignKey(ModelEndpoint, models.SET_NULL, null=True, blank=True, related_name="drafts")
     # The names as they were when asked: the endpoint may be renamed or removed later.
     endpoint_name = models.CharField(max_length=NAME_MAX)
     model_id = models.CharField(max_length=NAME_MAX)
     category = models.CharField(max_length=20, choices=Category.choices)
-    index_a = models.PositiveIntegerField(help_text="Frame A's index: sent as the first image.")
+    index_a = models.PositiveIntegerField(help_text="Frame A's index (a candidate's image: 0 or 1): the first image.")
     index_b = models.PositiveIntegerField(help_text="Frame B's index: sent as the second image.")
     prompt = models.JSONField(default=dict, help_text="The system text and the user text as sent.")
     parameters = models.JSONField(default=dict, blank=True)
@@ -43,6 +48,13 @@ class ModelDraft(models.Model):
 
     class Meta:
         ordering = ["-created", "-pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(video__isnull=False, candidate__isnull=True)
+                | models.Q(video__isnull=True, candidate__isnull=False),
+                name="modeldraft_video_or_candidate",
+            ),
+        ]
 
     def __str__(self):
         return f"draft {self.pk} by {self.endpoint_name} for {self.author_id}"

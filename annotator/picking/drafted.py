@@ -23,14 +23,16 @@ def background_answerers():
     return ModelEndpoint.objects.filter(answers_drafts=True).order_by("name", "pk")
 
 
-def model_draft_record(*, pair: Pair, user, draft_id: int | None) -> None:
-    """On submit (annotator.picking.services.pair_submit, before the pair is saved): the draft this pair came from, and
-    what the person changed of it. A new version of a drafted pair sent without a draft keeps its draft, measured
-    against the new texts."""
+def model_draft_record(*, pair: Pair, user, draft_id: int | None, on: dict) -> None:
+    """On submit (annotator.picking.editor.editor_submit, before the pair is saved): the draft this pair came from, and
+    what the person changed of it. `on`: the item the draft must have been asked on ({"video": v} or {"candidate":
+    c}). A new version of a drafted pair sent without a draft keeps its draft, measured against the new texts."""
     if draft_id is not None:
-        draft = ModelDraft.objects.filter(pk=draft_id).first()
+        draft = ModelDraft.objects.filter(pk=draft_id, **on).first()
         if draft is None or draft.author_id != user.pk or draft.failure:
-            raise Invalid({"model_draft": [f"Draft {draft_id} is not a draft of yours: discard it and submit."]})
+            raise Invalid(
+                {"model_draft": [f"Draft {draft_id} is not a draft of yours on these images: discard it and submit."]}
+            )
         pair.drafted_by = draft
     draft = pair.drafted_by
     if draft is None:

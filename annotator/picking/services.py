@@ -6,38 +6,29 @@ The HTML views, the API and the demo data all call these functions.
 from __future__ import annotations
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.core.files.storage import default_storage
+from django.db import transaction
 from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce, TruncHour
+from django.urls import reverse
 from django.utils import timezone
 
-from annotator.authoring.drafts import work_draft_delete
 from annotator.authoring.work import (
     WorkKind,
-    client_key_clean,
-    work_claim,
     work_end_lease,
     work_heartbeat,
     work_open_to,
     work_release,
     work_skip,
     work_skip_undo,
-    work_submitted,
     work_take_next,
 )
 from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, Review, Video, VideoSkip
-from annotator.picking.drafted import model_draft_record
-from annotator.picking.questions import FIRST, SECOND, TEMPLATES, answer_position_next, question_validate
-from annotator.regions import regions_check, regions_from_frames, regions_required_check
-from annotator.similarity.services import pair_update_similarity
-from annotator.stats.services import double_review_draw
-from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
+from annotator.picking.editor import EditorSource, Side, editor_submit
+from annotator.picking.questions import FIRST, SECOND, question_validate
+from annotator.regions import regions_check, regions_required_check
+from subtlebench.errors import Conflict, Forbidden, Invalid
 from subtlebench.roles import COORDINATOR, has_role
-
-# One submit counts at most this much active time (a tab left open with a key held down is not hours of work).
-MAX_ACTIVE_MS = 2 * 60 * 60 * 1000
-KEY_OF_ANOTHER = "This client key belongs to another annotator's pair."
-
 
 # --- The video queue ------------------------------------------------------------------------------------------
 # Videos are one kind of work item (annotator/authoring/work.py): one per annotator at a time, expiry in every query.
@@ -177,144 +168,81 @@ def video_frame_pair(video: Video, index_a, index_b) -> tuple[Frame, Frame]:
     return found[index_a], found[index_b]
 
 
-def pair_images_order(category, frame_a, frame_b, answer_frame, question, answer, distractors):
-    """Decide image 1 and image 2 and the final answer; returns (frame_1, frame_2, swapped, answer, distractors)."""
-    if not TEMPLATES[category].binary:
-        # Texts describe the second image relative to the first: A stays first.
-        return frame_a, frame_b, False, answer, distractors
-    if category == Category.TEMPORAL:
-        if frame_a.timestamp == frame_b.timestamp:
-            raise Invalid({"frames": ["Frames A and B have the same timestamp: no image was taken later."]})
-        answer_frame = "a" if frame_a.timestamp > frame_b.timestamp else "b"
-    if answer_frame not in ("a", "b"):
-        raise Invalid({"answer": ["Say which frame is the answer: A or B."]})
-    position = answer_position_next(category)
-    correct, other = (frame_a, frame_b) if answer_frame == "a" else (frame_b, frame_a)
-    first, second = (correct, other) if position == FIRST else (other, correct)
-    return first, second, first is frame_b, position, [SECOND if position == FIRST else FIRST]
+class VideoSource(EditorSource):
+    """A video in the pair editor: frames A and B are two of its sampled frames, by index; its pairs' source is
+    yt8m, their source id the video and the two frames' indexes."""
+
+    work = VIDEOS
+
+    def page(self) -> dict:
+        video = self.item
+        return {
+            "title": video.yt8m_id,
+            "subtitle": video.title,
+            "domain": video.domain,
+            "note": "",
+            "noun": "video",
+            "leave": "Done with video",
+            "leave_title": "Give the video back: you are done with it",
+            "pairs_heading": "Pairs on this video",
+            "strip": True,
+        }
+
+    def frames(self) -> list[dict]:
+        # One query whatever the number of frames.
+        return [
+            {"i": index, "t": round(timestamp, 3), "im": image_id, "src": _url(file), "th": _url(thumb or file)}
+            for index, timestamp, image_id, file, thumb in Frame.objects.filter(video=self.item)
+            .order_by("index")
+            .values_list("index", "timestamp", "image_id", "image__file", "image__thumbnail")
+        ]
+
+    def urls(self) -> dict:
+        base = f"/api/videos/{self.item.pk}"
+        return {
+            "draft": f"{base}/draft/",
+            "beacon": reverse("picking-draft-beacon", args=[self.item.pk]),
+            "heartbeat": f"{base}/heartbeat/",
+            "release": f"{base}/release/",
+            "submit": "/api/pairs/submit/",
+            "suggestions": f"{base}/suggestions/?limit=20",
+            "model_draft": f"{base}/model-draft/",
+            "model_answers": f"{base}/model-draft/answers/",
+            "done": "/work/",
+        }
+
+    def options(self) -> dict:
+        return {**super().options(), "submit": {"video": self.item.pk}}
+
+    def made_pairs(self):
+        return Pair.objects.filter(video=self.item)
+
+    def sides(self, index_a, index_b) -> tuple[Side, Side]:
+        frames = video_frame_pair(self.item, index_a, index_b)
+        return tuple(Side(frame.index, frame.timestamp, frame.image) for frame in frames)
+
+    def describe(self, side_a: Side, side_b: Side) -> str:
+        return f"frames #{side_a.index} and #{side_b.index}"
+
+    def check_pair(self, pair: Pair, item) -> None:
+        if pair.video_id != self.item.pk:
+            raise Invalid({"pair": [f"Pair {pair.pk} belongs to another video: edit it on its own workbench."]})
+
+    def identify(self, pair: Pair, item, first: Side, second: Side) -> list[str]:
+        video = self.item
+        pair.video, pair.domain, pair.source = video, video.domain, "yt8m"
+        source_ids = [f"{video.yt8m_id}_{x.index}_{y.index}" for x, y in ((first, second), (second, first))]
+        pair.source_id = source_ids[0]
+        return source_ids
 
 
-def pair_submit(
-    *,
-    user,
-    video: Video,
-    index_a,
-    index_b,
-    category: str,
-    question: str,
-    answer: str = "",
-    distractors: list | None = None,
-    answer_frame: str = "",
-    client_key: str,
-    pair_id: int | None = None,
-    version: int | None = None,
-    draft_version: int | None = None,
-    active_ms: int | None = None,
-    regions: list | None = None,
-    model_draft: int | None = None,
-) -> tuple[Pair, bool]:
-    """Submit a new pair (or a new version of one's own submitted or rejected pair) for review.
-
-    Returns (pair, created). The same client key twice returns the first result: a double click or a retried
-    request makes one pair. `active_ms`, the workbench's active time on this version, is added to the pair's.
-    `regions`: the difference boxes on the annotator's frames (`{"frame": "a" | "b", x, y, w, h}` in pixels of
-    the frame), stored on images 1 and 2 wherever the app put A and B.
-    `model_draft`: the model's draft the texts started from (annotator/drafting): the pair records it and what changed.
-    """
-    client_key = client_key_clean(client_key)
-    earlier = work_submitted(Pair.objects, client_key=client_key, user=user, refusal=KEY_OF_ANOTHER)
-    if earlier is not None:
-        return earlier, False
-    frame_a, frame_b = video_frame_pair(video, index_a, index_b)
-    if category not in Category.values:
-        raise Invalid({"category": [f"Pick a category (keys 1-9, 0); {category!r} is not one."]})
-    frame_1, frame_2, swapped, answer, distractors = pair_images_order(
-        category, frame_a, frame_b, answer_frame, question, answer, list(distractors or [])
-    )
-    question, answer, distractors = question_validate(
-        category=category, question=question, answer=answer, distractors=distractors
-    )
-    regions = regions_check(regions_from_frames(regions, swapped=swapped), image_1=frame_1.image, image_2=frame_2.image)
-    regions_required_check(category=category, regions=regions)
-    source_ids = [f"{video.yt8m_id}_{x.index}_{y.index}" for x, y in ((frame_1, frame_2), (frame_2, frame_1))]
-    try:
-        with transaction.atomic():
-            # Both locks serialise submits of one video (or one pair): a twin request with the same key that
-            # got here first has committed by now, so look for its pair again before anything else.
-            if pair_id is None:
-                work_claim(VIDEOS, item=video, user=user)
-            else:
-                locked = Pair.objects.select_for_update().filter(pk=pair_id).first()
-            replay = work_submitted(Pair.objects, client_key=client_key, user=user, refusal=KEY_OF_ANOTHER)
-            if replay is not None:
-                return replay, False
-            if pair_id is None:
-                pair = Pair(author=user, video=video, source="yt8m", created=timezone.now())
-            else:
-                pair = pair_check_changeable(locked, pair_id, user, version)
-                if pair.video_id != video.pk:
-                    raise Invalid({"pair": [f"Pair {pair.pk} belongs to another video: edit it on its own workbench."]})
-            duplicate = (
-                Pair.objects.filter(category=category, source="yt8m", source_id__in=source_ids)
-                .exclude(pk=pair.pk)
-                .exclude(status=Pair.Status.WITHDRAWN)
-                .first()
-            )
-            if duplicate is not None:
-                raise Invalid(
-                    {
-                        "frames": [
-                            f"A {category} pair of frames #{frame_a.index} and #{frame_b.index} already exists "
-                            f"(pair {duplicate.pk}, {duplicate.status})."
-                        ]
-                    }
-                )
-            images_changed = (pair.image_1_id, pair.image_2_id) != (frame_1.image_id, frame_2.image_id)
-            pair.image_1, pair.image_2 = frame_1.image, frame_2.image
-            pair.category, pair.domain = category, video.domain
-            pair.source_id = source_ids[0]
-            pair.question, pair.answer, pair.distractors = question, answer, distractors
-            pair.swapped = swapped
-            pair.regions = regions
-            pair.status = Pair.Status.SUBMITTED
-            pair.submitted_at = timezone.now()
-            pair.decided_at = None
-            pair.client_key = client_key
-            if images_changed:
-                pair.similarity, pair.similarity_model = None, ""
-            if pair.pk:
-                pair.version += 1
-            if active_ms is not None:
-                pair.active_ms = (pair.active_ms or 0) + min(max(int(active_ms), 0), MAX_ACTIVE_MS)
-            model_draft_record(pair=pair, user=user, draft_id=model_draft)
-            pair.save()
-            double_review_draw(pair=pair)
-            if pair.similarity is None:
-                pair_update_similarity(pair=pair)
-            work_draft_delete(VIDEOS, item=video, user=user, version=draft_version)
-    except IntegrityError:
-        # The same key raced in from a second request: the first one won, return its pair.
-        existing = work_submitted(Pair.objects, client_key=client_key, user=user, refusal=KEY_OF_ANOTHER)
-        if existing is None:
-            raise Invalid({"frames": ["This pair of frames was just submitted in this category."]})
-        return existing, False
-    return pair, pair_id is None
+def _url(name: str) -> str:
+    return default_storage.url(name) if name else ""
 
 
-def pair_check_changeable(pair: Pair | None, pair_id, user, version) -> Pair:
-    """The locked pair, if this user may submit a new version of it: their own, not decided, as they saw it."""
-    if pair is None:
-        raise NotFound(f"Pair {pair_id} does not exist.")
-    if pair.author_id != user.pk:
-        raise Forbidden(f"Pair {pair_id} is not one of your pairs.")
-    if pair.status not in (Pair.Status.SUBMITTED, Pair.Status.REJECTED):
-        raise Conflict(f"Pair {pair.pk} is {pair.status} already and can no longer be changed.")
-    if version is None or int(version) != pair.version:
-        raise Conflict(
-            f"Pair {pair.pk} changed since you opened it (now version {pair.version}, you edited version {version}). "
-            "Reload the page to see the current version."
-        )
-    return pair
+def pair_submit(*, user, video: Video, **fields) -> tuple[Pair, bool]:
+    """Submit a pair of two frames of a video (or a new version of one's own pair of it): `editor_submit`."""
+    return editor_submit(VideoSource(video), user=user, **fields)
 
 
 # --- Review ---------------------------------------------------------------------------------------------------

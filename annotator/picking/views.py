@@ -16,12 +16,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotator.authoring.drafts import work_draft_of, work_draft_save
-from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, PairDraft, Review, Video, VideoSkip
+from annotator.authoring.drafts import work_draft_save
+from annotator.models import Category, DoubleReview, Pair, PairCandidate, PairDraft, Review, Video, VideoSkip
 from annotator.picking import services as picking
-from annotator.picking.drafted import change_rows, pair_answer_frame, workbench_drafting
-from annotator.picking.questions import CATEGORY_KEYS, template_table
-from annotator.regions import categories_requiring_regions, regions_as_frames
+from annotator.picking.drafted import change_rows
+from annotator.picking.editor import editor_config, last_rejection
+from annotator.picking.questions import template_table
+from annotator.regions import regions_as_frames
 from benchmark import jsonlimits
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, page_detail
 from subtlebench.pages import carried, error_response, post_only, redirect_refused
@@ -30,15 +31,6 @@ from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_r
 
 def _url(name: str) -> str:
     return default_storage.url(name) if name else ""
-
-
-def last_rejection():
-    """The reason of a pair's latest rejection, as an annotation (the work pages show it beside a returned pair)."""
-    return Subquery(
-        Review.objects.filter(pair=OuterRef("pk"), decision=Review.Decision.REJECT)
-        .order_by("-created", "-pk")
-        .values("reason")[:1]
-    )
 
 
 def _candidate_of():
@@ -131,75 +123,23 @@ def pair_reopen(request, pair_id: int):
 @role_required(ANNOTATOR)
 @require_GET
 def workbench(request, video_id: int):
-    """The workbench for one video; a constant number of queries whatever the number of frames."""
+    """The pair editor on one video; a constant number of queries whatever the number of frames."""
     video = get_object_or_404(Video.objects.select_related("lease_holder"), pk=video_id)
     now = timezone.now()
     # Looking is always allowed; working on this video is not while the annotator holds another (one at a time):
     # the page says which, links back to it, and sends no heartbeat (the API would answer 409).
     elsewhere = Video.objects.held_by(request.user, now).exclude(pk=video.pk).first()
-    frames = [
-        {"i": index, "t": round(timestamp, 3), "im": image_id, "src": _url(file), "th": _url(thumb or file)}
-        for index, timestamp, image_id, file, thumb in Frame.objects.filter(video=video)
-        .order_by("index")
-        .values_list("index", "timestamp", "image_id", "image__file", "image__thumbnail")
-    ]
-    index_of = {frame["im"]: frame["i"] for frame in frames}
-    pairs = []
-    for pair in (
-        Pair.objects.filter(video=video)
-        .exclude(status=Pair.Status.DRAFT)
-        .select_related("author")
-        .annotate(rejection=last_rejection())
-        .order_by("-created", "-pk")
-    ):
-        mine = pair.author_id == request.user.pk
-        index_1, index_2 = index_of.get(pair.image_1_id), index_of.get(pair.image_2_id)
-        pairs.append(
-            {
-                "id": pair.pk,
-                "status": pair.status,
-                "category": pair.category,
-                "version": pair.version,
-                "author": pair.author.username if pair.author else "",
-                "mine": mine,
-                "question": pair.question,
-                "answer": pair.answer,
-                "distractors": pair.distractors,
-                "index_1": index_1,
-                "index_2": index_2,
-                # The annotator's A and B, undoing the app's ordering, so an edit reopens what they picked.
-                "index_a": index_2 if pair.swapped else index_1,
-                "index_b": index_1 if pair.swapped else index_2,
-                "answer_frame": pair_answer_frame(pair),
-                "regions": regions_as_frames(pair.regions, swapped=pair.swapped),
-                "rejection": pair.rejection or "",
-                "editable": mine and pair.status in (Pair.Status.SUBMITTED, Pair.Status.REJECTED),
-                "withdrawable": mine and pair.status == Pair.Status.SUBMITTED,
-                "drafted_by": pair.drafted_by_id,
-            }
-        )
-    draft = work_draft_of(picking.VIDEOS, item=video, user=request.user)
     holder = video.holder_now(now)
     now_held = holder is not None and holder.pk == request.user.pk
-    config = {
-        "video": {"id": video.pk, "yt8m_id": video.yt8m_id, "domain": video.domain, "title": video.title},
-        "user": request.user.pk,  # names this browser's copy of the draft (static/js/workbench.js)
-        "frames": frames,
-        "pairs": pairs,
-        "draft": draft.state,
-        "draft_version": draft.version,
-        "templates": template_table(),
-        "categories": list(Category.values),
-        "keys": CATEGORY_KEYS,
-        "regions_required": categories_requiring_regions(),
+    lease = {
         "held": now_held,
         "leased_to": holder.username if holder is not None and not now_held else "",
-        "held_elsewhere": {"id": elsewhere.pk, "yt8m_id": elsewhere.yt8m_id} if elsewhere else None,
+        "held_elsewhere": {"id": elsewhere.pk, "title": elsewhere.yt8m_id} if elsewhere else None,
         "skip_reasons": [{"value": value, "label": label} for value, label in VideoSkip.Reason.choices],
-        "edit": request.GET.get("pair", ""),
-        "drafting": workbench_drafting(),  # models that draft (annotator/drafting, static/js/drafting.js)
     }
-    context = {"video": video, "config": config, "frame_count": len(frames), "held_elsewhere": elsewhere}
+    source = picking.VideoSource(video)
+    config = editor_config(source, user=request.user, lease=lease, edit=request.GET.get("pair", ""))
+    context = {"page": source.page(), "config": config, "held_elsewhere": elsewhere, "suggestions": True}
     return render(request, "picking/workbench.html", context)
 
 

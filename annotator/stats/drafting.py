@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, OuterRef, Q
 
-from annotator.models import ModelDraft, Pair
+from annotator.models import ModelDraft, Pair, PairCandidate
 from benchmark.drafting import EDITED, REPLACED, taken_as_drafted
 from benchmark.intervals import Scored, accuracy_interval, micro_mean
 
@@ -33,11 +33,15 @@ def _acceptance(rows: list[tuple[int, int | None, str]]) -> dict:
 
 
 def drafting_figures() -> dict:
-    """Acceptance of model-drafted against hand-written pairs (made on the workbench), and how often drafts were
+    """Acceptance of model-drafted against hand-written pairs (made in the pair editor), and how often drafts were
     edited: per field, the submitted drafted pairs whose question, answer or distractors the person edited or
     replaced, and those taken as drafted."""
-    made = Pair.objects.filter(author__isnull=False, video__isnull=False).exclude(
-        status__in=(Pair.Status.DRAFT, Pair.Status.WITHDRAWN)
+    # Made in the pair editor: of a video's frames, or authored from a collection's candidate pair (not imported).
+    authored = Exists(PairCandidate.objects.filter(pair=OuterRef("pk")))
+    made = (
+        Pair.objects.filter(author__isnull=False)
+        .filter(Q(video__isnull=False) | authored)
+        .exclude(status__in=(Pair.Status.DRAFT, Pair.Status.WITHDRAWN))
     )
     decided = made.filter(status__in=(Pair.Status.ACCEPTED, Pair.Status.REJECTED)).order_by("pk")
     drafted_rows = list(decided.filter(drafted_by__isnull=False).values_list("pk", "video_id", "status"))

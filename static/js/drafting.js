@@ -1,5 +1,6 @@
 /* Models that draft, people who decide (annotator/drafting): "Draft with a model" (g) asks the server, which asks the
-   team's drafting model, for the question, answer and distractors of frames A and B; the draft fills the editor, and
+   team's drafting model, for the question, answer and distractors of frames A and B, whatever the pair's source (the
+   page's config names the source's addresses); the draft fills the editor, and
    the annotator edits it or discards it (the texts from before come back). The submit names the draft, so the pair
    records it and what was changed. When some models answer drafts in the background, the question as it stands is
    sent to them a moment after each change, and the editor shows "k of n models wrong" before submitting.
@@ -54,7 +55,7 @@
     $("draft-model").disabled = true;
     $("drafting").classList.add("busy");
     status(`Asking ${name}…`);
-    const result = await post(`/api/videos/${config.video.id}/model-draft/`,
+    const result = await post(config.urls.model_draft,
       { category: state.category, index_a: state.a, index_b: state.b, endpoint }, drafting.deadline_ms);
     asking = false;
     $("draft-model").disabled = false;
@@ -140,7 +141,7 @@
     const mine = ++sequence;
     text.textContent = `Asking ${drafting.background} model${drafting.background === 1 ? "" : "s"}…`;
     text.className = "muted";
-    const result = await post(`/api/videos/${config.video.id}/model-draft/answers/`, payload, drafting.deadline_ms);
+    const result = await post(config.urls.model_answers, payload, drafting.deadline_ms);
     if (mine !== sequence) return; // a newer question was sent since
     if (!result.ok) {
       asked = "";

@@ -1,5 +1,8 @@
-/* The pair-picking workbench: filmstrip, the comparison viewer (compare.js), the question editor,
-   autosave of the draft to the server, idempotent submit, lease heartbeats. Keyboard first: press ? for keys. */
+/* The pair editor (annotator/picking/editor.py, templates/picking/_pair_editor.html): filmstrip, the comparison viewer
+   (compare.js), difference regions (regions.js) with the required-region rule, the question editor, autosave of the
+   draft to the server, idempotent submit, lease heartbeats. The same script whatever the pair's source: the page's
+   config says where its API lives and how it treats the item (a video's frames, a collection's candidate pair).
+   Keyboard first: press ? for keys. */
 (() => {
   "use strict";
   const config = JSON.parse(document.getElementById("workbench-config").textContent);
@@ -17,13 +20,8 @@
   const position = new Map(frames.map((frame, i) => [frame.i, i]));
   const HEARTBEAT_MS = 60000;
   const SAVE_DELAY_MS = 600;
-  /* The addresses this workbench talks to: a video's by default; a candidate pair of an image collection (issue 27)
-     sends its own (annotator/collections/views.py), and its two images are frames 0 and 1. */
-  const base = `/api/videos/${config.video.id}`;
-  const urls = Object.assign({
-    draft: `${base}/draft/`, beacon: `/work/videos/${config.video.id}/draft/`, heartbeat: `${base}/heartbeat/`,
-    release: `${base}/release/`, submit: "/api/pairs/submit/", suggestions: `${base}/suggestions/?limit=20`, done: "/work/",
-  }, config.urls || {});
+  // The addresses this page talks to: the source's own (EditorSource.urls).
+  const urls = config.urls;
 
   const newKey = () =>
     (crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + Math.random().toString(16).slice(2)).replace(/-/g, "");
@@ -112,7 +110,7 @@
   const regionsView = Regions.create(document.querySelector("[data-compare]"), {
     editable: true,
     names: { a: "A", b: "B" },
-    onChange: (list) => { state.regions = list; scheduleSave(); },
+    onChange: (list) => { state.regions = list; renderRequired(); scheduleSave(); },
   });
   function renderViewers() {
     const cursor = frames[state.cursor];
@@ -132,7 +130,7 @@
     const a = frameAt(state.a);
     const b = frameAt(state.b);
     $("gap").textContent = a && b ? `Δ ${seconds(Math.abs(b.t - a.t))}` : "Δ –";
-    $("gap").hidden = config.kind === "candidate";
+    $("gap").hidden = !config.timed;
   }
 
   /* --- Similarity of A and B, and the suggestions (both from the similarity API; pending until it exists). --- */
@@ -267,6 +265,15 @@
     return a.t > b.t ? "a" : "b";
   }
 
+  // The required-region rule (the team's setting) said beside the submit while the category has no box yet.
+  const requiresRegion = () => (config.regions_required || []).includes(state.category);
+  const article = (word) => ("aeiou".includes(word.charAt(0)) ? "An" : "A");
+  function renderRequired() {
+    // Said once: not beside the refusal that says it too.
+    $("regions-required").hidden = !(requiresRegion() && !state.regions.length) || $("errors").childElementCount > 0;
+    $("regions-required-text").textContent = `${article(state.category)} ${state.category} pair needs a difference region: draw one on A or B (r, or m and drag).`;
+  }
+
   function renderEditor() {
     const t = template();
     Object.entries(categoryButtons).forEach(([category, button]) => button.classList.toggle("on", category === state.category));
@@ -315,6 +322,7 @@
     }
     $("choice-list").replaceChildren(...(t && t.choices.length ? t.choices : []).map((c) => el("option", { value: c })));
     $("editing-note").textContent = state.pair ? `editing pair ${state.pair} (version ${state.version})` : "";
+    renderRequired();
   }
 
   $("question").addEventListener("input", (event) => { state.question = event.target.value; changed(false); });
@@ -343,9 +351,7 @@
      version it was based on. A reload before the debounced save, or before the pagehide save has reached the
      server, finds it there: the page takes it when it is based on the server's draft or newer (the server's is
      then older), saves it, and never shows the older draft. A server draft saved since (another tab) wins. */
-  const localKey = config.kind === "candidate"
-    ? `subtlebench:candidate-draft:${config.user}:${config.video.id}`
-    : `subtlebench:pair-draft:${config.user}:${config.video.id}`;
+  const localKey = `subtlebench:${config.kind}-draft:${config.user}:${config.item.id}`;
   // The server stores JSON with its own key order: states are compared in one canonical form.
   const canon = (value) => JSON.stringify(value, (_, x) => (x && typeof x === "object" && !Array.isArray(x)
     ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x));
@@ -357,9 +363,17 @@
   function remembered() {
     try { return JSON.parse(localStorage.getItem(localKey) || "null"); } catch (_) { return null; }
   }
+  // One save at a time: each names the version the one before it made. A second save sent while the first is on its
+  // way (a slow server, a change typed meanwhile) would name the same older version, and be refused as another tab's.
+  let saving = null;
   async function save() {
     clearTimeout(saveTimer);
+    while (saving) await saving;
     if (!dirty || conflict) return;
+    saving = saveNow();
+    try { await saving; } finally { saving = null; }
+  }
+  async function saveNow() {
     dirty = false;
     saveStatus("Saving…");
     sending = canon(state);
@@ -473,6 +487,7 @@
       li.textContent = message;
       $("errors").appendChild(li);
     }
+    renderRequired();
   }
   async function submit() {
     if (submitting) return;
@@ -482,18 +497,18 @@
     if (!t) problems.push("Pick a category (Shift+1-9, 0).");
     else if (!state.question.trim()) {
       problems.push(t.example
-        ? `Write the question: “${t.question}” is only an example of a ${state.category} question.`
+        ? `Write the question: “${t.question}” is only an example of ${article(state.category).toLowerCase()} ${state.category} question.`
         : "Write the question.");
     }
-    if (t && (config.regions_required || []).includes(state.category) && !state.regions.length) {
-      problems.push(`A ${state.category} pair needs at least one difference region: draw a box on A or B (m, then drag; or r).`);
+    if (t && requiresRegion() && !state.regions.length) {
+      problems.push(`${article(state.category)} ${state.category} pair needs at least one difference region: draw a box on A or B (m, then drag; or r).`);
     }
     if (problems.length) return showErrors(problems);
     submitting = true;
     $("submit-pair").disabled = true;
     await save();
     const payload = {
-      video: config.video.id, index_a: state.a, index_b: state.b, category: state.category,
+      ...config.submit, index_a: state.a, index_b: state.b, category: state.category,
       question: state.question, answer: t.binary ? "" : state.answer,
       distractors: t.binary ? [] : state.distractors, answer_frame: t.binary && !t.derived ? state.answer_frame : "",
       client_key: state.client_key, pair: state.pair, version: state.version, draft_version: draftVersion,
@@ -513,8 +528,8 @@
         index_a: state.a, index_b: state.b, regions: state.regions, answer_frame: t.binary ? (t.derived ? derivedAnswerFrame() : state.answer_frame) : "" });
       // A toast of its own: the autosave status that follows must not overwrite it.
       window.sbToast(`Submitted pair ${pair.id} for review.`);
-      // A candidate pair is authored once: its page is done, the work page offers the next one.
-      if (config.kind === "candidate" && !state.pair) { forget(); window.location.assign(urls.done); return; }
+      // An item of one pair (a candidate pair) is done once authored: the work page offers the next one.
+      if (config.one_pair && !state.pair) { forget(); window.location.assign(urls.done); return; }
       // Out of the field typed in last, or it would keep showing the sent text over the emptied state.
       if (document.activeElement && document.activeElement.closest("#editor")) document.activeElement.blur();
       const keep = { cursor: state.cursor, category: state.category };
@@ -611,10 +626,10 @@
     await save();
     const result = await api("POST", urls.release, { reason, note });
     if (result.ok) window.location.assign(urls.done);
-    else showErrors(result.data && (result.data.detail || result.data.errors) ? window.sbRefusalMessages(result.data, result.status) : ["Could not release the video."]);
+    else showErrors(result.data && (result.data.detail || result.data.errors) ? window.sbRefusalMessages(result.data, result.status) : ["Not given back: try again."]);
   }
-  // A candidate pair is left untouched (no reason: it stays in the queue); a video is given back as done.
-  $("done-video").addEventListener("click", () => release(config.kind === "candidate" ? null : "done"));
+  // A video is given back as done; a candidate pair is left untouched (no reason: it stays in the queue).
+  $("done-video").addEventListener("click", () => release(config.leave_reason));
   const skipDialog = $("skip-dialog");
   // No reason is checked by default and "Skip video" stays disabled until one is: Enter in the dialog (the implicit
   // submission of a form whose default button is disabled) and Esc (cancel) never skip.
@@ -707,7 +722,7 @@
     if (p && p.editable && state.pair !== p.id) editPair(p);
   }
   if (config.leased_to) $("lease-status").textContent = `leased to ${config.leased_to}: you can look, not submit`;
-  else if (config.held_elsewhere) $("lease-status").textContent = `you hold ${config.held_elsewhere.yt8m_id}`;
+  else if (config.held_elsewhere) $("lease-status").textContent = `you hold ${config.held_elsewhere.title}`;
   const local = remembered();
   // This browser's copy is the newest when it is based on the server's draft (or a later one), or when the server's
   // draft is the save this browser had in flight when the page went away.
@@ -727,6 +742,7 @@
   loadSuggestions();
   saveStatus(newerHere || (config.draft && Object.keys(config.draft).length) ? "Draft restored" : " ", "saved");
   if (newerHere) scheduleSave();
-  // A video someone else holds, or this one while the annotator holds another: no heartbeat, it would take nothing.
-  if (!config.leased_to && !config.held_elsewhere) { heartbeat(); setInterval(heartbeat, HEARTBEAT_MS); }
+  // A video someone else holds, or this one while the annotator holds another: no heartbeat, it would take nothing;
+  // nor an item out of the queue (an authored candidate pair, open to fix its pair).
+  if (!config.leased_to && !config.held_elsewhere && config.heartbeat !== false) { heartbeat(); setInterval(heartbeat, HEARTBEAT_MS); }
 })();

@@ -263,6 +263,14 @@ CASES = {
         ("rita", "/api/candidates/{candidate}/submit/", candidate_submit_body, 403),
         ("bob", "/api/candidates/{candidate}/submit/", candidate_submit_body, 409),  # alice holds it
     ],
+    ("POST", "/api/candidates/{candidate_id}/model-draft/"): [
+        ("rita", "/api/candidates/{candidate}/model-draft/", {"category": "temporal", "index_a": 0, "index_b": 1}, 403),
+        ("bob", "/api/candidates/{candidate}/model-draft/", {"category": "temporal", "index_a": 0, "index_b": 1}, 409),
+    ],
+    ("POST", "/api/candidates/{candidate_id}/model-draft/answers/"): [
+        ("rita", "/api/candidates/{candidate}/model-draft/answers/", DRAFT_QUESTION, 403),
+        ("bob", "/api/candidates/{candidate}/model-draft/answers/", DRAFT_QUESTION, 409),  # alice holds it
+    ],
     ("POST", "/api/candidate-skips/{skip_id}/undo/"): [
         ("bob", "/api/candidate-skips/{candidate_skip}/undo/", None, 403),  # alice's skip
         ("rita", "/api/candidate-skips/{candidate_skip}/undo/", None, 403),

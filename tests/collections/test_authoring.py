@@ -11,8 +11,10 @@ import pytest
 from annotator.authoring.drafts import work_draft_save
 from annotator.collections import authoring
 from annotator.collections.services import collection_import
+from annotator.drafting.services import drafting_settings_update
 from annotator.export.services import ExportOptions, benchmark_export
-from annotator.models import CandidateSkip, Job, Pair, PairCandidate, PairDraft
+from annotator.llm.endpoints import endpoint_create
+from annotator.models import CandidateSkip, Job, Pair, PairCandidate, PairDraft, TeamSettings
 from annotator.picking import services as picking
 from annotator.similarity.services import current_fingerprint
 from subtlebench.errors import Conflict, Invalid
@@ -99,7 +101,7 @@ def test_two_collections_sharing_a_class_name_share_no_split_group_and_no_cluste
 
 
 def test_a_binary_answer_that_puts_image_2_first_trades_the_regions_too(levir, annotator, monkeypatch):
-    monkeypatch.setattr("annotator.picking.services.answer_position_next", lambda category: "first image")
+    monkeypatch.setattr("annotator.picking.editor.answer_position_next", lambda category: "first image")
     candidate = authoring.candidate_lease_next(user=annotator)
     pair, _ = authoring.candidate_submit(
         user=annotator,
@@ -173,6 +175,95 @@ def test_reviewed_and_exported_the_pair_keeps_its_domain_and_its_regions_in_the_
     assert sidecar[0]["item_id"] == "attribute_mvtec_bottle_broken_large_000"
     assert sidecar[0]["regions"] == [{"image": 2, "x": 4, "y": 5, "w": 6, "h": 6}]
     assert sidecar[0]["origin"]["files"] == ["bottle/train/good/000.png", "bottle/test/broken_large/000.png"]
+
+
+# --- The pair editor's regions on a candidate pair ---------------------------------------------------------------
+
+EXISTENCE = {
+    "category": "existence",
+    "question": "Which building appeared by the road?",
+    "answer": "a building",
+    "distractors": ["a pool"],
+}
+REGION_REFUSED = (
+    "An existence pair needs at least one difference region: draw a box on A or B where the images differ (drag on an "
+    "image in draw mode, or press r)."
+)
+
+
+def test_the_boxes_drawn_on_a_candidate_are_stored_beside_its_masks(levir, annotator):
+    candidate = authoring.candidate_lease_next(user=annotator)  # train_1: its label marks a box on image 2
+    mask = {"frame": "b", "x": 10, "y": 4, "w": 10, "h": 8}
+    drawn = {"frame": "a", "x": 1, "y": 2, "w": 3, "h": 4}
+    pair, _ = authoring.candidate_submit(
+        user=annotator, candidate=candidate, client_key=key(), regions=[mask, drawn], **EXISTENCE
+    )
+    assert pair.regions == [
+        {"image": 2, "x": 10, "y": 4, "w": 10, "h": 8},
+        {"image": 1, "x": 1, "y": 2, "w": 3, "h": 4},
+    ]
+
+
+def test_a_required_region_refuses_a_candidate_submit_without_a_box_and_stores_nothing(levir, annotator):
+    TeamSettings.objects.create(pk=1, regions_required=["existence"])
+    candidate = authoring.candidate_lease_next(user=annotator)
+    # The annotator took the mask's box off: nothing is left to mark the difference.
+    with pytest.raises(Invalid) as refused:
+        authoring.candidate_submit(user=annotator, candidate=candidate, client_key=key(), regions=[], **EXISTENCE)
+    assert refused.value.errors == {"regions": [REGION_REFUSED]}
+    # train_2 has no label: left out, its own regions are none.
+    authoring.candidate_release(candidate=candidate, user=annotator)
+    PairCandidate.objects.filter(pk=candidate.pk).update(status=PairCandidate.Status.DISMISSED)
+    unmarked = authoring.candidate_lease_next(user=annotator)
+    assert unmarked.source_id == "train_2"
+    with pytest.raises(Invalid, match="needs at least one difference region"):
+        authoring.candidate_submit(user=annotator, candidate=unmarked, client_key=key(), **EXISTENCE)
+    assert not Pair.objects.exists()
+    unmarked.refresh_from_db()
+    assert (unmarked.status, unmarked.lease_holder) == ("open", annotator)
+
+
+def test_the_api_refuses_a_candidate_submit_without_a_box_in_a_category_that_requires_one(levir, client_for, annotator):
+    TeamSettings.objects.create(pk=1, regions_required=["existence"])
+    candidate = PairCandidate.objects.get(source_id="train_2")  # no label: no box of its own
+    client = client_for(annotator)
+    assert client.post(f"/api/candidates/{candidate.pk}/heartbeat/").status_code == 200
+    url = f"/api/candidates/{candidate.pk}/submit/"
+    refused = client.post(url, {**EXISTENCE, "client_key": key()}, content_type="application/json")
+    assert refused.status_code == 400
+    assert refused.json()["errors"] == {"regions": [REGION_REFUSED]}
+    assert not Pair.objects.exists()
+    box = {"frame": "b", "x": 44, "y": 20, "w": 8, "h": 12}
+    outside = client.post(url, {**EXISTENCE, "client_key": key(), "regions": [box]}, content_type="application/json")
+    assert outside.status_code == 400
+    assert outside.json()["errors"]["regions"] == ["region 1: the box (44, 20, 8×12) runs outside image 2 (48×32)."]
+    box["w"] = 4
+    made = client.post(url, {**EXISTENCE, "client_key": key(), "regions": [box]}, content_type="application/json")
+    assert made.status_code == 201, made.json()
+    assert made.json()["regions"] == [{"image": 2, "x": 44, "y": 20, "w": 4, "h": 12}]
+
+
+def test_the_candidate_workbench_opens_the_editor_with_its_regions_the_rule_and_drafting(
+    levir, client_for, annotator, coordinator, tmp_path
+):
+    TeamSettings.objects.create(pk=1, regions_required=["existence", "state"])
+    endpoint = endpoint_create(user=coordinator, name="drafter", base_url="http://127.0.0.1:9/v1", model_id="m")
+    drafting_settings_update(user=coordinator, drafting=[endpoint.pk], default=endpoint.pk, background=[])
+    candidate = authoring.candidate_lease_next(user=annotator)
+    page = client_for(annotator).get(f"/work/candidates/{candidate.pk}/")
+    config = page.context["config"]
+    assert config["start"]["regions"] == [{"frame": "b", "x": 10, "y": 4, "w": 10, "h": 8}]
+    assert config["regions_required"] == ["existence", "state"]
+    assert config["drafting"]["drafters"] == [{"id": endpoint.pk, "name": "drafter"}]
+    assert config["urls"]["model_draft"] == f"/api/candidates/{candidate.pk}/model-draft/"
+    assert (config["one_pair"], config["timed"], config["leave_reason"]) == (True, False, None)
+    content = page.content.decode()
+    assert 'id="draft-model"' in content and 'id="regions-required"' in content and 'id="suggestions"' not in content
+    assert "region marked" not in content  # the regions are in the editor's bar, not counted in the header
+
+    pair, _ = authoring.candidate_submit(user=annotator, candidate=candidate, client_key=key(), **EXISTENCE)
+    (row,) = client_for(annotator).get(f"/work/candidates/{candidate.pk}/").context["config"]["pairs"]
+    assert (row["id"], row["regions"], row["editable"]) == (pair.pk, config["start"]["regions"], True)
 
 
 # --- Pages and API -------------------------------------------------------------------------------------------

@@ -12,15 +12,19 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import default_storage
 
+from annotator.collections import authoring
+from annotator.collections.services import collection_import
 from annotator.drafting import services as drafting
 from annotator.llm.client import REDACTED
 from annotator.llm.endpoints import endpoint_create
-from annotator.models import ModelDraft, ModelEndpoint, Pair
+from annotator.models import ModelDraft, ModelEndpoint, Pair, PairCandidate
 from annotator.picking import services as picking
 from annotator.picking.drafted import background_answerers, drafters
+from annotator.picking.services import VideoSource
 from annotator.stats.drafting import drafting_figures
 from benchmark.intervals import Scored, accuracy_interval, micro_mean
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, Unavailable
+from tests.collection_fixtures import levir_folder
 from tests.factories import make_pair, make_video
 from tests.model_server import ModelServer
 from tests.modeleval_fixtures import bind_key
@@ -74,7 +78,9 @@ def submit(annotator, video, draft: ModelDraft | None, **fields) -> Pair:
 
 
 def test_it_drafts_with_the_default_drafter_and_stores_the_draft_with_its_prompt(annotator, held, drafter, server):
-    draft = drafting.model_draft_request(user=annotator, video=held, category="attribute", index_a=0, index_b=2)
+    draft = drafting.model_draft_request(
+        user=annotator, source=VideoSource(held), category="attribute", index_a=0, index_b=2
+    )
     assert (draft.question, draft.answer) == ("What changed about the mug (attribute)?", "it turned red")
     assert draft.distractors == ["it turned blue", "it got bigger"]  # the answer the model repeated is dropped
     assert (draft.endpoint_id, draft.endpoint_name, draft.model_id) == (drafter.pk, "drafter", "tiny-vlm")
@@ -88,14 +94,18 @@ def test_it_drafts_with_the_default_drafter_and_stores_the_draft_with_its_prompt
 
 
 def test_a_binary_draft_names_the_answer_frame(annotator, held, drafter):
-    draft = drafting.model_draft_request(user=annotator, video=held, category="state", index_a=1, index_b=3)
+    draft = drafting.model_draft_request(
+        user=annotator, source=VideoSource(held), category="state", index_a=1, index_b=3
+    )
     assert (draft.answer, draft.distractors, draft.answer_frame) == ("second image", ["first image"], "b")
 
 
 def test_an_unusable_reply_is_refused_with_why_and_kept_on_record(annotator, held, drafter, server):
     server.draft_reply = lambda category: "The mug looks redder, I think."
     with pytest.raises(Unavailable) as refused:
-        drafting.model_draft_request(user=annotator, video=held, category="attribute", index_a=0, index_b=2)
+        drafting.model_draft_request(
+            user=annotator, source=VideoSource(held), category="attribute", index_a=0, index_b=2
+        )
     assert "drafter: the model's reply holds no JSON object: 'The mug looks redder, I think.'" in str(refused.value)
     stored = ModelDraft.objects.get()
     assert stored.question == "" and "holds no JSON object" in stored.failure
@@ -115,7 +125,9 @@ def test_an_endpoint_that_echoes_its_key_shows_it_to_nobody(
     drafting.drafting_settings_update(user=coordinator, drafting=[endpoint.pk], default=endpoint.pk, background=[])
     server.draft_reply = lambda category: f"Your header was Bearer {key}; no draft today."
     with pytest.raises(Unavailable) as refused:
-        drafting.model_draft_request(user=annotator, video=held, category="attribute", index_a=0, index_b=2)
+        drafting.model_draft_request(
+            user=annotator, source=VideoSource(held), category="attribute", index_a=0, index_b=2
+        )
     assert {seen.authorization for seen in server.requests} == {f"Bearer {key}"}  # the key was sent
     assert key not in str(refused.value) and REDACTED in str(refused.value)
     stored = ModelDraft.objects.get()
@@ -134,27 +146,40 @@ def test_a_model_past_the_deadline_gives_no_draft(annotator, held, drafter, serv
     server.hang_seconds = 3
     server.faults["draft:attribute"] = "timeout"
     with pytest.raises(Unavailable, match="no answer from the endpoint within 1 s"):
-        drafting.model_draft_request(user=annotator, video=held, category="attribute", index_a=0, index_b=2)
+        drafting.model_draft_request(
+            user=annotator, source=VideoSource(held), category="attribute", index_a=0, index_b=2
+        )
 
 
 def test_who_may_ask_and_which_model(annotator, annotator2, coordinator, held, server):
     other = register(coordinator, server, name="not-a-drafter")
     with pytest.raises(Conflict, match="No model may draft questions"):
-        drafting.model_draft_request(user=annotator, video=held, category="attribute", index_a=0, index_b=2)
+        drafting.model_draft_request(
+            user=annotator, source=VideoSource(held), category="attribute", index_a=0, index_b=2
+        )
     drafting.drafting_settings_update(user=coordinator, drafting=[other.pk], default=None, background=[])
     with pytest.raises(Conflict, match=f"You do not hold video {held.yt8m_id}"):
-        drafting.model_draft_request(user=annotator2, video=held, category="attribute", index_a=0, index_b=2)
+        drafting.model_draft_request(
+            user=annotator2, source=VideoSource(held), category="attribute", index_a=0, index_b=2
+        )
     with pytest.raises(NotFound):
         drafting.model_draft_request(
-            user=annotator, video=held, category="attribute", index_a=0, index_b=2, endpoint_id=other.pk + 99
+            user=annotator,
+            source=VideoSource(held),
+            category="attribute",
+            index_a=0,
+            index_b=2,
+            endpoint_id=other.pk + 99,
         )
     with pytest.raises(Invalid, match="Pick a category"):
-        drafting.model_draft_request(user=annotator, video=held, category="", index_a=0, index_b=2)
+        drafting.model_draft_request(user=annotator, source=VideoSource(held), category="", index_a=0, index_b=2)
     assert server.requests == []
 
 
 def test_the_pair_records_its_draft_and_what_the_person_changed(annotator, held, drafter):
-    draft = drafting.model_draft_request(user=annotator, video=held, category="attribute", index_a=0, index_b=2)
+    draft = drafting.model_draft_request(
+        user=annotator, source=VideoSource(held), category="attribute", index_a=0, index_b=2
+    )
     pair = submit(annotator, held, draft, question="What changed about the red mug?")
     assert pair.drafted_by_id == draft.pk
     assert {name: entry["change"] for name, entry in pair.draft_changes.items()} == {
@@ -171,7 +196,9 @@ def test_the_pair_records_its_draft_and_what_the_person_changed(annotator, held,
 
 
 def test_a_binary_pair_compares_the_answer_frame_whatever_order_the_app_chose(annotator, held, drafter):
-    draft = drafting.model_draft_request(user=annotator, video=held, category="state", index_a=1, index_b=3)
+    draft = drafting.model_draft_request(
+        user=annotator, source=VideoSource(held), category="state", index_a=1, index_b=3
+    )
     pair = submit(
         annotator, held, draft, category="state", index_a=1, index_b=3, question=draft.question, answer_frame="a"
     )
@@ -180,7 +207,9 @@ def test_a_binary_pair_compares_the_answer_frame_whatever_order_the_app_chose(an
 
 
 def test_another_annotators_draft_cannot_be_claimed(annotator, annotator2, held, drafter):
-    draft = drafting.model_draft_request(user=annotator, video=held, category="attribute", index_a=0, index_b=2)
+    draft = drafting.model_draft_request(
+        user=annotator, source=VideoSource(held), category="attribute", index_a=0, index_b=2
+    )
     video = make_video(frames=3)
     picking.video_heartbeat(video=video, user=annotator2)
     with pytest.raises(Invalid, match=f"Draft {draft.pk} is not a draft of yours"):
@@ -209,7 +238,7 @@ def test_background_answers_say_k_of_n_models_wrong(annotator, coordinator, held
         drafting.drafting_settings_update(user=coordinator, drafting=[], default=None, background=background)
         answers = drafting.draft_answers(
             user=annotator,
-            video=held,
+            source=VideoSource(held),
             category="attribute",
             index_a=0,
             index_b=2,
@@ -241,7 +270,14 @@ def test_background_answers_of_a_binary_question_follow_the_answer_frame(annotat
     try:
         endpoint = register(coordinator, answerer, name="first-always")
         drafting.drafting_settings_update(user=coordinator, drafting=[], default=None, background=[endpoint.pk])
-        ask = {"user": annotator, "video": held, "category": "state", "index_a": 0, "index_b": 2, "question": "Open?"}
+        ask = {
+            "user": annotator,
+            "source": VideoSource(held),
+            "category": "state",
+            "index_a": 0,
+            "index_b": 2,
+            "question": "Open?",
+        }
         assert drafting.draft_answers(**ask, answer_frame="a")["wrong"] == 0
         assert drafting.draft_answers(**ask, answer_frame="b")["wrong"] == 1
         with pytest.raises(Invalid, match="Say which frame is the answer"):
@@ -252,7 +288,7 @@ def test_background_answers_of_a_binary_question_follow_the_answer_frame(annotat
 
 def test_no_background_answerer_asks_nobody(annotator, held, drafter, server):
     answers = drafting.draft_answers(
-        user=annotator, video=held, category="attribute", index_a=0, index_b=2, question="Q?", answer="x"
+        user=annotator, source=VideoSource(held), category="attribute", index_a=0, index_b=2, question="Q?", answer="x"
     )
     assert answers == {"asked": 0, "answered": 0, "wrong": 0, "failed": 0, "models": []}
     assert server.requests == []
@@ -323,6 +359,83 @@ def test_stats_compare_drafted_with_hand_written_pairs_on_a_worked_set(annotator
         "distractors": {"edited": 0, "replaced": 0},
     }
     assert figures["requests"] == {"all": 6, "failed": 1, "used": 5}
+
+
+# --- A candidate pair of a collection ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def candidate(db, annotator, tmp_path):
+    """train_1 of a LEVIR-CD-shaped collection, held by the annotator."""
+    collection_import(source=str(levir_folder(tmp_path / "levir")), name="levir_cd", domain="aerial", sync=True)
+    candidate = PairCandidate.objects.get(source_id="train_1")
+    authoring.candidate_heartbeat(candidate=candidate, user=annotator)
+    return candidate
+
+
+def image_bytes(image) -> bytes:
+    with default_storage.open(image.file.name, "rb") as handle:
+        return handle.read()
+
+
+def test_a_candidate_pair_is_drafted_from_its_two_images_and_its_pair_records_the_draft(
+    client_for, annotator, annotator2, candidate, held, drafter, server
+):
+    client = client_for(annotator)
+    url = f"/api/candidates/{candidate.pk}/model-draft/"
+    made = client.post(url, {"category": "existence", "index_a": 0, "index_b": 1}, content_type="application/json")
+    assert made.status_code == 201, made.content
+    draft = ModelDraft.objects.get(pk=made.json()["id"])
+    assert (draft.candidate, draft.video, draft.index_a, draft.index_b) == (candidate, None, 0, 1)
+    (seen,) = server.requests
+    images = [ModelServer.image_bytes(url) for url in seen.images]
+    assert images == [image_bytes(candidate.image_1), image_bytes(candidate.image_2)]  # A is image 1, B image 2
+    # A draft asked on a video is not this pair's draft; another annotator holds nothing here to ask a model about.
+    on_video = drafting.model_draft_request(
+        user=annotator, source=VideoSource(held), category="attribute", index_a=0, index_b=2
+    )
+    texts = {"category": "existence", "question": "Which roof appeared?", "answer": "a roof", "distractors": ["a car"]}
+    with pytest.raises(Invalid, match=f"Draft {on_video.pk} is not a draft of yours on these images"):
+        authoring.candidate_submit(
+            user=annotator, candidate=candidate, client_key=uuid.uuid4().hex, model_draft=on_video.pk, **texts
+        )
+    refused = client_for(annotator2).post(
+        url, {"category": "existence", "index_a": 0, "index_b": 1}, content_type="application/json"
+    )
+    assert (
+        refused.status_code == 409 and f"You do not hold candidate pair {candidate.title}" in refused.json()["detail"]
+    )
+    pair, _ = authoring.candidate_submit(
+        user=annotator, candidate=candidate, client_key=uuid.uuid4().hex, model_draft=draft.pk, **texts
+    )
+    assert pair.drafted_by == draft
+    assert {name: entry["change"] for name, entry in pair.draft_changes.items()} == {
+        "question": "replaced",
+        "answer": "replaced",
+        "distractors": "replaced",
+    }
+    figures = drafting_figures()  # /stats/ counts a pair authored from a candidate as one made in the editor
+    assert (figures["submitted_drafted"], figures["fields"]["question"]["replaced"]) == (1, 1)
+
+
+def test_background_answers_on_a_candidate_pair_see_its_images(client_for, annotator, coordinator, candidate):
+    answerer = ModelServer().start()
+    try:
+        endpoint = register(coordinator, answerer, name="answers")
+        drafting.drafting_settings_update(user=coordinator, drafting=[], default=None, background=[endpoint.pk])
+        body = {"category": "quantity", "index_a": 0, "index_b": 1, "question": "More roofs?", "answer_frame": "b"}
+        response = client_for(annotator).post(
+            f"/api/candidates/{candidate.pk}/model-draft/answers/", body, content_type="application/json"
+        )
+    finally:
+        answerer.stop()
+    assert response.status_code == 200, response.content
+    assert (response.json()["asked"], response.json()["answered"]) == (1, 1)
+    (seen,) = answerer.requests
+    assert [ModelServer.image_bytes(url) for url in seen.images] == [
+        image_bytes(candidate.image_1),
+        image_bytes(candidate.image_2),
+    ]
 
 
 # --- The API and the settings form ----------------------------------------------------------------------------
@@ -406,7 +519,9 @@ def test_the_settings_form_is_for_coordinators(client, client_for, coordinator, 
 def test_the_review_page_and_the_data_manager_show_which_pairs_were_drafted(
     client_for, annotator, reviewer, held, drafter
 ):
-    draft = drafting.model_draft_request(user=annotator, video=held, category="attribute", index_a=0, index_b=2)
+    draft = drafting.model_draft_request(
+        user=annotator, source=VideoSource(held), category="attribute", index_a=0, index_b=2
+    )
     drafted = submit(annotator, held, draft, question="What changed about the red mug?")
     hand = submit(annotator, held, None, index_b=3, question="Which mug changed colour?")
     client = client_for(reviewer)
@@ -426,7 +541,9 @@ def test_a_prompt_file_replaces_our_texts_and_the_draft_records_what_was_sent(
     prompt = tmp_path / "drafting.json"
     prompt.write_text('{"system": "Be terse.", "user": "Category: {category}. Options: {options} JSON only."}')
     settings.MODEL_DRAFT_PROMPT_FILE = str(prompt)
-    draft = drafting.model_draft_request(user=annotator, video=held, category="quality", index_a=0, index_b=1)
+    draft = drafting.model_draft_request(
+        user=annotator, source=VideoSource(held), category="quality", index_a=0, index_b=1
+    )
     sent = 'Category: quality. Options: exactly "first image" and "second image": the answer is one of them and the '
     sent += "only distractor is the other. JSON only."
     assert draft.prompt == {"system": "Be terse.", "user": sent}
@@ -434,4 +551,4 @@ def test_a_prompt_file_replaces_our_texts_and_the_draft_records_what_was_sent(
     assert (seen.system, seen.text) == ("Be terse.", sent)
     prompt.write_text('{"user": "no category here"}')
     with pytest.raises(ImproperlyConfigured, match="MODEL_DRAFT_PROMPT_FILE .*drafting.json: the user template lacks"):
-        drafting.model_draft_request(user=annotator, video=held, category="quality", index_a=0, index_b=1)
+        drafting.model_draft_request(user=annotator, source=VideoSource(held), category="quality", index_a=0, index_b=1)

@@ -192,7 +192,7 @@ def test_an_annotator_who_holds_a_video_cannot_take_a_second_one(client_for, ann
     assert client.post("/api/work/lease/").json()["video"]["id"] == first.pk
     page = client.get(f"/work/videos/{second.pk}/")
     assert page.status_code == 200
-    assert page.context["config"]["held_elsewhere"] == {"id": first.pk, "yt8m_id": "a-first"}
+    assert page.context["config"]["held_elsewhere"] == {"id": first.pk, "title": "a-first"}
     assert page.context["config"]["held"] is False
     assert b"release it or\n  finish it first" in page.content
     assert f'href="/work/videos/{first.pk}/"'.encode() in page.content

@@ -48,7 +48,7 @@ def test_an_example_question_is_a_placeholder_and_typed_out_it_is_submitted_with
     expect(question).to_have_value("")
     expect(question).to_have_attribute("placeholder", f"e.g. {EXAMPLE_QUESTIONS['attribute']}")
     page.keyboard.press("Control+Enter")
-    expect(page.locator("#errors")).to_contain_text("is only an example of a attribute question")
+    expect(page.locator("#errors")).to_contain_text("is only an example of an attribute question")
     expect(question).to_have_value("")
 
     # Typed out (other case, no question mark), the example is a valid question: the same rules as import.

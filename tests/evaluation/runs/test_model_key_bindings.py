@@ -28,6 +28,7 @@ from annotator.llm.client import ChatClient, Failure, RequestFailed
 from annotator.llm.endpoints import EndpointUnusable, endpoint_create, endpoint_test
 from annotator.models import Job, ModelEndpoint
 from annotator.picking import services as picking
+from annotator.picking.services import VideoSource
 from evaluation.models import ModelItemResult
 from evaluation.runs.services import evaluation_run, evaluation_start
 from subtlebench.errors import Unavailable
@@ -329,7 +330,9 @@ def test_no_kind_of_request_carries_the_key_to_the_host_it_was_moved_to(moved, c
     picking.video_heartbeat(video=video, user=annotator)
     drafting.drafting_settings_update(user=coordinator, drafting=[moved.pk], default=moved.pk, background=[])
     with pytest.raises(Unavailable):
-        drafting.model_draft_request(user=annotator, video=video, category="attribute", index_a=0, index_b=2)
+        drafting.model_draft_request(
+            user=annotator, source=VideoSource(video), category="attribute", index_a=0, index_b=2
+        )
     # The judge of a description run, and the extraction pass of a run, both of a model at `home`.
     model = endpoint_create(user=coordinator, **fields(home, "home-model"))
     pair = make_pair(category="temporal")
