@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from benchmark import jsonlimits
 from benchmark.card import FEATURES
 from benchmark.records import IMAGE_FIELDS, PARQUET_FOLDER, generation_info_text, parquet_shard_path, split_path
 
@@ -80,7 +81,7 @@ def write_split(root: Path, split: str) -> list[Path]:
             for line in lines:
                 if not line.strip():
                     continue
-                row = parquet_row(root, json.loads(line))
+                row = parquet_row(root, jsonlimits.loads(line))
                 if writer is None or shard_bytes >= SHARD_MAX_BYTES:
                     if writer is not None:
                         flush()

@@ -265,7 +265,7 @@ def target_progress() -> list[dict]:
     )
     targets = Target.objects.annotate(in_benchmark=Coalesce(Subquery(in_cell, output_field=IntegerField()), Value(0)))
     rows = []
-    for category, domain, count, have in targets.order_by("category", "domain").values_list(
+    for category, domain, count, have in targets.order_by("category", "domain", "pk").values_list(
         "category", "domain", "count", "in_benchmark"
     ):
         rows.append(
