@@ -51,8 +51,8 @@ class PublishedElsewhereForm(forms.Form):
 
 @role_required(COORDINATOR)
 @require_GET
-def release_detail(request, number: int):
-    release = release_get(str(number))
+def release_detail(request, name: str):
+    release = release_get(name)
     diff = release_diff(release=release)
     context = {
         "release": release,
@@ -69,11 +69,11 @@ def release_detail(request, number: int):
 
 @role_required(COORDINATOR)
 @post_only("release-detail")
-def release_mark_public(request, number: int):
+def release_mark_public(request, name: str):
     """Record by hand that the release's files were published elsewhere (who, when, where): from then on its items
     count as public, and a study drawn on them is open book."""
-    release = release_get(str(number))
-    back = reverse("release-detail", args=[number])
+    release = release_get(name)
+    back = reverse("release-detail", args=[release])
     form = PublishedElsewhereForm(request.POST)
     if not form.is_valid():
         return redirect_refused_form(request, back, form)
