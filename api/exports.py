@@ -140,9 +140,9 @@ class PublicationInputSerializer(serializers.Serializer):
 @extend_schema(responses={200: PublicationOutputSerializer(many=True), **error_responses(403, 404)})
 @api_view(["GET"])
 @permission_classes([HasRole.of(COORDINATOR)])
-def release_publication_list_api(request, name: str):
+def release_publication_list_api(request, release_name: str):
     """Every time the release's files left the server, first first: from the first, its items count as public."""
-    release = release_get(name)
+    release = release_get(release_name)
     rows = release.publications.select_related("release", "who")
     return Response(PublicationOutputSerializer(rows, many=True).data)
 
@@ -153,10 +153,10 @@ def release_publication_list_api(request, name: str):
 )
 @api_view(["POST"])
 @permission_classes([HasRole.of(COORDINATOR)])
-def release_publication_create_api(request, name: str):
+def release_publication_create_api(request, release_name: str):
     """Mark the release public by hand ("published elsewhere on <date>"): a study drawn from it afterwards is open
     book, and answers given after `when` count as given on public items."""
-    release = release_get(name)
+    release = release_get(release_name)
     data = PublicationInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     publication = release_publication_record(

@@ -97,12 +97,12 @@ urlpatterns = [
     path("exports/start/", exports.export_start_api, name="api-export-start"),
     path("exports/<int:job_id>/", exports.export_detail_api, name="api-export-detail"),
     path(
-        "releases/<release:name>/publications/",
+        "releases/<release:release_name>/publications/",
         exports.release_publication_list_api,
         name="api-release-publications",
     ),
     path(
-        "releases/<release:name>/publications/mark/",
+        "releases/<release:release_name>/publications/mark/",
         exports.release_publication_create_api,
         name="api-release-publication-mark",
     ),

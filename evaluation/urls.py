@@ -36,17 +36,19 @@ urlpatterns = [
     path("studies/<int:pk>/responses.csv", views.responses_csv, name="study-responses-csv"),
     path("studies/<int:pk>/summary.json", results.summary_json, name="study-summary-json"),
     # Results: a release with what measured it, its report, runs and humans compared, the judge check, sweeps
-    path("releases/<release:name>/", results.release_detail, name="release-detail"),
-    path("releases/<release:name>/published/", results.release_mark_public, name="release-mark-public"),
+    path("releases/<release:release_name>/", results.release_detail, name="release-detail"),
+    path("releases/<release:release_name>/published/", results.release_mark_public, name="release-mark-public"),
     path("models/compare/", results.model_compare, name="model-compare"),
     path("studies/models/", results.model_compare, name="models-beside-humans"),  # the compare page, its humans part
     path("studies/models/misses/", results.model_misses, name="model-misses"),
-    path("releases/<release:name>/report/", release_report.release_report_page, name="release-report"),
+    path("releases/<release:release_name>/report/", release_report.release_report_page, name="release-report"),
     path(
-        "releases/<release:name>/report/<str:split>/", release_report.release_report_page, name="release-report-split"
+        "releases/<release:release_name>/report/<str:split>/",
+        release_report.release_report_page,
+        name="release-report-split",
     ),
     path(
-        "releases/<release:name>/report/<str:split>/<str:file_name>",
+        "releases/<release:release_name>/report/<str:split>/<str:file_name>",
         release_report.release_report_download,
         name="release-report-file",
     ),

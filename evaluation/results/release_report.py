@@ -233,8 +233,8 @@ def _chosen_model(request, models: list[tuple[int, str]]) -> int | None:
 
 @role_required(COORDINATOR)
 @require_GET
-def release_report_page(request, name: str, split: str = "test"):
-    release = load_release(name, split)
+def release_report_page(request, release_name: str, split: str = "test"):
+    release = load_release(release_name, split)
     choice = release_report_choice(release, split=split, run_ids=chosen_runs(request))
     report = choice.report
     models = strategy_models(choice.runs)
@@ -272,10 +272,10 @@ STRATEGY_FILE = re.compile(r"^(?P<prefix>.+)-strategies-(?P<endpoint>[0-9]+)\.(?
 
 @role_required(COORDINATOR)
 @require_GET
-def release_report_download(request, name: str, split: str, file_name: str):
+def release_report_download(request, release_name: str, split: str, file_name: str):
     """A file of the report: honours `?runs=` as the page does; `<release>-<split>-strategies-<endpoint>.<ext>` is
     that model's strategy table."""
-    release = load_release(name, split)
+    release = load_release(release_name, split)
     strategies = STRATEGY_FILE.match(file_name)
     if strategies and strategies["prefix"] == f"{release.name}-{split}":
         runs = report_runs(release, split)

@@ -51,8 +51,8 @@ class PublishedElsewhereForm(forms.Form):
 
 @role_required(COORDINATOR)
 @require_GET
-def release_detail(request, name: str):
-    release = release_get(name)
+def release_detail(request, release_name: str):
+    release = release_get(release_name)
     diff = release_diff(release=release)
     context = {
         "release": release,
@@ -69,10 +69,10 @@ def release_detail(request, name: str):
 
 @role_required(COORDINATOR)
 @post_only("release-detail")
-def release_mark_public(request, name: str):
+def release_mark_public(request, release_name: str):
     """Record by hand that the release's files were published elsewhere (who, when, where): from then on its items
     count as public, and a study drawn on them is open book."""
-    release = release_get(name)
+    release = release_get(release_name)
     back = reverse("release-detail", args=[release])
     form = PublishedElsewhereForm(request.POST)
     if not form.is_valid():
