@@ -1666,10 +1666,13 @@ def benchmark_export(
         pairs_record_export_split(plan)
         return result
     if not sum(totals.values()):
-        raise ReleaseError(
-            f"Nothing to publish: none of the {plan.total} pair(s) considered can be exported "
-            f"({plan.skipped_count} left out with their reasons), so no release was made."
+        why = (
+            f"none of the {plan.total} pair(s) considered can be exported ({plan.skipped_count} left out, each "
+            "with its reason)"
+            if plan.total
+            else "no pair is accepted and passes the similarity check under these options"
         )
+        raise ReleaseError(f"Nothing to publish: {why}, so no release was made.")
     release, made_here = publish_as_release(
         options, plan, result, progress, job_id=job_id, published_by=published_by, hands_out=hands_out
     )
