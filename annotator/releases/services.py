@@ -134,8 +134,13 @@ def release_reservation_owner_gone(reservation: ReleaseReservation) -> bool:
     it died, on whatever host it ran). A job that is active but whose worker died keeps it: its retry resumes."""
     if reservation.export_job_id is not None:
         return not Job.objects.filter(pk=reservation.export_job_id, status__in=ACTIVE).exists()
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", _cli_lock_key(reservation))
+    with connection.cursor() as cursor:  # held by any session (this one too): pg_locks, not a re-entrant try
+        cursor.execute(
+            "SELECT NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = %s "
+            "AND objid = %s AND objsubid = 2 AND database = (SELECT oid FROM pg_database "
+            "WHERE datname = current_database()))",
+            _cli_lock_key(reservation),
+        )
         (free,) = cursor.fetchone()
     return free
 
