@@ -1302,6 +1302,9 @@ def export_target_lock(out: str):
     """Hold the right to switch files into `out` (a resolved folder or an s3:// URI) for the few moments of a switch:
     two exports at once to one target check it and switch in turn, so the second sees the first's files. The lock
     belongs to the database session (a worker that dies lets go of it with its connection); it is re-entrant."""
+    if str(out).startswith("s3://"):  # one prefix, however its slashes are written
+        bucket, prefix = split_s3_uri(str(out))
+        out = f"s3://{bucket}/{prefix.strip('/')}"
     key = int.from_bytes(hashlib.sha256(str(out).encode()).digest()[:4], "big", signed=True)
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_lock(%s, %s)", [TARGET_LOCK, key])

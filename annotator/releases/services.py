@@ -164,7 +164,7 @@ def release_reserve(
             mine = ReleaseReservation.objects.filter(export_job_id=job_id).first()
             if mine is not None:
                 return mine, withdrawn
-        unmade = ReleaseReservation.objects.filter(experiment=experiment, release__isnull=True).order_by("number")
+        unmade = ReleaseReservation.objects.filter(experiment=experiment, release__isnull=True).order_by("number", "pk")
         for other in unmade.select_related("export_job"):
             if not release_reservation_owner_gone(other):
                 who = f"export #{other.export_job_id}" if other.export_job_id else "export_benchmark, command line"
@@ -484,7 +484,7 @@ def release_previous(release: Release) -> Release | None:
     earlier = Release.objects.filter(experiment=release.experiment, number__lt=release.number)
     if release.experiment:
         earlier = earlier.filter(options__sweep=release.options.get("sweep"))
-    return earlier.order_by("-number").first()
+    return earlier.order_by("-number", "-pk").first()
 
 
 def _items_of(release: Release) -> dict[str, tuple[int, str, str]]:

@@ -124,7 +124,7 @@ def model_compare(request):
         release = (
             Release.objects.filter(pk=request.GET["release"]).first() if request.GET["release"].isdigit() else None
         )
-    release = release or Release.objects.order_by("-number").first()
+    release = release or Release.objects.first()  # the benchmark's latest
     chosen_runs = list(release_runs(release)) if release else []
     labels = run_names(chosen_runs)
     form = CompareForm(request.GET or None, runs=chosen_runs, labels=labels, initial={"release": release})
