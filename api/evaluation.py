@@ -27,7 +27,10 @@ Coordinator = HasRole.of(COORDINATOR)
 
 
 class StudyOutputSerializer(serializers.ModelSerializer):
-    release = serializers.SerializerMethodField(help_text="The release's number (1 for v1); null before releases.")
+    release = serializers.SerializerMethodField(
+        help_text="The release's number (1 for v1, or for exp-1: see release_name); null before releases."
+    )
+    release_name = serializers.SerializerMethodField(help_text="The release's name (v1, exp-1); null before releases.")
     baseline = serializers.CharField(source="baseline_label", read_only=True, help_text="What its results are.")
     scored_items = serializers.SerializerMethodField()
     open_url = serializers.SerializerMethodField()
@@ -43,6 +46,7 @@ class StudyOutputSerializer(serializers.ModelSerializer):
             "categories",
             "domains",
             "release",
+            "release_name",
             "split",
             "baseline",
             "open_book",
@@ -63,6 +67,9 @@ class StudyOutputSerializer(serializers.ModelSerializer):
 
     def get_release(self, study) -> int | None:
         return study.release.number if study.release_id else None
+
+    def get_release_name(self, study) -> str | None:
+        return study.release.name if study.release_id else None
 
     def get_scored_items(self, study) -> int:
         return study.items.scored().count()

@@ -10,8 +10,8 @@ from rest_framework.response import Response
 
 from annotator.export.services import ExportOptions, export_folder_for_web, export_start
 from annotator.jobs.services import clean_idempotency_key
-from annotator.models import Category, Domain, Job, Release, ReleasePublication
-from annotator.releases.services import release_publication_record
+from annotator.models import Category, Domain, Job, ReleasePublication
+from annotator.releases.services import release_get, release_publication_record
 from api.errors import error_responses
 from api.fields import INT32_MAX, free_text, number, whole_number, yes_no
 from api.jobs import IDEMPOTENCY_KEY
@@ -140,9 +140,9 @@ class PublicationInputSerializer(serializers.Serializer):
 @extend_schema(responses={200: PublicationOutputSerializer(many=True), **error_responses(403, 404)})
 @api_view(["GET"])
 @permission_classes([HasRole.of(COORDINATOR)])
-def release_publication_list_api(request, number: int):
+def release_publication_list_api(request, release_name: str):
     """Every time the release's files left the server, first first: from the first, its items count as public."""
-    release = get_object_or_404(Release, number=number)
+    release = release_get(release_name)
     rows = release.publications.select_related("release", "who")
     return Response(PublicationOutputSerializer(rows, many=True).data)
 
@@ -153,10 +153,10 @@ def release_publication_list_api(request, number: int):
 )
 @api_view(["POST"])
 @permission_classes([HasRole.of(COORDINATOR)])
-def release_publication_create_api(request, number: int):
+def release_publication_create_api(request, release_name: str):
     """Mark the release public by hand ("published elsewhere on <date>"): a study drawn from it afterwards is open
     book, and answers given after `when` count as given on public items."""
-    release = get_object_or_404(Release, number=number)
+    release = release_get(release_name)
     data = PublicationInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     publication = release_publication_record(

@@ -3,6 +3,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerSplitView
 
+import annotator.releases.converters  # noqa: F401 (registers <release:...>)
 from api import (
     captions,
     collections,
@@ -96,12 +97,12 @@ urlpatterns = [
     path("exports/start/", exports.export_start_api, name="api-export-start"),
     path("exports/<int:job_id>/", exports.export_detail_api, name="api-export-detail"),
     path(
-        "releases/v<int:number>/publications/",
+        "releases/<release:release_name>/publications/",
         exports.release_publication_list_api,
         name="api-release-publications",
     ),
     path(
-        "releases/v<int:number>/publications/mark/",
+        "releases/<release:release_name>/publications/mark/",
         exports.release_publication_create_api,
         name="api-release-publication-mark",
     ),

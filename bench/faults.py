@@ -22,7 +22,10 @@ a tiny random DINOv3 activated) and beat (the sweeper every 2 s). Then replays, 
   answering 500 to everything (the run ends failed with the reason), trickling one byte every 2 s (each request
   ends at its deadline);
 - `seed_demo` SIGKILLed while it embeds the demo frames, then run again (issue 26);
-- the coordinator's daily pages (overview, assignment, invites CSV) with Redis stopped (issue 26).
+- the coordinator's daily pages (overview, assignment, invites CSV) with Redis stopped (issue 26);
+- a release's export held at the step that makes its row (its files staged; another connection holds the number
+  uncommitted), then its worker's pool child SIGKILLed, or PostgreSQL restarted: one release, the reserved number;
+  two command-line exports at once to one empty S3 prefix: the second to finish fails and removes its upload.
 
 Each row checks the outcome: the job ends (succeeded or failed, never stuck), the frames and progress are right,
 no committed file is lost, nothing is counted twice, no orphan is left after the clean-up. Everything it started is
@@ -1000,6 +1003,200 @@ def kill_zip_job() -> None:
     record("SIGKILL of a zip job", started, outcome, "; ".join(problems))
 
 
+# --- A release published whole or not at all; two exports at once (issue 58) ----------------------------------
+
+
+class NumberHeldElsewhere:
+    """Release `number` made in a transaction of another connection (a thread of this script), uncommitted until
+    `let_go`: the worker's INSERT of that release waits for it, its files staged and its row not made."""
+
+    def __init__(self, number: int):
+        import threading
+
+        self.number, self.held, self.done = number, threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self.hold, daemon=True)
+        self.thread.start()
+        if not self.held.wait(30):
+            raise TimeoutError("the release number was not held")
+
+    def hold(self) -> None:
+        from django.db import DatabaseError, connection, transaction
+
+        from tests.release_factories import make_release
+
+        try:
+            with transaction.atomic():
+                make_release([], number=self.number)
+                self.held.set()
+                self.done.wait(300)
+                transaction.set_rollback(True)
+        except DatabaseError:
+            pass  # a restart ended this connection: its transaction is rolled back already
+        finally:
+            connection.close()
+
+    def let_go(self) -> None:
+        self.done.set()
+        self.thread.join(30)
+
+
+def waiting_on_a_lock() -> list[int]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' "
+            "AND pid <> pg_backend_pid()"
+        )
+        return [pid for (pid,) in cursor.fetchall()]
+
+
+def release_export_held_at_its_row(name: str):
+    """An export job publishing a release through the API, held at the release's row: (job, number, hold)."""
+    from annotator.releases.services import release_next_number
+
+    accepted_pairs(sampled_video(name), 2)
+    number = release_next_number()
+    hold = NumberHeldElsewhere(number)
+    status, body = api("POST", "/api/exports/start/", {"target": name, "release": True})
+    assert status == 202, (status, body)
+    job = job_row(body["id"])
+    wait(waiting_on_a_lock, 120, "the export to wait at its release's row")
+    return job, number, hold
+
+
+def one_release_in_place(job, number: int, name: str) -> str:
+    """'' when the job published exactly one release, with the reserved number, its files in place, no staging
+    left, and the next number is the one after; else what is wrong."""
+    import hashlib
+
+    from annotator.models import Release
+    from annotator.releases.services import release_next_number
+
+    problems = []
+    releases = list(Release.objects.filter(export_job=job))
+    out = BASE / "exports" / name
+    if job.status != "succeeded" or [r.number for r in releases] != [number]:
+        problems.append(f"export {job.status} {job.errors}, releases {[r.name for r in releases]} (v{number} reserved)")
+    elif hashlib.sha256((out / "manifest.sha256").read_bytes()).hexdigest() != releases[0].manifest_sha256:
+        problems.append(f"{out} does not hold v{number}'s files")
+    left = sorted(p.name for p in out.parent.glob(f".{name}.tmp-*"))
+    if left:
+        problems.append(f"staging left: {left}")
+    if release_next_number() != number + 1:
+        problems.append(f"the next release would be v{release_next_number()}")
+    return "; ".join(problems)
+
+
+def release_worker_killed_before_its_row() -> None:
+    started = time.monotonic()
+    job, number, hold = release_export_held_at_its_row("relkill")
+    try:
+        for child in children_of(processes["cpu"].pid):  # the pool child that waits at the release's INSERT
+            os.kill(child, signal.SIGKILL)
+    finally:
+        hold.let_go()
+    wait(lambda: ended(job), 180, "the export after its worker was killed")
+    unit = job.tasks.get()
+    outcome = f"export {job.status} (unit claimed {unit.attempts}x): one release v{number}, the reserved number"
+    problems = one_release_in_place(job, number, "relkill")
+    record("SIGKILL between a release's files and its row", started, outcome, problems)
+
+
+def release_postgres_restarted_before_its_row() -> None:
+    started = time.monotonic()
+    job, number, hold = release_export_held_at_its_row("relpg")
+    pgdata = localservices.var_dir() / "postgres"
+    log = localservices.var_dir() / "postgres.log"
+    try:
+        subprocess.run(
+            [localservices.postgres_bin() / "pg_ctl", "-D", pgdata, "-l", log, "-m", "fast", "-w", "restart"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=True,
+            timeout=120,
+            **localservices.run_as_postgres_user(),
+        )
+    finally:
+        hold.let_go()
+    reconnect()
+    wait(lambda: ended(job), 180, "the export after the PostgreSQL restart")
+    outcome = f"export {job.status}: one release v{number}, the reserved number"
+    record(
+        "PostgreSQL restarted between a release's files and its row",
+        started,
+        outcome,
+        one_release_in_place(job, number, "relpg"),
+    )
+
+
+def two_s3_exports_at_once() -> None:
+    """Two command-line exports to one empty S3 prefix: the first is held mid-copy (a named pipe in place of one of
+    its images, of a pair in a category the second leaves out), the second runs to its end, then the first goes
+    on."""
+    started = time.monotonic()
+    import logging
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from annotator.models import Pair
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    s3 = {"S3_ENDPOINT_URL": f"http://127.0.0.1:{port}", "S3_ACCESS_KEY_ID": "bench", "S3_SECRET_ACCESS_KEY": "bench"}
+    client = boto3.client(
+        "s3", endpoint_url=s3["S3_ENDPOINT_URL"], region_name="us-east-1",
+        aws_access_key_id="bench", aws_secret_access_key="bench",
+    )  # fmt: skip
+    image = data = None
+    try:
+        client.create_bucket(Bucket="twice")
+        video = sampled_video("s3two", seconds=6)
+        [held] = accepted_pairs(video, 1, start=2)
+        Pair.objects.filter(pk=held.pk).update(category="state", question="In which image is the door open wider?")
+        image = BASE / "media" / held.image_1.file.name
+        data = pipe_in_place_of(image)
+        uri = "s3://twice/bench"
+        scratch = BASE / "var" / "scratch"
+        before = set(scratch.glob("export-*"))
+        with open(BASE / "s3-first.log", "w") as log:
+            first = subprocess.Popen(
+                [sys.executable, "manage.py", "export_benchmark", "--out", uri],
+                cwd=ROOT, env={**os.environ, **s3}, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        wait(lambda: set(scratch.glob("export-*")) - before, 120, "the first export to write its files")
+        second = command("export_benchmark", "--out", uri, "--category", "temporal", **s3)
+        try:  # the first export, blocked on the pipe, reads the image now and goes on
+            pipe = os.open(image, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            first.kill()  # it never opened the pipe: it did not wait where this row needs it
+            raise
+        os.set_blocking(pipe, True)
+        with os.fdopen(pipe, "wb") as writer:
+            writer.write(data)
+        first.wait(timeout=120)
+        said = (BASE / "s3-first.log").read_text(errors="replace")
+        pointer = json.loads(client.get_object(Bucket="twice", Key="bench/current.json")["Body"].read())["version"]
+        keys = [o["Key"] for o in client.list_objects_v2(Bucket="twice", Prefix="bench/versions/")["Contents"]]
+        versions = {key.split("/")[2].removesuffix(".zip") for key in keys}
+        problems = []
+        if second.returncode != 0:
+            problems.append(f"the second exited {second.returncode}: {second.stderr[-300:]}")
+        if first.returncode == 0 or "already holds an export" not in said:
+            problems.append(f"the first exited {first.returncode}: {said[-300:]}")
+        if versions != {pointer}:
+            problems.append(f"versions left: {sorted(versions)}, current {pointer}")
+        outcome = "the second to finish failed ('already holds an export ... replace it explicitly'), upload removed"
+        record("two S3 exports at once to one empty target", started, outcome, "; ".join(problems))
+    finally:
+        if image is not None and data is not None:
+            put_back(image, data)
+        server.stop()
+
+
 # --- Model runs against a fake model server (issue 25) ---------------------------------------------------------
 
 
@@ -1310,6 +1507,9 @@ FAULTS = [
     model_server_trickles,
     seed_demo_killed_mid_embedding,  # issue 26
     daily_pages_with_redis_down,  # issue 26
+    release_worker_killed_before_its_row,  # issue 58
+    release_postgres_restarted_before_its_row,
+    two_s3_exports_at_once,
 ]
 
 

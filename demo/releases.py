@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 
 from annotator.export.services import ExportError, ExportOptions, benchmark_export
 from annotator.models import Release, ReleasePublication
-from annotator.releases.services import release_publication_record
+from annotator.releases.services import ReleaseError, release_publication_record
 from benchmark.protocol import letter, shuffle_options
 from benchmark.results import question_entry, results_document
 from evaluation.models import ModelEvaluation
@@ -25,7 +25,7 @@ DEMO_MODEL = "demo-guesser"
 
 def seed_demo_release(stdout=None) -> Release | None:
     """Release v1 of the demo's accepted pairs, once (safe to re-run); None when nothing can be exported yet."""
-    existing = Release.objects.order_by("number").first()
+    existing = Release.objects.filter(experiment=False).order_by("number").first()
     if existing:
         return existing
     coordinator = User.objects.filter(username="coordinator").first()
@@ -33,11 +33,11 @@ def seed_demo_release(stdout=None) -> Release | None:
     options = ExportOptions(out=str(out), reproducible=True, release=True, release_title=DEMO_RELEASE_TITLE)
     try:
         benchmark_export(options=options, published_by=coordinator)
-    except ExportError as error:
+    except (ExportError, ReleaseError) as error:  # e.g. nothing to publish: no release is made empty
         if stdout:
             stdout.write(f"Demo release skipped: {error}")
         return None
-    release = Release.objects.order_by("-number").first()
+    release = Release.objects.filter(experiment=False).order_by("-number").first()
     if stdout and release:
         stdout.write(f"Demo release: {release.name} with {release.item_count} items, written to {out}.")
     return release

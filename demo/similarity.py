@@ -26,8 +26,11 @@ from annotator.similarity.services import (
     pending_images,
     scorable_pairs,
     video_suggestions,
+    worker_model_folder,
+    worker_model_problem,
 )
 from benchmark import jsonlimits
+from subtlebench.errors import Conflict
 
 DEMO_CONFIG = dict(
     hidden_size=64,
@@ -87,10 +90,16 @@ def demo_model_outdated(model) -> bool:
     return any(config.get(name) != value for name, value in DEMO_CONFIG.items())
 
 
+class DemoModelUnusable(Conflict):
+    """This process cannot embed with the model it would use: seed_demo stops before it makes any pair or release
+    (with no similarity, no pair could be exported and the demo's v1 would be empty)."""
+
+
 def seed_demo_similarity(stdout=None, *, folder: Path | None = None) -> None:
     """Activate the demo model unless a real model is active (an older demo model is replaced), then embed every
     pending image in this process and score every pair (after the demo videos are sampled). This process is the
-    worker here: the model runs on DINOV3_DEVICE, at DINOV3_IMAGE_SIZE."""
+    worker here: the model runs on DINOV3_DEVICE, at DINOV3_IMAGE_SIZE. DemoModelUnusable when this process cannot
+    embed with it (a bad DINOV3_MODEL_DIR, weights that are not the active model's), naming the folder."""
     folder = Path(folder or demo_model_folder())
     model = embedding_model_active(fresh=True)
     if model is None or demo_model_outdated(model):
@@ -99,6 +108,17 @@ def seed_demo_similarity(stdout=None, *, folder: Path | None = None) -> None:
             device=settings.DINOV3_DEVICE,
             image_size=settings.DINOV3_IMAGE_SIZE,
             activated_by="seed_demo",
+        )
+    problem = worker_model_problem(model)
+    if problem:
+        where = (
+            f"DINOV3_MODEL_DIR={settings.DINOV3_MODEL_DIR}"
+            if settings.DINOV3_MODEL_DIR
+            else f"the active model's folder {worker_model_folder(model)}"
+        )
+        raise DemoModelUnusable(
+            f"seed_demo cannot embed the demo's images with {where}: {problem} Nothing was published. Fix that folder, "
+            "or unset DINOV3_MODEL_DIR (the demo then builds a small random model of its own), and run seed_demo again."
         )
     demo_jobs_close_interrupted()
     if not pending_images().exists() and not scorable_pairs().exists():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+import annotator.releases.converters  # noqa: F401 (registers <release:...>)
 from evaluation.results import judge_check, release_report, sweeps
 from evaluation.results import views as results
 from evaluation.runs import views as runs
@@ -35,15 +36,19 @@ urlpatterns = [
     path("studies/<int:pk>/responses.csv", views.responses_csv, name="study-responses-csv"),
     path("studies/<int:pk>/summary.json", results.summary_json, name="study-summary-json"),
     # Results: a release with what measured it, its report, runs and humans compared, the judge check, sweeps
-    path("releases/v<int:number>/", results.release_detail, name="release-detail"),
-    path("releases/v<int:number>/published/", results.release_mark_public, name="release-mark-public"),
+    path("releases/<release:release_name>/", results.release_detail, name="release-detail"),
+    path("releases/<release:release_name>/published/", results.release_mark_public, name="release-mark-public"),
     path("models/compare/", results.model_compare, name="model-compare"),
     path("studies/models/", results.model_compare, name="models-beside-humans"),  # the compare page, its humans part
     path("studies/models/misses/", results.model_misses, name="model-misses"),
-    path("releases/v<int:number>/report/", release_report.release_report_page, name="release-report"),
-    path("releases/v<int:number>/report/<str:split>/", release_report.release_report_page, name="release-report-split"),
+    path("releases/<release:release_name>/report/", release_report.release_report_page, name="release-report"),
     path(
-        "releases/v<int:number>/report/<str:split>/<str:file_name>",
+        "releases/<release:release_name>/report/<str:split>/",
+        release_report.release_report_page,
+        name="release-report-split",
+    ),
+    path(
+        "releases/<release:release_name>/report/<str:split>/<str:file_name>",
         release_report.release_report_download,
         name="release-report-file",
     ),

@@ -152,8 +152,8 @@ def refuse_bad_text(sender, instance, update_fields=None, raw=False, **kwargs) -
         return
     errors: dict[str, list[str]] = {}
     for field in sender._meta.concrete_fields:
-        if update_fields is not None and field.name not in update_fields:
-            continue
+        if (update_fields is not None and field.name not in update_fields) or field.generated:
+            continue  # a generated column is the database's to fill
         value = getattr(instance, field.attname)
         # A list of texts (labels, tokens) is held to its item field's column.
         texts, column = (value, getattr(field, "base_field", None)) if isinstance(value, list) else ([value], field)

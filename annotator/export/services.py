@@ -6,6 +6,12 @@ Two streaming passes over the exportable pairs: the first checks each question, 
 the JSONL lines and the provenance sidecar and copies each image once. Everything is written into a temporary
 folder beside the target and renamed into place at the end; an S3 target is staged locally, uploaded under a
 version of its own and made current by switching a pointer object last (see `upload_export`).
+
+The switch into place is the export's last step, under a database lock on its target, after one more check of the
+target: of two exports at once to one target, the second finds the first's files and fails unless it replaces. An
+export published as a release takes its number first (a reservation), writes under the staging name, then makes
+the release (committed) and switches: files in place always have their release, and an export that died between
+the two is finished by its retry or by the clean-up (`release_files_place`).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import logging
 import os
 import re
 import shutil
+import socket
 import statistics
 import threading
 import time
@@ -36,22 +43,50 @@ from pathlib import Path
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.files.storage import FileSystemStorage, default_storage
-from django.db import transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
 from annotator.export.format import file_sha256
 from annotator.hub_view import HubView, hub_view_write
-from annotator.jobs.scratch import newest_mtime, scratch_folder, scratch_paths, scratch_register, scratch_root
-from annotator.models import EmbeddingModel, Job, Pair, Release, ReleasePublication, Review, SourceLicense
+from annotator.jobs.scratch import (
+    newest_mtime,
+    owner_alive,
+    owner_record,
+    scratch_file,
+    scratch_folder,
+    scratch_paths,
+    scratch_register,
+    scratch_root,
+)
+from annotator.models import (
+    EmbeddingModel,
+    Job,
+    Pair,
+    Release,
+    ReleasePublication,
+    ReleaseReservation,
+    Review,
+    SourceLicense,
+)
+from annotator.models.releases import release_name
 from annotator.regions import regions_swapped
 from annotator.releases.services import (
     ReleaseDraft,
     ReleaseError,
+    release_files_write,
+    release_made_for,
     release_next_number,
-    release_number_lock,
     release_publication_record,
     release_publish,
+    release_reservation_done,
+    release_reservation_mark_placed,
+    release_reservation_owner_gone,
+    release_reservation_stage,
+    release_reservation_withdraw,
+    release_reservations_abandoned,
+    release_reservations_unplaced,
+    release_reserve,
 )
 from benchmark import jsonlimits
 from benchmark.card import dataset_card, left_out_warnings, split_totals
@@ -78,7 +113,7 @@ from benchmark.splits import (
     orientation_is_fixed,
     swap_binary_answer,
 )
-from subtlebench.errors import Conflict, Invalid, NotFound, file_error_detail
+from subtlebench.errors import Conflict, Invalid, NotFound, ServiceError, file_error_detail
 from subtlebench.storage import media_in_bucket, s3_client, split_s3_uri
 from subtlebench.text import EXPORT_NAME_MAX, NAME_MAX, NOTE_MAX, control_character
 
@@ -1148,15 +1183,13 @@ def export_version_name() -> str:
     return f"{timezone.now().astimezone(UTC):%Y%m%dT%H%M%S%fZ}-{uuid.uuid4().hex[:8]}"
 
 
-def upload_export(staging: Path, uri: str) -> dict:
-    """Upload the export under a new version of the prefix (images first, then data files and card, then the zip,
-    the version's manifest), then switch the pointer to it, and only then remove what the previous export had: a
-    failure at any step before the switch leaves the previous export current, whole and valid."""
+def upload_export(staging: Path, uri: str, *, version: str) -> dict:
+    """Upload the export as `version` of the prefix (images first, then data files and card, then the zip, the
+    version's manifest last). No reader sees it until `s3_export_switch` points the prefix at it: a failure at
+    any step leaves the previous export current, whole and valid."""
     bucket, prefix = split_s3_uri(uri)
     prefix = prefix.strip("/")
     client = s3_client()
-    previous = s3_export_current(uri, client)
-    version = export_version_name()
     root = s3_key(prefix, f"{VERSIONS}/{version}/")
     for want_images in (True, False):  # two streaming passes over the manifest: images, then the rest
         with open(staging / MANIFEST, encoding="utf-8") as manifest:
@@ -1170,11 +1203,40 @@ def upload_export(staging: Path, uri: str) -> dict:
     upload_file(client, archive, bucket, zip_key)
     archive.unlink()
     upload_file(client, staging / MANIFEST, bucket, root + MANIFEST)
-    pointer = staging.parent / POINTER
-    pointer.write_text(json.dumps({"version": version, "manifest": f"{VERSIONS}/{version}/{MANIFEST}"}) + "\n")
-    upload_file(client, pointer, bucket, s3_key(prefix, POINTER))  # the switch
-    s3_export_prune(client, bucket, prefix, keep=version, previous=previous)
     return {"zip_key": zip_key, "bucket": bucket, "version": version, "root": f"s3://{bucket}/{root}"}
+
+
+def s3_export_switch(uri: str, version: str) -> None:
+    """Make an uploaded version the prefix's current export: the pointer, one PUT, then the removal of what the
+    previous export had."""
+    bucket, prefix = split_s3_uri(uri)
+    prefix = prefix.strip("/")
+    client = s3_client()
+    previous = s3_export_current(uri, client)
+    with scratch_file("pointer", suffix=".json") as pointer:
+        pointer.write_text(json.dumps({"version": version, "manifest": f"{VERSIONS}/{version}/{MANIFEST}"}) + "\n")
+        upload_file(client, pointer, bucket, s3_key(prefix, POINTER))  # the switch
+    s3_export_prune(client, bucket, prefix, keep=version, previous=previous)
+
+
+def s3_version_remove(uri: str, version: str) -> None:
+    """Remove an uploaded version that no pointer names (an export that failed, lost the race to its target, or
+    died before its switch). A failure is logged: the next export at the prefix prunes it."""
+    if not _VERSION_NAME.fullmatch(version or "") or set(version) == {"."}:
+        return
+    bucket, prefix = split_s3_uri(uri)
+    prefix = prefix.strip("/")
+    root = s3_key(prefix, f"{VERSIONS}/{version}/")
+    try:
+        client = s3_client()
+        keys = [s3_key(prefix, f"{VERSIONS}/{version}.zip")]
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=root):
+            keys += [item["Key"] for item in page.get("Contents", [])]
+        for start in range(0, len(keys), 1000):
+            chunk = [{"Key": key} for key in keys[start : start + 1000]]
+            client.delete_objects(Bucket=bucket, Delete={"Objects": chunk, "Quiet": True})
+    except (ClientError, BotoCoreError) as error:
+        log.warning("export at %s: version %s not removed yet (%s)", uri, version, error)
 
 
 def s3_export_prune(client, bucket: str, prefix: str, *, keep: str, previous: dict | None) -> list[str]:
@@ -1229,6 +1291,312 @@ def zip_folder(folder: Path, archive: Path, *, progress=None, owner=None) -> Non
         entry.release()
 
 
+# --- Staging and the switch into place ---------------------------------------------------------------------------
+
+# The first key of the advisory lock on an export's target ("TRGT"; the second, a hash of the target).
+TARGET_LOCK = 0x54524754
+
+
+@contextlib.contextmanager
+def export_target_lock(out: str):
+    """Hold the right to switch files into `out` (a resolved folder or an s3:// URI) for the few moments of a switch:
+    two exports at once to one target check it and switch in turn, so the second sees the first's files. The lock
+    belongs to the database session (a worker that dies lets go of it with its connection); it is re-entrant."""
+    if str(out).startswith("s3://"):  # one prefix, however its slashes are written
+        bucket, prefix = split_s3_uri(str(out))
+        out = f"s3://{bucket}/{prefix.strip('/')}"
+    key = int.from_bytes(hashlib.sha256(str(out).encode()).digest()[:4], "big", signed=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s, %s)", [TARGET_LOCK, key])
+    try:
+        yield
+    finally:
+        with contextlib.suppress(DatabaseError), connection.cursor() as cursor:  # a lost connection let go already
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [TARGET_LOCK, key])
+
+
+@dataclass
+class Staged:
+    """An export written under its staging name, not yet in place: a hidden folder beside a local target (`folder`,
+    in the clean-up's ledger until switched), or a version under an S3 prefix that the pointer does not name yet."""
+
+    out: str  # the resolved folder, or the s3:// URI
+    folder: Path | None = None
+    version: str | None = None
+    owner: object = None
+    entry: object = None  # the ledger entry of a local staging folder
+
+    @property
+    def name(self) -> str:
+        """What a reservation records of it: the folder, or the S3 version's name."""
+        return str(self.folder) if self.folder is not None else self.version
+
+    def holds(self, manifest_sha256: str) -> bool:
+        """Whether the staging holds a whole export with this manifest (the manifest is written last)."""
+        if self.folder is not None:
+            try:
+                return file_sha256(self.folder / MANIFEST) == manifest_sha256
+            except OSError:
+                return False
+        bucket, prefix = split_s3_uri(self.out)
+        key = s3_key(prefix.strip("/"), f"{VERSIONS}/{self.version}/{MANIFEST}")
+        try:
+            body = s3_client().get_object(Bucket=bucket, Key=key)["Body"].read()
+        except ClientError as error:
+            if s3_missing(error):
+                return False
+            raise ExportError(f"cannot read s3://{bucket}/{key}: {error}") from error
+        return hashlib.sha256(body).hexdigest() == manifest_sha256
+
+    def switch(self) -> None:
+        """Put it in place: rename the folder (the previous export kept until the new one is there), or switch the
+        pointer to the version."""
+        if self.folder is not None:
+            swap_into_place(self.folder, Path(self.out), owner=self.owner)
+        else:
+            s3_export_switch(self.out, self.version)
+
+    def remove(self) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+        elif self.version:
+            s3_version_remove(self.out, self.version)
+
+    def close(self) -> None:
+        if self.entry is not None:
+            self.entry.release()
+            self.entry = None
+
+
+def staging_owner_record(owner) -> dict:
+    """Who writes a release's staging, as its reservation records it: the scratch ledger's owner, and the host (its
+    clean-up, on that host, finishes a local target's release) and process."""
+    return {**owner_record(owner), "host": socket.gethostname(), "pid": os.getpid()}
+
+
+def staged_local(out: Path, owner) -> Staged:
+    """A new hidden staging folder beside `out` (`.<name>.tmp-xxxxxxxx`), in the clean-up's ledger from now."""
+    folder = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    return Staged(out=str(out), folder=folder, owner=owner, entry=scratch_register(folder, owner=owner))
+
+
+def staged_of_reservation(reservation: ReleaseReservation) -> Staged | None:
+    """The staging a reservation records (of the attempt that wrote last, or that made the release); None when it
+    records none, or a path that is not a staging folder beside its target."""
+    if not reservation.staging:
+        return None
+    if reservation.target.startswith("s3://"):
+        return Staged(out=reservation.target, version=reservation.staging)
+    out, folder = Path(reservation.target), Path(reservation.staging)
+    if folder.parent != out.parent or not re.fullmatch(rf"\.{re.escape(out.name)}\.tmp-[0-9a-f]{{8}}", folder.name):
+        return None  # never remove or rename a path that is not one this export named
+    return Staged(out=reservation.target, folder=folder)
+
+
+def export_target_holds(out: str, manifest_sha256: str) -> bool:
+    """Whether the export in place at `out` is the one with this manifest."""
+    if not out.startswith("s3://"):
+        try:
+            return file_sha256(Path(out) / MANIFEST) == manifest_sha256
+        except OSError:
+            return False
+    current = s3_export_current(out)
+    if current is None:
+        return False
+    bucket, _ = split_s3_uri(out)
+    try:
+        body = s3_client().get_object(Bucket=bucket, Key=current["manifest_key"])["Body"].read()
+    except ClientError as error:
+        if s3_missing(error):
+            return False
+        raise ExportError(f"cannot read the export at {out}: {error}") from error
+    return hashlib.sha256(body).hexdigest() == manifest_sha256
+
+
+def write_staged(
+    options: ExportOptions,
+    plan: Plan,
+    result: dict,
+    progress,
+    *,
+    job_id: int | None,
+    draft: ReleaseDraft | None = None,
+    reservation: ReleaseReservation | None = None,
+) -> Staged:
+    """Write the export under its staging name (a hidden folder beside a local target; a new version under an S3
+    prefix, staged locally first), recorded on the release's reservation before any file is written. A failure
+    removes what this attempt wrote; a kill leaves it to the retry or the clean-up."""
+    progress.start(plan.total)
+    owner = scratch_owner(progress, job_id)
+    if options.is_s3:
+        staged = Staged(out=options.out, version=export_version_name(), owner=owner)
+        if reservation is not None:
+            release_reservation_stage(reservation, staging=staged.name, owner=staging_owner_record(owner))
+        try:
+            with scratch_folder("export", owner=owner) as tmp:
+                folder = tmp / "export"
+                result.update(write_export(options, plan, folder, progress, draft=draft))
+                result.update(upload_export(folder, options.out, version=staged.version))
+        except OSError as error:  # the local staging folder: a full disk, a missing or read-only scratch folder
+            staged.remove()
+            what = f"Export to {options.out}"
+            raise ExportError(file_error_detail(error, what=what, where=scratch_root())) from error
+        except BaseException:
+            staged.remove()
+            raise
+        return staged
+    out = Path(options.out).resolve()
+    staged = None
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staged = staged_local(out, owner)  # a killed export's staging folder is in the ledger, wherever the target is
+        if reservation is not None:
+            release_reservation_stage(reservation, staging=staged.name, owner=staging_owner_record(owner))
+        result.update(write_export(options, plan, staged.folder, progress, draft=draft))
+    except OSError as error:  # a full disk, a missing or read-only target: one line with the path, not a traceback
+        if staged is not None:
+            staged.remove()
+            staged.close()
+        raise ExportError(file_error_detail(error, what=f"Export to {out}", where=out.parent)) from error
+    except BaseException:
+        if staged is not None:
+            staged.remove()
+            staged.close()
+        raise
+    result["out"] = str(out)
+    return staged
+
+
+def place_staged(options: ExportOptions, staged: Staged, *, job_id: int | None, publish=None) -> Release | None:
+    """Switch the staged export into place under its target's lock, after checking the target once more (an export
+    may have landed there while this one was written: the second of two at once fails, and removes its staging,
+    unless it replaces). With `publish` (a function of the staging's name that makes the release and commits it),
+    the release is made first and the files switched after: files in place always have their release.
+
+    Returns the release (None without `publish`). A release that another copy of the same job made first is
+    returned as it is, this copy's staging removed: its own files are the caller's to place (`release_files_place`).
+    """
+    release = None
+    try:
+        with export_target_lock(staged.out):
+            try:
+                check_target(options)
+                if publish is not None:
+                    release = publish(staged.name)
+            except BaseException:
+                staged.remove()
+                raise
+            if release is not None and release.reservation.staging != staged.name:
+                staged.remove()
+                return release
+            try:
+                staged.switch()
+            except OSError as error:
+                if release is None:
+                    staged.remove()
+                raise ExportError(file_error_detail(error, what=f"Export to {staged.out}", where=staged.out)) from error
+            if release is not None:
+                release_reservation_mark_placed(release.reservation)
+    finally:
+        staged.close()
+    exports_mark_replaced(out=staged.out, by_job=job_id)
+    return release
+
+
+def staging_remove_abandoned(reservation: ReleaseReservation, *, force: bool = False) -> str | None:
+    """Remove the staging an earlier attempt of the reservation's export left (a killed worker, a lost database
+    connection) once its writer is gone (or `force`: the reservation was given back); a live writer's (a second
+    copy of the unit) is left to it. Returns what was removed."""
+    staged = staged_of_reservation(reservation)
+    if staged is None or (not force and reservation.staging_owner and owner_alive(reservation.staging_owner)):
+        return None
+    staged.remove()
+    log.warning("release %s: removed the staging of an earlier attempt (%s)", reservation.name, staged.name)
+    return staged.name
+
+
+def release_stage_from_database(release: Release, out: str, owner) -> Staged:
+    """Write a made release's files under a new staging name from the database alone (its staging was lost)."""
+    if out.startswith("s3://"):
+        staged = Staged(out=out, version=export_version_name(), owner=owner)
+        try:
+            with scratch_folder("release", owner=owner) as tmp:
+                release_files_write(release=release, out=tmp / "export")
+                upload_export(tmp / "export", out, version=staged.version)
+        except BaseException:
+            staged.remove()
+            raise
+        return staged
+    staged = staged_local(Path(out), owner)
+    try:
+        release_files_write(release=release, out=staged.folder)
+    except BaseException:
+        staged.close()
+        raise
+    return staged
+
+
+def release_files_place(reservation: ReleaseReservation, *, owner=None) -> None:
+    """Put a made release's files in place at its target, once: for an export that died between making its release
+    and switching its files (its retry, or the clean-up once it is gone). The staging it left is switched into
+    place; when that is gone (removed by the clean-up, a lost disk) the files are written again from the database,
+    byte for byte. A target taken meanwhile by another export is left alone: ReleaseError says how to get the
+    files."""
+    release = reservation.release
+    options = ExportOptions.from_dict(release.options)
+    with export_target_lock(reservation.target):
+        reservation.refresh_from_db()
+        if reservation.placed is not None:
+            return
+        if not export_target_holds(reservation.target, release.manifest_sha256):
+            staged = staged_of_reservation(reservation)
+            if staged is None or not staged.holds(release.manifest_sha256):
+                if staged is not None:
+                    staged.remove()
+                staged = release_stage_from_database(release, reservation.target, owner)
+            try:
+                try:
+                    check_target(options)
+                except ExportError as error:
+                    staged.remove()
+                    raise ReleaseError(
+                        f"Release {release.name} is made, but its files cannot be put in place: {error} Write them "
+                        f"with `manage.py release_files {release.name} DIR`."
+                    ) from error
+                try:
+                    staged.switch()
+                except OSError as error:
+                    what = f"Files of release {release.name}"
+                    raise ReleaseError(file_error_detail(error, what=what, where=reservation.target)) from error
+            finally:
+                staged.close()
+            log.warning("release %s: its files were switched into place at %s after its export stopped", release.name,
+                        reservation.target)  # fmt: skip
+        release_reservation_mark_placed(reservation)
+    exports_mark_replaced(out=reservation.target, by_job=reservation.export_job_id)
+
+
+def releases_finish_abandoned(*, in_bucket: bool | None = None) -> dict:
+    """The clean-up's part for releases whose export died: a made release whose files were never switched into
+    place is placed (from its staging, or from the database); a number whose release was never made is given back
+    and its staging removed. Only where the export is gone (its job ended, its command-line process died).
+    `in_bucket`: the releases of S3 targets (True, the shared part), of local targets on this host (False)."""
+    placed, given_back, problems = [], [], []
+    for reservation in release_reservations_unplaced(in_bucket=in_bucket):
+        if not release_reservation_owner_gone(reservation):
+            continue
+        try:
+            release_files_place(reservation)
+            placed.append(reservation.release.name)
+        except (ServiceError, OSError) as error:
+            problems.append(f"{reservation.release.name}: {error}")
+            log.warning("release %s: files not placed: %s", reservation.release.name, error)
+    for reservation in release_reservations_abandoned(in_bucket=in_bucket):
+        staging_remove_abandoned(reservation, force=True)
+        given_back.append(reservation.name)
+    return {"placed": placed, "given_back": given_back, "problems": problems}
+
+
 # --- Services ----------------------------------------------------------------------------------------------
 
 
@@ -1243,16 +1611,20 @@ def benchmark_export(
 ) -> dict:
     """Export the benchmark to options.out (a folder or s3://bucket/prefix); returns counts and provenance.
 
-    The target is checked first (parent folder, an earlier export and `replace`); earlier export jobs at the
-    same target are marked replaced by `job_id` (None: the command line) once the new export is in place. With
-    `options.release` the export is then published as the next release (`release_publish`); a job that has
-    published its release already (a replayed task) writes nothing again and answers that release.
+    The target is checked first (parent folder, an earlier export and `replace`), and again when the files are
+    switched into place; earlier export jobs at the same target are marked replaced by `job_id` (None: the command
+    line) once the new export is in place. With `options.release` the export is published as the next release of
+    its series (v, or exp for a sweep's): its number is reserved before any file is written, the release is made
+    with it once the files wait at their staging name, then they are switched into place. A job (or a command-line
+    run again at the same target) whose release is made already writes nothing again: it puts that release's files
+    in place if its earlier run died before, and answers that release.
     """
     progress = progress or NoProgress()
-    if options.release and not dry_run and job_id is not None:
-        published = Release.objects.filter(export_job_id=job_id).first()
-        if published is not None:
-            return release_export_result(published)
+    if options.release and not dry_run:
+        made = release_made_for(job_id=job_id, target=export_target_name(options))
+        if made is not None:
+            release_files_place(made, owner=scratch_owner(progress, job_id))
+            return release_export_result(made.release)
     if options.is_s3:
         split_s3_uri(options.out)  # a malformed URI fails before any work
     target_problem = None
@@ -1273,6 +1645,7 @@ def benchmark_export(
         "skipped_count": plan.skipped_count,
     }
     totals = split_totals(plan.counts)
+    experiment = options.sweep is not None
     if dry_run:
         return {
             **result,
@@ -1284,29 +1657,94 @@ def benchmark_export(
             "counts": plan.counts,
             "swapped": len(plan.swapped),
             "target_problem": target_problem,
-            "release_next": f"v{release_next_number()}" if options.release else None,
+            "release_next": (
+                release_name(number=release_next_number(experiment=experiment), experiment=experiment)
+                if options.release
+                else None
+            ),
         }
     if not options.release:
-        return write_and_place(options, plan, result, progress, job_id=job_id)
-    # The card names the release, so its number is taken before the files are written and held until it is made.
-    with release_number_lock() as number, ReleaseDraft(number=number, title=options.release_title) as draft:
-        result = write_and_place(options, plan, result, progress, job_id=job_id, draft=draft)
-        if options.is_s3 and not export_kept_by_the_app(options.out):
-            how, where = ReleasePublication.How.S3_TARGET, result.get("root") or options.out
-        else:
-            how, where = (ReleasePublication.How.CLI_EXPORT if hands_out else None), result["out"]
-        release = release_publish(
-            draft=draft,
-            options=options,
-            result=result,
-            left_out=plan.skipped,
-            job_id=job_id,
-            user=published_by,
-            published_how=how,
-            published_where=where,
+        staged = write_staged(options, plan, result, progress, job_id=job_id)
+        place_staged(options, staged, job_id=job_id)
+        pairs_record_export_split(plan)
+        return result
+    if not sum(totals.values()):
+        why = (
+            f"none of the {plan.total} pair(s) considered can be exported ({plan.skipped_count} left out, each "
+            "with its reason)"
+            if plan.total
+            else "no pair is accepted and passes the similarity check under these options"
         )
+        raise ReleaseError(f"Nothing to publish: {why}, so no release was made.")
+    release, made_here = publish_as_release(
+        options, plan, result, progress, job_id=job_id, published_by=published_by, hands_out=hands_out
+    )
+    if not made_here:  # another copy of this job made it: answer that one
+        return release_export_result(release)
+    pairs_record_export_split(plan)
     result["release"] = {"number": release.number, "name": release.name, "title": release.title}
     return result
+
+
+def export_target_name(options: ExportOptions) -> str:
+    """The target as reservations and job results name it: the resolved folder, or the s3:// URI."""
+    return options.out if options.is_s3 else str(Path(options.out).resolve())
+
+
+def publish_as_release(
+    options: ExportOptions, plan: Plan, result: dict, progress, *, job_id: int | None, published_by, hands_out: bool
+) -> tuple[Release, bool]:
+    """Reserve the number, write the files under their staging name, make the release and switch the files into
+    place (see benchmark_export); (the release, whether this run made it: False when another copy of the same job
+    made it first). A failure gives the number back and says so; a lost database connection keeps it for the task's
+    retry, which resumes."""
+    experiment = options.sweep is not None
+    owner = scratch_owner(progress, job_id)
+    reservation, given_back = release_reserve(experiment=experiment, target=export_target_name(options), job_id=job_id)
+    for stale in given_back:
+        staging_remove_abandoned(stale, force=True)
+    try:
+        if reservation.release_id is not None:  # a copy of this job made it since the check in benchmark_export
+            release_files_place(reservation, owner=owner)
+            return reservation.release, False
+        staging_remove_abandoned(reservation)
+        title = options.release_title
+        with ReleaseDraft(number=reservation.number, experiment=experiment, title=title) as draft:
+            staged = write_staged(options, plan, result, progress, job_id=job_id, draft=draft, reservation=reservation)
+            if options.is_s3 and not export_kept_by_the_app(options.out):
+                how, where = ReleasePublication.How.S3_TARGET, result.get("root") or options.out
+            else:
+                how, where = (ReleasePublication.How.CLI_EXPORT if hands_out else None), result["out"]
+
+            def publish(staging: str) -> Release:
+                return release_publish(
+                    reservation=reservation,
+                    staging=staging,
+                    draft=draft,
+                    options=options,
+                    result=result,
+                    left_out=plan.skipped,
+                    user=published_by,
+                    published_how=how,
+                    published_where=where,
+                )
+
+            release = place_staged(options, staged, job_id=job_id, publish=publish)
+        if release.reservation.staging != staged.name:  # another copy of this job made it: its files, placed once
+            release_files_place(release.reservation, owner=owner)
+            return release, False
+        return release, True
+    except (OperationalError, InterfaceError):
+        raise  # the database is away: the task retries with this reservation and resumes
+    except BaseException as error:
+        given = False
+        with contextlib.suppress(DatabaseError):
+            given = release_reservation_withdraw(reservation)
+        if given and isinstance(error, ServiceError):
+            error.args = (*error.args, f"No release was made: {reservation.name} is free again.")
+        raise
+    finally:
+        release_reservation_done(reservation)
 
 
 def release_export_result(release: Release) -> dict:
@@ -1337,49 +1775,6 @@ def release_export_result(release: Release) -> dict:
         result.update({"bucket": bucket, "zip_key": current.get("zip_key"), "version": current.get("version")})
     else:
         result["out"] = str(Path(options["out"]).resolve())
-    return result
-
-
-def write_and_place(
-    options: ExportOptions, plan: Plan, result: dict, progress, *, job_id: int | None, draft=None
-) -> dict:
-    """Write the export beside its target and put it in place (a local rename, or the S3 upload, manifest last)."""
-    progress.start(plan.total)
-    if options.is_s3:
-        try:
-            with scratch_folder("export", owner=scratch_owner(progress, job_id)) as tmp:
-                staging = tmp / "export"
-                result.update(write_export(options, plan, staging, progress, draft=draft))
-                check_target(options)  # an export may have landed there while this one was written
-                result.update(upload_export(staging, options.out))
-        except OSError as error:  # the local staging folder: a full disk, a missing or read-only scratch folder
-            what = f"Export to {options.out}"
-            raise ExportError(file_error_detail(error, what=what, where=scratch_root())) from error
-        exports_mark_replaced(out=options.out, by_job=job_id)
-        pairs_record_export_split(plan)
-        return result
-    out = Path(options.out).resolve()
-    staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
-    entry = None
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        # A killed export's staging folder is in the ledger: the clean-up finds it wherever the target is.
-        entry = scratch_register(staging, owner=scratch_owner(progress, job_id))
-        result.update(write_export(options, plan, staging, progress, draft=draft))
-        check_local_target(out, replace=options.replace)  # an export may have landed there meanwhile
-        swap_into_place(staging, out, owner=scratch_owner(progress, job_id))
-    except OSError as error:  # a full disk, a missing or read-only target: one line with the path, not a traceback
-        shutil.rmtree(staging, ignore_errors=True)
-        raise ExportError(file_error_detail(error, what=f"Export to {out}", where=out.parent)) from error
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    finally:
-        if entry is not None:
-            entry.release()
-    result["out"] = str(out)
-    exports_mark_replaced(out=str(out), by_job=job_id)
-    pairs_record_export_split(plan)
     return result
 
 

@@ -113,7 +113,7 @@ def _export_summary(job: Job, result: dict) -> SafeString:
     links = [("/exports/", "Exports")]
     release = result.get("release")
     if release:
-        links.insert(0, (f"/releases/v{release['number']}/", f"Release {release['name']}"))
+        links.insert(0, (f"/releases/{release['name']}/", f"Release {release['name']}"))
     return format_html(
         "{} to <span class='mono'>{}</span>. {}",
         text,

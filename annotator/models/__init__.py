@@ -17,7 +17,13 @@ from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.llm import ModelEndpoint
 from annotator.models.pairs import Pair, PairQuerySet, Review
 from annotator.models.picking import PairDraft, VideoSkip
-from annotator.models.releases import Release, ReleaseFrozen, ReleaseItem, ReleasePublication
+from annotator.models.releases import (
+    Release,
+    ReleaseFrozen,
+    ReleaseItem,
+    ReleasePublication,
+    ReleaseReservation,
+)
 from annotator.models.similarity import EmbeddingModel, ImageEmbedding
 from annotator.models.sources import SourceLicense
 from annotator.models.stats import DoubleReview, Target, TeamSettings
@@ -61,6 +67,7 @@ __all__ = [
     "ReleaseFrozen",
     "ReleaseItem",
     "ReleasePublication",
+    "ReleaseReservation",
     "Review",
     "SourceLicense",
     "Target",

@@ -1,4 +1,5 @@
-"""Releases: a published export frozen as a numbered benchmark version (v1, v2, ...).
+"""Releases: a published export frozen as a numbered benchmark version (v1, v2, ...), or as an experiment (exp-1,
+exp-2, ...: a sweep's pairs alone, numbered apart so the benchmark's own versions stay v1, v2, ... in order).
 
 A release keeps every item exactly as it was written (its JSON line, its split and place in the split's file, its
 provenance line, the hashes of its two images), so its files can be written again byte for byte, and the human
@@ -8,6 +9,10 @@ pair changes the next release, not this one. The database refuses updates and de
 
 A release is frozen when it is made and public only from its first ReleasePublication: each way its files leave the
 server records one, and a coordinator records one by hand for a copy that left another way.
+
+Its number is taken before any of its files is written, as a ReleaseReservation held by the export that writes it
+(its job, or a command-line process): the reservation turns into the release when the release is made, or is given
+back when that export fails or its owner is gone, so no number is ever used twice.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import json
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from annotator.models.jobs import Job
@@ -48,7 +54,7 @@ class ReleaseQuerySet(models.QuerySet):
 class Release(models.Model):
     """One published benchmark version: the export's options, who published it and when, and its hashes."""
 
-    number = models.PositiveIntegerField(unique=True, help_text="1 for v1, 2 for v2, ...; given in order.")
+    number = models.PositiveIntegerField(help_text="1 for v1 (or exp-1), 2 for v2, ...; given in order in its series.")
     title = models.CharField(max_length=NAME_MAX, blank=True, validators=[single_line])
     notes = models.TextField(blank=True, max_length=NOTE_MAX)
     export_job = models.ForeignKey(Job, models.PROTECT, null=True, blank=True, related_name="releases")
@@ -64,11 +70,17 @@ class Release(models.Model):
     )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
     created = models.DateTimeField(default=timezone.now)
+    # The export of one sweep (`ExportOptions.sweep`) is an experiment: numbered in a series of its own and never the
+    # base of a benchmark release's diff. Read from the options as they ran, so the two can never disagree.
+    experiment = models.GeneratedField(
+        expression=Q(options__has_key="sweep"), output_field=models.BooleanField(), db_persist=True
+    )
 
     objects = ReleaseQuerySet.as_manager()
 
     class Meta:
-        ordering = ["-number"]
+        ordering = ["experiment", "-number"]  # the benchmark's releases first, each series newest first
+        constraints = [models.UniqueConstraint(fields=["experiment", "number"], name="release_unique_number")]
 
     def __str__(self):
         return f"{self.name} {self.title}".strip()
@@ -83,13 +95,60 @@ class Release(models.Model):
 
     @property
     def name(self) -> str:
-        return f"v{self.number}"
+        return release_name(number=self.number, experiment=self.experiment)
 
     @property
     def public_since(self):
         """When its files first left the server (the earliest publication), or None: frozen, not public."""
         first = self.publications.order_by("when", "pk").first()
         return first.when if first else None
+
+
+def release_name(*, number: int, experiment: bool) -> str:
+    """How a release is named on pages, in URLs and in its card: `v3`, or `exp-3` for an experiment."""
+    return f"exp-{number}" if experiment else f"v{number}"
+
+
+class ReleaseReservation(models.Model):
+    """A release number taken before any of the release's files is written, by the export that writes them: its job
+    (at most one reservation per job, so a retried or duplicated unit finds its own), or a command-line process.
+
+    While `release` is empty the files are being written to `staging` (a hidden folder beside a local target, or a
+    version under an S3 prefix that no pointer names yet). The release is made with this number in one transaction
+    that also sets `release`; the staged files are then switched into place (`placed`). A reservation whose owner
+    is gone before its release was made is given back (its staging removed, its number free again); one whose
+    release was made but not placed is placed by whoever finds it (a retry, the clean-up)."""
+
+    experiment = models.BooleanField(default=False)
+    number = models.PositiveIntegerField()
+    export_job = models.OneToOneField(
+        Job, models.CASCADE, null=True, blank=True, related_name="release_reservation", help_text="The export job."
+    )
+    target = models.CharField(max_length=1000, help_text="The export's target (a folder or s3://bucket/prefix).")
+    # A command-line export holds a database lock named after this row while it runs (its connection ends when it
+    # dies, wherever it ran); a job's reservation lives as long as the job is active.
+    staging = models.CharField(
+        max_length=1000, blank=True, help_text="Where the files are being written: a folder, or an S3 version's name."
+    )
+    staging_owner = models.JSONField(default=dict, blank=True, help_text="Who writes the staging (scratch ledger).")
+    release = models.OneToOneField(
+        Release, models.PROTECT, null=True, blank=True, related_name="reservation", help_text="Once made."
+    )
+    placed = models.DateTimeField(null=True, blank=True, help_text="When the release's files were switched into place.")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["experiment", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["experiment", "number"], name="releasereservation_unique_number")
+        ]
+
+    def __str__(self):
+        return f"{self.name} reserved for {f'job {self.export_job_id}' if self.export_job_id else 'the command line'}"
+
+    @property
+    def name(self) -> str:
+        return release_name(number=self.number, experiment=self.experiment)
 
 
 class ReleasePublication(models.Model):

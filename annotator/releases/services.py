@@ -1,12 +1,14 @@
 """Releases: an export published as the next numbered version (v1, v2, ...), its files written again from the
 database alone, and what changed since the release before.
 
-`release_publish` runs inside `benchmark_export` once the files are in place: the Release and every ReleaseItem in
-one transaction, numbered under a lock, one release per export job. `release_files_write` rebuilds the folder byte
-for byte (the Parquet view as the same pyarrow writes it) and checks every image against the hash the export
-recorded. `release_diff` compares two releases by item
-id and says why each item came, went or changed. `release_publication_record` records each time a release's files leave
-the server: from the first, its pairs count as public.
+`release_reserve` takes the release's number before `benchmark_export` writes any file (one reservation per export
+job); `release_publish` makes the Release and every ReleaseItem with that number in one transaction, once the files
+wait at their staging name, and `benchmark_export` then switches them into place. `release_files_write` rebuilds the
+folder byte for byte (the Parquet view as the same pyarrow writes it) and checks every image against the hash the
+export recorded. `release_diff` compares a release with the one before it in its series by item id and says why
+each item came, went or changed (an experiment is never the base of a benchmark release's diff).
+`release_publication_record` records each time a release's files leave the server: from the first, its pairs count
+as public.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import shutil
+import socket
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -24,18 +28,24 @@ from pathlib import Path
 
 from django.core.files.storage import default_storage
 from django.db import DatabaseError, connection, transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from annotator.hub_view import hub_view_write
 from annotator.jobs.scratch import scratch_register
-from annotator.models import Category, Domain, Pair, Release, ReleaseItem, ReleasePublication
+from annotator.models import Category, Domain, Job, Pair, Release, ReleaseItem, ReleasePublication, ReleaseReservation
+from annotator.models.jobs import ACTIVE
+from annotator.models.releases import release_name
 from benchmark.card import split_totals
 from benchmark.records import CARD, FIELDS, ITEMS_METADATA, MANIFEST, SPLITS, split_path
 from subtlebench.errors import Conflict, Invalid, NotFound, file_error_detail
 
-# One key for every advisory lock on release numbers ("RELS"): pg_advisory_lock is re-entrant within a session.
+log = logging.getLogger(__name__)
+
+# The first key of the advisory locks on release numbers ("RELS", the series the second key), and of the lock a
+# command-line export holds on its reservation ("RESV", the reservation the second).
 RELEASE_LOCK = 0x52454C53
+RESERVATION_LOCK = 0x52455356
 CHUNK = 2000
 DIFF_SHOWN = 300  # rows a diff section lists; the counts are always exact
 
@@ -69,8 +79,9 @@ class ReleaseDraft:
     """What an export keeps of each item while it writes it, for its ReleaseItem: spooled to a temporary file
     (one JSON line per item) so that memory stays flat however many items there are."""
 
-    def __init__(self, *, number: int, title: str = ""):
+    def __init__(self, *, number: int, experiment: bool = False, title: str = ""):
         self.number = number
+        self.experiment = experiment
         self.title = title
         self.card: str | None = None  # README.md as written; set by write_export
         self.count = 0
@@ -85,7 +96,7 @@ class ReleaseDraft:
 
     @property
     def name(self) -> str:
-        return f"v{self.number}"
+        return release_name(number=self.number, experiment=self.experiment)
 
     @property
     def label(self) -> str:
@@ -103,86 +114,214 @@ class ReleaseDraft:
             yield dict(zip(DRAFT_FIELDS, json.loads(line), strict=True))
 
 
-def release_next_number() -> int:
-    return (Release.objects.aggregate(last=Max("number"))["last"] or 0) + 1
+# --- Reserving the number -------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def release_number_lock():
-    """Hold the right to publish the next release for as long as an export writes it; yields its number.
+def release_next_number(*, experiment: bool = False) -> int:
+    """The number the next release of the series gets: after every release and every reservation of it."""
+    made = Release.objects.filter(experiment=experiment).aggregate(last=Max("number"))["last"] or 0
+    held = ReleaseReservation.objects.filter(experiment=experiment).aggregate(last=Max("number"))["last"] or 0
+    return max(made, held) + 1
 
-    A second export asking for a release meanwhile is refused at once (it would wait for hours otherwise). The lock
-    belongs to the database session: a worker that dies lets go of it with its connection.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [RELEASE_LOCK])
-        (taken,) = cursor.fetchone()
-    if not taken:
-        raise ReleaseError(
-            "Another export is publishing a release now: start this one again once that export has finished."
+
+def _cli_lock_key(reservation: ReleaseReservation) -> list[int]:
+    return [RESERVATION_LOCK, reservation.pk & 0x7FFFFFFF]
+
+
+def release_reservation_owner_gone(reservation: ReleaseReservation) -> bool:
+    """Whether the export that holds the reservation is gone: its job is no longer active (finished, failed, given
+    up, cancelled), or the command-line process no longer holds the reservation's lock (its connection ended when
+    it died, on whatever host it ran). A job that is active but whose worker died keeps it: its retry resumes."""
+    if reservation.export_job_id is not None:
+        return not Job.objects.filter(pk=reservation.export_job_id, status__in=ACTIVE).exists()
+    with connection.cursor() as cursor:  # held by any session (this one too): pg_locks, not a re-entrant try
+        cursor.execute(
+            "SELECT NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = %s "
+            "AND objid = %s AND objsubid = 2 AND database = (SELECT oid FROM pg_database "
+            "WHERE datname = current_database()))",
+            _cli_lock_key(reservation),
         )
-    try:
-        yield release_next_number()
-    finally:
-        with contextlib.suppress(DatabaseError), connection.cursor() as cursor:  # a lost connection let go already
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [RELEASE_LOCK])
+        (free,) = cursor.fetchone()
+    return free
 
 
-@transaction.atomic
+def release_reserve(
+    *, experiment: bool, target: str, job_id: int | None
+) -> tuple[ReleaseReservation, list[ReleaseReservation]]:
+    """Take the next number of the series (v or exp) for the export that writes `target`, before any file is
+    written; returns (the reservation, the stale reservations given back to make way, whose staging the caller
+    removes).
+
+    A job's reservation is the job's own: a retried or duplicated unit of the job gets it back, and never waits for
+    itself. A reservation of another export whose release is not made yet refuses this one (ReleaseError naming
+    it) while that export lives; once its owner is gone it is given back and its number is taken again. A command-line
+    export holds a lock on its reservation until it ends (`release_reservation_done`)."""
+    withdrawn: list[ReleaseReservation] = []
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [RELEASE_LOCK, int(experiment)])
+        if job_id is not None:
+            mine = ReleaseReservation.objects.filter(export_job_id=job_id).first()
+            if mine is not None:
+                return mine, withdrawn
+        unmade = ReleaseReservation.objects.filter(experiment=experiment, release__isnull=True).order_by("number", "pk")
+        for other in unmade.select_related("export_job"):
+            if not release_reservation_owner_gone(other):
+                who = f"export #{other.export_job_id}" if other.export_job_id else "export_benchmark, command line"
+                raise ReleaseError(
+                    f"Another export ({who}, to {other.target}) is publishing release {other.name} now: start this "
+                    "one again once it has finished."
+                )
+            log.warning("release %s: its export is gone before making it: the number is given back", other.name)
+            other.delete()
+            withdrawn.append(other)
+        reservation = ReleaseReservation.objects.create(
+            experiment=experiment,
+            number=release_next_number(experiment=experiment),
+            export_job_id=job_id,
+            target=target,
+        )
+        if job_id is None:  # held by this process's connection from before the commit: never seen unheld
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_lock(%s, %s)", _cli_lock_key(reservation))
+    return reservation, withdrawn
+
+
+def release_reservation_stage(reservation: ReleaseReservation, *, staging: str, owner: dict) -> None:
+    """Record where this attempt writes the release's files (and who writes them), before it writes any: a retry
+    after a crash finds them, to remove (or, once the release is made, to switch into place)."""
+    ReleaseReservation.objects.filter(pk=reservation.pk, release__isnull=True).update(
+        staging=staging, staging_owner=owner
+    )
+    reservation.staging, reservation.staging_owner = staging, owner
+
+
+def release_reservation_withdraw(reservation: ReleaseReservation) -> bool:
+    """Give the number back when its release was not made (the export failed or was cancelled): True when given
+    back; False when the release was made (it stands) or the reservation was given back already."""
+    deleted, _ = ReleaseReservation.objects.filter(pk=reservation.pk, release__isnull=True).delete()
+    return bool(deleted)
+
+
+def release_reservation_done(reservation: ReleaseReservation) -> None:
+    """A command-line export ends: it lets go of its reservation's lock (a lost connection let go already)."""
+    if reservation.export_job_id is None and reservation.pk is not None:
+        with contextlib.suppress(DatabaseError), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", _cli_lock_key(reservation))
+
+
+def release_reservation_mark_placed(reservation: ReleaseReservation) -> None:
+    """The release's files are in place at its target."""
+    now = timezone.now()
+    ReleaseReservation.objects.filter(pk=reservation.pk, placed__isnull=True).update(placed=now)
+    reservation.placed = reservation.placed or now
+
+
+def release_made_for(*, job_id: int | None, target: str) -> ReleaseReservation | None:
+    """The reservation whose release an export already made: the job's own (a retried or replayed job answers its
+    release), or for the command line (no job) a release made for the same target and never put in place by a
+    process that is gone (running the command again finishes it)."""
+    if job_id is not None:
+        return ReleaseReservation.objects.filter(export_job_id=job_id, release__isnull=False).first()
+    unplaced = release_reservations_unplaced().filter(export_job__isnull=True, target=target).order_by("pk")
+    return next((reservation for reservation in unplaced if release_reservation_owner_gone(reservation)), None)
+
+
+def release_reservations_of(queryset, *, in_bucket: bool | None):
+    """The reservations of one part of the clean-up: those of S3 targets (the bucket is shared: cleaned once), or of
+    local targets whose staging this host writes (or none yet: each host cleans its own disk); None: all."""
+    if in_bucket is None:
+        return queryset
+    if in_bucket:
+        return queryset.filter(target__startswith="s3://")
+    here = Q(staging_owner__host=socket.gethostname()) | ~Q(staging_owner__has_key="host")
+    return queryset.exclude(target__startswith="s3://").filter(here)
+
+
+def release_reservations_unplaced(*, in_bucket: bool | None = None):
+    """Reservations whose release is made but whose files were not switched into place (their export died between
+    the two), with their owner: the clean-up places those whose owner is gone."""
+    unplaced = ReleaseReservation.objects.filter(release__isnull=False, placed__isnull=True).select_related("release")
+    return release_reservations_of(unplaced, in_bucket=in_bucket).order_by("pk")
+
+
+def release_reservations_abandoned(*, in_bucket: bool | None = None) -> list[ReleaseReservation]:
+    """Give back every reservation whose release was not made and whose owner is gone; returns them (their staging
+    is the caller's to remove)."""
+    given_back = []
+    unmade = release_reservations_of(ReleaseReservation.objects.filter(release__isnull=True), in_bucket=in_bucket)
+    for reservation in unmade.order_by("pk"):
+        with transaction.atomic():
+            held = ReleaseReservation.objects.select_for_update(skip_locked=True).filter(pk=reservation.pk).first()
+            if held is None or held.release_id is not None or not release_reservation_owner_gone(held):
+                continue
+            held.delete()
+            held.pk = reservation.pk
+            given_back.append(held)
+    return given_back
+
+
 def release_publish(
     *,
+    reservation: ReleaseReservation,
+    staging: str,
     draft: ReleaseDraft,
     options,
     result: dict,
     left_out: list[dict],
-    job_id: int | None = None,
     user=None,
     published_how: str | None = None,
     published_where: str = "",
 ) -> Release:
-    """Make the Release and all its items in one transaction, from what the export wrote (`result`) and kept
-    (`draft`). An export job that has a release already gets that one back: one release per export job.
+    """Make the Release and all its items with the reserved number, in one transaction that also marks the
+    reservation made, with `staging` as where its files wait to be switched into place. A reservation made by
+    another copy of the same job first answers that copy's release (its files are that copy's staging, not
+    `staging`); a reservation given back meanwhile (its export was judged gone) is refused: no release is made.
 
-    `published_how` (a ReleasePublication.How): the export's files have left the server already (an S3 target, a
-    folder written by the command line), recorded in the same transaction; None: the release is frozen, not public."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [RELEASE_LOCK])
-    if job_id is not None:
-        published = Release.objects.filter(export_job_id=job_id).first()
-        if published is not None:
-            return published
-    number = release_next_number()
-    if number != draft.number:
-        raise ReleaseError(
-            f"The export's card names release {draft.name}, but v{number - 1} was published meanwhile: export again."
+    `published_how` (a ReleasePublication.How): the export's files leave the server with the switch that follows (an
+    S3 target, a folder written by the command line), recorded in the same transaction; None: frozen, not public."""
+    with transaction.atomic():
+        held = ReleaseReservation.objects.select_for_update().filter(pk=reservation.pk).first()
+        if held is None:
+            raise ReleaseError(
+                f"The number {reservation.name} was given back while this export ran (it was judged gone): no release "
+                "was made; export again."
+            )
+        if held.release_id is not None:
+            return held.release
+        if draft.card is None or draft.count != result["items"]:
+            raise ReleaseError(f"The export kept {draft.count} of its {result['items']} items: no release was made.")
+        release = Release.objects.create(
+            number=held.number,
+            title=options.release_title,
+            notes=options.release_notes,
+            export_job_id=held.export_job_id,
+            options=options.as_dict(),
+            manifest_sha256=result["manifest_sha256"],
+            content_sha256=result["content_sha256"],
+            card=draft.card,
+            counts=result["counts"],
+            item_count=result["items"],
+            image_count=result["images"],
+            left_out=[{"pair": entry["pair"], "reason": entry["reason"]} for entry in left_out],
+            created_by=user,
         )
-    if draft.card is None or draft.count != result["items"]:
-        raise ReleaseError(f"The export kept {draft.count} of its {result['items']} items: no release was made.")
-    release = Release.objects.create(
-        number=number,
-        title=options.release_title,
-        notes=options.release_notes,
-        export_job_id=job_id,
-        options=options.as_dict(),
-        manifest_sha256=result["manifest_sha256"],
-        content_sha256=result["content_sha256"],
-        card=draft.card,
-        counts=result["counts"],
-        item_count=result["items"],
-        image_count=result["images"],
-        left_out=[{"pair": entry["pair"], "reason": entry["reason"]} for entry in left_out],
-        created_by=user,
-    )
-    batch: list[ReleaseItem] = []
-    for item in draft.items():
-        image_1, image_2, pair = item.pop("image_1"), item.pop("image_2"), item.pop("pair")
-        batch.append(ReleaseItem(release=release, image_1_id=image_1, image_2_id=image_2, pair_id=pair, **item))
-        if len(batch) == CHUNK:
-            ReleaseItem.objects.bulk_create(batch)
-            batch = []
-    ReleaseItem.objects.bulk_create(batch)
-    if published_how is not None:
-        release_publication_record(release=release, how=published_how, who=user, where=published_where)
+        release.refresh_from_db(fields=["experiment"])
+        if release.experiment != held.experiment:
+            raise ReleaseError(f"release {release.name} does not match its reservation {held.name}: nothing was made.")
+        batch: list[ReleaseItem] = []
+        for item in draft.items():
+            image_1, image_2, pair = item.pop("image_1"), item.pop("image_2"), item.pop("pair")
+            batch.append(ReleaseItem(release=release, image_1_id=image_1, image_2_id=image_2, pair_id=pair, **item))
+            if len(batch) == CHUNK:
+                ReleaseItem.objects.bulk_create(batch)
+                batch = []
+        ReleaseItem.objects.bulk_create(batch)
+        if published_how is not None:
+            release_publication_record(release=release, how=published_how, who=user, where=published_where)
+        held.release, held.staging = release, staging
+        held.save(update_fields=["release", "staging"])
+    reservation.release, reservation.staging = release, staging
     return release
 
 
@@ -210,12 +349,25 @@ def release_publication_record(
     )
 
 
+def release_parse_name(name: str) -> tuple[int, bool] | None:
+    """(number, experiment) of a release's name: `v3` or `3` (the benchmark's), `exp-3` (an experiment); None for
+    anything else."""
+    text = str(name).strip().lower()
+    experiment = text.startswith("exp-")
+    number = text.removeprefix("exp-") if experiment else text.removeprefix("v")
+    if not number.isdigit() or len(number) > 9:
+        return None
+    return int(number), experiment
+
+
 def release_get(name: str) -> Release:
-    """A release by its name (`v3` or `3`); NotFound names the releases there are."""
-    number = name.lower().removeprefix("v")
-    release = Release.objects.filter(number=int(number)).first() if number.isdigit() else None
+    """A release by its name (`v3` or `3`, `exp-3` for an experiment); NotFound names the releases there are."""
+    parsed = release_parse_name(name)
+    release = None
+    if parsed is not None:
+        release = Release.objects.filter(number=parsed[0], experiment=parsed[1]).first()
     if release is None:
-        known = ", ".join(f"v{n}" for n in Release.objects.order_by("number").values_list("number", flat=True))
+        known = ", ".join(r.name for r in Release.objects.only("number", "experiment").order_by("experiment", "number"))
         raise NotFound(f"There is no release {name!r} (releases: {known or 'none yet'}).")
     return release
 
@@ -327,7 +479,12 @@ def _write_release_files(release: Release, root: Path) -> dict:
 
 
 def release_previous(release: Release) -> Release | None:
-    return Release.objects.filter(number__lt=release.number).order_by("-number").first()
+    """The release a release is compared with: the benchmark's release before it, or for an experiment the release
+    before it of the same sweep. An experiment is never the base of a benchmark release's diff."""
+    earlier = Release.objects.filter(experiment=release.experiment, number__lt=release.number)
+    if release.experiment:
+        earlier = earlier.filter(options__sweep=release.options.get("sweep"))
+    return earlier.order_by("-number", "-pk").first()
 
 
 def _items_of(release: Release) -> dict[str, tuple[int, str, str]]:
@@ -383,7 +540,9 @@ def release_diff(*, release: Release) -> dict | None:
     added_ids = sorted(new.keys() - old.keys())
     added_pairs = [new[identifier][0] for identifier in added_ids]
     earlier = dict(
-        ReleaseItem.objects.filter(release__number__lt=previous.number, pair__in=added_pairs)
+        ReleaseItem.objects.filter(
+            release__experiment=release.experiment, release__number__lt=previous.number, pair__in=added_pairs
+        )
         .values("pair")
         .annotate(last=Max("release__number"))
         .order_by("pair")
@@ -394,7 +553,7 @@ def release_diff(*, release: Release) -> dict | None:
         if pair in old_by_pair:
             reason = f"its item id was {old_by_pair[pair]}"
         elif pair in earlier:
-            reason = f"back in (last in v{earlier[pair]})"
+            reason = f"back in (last in {release_name(number=earlier[pair], experiment=release.experiment)})"
         else:
             reason = "new pair"
         added.append({"item_id": identifier, "pair": pair, "reason": reason})

@@ -17,7 +17,7 @@ BEFORE_RELEASES_SHOWN = 50
 @role_required(COORDINATOR)
 @require_GET
 def release_list(request):
-    releases = list(Release.objects.select_related("created_by", "export_job").defer("card").order_by("-number"))
+    releases = list(Release.objects.select_related("created_by", "export_job").defer("card"))  # v newest, then exp
     for release in releases:
         release.splits = split_totals(release.counts)
     published = Release.objects.filter(export_job=OuterRef("pk"))

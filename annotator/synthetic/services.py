@@ -328,7 +328,7 @@ def sweep_finish_if_done(job: Job, sweep: Sweep) -> bool:
 
 
 def sweep_releases(sweep: Sweep):
-    return Release.objects.filter(options__sweep=sweep.pk).order_by("number")
+    return Release.objects.filter(options__sweep=sweep.pk).order_by("number", "pk")
 
 
 def sweep_publish(*, sweep: Sweep, user, key: str = "") -> Job:

@@ -13,10 +13,11 @@ from urllib.parse import urlencode
 
 from django.core.exceptions import BadRequest
 from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from annotator.models import Release
+from annotator.releases.services import release_get
 from benchmark.figure import gap_svg
 from benchmark.records import SPLITS
 from benchmark.report import HUMANS, MACRO, MICRO, Cell, Report, percent
@@ -133,10 +134,10 @@ def public_humans_note(public: dict) -> str:
     )
 
 
-def load_release(number: int, split: str) -> Release:
+def load_release(name: str, split: str) -> Release:
     if split not in SPLITS:
         raise Http404(f"no split {split!r}: {', '.join(SPLITS)}")
-    return get_object_or_404(Release, number=number)
+    return release_get(name)
 
 
 def cell_text(cell: Cell | None, *, signed: bool = False) -> dict:
@@ -232,8 +233,8 @@ def _chosen_model(request, models: list[tuple[int, str]]) -> int | None:
 
 @role_required(COORDINATOR)
 @require_GET
-def release_report_page(request, number: int, split: str = "test"):
-    release = load_release(number, split)
+def release_report_page(request, release_name: str, split: str = "test"):
+    release = load_release(release_name, split)
     choice = release_report_choice(release, split=split, run_ids=chosen_runs(request))
     report = choice.report
     models = strategy_models(choice.runs)
@@ -271,10 +272,10 @@ STRATEGY_FILE = re.compile(r"^(?P<prefix>.+)-strategies-(?P<endpoint>[0-9]+)\.(?
 
 @role_required(COORDINATOR)
 @require_GET
-def release_report_download(request, number: int, split: str, file_name: str):
+def release_report_download(request, release_name: str, split: str, file_name: str):
     """A file of the report: honours `?runs=` as the page does; `<release>-<split>-strategies-<endpoint>.<ext>` is
     that model's strategy table."""
-    release = load_release(number, split)
+    release = load_release(release_name, split)
     strategies = STRATEGY_FILE.match(file_name)
     if strategies and strategies["prefix"] == f"{release.name}-{split}":
         runs = report_runs(release, split)

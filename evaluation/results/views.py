@@ -51,8 +51,8 @@ class PublishedElsewhereForm(forms.Form):
 
 @role_required(COORDINATOR)
 @require_GET
-def release_detail(request, number: int):
-    release = release_get(str(number))
+def release_detail(request, release_name: str):
+    release = release_get(release_name)
     diff = release_diff(release=release)
     context = {
         "release": release,
@@ -69,11 +69,11 @@ def release_detail(request, number: int):
 
 @role_required(COORDINATOR)
 @post_only("release-detail")
-def release_mark_public(request, number: int):
+def release_mark_public(request, release_name: str):
     """Record by hand that the release's files were published elsewhere (who, when, where): from then on its items
     count as public, and a study drawn on them is open book."""
-    release = release_get(str(number))
-    back = reverse("release-detail", args=[number])
+    release = release_get(release_name)
+    back = reverse("release-detail", args=[release])
     form = PublishedElsewhereForm(request.POST)
     if not form.is_valid():
         return redirect_refused_form(request, back, form)
@@ -124,7 +124,7 @@ def model_compare(request):
         release = (
             Release.objects.filter(pk=request.GET["release"]).first() if request.GET["release"].isdigit() else None
         )
-    release = release or Release.objects.order_by("-number").first()
+    release = release or Release.objects.first()  # the benchmark's latest
     chosen_runs = list(release_runs(release)) if release else []
     labels = run_names(chosen_runs)
     form = CompareForm(request.GET or None, runs=chosen_runs, labels=labels, initial={"release": release})

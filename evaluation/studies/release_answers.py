@@ -66,7 +66,7 @@ def release_studies_section(release: Release) -> list[dict]:
     report = [
         {
             "label": f"Report of {release.name}, {split} split",
-            "url": reverse("release-report-split", args=[release.number, split]),
+            "url": reverse("release-report-split", args=[release.name, split]),
             "detail": "humans and every model, per category and domain, with clustered intervals; CSV, JSON, Markdown,"
             " LaTeX, SVG and PNG",
         }

@@ -8,6 +8,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotator.models import Category, Domain, Pair, Release, ReleaseItem
+from annotator.models.releases import release_name
+from annotator.releases.services import release_parse_name
 from evaluation.models import Participant, Study, StudyItem
 from evaluation.studies import sampling
 from subtlebench.errors import Conflict, Invalid
@@ -39,15 +41,18 @@ def release_pool(*, release: Release, split: str, categories=(), domains=()):
     return items
 
 
-def release_for_study(*, number: int | None = None) -> Release:
-    """The release a new study draws from: the one numbered `number`, or the latest."""
+def release_for_study(*, number: int | str | None = None) -> Release:
+    """The release a new study draws from: the one named `number` (3 or `v3`: the benchmark's; `exp-3`: an
+    experiment's), or the benchmark's latest (the latest experiment when there is no benchmark release)."""
     if number is not None:
-        release = Release.objects.filter(number=number).first()
+        parsed = release_parse_name(str(number))
+        release = Release.objects.filter(number=parsed[0], experiment=parsed[1]).first() if parsed else None
         if release is None:
             known = ", ".join(r.name for r in Release.objects.all()) or "none yet"
-            raise StudyError({"release": [f"no release v{number} (releases: {known})."]})
+            name = release_name(number=number, experiment=False) if isinstance(number, int) else number
+            raise StudyError({"release": [f"no release {name} (releases: {known})."]})
         return release
-    release = Release.objects.first()  # newest first
+    release = Release.objects.first()  # the benchmark's newest first, then the experiments
     if release is None:
         raise StudyError({"release": [NO_RELEASE]})
     return release

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from annotator.models import Category, Domain, Release
+from annotator.releases.services import release_parse_name
 from evaluation.models import DEFAULT_CONSENT, DEFAULT_INSTRUCTIONS, DEFAULT_WITHDRAWAL, Study, StudyItem
 from evaluation.studies import reports
 from evaluation.studies import services as studies
@@ -29,6 +30,23 @@ from subtlebench.text import NAME_MAX, PAGE_TEXT_MAX, single_line
 SEED_BOUND = 2**31 - 1
 
 
+class ReleaseChoiceField(forms.ModelChoiceField):
+    """A release chosen by its name (`v3`, `exp-2`; a plain number names the benchmark's): numbers alone repeat
+    across the benchmark's releases and the experiments."""
+
+    def prepare_value(self, value):
+        return value.name if isinstance(value, Release) else value
+
+    def to_python(self, value):
+        if value in self.empty_values:
+            return None
+        parsed = release_parse_name(str(value))
+        release = self.queryset.filter(number=parsed[0], experiment=parsed[1]).first() if parsed else None
+        if release is None:
+            raise forms.ValidationError(self.error_messages["invalid_choice"], code="invalid_choice")
+        return release
+
+
 class StudyForm(forms.Form):
     name = forms.CharField(max_length=NAME_MAX, validators=[single_line])
     fraction = forms.FloatField(initial=0.1, min_value=0.001, max_value=1)
@@ -38,10 +56,9 @@ class StudyForm(forms.Form):
         choices=Category.choices, required=False, widget=forms.CheckboxSelectMultiple
     )
     domains = forms.MultipleChoiceField(choices=Domain.choices, required=False, widget=forms.CheckboxSelectMultiple)
-    release = forms.ModelChoiceField(
+    release = ReleaseChoiceField(
         queryset=Release.objects.all(),
         empty_label=None,
-        to_field_name="number",
         label="Release",
         error_messages={"required": NO_RELEASE, "invalid_choice": "choose one of the releases listed."},
     )
@@ -49,7 +66,7 @@ class StudyForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["release"].initial = Release.objects.values_list("number", flat=True).first()  # the latest
+        self.fields["release"].initial = Release.objects.first()  # the benchmark's latest
 
     def clean_split(self):
         return self.cleaned_data["split"] or "test"

@@ -163,7 +163,7 @@ CASES = {
         ("rita", "/api/jobs/{failed_job}/retry/", None, 403),
     ],
     ("POST", "/api/exports/start/"): [("alice", "/api/exports/start/", {"target": "stolen"}, 403)],
-    ("POST", "/api/releases/v{number}/publications/mark/"): [
+    ("POST", "/api/releases/{release_name}/publications/mark/"): [
         ("alice", "/api/releases/v1/publications/mark/", {"when": "2020-01-01T00:00:00Z"}, 403)
     ],
     ("POST", "/api/models/create/"): [

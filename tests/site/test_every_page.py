@@ -267,7 +267,7 @@ def build_world(tmp_path, master_video):
         "name": [video.frames.first().image.file.name],
         "split": ["test", "val", "train"],  # a release's report: both splits, and one there is not
         "file_name": ["v1-test-report.csv", "v1-test-gaps.svg", "no-such-file.csv"],
-        "number": [1, 99],  # release v1, and one that does not exist
+        "release_name": ["v1", "v99", "exp-1"],  # release v1, and ones that do not exist
     }
 
 

@@ -1,6 +1,7 @@
-"""`manage.py cleanup`: remove what killed runs left (this host's temporary files and folders and export staging
-folders, orphaned frame files in the media storage): what beat's clean-up does every CLEANUP_MINUTES, for this host.
-A host that runs no worker (which beat's broadcast reaches) but runs commands can run it from cron."""
+"""`manage.py cleanup`: finish or give back the releases of exports that died, and remove what killed runs left (this
+host's temporary files and folders and export staging folders, orphaned frame files in the media storage): what
+beat's clean-up does every CLEANUP_MINUTES, for this host. A host that runs no worker (which beat's broadcast
+reaches) but runs commands can run it from cron."""
 
 from __future__ import annotations
 
@@ -27,3 +28,10 @@ class Command(BaseCommand):
         )
         for path in [*removed["temporary"], *removed["staging_folders"]]:
             self.stdout.write(f"  {path}")
+        releases = {key: removed["releases"][key] + removed["releases_in_bucket"][key] for key in removed["releases"]}
+        if releases["placed"]:
+            self.stdout.write(f"Put in place the files of release(s) {', '.join(releases['placed'])}.")
+        if releases["given_back"]:
+            self.stdout.write(f"Gave back release number(s) {', '.join(releases['given_back'])}: never made.")
+        for problem in releases["problems"]:
+            self.stderr.write(f"Release {problem}")

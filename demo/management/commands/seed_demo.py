@@ -4,12 +4,12 @@ captions. Safe to re-run."""
 from __future__ import annotations
 
 from django.contrib.auth.models import Group, User
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from demo.captions import seed_demo_captions
 from demo.pairs import seed_demo_pairs
 from demo.releases import seed_demo_model_run, seed_demo_publication, seed_demo_release
-from demo.similarity import report_demo_similarity, seed_demo_similarity
+from demo.similarity import DemoModelUnusable, report_demo_similarity, seed_demo_similarity
 from demo.studies import seed_demo_study
 from demo.videos import demo_videos_seed
 
@@ -40,7 +40,10 @@ class Command(BaseCommand):
         seed_demo_users()
         self.stdout.write(f"Demo users: {', '.join(DEMO_USERS)} (password 'demo').")
         demo_videos_seed()
-        seed_demo_similarity(self.stdout)
+        try:
+            seed_demo_similarity(self.stdout)
+        except DemoModelUnusable as error:
+            raise CommandError(str(error)) from error
         self.stdout.write(f"Demo pairs: {seed_demo_pairs()} made (drafts, submitted, accepted, rejected).")
         report_demo_similarity(self.stdout)
         release = seed_demo_release(self.stdout)

@@ -18,7 +18,12 @@ class Command(BaseCommand):
         parser.add_argument("--invites", type=int, default=0, help="Invite links to create and print.")
         parser.add_argument("--category", action="append", default=[], help="Only this category (repeatable).")
         parser.add_argument("--domain", action="append", default=[], help="Only this domain (repeatable).")
-        parser.add_argument("--release", type=int, default=None, help="The release's number (default the latest).")
+        parser.add_argument(
+            "--release",
+            default=None,
+            metavar="vN",
+            help="The release (v3 or 3; exp-2 for an experiment), default the benchmark's latest.",
+        )
         parser.add_argument("--split", choices=["test", "val"], default="test", help="The release's split (test).")
         parser.add_argument("--practice", type=int, default=None, help="Practice items (default from settings).")
         parser.add_argument("--open-cap", type=int, default=0, help="Also an open link admitting this many.")

@@ -7,13 +7,14 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotator.models import ModelEndpoint, Release
+from annotator.models import ModelEndpoint
+from annotator.releases.services import release_get
 from benchmark import jsonlimits
 from evaluation.runs.results_files import results_file
 from evaluation.runs.services import evaluation_run, evaluation_start
 from evaluation.runs.strategies import STRATEGIES
 from evaluation.runs.summaries import evaluation_summary
-from subtlebench.errors import ServiceError
+from subtlebench.errors import NotFound, ServiceError
 from subtlebench.progress import TerminalProgress
 
 
@@ -27,7 +28,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("name", help="The registered model's name (manage.py add_model).")
         parser.add_argument(
-            "--release", metavar="vN", required=True, help="A release (v1, or its number): its items as released."
+            "--release",
+            metavar="vN",
+            required=True,
+            help="A release (v1 or its number; exp-1 for an experiment): its items as released.",
         )
         parser.add_argument("--split", choices=("test", "val"), default="test", help="The split (default test).")
         parser.add_argument("--seed", type=int, default=0, help="Seed of the option shuffle (default 0).")
@@ -73,10 +77,10 @@ class Command(BaseCommand):
             if judge is None:
                 raise CommandError(f"--judge {opts['judge']}: no model of that name; add it with add_model.")
             fields.update(task="description", judge=judge)
-        number = opts["release"].removeprefix("v")
-        release = Release.objects.filter(number=int(number)).first() if number.isdigit() else None
-        if release is None:
-            raise CommandError(f"--release {opts['release']}: no such release (give v1, v2, ... or its number).")
+        try:
+            release = release_get(opts["release"])
+        except NotFound as error:
+            raise CommandError(f"--release {opts['release']}: no such release (give v1, v2, exp-1, ...): {error}")
         fields.update(release=release, split=opts["split"])
         try:
             evaluation = evaluation_start(endpoint=endpoint, user=None, **fields)

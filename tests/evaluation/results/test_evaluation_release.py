@@ -251,7 +251,7 @@ def test_the_form_and_the_api_default_to_the_latest_release_and_take_another(cli
     make_release(pairs[:3])
     latest = make_release(pairs)
     client = client_for(coordinator)
-    assert '<option value="2" selected>v2' in client.get("/studies/").content.decode()
+    assert '<option value="v2" selected>v2' in client.get("/studies/").content.decode()
     created = client.post("/studies/create/", FORM | {"release": "2"})
     assert Study.objects.get(name="F").release == latest and created.status_code == 302
     response = client.post("/api/studies/create/", {"name": "A", "fraction": 1}, content_type="application/json")
@@ -260,6 +260,7 @@ def test_the_form_and_the_api_default_to_the_latest_release_and_take_another(cli
         2,
         "Humans on release v2 (test)",
     )
+    assert response.json()["release_name"] == "v2"
     older = client.post("/api/studies/create/", {"name": "B", "release": 1}, content_type="application/json")
     assert older.status_code == 201 and Study.objects.get(name="B").items.scored().count() >= 1
     assert Study.objects.get(name="B").release.number == 1
