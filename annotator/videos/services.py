@@ -873,9 +873,8 @@ def frames_remove_orphans(*, older_than: float) -> list[str]:
 def videos_being_sampled() -> set[str]:
     """The videos (yt8m ids) a claimed sampling unit with a fresh heartbeat is working on now."""
     fresh = timezone.now() - timedelta(seconds=settings.JOB_STALE_SECONDS)
-    running = JobTask.objects.filter(
-        name="annotator.tasks.sample_video", status=JobTask.Status.RUNNING, heartbeat__gte=fresh
-    ).values_list("kwargs__video_id", flat=True)
+    sampling = JobTask.objects.held(fresh).filter(name="annotator.tasks.sample_video")
+    running = sampling.values_list("kwargs__video_id", flat=True)
     return set(Video.objects.filter(pk__in=[pk for pk in running if pk is not None]).values_list("yt8m_id", flat=True))
 
 
