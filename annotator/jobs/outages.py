@@ -4,7 +4,7 @@ error fails it with its reason."""
 
 from __future__ import annotations
 
-STORAGE = "the media storage (S3)"
+STORAGE = "the S3 storage"
 BROKER = "the broker (Redis)"
 DATABASE = "the database"
 # S3 answers that mean "not now" rather than "never": the server's trouble or throttling.

@@ -91,13 +91,13 @@ def test_a_task_that_meets_a_storage_outage_pauses_its_unit_and_the_pages_say_wh
     unit = JobTask.objects.get(pk=run.task_id)
     assert (unit.status, unit.token, unit.attempts) == ("queued", "", 0)  # a pause is not a lost claim
     assert unit.paused_until > timezone.now() + timedelta(seconds=50)
-    assert "the media storage (S3) does not answer (EndpointConnectionError" in unit.error
+    assert "the S3 storage does not answer (EndpointConnectionError" in unit.error
     job = Job.objects.get(pk=run.job.pk)
     assert (job.status, job.state, job.errors) == ("running", "paused", [])
     page = client_for(coordinator).get(f"/jobs/{job.pk}/").content.decode()
-    assert "badge-paused" in page and "Paused at" in page and "media storage (S3) does not answer" in page
+    assert "badge-paused" in page and "Paused at" in page and "S3 storage does not answer" in page
     answer = client_for(coordinator).get(f"/api/jobs/{job.pk}/").json()
-    assert "media storage (S3) does not answer" in answer["pause_reason"] and answer["paused_until"]
+    assert "S3 storage does not answer" in answer["pause_reason"] and answer["paused_until"]
     listed = client_for(coordinator).get("/api/jobs/").json()["results"]
     assert [row["pause_reason"] == answer["pause_reason"] for row in listed] == [True]
 
@@ -113,7 +113,7 @@ def test_a_unit_paused_longer_than_its_job_waits_fails_with_the_outage(settings,
     liveness.task_ended(celery_id="first", error=S3_DOWN, settle=job_task_failed)
     job = Job.objects.get(pk=run.job.pk)
     assert job.status == "failed" and JobTask.objects.get(pk=run.task_id).status == "failed"
-    assert "given up: the media storage (S3) does not answer" in job.errors[0]
+    assert "given up: the S3 storage does not answer" in job.errors[0]
 
 
 def test_a_task_that_raises_another_error_is_requeued_with_it_and_given_up_at_the_last_claim(settings, worker_process):

@@ -148,11 +148,11 @@ def test_a_storage_outage_pauses_a_run_with_the_reason_and_it_resumes_when_the_s
         evaluation = evaluation_run(evaluation_id=start(endpoint_for(server, coordinator), coordinator, release).pk)
         job = Job.objects.get(pk=evaluation.job_id)
         assert (evaluation.state, job.status, job.state) == ("paused", "running", "paused"), evaluation.pause_reason
-        assert "The images cannot be read: the media storage (S3) does not answer" in evaluation.pause_reason
+        assert "The images cannot be read: the S3 storage does not answer" in evaluation.pause_reason
         assert evaluation.failed == 0 and not evaluation.results.exists()  # no item is counted failed for it
-        assert "media storage (S3) does not answer" in job.pause_reason  # the job's page says it too
+        assert "S3 storage does not answer" in job.pause_reason  # the job's page says it too
         page = client_for(coordinator).get(f"/jobs/{job.pk}/").content.decode()
-        assert "media storage (S3) does not answer" in page
+        assert "S3 storage does not answer" in page
 
         proxy.restore()
         evaluation = evaluation_run(evaluation_id=evaluation.pk)  # its countdown ran out: the unit runs again
