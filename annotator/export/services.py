@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from boto3.exceptions import S3UploadFailedError
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.files.storage import FileSystemStorage, default_storage
@@ -42,7 +43,9 @@ from django.utils import timezone
 
 from annotator.export.format import file_sha256
 from annotator.hub_view import HubView, hub_view_write
+from annotator.jobs.outages import outage_of
 from annotator.jobs.scratch import newest_mtime, scratch_folder, scratch_paths, scratch_register, scratch_root
+from annotator.jobs.services import TransferBeats
 from annotator.models import EmbeddingModel, Job, Pair, Release, ReleasePublication, Review, SourceLicense
 from annotator.regions import regions_swapped
 from annotator.releases.services import (
@@ -987,13 +990,14 @@ def describe_local_export(out: Path) -> str:
     return f"written {written:%Y-%m-%d %H:%M} UTC"
 
 
-def check_s3_target(uri: str, *, replace: bool) -> None:
+def check_s3_target(uri: str, *, replace: bool, job_id: int | None = None) -> None:
     """An S3 prefix with a pointer (or, from before pointers, a manifest) holds a finished export: replaced only
-    when asked."""
+    when asked, or when the pointer names this very job (an earlier run of its unit uploaded it: the run that goes
+    on replaces its own export, it is not another's)."""
     if replace:
         return
     current = s3_export_current(uri)
-    if current is None:
+    if current is None or (job_id is not None and current.get("job") == job_id):
         return
     job = export_jobs_at(uri).first()
     bucket, _ = split_s3_uri(uri)
@@ -1002,9 +1006,9 @@ def check_s3_target(uri: str, *, replace: bool) -> None:
     raise ExportTargetTaken(f"{uri} already holds an export ({existing}): {REPLACE_HOW}.", existing)
 
 
-def check_target(options: ExportOptions, *, dry_run: bool = False) -> None:
+def check_target(options: ExportOptions, *, dry_run: bool = False, job_id: int | None = None) -> None:
     if options.is_s3:
-        check_s3_target(options.out, replace=options.replace)
+        check_s3_target(options.out, replace=options.replace, job_id=job_id)
     else:
         check_local_target(Path(options.out).resolve(), replace=options.replace, create_root=not dry_run)
 
@@ -1031,16 +1035,20 @@ def exports_mark_replaced(*, out: str, by_job: int | None) -> int:
     return marked
 
 
-def upload_file(client, path: Path, bucket: str, key: str) -> None:
-    """Upload one file; on top of boto3's own retries, retry a few times with a growing pause."""
+def upload_file(client, path: Path, bucket: str, key: str, beats: TransferBeats | None = None) -> None:
+    """Upload one file; on top of boto3's own retries, retry a few times with a growing pause. `beats` hears of the
+    bytes as they go (the unit beats while a slow upload moves). An S3 that still does not answer is an outage (the
+    ExportError's cause says so: the unit pauses), anything else a failed export."""
     for attempt in range(1, UPLOAD_ATTEMPTS + 1):
         try:
-            client.upload_file(str(path), bucket, key)
-            return
-        except (ClientError, BotoCoreError, OSError) as error:
+            client.upload_file(str(path), bucket, key, Callback=beats)
+            break
+        except (ClientError, BotoCoreError, S3UploadFailedError, OSError) as error:
             if attempt == UPLOAD_ATTEMPTS:
-                raise ExportError(f"upload of s3://{bucket}/{key} failed after {attempt} attempts: {error}")
+                raise ExportError(f"upload of s3://{bucket}/{key} failed after {attempt} attempts: {error}") from error
             time.sleep(UPLOAD_PAUSE * 2 ** (attempt - 1))
+    if beats is not None:
+        beats.file_done()
 
 
 # An S3 export is written under a version of its own, `<prefix>/versions/<version>/` (its zip beside it, as
@@ -1069,6 +1077,9 @@ def _s3_pointer(body: bytes, bucket: str, key: str) -> dict:
     version = pointer.get("version") if isinstance(pointer, dict) else None
     if not isinstance(version, str) or not _VERSION_NAME.fullmatch(version) or set(version) == {"."}:
         raise ValueError(f"{where} is not an export pointer (no plain version name)")
+    job = pointer.get("job")
+    if job is not None and (type(job) is not int or job < 1):
+        raise ValueError(f"{where} is not an export pointer (its job is not a job's number)")
     return pointer
 
 
@@ -1102,6 +1113,7 @@ def s3_export_current(uri: str, client=None) -> dict | None:
                 "root": root,
                 "manifest_key": root + MANIFEST,
                 "zip_key": s3_key(prefix, f"{VERSIONS}/{version}.zip"),
+                "job": pointer.get("job"),
             }
         try:
             client.head_object(Bucket=bucket, Key=s3_key(prefix, MANIFEST))
@@ -1112,7 +1124,13 @@ def s3_export_current(uri: str, client=None) -> dict | None:
     except (ClientError, BotoCoreError, ValueError, KeyError) as error:
         raise ExportError(f"cannot read the export at {uri}: {error}") from error
     root = f"{prefix}/" if prefix else ""
-    return {"version": None, "root": root, "manifest_key": root + MANIFEST, "zip_key": legacy_zip_key(prefix)}
+    return {
+        "version": None,
+        "root": root,
+        "manifest_key": root + MANIFEST,
+        "zip_key": legacy_zip_key(prefix),
+        "job": None,
+    }
 
 
 def legacy_zip_key(prefix: str) -> str:
@@ -1148,13 +1166,15 @@ def export_version_name() -> str:
     return f"{timezone.now().astimezone(UTC):%Y%m%dT%H%M%S%fZ}-{uuid.uuid4().hex[:8]}"
 
 
-def upload_export(staging: Path, uri: str) -> dict:
+def upload_export(staging: Path, uri: str, *, job_id: int | None = None, progress=None) -> dict:
     """Upload the export under a new version of the prefix (images first, then data files and card, then the zip,
     the version's manifest), then switch the pointer to it, and only then remove what the previous export had: a
-    failure at any step before the switch leaves the previous export current, whole and valid."""
+    failure at any step before the switch leaves the previous export current, whole and valid. The pointer names
+    the job (`job_id`) whose export it is; the unit (`progress`, a JobRun) beats while the bytes go."""
     bucket, prefix = split_s3_uri(uri)
     prefix = prefix.strip("/")
     client = s3_client()
+    beats = TransferBeats(progress)
     previous = s3_export_current(uri, client)
     version = export_version_name()
     root = s3_key(prefix, f"{VERSIONS}/{version}/")
@@ -1163,16 +1183,19 @@ def upload_export(staging: Path, uri: str) -> dict:
             for line in manifest:
                 name = line.rstrip("\n").split("  ", 1)[1]
                 if name.startswith("images/") == want_images:
-                    upload_file(client, staging / name, bucket, root + name)
+                    upload_file(client, staging / name, bucket, root + name, beats)
     archive = staging.parent / f"{staging.name}.zip"
-    zip_folder(staging, archive)
+    zip_folder(staging, archive, beat=beats.file_done)
     zip_key = s3_key(prefix, f"{VERSIONS}/{version}.zip")
-    upload_file(client, archive, bucket, zip_key)
+    upload_file(client, archive, bucket, zip_key, beats)
     archive.unlink()
-    upload_file(client, staging / MANIFEST, bucket, root + MANIFEST)
+    upload_file(client, staging / MANIFEST, bucket, root + MANIFEST, beats)
     pointer = staging.parent / POINTER
-    pointer.write_text(json.dumps({"version": version, "manifest": f"{VERSIONS}/{version}/{MANIFEST}"}) + "\n")
-    upload_file(client, pointer, bucket, s3_key(prefix, POINTER))  # the switch
+    fields = {"version": version, "manifest": f"{VERSIONS}/{version}/{MANIFEST}"}
+    if job_id is not None:
+        fields["job"] = job_id
+    pointer.write_text(json.dumps(fields) + "\n")
+    upload_file(client, pointer, bucket, s3_key(prefix, POINTER), beats)  # the switch
     s3_export_prune(client, bucket, prefix, keep=version, previous=previous)
     return {"zip_key": zip_key, "bucket": bucket, "version": version, "root": f"s3://{bucket}/{root}"}
 
@@ -1203,9 +1226,10 @@ def s3_export_prune(client, bucket: str, prefix: str, *, keep: str, previous: di
     return doomed
 
 
-def zip_folder(folder: Path, archive: Path, *, progress=None, owner=None) -> None:
+def zip_folder(folder: Path, archive: Path, *, progress=None, owner=None, beat=None) -> None:
     """A stored (not deflated: JPEGs do not shrink) zip of an export, files in manifest order, streamed into a part
-    file (in the clean-up's ledger, held by `owner`) renamed into place when whole. `progress` counts files."""
+    file (in the clean-up's ledger, held by `owner`) renamed into place when whole. `progress` counts files; `beat`
+    is called after each (a unit's heartbeat, throttled)."""
     part = archive.parent / f".{archive.name}.part-{uuid.uuid4().hex[:8]}"
     entry = scratch_register(part, owner=owner)
     try:
@@ -1216,6 +1240,8 @@ def zip_folder(folder: Path, archive: Path, *, progress=None, owner=None) -> Non
         with zipfile.ZipFile(part, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
             for done, name in enumerate(names, start=1):
                 zf.write(folder / name, name)
+                if beat is not None:
+                    beat()
                 if progress is not None and done % ZIP_PROGRESS_EVERY == 0:
                     progress.advance(ZIP_PROGRESS_EVERY)
             zf.write(folder / MANIFEST, MANIFEST)
@@ -1257,7 +1283,7 @@ def benchmark_export(
         split_s3_uri(options.out)  # a malformed URI fails before any work
     target_problem = None
     try:
-        check_target(options, dry_run=dry_run)
+        check_target(options, dry_run=dry_run, job_id=job_id)
     except ExportError as error:
         if not dry_run:
             raise
@@ -1350,8 +1376,8 @@ def write_and_place(
             with scratch_folder("export", owner=scratch_owner(progress, job_id)) as tmp:
                 staging = tmp / "export"
                 result.update(write_export(options, plan, staging, progress, draft=draft))
-                check_target(options)  # an export may have landed there while this one was written
-                result.update(upload_export(staging, options.out))
+                check_target(options, job_id=job_id)  # an export may have landed there while this one was written
+                result.update(upload_export(staging, options.out, job_id=job_id, progress=progress))
         except OSError as error:  # the local staging folder: a full disk, a missing or read-only scratch folder
             what = f"Export to {options.out}"
             raise ExportError(file_error_detail(error, what=what, where=scratch_root())) from error
@@ -1447,13 +1473,15 @@ def export_run(*, job_id: int, unit=None) -> Job:
             run.cancel()
         job.refresh_from_db()
         return job
-    except (ExportError, ReleaseError) as error:
-        job.finish(result={"options": options.as_dict()}, error=str(error))
     except (OperationalError, InterfaceError):
         raise  # the database is away: the task retries and runs the export again
     except Exception as error:
-        job.finish(result={"options": options.as_dict()}, error=f"unexpected error: {error!r}")
-        raise
+        if outage_of(error) is not None:
+            raise  # the storage is away: the task pauses the unit and runs it again later (job_task_failed)
+        if not isinstance(error, ExportError | ReleaseError):
+            job.finish(result={"options": options.as_dict()}, error=f"unexpected error: {error!r}")
+            raise
+        job.finish(result={"options": options.as_dict()}, error=str(error))
     else:
         job.finish(result=result)
     if run is not None:
