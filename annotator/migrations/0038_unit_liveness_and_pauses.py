@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotator', '0035_endpoint_key_help'),
+        ('annotator', '0037_source_licenses'),
     ]
 
     operations = [
