@@ -1025,7 +1025,7 @@ def s3_down_during_a_sweep() -> None:
                 axes=[{"factor": "object_count", "levels": [2, 3]}],
                 items_per_cell=2,
                 size=64,
-                factors={"object_size": 12},
+                factors={"object_size": 12, "options": 3},  # two wrong answers: the smallest scene has two objects
             )
             job = wait(lambda: (row := job_row(sweep.job_id)).state == "paused" and row, 60, "the sweep to pause")
             _, shown = api("GET", f"/api/jobs/{job.pk}/")

@@ -104,7 +104,7 @@ def test_a_sweep_whose_s3_stops_answering_pauses_with_the_reason_and_finishes_on
         axes=[{"factor": "object_count", "levels": [2]}],
         items_per_cell=2,
         size=64,
-        factors={"object_size": 12},
+        factors={"object_size": 12, "options": 3},  # two wrong answers: the smallest scene has two objects
     )
     job = Job.objects.get(pk=sweep.job_id)
     deadline = time.monotonic() + 60
