@@ -15,7 +15,7 @@ from api.errors import BodyTooLarge, error_responses
 from api.fields import INT32_MAX, free_text, number, whole_number
 from evaluation.models import Participant, Study
 from evaluation.results.study_summary import study_summary
-from evaluation.studies import participation, reports
+from evaluation.studies import participation, reports, served_images
 from evaluation.studies import services as studies
 from evaluation.studies.participant_views import image_url
 from subtlebench.errors import Conflict
@@ -218,7 +218,10 @@ def study_results(request, pk):
 
 class ParticipantItemSerializer(serializers.Serializer):
     done = serializers.BooleanField()
-    wait = serializers.BooleanField(required=False, help_text="Every free item is taken for now: ask again later.")
+    wait = serializers.BooleanField(
+        required=False,
+        help_text="Every free item is taken for now, or the next one's images cannot be read now: ask again later.",
+    )
     item = serializers.CharField(required=False)
     sequence = serializers.IntegerField(required=False)
     planned = serializers.IntegerField(required=False)
@@ -284,6 +287,8 @@ def participant_item(request, token):
                 "participant_code": participant.completion_code,
             }
         )
+    if not served_images.participant_images_ready(assignment):
+        return Response({"done": False, "wait": True})  # its images cannot be read now: the item comes later
     return Response(
         {
             "done": False,

@@ -28,6 +28,12 @@ IDEMPOTENCY_KEY = OpenApiParameter(
 
 class JobOutputSerializer(serializers.ModelSerializer):
     percent = serializers.IntegerField(read_only=True)
+    paused_until = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="While a unit waits out an outage: when it tries again."
+    )
+    pause_reason = serializers.CharField(
+        read_only=True, help_text="Why it waits (the storage, the broker or the database did not answer); empty else."
+    )
     created_by = serializers.CharField(source="created_by.username", default=None, allow_null=True, read_only=True)
 
     class Meta:
@@ -47,6 +53,8 @@ class JobOutputSerializer(serializers.ModelSerializer):
             "started",
             "finished",
             "heartbeat",
+            "paused_until",
+            "pause_reason",
         ]
 
 
@@ -69,7 +77,7 @@ def job_output(request, job) -> dict:
 @permission_classes([HasRole.of(ANNOTATOR, REVIEWER, COORDINATOR)])
 def job_list(request):
     """Jobs of the kinds your role may see, newest first; filter with `?kind=...` and `?status=...`."""
-    jobs = Job.objects.visible_to(request.user).select_related("created_by")
+    jobs = Job.objects.visible_to(request.user).select_related("created_by").with_pauses()
     for field, allowed in (("kind", Job.Kind.values), ("status", Job.Status.values)):
         if field in request.query_params:
             value = request.query_params[field]

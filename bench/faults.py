@@ -17,6 +17,9 @@ a tiny random DINOv3 activated) and beat (the sweeper every 2 s). Then replays, 
 - a hostile folder given to import_pairs and validate_benchmark; a video's media lost, then `repair` (issue 25);
 - exports (issue 25): S3 cut mid-upload during `--replace` (a moto server behind a cuttable TCP proxy), a
   corrupted frame, a command-line export SIGKILLed, a zip job's worker SIGKILLed (then the clean-up);
+- a slow S3 (the proxy drips) under a collection import and an S3 export with a release, units judged gone after
+  2 s of silence (each runs once); the media storage's S3 cut during a synthetic sweep (it pauses with the reason,
+  and finishes once S3 is back) (issue 58);
 - model runs against a fake model server (tests/model_server.py in a process of its own): killed mid-run and
   restarted (the run pauses, resumes, asks its failed items again: accuracy over answered items is the true one),
   answering 500 to everything (the run ends failed with the reason), trickling one byte every 2 s (each request
@@ -37,6 +40,7 @@ BENCH_ONLY=name,name runs only the faults of those function names.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -897,6 +901,152 @@ def s3_cut_during_replace() -> None:
         server.stop()
 
 
+@contextlib.contextmanager
+def s3_behind_proxy(bucket: str, **proxy_options):
+    """A moto S3 server on loopback with `bucket`, behind a CutProxy (tests/cut_proxy.py: it drips, or is cut and
+    restored); this process's S3 settings point at the proxy while the block runs. Yields (proxy, the S3 settings
+    for a worker, a client straight to the server)."""
+    import logging
+
+    import boto3
+    from django.conf import settings
+    from moto.server import ThreadedMotoServer
+
+    from tests.cut_proxy import CutProxy
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    client = boto3.client(
+        "s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+        aws_access_key_id="bench", aws_secret_access_key="bench",
+    )  # fmt: skip
+    client.create_bucket(Bucket=bucket)
+    proxy = CutProxy(port, **proxy_options)
+    env = {"S3_ENDPOINT_URL": proxy.url, "S3_ACCESS_KEY_ID": "bench", "S3_SECRET_ACCESS_KEY": "bench"}
+    saved = {name: getattr(settings, name) for name in env}
+    for name, value in env.items():
+        setattr(settings, name, value)
+    try:
+        yield proxy, env, client
+    finally:
+        for name, value in saved.items():
+            setattr(settings, name, value)
+        proxy.close()
+        server.stop()
+
+
+@contextlib.contextmanager
+def default_worker_with(env: dict[str, str]):
+    """The `default` queue's worker replaced, while the block runs, by one started with these settings besides the
+    instance's (its sweeps too: beat's sweep runs on a `default` worker)."""
+    stop("cpu")
+    saved = os.environ.copy()
+    os.environ.update(env)
+    try:
+        worker("s3")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    try:
+        yield
+    finally:
+        stop("s3")
+        worker("cpu")
+
+
+def noise_collection(client, bucket: str, prefix: str, pairs: int) -> None:
+    """A change-detection collection (A/ and B/ of each scene) of random-pixel pictures, about 27 KB each."""
+    import io
+    import random
+
+    from PIL import Image
+
+    for scene in range(pairs):
+        for side in ("A", "B"):
+            buffer = io.BytesIO()
+            pixels = random.Random(f"{scene}{side}").randbytes(96 * 96 * 3)
+            Image.frombytes("RGB", (96, 96), pixels).save(buffer, "PNG")
+            client.put_object(Bucket=bucket, Key=f"{prefix}/{side}/scene_{scene}.png", Body=buffer.getvalue())
+
+
+def s3_slow_import_and_export() -> None:
+    """An S3 at about 20 KB/s (a proxy that drips) under a collection import and an S3 export with a release, while
+    the sweeper runs every 2 s and calls a unit silent for 2 s gone: each runs once and succeeds, one release."""
+    started = time.monotonic()
+    from django.contrib.auth.models import User
+
+    from annotator.collections.services import collection_import
+    from annotator.export.services import ExportOptions, export_start
+    from annotator.models import Release
+
+    cora = User.objects.get(username="cora")
+    accepted_pairs(sampled_video("s3s", seconds=4), 3)
+    with s3_behind_proxy("slow", drip=(1024, 0.05)) as (proxy, env, client):
+        noise_collection(client, "slow", "sets/noise", pairs=4)
+        with default_worker_with({**env, "JOB_STALE_SECONDS": "2"}):
+            imported = collection_import(
+                source="s3://slow/sets/noise", name="noise_s3", domain="aerial", created_by=cora
+            )
+            wait(lambda: ended(imported), 240, "the slow import")
+            options = ExportOptions(out="s3://slow/bench", release=True, val_fraction=0)
+            export = export_start(options=options, user=cora)
+            wait(lambda: ended(export), 240, "the slow export")
+    problems = []
+    for job, what in ((imported, "import"), (export, "export")):
+        unit = job.tasks.get()
+        if job.status != "succeeded" or unit.attempts != 1 or unit.error:
+            problems.append(f"the {what} {job.status} {job.errors}, claimed {unit.attempts} times: {unit.error}")
+    releases = Release.objects.filter(export_job=export).count()
+    if imported.result.get("images") != 8 or releases != 1:
+        problems.append(f"{imported.result.get('images')} images imported, {releases} release(s)")
+    outcome = (
+        f"import of 8 pictures in {(imported.finished - imported.started).total_seconds():.0f} s and export with a "
+        f"release in {(export.finished - export.started).total_seconds():.0f} s: each claimed once, succeeded, "
+        f"{releases} release"
+    )
+    record("S3 slow during an import and an export", started, outcome, "; ".join(problems))
+
+
+def s3_down_during_a_sweep() -> None:
+    """The media storage (S3) stops answering while a synthetic sweep writes its images: the job pauses with the
+    reason on its page and in the API, and finishes by itself once S3 is back."""
+    started = time.monotonic()
+    from django.contrib.auth.models import User
+
+    from annotator.synthetic.services import sweep_create
+
+    cora = User.objects.get(username="cora")
+    with s3_behind_proxy("media") as (proxy, env, client):
+        settings = {**env, "S3_BUCKET": "media", "S3_MAX_ATTEMPTS": "1", "JOB_PAUSE_SECONDS": "1"}
+        with default_worker_with(settings):
+            proxy.cut_now()
+            sweep = sweep_create(
+                user=cora,
+                family="existence",
+                axes=[{"factor": "object_count", "levels": [2, 3]}],
+                items_per_cell=2,
+                size=64,
+                factors={"object_size": 12, "options": 3},  # two wrong answers: the smallest scene has two objects
+            )
+            job = wait(lambda: (row := job_row(sweep.job_id)).state == "paused" and row, 60, "the sweep to pause")
+            _, shown = api("GET", f"/api/jobs/{job.pk}/")
+            time.sleep(3)  # down a while: the units keep pausing, none is counted as a lost claim
+            proxy.restore()
+            job = wait(lambda: ended(job_row(sweep.job_id)), 120, "the sweep to finish")
+    problems = []
+    if "the S3 storage does not answer" not in (shown.get("pause_reason") or ""):
+        problems.append(f"the API said {shown.get('pause_reason')!r} while it was paused")
+    claims = sorted(job.tasks.values_list("attempts", flat=True))
+    if job.status != "succeeded" or job.result.get("pairs") != 4 or claims != [1, 1]:
+        problems.append(f"the sweep {job.status} {job.errors}, {job.result.get('pairs')} pairs, claims {claims}")
+    outcome = (
+        f"paused ({shown.get('pause_reason', '')[:60]}...), then {job.status} with {job.result.get('pairs')} pairs"
+    )
+    record("S3 down during a sweep", started, outcome, "; ".join(problems))
+
+
 def corrupted_frame() -> None:
     started = time.monotonic()
     video = sampled_video("cf")
@@ -1502,6 +1652,8 @@ FAULTS = [
     corrupted_frame,
     kill_cli_export,
     kill_zip_job,
+    s3_slow_import_and_export,  # issue 58
+    s3_down_during_a_sweep,  # issue 58
     model_server_killed_and_restarted,
     model_server_answers_500,
     model_server_trickles,

@@ -23,6 +23,9 @@ def job_without_server_paths(job) -> None:
         job.result = {
             key: without_server_paths(value) if isinstance(value, str) else value for key, value in job.result.items()
         }
+    pause = getattr(job, "pause", None)  # the unit that waits out an outage: its reason names the storage's address
+    if pause is not None:
+        pause.error = without_server_paths(pause.error)
 
 
 def client_ip(request) -> str:

@@ -289,14 +289,19 @@ BEAT_STALE_SECONDS = envfloat("BEAT_STALE_SECONDS", "180")
 # the unacknowledged set) by each sweep, and sent again when its message is in neither (a broker wiped or restarted
 # empty). At once, whatever its age, when the broker lost the sweeper's marker key (FLUSHALL, restart without data).
 JOB_BROKER_CHECK_SECONDS = envfloat("JOB_BROKER_CHECK_SECONDS", "30")
-# Jobs: a running task beats its unit's heartbeat every JOB_HEARTBEAT_SECONDS; a unit silent for JOB_STALE_SECONDS
-# lost its worker and is requeued by the sweeper (every JOB_SWEEP_SECONDS), up to JOB_MAX_ATTEMPTS claims, then
-# failed with the reason. A unit the broker accepted but no worker started within JOB_LOST_SECONDS is sent again.
+# Jobs: a running task beats its unit's heartbeat as it makes progress, and its worker process says every
+# JOB_HEARTBEAT_SECONDS which units it still runs (annotator/jobs/liveness.py); a unit with neither for
+# JOB_STALE_SECONDS lost its worker and is requeued by the sweeper (every JOB_SWEEP_SECONDS), up to JOB_MAX_ATTEMPTS
+# claims, then failed with the reason. A unit the broker accepted but no worker started within JOB_LOST_SECONDS is
+# sent again. A unit that meets an outage of the storage, the broker or the database pauses: it is queued again every
+# JOB_PAUSE_SECONDS, and fails with the reason once paused for JOB_PAUSE_MAX_SECONDS without progress.
 JOB_HEARTBEAT_SECONDS = envfloat("JOB_HEARTBEAT_SECONDS", "20")
 JOB_STALE_SECONDS = envfloat("JOB_STALE_SECONDS", "300")
 JOB_SWEEP_SECONDS = envfloat("JOB_SWEEP_SECONDS", "60")
 JOB_MAX_ATTEMPTS = envint("JOB_MAX_ATTEMPTS", "3")
 JOB_LOST_SECONDS = envfloat("JOB_LOST_SECONDS", str(3 * 3600))
+JOB_PAUSE_SECONDS = envfloat("JOB_PAUSE_SECONDS", "60")
+JOB_PAUSE_MAX_SECONDS = envfloat("JOB_PAUSE_MAX_SECONDS", str(6 * 3600))
 # Task retries on a database error back off exponentially (with jitter) up to the maximum: 10 retries ride out a
 # database restart of several minutes.
 TASK_RETRY_BACKOFF_SECONDS = envint("TASK_RETRY_BACKOFF_SECONDS", "5")

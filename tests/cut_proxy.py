@@ -1,20 +1,23 @@
-"""A TCP proxy on loopback that can cut the line: in front of the moto S3 server, it forwards every byte until it has
-seen `cut_after` uploads (requests that start with PUT), then closes every connection and refuses new ones, as a
-network that drops mid-upload does. Used by the export tests and bench/faults.py."""
+"""A TCP proxy on loopback in front of the moto S3 server, for the tests and bench/faults.py: it forwards every byte,
+or drips them (`drip`: so many bytes, then a pause, each way: a slow S3), until the line is cut (`cut_now`, or after
+`cut_after` uploads, requests that start with PUT: a network that drops mid-upload), after which it closes every
+connection and refuses new ones until `restore` (the network is back)."""
 
 from __future__ import annotations
 
 import socket
 import threading
+import time
 
 
 class CutProxy:
-    def __init__(self, upstream_port: int, *, cut_after: int | None = None):
+    def __init__(self, upstream_port: int, *, cut_after: int | None = None, drip: tuple[int, float] | None = None):
         self.upstream_port = upstream_port
         self.cut_after = cut_after
+        self.drip = drip
         self.puts = 0
         self.cut = threading.Event()
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # cut_now runs under it when the cut comes with an upload
         self.sockets: list[socket.socket] = []
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -51,7 +54,7 @@ class CutProxy:
                         if self.cut_after is not None and self.puts > self.cut_after:
                             self.cut_now()
                             return  # this upload never reaches the server
-                target.sendall(data)
+                self._send(target, data)
         except OSError:
             pass
         finally:
@@ -61,15 +64,32 @@ class CutProxy:
                 except OSError:
                     pass
 
+    def _send(self, target: socket.socket, data: bytes) -> None:
+        if self.drip is None:
+            target.sendall(data)
+            return
+        size, pause = self.drip
+        for start in range(0, len(data), size):
+            if self.cut.is_set():
+                return
+            target.sendall(data[start : start + size])
+            time.sleep(pause)
+
     def cut_now(self) -> None:
         """Drop every connection and refuse new ones."""
         self.cut.set()
-        for sock in self.sockets:
+        with self.lock:
+            sockets, self.sockets = self.sockets, []
+        for sock in sockets:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
             sock.close()
+
+    def restore(self) -> None:
+        """The line is back: new connections go through again."""
+        self.cut.clear()
 
     def close(self) -> None:
         self.cut_now()

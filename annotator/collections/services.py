@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import threading
 from pathlib import Path
 
@@ -27,15 +28,29 @@ from django.utils import timezone
 from annotator.collections.layouts import Plan, PlannedPair, detect_layout, read_plan
 from annotator.export.format import ImageCheck, ScratchSpaceError, allowed_roots, inspect_image
 from annotator.images import IMAGE_FORMATS, ImageLimitError, open_within_limits
+from annotator.jobs.outages import outage_of
 from annotator.jobs.scratch import scratch_folder
-from annotator.jobs.services import JobRun, UnitRef, job_create_once, job_task_add, job_task_claim, job_unit
+from annotator.jobs.services import (
+    JobRun,
+    JobTaskLost,
+    TransferBeats,
+    UnitRef,
+    job_create_once,
+    job_task_add,
+    job_task_claim,
+    job_unit,
+    job_write_lock,
+)
 from annotator.models import Collection, Domain, Image, Job, JobCancelled, Pair, PairCandidate, SourceLicense
+from annotator.models.jobs import ACTIVE
 from annotator.picking.questions import question_validate
 from annotator.similarity.services import images_queue_embeddings
 from annotator.videos.services import ImportPathError, resolve_import_path
 from benchmark.regions import MAX_REGIONS, RegionError, boxes_from_mask, validate_regions
 from subtlebench.errors import Invalid, file_error_detail
 from subtlebench.storage import s3_client, split_s3_uri
+
+log = logging.getLogger(__name__)
 
 IMPORT_TASK = "annotator.tasks.import_collection"
 # An S3 prefix is copied to a scratch folder first; more objects than this is refused (a wrong prefix).
@@ -124,38 +139,52 @@ def collection_import_run(
         return job
     progress = run or job
     try:
-        result, problems = _import(source, name, domain, layout, job=job, progress=progress)
+        collection_import_unit(source, name, domain, layout, job=job, progress=progress)
     except JobCancelled:
+        # Cancelled, or the job ended meanwhile: another run of its unit imported it (a second copy stops here).
         if run is not None:
             run.cancel()
         job.refresh_from_db()
         return job
     except CollectionSourceError as error:
         job.finish(result=job.result, error=error.detail)
+        if run is not None:
+            run.complete()
     except (OperationalError, InterfaceError):
         raise  # the database is away: the task retries the whole import (nothing of it was committed)
     except Exception as error:
+        if outage_of(error) is not None:
+            raise  # the storage is away: the task pauses the unit and runs it again later (job_task_failed)
         job.finish(result=job.result, error=f"unexpected error: {error!r}")
         if run is not None:
             run.complete()
         raise
-    else:
-        for problem in problems:
-            job.advance(0, error=problem)
-        imported = result["images_new"] + result["candidates"] + result["pairs"]
-        failed = None if imported or not problems else f"nothing imported: {len(problems)} problem(s)"
-        job.finish(result={**job.result, **result}, error=failed)
-    if run is not None:
-        run.complete()
     job.refresh_from_db()
     return job
 
 
-def _import(source, name, domain, layout, *, job, progress) -> tuple[dict, list[str]]:
+def _import_finish(job: Job, progress, result: dict, problems: list[str]) -> None:
+    """Count the import's outcome on its job, in the transaction that writes its rows: the rows and the job's end
+    commit together, so a second run of the unit finds the job ended and imports nothing again."""
+    if isinstance(progress, JobRun) and not progress.complete():
+        raise JobTaskLost(f"unit {progress.task_id} of job {job.pk} was taken over: its outcome is not counted")
+    for problem in problems:
+        job.advance(0, error=problem)
+    imported = result["images_new"] + result["candidates"] + result["pairs"]
+    failed = None if imported or not problems else f"nothing imported: {len(problems)} problem(s)"
+    job.finish(result={**job.result, **result}, error=failed)
+
+
+def collection_import_unit(source, name, domain, layout, *, job, progress) -> None:
+    """The work of the import's unit (`progress`: its claimed JobRun, or the job): copy an s3:// source here, inspect
+    each image, write the good part and count the outcome on the job in one transaction. JobCancelled when the job
+    ended before the write: cancelled, or imported by another run of its unit."""
     owner = progress if isinstance(progress, JobRun) else job.pk
+    if not Job.objects.filter(pk=job.pk, status__in=ACTIVE).exists():
+        raise JobCancelled(f"job {job.pk} ended before its import ran")
     with scratch_folder("collection", owner=owner) as scratch:
         if source.startswith("s3://"):
-            root = _download_prefix(source, scratch / "source")
+            root = _download_prefix(source, scratch / "source", progress)
         else:
             try:
                 root = resolve_import_path(source)
@@ -173,9 +202,12 @@ def _import(source, name, domain, layout, *, job, progress) -> tuple[dict, list[
             checks = _inspect(root, plan, thumbnails, progress)
         except ScratchSpaceError as error:
             raise CollectionSourceError(file_error_detail(error.error, what=f"Import of {source}")) from error
+
+        def outcome(counts: dict) -> None:
+            _import_finish(job, progress, {**counts, "layout": chosen}, plan.problems)
+
         with _beating(progress):
-            result = _write(root, plan, checks, name=name, domain=domain, layout=chosen, source=source, job=job)
-    return {**result, "layout": chosen}, plan.problems
+            _write(root, plan, checks, name=name, domain=domain, layout=chosen, source=source, job=job, then=outcome)
 
 
 @contextlib.contextmanager
@@ -206,12 +238,15 @@ def _beating(progress):
         thread.join()
 
 
-def _download_prefix(uri: str, folder: Path) -> Path:
-    """Copy every object under an s3:// prefix into the folder, keeping the key's path below the prefix."""
+def _download_prefix(uri: str, folder: Path, progress=None) -> Path:
+    """Copy every object under an s3:// prefix into the folder, keeping the key's path below the prefix. The unit
+    beats while bytes move (a large or slow download is not a dead worker); an S3 that does not answer is an outage
+    (the unit pauses), not a source that cannot be read."""
     bucket, prefix = split_s3_uri(uri)
     if prefix and not prefix.endswith("/"):
         prefix += "/"
     client = s3_client()
+    beats = TransferBeats(progress)
     count = 0
     try:
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
@@ -225,10 +260,13 @@ def _download_prefix(uri: str, folder: Path) -> Path:
                     raise CollectionSourceError(f"{uri}: more than {S3_MAX_OBJECTS} objects under the prefix")
                 target = folder / relative
                 target.parent.mkdir(parents=True, exist_ok=True)
-                client.download_file(bucket, item["Key"], str(target))
-    except CollectionSourceError:
+                client.download_file(bucket, item["Key"], str(target), Callback=beats)
+                beats.file_done()
+    except (CollectionSourceError, JobCancelled):
         raise
     except Exception as error:  # botocore raises many kinds: no bucket, no access, no server
+        if outage_of(error) is not None:
+            raise
         raise CollectionSourceError(f"{uri}: cannot be read from S3 ({type(error).__name__}: {error})") from error
     if not count:
         raise CollectionSourceError(f"{uri}: no objects under this prefix")
@@ -321,15 +359,23 @@ def _stored(root: Path, planned, check: ImageCheck, collection: Collection, save
     return image, True
 
 
-def _write(root, plan: Plan, checks, *, name, domain, layout, source, job) -> dict:
-    """Write the good part of the plan in one transaction; on any failure remove the files it stored."""
+def _write(root, plan: Plan, checks, *, name, domain, layout, source, job, then) -> None:
+    """Write the good part of the plan in one transaction, which `then(counts)` ends (it counts the outcome on the
+    job); on any failure remove the files it stored. Runs of one job's unit write one at a time: a run that finds
+    its job ended writes nothing (JobCancelled)."""
     saved: list[str] = []
     counts = {"images": 0, "images_new": 0, "candidates": 0, "pairs": 0, "already": 0, "left_out": 0}
     now = timezone.now()
     if not checks:
-        return counts  # no image could be read: no collection is made either
+        with transaction.atomic():  # no image could be read: no collection is made either
+            job_write_lock(job.pk)
+            then(counts)
+        return
     try:
         with transaction.atomic():
+            job_write_lock(job.pk)
+            if not Job.objects.filter(pk=job.pk, status__in=ACTIVE).exists():
+                raise JobCancelled(f"job {job.pk} ended: another run of its unit imported it, or it was cancelled")
             collection, _ = Collection.objects.get_or_create(
                 name=name,
                 defaults={"domain": domain, "layout": layout, "location": source, "created_by": job.created_by},
@@ -398,14 +444,17 @@ def _write(root, plan: Plan, checks, *, name, domain, layout, source, job) -> di
             if new:
                 # Standalone images are embedded like frames, by the similarity worker (a unit of its own job).
                 images_queue_embeddings(images=new, user=job.created_by)
+            then(counts)
     except BaseException as error:
         for stored in saved:
-            default_storage.delete(stored)
-        if isinstance(error, OSError):
+            try:
+                default_storage.delete(stored)
+            except Exception as left:  # a storage that is away: the clean-up finds the file no row references
+                log.warning("import of %s: %s not removed after a failed write (%s)", source, stored, left)
+        if isinstance(error, OSError) and outage_of(error) is None:
             where = getattr(default_storage, "location", None)
             raise CollectionSourceError(file_error_detail(error, what=f"Import of {source}", where=where)) from error
         raise
-    return counts
 
 
 def _categories() -> set[str]:

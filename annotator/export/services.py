@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from boto3.exceptions import S3UploadFailedError
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.files.storage import FileSystemStorage, default_storage
@@ -49,6 +50,7 @@ from django.utils import timezone
 
 from annotator.export.format import file_sha256
 from annotator.hub_view import HubView, hub_view_write
+from annotator.jobs.outages import outage_of
 from annotator.jobs.scratch import (
     newest_mtime,
     owner_alive,
@@ -59,6 +61,7 @@ from annotator.jobs.scratch import (
     scratch_register,
     scratch_root,
 )
+from annotator.jobs.services import TransferBeats
 from annotator.models import (
     EmbeddingModel,
     Job,
@@ -1022,13 +1025,14 @@ def describe_local_export(out: Path) -> str:
     return f"written {written:%Y-%m-%d %H:%M} UTC"
 
 
-def check_s3_target(uri: str, *, replace: bool) -> None:
+def check_s3_target(uri: str, *, replace: bool, job_id: int | None = None) -> None:
     """An S3 prefix with a pointer (or, from before pointers, a manifest) holds a finished export: replaced only
-    when asked."""
+    when asked, or when the pointer names this very job (an earlier run of its unit uploaded it: the run that goes
+    on replaces its own export, it is not another's)."""
     if replace:
         return
     current = s3_export_current(uri)
-    if current is None:
+    if current is None or (job_id is not None and current.get("job") == job_id):
         return
     job = export_jobs_at(uri).first()
     bucket, _ = split_s3_uri(uri)
@@ -1037,9 +1041,9 @@ def check_s3_target(uri: str, *, replace: bool) -> None:
     raise ExportTargetTaken(f"{uri} already holds an export ({existing}): {REPLACE_HOW}.", existing)
 
 
-def check_target(options: ExportOptions, *, dry_run: bool = False) -> None:
+def check_target(options: ExportOptions, *, dry_run: bool = False, job_id: int | None = None) -> None:
     if options.is_s3:
-        check_s3_target(options.out, replace=options.replace)
+        check_s3_target(options.out, replace=options.replace, job_id=job_id)
     else:
         check_local_target(Path(options.out).resolve(), replace=options.replace, create_root=not dry_run)
 
@@ -1066,16 +1070,20 @@ def exports_mark_replaced(*, out: str, by_job: int | None) -> int:
     return marked
 
 
-def upload_file(client, path: Path, bucket: str, key: str) -> None:
-    """Upload one file; on top of boto3's own retries, retry a few times with a growing pause."""
+def upload_file(client, path: Path, bucket: str, key: str, beats: TransferBeats | None = None) -> None:
+    """Upload one file; on top of boto3's own retries, retry a few times with a growing pause. `beats` hears of the
+    bytes as they go (the unit beats while a slow upload moves). An S3 that still does not answer is an outage (the
+    ExportError's cause says so: the unit pauses), anything else a failed export."""
     for attempt in range(1, UPLOAD_ATTEMPTS + 1):
         try:
-            client.upload_file(str(path), bucket, key)
-            return
-        except (ClientError, BotoCoreError, OSError) as error:
+            client.upload_file(str(path), bucket, key, Callback=beats)
+            break
+        except (ClientError, BotoCoreError, S3UploadFailedError, OSError) as error:
             if attempt == UPLOAD_ATTEMPTS:
-                raise ExportError(f"upload of s3://{bucket}/{key} failed after {attempt} attempts: {error}")
+                raise ExportError(f"upload of s3://{bucket}/{key} failed after {attempt} attempts: {error}") from error
             time.sleep(UPLOAD_PAUSE * 2 ** (attempt - 1))
+    if beats is not None:
+        beats.file_done()
 
 
 # An S3 export is written under a version of its own, `<prefix>/versions/<version>/` (its zip beside it, as
@@ -1104,6 +1112,9 @@ def _s3_pointer(body: bytes, bucket: str, key: str) -> dict:
     version = pointer.get("version") if isinstance(pointer, dict) else None
     if not isinstance(version, str) or not _VERSION_NAME.fullmatch(version) or set(version) == {"."}:
         raise ValueError(f"{where} is not an export pointer (no plain version name)")
+    job = pointer.get("job")
+    if job is not None and (type(job) is not int or job < 1):
+        raise ValueError(f"{where} is not an export pointer (its job is not a job's number)")
     return pointer
 
 
@@ -1137,6 +1148,7 @@ def s3_export_current(uri: str, client=None) -> dict | None:
                 "root": root,
                 "manifest_key": root + MANIFEST,
                 "zip_key": s3_key(prefix, f"{VERSIONS}/{version}.zip"),
+                "job": pointer.get("job"),
             }
         try:
             client.head_object(Bucket=bucket, Key=s3_key(prefix, MANIFEST))
@@ -1147,7 +1159,13 @@ def s3_export_current(uri: str, client=None) -> dict | None:
     except (ClientError, BotoCoreError, ValueError, KeyError) as error:
         raise ExportError(f"cannot read the export at {uri}: {error}") from error
     root = f"{prefix}/" if prefix else ""
-    return {"version": None, "root": root, "manifest_key": root + MANIFEST, "zip_key": legacy_zip_key(prefix)}
+    return {
+        "version": None,
+        "root": root,
+        "manifest_key": root + MANIFEST,
+        "zip_key": legacy_zip_key(prefix),
+        "job": None,
+    }
 
 
 def legacy_zip_key(prefix: str) -> str:
@@ -1183,38 +1201,43 @@ def export_version_name() -> str:
     return f"{timezone.now().astimezone(UTC):%Y%m%dT%H%M%S%fZ}-{uuid.uuid4().hex[:8]}"
 
 
-def upload_export(staging: Path, uri: str, *, version: str) -> dict:
+def upload_export(staging: Path, uri: str, *, version: str, progress=None) -> dict:
     """Upload the export as `version` of the prefix (images first, then data files and card, then the zip, the
     version's manifest last). No reader sees it until `s3_export_switch` points the prefix at it: a failure at
-    any step leaves the previous export current, whole and valid."""
+    any step leaves the previous export current, whole and valid. The unit (`progress`, a JobRun) beats while the
+    bytes go."""
     bucket, prefix = split_s3_uri(uri)
     prefix = prefix.strip("/")
     client = s3_client()
+    beats = TransferBeats(progress)
     root = s3_key(prefix, f"{VERSIONS}/{version}/")
     for want_images in (True, False):  # two streaming passes over the manifest: images, then the rest
         with open(staging / MANIFEST, encoding="utf-8") as manifest:
             for line in manifest:
                 name = line.rstrip("\n").split("  ", 1)[1]
                 if name.startswith("images/") == want_images:
-                    upload_file(client, staging / name, bucket, root + name)
+                    upload_file(client, staging / name, bucket, root + name, beats)
     archive = staging.parent / f"{staging.name}.zip"
-    zip_folder(staging, archive)
+    zip_folder(staging, archive, beat=beats.file_done)
     zip_key = s3_key(prefix, f"{VERSIONS}/{version}.zip")
-    upload_file(client, archive, bucket, zip_key)
+    upload_file(client, archive, bucket, zip_key, beats)
     archive.unlink()
-    upload_file(client, staging / MANIFEST, bucket, root + MANIFEST)
+    upload_file(client, staging / MANIFEST, bucket, root + MANIFEST, beats)
     return {"zip_key": zip_key, "bucket": bucket, "version": version, "root": f"s3://{bucket}/{root}"}
 
 
-def s3_export_switch(uri: str, version: str) -> None:
+def s3_export_switch(uri: str, version: str, *, job_id: int | None = None) -> None:
     """Make an uploaded version the prefix's current export: the pointer, one PUT, then the removal of what the
-    previous export had."""
+    previous export had. The pointer names the job (`job_id`) whose export it is (check_s3_target)."""
     bucket, prefix = split_s3_uri(uri)
     prefix = prefix.strip("/")
     client = s3_client()
     previous = s3_export_current(uri, client)
     with scratch_file("pointer", suffix=".json") as pointer:
-        pointer.write_text(json.dumps({"version": version, "manifest": f"{VERSIONS}/{version}/{MANIFEST}"}) + "\n")
+        fields = {"version": version, "manifest": f"{VERSIONS}/{version}/{MANIFEST}"}
+        if job_id is not None:
+            fields["job"] = job_id
+        pointer.write_text(json.dumps(fields) + "\n")
         upload_file(client, pointer, bucket, s3_key(prefix, POINTER))  # the switch
     s3_export_prune(client, bucket, prefix, keep=version, previous=previous)
 
@@ -1265,9 +1288,10 @@ def s3_export_prune(client, bucket: str, prefix: str, *, keep: str, previous: di
     return doomed
 
 
-def zip_folder(folder: Path, archive: Path, *, progress=None, owner=None) -> None:
+def zip_folder(folder: Path, archive: Path, *, progress=None, owner=None, beat=None) -> None:
     """A stored (not deflated: JPEGs do not shrink) zip of an export, files in manifest order, streamed into a part
-    file (in the clean-up's ledger, held by `owner`) renamed into place when whole. `progress` counts files."""
+    file (in the clean-up's ledger, held by `owner`) renamed into place when whole. `progress` counts files; `beat`
+    is called after each (a unit's heartbeat, throttled)."""
     part = archive.parent / f".{archive.name}.part-{uuid.uuid4().hex[:8]}"
     entry = scratch_register(part, owner=owner)
     try:
@@ -1278,6 +1302,8 @@ def zip_folder(folder: Path, archive: Path, *, progress=None, owner=None) -> Non
         with zipfile.ZipFile(part, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
             for done, name in enumerate(names, start=1):
                 zf.write(folder / name, name)
+                if beat is not None:
+                    beat()
                 if progress is not None and done % ZIP_PROGRESS_EVERY == 0:
                     progress.advance(ZIP_PROGRESS_EVERY)
             zf.write(folder / MANIFEST, MANIFEST)
@@ -1325,6 +1351,7 @@ class Staged:
     version: str | None = None
     owner: object = None
     entry: object = None  # the ledger entry of a local staging folder
+    job_id: int | None = None  # the export job, named by an S3 pointer
 
     @property
     def name(self) -> str:
@@ -1354,7 +1381,7 @@ class Staged:
         if self.folder is not None:
             swap_into_place(self.folder, Path(self.out), owner=self.owner)
         else:
-            s3_export_switch(self.out, self.version)
+            s3_export_switch(self.out, self.version, job_id=self.job_id)
 
     def remove(self) -> None:
         if self.folder is not None:
@@ -1386,7 +1413,7 @@ def staged_of_reservation(reservation: ReleaseReservation) -> Staged | None:
     if not reservation.staging:
         return None
     if reservation.target.startswith("s3://"):
-        return Staged(out=reservation.target, version=reservation.staging)
+        return Staged(out=reservation.target, version=reservation.staging, job_id=reservation.export_job_id)
     out, folder = Path(reservation.target), Path(reservation.staging)
     if folder.parent != out.parent or not re.fullmatch(rf"\.{re.escape(out.name)}\.tmp-[0-9a-f]{{8}}", folder.name):
         return None  # never remove or rename a path that is not one this export named
@@ -1429,14 +1456,14 @@ def write_staged(
     progress.start(plan.total)
     owner = scratch_owner(progress, job_id)
     if options.is_s3:
-        staged = Staged(out=options.out, version=export_version_name(), owner=owner)
+        staged = Staged(out=options.out, version=export_version_name(), owner=owner, job_id=job_id)
         if reservation is not None:
             release_reservation_stage(reservation, staging=staged.name, owner=staging_owner_record(owner))
         try:
             with scratch_folder("export", owner=owner) as tmp:
                 folder = tmp / "export"
                 result.update(write_export(options, plan, folder, progress, draft=draft))
-                result.update(upload_export(folder, options.out, version=staged.version))
+                result.update(upload_export(folder, options.out, version=staged.version, progress=progress))
         except OSError as error:  # the local staging folder: a full disk, a missing or read-only scratch folder
             staged.remove()
             what = f"Export to {options.out}"
@@ -1629,7 +1656,7 @@ def benchmark_export(
         split_s3_uri(options.out)  # a malformed URI fails before any work
     target_problem = None
     try:
-        check_target(options, dry_run=dry_run)
+        check_target(options, dry_run=dry_run, job_id=job_id)
     except ExportError as error:
         if not dry_run:
             raise
@@ -1842,13 +1869,15 @@ def export_run(*, job_id: int, unit=None) -> Job:
             run.cancel()
         job.refresh_from_db()
         return job
-    except (ExportError, ReleaseError) as error:
-        job.finish(result={"options": options.as_dict()}, error=str(error))
     except (OperationalError, InterfaceError):
         raise  # the database is away: the task retries and runs the export again
     except Exception as error:
-        job.finish(result={"options": options.as_dict()}, error=f"unexpected error: {error!r}")
-        raise
+        if outage_of(error) is not None:
+            raise  # the storage is away: the task pauses the unit and runs it again later (job_task_failed)
+        if not isinstance(error, ExportError | ReleaseError):
+            job.finish(result={"options": options.as_dict()}, error=f"unexpected error: {error!r}")
+            raise
+        job.finish(result={"options": options.as_dict()}, error=str(error))
     else:
         job.finish(result=result)
     if run is not None:

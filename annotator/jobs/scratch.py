@@ -116,16 +116,15 @@ def newest_mtime(path: Path) -> float:
 
 
 def owner_alive(record: dict) -> bool:
-    """A unit's path is in use while that claim of the unit runs with a fresh heartbeat (a unit requeued after its
-    worker died is claimed again under another token); a job's while the job is active with a fresh heartbeat; a
-    process's while that process runs (known only on its own host: elsewhere the grace alone decides)."""
+    """A unit's path is in use while that claim of the unit is held (it made progress, or its process said it runs
+    it, within JOB_STALE_SECONDS; a unit requeued after its worker died is claimed again under another token); a
+    job's while the job is active with a fresh heartbeat; a process's while that process runs (known only on its
+    own host: elsewhere the grace alone decides)."""
     from annotator.models import Job, JobTask
 
     fresh = timezone.now() - timedelta(seconds=settings.JOB_STALE_SECONDS)
     if record.get("unit") is not None:
-        return JobTask.objects.filter(
-            pk=record["unit"], token=record.get("token") or "", status=JobTask.Status.RUNNING, heartbeat__gte=fresh
-        ).exists()
+        return JobTask.objects.held(fresh).filter(pk=record["unit"], token=record.get("token") or "").exists()
     if record.get("job") is not None:
         job = Job.objects.filter(pk=record["job"]).values("status", "heartbeat", "created").first()
         if job is None or job["status"] not in ("queued", "running"):

@@ -5,8 +5,12 @@
 - `job_task_claim` is the compare-and-set that starts a unit (and its job): a second delivery of a unit that is
   running or done finds it taken and exits. `JobRun` beats the heartbeat, stops when the job was cancelled, and
   completes the unit once, in the transaction that counts its outcome.
-- `jobs_sweep` (beat, every JOB_SWEEP_SECONDS) sends pending units, requeues units whose worker vanished (heartbeat
-  older than JOB_STALE_SECONDS) or fails them after JOB_MAX_ATTEMPTS claims, with the reason.
+- `jobs_sweep` (beat, every JOB_SWEEP_SECONDS) sends pending units, requeues units whose worker is gone (no progress
+  beat and no word from its process for JOB_STALE_SECONDS: annotator/jobs/liveness.py) or fails them after
+  JOB_MAX_ATTEMPTS claims, with the reason.
+- `job_task_pause` queues a unit that met an outage again after a countdown, with the reason on its job's page; it
+  resumes by itself (model runs pause so for their endpoint, any task for the storage, broker or database:
+  `job_task_failed`, called as the task ends).
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from datetime import timedelta
 from functools import partial
 
 from django.conf import settings
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from annotator.jobs import liveness
+from annotator.jobs.outages import outage_reason
 from annotator.models import Job, JobCancelled, JobTask
 from annotator.models.jobs import ACTIVE
 from subtlebench.errors import Conflict, Forbidden
@@ -40,6 +46,10 @@ ABANDON = {"annotator.tasks.sample_video": "annotator.videos.services.video_samp
 
 class JobTaskLost(JobCancelled):
     """Another worker claimed this unit (the sweeper judged this one gone): stop without writing its outcome."""
+
+
+class PausedTooLong(Exception):
+    """A unit has been paused for an outage longer than its job may wait: the message says since when, and why."""
 
 
 # --- Creating jobs and queueing their units -------------------------------------------------------------------
@@ -156,6 +166,7 @@ class JobRun:
     token: str
     attempts: int = 1
     last_beat: float = field(default_factory=time.monotonic)
+    paused: bool = False  # the unit had been paused for an outage: its first progress ends that pause's count
 
     def beat(self, *, force: bool = False) -> None:
         """Record that the worker is alive (at most every JOB_HEARTBEAT_SECONDS unless forced); raise JobCancelled
@@ -179,20 +190,45 @@ class JobRun:
     def advance(self, steps: int = 1, error: str | None = None) -> None:
         self.job.advance(steps, error)
         self.beat()
+        if self.paused:  # it moves again: what it waited for is back, a later outage is counted from its start
+            JobTask.objects.filter(pk=self.task_id, token=self.token).update(paused_since=None)
+            self.paused = False
 
     def complete(self, status: str = JobTask.Status.DONE) -> bool:
         """End the unit, once (call it in the transaction that counts its outcome); False: already ended, or the
         unit is no longer this run's, so the outcome must not be counted."""
+        liveness.claim_dropped(self.token)
         return bool(
             JobTask.objects.filter(pk=self.task_id, token=self.token, status=JobTask.Status.RUNNING).update(
-                status=status, finished=timezone.now(), heartbeat=timezone.now()
+                status=status, finished=timezone.now(), heartbeat=timezone.now(), paused_since=None
             )
         )
 
     def cancel(self) -> None:
+        liveness.claim_dropped(self.token)
         JobTask.objects.filter(pk=self.task_id, token=self.token, status=JobTask.Status.RUNNING).update(
             status=JobTask.Status.CANCELLED, finished=timezone.now()
         )
+
+
+class TransferBeats:
+    """The progress of one long transfer of a unit (boto3's `Callback`, called from the transfer's threads with the
+    bytes moved): its process's liveness thread beats the unit's heartbeat while bytes move, and the transfer stops
+    (JobTaskLost) once the unit is no longer this claim's. `run` None (a command's export): nothing to beat."""
+
+    def __init__(self, run: JobRun | None):
+        self.run = run if isinstance(run, JobRun) else None
+        self.moved = 0
+
+    def __call__(self, bytes_amount: int) -> None:
+        self.moved += bytes_amount
+        if self.run is not None and not liveness.claim_moved(self.run.token):
+            raise JobTaskLost(f"unit {self.run.task_id} of job {self.run.job.pk} was taken over or ended")
+
+    def file_done(self) -> None:
+        """One file moved whole: beat from the calling thread too (a process without the liveness thread)."""
+        if self.run is not None:
+            self.run.beat()
 
 
 def job_task_claim(*, unit: UnitRef) -> JobRun | None:
@@ -209,6 +245,8 @@ def job_task_claim(*, unit: UnitRef) -> JobRun | None:
         "celery_id": unit.celery_id,
         "worker": unit.worker[:200],
         "heartbeat": now,
+        "alive": None,
+        "paused_until": None,
     }
     with transaction.atomic():
         # The unit's row is locked and its state read under the lock: a compare-and-set UPDATE whose condition
@@ -241,7 +279,9 @@ def job_task_claim(*, unit: UnitRef) -> JobRun | None:
             # A retry of this very task (after a database error) takes its unit back, as the same attempt: the
             # visibility timeout exceeds every time limit, so a message is delivered again only once its run is over.
             JobTask.objects.filter(pk=task.pk).update(**fields)
-        elif waiting or (running and task.heartbeat is not None and task.heartbeat < stale):
+        elif waiting or (running and JobTask.objects.stale(stale).filter(pk=task.pk).exists()):
+            # A running unit is taken over only when its worker is gone (JobTaskQuerySet.stale), never because one
+            # of its steps is slow.
             JobTask.objects.filter(pk=task.pk).update(**fields, attempts=models.F("attempts") + 1)
         else:
             log.info("unit %s: already taken, done or cancelled; this delivery does nothing", unit.unit_id)
@@ -251,7 +291,116 @@ def job_task_claim(*, unit: UnitRef) -> JobRun | None:
             status=Job.Status.RUNNING, started=now, heartbeat=now
         )
         task.job.refresh_from_db()
-    return JobRun(task_id=task.pk, job=task.job, token=token, attempts=task.attempts)
+    liveness.claim_held(task_id=task.pk, token=token, celery_id=unit.celery_id)
+    return JobRun(
+        task_id=task.pk, job=task.job, token=token, attempts=task.attempts, paused=task.paused_since is not None
+    )
+
+
+# The class of the advisory locks that serialise the writes of one job's unit (`job_write_lock`): "JOBW".
+JOB_WRITE_LOCK = 0x4A4F4257
+
+
+def job_write_lock(job_id: int) -> None:
+    """Hold, until the caller's transaction ends, the right to write the outcome of this job's unit: two runs of one
+    unit (a worker judged gone that was not) write one after the other, and the second finds the job ended by the
+    first. An advisory lock, not the job's row: beats go on updating the row meanwhile."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [JOB_WRITE_LOCK, job_id % 2**31])
+
+
+# --- Pausing a unit for an outage -----------------------------------------------------------------------------
+
+
+def job_task_pause(*, run: JobRun, reason: str, countdown: float, max_seconds: float, since=None):
+    """Queue the unit again in `countdown` seconds (not a lost claim: its attempt is not counted), with the reason
+    and when it tries again on its job's page; returns the first pause's time. PausedTooLong once it has been paused
+    `max_seconds` since `since` (default: the unit's own first pause since it last made progress). JobTaskLost when
+    the unit is no longer this run's."""
+    now = timezone.now()
+    task = JobTask.objects.filter(pk=run.task_id).values("paused_since").first() or {}
+    since = since or task.get("paused_since") or now
+    down = (now - since).total_seconds()
+    if down >= max_seconds:
+        raise PausedTooLong(
+            f"{reason}; paused since {timezone.localtime(since):%Y-%m-%d %H:%M:%S} ({down:.0f} s), longer than "
+            f"the {max_seconds:g} s a job waits"
+        )
+    until = now + timedelta(seconds=countdown)
+    shown = f"paused at {timezone.localtime(now):%Y-%m-%d %H:%M:%S}: {reason}; tries again at "
+    shown += f"{timezone.localtime(until):%H:%M:%S}"
+    with transaction.atomic():
+        requeued = JobTask.objects.filter(pk=run.task_id, token=run.token, status=JobTask.Status.RUNNING).update(
+            status=JobTask.Status.QUEUED,
+            token="",
+            queued_at=now,
+            heartbeat=now,
+            paused_until=until,
+            paused_since=since,
+            error=shown[:2000],
+            attempts=models.Case(
+                models.When(attempts__gt=0, then=models.F("attempts") - 1),
+                default=models.F("attempts"),
+                output_field=models.PositiveIntegerField(),
+            ),
+        )
+        if not requeued:
+            raise JobTaskLost(f"unit {run.task_id} was taken over while pausing")
+        transaction.on_commit(partial(_send_after_pause, task_id=run.task_id, countdown=countdown), robust=True)
+    liveness.claim_dropped(run.token)
+    log.warning("job %s, unit %s paused for %g s: %s", run.job.pk, run.task_id, countdown, reason)
+    return since
+
+
+def _send_after_pause(*, task_id: int, countdown: float) -> None:
+    if not job_task_send(task_id=task_id, countdown=countdown):
+        # The broker refused it: pending, the sweeper sends it when the broker is back (the unit then meets its
+        # dependency again and pauses anew if it is still away).
+        JobTask.objects.filter(pk=task_id, status=JobTask.Status.QUEUED).update(status=JobTask.Status.PENDING)
+
+
+def job_task_failed(*, task_id: int, token: str, error: BaseException) -> str:
+    """A unit's task raised `error` and left the unit running under this claim: settle it now rather than leave it
+    for the sweeper to find silent. An outage (annotator.jobs.outages) pauses it with the reason (JOB_PAUSE_SECONDS,
+    for at most JOB_PAUSE_MAX_SECONDS); a cancelled job's unit is cancelled; any other error requeues it with the
+    error as the reason, or gives it up after JOB_MAX_ATTEMPTS claims. Returns what was done."""
+    task = JobTask.objects.select_related("job").filter(pk=task_id, token=token, status=JobTask.Status.RUNNING).first()
+    if task is None or isinstance(error, JobTaskLost):
+        return "ended"
+    run = JobRun(task_id=task.pk, job=task.job, token=token, attempts=task.attempts)
+    if isinstance(error, JobCancelled):
+        run.cancel()
+        return "cancelled"
+    reason = outage_reason(error)
+    if reason is not None:
+        try:
+            job_task_pause(
+                run=run, reason=reason, countdown=settings.JOB_PAUSE_SECONDS, max_seconds=settings.JOB_PAUSE_MAX_SECONDS
+            )
+        except PausedTooLong as too_long:
+            job_task_abandon(task=task, reason=f"{task.job.title}: given up: {too_long}")
+            return "given up"
+        except JobTaskLost:
+            return "ended"
+        return "paused"
+    text = " ".join(str(error).split())[:1000]
+    reason = f"its task raised {type(error).__name__}: {text} (claim {task.attempts}"
+    if task.attempts >= settings.JOB_MAX_ATTEMPTS:
+        job_task_abandon(task=task, reason=f"{task.job.title}: given up: {reason} of {settings.JOB_MAX_ATTEMPTS})")
+        return "given up"
+    return "requeued" if job_task_requeue(task=task, reason=f"{reason})") else "ended"
+
+
+def job_task_requeue(*, task: JobTask, reason: str) -> bool:
+    """Put a running unit back for another worker (its claim ended without its outcome) and send it."""
+    requeued = JobTask.objects.filter(pk=task.pk, status=JobTask.Status.RUNNING, token=task.token).update(
+        status=JobTask.Status.PENDING, token="", error=f"requeued: {reason}"[:2000]
+    )
+    if requeued:
+        log.warning("job %s, unit %s: requeued: %s", task.job_id, task.pk, reason)
+        liveness.claim_dropped(task.token)
+        job_task_send(task_id=task.pk)
+    return bool(requeued)
 
 
 # --- The sweeper ----------------------------------------------------------------------------------------------
@@ -267,20 +416,16 @@ def jobs_sweep(*, now=None, resent: list | None = None) -> dict:
     for task in JobTask.objects.unsent(now - timedelta(seconds=SEND_GRACE_SECONDS)):
         counts["sent"] += job_task_send(task_id=task.pk)
     for task in JobTask.objects.stale(now - timedelta(seconds=settings.JOB_STALE_SECONDS)).select_related("job"):
-        beat = f"{timezone.localtime(task.heartbeat):%Y-%m-%d %H:%M:%S}"
-        reason = f"its worker ({task.worker or 'unknown'}) stopped beating at {beat}, claim {task.attempts}"
+        last = max(moment for moment in (task.heartbeat, task.alive) if moment is not None)
+        # Neither progress nor its process's word since then (JobTaskQuerySet.stale): the worker is gone.
+        reason = f"its worker ({task.worker or 'unknown'}) stopped beating at "
+        reason += f"{timezone.localtime(last):%Y-%m-%d %H:%M:%S}, claim {task.attempts}"
         if task.attempts >= settings.JOB_MAX_ATTEMPTS:
             counts["given_up"] += job_task_abandon(
                 task=task, reason=f"{task.job.title}: given up: {reason} of {settings.JOB_MAX_ATTEMPTS}"
             )
             continue
-        requeued = JobTask.objects.filter(pk=task.pk, status=JobTask.Status.RUNNING, token=task.token).update(
-            status=JobTask.Status.PENDING, token="", error=f"requeued: {reason}"
-        )
-        if requeued:
-            log.warning("job %s, unit %s: requeued: %s", task.job_id, task.pk, reason)
-            counts["requeued"] += 1
-            job_task_send(task_id=task.pk)
+        counts["requeued"] += job_task_requeue(task=task, reason=reason)
     resent.extend(jobs_resend_lost(now=now))
     for task in JobTask.objects.lost(now - timedelta(seconds=settings.JOB_LOST_SECONDS)):
         task.error = f"sent again: no worker started it within {settings.JOB_LOST_SECONDS:.0f} s"

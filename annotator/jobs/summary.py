@@ -143,6 +143,15 @@ def _mine_summary(job: Job, result: dict) -> SafeString:
     return format_html("{} <a href='/tables/candidates/?origin=mined&amp;job={}'>The candidates</a>", text, job.pk)
 
 
+def job_paused(job: Job) -> str:
+    """Why the active job waits out an outage and when it tries again, in words; empty when it does not."""
+    pause = job.pause
+    if pause is None:
+        return ""
+    text = pause.error or f"paused; tries again at {timezone.localtime(pause.paused_until):%H:%M:%S}"
+    return f"{text[:1].upper()}{text[1:]}. It resumes by itself once that answers again."
+
+
 def is_waiting(job: Job) -> bool:
     return job.is_active and not job.done
 

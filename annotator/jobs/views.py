@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
 
 from annotator.jobs.services import job_cancel, job_retry, job_units_with_problems, jobs_waiting
-from annotator.jobs.summary import is_waiting, job_summary, job_waiting
+from annotator.jobs.summary import is_waiting, job_paused, job_summary, job_waiting
 from annotator.models import EmbeddingModel, Job, JobTask
 from annotator.models.similarity import NO_ACTIVE_MODEL
 from subtlebench.errors import Conflict
@@ -22,7 +22,7 @@ JOBS_PER_PAGE = 50
 @role_required(ANNOTATOR, REVIEWER, COORDINATOR)
 @require_GET
 def job_list(request):
-    jobs = Job.objects.visible_to(request.user).select_related("created_by")
+    jobs = Job.objects.visible_to(request.user).select_related("created_by").with_pauses()
     kind = request.GET.get("kind", "")
     if kind in Job.Kind.values:
         jobs = jobs.filter(kind=kind)
@@ -37,7 +37,7 @@ def job_list(request):
         if not coordinator:
             job_without_server_paths(job)
         job.summary = job_summary(job)
-        job.waiting_for = job_waiting(job, units=units[job.pk])
+        job.waiting_for = job_paused(job) or job_waiting(job, units=units[job.pk])
     kinds = [(value, label) for value, label in Job.Kind.choices if has_role(request.user, *Job.KIND_ROLES[value])]
     context = {"jobs": jobs, "kind": kind, "kinds": kinds, "any_active": any(j.is_active for j in jobs)}
     if request.htmx:
@@ -57,7 +57,7 @@ def job_detail(request, job_id):
     context = {
         "job": job,
         "summary": job_summary(job),
-        "waiting_for": job_waiting(job),
+        "waiting_for": job_paused(job) or job_waiting(job),
         "units": job_units_with_problems(job),
         "can_manage": has_role(request.user, COORDINATOR),
     }

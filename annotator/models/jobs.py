@@ -9,6 +9,8 @@ and one whose worker vanished is found and requeued or failed.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from django.conf import settings
 from django.db import models
 from django.db.models.expressions import CombinedExpression
@@ -27,6 +29,11 @@ class JobQuerySet(models.QuerySet):
     def visible_to(self, user):
         """The jobs of the kinds this user's roles may see (Job.KIND_ROLES); none for a user without a role."""
         return self.filter(kind__in=[kind for kind, roles in Job.KIND_ROLES.items() if has_role(user, *roles)])
+
+    def with_pauses(self):
+        """Each job's paused units read with the jobs, in one query (Job.pause)."""
+        paused = JobTask.objects.paused().order_by("paused_until", "pk")
+        return self.prefetch_related(models.Prefetch("tasks", queryset=paused, to_attr="paused_units"))
 
 
 class Job(models.Model):
@@ -109,6 +116,29 @@ class Job(models.Model):
     def is_active(self) -> bool:
         return self.status in ACTIVE
 
+    @cached_property
+    def pause(self) -> JobTask | None:
+        """The unit of this active job that waits out an outage (the next to try again); None when none does."""
+        if not self.is_active:
+            return None
+        units = getattr(self, "paused_units", None)
+        if units is None:
+            units = list(self.tasks.paused().order_by("paused_until", "pk")[:1])
+        return units[0] if units else None
+
+    @property
+    def state(self) -> str:
+        """The status in one word for the pages: "paused" while a unit waits out an outage, else the status."""
+        return "paused" if self.pause is not None else self.status
+
+    @property
+    def paused_until(self):
+        return self.pause.paused_until if self.pause else None
+
+    @property
+    def pause_reason(self) -> str:
+        return self.pause.error if self.pause else ""
+
     @property
     def can_retry(self) -> bool:
         # A model run that succeeded may still hold failed items (before issue 25) or be asked again: any ended one.
@@ -173,14 +203,28 @@ class Job(models.Model):
 
 
 class JobTaskQuerySet(models.QuerySet):
+    def paused(self):
+        """Units queued again after an outage, waiting for their time to try again (`paused_until`)."""
+        waiting = (JobTask.Status.PENDING, JobTask.Status.QUEUED)  # pending: the broker was away when it was re-sent
+        return self.filter(status__in=waiting, paused_until__isnull=False)
+
     def unsent(self, before):
         """Pending units whose commit-time hand-over to the broker failed (they say why), or never ran (created
         before `before`)."""
         return self.filter(status=JobTask.Status.PENDING).filter(models.Q(created__lt=before) | ~models.Q(error=""))
 
+    def held(self, since):
+        """Running units whose claim showed life since `since`: a progress beat (`heartbeat`), or its process saying
+        it still runs the claim (`alive`, annotator/jobs/liveness.py)."""
+        return self.filter(status=JobTask.Status.RUNNING).filter(
+            models.Q(heartbeat__gte=since) | models.Q(alive__gte=since)
+        )
+
     def stale(self, before):
-        """Running units whose worker has not beaten their heartbeat since `before`: it vanished."""
-        return self.filter(status=JobTask.Status.RUNNING, heartbeat__lt=before)
+        """Running units whose worker is gone: no progress beat since `before`, and no process has said since then
+        that it still runs the claim (it died, or its task ended without ending the unit). A step that is only slow
+        keeps its unit: its process says so while it runs."""
+        return self.filter(status=JobTask.Status.RUNNING, heartbeat__lt=before).exclude(alive__gte=before)
 
     def lost(self, before):
         """Units the broker accepted before `before` that no worker ever started (their message was lost)."""
@@ -207,9 +251,16 @@ class JobTask(models.Model):
     token = models.CharField(max_length=32, blank=True, help_text="The current claim's token.")
     celery_id = models.CharField(max_length=64, blank=True, help_text="The Celery task id of the current claim.")
     worker = models.CharField(max_length=200, blank=True, help_text="The worker of the current claim.")
-    heartbeat = models.DateTimeField(null=True, blank=True)
+    heartbeat = models.DateTimeField(null=True, blank=True, help_text="When the current claim last made progress.")
+    alive = models.DateTimeField(
+        null=True, blank=True, help_text="When the process of the current claim last said it still runs it."
+    )
+    # A unit paused for an outage (annotator.jobs.services.job_task_pause) is queued again for `paused_until`, with the
+    # reason in `error`; `paused_since` (its first pause since it last made progress) bounds the wait.
+    paused_until = models.DateTimeField(null=True, blank=True)
+    paused_since = models.DateTimeField(null=True, blank=True)
     queued_at = models.DateTimeField(null=True, blank=True)
-    error = models.TextField(blank=True, help_text="The last reason it was not sent, requeued or failed.")
+    error = models.TextField(blank=True, help_text="The last reason it was not sent, requeued, paused or failed.")
     created = models.DateTimeField(default=timezone.now)
     finished = models.DateTimeField(null=True, blank=True)
 

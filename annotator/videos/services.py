@@ -32,6 +32,7 @@ from annotator.jobs.scratch import scratch_file, scratch_folder
 from annotator.jobs.services import (
     JobRun,
     JobTaskLost,
+    TransferBeats,
     UnitRef,
     job_create_once,
     job_for_key,
@@ -451,7 +452,7 @@ def video_sample(
     written: list[str] = []
     try:
         _check_no_pairs(video)
-        with local_video_file(source) as path:
+        with local_video_file(source, run=run) as path:
             info, frames = sampling.sample(
                 path,
                 every=every,
@@ -703,7 +704,7 @@ def video_restore_frames(*, video: Video, job_id: int, run: JobRun | None = None
 def _reproduce_frames(video: Video, stored: dict, missing: set[str], folder: Path, run) -> list[tuple]:
     """Sample the source again; FramesDiffer unless every frame is the stored one. Returns (image, jpeg file,
     thumbnail file) for each frame with a missing file, its bytes kept on local disk until all are verified."""
-    with local_video_file(video.source) as path:
+    with local_video_file(video.source, run=run) as path:
         info, frames = sampling.sample(
             path,
             every=video.sample_every,
@@ -873,9 +874,8 @@ def frames_remove_orphans(*, older_than: float) -> list[str]:
 def videos_being_sampled() -> set[str]:
     """The videos (yt8m ids) a claimed sampling unit with a fresh heartbeat is working on now."""
     fresh = timezone.now() - timedelta(seconds=settings.JOB_STALE_SECONDS)
-    running = JobTask.objects.filter(
-        name="annotator.tasks.sample_video", status=JobTask.Status.RUNNING, heartbeat__gte=fresh
-    ).values_list("kwargs__video_id", flat=True)
+    sampling = JobTask.objects.held(fresh).filter(name="annotator.tasks.sample_video")
+    running = sampling.values_list("kwargs__video_id", flat=True)
     return set(Video.objects.filter(pk__in=[pk for pk in running if pk is not None]).values_list("yt8m_id", flat=True))
 
 
@@ -891,9 +891,10 @@ def _storage_walk(folder: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def local_video_file(source: str) -> Iterator[Path]:
+def local_video_file(source: str, run=None) -> Iterator[Path]:
     """A local path for the source: the file itself (checked against IMPORT_ROOTS again, since the worker
-    may see another file system than the web process) or a temporary download of an s3:// object."""
+    may see another file system than the web process) or a temporary download of an s3:// object, during which the
+    unit (`run`, a JobRun) beats while bytes move."""
     if not source.startswith("s3://"):
         path = resolve_import_path(source)
         if not path.is_file():
@@ -918,7 +919,7 @@ def local_video_file(source: str) -> Iterator[Path]:
     # A download under SCRATCH_ROOT, in the clean-up's ledger: a killed worker's copy does not stay behind.
     with scratch_file("video", suffix=Path(key).suffix or ".mp4") as path:
         with open(path, "wb") as handle:
-            client.download_fileobj(bucket, key, handle)
+            client.download_fileobj(bucket, key, handle, Callback=TransferBeats(run))
         yield path
 
 

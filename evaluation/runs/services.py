@@ -23,13 +23,15 @@ from django.core.files.storage import default_storage
 from django.db import models, transaction
 from django.utils import timezone
 
+from annotator.jobs.outages import DependencyDown, outage_of
 from annotator.jobs.services import (
     JobTaskLost,
+    PausedTooLong,
     UnitRef,
     job_create_once,
     job_task_add,
     job_task_claim,
-    job_task_send,
+    job_task_pause,
     job_unit,
 )
 from annotator.llm.client import ChatClient, RequestFailed
@@ -135,8 +137,16 @@ def not_runnable(evaluation: ModelEvaluation) -> str:
 
 
 def read_image(evaluation: ModelEvaluation, name: str) -> bytes:
-    with default_storage.open(name, "rb") as handle:
-        return handle.read()
+    """An item's image from the media storage. DependencyDown when the storage does not answer: the run pauses rather
+    than count the item as failed (its image is there, the storage is not)."""
+    try:
+        with default_storage.open(name, "rb") as handle:
+            return handle.read()
+    except Exception as error:
+        what = outage_of(error)
+        if what is not None:
+            raise DependencyDown(what, error) from error
+        raise
 
 
 # --- Starting a run -------------------------------------------------------------------------------------------
@@ -316,46 +326,33 @@ def _end(evaluation: ModelEvaluation, run, job: Job, ended: str, error: str | No
 
 
 def _pause(evaluation: ModelEvaluation, run, reason: str) -> None:
-    """Queue the run's unit again in MODEL_EVAL_PAUSE_SECONDS (not a lost claim: its attempt is not counted), and
-    show why and when it tries again; RunFailed once the endpoint has been down MODEL_EVAL_PAUSE_MAX_SECONDS."""
-    now = timezone.now()
+    """Queue the run's unit again in MODEL_EVAL_PAUSE_SECONDS, as any unit pauses for an outage (job_task_pause), and
+    show on the run why and when it tries again; RunFailed once the endpoint has been down
+    MODEL_EVAL_PAUSE_MAX_SECONDS (counted from the first pause since the run's last answer)."""
     evaluation.refresh_from_db(fields=["paused_since", "items", "answered", "failed"])
-    since = evaluation.paused_since or now
-    down = (now - since).total_seconds()
-    if down >= settings.MODEL_EVAL_PAUSE_MAX_SECONDS:
-        raise RunFailed(
-            f"{reason}; it has been down {down:.0f} s (since {timezone.localtime(since):%Y-%m-%d %H:%M:%S}), "
-            f"MODEL_EVAL_PAUSE_MAX_SECONDS is {settings.MODEL_EVAL_PAUSE_MAX_SECONDS:g}. {stored_counts(evaluation)}"
-        )
+    counts = stored_counts(evaluation)
     countdown = settings.MODEL_EVAL_PAUSE_SECONDS
+    since = evaluation.paused_since or timezone.now()
     with transaction.atomic():
-        requeued = JobTask.objects.filter(pk=run.task_id, token=run.token, status=JobTask.Status.RUNNING).update(
-            status=JobTask.Status.QUEUED,
-            token="",
-            queued_at=now,
-            heartbeat=now,
-            attempts=models.Case(
-                models.When(attempts__gt=0, then=models.F("attempts") - 1),
-                default=models.F("attempts"),
-                output_field=models.PositiveIntegerField(),
-            ),
-        )
-        if not requeued:
-            raise JobTaskLost(f"unit {run.task_id} was taken over while pausing")
+        try:
+            job_task_pause(
+                run=run,
+                reason=f"{reason}. {counts}",
+                countdown=countdown,
+                max_seconds=settings.MODEL_EVAL_PAUSE_MAX_SECONDS,
+                since=since,
+            )
+        except PausedTooLong:
+            down = (timezone.now() - since).total_seconds()
+            raise RunFailed(
+                f"{reason}; it has been down {down:.0f} s (since {timezone.localtime(since):%Y-%m-%d %H:%M:%S}), "
+                f"MODEL_EVAL_PAUSE_MAX_SECONDS is {settings.MODEL_EVAL_PAUSE_MAX_SECONDS:g}. {counts}"
+            ) from None
         ModelEvaluation.objects.filter(pk=evaluation.pk).update(
             paused_since=since,
-            paused_until=now + timedelta(seconds=countdown),
-            pause_reason=f"{reason}. {stored_counts(evaluation)}"[:2000],
+            paused_until=timezone.now() + timedelta(seconds=countdown),
+            pause_reason=f"{reason}. {counts}"[:2000],
         )
-        transaction.on_commit(partial(_send_after_pause, task_id=run.task_id, countdown=countdown), robust=True)
-    log.warning("model evaluation %s paused for %g s: %s", evaluation.pk, countdown, reason)
-
-
-def _send_after_pause(*, task_id: int, countdown: float) -> None:
-    if not job_task_send(task_id=task_id, countdown=countdown):
-        # The broker refused it: pending, the sweeper sends it when the broker is back (the run then checks the
-        # endpoint again and pauses anew if it is still down).
-        JobTask.objects.filter(pk=task_id, status=JobTask.Status.QUEUED).update(status=JobTask.Status.PENDING)
 
 
 def stored_counts(evaluation: ModelEvaluation) -> str:
@@ -525,7 +522,12 @@ def _ask(evaluation, run, client: ChatClient, todo, released: dict, prompt, para
                     last_check = time.monotonic()
                 finished, in_flight = wait(in_flight, timeout=FLUSH_SECONDS, return_when=FIRST_COMPLETED)
                 for future in finished:
-                    result = future.result()
+                    try:
+                        result = future.result()
+                    except DependencyDown as outage:
+                        # The item is asked again when the run resumes: nothing of it is stored.
+                        down = down or f"The images cannot be read: {outage}"
+                        continue
                     if result is None:
                         continue  # cut off by a cancel
                     result.release_item_id = released.get(result.question_id)

@@ -24,6 +24,7 @@ from subtlebench.throttles import ParticipantJoinThrottle, throttle_wait
 log = logging.getLogger(__name__)
 
 IMAGE_SALT = "evaluation.participant-image"
+IMAGES_RETRY_SECONDS = 30  # an item held back while the media storage does not answer is tried again this often
 AGREE_FIRST = "Please tick the box to agree before you start."
 
 
@@ -302,6 +303,8 @@ def practice(request, token):
         return redirect("participant-item", token)  # no practice block: straight to the items
     if assignment is None:
         return render(request, "evaluation/participant/practice_done.html", {"participant": participant})
+    if not served_images.participant_images_ready(assignment):
+        return _images_later(request, participant)
     context = item_context(assignment) | {
         "practice": True,
         "action": reverse("participant-practice-answer", args=[token, assignment.token]),
@@ -376,6 +379,8 @@ def item(request, token):
         if participant.stage == "scored":
             return render(request, "evaluation/participant/wait.html", {"participant": participant})
         return redirect(stage_url(participant))
+    if not served_images.participant_images_ready(assignment):
+        return _images_later(request, participant)
     context = item_context(assignment) | {
         "practice": False,
         "action": reverse("participant-answer", args=[token, assignment.token]),
@@ -413,6 +418,15 @@ def done(request, token):
     return render(request, "evaluation/participant/done.html", context)
 
 
+def _images_later(request, participant: Participant):
+    """The item's images cannot be read now (the media storage does not answer): no item without its images (an
+    answer to a pair not seen would be counted); the page tries again by itself, and shows the item then."""
+    context = {"participant": participant, "retry_seconds": IMAGES_RETRY_SECONDS}
+    response = render(request, "evaluation/participant/images_later.html", context, status=503)
+    response["Retry-After"] = str(IMAGES_RETRY_SECONDS)
+    return response
+
+
 @require_http_methods(["GET", "HEAD"])
 def image(request, token, signed):
     try:
@@ -440,6 +454,11 @@ def image(request, token, signed):
     except ImageLimitError as error:  # the operator's log names the file and the limit; the participant sees none
         log.warning("participant image not served: %s", error)
         raise Http404("This image cannot be shown.") from None
+    except served_images.ImageUnavailable as error:  # not cached, and the storage does not answer: try again soon
+        log.warning("participant image not served now: %s", error)
+        response = HttpResponse("This image cannot be loaded just now.", status=503, content_type="text/plain")
+        response["Retry-After"] = str(IMAGES_RETRY_SECONDS)
+        return response
     response = HttpResponse(encoded)
     response["Content-Type"] = "image/jpeg"
     response["Cache-Control"] = "private, no-store"

@@ -12,6 +12,10 @@ construction, not by chance.
 
 This defeats lookup by bytes, not by pixels: a perceptual search finds an image that is already public, which is why
 a study drawn from public items is flagged (`evaluation.public_items`).
+
+An item's two copies are made before its page is shown (`participant_images_ready`) and kept in the cache, so its
+images come from there even when the media storage stops answering meanwhile; an item whose copies cannot be made
+(the storage does not answer) is not shown: the participant waits, and is shown it once the storage is back.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import io
+import logging
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -27,6 +32,9 @@ from PIL import Image as PILImage
 from PIL import ImageCms, ImageOps
 
 from annotator.images import open_within_limits
+from annotator.jobs.outages import outage_of
+
+log = logging.getLogger(__name__)
 
 # High enough that no participant sees compression where the pair has none (the quality category asks about it).
 QUALITIES = (97, 96, 95, 94, 93, 92)
@@ -127,8 +135,36 @@ def _stored_size(field) -> int | None:
         return None
 
 
+class ImageUnavailable(Exception):
+    """The stored image cannot be read now (the media storage does not answer): the item waits, it is not shown."""
+
+
+def participant_images_ready(assignment) -> bool:
+    """Make (and cache) the participant's copies of the item's two images before its page is shown; False when the
+    media storage does not answer: the caller shows the item later, never with its images missing."""
+    for slot in (1, 2):
+        try:
+            participant_image(assignment=assignment, slot=slot)
+        except ImageUnavailable as error:
+            log.warning("participant %s: item held back: %s", assignment.participant_id, error)
+            return False
+        except Exception as error:  # an image of its own that fails (over the limits): the image's address says so
+            log.warning("participant %s: image %s not made ahead: %r", assignment.participant_id, slot, error)
+    return True
+
+
 def participant_image(*, assignment, slot: int) -> bytes:
-    """What participant `assignment.participant` is served of image `slot` (1 or 2) of its item, cached a while."""
+    """What participant `assignment.participant` is served of image `slot` (1 or 2) of its item, cached a while.
+    ImageUnavailable when it is not cached and the media storage does not answer."""
+    try:
+        return _participant_image(assignment=assignment, slot=slot)
+    except Exception as error:
+        if outage_of(error) is None:
+            raise
+        raise ImageUnavailable(f"image {slot} of assignment {assignment.pk} cannot be read: {error}") from error
+
+
+def _participant_image(*, assignment, slot: int) -> bytes:
     participant = assignment.participant
     item = assignment.item
     presented = item.presented()

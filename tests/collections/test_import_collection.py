@@ -4,16 +4,25 @@ by file and line while the rest imports, re-runs, the S3 prefix, the command."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.core.files.storage import default_storage
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
 
-from annotator.collections.services import CollectionSourceError, collection_import
-from annotator.models import Collection, Image, Job, JobTask, Pair, PairCandidate
+from annotator.collections.services import (
+    CollectionSourceError,
+    collection_import,
+    collection_import_run,
+    collection_import_unit,
+)
+from annotator.jobs.services import UnitRef, job_task_claim, job_task_failed
+from annotator.models import Collection, Image, Job, JobCancelled, JobTask, Pair, PairCandidate
 from tests.collection_fixtures import levir_folder, mask, mvtec_folder, picture
 from tests.conftest import wait_until
+from tests.cut_proxy import CutProxy
 
 pytestmark = pytest.mark.django_db
 
@@ -191,6 +200,57 @@ def test_it_imports_from_an_s3_prefix(tmp_path, s3_bucket):
     assert (job.status, job.errors, job.result["layout"]) == ("succeeded", [], "change_detection")
     assert job.result["images"] == 4
     assert PairCandidate.objects.get(source_id="train_1").regions == [{"image": 2, "x": 10, "y": 4, "w": 10, "h": 8}]
+
+
+def test_a_slow_first_run_that_goes_on_after_a_second_run_imported_writes_nothing(tmp_path, settings):
+    root = levir_folder(tmp_path / "levir")
+    job = collection_import(source=str(root), name="levir_cd", domain="aerial")
+    unit = job.tasks.get()
+    first = job_task_claim(unit=UnitRef(unit.pk, celery_id="first", worker="w1@host"))
+    gone = timezone.now() - timedelta(seconds=settings.JOB_STALE_SECONDS + 1)
+    JobTask.objects.filter(pk=unit.pk).update(heartbeat=gone)  # judged gone: nothing said it still ran the unit
+    collection_import_run(**unit.kwargs, unit=UnitRef(unit.pk, celery_id="second", worker="w2@host"))
+    job.refresh_from_db()
+    assert job.status == "succeeded" and job.result["images"] == 4
+    made = (Image.objects.count(), PairCandidate.objects.count(), Job.objects.filter(kind="similarity").count())
+    assert made == (4, 2, 1)
+
+    with pytest.raises(JobCancelled):  # the first run, back from its slow step: the job is done, keyed by it
+        collection_import_unit(str(root), "levir_cd", "aerial", "auto", job=first.job, progress=first)
+    assert (Image.objects.count(), PairCandidate.objects.count(), Job.objects.filter(kind="similarity").count()) == made
+    assert JobTask.objects.get(pk=unit.pk).attempts == 2 and not first.complete()
+
+
+def test_an_s3_that_does_not_answer_pauses_the_import_rather_than_failing_it_and_it_resumes(
+    tmp_path, s3_bucket, s3_server, settings
+):
+    from subtlebench.storage import s3_client
+
+    root = levir_folder(tmp_path / "levir")
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        s3_client().upload_file(str(path), s3_bucket, f"sets/levir/{path.relative_to(root).as_posix()}")
+    settings.S3_MAX_ATTEMPTS = 1
+    proxy = CutProxy(int(s3_server.rsplit(":", 1)[1]))
+    settings.S3_ENDPOINT_URL = proxy.url
+    job = collection_import(source=f"s3://{s3_bucket}/sets/levir", name="levir_s3", domain="aerial")
+    unit = job.tasks.get()
+    try:
+        proxy.cut_now()
+        with pytest.raises(Exception) as raised:
+            collection_import_run(**unit.kwargs, unit=UnitRef(unit.pk, celery_id="first", worker="w1@host"))
+        job.refresh_from_db()
+        assert job.status == "running" and job.errors == []  # not "cannot be read from S3": S3 is away
+        claim = JobTask.objects.get(pk=unit.pk).token
+        assert job_task_failed(task_id=unit.pk, token=claim, error=raised.value) == "paused"  # as the task ends
+        job = Job.objects.get(pk=job.pk)
+        assert job.state == "paused" and "the S3 storage does not answer" in job.pause_reason
+
+        proxy.restore()
+        collection_import_run(**unit.kwargs, unit=UnitRef(unit.pk, celery_id="later", worker="w1@host"))
+    finally:
+        proxy.close()
+    job = Job.objects.get(pk=job.pk)
+    assert (job.status, job.errors, job.result["images"]) == ("succeeded", [], 4)
 
 
 def test_the_command_reports_problems_and_counts(tmp_path, capsys):

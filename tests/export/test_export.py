@@ -20,10 +20,13 @@ from annotator.export.services import (
     ExportOptions,
     benchmark_export,
     export_queryset,
+    export_run,
+    export_start,
     s3_export_current,
     s3_export_download,
 )
-from annotator.models import Caption, Image, Pair
+from annotator.jobs.services import UnitRef, job_task_failed
+from annotator.models import Caption, Image, Job, JobTask, Pair
 from annotator.similarity.services import current_fingerprint
 from benchmark.records import FIELDS
 from subtlebench.storage import s3_client
@@ -321,7 +324,9 @@ def test_it_uploads_the_manifest_after_every_other_file(tmp_path, s3_bucket, mon
 
     uploaded = []
     real = export_module.upload_file
-    monkeypatch.setattr(export_module, "upload_file", lambda c, p, b, k: (uploaded.append(k), real(c, p, b, k)))
+    monkeypatch.setattr(
+        export_module, "upload_file", lambda c, p, b, k, beats=None: (uploaded.append(k), real(c, p, b, k, beats))
+    )
     result = benchmark_export(options=ExportOptions(out=f"s3://{s3_bucket}/x"))
     assert uploaded[-2:] == [f"x/versions/{result['version']}/{MANIFEST}", "x/current.json"]  # the switch is last
     assert [k for k in uploaded if "/images/" in k] == uploaded[:2]
@@ -367,11 +372,11 @@ def test_it_retries_a_failed_upload_and_gives_up_with_a_clear_error(tmp_path, s3
         client = real_client()
         real_upload = client.upload_file
 
-        def upload_file(path, bucket, key):
+        def upload_file(path, bucket, key, **options):
             if key.endswith("data/test.jsonl") and failures["left"]:
                 failures["left"] -= 1
                 raise EndpointConnectionError(endpoint_url="http://s3")
-            return real_upload(path, bucket, key)
+            return real_upload(path, bucket, key, **options)
 
         client.upload_file = upload_file
         return client
@@ -479,6 +484,48 @@ def test_an_s3_replace_cut_mid_upload_leaves_the_previous_export_current_whole_a
     versions = {key.split("/")[2].removesuffix(".zip") for key in s3_keys(s3_bucket, "bench/versions/")}
     assert versions == {second["version"]}
     call_command("validate_benchmark", uri)
+
+
+def test_a_second_run_of_an_s3_export_finds_its_own_jobs_export_there_and_replaces_it(s3_bucket, coordinator):
+    make_pair()
+    uri = f"s3://{s3_bucket}/bench"
+    job = export_start(options=ExportOptions(out=uri), user=coordinator)
+    # Its first run uploaded and switched the pointer, then its worker died before the job was counted.
+    first = benchmark_export(options=ExportOptions(out=uri), job_id=job.pk)
+    assert s3_export_current(uri)["job"] == job.pk
+
+    job = export_run(job_id=job.pk)  # the second run: the export there is its own, not another's
+    assert (job.status, job.errors) == ("succeeded", [])
+    current = s3_export_current(uri)
+    assert current["version"] == job.result["version"] != first["version"] and current["job"] == job.pk
+    assert not s3_keys(s3_bucket, f"bench/versions/{first['version']}")  # the first run's copy is gone
+    with pytest.raises(ExportError, match="already holds an export"):  # another job still may not replace it
+        benchmark_export(options=ExportOptions(out=uri), job_id=job.pk + 1)
+
+
+def test_an_s3_that_does_not_answer_pauses_an_export_and_it_resumes(s3_bucket, s3_server, settings, coordinator):
+    make_pair()
+    settings.S3_MAX_ATTEMPTS = 1
+    proxy = CutProxy(int(s3_server.rsplit(":", 1)[1]))
+    settings.S3_ENDPOINT_URL = proxy.url
+    uri = f"s3://{s3_bucket}/bench"
+    job = export_start(options=ExportOptions(out=uri), user=coordinator)
+    unit = job.tasks.get()
+    try:
+        proxy.cut_now()
+        with pytest.raises(ExportError) as raised:
+            export_run(job_id=job.pk, unit=UnitRef(unit.pk, celery_id="first", worker="w1@host"))
+        job.refresh_from_db()
+        assert job.status == "running" and job.errors == []
+        claim = JobTask.objects.get(pk=unit.pk).token
+        assert job_task_failed(task_id=unit.pk, token=claim, error=raised.value) == "paused"  # as the task ends
+        assert "the S3 storage does not answer" in Job.objects.get(pk=job.pk).pause_reason
+
+        proxy.restore()
+        job = export_run(job_id=job.pk, unit=UnitRef(unit.pk, celery_id="later", worker="w1@host"))
+        assert (job.status, job.errors) == ("succeeded", []) and s3_export_current(uri)["job"] == job.pk
+    finally:
+        proxy.close()
 
 
 def test_an_s3_export_from_before_pointers_is_replaced_and_its_files_removed(tmp_path, s3_bucket, capsys):

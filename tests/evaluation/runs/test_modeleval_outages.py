@@ -17,6 +17,7 @@ from annotator.models import Job, JobTask, ModelEndpoint
 from evaluation.runs.results_files import results_file
 from evaluation.runs.services import evaluation_run, evaluation_start
 from subtlebench.errors import Invalid
+from tests.cut_proxy import CutProxy
 from tests.model_server import ModelServer
 from tests.modeleval_fixtures import *  # noqa: F403 (fixtures: plan_release, server)
 from tests.modeleval_fixtures import make_plan_release, policy_for
@@ -132,6 +133,34 @@ def test_every_request_500_pauses_first_and_shows_why_and_when(db, coordinator, 
     assert 'id="run-paused"' in page and "HTTP 500" in page and "Next try at" in page
     api = client_for(coordinator).get(f"/api/models/runs/{evaluation.pk}/").json()
     assert api["state"] == "paused" and api["paused_until"] and "HTTP 500" in api["pause_reason"]
+
+
+def test_a_storage_outage_pauses_a_run_with_the_reason_and_it_resumes_when_the_storage_is_back(
+    db, coordinator, s3_storage, s3_server, fast, settings, client_for
+):
+    settings.S3_MAX_ATTEMPTS = 1  # boto3's own retries would ride out nothing here: the line is cut until restored
+    proxy = CutProxy(int(s3_server.rsplit(":", 1)[1]))
+    settings.S3_ENDPOINT_URL = proxy.url  # the media storage's client is made on its first use: through the proxy
+    release, records = make_plan_release(plan={"temporal": (2, 1), "attribute": (2, 2)})
+    server = ModelServer(policy=policy_for(records)).start()
+    try:
+        proxy.cut_now()
+        evaluation = evaluation_run(evaluation_id=start(endpoint_for(server, coordinator), coordinator, release).pk)
+        job = Job.objects.get(pk=evaluation.job_id)
+        assert (evaluation.state, job.status, job.state) == ("paused", "running", "paused"), evaluation.pause_reason
+        assert "The images cannot be read: the S3 storage does not answer" in evaluation.pause_reason
+        assert evaluation.failed == 0 and not evaluation.results.exists()  # no item is counted failed for it
+        assert "S3 storage does not answer" in job.pause_reason  # the job's page says it too
+        page = client_for(coordinator).get(f"/jobs/{job.pk}/").content.decode()
+        assert "S3 storage does not answer" in page
+
+        proxy.restore()
+        evaluation = evaluation_run(evaluation_id=evaluation.pk)  # its countdown ran out: the unit runs again
+    finally:
+        server.stop()
+        proxy.close()
+    assert evaluation.state == "succeeded" and evaluation.answered == len(records)
+    assert evaluation.accuracy == true_accuracy(records)
 
 
 def test_a_trickling_server_cannot_hold_a_request_past_its_deadline(db, coordinator, tmp_path, fast, settings):

@@ -18,6 +18,8 @@ from annotator.releases.services import release_publication_record
 from evaluation.models import Assignment
 from evaluation.studies import served_images
 from evaluation.studies import services as studies
+from evaluation.studies.participant_views import image_url
+from tests.cut_proxy import CutProxy
 from tests.factories import DESKTOP_WINDOW, jpeg_bytes, make_pair
 from tests.release_factories import make_release
 
@@ -215,3 +217,42 @@ def test_downloading_a_releases_export_makes_its_items_public(client_for, coordi
     page = client.get(f"/studies/{study.pk}/").content.decode()
     assert f"{study.items.count()} of the {study.items.count()} scored items are public since" in page
     assert release.publications.get().how == ReleasePublication.How.ZIP_DOWNLOAD
+
+
+def test_an_item_whose_images_the_storage_cannot_give_is_held_back_and_shown_once_it_is_back(
+    s3_storage, s3_server, settings
+):
+    settings.S3_MAX_ATTEMPTS = 1
+    proxy = CutProxy(int(s3_server.rsplit(":", 1)[1]))
+    settings.S3_ENDPOINT_URL = proxy.url  # the media storage's client is made on its first use: through the proxy
+    try:
+        for category in (Category.TEMPORAL, Category.STATE, Category.ACTION):
+            make_pair(category=category)
+        study = studies.study_create(name="S", fraction=1, practice_count=0)
+        participant = studies.participant_create(study=study)
+        browser = Client()
+        browser.post(f"/p/{participant.token}/consent/", {"agree": "yes", **DESKTOP_WINDOW})
+        browser.get(f"/p/{participant.token}/practice/")
+        page = browser.get(f"/p/{participant.token}/items/")
+        first = page.context["assignment"]
+
+        proxy.cut_now()
+        for url in (page.context["image_1"], page.context["image_2"]):  # made with its page: from the cache
+            response = browser.get(url)
+            assert response.status_code == 200 and response["Content-Type"] == "image/jpeg"
+        browser.post(f"/p/{participant.token}/items/{first.token}/", {"option": 1})
+        page = browser.get(f"/p/{participant.token}/items/")
+        assert page.status_code == 503 and page["Retry-After"] == "30"
+        text = page.content.decode()
+        assert "cannot be loaded just now" in text and 'id="answer-form"' not in text
+        [held] = Assignment.objects.filter(participant=participant, answered_at__isnull=True)
+        response = browser.get(image_url(held, 1))  # an image asked for anyway: later, not a server error
+        assert response.status_code == 503 and response["Retry-After"] == "30"
+        assert Assignment.objects.filter(participant=participant, answered_at__isnull=False).count() == 1
+
+        proxy.restore()
+        page = browser.get(f"/p/{participant.token}/items/")
+        assert page.status_code == 200 and page.context["assignment"].token == held.token  # the same item, now
+        assert browser.get(page.context["image_2"]).status_code == 200
+    finally:
+        proxy.close()

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotator', '0037_source_licenses'),
+        ('annotator', '0038_model_draft_on_a_candidate'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
