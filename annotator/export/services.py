@@ -1507,7 +1507,7 @@ def place_staged(options: ExportOptions, staged: Staged, *, job_id: int | None, 
     try:
         with export_target_lock(staged.out):
             try:
-                check_target(options)
+                check_target(options, job_id=job_id)
                 if publish is not None:
                     release = publish(staged.name)
             except BaseException:

@@ -112,7 +112,8 @@ def test_a_worker_killed_between_the_files_and_the_row_is_retried_into_one_relea
         worker.wait(timeout=20)
     unit = job.tasks.get()
     celery_worker_process(**FAST_WORKER)  # (a new worker starts on an empty queue)
-    JobTask.objects.filter(pk=unit.pk).update(heartbeat=timezone.now() - timedelta(hours=1))  # its worker is gone
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    JobTask.objects.filter(pk=unit.pk).update(heartbeat=an_hour_ago, alive=an_hour_ago)  # its worker is gone
     assert jobs_sweep()["requeued"] == 1
     wait_until(lambda: not Job.objects.get(pk=job.pk).is_active, 90, "the retried export to end")
     assert_one_release_in_place(job, out)
