@@ -27,6 +27,7 @@ from annotator.models import (
     Release,
     ReleaseItem,
     ReleasePublication,
+    ReleaseReservation,
     Review,
     SourceLicense,
     Sweep,
@@ -151,6 +152,16 @@ class ReleasePublicationAdmin(FrozenAdmin):
     list_display = ("release", "how", "when", "who", "where")
     list_filter = ("how",)
     raw_id_fields = ("release",)
+
+
+@admin.register(ReleaseReservation)
+class ReleaseReservationAdmin(FrozenAdmin):
+    """A number taken before an export writes its files: made and ended by the export alone (a retry resumes it,
+    the clean-up gives back one nobody will use)."""
+
+    list_display = ("number", "experiment", "target", "export_job", "release", "placed", "created")
+    list_filter = ("experiment",)
+    raw_id_fields = ("export_job", "release")
 
 
 @admin.register(ReleaseItem)
