@@ -137,6 +137,7 @@ def collection_import_run(
     job = run.job if run is not None else Job.objects.get(pk=job_id)
     if (run is None and unit.unit_id is not None) or not job.is_active:
         return job
+    job.count_afresh()  # a re-run reads every image again
     progress = run or job
     try:
         collection_import_unit(source, name, domain, layout, job=job, progress=progress)
