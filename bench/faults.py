@@ -28,7 +28,10 @@ a tiny random DINOv3 activated) and beat (the sweeper every 2 s). Then replays, 
 - the coordinator's daily pages (overview, assignment, invites CSV) with Redis stopped (issue 26);
 - a release's export held at the step that makes its row (its files staged; another connection holds the number
   uncommitted), then its worker's pool child SIGKILLed, or PostgreSQL restarted: one release, the reserved number;
-  two command-line exports at once to one empty S3 prefix: the second to finish fails and removes its upload.
+  two command-line exports at once to one empty S3 prefix: the second to finish fails and removes its upload;
+- the web and a worker started on a DATABASE_URL whose port refuses (each refuses to start, naming the setting); the
+  worker SIGKILLed mid-task and left down (/healthz?deep=1 names the unit it left running); an s3:// collection
+  import whose scratch disk (a 64 KiB tmpfs) fills up (the job says the disk is full, naming the folder).
 
 Each row checks the outcome: the job ends (succeeded or failed, never stuck), the frames and progress are right,
 no committed file is lost, nothing is counted twice, no orphan is left after the clean-up. Everything it started is
@@ -846,14 +849,12 @@ def ledger_entries() -> list[Path]:
     return sorted(folder.glob("*")) if folder.exists() else []
 
 
-def s3_cut_during_replace() -> None:
-    started = time.monotonic()
+def s3_server():
+    """moto in server mode on a free port: (server, the S3 settings a command needs for it, a boto3 client)."""
     import logging
 
     import boto3
     from moto.server import ThreadedMotoServer
-
-    from tests.cut_proxy import CutProxy
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
     port = free_port()
@@ -864,6 +865,15 @@ def s3_cut_during_replace() -> None:
         "s3", endpoint_url=s3["S3_ENDPOINT_URL"], region_name="us-east-1",
         aws_access_key_id="bench", aws_secret_access_key="bench",
     )  # fmt: skip
+    return server, s3, client
+
+
+def s3_cut_during_replace() -> None:
+    started = time.monotonic()
+    from tests.cut_proxy import CutProxy
+
+    server, s3, client = s3_server()
+    port = int(s3["S3_ENDPOINT_URL"].rsplit(":", 1)[1])
     proxy = None
     try:
         client.create_bucket(Bucket="faults")
@@ -1635,6 +1645,112 @@ def daily_pages_with_redis_down() -> None:
     record("daily pages with Redis down", started, outcome, "; ".join(problems))
 
 
+# --- Start checks, a unit left on a dead worker, a full scratch disk under an S3 import ----------------------------
+
+
+def wrong_database_port() -> None:
+    """The web (gunicorn, two workers) and a Celery worker started with a DATABASE_URL whose port refuses: each exits
+    at once with one line naming the setting; neither says it is ready."""
+    started = time.monotonic()
+    with socket.socket() as refusing:  # bound and never listening: every connection is refused
+        refusing.bind(("127.0.0.1", 0))
+        port = refusing.getsockname()[1]
+        env = {**os.environ, "DATABASE_URL": ENV["DATABASE_URL"].replace(f":{PG_PORT}/", f":{port}/")}
+        web = [sys.executable, "-m", "gunicorn", "subtlebench.wsgi:application", "-b", f"127.0.0.1:{free_port()}"]
+        celery = [sys.executable, "-m", "celery", "-A", "subtlebench", "worker", "-Q", "default", "--pool", "solo"]
+        celery += ["--without-mingle", "--without-gossip", "--hostname", "wrongport@bench"]
+        runs = {
+            name: subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+            for name, command in (("web", [*web, "--workers", "2"]), ("worker", celery))
+        }
+    named = f"database at 127.0.0.1:{port}/subtlebench (DATABASE_URL): unreachable"
+    problems = []
+    for name, done in runs.items():
+        output = done.stdout + done.stderr
+        if done.returncode == 0 or f"refuses to start: {named}" not in output or " ready." in output:
+            problems.append(f"{name} exited {done.returncode}: {output[-300:]!r}")
+    outcome = f"gunicorn exited {runs['web'].returncode} (Worker failed to boot), the worker "
+    outcome += f"{runs['worker'].returncode}, each with 'the web/the worker refuses to start: {named} (...)'"
+    record("web and worker on a wrong DATABASE_URL port", started, outcome, "; ".join(problems))
+
+
+def unit_left_on_a_dead_worker() -> None:
+    """The `default` worker SIGKILLed mid-sampling and not restarted: /healthz?deep=1 names the unit it left running
+    (its worker does not answer) before the sweeper's JOB_STALE_SECONDS; the worker back, the import succeeds."""
+    started = time.monotonic()
+    before = set(frame_files())
+    job = import_job(videos("dw", 1, seconds=16), every=0.1)
+    wait(lambda: len(frame_files() - before) >= 20, 60, "sampling to write files")
+    unit = job.tasks.get()
+    main = processes.pop("cpu")
+    children = children_of(main.pid)
+    main.send_signal(signal.SIGKILL)
+    main.wait()
+    for child in children:
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    killed = time.monotonic()
+    named = f"unit {unit.pk} of job {job.pk} on cpu@bench, silent since "
+
+    def reported():
+        _, health = healthz(deep=True)
+        jobs = health.get("parts", {}).get("jobs", {})
+        return jobs if named in jobs.get("detail", "") else None
+
+    jobs = wait(reported, 60, "/healthz?deep=1 to name the unit left running")
+    seen = time.monotonic() - killed
+    worker("cpu")
+    wait(lambda: ended(job), 120, "the import after the worker was restarted")
+    problems = sampled_as_expected(job, 160)
+    if jobs["status"] != "degraded" or not jobs["running_on_dead_workers"]:
+        problems += f" jobs part {jobs}"
+    outcome = f"deep /healthz: jobs degraded {seen:.0f} s after the kill ({jobs['running_on_dead_workers']} unit(s) "
+    outcome += f"on a worker that looks dead, this one named); worker restarted: import {job.status}"
+    record("a unit left running on a dead worker", started, outcome, problems.strip())
+
+
+def s3_import_onto_a_full_scratch_disk() -> None:
+    """An s3:// collection import whose scratch disk (SCRATCH_ROOT, a 64 KiB tmpfs) fills up during the download: the
+    job fails with one line saying the disk is full and naming the folder, not that S3 cannot be read; nothing is
+    imported and nothing stays on the disk."""
+    started = time.monotonic()
+    from annotator.models import Collection, Job
+
+    disk = BASE / "full-scratch"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k,mode=755", "tmpfs", str(disk)], capture_output=True, text=True
+    )
+    if mounted.returncode:  # a mount needs root
+        record("s3:// import onto a full scratch disk", started, f"not run: {mounted.stderr.strip()}", "")
+        return
+    server, s3, client = s3_server()
+    try:
+        client.create_bucket(Bucket="full")
+        client.put_object(Bucket="full", Key="scenes/A/scene.png", Body=bytes(256 * 1024))
+        done = command(
+            "import_collection", "s3://full/scenes", "--name", "fullscratch", "--domain", "aerial",
+            SCRATCH_ROOT=str(disk), **s3,
+        )  # fmt: skip
+        job = Job.objects.filter(kind=Job.Kind.IMPORT).order_by("-pk").first()
+        left = [str(p) for p in disk.rglob("*") if p.is_file()]
+    finally:
+        server.stop()
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+    line = job.errors[0] if job is not None and job.errors else ""
+    problems = []
+    if done.returncode == 0 or job.status != "failed" or len(job.errors) != 1:
+        problems.append(f"exit {done.returncode}, job {job.status}, errors {job.errors}")
+    if not (line.startswith(f"Import of s3://full/scenes failed: the disk is full, writing under {disk}/") and
+            line.endswith("[ENOSPC]")):  # fmt: skip
+        problems.append(f"the line is {line!r}")
+    if Collection.objects.filter(name="fullscratch").exists() or left:
+        problems.append(f"a collection was made or files were left: {left}")
+    record("s3:// import onto a full scratch disk", started, f"import failed: {line}", "; ".join(problems))
+
+
 FAULTS = [
     redis_down_after_commit,
     kill_pool_child,
@@ -1662,6 +1778,9 @@ FAULTS = [
     release_worker_killed_before_its_row,  # issue 58
     release_postgres_restarted_before_its_row,
     two_s3_exports_at_once,
+    wrong_database_port,
+    unit_left_on_a_dead_worker,
+    s3_import_onto_a_full_scratch_disk,
 ]
 
 
