@@ -294,9 +294,11 @@ def frame_files() -> set[str]:
 
 
 def referenced() -> set[str]:
+    """The files the videos' frames reference (other rows' images, a model run's release, are not under frames/)."""
     from annotator.models import Image
 
-    return {n for pair in Image.objects.values_list("file", "thumbnail") for n in pair if n}
+    frames = Image.objects.filter(frame__isnull=False)
+    return {n for pair in frames.values_list("file", "thumbnail") for n in pair if n}
 
 
 def sampled_as_expected(job, frames_per_video: int) -> str:
@@ -1669,6 +1671,9 @@ def wrong_database_port() -> None:
         output = done.stdout + done.stderr
         if done.returncode == 0 or f"refuses to start: {named}" not in output or " ready." in output:
             problems.append(f"{name} exited {done.returncode}: {output[-300:]!r}")
+    # gunicorn halts with exit status 3, or 1 when its two workers fail at once (a HaltServer raised twice).
+    if "Worker failed to boot" not in runs["web"].stderr:
+        problems.append("gunicorn did not say that a worker failed to boot")
     outcome = f"gunicorn exited {runs['web'].returncode} (Worker failed to boot), the worker "
     outcome += f"{runs['worker'].returncode}, each with 'the web/the worker refuses to start: {named} (...)'"
     record("web and worker on a wrong DATABASE_URL port", started, outcome, "; ".join(problems))
