@@ -11,6 +11,6 @@ application = get_wsgi_application()
 from subtlebench.celery import start_check  # noqa: E402 (the settings are configured above)
 
 # A web process on a wrong DATABASE_URL or CELERY_BROKER_URL would boot and answer every page with a 500; it stops
-# here instead, with the setting named. An exception, not SystemExit: gunicorn halts when a worker fails to boot so,
-# and boots again, forever, a worker that exits.
+# here instead, with the setting named. An exception, not SystemExit: gunicorn halts on a worker whose boot raised,
+# but boots again, forever, a worker that exits.
 start_check("the web")

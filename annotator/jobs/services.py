@@ -643,9 +643,9 @@ def jobs_health_part(answered: set[str] | None = None) -> dict:
             for task in stuck[:DEAD_WORKER_UNITS_NAMED]
         )
         detail = (
-            f"{len(stuck)} unit(s) running on a worker that looks dead (silent, and not answering or silent for "
-            f"JOB_STALE_SECONDS={settings.JOB_STALE_SECONDS:.0f} s, after which the sweeper requeues them): {named}; "
-            f"{detail}"
+            f"{len(stuck)} unit(s) running on a worker that looks dead (silent for two heartbeats while the worker "
+            f"does not answer, or for JOB_STALE_SECONDS={settings.JOB_STALE_SECONDS:.0f} s, after which the sweeper "
+            f"requeues a unit): {named}; {detail}"
         )
     if waiting["pending"]:
         detail = (
