@@ -221,6 +221,11 @@ def start_instance() -> None:
     worker("cpu")
     worker("gpu", queues="similarity", pool="solo")
     spawn("beat", sys.executable, "-m", "celery", "-A", "subtlebench", "beat", "-s", str(BASE / "beat-schedule"))
+    # Beat checks the broker as it starts and refuses to start without it: the first fault must not stop Redis
+    # before then, or no sweep would run for the rest of the bench.
+    from subtlebench.models import Tick
+
+    wait(lambda: Tick.age(Tick.BEAT) is not None, 90, "beat's first tick")
 
 
 def stop_instance() -> None:
