@@ -28,7 +28,10 @@ a tiny random DINOv3 activated) and beat (the sweeper every 2 s). Then replays, 
 - the coordinator's daily pages (overview, assignment, invites CSV) with Redis stopped (issue 26);
 - a release's export held at the step that makes its row (its files staged; another connection holds the number
   uncommitted), then its worker's pool child SIGKILLed, or PostgreSQL restarted: one release, the reserved number;
-  two command-line exports at once to one empty S3 prefix: the second to finish fails and removes its upload.
+  two command-line exports at once to one empty S3 prefix: the second to finish fails and removes its upload;
+- the web and a worker started on a DATABASE_URL whose port refuses (each refuses to start, naming the setting); the
+  worker SIGKILLed mid-task and left down (/healthz?deep=1 names the unit it left running); an s3:// collection
+  import whose scratch disk (a 64 KiB tmpfs) fills up (the job says the disk is full, naming the folder).
 
 Each row checks the outcome: the job ends (succeeded or failed, never stuck), the frames and progress are right,
 no committed file is lost, nothing is counted twice, no orphan is left after the clean-up. Everything it started is
@@ -218,6 +221,11 @@ def start_instance() -> None:
     worker("cpu")
     worker("gpu", queues="similarity", pool="solo")
     spawn("beat", sys.executable, "-m", "celery", "-A", "subtlebench", "beat", "-s", str(BASE / "beat-schedule"))
+    # Beat checks the broker as it starts and refuses to start without it: the first fault must not stop Redis
+    # before then, or no sweep would run for the rest of the bench.
+    from subtlebench.models import Tick
+
+    wait(lambda: Tick.age(Tick.BEAT) is not None, 90, "beat's first tick")
 
 
 def stop_instance() -> None:
@@ -290,10 +298,15 @@ def frame_files() -> set[str]:
     return {str(p.relative_to(root)) for p in (root / "frames").rglob("*.jpg")} if (root / "frames").exists() else set()
 
 
-def referenced() -> set[str]:
+def referenced(video_ids: list[int] | None = None) -> set[str]:
+    """The files the videos' frames reference (other rows' images, a model run's release, are not under frames/);
+    only those of `video_ids` when given (a row before may have lost a video's files on purpose)."""
     from annotator.models import Image
 
-    return {n for pair in Image.objects.values_list("file", "thumbnail") for n in pair if n}
+    frames = Image.objects.filter(frame__isnull=False)
+    if video_ids is not None:
+        frames = frames.filter(frame__video_id__in=video_ids)
+    return {n for pair in frames.values_list("file", "thumbnail") for n in pair if n}
 
 
 def sampled_as_expected(job, frames_per_video: int) -> str:
@@ -308,7 +321,7 @@ def sampled_as_expected(job, frames_per_video: int) -> str:
             problems.append(f"{video.yt8m_id}: {video.status}, {len(indices)} frames")
     if (job.done, job.total, job.result.get("videos_ok")) != (len(ids), len(ids), len(ids)):
         problems.append(f"progress {job.done}/{job.total}, videos_ok {job.result.get('videos_ok')}")
-    missing = referenced() - frame_files()
+    missing = referenced(ids) - frame_files()
     if missing:
         problems.append(f"{len(missing)} committed frame files missing")
     return "; ".join(problems)
@@ -800,7 +813,7 @@ def sampled_video(name: str, seconds: float = 4, every: float = 0.5):
     return Video.objects.get(yt8m_id=f"{name}0")
 
 
-def accepted_pairs(video, count: int, start: int = 0) -> list:
+def accepted_pairs(video, count: int, start: int = 0, domain: str = "natural") -> list:
     """`count` accepted temporal pairs over consecutive frames of the video (frames 2n, 2n+1), scored above the bar."""
     from django.utils import timezone
 
@@ -817,7 +830,7 @@ def accepted_pairs(video, count: int, start: int = 0) -> list:
                 image_2=second.image,
                 video=video,
                 category="temporal",
-                domain="natural",
+                domain=domain,
                 status=Pair.Status.ACCEPTED,
                 question="Which image was taken later?",
                 answer="second image",
@@ -846,14 +859,12 @@ def ledger_entries() -> list[Path]:
     return sorted(folder.glob("*")) if folder.exists() else []
 
 
-def s3_cut_during_replace() -> None:
-    started = time.monotonic()
+def s3_server():
+    """moto in server mode on a free port: (server, the S3 settings a command needs for it, a boto3 client)."""
     import logging
 
     import boto3
     from moto.server import ThreadedMotoServer
-
-    from tests.cut_proxy import CutProxy
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
     port = free_port()
@@ -864,6 +875,15 @@ def s3_cut_during_replace() -> None:
         "s3", endpoint_url=s3["S3_ENDPOINT_URL"], region_name="us-east-1",
         aws_access_key_id="bench", aws_secret_access_key="bench",
     )  # fmt: skip
+    return server, s3, client
+
+
+def s3_cut_during_replace() -> None:
+    started = time.monotonic()
+    from tests.cut_proxy import CutProxy
+
+    server, s3, client = s3_server()
+    port = int(s3["S3_ENDPOINT_URL"].rsplit(":", 1)[1])
     proxy = None
     try:
         client.create_bucket(Bucket="faults")
@@ -982,7 +1002,9 @@ def s3_slow_import_and_export() -> None:
     from annotator.models import Release
 
     cora = User.objects.get(username="cora")
-    accepted_pairs(sampled_video("s3s", seconds=4), 3)
+    # Its own three pairs, the only ones of their domain: the rows before it leave accepted pairs of their own, which
+    # an export of the whole benchmark through the drip would take minutes more to send.
+    accepted_pairs(sampled_video("s3s", seconds=4), 3, domain="gaming")
     with s3_behind_proxy("slow", drip=(1024, 0.05)) as (proxy, env, client):
         noise_collection(client, "slow", "sets/noise", pairs=4)
         with default_worker_with({**env, "JOB_STALE_SECONDS": "2"}):
@@ -990,7 +1012,7 @@ def s3_slow_import_and_export() -> None:
                 source="s3://slow/sets/noise", name="noise_s3", domain="aerial", created_by=cora
             )
             wait(lambda: ended(imported), 240, "the slow import")
-            options = ExportOptions(out="s3://slow/bench", release=True, val_fraction=0)
+            options = ExportOptions(out="s3://slow/bench", release=True, val_fraction=0, domains=("gaming",))
             export = export_start(options=options, user=cora)
             wait(lambda: ended(export), 240, "the slow export")
     problems = []
@@ -1635,6 +1657,115 @@ def daily_pages_with_redis_down() -> None:
     record("daily pages with Redis down", started, outcome, "; ".join(problems))
 
 
+# --- Start checks, a unit left on a dead worker, a full scratch disk under an S3 import ----------------------------
+
+
+def wrong_database_port() -> None:
+    """The web (gunicorn, two workers) and a Celery worker started with a DATABASE_URL whose port refuses: each exits
+    at once with one line naming the setting; neither says it is ready."""
+    started = time.monotonic()
+    with socket.socket() as refusing:  # bound and never listening: every connection is refused
+        refusing.bind(("127.0.0.1", 0))
+        port = refusing.getsockname()[1]
+        env = {**os.environ, "DATABASE_URL": ENV["DATABASE_URL"].replace(f":{PG_PORT}/", f":{port}/")}
+        web = [sys.executable, "-m", "gunicorn", "subtlebench.wsgi:application", "-b", f"127.0.0.1:{free_port()}"]
+        celery = [sys.executable, "-m", "celery", "-A", "subtlebench", "worker", "-Q", "default", "--pool", "solo"]
+        celery += ["--without-mingle", "--without-gossip", "--hostname", "wrongport@bench"]
+        runs = {
+            name: subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+            for name, command in (("web", [*web, "--workers", "2"]), ("worker", celery))
+        }
+    named = f"database at 127.0.0.1:{port}/subtlebench (DATABASE_URL): unreachable"
+    problems = []
+    for name, done in runs.items():
+        output = done.stdout + done.stderr
+        if done.returncode == 0 or f"refuses to start: {named}" not in output or " ready." in output:
+            problems.append(f"{name} exited {done.returncode}: {output[-300:]!r}")
+    # gunicorn halts with exit status 3, or 1 when its two workers fail at once (a HaltServer raised twice).
+    if "Worker failed to boot" not in runs["web"].stderr:
+        problems.append("gunicorn did not say that a worker failed to boot")
+    outcome = f"gunicorn exited {runs['web'].returncode} (Worker failed to boot), the worker "
+    outcome += f"{runs['worker'].returncode}, each with 'the web/the worker refuses to start: {named} (...)'"
+    record("web and worker on a wrong DATABASE_URL port", started, outcome, "; ".join(problems))
+
+
+def unit_left_on_a_dead_worker() -> None:
+    """The `default` worker SIGKILLed mid-sampling and not restarted: /healthz?deep=1 names the unit it left running
+    (its worker does not answer) before the sweeper's JOB_STALE_SECONDS; the worker back, the import succeeds."""
+    started = time.monotonic()
+    before = set(frame_files())
+    job = import_job(videos("dw", 1, seconds=16), every=0.1)
+    wait(lambda: len(frame_files() - before) >= 20, 60, "sampling to write files")
+    unit = job.tasks.get()
+    main = processes.pop("cpu")
+    children = children_of(main.pid)
+    main.send_signal(signal.SIGKILL)
+    main.wait()
+    for child in children:
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    killed = time.monotonic()
+    named = f"unit {unit.pk} of job {job.pk} on cpu@bench, silent since "
+
+    def reported():
+        _, health = healthz(deep=True)
+        jobs = health.get("parts", {}).get("jobs", {})
+        return jobs if named in jobs.get("detail", "") else None
+
+    jobs = wait(reported, 60, "/healthz?deep=1 to name the unit left running")
+    seen = time.monotonic() - killed
+    worker("cpu")
+    wait(lambda: ended(job), 120, "the import after the worker was restarted")
+    problems = sampled_as_expected(job, 160)
+    if jobs["status"] != "degraded" or not jobs["running_on_dead_workers"]:
+        problems += f" jobs part {jobs}"
+    outcome = f"deep /healthz: jobs degraded {seen:.0f} s after the kill ({jobs['running_on_dead_workers']} unit(s) "
+    outcome += f"on a worker that looks dead, this one named); worker restarted: import {job.status}"
+    record("a unit left running on a dead worker", started, outcome, problems.strip())
+
+
+def s3_import_onto_a_full_scratch_disk() -> None:
+    """An s3:// collection import whose scratch disk (SCRATCH_ROOT, a 64 KiB tmpfs) fills up during the download: the
+    job fails with one line saying the disk is full and naming the folder, not that S3 cannot be read; nothing is
+    imported and nothing stays on the disk."""
+    started = time.monotonic()
+    from annotator.models import Collection, Job
+
+    disk = BASE / "full-scratch"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k,mode=755", "tmpfs", str(disk)], capture_output=True, text=True
+    )
+    if mounted.returncode:  # a mount needs root
+        record("s3:// import onto a full scratch disk", started, f"not run: {mounted.stderr.strip()}", "")
+        return
+    server, s3, client = s3_server()
+    try:
+        client.create_bucket(Bucket="full")
+        client.put_object(Bucket="full", Key="scenes/A/scene.png", Body=bytes(256 * 1024))
+        done = command(
+            "import_collection", "s3://full/scenes", "--name", "fullscratch", "--domain", "aerial",
+            SCRATCH_ROOT=str(disk), **s3,
+        )  # fmt: skip
+        job = Job.objects.filter(kind=Job.Kind.IMPORT).order_by("-pk").first()
+        left = [str(p) for p in disk.rglob("*") if p.is_file()]
+    finally:
+        server.stop()
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+    line = job.errors[0] if job is not None and job.errors else ""
+    problems = []
+    if done.returncode == 0 or job.status != "failed" or len(job.errors) != 1:
+        problems.append(f"exit {done.returncode}, job {job.status}, errors {job.errors}")
+    if not (line.startswith(f"Import of s3://full/scenes failed: the disk is full, writing under {disk}/") and
+            line.endswith("[ENOSPC]")):  # fmt: skip
+        problems.append(f"the line is {line!r}")
+    if Collection.objects.filter(name="fullscratch").exists() or left:
+        problems.append(f"a collection was made or files were left: {left}")
+    record("s3:// import onto a full scratch disk", started, f"import failed: {line}", "; ".join(problems))
+
+
 FAULTS = [
     redis_down_after_commit,
     kill_pool_child,
@@ -1662,6 +1793,9 @@ FAULTS = [
     release_worker_killed_before_its_row,  # issue 58
     release_postgres_restarted_before_its_row,
     two_s3_exports_at_once,
+    wrong_database_port,
+    unit_left_on_a_dead_worker,
+    s3_import_onto_a_full_scratch_disk,
 ]
 
 

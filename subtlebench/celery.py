@@ -3,7 +3,7 @@
 Also the Redis transport the app uses (settings CELERY_BROKER_TRANSPORT), with which a worker survives losing
 Redis while a task is in flight, and beat's scheduler (settings CELERY_BEAT_SCHEDULER), which records beat's ticks.
 A worker or beat checks the database and the broker before it starts, and refuses to start on one that does not
-answer.
+answer (the web process does the same in subtlebench/wsgi.py).
 """
 
 from __future__ import annotations
@@ -94,9 +94,13 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(TASK_PACKAGES)
 
 
+class StartRefused(RuntimeError):
+    """The database or the broker does not answer as a process starts; the message names the setting."""
+
+
 def start_check(process: str) -> None:
-    """Exit non-zero, naming the setting, when the database or the broker does not answer: a worker with a wrong
-    DATABASE_URL would otherwise say "ready", take tasks from the queue and fail every one of them."""
+    """Raise StartRefused, naming the setting, when the database or the broker does not answer: a process with a
+    wrong DATABASE_URL would otherwise say "ready", take tasks from the queue (or requests) and fail every one."""
     from django.conf import settings
     from django.db import connections
 
@@ -117,7 +121,7 @@ def start_check(process: str) -> None:
         lines = [f"{name} at {where[name][1]} ({where[name][0]}): {parts[name]['detail']}" for name in failed]
         message = f"{process} refuses to start: " + "; ".join(lines)
         logging.getLogger(__name__).critical(message)
-        raise SystemExit(message)
+        raise StartRefused(message)
 
 
 def broker_address(url: str) -> str:
@@ -128,11 +132,19 @@ def broker_address(url: str) -> str:
     return f"{parsed.hostname or 'localhost'}:{parsed.port or 6379}{parsed.path or ''}"
 
 
+def start_check_or_exit(process: str) -> None:
+    # Celery's signals log an Exception of a receiver and go on starting: SystemExit stops the process, with the line.
+    try:
+        start_check(process)
+    except StartRefused as refused:
+        raise SystemExit(str(refused)) from None
+
+
 @signals.worker_init.connect
 def worker_start_check(**kwargs) -> None:
-    start_check("the worker")
+    start_check_or_exit("the worker")
 
 
 @signals.beat_init.connect
 def beat_start_check(**kwargs) -> None:
-    start_check("beat")
+    start_check_or_exit("beat")

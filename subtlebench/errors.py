@@ -105,6 +105,12 @@ FILE_ERROR_REASONS = {
 }
 
 
+def is_file_error(error: BaseException) -> bool:
+    """Whether `error` is a failed operation on this host's files (a full disk, a read-only folder: one of
+    FILE_ERROR_REASONS), not a network connection's (refused, reset, timed out), which is an OSError too."""
+    return isinstance(error, OSError) and error.errno in FILE_ERROR_REASONS
+
+
 def file_error_detail(error: OSError, *, what: str, where: str | os.PathLike | None = None) -> str:
     """One line for a failed file operation: what failed, why in words, and where (the file the error names, or
     `where` when it names none, as a write() that hit a full disk does). E.g. "Export to /data/exports/b failed:

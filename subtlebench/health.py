@@ -2,8 +2,9 @@
 
 The plain check asks what the web needs (the database, a broker that takes writes) and stays cheap for load
 balancers; the deep one adds beat's last tick, the workers per queue, the media storage and what apps register
-(`health_part_register`: the jobs package reports units waiting for the sweeper). Only the database and the broker
-are ever "down" (503); the others are "degraded" at worst: the web still serves, but work waits.
+(`health_part_register`: the jobs package reports units waiting for the sweeper, and units running on a worker that
+looks dead). Only the database and the broker are ever "down" (503); the others are "degraded" at worst: the web
+still serves, but work waits.
 """
 
 from __future__ import annotations
@@ -24,15 +25,16 @@ log = logging.getLogger(__name__)
 OK, DEGRADED, DOWN = "ok", "degraded", "down"
 # Parts whose failure makes /healthz answer 503: the web cannot serve without them.
 CRITICAL = ("database", "broker")
-EXTRA_PARTS: dict[str, Callable[[], dict]] = {}
+EXTRA_PARTS: dict[str, Callable[[set[str] | None], dict]] = {}
 
 
 def part(status: str, detail: str = "", **extra) -> dict:
     return {"status": status, "detail": detail, **extra}
 
 
-def health_part_register(name: str, check: Callable[[], dict]) -> None:
-    """Add a part to the deep check (an app's AppConfig.ready); `check()` returns a `part(...)`."""
+def health_part_register(name: str, check: Callable[[set[str] | None], dict]) -> None:
+    """Add a part to the deep check (an app's AppConfig.ready); `check(answered)` returns a `part(...)`, given the
+    names of the workers that answered the deep check's broadcast (None: they could not be asked)."""
     EXTRA_PARTS[name] = check
 
 
@@ -118,17 +120,23 @@ def expected_queues() -> list[str]:
     return sorted(queues)
 
 
-def workers_part(broker: dict) -> dict:
-    """The workers that answer a broadcast, per queue they consume; degraded when a queue has none."""
-    queues = {name: [] for name in expected_queues()}
+def workers_asked(broker: dict) -> dict[str, list[dict]] | str:
+    """The replies to a broadcast (worker -> the queues it consumes), or why the workers were not asked."""
     if broker["status"] != OK:
-        return part(DEGRADED, "not asked: the broker is down", queues=queues)
+        return "not asked: the broker is down"
     from subtlebench.celery import app
 
     try:
-        replies = app.control.inspect(timeout=settings.HEALTH_WORKER_TIMEOUT_SECONDS).active_queues() or {}
+        return app.control.inspect(timeout=settings.HEALTH_WORKER_TIMEOUT_SECONDS).active_queues() or {}
     except Exception as error:  # kombu raises many kinds for "the broker is away"
-        return part(DEGRADED, f"not asked ({type(error).__name__}: {first_line(error)})", queues=queues)
+        return f"not asked ({type(error).__name__}: {first_line(error)})"
+
+
+def workers_part(replies: dict[str, list[dict]] | str) -> dict:
+    """The workers that answered, per queue they consume; degraded when a queue has none."""
+    queues = {name: [] for name in expected_queues()}
+    if isinstance(replies, str):
+        return part(DEGRADED, replies, queues=queues)
     for worker, consumed in sorted(replies.items()):
         for queue in consumed or []:
             queues.setdefault(queue["name"], []).append(worker)
@@ -177,11 +185,13 @@ def health_parts(*, deep: bool, critical: dict[str, dict] | None = None) -> dict
     if deep:
         database_up = parts["database"]["status"] == OK
         parts["beat"] = beat_part() if database_up else part(DEGRADED, "not known: the database is down")
-        parts["workers"] = workers_part(parts["broker"])
+        replies = workers_asked(parts["broker"])
+        parts["workers"] = workers_part(replies)
+        answered = None if isinstance(replies, str) else set(replies)
         parts["storage"] = storage_part()
         for name, check in EXTRA_PARTS.items():
             try:
-                parts[name] = check() if database_up else part(DEGRADED, "not known: the database is down")
+                parts[name] = check(answered) if database_up else part(DEGRADED, "not known: the database is down")
             except Exception as error:  # a report that fails says so; the other parts still answer
                 parts[name] = part(DEGRADED, f"check failed ({type(error).__name__}: {first_line(error)})")
     return parts

@@ -1,17 +1,20 @@
-"""Small builders for test data: real JPEG files in storage, videos with frames, pairs in any state."""
+"""Small builders for test data: real JPEG files in storage, videos with frames, pairs in any state, a job's unit as a
+dead worker left it."""
 
 from __future__ import annotations
 
 import functools
 import io
 import itertools
+from datetime import timedelta
 
 from django.core.files.base import ContentFile
 from django.utils import timezone
 from PIL import Image as PILImage
 from PIL import ImageDraw
 
-from annotator.models import Category, Domain, Frame, Image, Pair, Video
+from annotator.jobs.services import UnitRef, job_task_claim
+from annotator.models import Category, Domain, Frame, Image, Job, JobTask, Pair, Video
 from annotator.similarity.services import current_fingerprint
 
 _counter = itertools.count(1)
@@ -155,3 +158,12 @@ def make_candidate(source: str = "levir_cd", source_id: str | None = None, domai
         group_key=collection.group_key(source_id or f"scene_{number}"),
         **fields,
     )
+
+
+def unit_of_a_dead_run(job: Job, steps: int) -> JobTask:
+    """The job's one unit as a run that counted `steps` and whose worker then died leaves it: running, long silent."""
+    unit = job.tasks.get()
+    first = job_task_claim(unit=UnitRef(unit.pk, worker="celery@died"))
+    first.advance(steps)
+    JobTask.objects.filter(pk=unit.pk).update(heartbeat=timezone.now() - timedelta(hours=1))
+    return unit

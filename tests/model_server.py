@@ -20,8 +20,9 @@ A drafting request (our drafting prompt, benchmark/drafting.py: its user text st
 with `draft_reply(category)`: by default a JSON draft inside a ```json fence with a line of prose around it, whose
 distractors repeat the answer once (a parser must drop it); faults apply to it under the key "draft:<category>".
 
-Run alone (bench/faults.py does): `python tests/model_server.py [--mode M] [--port P]` serves until killed and prints
-its base URL on the first line.
+Run alone (bench/faults.py does): `python -m tests.model_server [--mode M] [--port P]` serves until killed and prints
+its base URL on the first line. As a module, not by its path: a script's own folder comes first on sys.path, and in
+tests/ the folder collections/ would hide the standard library's `collections`.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ from annotator.picking.questions import question_validate
 from annotator.similarity.services import images_queue_embeddings
 from annotator.videos.services import ImportPathError, resolve_import_path
 from benchmark.regions import MAX_REGIONS, RegionError, boxes_from_mask, validate_regions
-from subtlebench.errors import Invalid, file_error_detail
+from subtlebench.errors import Invalid, file_error_detail, is_file_error
 from subtlebench.storage import s3_client, split_s3_uri
 
 log = logging.getLogger(__name__)
@@ -137,6 +137,7 @@ def collection_import_run(
     job = run.job if run is not None else Job.objects.get(pk=job_id)
     if (run is None and unit.unit_id is not None) or not job.is_active:
         return job
+    job.count_afresh()  # a re-run reads every image again
     progress = run or job
     try:
         collection_import_unit(source, name, domain, layout, job=job, progress=progress)
@@ -267,6 +268,8 @@ def _download_prefix(uri: str, folder: Path, progress=None) -> Path:
     except Exception as error:  # botocore raises many kinds: no bucket, no access, no server
         if outage_of(error) is not None:
             raise
+        if is_file_error(error):  # this host's scratch disk (full, read-only), where S3 itself answered
+            raise CollectionSourceError(file_error_detail(error, what=f"Import of {uri}", where=folder)) from error
         raise CollectionSourceError(f"{uri}: cannot be read from S3 ({type(error).__name__}: {error})") from error
     if not count:
         raise CollectionSourceError(f"{uri}: no objects under this prefix")

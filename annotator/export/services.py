@@ -1860,7 +1860,7 @@ def export_run(*, job_id: int, unit=None) -> Job:
     job = run.job if run is not None else Job.objects.get(pk=job_id)
     if (run is None and unit.unit_id is not None) or not job.is_active:
         return job
-    Job.objects.filter(pk=job.pk).update(done=0)  # a re-run writes the whole export again: count it afresh
+    job.count_afresh()  # a re-run writes the whole export again
     options = ExportOptions.from_dict(job.result["options"])
     try:
         result = benchmark_export(options=options, progress=run or job, job_id=job.pk, published_by=job.created_by)
@@ -1995,6 +1995,7 @@ def export_zip_run(*, job_id: int, unit=None) -> Job:
     job = run.job if run is not None else Job.objects.get(pk=job_id)
     if (run is None and unit.unit_id is not None) or not job.is_active:
         return job
+    job.count_afresh()  # a re-run zips every file again
     export = Job.objects.get(pk=job.result["export_job"])
     result = {**job.result}
     try:

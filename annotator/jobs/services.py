@@ -603,11 +603,29 @@ def jobs_waiting(*, now=None) -> dict:
     return {"beat_age": beat_age, "beat_stale": beat_age is None or beat_age > settings.BEAT_STALE_SECONDS, **counts}
 
 
-def jobs_health_part() -> dict:
-    """The "jobs" part of /healthz?deep=1: degraded while units wait for a sweeper that does not come."""
+def jobs_on_dead_workers(*, answered: set[str] | None, now=None) -> list[JobTask]:
+    """Running units whose worker looks dead: silent (JobTaskQuerySet.stale) for JOB_STALE_SECONDS, which the sweeper
+    should have requeued by now, or for two heartbeats while their worker is not among those that `answered` the deep
+    check's broadcast (None: the workers could not be asked). Oldest beat first."""
+    now = now or timezone.now()
+    stuck = JobTask.objects.stale(now - timedelta(seconds=settings.JOB_STALE_SECONDS))
+    if answered is not None:
+        silent = JobTask.objects.stale(now - timedelta(seconds=2 * settings.JOB_HEARTBEAT_SECONDS))
+        stuck = stuck | silent.exclude(worker__in=answered)
+    return list(stuck.order_by("heartbeat", "pk"))
+
+
+# The units a deep health check names one by one; the count says how many there are.
+DEAD_WORKER_UNITS_NAMED = 3
+
+
+def jobs_health_part(answered: set[str] | None = None) -> dict:
+    """The "jobs" part of /healthz?deep=1: degraded while units wait for a sweeper that does not come, or run on a
+    worker that looks dead (`answered`: the workers that answered the deep check's broadcast, None: not asked)."""
     from subtlebench.health import DEGRADED, OK, part, tick_text
 
     waiting = jobs_waiting()
+    stuck = jobs_on_dead_workers(answered=answered)
     sweep_age = Tick.age(Tick.SWEEP)
     # The sweep runs on a `default` worker: beat ticking but no sweep means no worker takes beat's messages.
     swept = "the sweeper never ran" if sweep_age is None else f"the sweeper last ran {sweep_age:.0f} s ago"
@@ -615,8 +633,20 @@ def jobs_health_part() -> dict:
     counts = {
         "pending_waiting": waiting["pending"],
         "queued_not_started": waiting["queued"],
+        "running_on_dead_workers": len(stuck),
         "sweep_last_ran_seconds_ago": sweep_age,
     }
+    if stuck:
+        named = "; ".join(
+            f"unit {task.pk} of job {task.job_id} on {task.worker or 'an unnamed worker'}, silent since "
+            f"{task.heartbeat:%Y-%m-%d %H:%M:%S} UTC"
+            for task in stuck[:DEAD_WORKER_UNITS_NAMED]
+        )
+        detail = (
+            f"{len(stuck)} unit(s) running on a worker that looks dead (silent for two heartbeats while the worker "
+            f"does not answer, or for JOB_STALE_SECONDS={settings.JOB_STALE_SECONDS:.0f} s, after which the sweeper "
+            f"requeues a unit): {named}; {detail}"
+        )
     if waiting["pending"]:
         detail = (
             f"{waiting['pending']} unit(s) pending since {waiting['pending_since']:%Y-%m-%d %H:%M:%S} UTC, not sent; "
@@ -624,5 +654,6 @@ def jobs_health_part() -> dict:
         )
         if waiting["beat_stale"]:
             detail += ": beat looks down; start it, or run `manage.py sweep`"
+    if waiting["pending"] or stuck:
         return part(DEGRADED, detail, **counts)
     return part(OK, detail, **counts)

@@ -157,6 +157,12 @@ class Job(models.Model):
         for name, value in fields.items():
             setattr(self, name, value)
 
+    def count_afresh(self) -> None:
+        """Set the progress back to nothing done: a single unit that does its whole work again (its first run died
+        midway) counts its steps from zero, not on top of what the dead run counted."""
+        Job.objects.filter(pk=self.pk).update(done=0)
+        self.done = 0
+
     def advance(self, steps: int = 1, error: str | None = None) -> None:
         """Count progress with an UPDATE so concurrent workers of one job never lose a step; beats the heartbeat.
         Raises JobCancelled when the job is no longer active, so a cancelled job's work stops at its next unit."""

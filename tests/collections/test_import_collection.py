@@ -23,6 +23,7 @@ from annotator.models import Collection, Image, Job, JobCancelled, JobTask, Pair
 from tests.collection_fixtures import levir_folder, mask, mvtec_folder, picture
 from tests.conftest import wait_until
 from tests.cut_proxy import CutProxy
+from tests.factories import unit_of_a_dead_run
 
 pytestmark = pytest.mark.django_db
 
@@ -150,6 +151,14 @@ def test_a_re_run_reuses_images_and_adds_nothing_twice(tmp_path):
 
     assert (job.result["images_new"], job.result["candidates"], job.result["already"]) == (0, 0, 3)
     assert Image.objects.count() == 4 and PairCandidate.objects.count() == 3
+
+
+def test_a_unit_run_again_after_its_worker_died_counts_its_progress_from_the_start(tmp_path):
+    job = collection_import(source=str(levir_folder(tmp_path / "levir")), name="levir_cd", domain="aerial")
+    unit = unit_of_a_dead_run(job, steps=3)
+    job = collection_import_run(**unit.kwargs, unit=UnitRef(unit.pk, worker="celery@second"))
+    assert job.status == "succeeded" and job.total > 0
+    assert job.done == job.total  # not the dead run's 3 on top
 
 
 def test_a_mask_of_another_size_leaves_its_pair_out_with_the_reason(tmp_path):

@@ -17,9 +17,11 @@ from annotator.export.services import (
     export_zip_run,
     export_zip_start,
 )
+from annotator.jobs.services import UnitRef
 from annotator.models import Job, Release, ReleasePublication
 from tests.conftest import wait_until
 from tests.export_fixtures import make_pair, tree_bytes
+from tests.factories import unit_of_a_dead_run
 
 pytestmark = pytest.mark.django_db
 
@@ -188,6 +190,16 @@ def test_a_zip_job_replayed_after_its_zip_exists_builds_nothing_again(coordinato
     stamp = built.stat().st_mtime_ns
     assert export_zip_start(job=job, user=coordinator) is None
     assert export_zip_run(job_id=first.pk).status == Job.Status.SUCCEEDED and built.stat().st_mtime_ns == stamp
+
+
+def test_a_zip_unit_run_again_after_its_worker_died_counts_its_files_from_the_start(coordinator, export_root):
+    make_pair()
+    job = finished_export(coordinator, str(export_root / "v1"))
+    zip_job = export_zip_start(job=job, user=coordinator)
+    unit = unit_of_a_dead_run(zip_job, steps=2)
+    zip_job = export_zip_run(job_id=zip_job.pk, unit=UnitRef(unit.pk, worker="celery@second"))
+    assert zip_job.status == Job.Status.SUCCEEDED and zip_job.total > 2
+    assert zip_job.done == zip_job.total
 
 
 def test_a_replaced_export_can_no_longer_be_downloaded_and_its_page_says_why(client_for, coordinator, export_root):

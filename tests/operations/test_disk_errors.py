@@ -11,8 +11,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from annotator.collections.services import collection_import
 from annotator.export.services import ExportOptions, export_run, export_start, export_zip_run
-from annotator.models import Image, Job, Pair, Video
+from annotator.models import Collection, Image, Job, Pair, Video
 from tests.export.test_import_pairs import small_dataset
 from tests.export_fixtures import make_pair
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
@@ -145,3 +146,20 @@ def test_an_upload_onto_a_full_disk_fails_that_file_named_and_stores_no_partial_
     assert job.errors[0] == f"beach.mp4: storing the upload failed: the disk is full, writing under {folder} [ENOSPC]"
     assert list(folder.iterdir()) == []
     assert Video.objects.get().status == Video.Status.FAILED
+
+
+def test_an_s3_import_onto_a_full_scratch_disk_says_the_disk_is_full_not_that_s3_cannot_be_read(
+    s3_bucket, small_disk, settings
+):
+    from subtlebench.storage import s3_client
+
+    settings.SCRATCH_ROOT = small_disk
+    s3_client().put_object(Bucket=s3_bucket, Key="sets/big/A/scene.png", Body=bytes(64 * 1024))  # over 16 KiB
+    source = f"s3://{s3_bucket}/sets/big"
+    job = collection_import(source=source, name="big", domain="aerial", sync=True)
+    assert job.status == Job.Status.FAILED
+    [line] = job.errors
+    assert line.startswith(f"Import of {source} failed: the disk is full, writing under {small_disk}/collection-")
+    assert line.endswith("/source [ENOSPC]")
+    assert not Collection.objects.exists()
+    assert [p for p in small_disk.rglob("*") if p.is_file()] == []  # the download cut short went with the failure

@@ -1,5 +1,5 @@
 """Start checks and timeouts: every database connection has a connect and a statement timeout, `/healthz` answers in
-time whatever hangs, and a worker on a database that does not answer refuses to start, naming the setting."""
+time whatever hangs, and a worker or the web on a database that does not answer refuses to start, naming the setting."""
 
 from __future__ import annotations
 
@@ -78,6 +78,25 @@ def test_healthz_answers_503_in_time_while_postgresql_is_frozen(private_postgres
     finally:
         web.terminate()
         web.wait(timeout=30)
+
+
+def test_the_web_on_a_database_port_that_refuses_exits_non_zero_naming_database_url():
+    with refused_port() as port:
+        wrong = database_url().replace(f":{connection.settings_dict['PORT']}/", f":{port}/")
+        assert f":{port}/" in wrong
+        # gunicorn as deployed, with two workers: the first that fails its start check halts them all.
+        web = subprocess.run(
+            [sys.executable, "-m", "gunicorn", "subtlebench.wsgi", "--bind", f"127.0.0.1:{free_port()}", "-w", "2"],
+            cwd=BASE_DIR,
+            env={**os.environ, "DATABASE_URL": wrong},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert web.returncode != 0
+    assert "the web refuses to start: database at " in web.stderr
+    assert f":{port}/{connection.settings_dict['NAME']} (DATABASE_URL): unreachable" in web.stderr
+    assert "Worker failed to boot" in web.stderr
 
 
 @pytest.mark.e2e

@@ -11,6 +11,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from annotator.jobs.services import jobs_health_part
 from annotator.models import Job, JobTask
 from subtlebench.models import Tick
 from tests.conftest import make_user, wait_until
@@ -95,6 +96,39 @@ def test_a_pending_unit_waiting_while_beat_is_down_is_reported_and_logged(operat
     page.force_login(coordinator)
     body = page.get("/jobs/").content.decode()
     assert "it looks down" in body and "1 unit waiting to be sent since" in body
+
+
+def running_unit(worker: str, silent_seconds: float) -> JobTask:
+    job = Job.objects.create(kind=Job.Kind.EXPORT, title="an export", status=Job.Status.RUNNING)
+    beat = timezone.now() - timedelta(seconds=silent_seconds)
+    return JobTask.objects.create(
+        job=job, name="annotator.tasks.export_benchmark", status="running", worker=worker, heartbeat=beat
+    )
+
+
+def test_a_unit_running_on_a_worker_that_does_not_answer_and_stopped_beating_is_reported(operator, settings):
+    settings.JOB_HEARTBEAT_SECONDS = 20
+    settings.JOB_STALE_SECONDS = 300
+    running_unit("celery@busy", silent_seconds=5)  # beat a moment ago: alive, though it did not answer
+    assert deep(operator)["parts"]["jobs"]["status"] == "ok"
+    dead = running_unit("celery@gone", silent_seconds=60)  # two beats missed, and no answer from its worker
+    jobs = deep(operator)["parts"]["jobs"]
+    assert (jobs["status"], jobs["running_on_dead_workers"]) == ("degraded", 1)
+    assert "1 unit(s) running on a worker that looks dead (" in jobs["detail"]
+    assert f": unit {dead.pk} of job {dead.job_id} on celery@gone, silent since " in jobs["detail"]
+
+
+def test_a_silent_unit_of_a_worker_that_answers_is_reported_once_the_sweeper_should_have_requeued_it(settings):
+    settings.JOB_HEARTBEAT_SECONDS = 20
+    settings.JOB_STALE_SECONDS = 300
+    unit = running_unit("celery@alive", silent_seconds=60)  # a slow step: its worker answers
+    assert jobs_health_part({"celery@alive"})["status"] == "ok"
+    JobTask.objects.filter(pk=unit.pk).update(heartbeat=timezone.now() - timedelta(seconds=400))
+    jobs = jobs_health_part({"celery@alive"})
+    assert (jobs["status"], jobs["running_on_dead_workers"]) == ("degraded", 1)
+    assert jobs_health_part(None)["running_on_dead_workers"] == 1  # the workers not asked: the sweeper's rule alone
+    JobTask.objects.filter(pk=unit.pk).update(status="done")
+    assert jobs_health_part(None)["status"] == "ok"
 
 
 def test_the_deep_check_reports_the_broker_down_when_it_refuses_writes(operator, private_redis, settings):
