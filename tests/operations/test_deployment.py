@@ -53,6 +53,7 @@ def test_it_has_every_service_a_deployment_needs(compose):
     assert set(compose["services"]) >= {"postgres", "redis", *APP_SERVICES}
 
 
+@pytest.mark.django_db  # importing the web's module runs its start check, which asks the database
 @pytest.mark.parametrize("name", APP_SERVICES)
 def test_every_command_names_a_real_module(compose, name):
     for words in commands_of(compose["services"][name]):
