@@ -1617,9 +1617,13 @@ def daily_pages_with_redis_down() -> None:
     from evaluation.studies import services as studies
     from tests.factories import make_pair
 
+    # The study draws its own three pairs, of a domain no other row uses: an earlier row's published release makes its
+    # items public, and a sample holding any is refused (open book).
     for _ in range(3):
-        make_pair()
-    study = studies.study_create(name=f"Daily {time.monotonic_ns()}", fraction=1, practice_count=0, open_cap=5)
+        make_pair(domain="medical")
+    study = studies.study_create(
+        name=f"Daily {time.monotonic_ns()}", fraction=1, practice_count=0, open_cap=5, domains=("medical",)
+    )
     studies.study_invite(study=study, count=2)
     video = Video.objects.create(yt8m_id=f"daily{time.monotonic_ns()}", source="/nowhere.mp4", status="sampled")
     from django.contrib.auth.models import Group, User
