@@ -22,7 +22,7 @@ from benchmark.results import ResultsFileError, load_results, outcome_of, questi
 from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.runs import description
 from evaluation.runs.summaries import evaluation_summary, evaluation_totals
-from subtlebench.errors import Invalid, NotFound
+from subtlebench.errors import Invalid
 
 # --- Summaries and the results file --------------------------------------------------------------------------
 
@@ -120,14 +120,6 @@ def _question_texts(evaluation: ModelEvaluation) -> dict[str, str]:
     # A run from before releases: the question of the pair each answer is linked to, where the pair is still here.
     rows = evaluation.results.filter(pair__isnull=False).order_by("pk")
     return dict(rows.values_list("question_id", "pair__question"))
-
-
-def evaluation_for_user(*, user, evaluation_id: int) -> ModelEvaluation:
-    check_coordinator(user)
-    evaluation = ModelEvaluation.objects.select_related("endpoint", "job").filter(pk=evaluation_id).first()
-    if evaluation is None:
-        raise NotFound(f"No model evaluation {evaluation_id}.")
-    return evaluation
 
 
 # --- An official results file imported onto a release ---------------------------------------------------------
