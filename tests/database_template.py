@@ -111,6 +111,24 @@ def state_template(targets: list[tuple[str, str]]) -> str:
     return f"{STATE_PREFIX}{migrations_digest()}_{state}"
 
 
+def migrate(targets: list[tuple[str, str]]):
+    """Migrate the connection's database to `targets` (forward or back); the apps of that state, for a test of a
+    migration to make and read rows as they were then."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    return executor.loader.project_state(targets).apps
+
+
+def latest_migrations() -> list[tuple[str, str]]:
+    """Every app's last migration: what a test of a migration goes back to, for the next test's flush."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    return MigrationExecutor(connection).loader.graph.leaf_nodes()
+
+
 def state_source(targets: list[tuple[str, str]], cursor) -> str | None:
     """What a template at `targets` is built from: None (an empty database migrated forward) or the current template
     (migrated back), whichever takes fewer seconds. Unapplying a migration costs Django about three times what

@@ -5,27 +5,15 @@ names off again when migrated back."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from annotator.models import Pair, PairCandidate
+from tests.database_template import latest_migrations, migrate
 from tests.factories import make_candidate, make_pair
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("annotator", "0035_endpoint_key_help")]
 AFTER = [("annotator", "0036_collection_group_keys")]
-
-
-def migrate(targets) -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-
-
-def latest():
-    """Every app's last migration: what the next test's flush needs, whatever happened here."""
-    return MigrationExecutor(connection).loader.graph.leaf_nodes()
 
 
 def keys() -> dict[str, str]:
@@ -60,4 +48,4 @@ def test_it_puts_the_collections_name_in_its_stored_group_keys_and_takes_it_off_
         migrate(BEFORE)
         assert keys() == stored
     finally:
-        migrate(latest())
+        migrate(latest_migrations())

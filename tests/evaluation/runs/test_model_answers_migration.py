@@ -11,17 +11,10 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from benchmark.records import item_id
-from tests.database_template import database_at
+from tests.database_template import database_at, migrate
 
 BEFORE = [("annotator", "0017_total_default_orders"), ("evaluation", "0006_total_default_orders")]
 AFTER = [("annotator", "0020_model_runs_into_one_store"), ("evaluation", "0008_remove_model_runs")]
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 @pytest.mark.django_db(transaction=True)

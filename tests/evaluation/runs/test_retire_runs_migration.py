@@ -6,21 +6,12 @@ running one's job failed with the reason, its unit given up; then back again, ea
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
-from tests.database_template import database_at
+from tests.database_template import database_at, migrate
 
 BEFORE = [("annotator", "0033_endpoint_request_profiles"), ("evaluation", "0014_run_request_settings")]
 AFTER = [("annotator", "0033_endpoint_request_profiles"), ("evaluation", "0015_retire_runs_before_releases")]
 RETIRED = ("export", "study", "filter")
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 def answers(Result, run_id):

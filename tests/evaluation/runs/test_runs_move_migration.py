@@ -6,19 +6,11 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
-from tests.database_template import database_at
+from tests.database_template import database_at, migrate
 
 BEFORE = [("annotator", "0031_sweeps"), ("evaluation", "0011_judge_verdicts")]
 AFTER = [("annotator", "0032_runs_to_evaluation"), ("evaluation", "0012_runs_from_annotator")]
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 @pytest.mark.django_db(transaction=True)

@@ -4,30 +4,17 @@ it, drawn from its pairs, "before releases", and still takes answers."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from annotator.models import Category
 from evaluation.models import Study
 from evaluation.studies import participation
 from evaluation.studies import services as studies
+from tests.database_template import latest_migrations, migrate
 from tests.factories import make_pair
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("evaluation", "0006_total_default_orders")]
-
-
-def latest():
-    """Every app's last migration: what the next test's flush needs, whatever happened here."""
-    return MigrationExecutor(connection).loader.graph.leaf_nodes()
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 def test_a_study_built_on_the_previous_schema_is_kept_and_shown_before_releases():
@@ -42,7 +29,7 @@ def test_a_study_built_on_the_previous_schema_is_kept_and_shown_before_releases(
                 position=position,
             )  # fmt: skip
     finally:
-        migrate(latest())
+        migrate(latest_migrations())
     study = Study.objects.get(name="Old study")
     assert study.release is None and study.baseline_label == "Humans on the accepted pairs (before releases)"
     items = list(study.items.scored().order_by("position"))

@@ -7,21 +7,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from tests.database_template import database_at
+from tests.database_template import database_at, migrate
 
 BEFORE = [("annotator", "0035_endpoint_key_help"), ("evaluation", "0015_retire_runs_before_releases")]
 AFTER = [("annotator", "0035_endpoint_key_help"), ("evaluation", "0016_one_person_one_place")]
-
-
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 @pytest.mark.django_db(transaction=True)
