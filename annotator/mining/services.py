@@ -17,6 +17,7 @@ import numpy as np
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 
+from annotator.jobs.outages import outage_of
 from annotator.jobs.services import job_create_once, job_task_add, job_task_claim
 from annotator.models import Collection, Image, ImageEmbedding, Job, JobCancelled, Pair, PairCandidate
 from annotator.models.similarity import NO_ACTIVE_MODEL
@@ -238,6 +239,8 @@ def mining_run(*, job_id: int, unit=None, device: str | None = None, progress=No
     except (OperationalError, InterfaceError):
         raise  # the database away: the task retries and the run goes on
     except Exception as error:  # e.g. out of memory: the job must not stay "running"
+        if outage_of(error) is not None:
+            raise  # a dependency is away: the unit pauses with the reason and runs again when it is back
         log.exception("mining job %s stopped", job.pk)
         return _fail(job, run, f"the run stopped: {type(error).__name__}: {error}")
     result = {

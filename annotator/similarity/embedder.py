@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from annotator.images import ImageLimitError, image_limits, open_within_limits
+from annotator.jobs.outages import outage_of
 
 log = logging.getLogger(__name__)
 
@@ -268,6 +269,8 @@ class Embedder:
         try:
             array = decode_image(source, self.image_size)
         except Exception as error:  # any unreadable image fails alone; the batch goes on
+            if outage_of(error) is not None:
+                raise  # the storage is away, not this image: the job's unit pauses and embeds it later
             return f"cannot decode image: {type(error).__name__}: {error}"
         if array.ndim != 3 or array.shape[2] != 3 or min(array.shape[:2]) < 1:
             return f"cannot decode image: unexpected pixel array of shape {array.shape}"

@@ -19,6 +19,7 @@ from django.core.files.storage import default_storage
 from django.db import InterfaceError, OperationalError, models, transaction
 from django.utils import timezone
 
+from annotator.jobs.outages import outage_of
 from annotator.jobs.services import job_task_add, job_task_claim
 from annotator.models import EmbeddingModel, Frame, Image, ImageEmbedding, Job, JobCancelled, Pair, Video
 from annotator.models.similarity import NO_ACTIVE_MODEL
@@ -598,6 +599,8 @@ def embeddings_compute(
         except (JobCancelled, OperationalError, InterfaceError):
             raise  # cancelled: the job says so already; the database away: the task retries and goes on
         except Exception as error:  # e.g. out of memory at batch 1: the job must not stay "running"
+            if outage_of(error) is not None:
+                raise  # the storage is away: the unit pauses and the job goes on when it is back (job_task_failed)
             log.exception("similarity job %s (%s) stopped", job.pk, job.title)
             job.finish(result={"model": fingerprint, "embedded": counts["embedded"]}, error=f"the run stopped: {error}")
             raise

@@ -28,6 +28,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
+from annotator.jobs.outages import outage_of
 from annotator.jobs.scratch import scratch_file, scratch_folder
 from annotator.jobs.services import (
     JobRun,
@@ -499,6 +500,10 @@ def video_sample(
         return "cancelled"
     except Exception as error:  # any failure fails this video alone; the import goes on
         _delete_files(written)
+        if outage_of(error) is not None:
+            # The storage (or the broker) is away, not this video: the task pauses the unit with the reason and
+            # samples it again when it is back (annotator.jobs.services.job_task_failed).
+            raise
         if isinstance(error, sampling.SamplingError | ImportPathError | ResampleRefused):
             message = f"{video.yt8m_id}: {source} {error}"
         elif isinstance(error, OSError):  # a full disk, a missing or read-only media folder: say which, in one line
@@ -911,6 +916,8 @@ def local_video_file(source: str, run=None) -> Iterator[Path]:
     try:
         size = client.head_object(Bucket=bucket, Key=key)["ContentLength"]
     except ClientError as error:
+        if outage_of(error) is not None:
+            raise  # the storage is away (a 5xx, throttling): the unit pauses, the file is not at fault
         code = error.response.get("Error", {}).get("Code", "")
         if code in ("404", "NoSuchKey", "NotFound", "NoSuchBucket"):
             raise ImportPathError("does not exist in the bucket") from error

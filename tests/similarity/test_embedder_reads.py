@@ -126,3 +126,33 @@ def test_a_decompression_bomb_in_place_of_an_image_fails_alone_from_its_header(d
     assert f"image {bomb.pk}" in error and "900000000 pixels by its header" in error
     assert "IMPORT_MAX_IMAGE_PIXELS" in error
     assert stored([image.pk for image in images]) == {images[0].pk, images[2].pk}
+
+
+def test_an_s3_outage_while_embedding_stops_the_job_for_a_pause_and_marks_no_image_failed(
+    dinov3, s3_storage, s3_server, settings
+):
+    """Media in a bucket that stopped answering: not "cannot decode image" on every image (they are fine), but the
+    outage raised for the unit to pause (annotator.jobs.services.job_task_failed); a later run embeds them all."""
+    from annotator.jobs.outages import STORAGE, outage_of
+    from tests.cut_proxy import CutProxy
+
+    settings.S3_MAX_ATTEMPTS = 1
+    proxy = CutProxy(int(s3_server.rsplit(":", 1)[1]))
+    settings.S3_ENDPOINT_URL = proxy.url
+    try:
+        images = [make_image(shift=i) for i in range(2)]
+        ids = [image.pk for image in images]
+        job = embedding_job_create(title="test")
+        proxy.cut_now()
+        with pytest.raises(Exception) as raised:
+            embeddings_compute(job=job, image_ids=ids)
+        assert outage_of(raised.value) == STORAGE
+        job.refresh_from_db()
+        assert (job.status, job.errors) == (Job.Status.RUNNING, [])
+        assert not ImageEmbedding.objects.filter(image_id__in=ids).exclude(error="").exists()
+
+        proxy.restore()
+        job = embeddings_compute(job=job, image_ids=ids)
+    finally:
+        proxy.close()
+    assert (job.status, job.errors, stored(ids)) == (Job.Status.SUCCEEDED, [], set(ids))

@@ -9,11 +9,14 @@ import pytest
 from django.core.management import CommandError, call_command
 from PIL import Image as PILImage
 
-from annotator.models import Frame, Image, Job, Video
+from annotator.jobs.outages import STORAGE, outage_of
+from annotator.jobs.services import UnitRef, job_task_failed
+from annotator.models import Frame, Image, Job, JobTask, Video
 from annotator.videos import sampling
-from annotator.videos.services import videos_import
+from annotator.videos.services import video_sample, videos_import
 from demo.videos import write_video
 from subtlebench.storage import s3_client
+from tests.cut_proxy import CutProxy
 from tests.factories import make_pair
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
 from tests.video_fixtures import frame_picture, read_frame_number, run_queued
@@ -199,6 +202,39 @@ def test_it_imports_a_manifest_row_from_s3(h264_video, tmp_path, s3_bucket):
     assert (video.source, video.status, video.frame_count) == (f"s3://{s3_bucket}/yt8m/xy99.mp4", "sampled", 3)
     assert video.size_bytes == h264_video.stat().st_size
     assert frame_number(video.frames.last().image.file) == 8 * FPS
+
+
+def test_an_s3_outage_while_sampling_an_s3_video_pauses_its_unit_and_it_resumes(
+    h264_video, tmp_path, s3_bucket, s3_server, settings
+):
+    """S3 away during the download of an s3:// video: not "cannot be read from S3" and no failed video, but a unit
+    paused with the reason, which samples the video once S3 answers again."""
+    s3_client().upload_file(str(h264_video), s3_bucket, "yt8m/xy99.mp4")
+    manifest = tmp_path / "manifest.csv"
+    manifest.write_text(f"yt8m_id,path,labels\nxy99,s3://{s3_bucket}/yt8m/xy99.mp4,Sports\n")
+    settings.S3_MAX_ATTEMPTS = 1
+    proxy = CutProxy(int(s3_server.rsplit(":", 1)[1]))
+    settings.S3_ENDPOINT_URL = proxy.url
+    job = videos_import(source=str(manifest), every=4.0)
+    unit = job.tasks.get()
+    try:
+        proxy.cut_now()
+        with pytest.raises(Exception) as raised:
+            video_sample(**unit.kwargs, unit=UnitRef(unit.pk, celery_id="first", worker="w1@host"))
+        assert outage_of(raised.value) == STORAGE
+        job.refresh_from_db()
+        assert (job.status, job.errors, Video.objects.get().status) == ("running", [], "sampling")
+        claim = JobTask.objects.get(pk=unit.pk).token
+        assert job_task_failed(task_id=unit.pk, token=claim, error=raised.value) == "paused"  # as the task ends
+        job = Job.objects.get(pk=job.pk)
+        assert job.state == "paused" and "the S3 storage does not answer" in job.pause_reason
+
+        proxy.restore()
+        assert video_sample(**unit.kwargs, unit=UnitRef(unit.pk, celery_id="later", worker="w1@host")) == "ok"
+    finally:
+        proxy.close()
+    job = Job.objects.get(pk=job.pk)
+    assert (job.status, job.errors, Video.objects.get().frame_count) == ("succeeded", [], 3)
 
 
 def test_it_refuses_a_source_outside_the_import_roots(tmp_path):
