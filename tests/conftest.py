@@ -23,6 +23,7 @@ from subtlebench.keybindings import describe_host
 from tests import scheduling
 from tests.database_template import create_test_database, drop_test_database
 from tests.fault_fixtures import (  # noqa: F401 (fixtures, used by name)
+    database_on_private_postgres,
     private_postgres,
     private_redis,
     read_only_disk,

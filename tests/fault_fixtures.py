@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -124,6 +125,55 @@ class PrivatePostgres:
                 os.kill(pid, number)
             except ProcessLookupError:
                 continue  # a connection's process that ended since it was listed: nothing left to signal
+
+
+class DatabaseMoved:
+    """The test's Django connections on a copy of its test database in a private PostgreSQL (`server`), which the
+    test may restart; processes the test starts reach it through tests.conftest.database_url()."""
+
+    def __init__(self, server: PrivatePostgres):
+        self.server = server
+
+    def restart(self) -> None:
+        """What an operator's restart does: a fast shutdown (every session ended, open transactions rolled back),
+        then the server up again on the same port and data; the test's own connection is opened afresh."""
+        from django.db import connection
+
+        self.server.stop()
+        self.server.start()
+        connection.close()
+
+
+@pytest.fixture
+def database_on_private_postgres(transactional_db, private_postgres):
+    """Moves the test's database connection (and every connection a thread of the test opens) to a copy of the test
+    database on `private_postgres`, made with pg_dump; moved back before the test database is flushed."""
+    from django.db import connection
+
+    from devtools.localservices import postgres_bin
+    from tests.conftest import database_url
+
+    db = connection.settings_dict
+    original = {key: db[key] for key in ("HOST", "PORT", "NAME", "USER", "PASSWORD")}
+    source = database_url()
+    bin_dir = postgres_bin()
+    connection.close()
+    dump = subprocess.run([bin_dir / "pg_dump", "-Fc", "-d", source], check=True, capture_output=True, timeout=120)
+    subprocess.run(  # into the server's empty database (devtools.localservices.start_postgres made it)
+        [bin_dir / "pg_restore", "--no-owner", "-d", private_postgres.url],
+        input=dump.stdout,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    url = urlsplit(private_postgres.url)  # over its Unix socket where it has one (?host=), as the suite's own
+    host = parse_qs(url.query).get("host", [url.hostname])[0]
+    db.update(HOST=host, PORT=str(url.port), NAME=url.path.lstrip("/"), USER="postgres", PASSWORD="")
+    try:
+        yield DatabaseMoved(private_postgres)
+    finally:
+        connection.close()
+        db.update(original)
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""A release's publication, with a real worker SIGKILLed, or its database connection cut (what a PostgreSQL restart
-does to it), between its files and its row: the worker is held at the very step that makes the release (its INSERT
+"""A release's publication, with a real worker SIGKILLed, its database connection cut, or its PostgreSQL restarted,
+between its files and its row: the worker is held at the very step that makes the release (its INSERT
 of v1 waits for another connection's uncommitted v1), after its files were written under their staging name. The
 retry publishes exactly one release, with the reserved number, its files in place and no staging left.
 """
@@ -13,7 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from annotator.export.services import ExportOptions, benchmark_export, export_start
@@ -43,6 +43,8 @@ class NumberHeldElsewhere(threading.Thread):
                 self.held.set()
                 self.done.wait(120)
                 transaction.set_rollback(True)
+        except (OperationalError, InterfaceError):
+            pass  # the server restarted under it: its transaction ended with its session
         finally:
             connection.close()
 
@@ -134,3 +136,17 @@ def test_a_database_connection_cut_between_the_files_and_the_row_is_retried_into
     assert_one_release_in_place(job, out)
     log = (settings.MEDIA_ROOT.parent / "worker-0.log").read_text()
     assert "Retry in" in log  # it met the cut connection, and its task retried
+
+
+def test_a_postgresql_restart_between_the_files_and_the_row_is_retried_into_one_release(
+    settings, database_on_private_postgres, celery_worker_process
+):
+    celery_worker_process(**FAST_WORKER)  # on the private server, as the test's own connections
+    with NumberHeldElsewhere():
+        job, out = start_release_export(settings)
+        held_between_files_and_row(out)
+        database_on_private_postgres.restart()  # every session ends, the reserved number and the staging stay
+    wait_until(lambda: not Job.objects.get(pk=job.pk).is_active, 90, "the retried export to end")
+    assert_one_release_in_place(job, out)
+    log = (settings.MEDIA_ROOT.parent / "worker-0.log").read_text()
+    assert "Retry in" in log  # it met the server going away, and its task retried
