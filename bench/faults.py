@@ -18,8 +18,8 @@ a tiny random DINOv3 activated) and beat (the sweeper every 2 s). Then replays, 
 - exports (issue 25): S3 cut mid-upload during `--replace` (a moto server behind a cuttable TCP proxy), a
   corrupted frame, a command-line export SIGKILLed, a zip job's worker SIGKILLed (then the clean-up);
 - a slow S3 (the proxy drips) under a collection import and an S3 export with a release, units judged gone after
-  2 s of silence (each runs once); the media storage's S3 cut during a synthetic sweep (it pauses with the reason,
-  and finishes once S3 is back) (issue 58);
+  2 s of silence (each runs once); the media storage's S3 cut during a synthetic sweep, and the S3 of an s3://
+  video while it is sampled (each pauses with the reason, and finishes once S3 is back) (issue 58);
 - model runs against a fake model server (tests/model_server.py in a process of its own): killed mid-run and
   restarted (the run pauses, resumes, asks its failed items again: accuracy over answered items is the true one),
   answering 500 to everything (the run ends failed with the reason), trickling one byte every 2 s (each request
@@ -1069,6 +1069,38 @@ def s3_down_during_a_sweep() -> None:
     record("S3 down during a sweep", started, outcome, "; ".join(problems))
 
 
+def s3_down_while_sampling_an_s3_video() -> None:
+    """The S3 that holds an imported video stops answering while a worker samples it: the import pauses with the
+    reason, no video fails, and the video is sampled by itself once S3 is back."""
+    started = time.monotonic()
+    from django.contrib.auth.models import User
+
+    from annotator.models import Video
+    from annotator.videos.services import videos_import
+
+    clip = videos("sthree", 1, seconds=4) / "sthree0.mp4"
+    with s3_behind_proxy("footage") as (proxy, env, client):
+        client.upload_file(str(clip), "footage", "yt8m/sthree0.mp4")
+        manifest = BASE / "imports" / "manifest-sthree.csv"
+        manifest.write_text("yt8m_id,path,labels\nsthree0,s3://footage/yt8m/sthree0.mp4,Bench\n")
+        with default_worker_with({**env, "S3_MAX_ATTEMPTS": "1", "JOB_PAUSE_SECONDS": "1"}):
+            proxy.cut_now()
+            job = videos_import(source=str(manifest), every=1.0, created_by=User.objects.get(username="cora"))
+            paused = wait(lambda: (row := job_row(job.pk)).state == "paused" and row, 60, "the import to pause")
+            reason = paused.pause_reason
+            time.sleep(3)  # down a while: the unit keeps pausing
+            proxy.restore()
+            job = wait(lambda: ended(job_row(job.pk)), 120, "the import to finish")
+    video = Video.objects.get(yt8m_id="sthree0")
+    problems = []
+    if "the S3 storage does not answer" not in (reason or ""):
+        problems.append(f"paused for {reason!r}")
+    if job.status != "succeeded" or job.errors or video.status != "sampled" or video.frame_count != 4:
+        problems.append(f"the import {job.status} {job.errors}; the video {video.status} with {video.frame_count}")
+    outcome = f"paused ({(reason or '')[:60]}...), then {job.status}: {video.frame_count} frames"
+    record("S3 down while sampling an s3:// video", started, outcome, "; ".join(problems))
+
+
 def corrupted_frame() -> None:
     started = time.monotonic()
     video = sampled_video("cf")
@@ -1789,6 +1821,7 @@ FAULTS = [
     kill_zip_job,
     s3_slow_import_and_export,  # issue 58
     s3_down_during_a_sweep,  # issue 58
+    s3_down_while_sampling_an_s3_video,
     model_server_killed_and_restarted,
     model_server_answers_500,
     model_server_trickles,
