@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.urls import path
 
 import annotator.releases.converters  # noqa: F401 (registers <release:...>)
-from evaluation.results import judge_check, release_report, sweeps
+from evaluation.results import correlation, judge_check, release_report, sweeps
 from evaluation.results import views as results
 from evaluation.runs import views as runs
 from evaluation.studies import participant_views as p
@@ -23,6 +23,8 @@ urlpatterns = [
     path("models/runs/<int:run_id>/results/", runs.model_run_results, name="model-run-results"),
     path("models/runs/<int:run_id>/label/", runs.model_run_label, name="model-run-label"),
     path("models/import/", runs.model_import, name="model-import"),
+    path("models/benchmarks/", correlation.benchmark_list, name="other-benchmarks"),
+    path("models/benchmarks/<int:benchmark_id>/", correlation.benchmark_detail, name="other-benchmark"),
     # Studies
     path("studies/", views.study_list, name="study-list"),
     path("studies/create/", views.study_create, name="study-create"),
@@ -46,6 +48,16 @@ urlpatterns = [
         "releases/<release:release_name>/report/<str:split>/",
         release_report.release_report_page,
         name="release-report-split",
+    ),
+    path(
+        "releases/<release:release_name>/report/<str:split>/correlation/",
+        correlation.correlation_section,
+        name="release-report-correlation",
+    ),
+    path(
+        "releases/<release:release_name>/report/<str:split>/correlation.csv",
+        correlation.correlation_csv,
+        name="release-report-correlation-csv",
     ),
     path(
         "releases/<release:release_name>/report/<str:split>/<str:file_name>",

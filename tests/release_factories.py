@@ -96,7 +96,9 @@ def make_release(
             split=split,
             position=positions[split],
             line=json.dumps(record, ensure_ascii=False),
-            provenance=json.dumps({"item_id": identifier, "split": split, "swapped": is_swapped}),
+            provenance=json.dumps(
+                {"item_id": identifier, "split": split, "similarity": pair.similarity, "swapped": is_swapped}
+            ),
             category=pair.category,
             domain=pair.domain,
             cluster=cluster or identifier,

@@ -1,5 +1,6 @@
 """Every model of the evaluation app, one module per part, re-exported: `from evaluation.models import Study`."""
 
+from evaluation.models.results import OtherBenchmark, OtherBenchmarkItem, OtherBenchmarkScore
 from evaluation.models.runs import ModelEvaluation, ModelItemResult
 from evaluation.models.studies import (
     DEFAULT_CONSENT,
@@ -30,6 +31,9 @@ __all__ = [
     "JudgeVerdict",
     "ModelEvaluation",
     "ModelItemResult",
+    "OtherBenchmark",
+    "OtherBenchmarkItem",
+    "OtherBenchmarkScore",
     "Participant",
     "Presentation",
     "Study",
