@@ -33,6 +33,7 @@ from annotator.models import (
 from annotator.picking import services as picking
 from annotator.similarity.services import embedding_job_create, embeddings_compute
 from annotator.videos.services import videos_import
+from evaluation.models import OtherBenchmark, OtherBenchmarkScore
 from evaluation.studies import participation
 from evaluation.studies import services as studies
 from evaluation.studies.participant_views import image_url
@@ -244,6 +245,8 @@ def build_world(tmp_path, master_video):
     candidate_skip = CandidateSkip.objects.create(
         candidate=make_candidate(), user=users["annotator"], reason="bad_images"
     )
+    other_benchmark = OtherBenchmark.objects.create(name="MMBench", description="Scores of the models there")
+    OtherBenchmarkScore.objects.create(benchmark=other_benchmark, model="gpt-test", score=61.5)
     return users, {
         "candidate_id": [candidate.pk],
         "double_review_id": [double_review.pk],
@@ -268,6 +271,7 @@ def build_world(tmp_path, master_video):
         "split": ["test", "val", "train"],  # a release's report: both splits, and one there is not
         "file_name": ["v1-test-report.csv", "v1-test-gaps.svg", "no-such-file.csv"],
         "release_name": ["v1", "v99", "exp-1"],  # release v1, and ones that do not exist
+        "benchmark_id": [other_benchmark.pk, other_benchmark.pk + 1000],  # an other benchmark, and one not there
     }
 
 
