@@ -11,7 +11,7 @@ from xml.sax.saxutils import escape, quoteattr
 from benchmark.correlation import Bin, Correlation
 
 WIDTH, HEIGHT = 520, 320
-LEFT, RIGHT, TOP, BOTTOM = 56, 20, 36, 44
+LEFT, RIGHT, TOP, BOTTOM = 56, 20, 48, 44
 INK, GRID, AXIS = "#333333", "#e5e5e5", "#333333"
 SERIES = ("#4c72b0", "#dd8452", "#55a868", "#c44e52")
 
@@ -134,7 +134,7 @@ def bins_svg(series: Sequence[tuple[str, list[Bin]]], *, title: str) -> bytes:
             points.append(f"{x:.1f},{y_of(float(b.accuracy)):.1f}")
         if len(points) > 1:
             body.append(f'<polyline points="{" ".join(points)}" fill="none" stroke="{colour}" stroke-width="1.5"/>')
-        legend_x = LEFT + 8 + index * 160
-        body.append(f'<rect x="{legend_x}" y="{TOP - 12}" width="10" height="10" fill="{colour}"/>')
-        body.append(_text(legend_x + 14, TOP - 3, name, anchor="start", size=10))
+        legend_x = LEFT + index * 160
+        body.append(f'<rect x="{legend_x}" y="{TOP - 20}" width="10" height="10" fill="{colour}"/>')
+        body.append(_text(legend_x + 14, TOP - 11, name, anchor="start", size=10))
     return _document(title, body)
