@@ -5,6 +5,7 @@ from annotator.captions import views as views_captions
 from annotator.collections import views as views_collections
 from annotator.datamanager import views as views_datamanager
 from annotator.drafting import views as views_drafting
+from annotator.export import training_views
 from annotator.export import views as views_exports
 from annotator.jobs import views as views_jobs
 from annotator.mining import views as views_mining
@@ -87,6 +88,12 @@ urlpatterns = [
     path("exports/<int:job_id>/zip/", views_exports.export_zip_request, name="export-zip"),
     # Releases: published, frozen benchmark versions
     path("releases/", views_releases.release_list, name="release-list"),
+    path("releases/<release:release_name>/training/", training_views.training_new, name="release-training-new"),
+    path(
+        "releases/<release:release_name>/training/<int:set_id>.zip",
+        training_views.training_zip,
+        name="release-training-zip",
+    ),
     # Synthetic sweeps: the paper's controlled experiments, and their heatmaps
     path("synthetic/", views_synthetic.sweep_list, name="sweep-list"),
     path("synthetic/<int:sweep_id>/publish/", views_synthetic.sweep_publish_view, name="sweep-publish"),

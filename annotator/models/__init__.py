@@ -23,6 +23,8 @@ from annotator.models.releases import (
     ReleaseItem,
     ReleasePublication,
     ReleaseReservation,
+    TrainingItem,
+    TrainingSet,
 )
 from annotator.models.similarity import EmbeddingModel, ImageEmbedding
 from annotator.models.sources import SourceLicense
@@ -74,6 +76,8 @@ __all__ = [
     "Sweep",
     "SweepItem",
     "TeamSettings",
+    "TrainingItem",
+    "TrainingSet",
     "Video",
     "VideoSkip",
 ]

@@ -223,3 +223,42 @@ class ReleaseItem(models.Model):
     def record(self) -> dict:
         """The record as the evaluator reads it (image paths, question, answer, distractors, ...)."""
         return json.loads(self.line)
+
+
+class TrainingSet(models.Model):
+    """A training split beside a release (annotator.export.training): pairs the release does not hold that share no
+    video, source image group, sweep cell or image with its test or val items, for fine-tuning. Its items are
+    checked against the release again before every export."""
+
+    release = models.ForeignKey(Release, models.PROTECT, related_name="training_sets")
+    seed = models.IntegerField(default=0)
+    limit = models.PositiveIntegerField(null=True, blank=True, help_text="At most this many items; None: every one.")
+    item_count = models.PositiveIntegerField(default=0)
+    counts = models.JSONField(default=dict, help_text="{category: {domain: n}}")
+    excluded = models.JSONField(default=dict, help_text="Candidates left out, by reason: {reason: n}.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created", "-pk"]
+
+    def __str__(self) -> str:
+        return f"training set {self.pk} of {self.release.name} ({self.item_count} items)"
+
+
+class TrainingItem(models.Model):
+    training_set = models.ForeignKey(TrainingSet, models.CASCADE, related_name="items")
+    pair = models.ForeignKey(Pair, models.PROTECT, related_name="training_items")
+    position = models.PositiveIntegerField(help_text="Its line in train.jsonl, from 1.")
+    record = models.JSONField(help_text="The item's record, as the benchmark's files write one.")
+    groups = models.JSONField(default=list, help_text="The groups it belongs to: its cluster, its sweep cell.")
+
+    class Meta:
+        ordering = ["training_set", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["training_set", "position"], name="trainingitem_unique_place"),
+            models.UniqueConstraint(fields=["training_set", "pair"], name="trainingitem_pair_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"train item {self.position} (pair {self.pair_id})"

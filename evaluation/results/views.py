@@ -63,6 +63,7 @@ def release_detail(request, release_name: str):
         "shown": DIFF_SHOWN,
         "left_out_count": len(release.left_out),
         "release_links": [*release_studies_section(release), *release_model_runs_section(release)],
+        "training_sets": release.training_sets.all(),
     }
     return render(request, "releases/detail.html", context)
 

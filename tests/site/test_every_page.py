@@ -17,6 +17,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from annotator.collections.services import collection_import
 from annotator.datamanager.bulk import bulk_run_unit, bulk_start
 from annotator.export.services import ExportOptions, export_run, export_start, export_zip_run, export_zip_start
+from annotator.export.training import training_set_create
 from annotator.jobs.services import UnitRef
 from annotator.models import (
     CandidateSkip,
@@ -28,6 +29,7 @@ from annotator.models import (
     Job,
     Pair,
     PairCandidate,
+    Release,
     VideoSkip,
 )
 from annotator.picking import services as picking
@@ -245,6 +247,7 @@ def build_world(tmp_path, master_video):
     candidate_skip = CandidateSkip.objects.create(
         candidate=make_candidate(), user=users["annotator"], reason="bad_images"
     )
+    training = training_set_create(release=Release.objects.get(number=1, experiment=False))
     other_benchmark = OtherBenchmark.objects.create(name="MMBench", description="Scores of the models there")
     OtherBenchmarkScore.objects.create(benchmark=other_benchmark, model="gpt-test", score=61.5)
     return users, {
@@ -271,6 +274,7 @@ def build_world(tmp_path, master_video):
         "split": ["test", "val", "train"],  # a release's report: both splits, and one there is not
         "file_name": ["v1-test-report.csv", "v1-test-gaps.svg", "no-such-file.csv"],
         "release_name": ["v1", "v99", "exp-1"],  # release v1, and ones that do not exist
+        "set_id": [training.pk, training.pk + 1000],  # a release's training split, and one not there
         "benchmark_id": [other_benchmark.pk, other_benchmark.pk + 1000],  # an other benchmark, and one not there
     }
 
