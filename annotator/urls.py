@@ -81,6 +81,7 @@ urlpatterns = [
     # Data manager: tables of pairs, videos and captions, bulk actions
     path("tables/<str:table_name>/", views_datamanager.table_page, name="data-table"),
     path("tables/<str:table_name>/bulk/", views_datamanager.bulk_action, name="data-bulk"),
+    path("tables/bulk/<int:job_id>/undo/", views_datamanager.bulk_undo_view, name="data-bulk-undo"),
     # Exports
     path("exports/", views_exports.exports, name="exports"),
     path("exports/history/", views_exports.export_history, name="export-history"),

@@ -34,6 +34,10 @@ class StudyOutputSerializer(serializers.ModelSerializer):
     baseline = serializers.CharField(source="baseline_label", read_only=True, help_text="What its results are.")
     scored_items = serializers.SerializerMethodField()
     open_url = serializers.SerializerMethodField()
+    screen_out_url = serializers.CharField(
+        read_only=True, help_text="The completion redirect with the screen-out code (empty without a cc= to replace)."
+    )
+    return_url = serializers.CharField(read_only=True, help_text="The completion redirect with the return code.")
 
     class Meta:
         model = Study
@@ -60,6 +64,11 @@ class StudyOutputSerializer(serializers.ModelSerializer):
             "session_minutes",
             "no_items_code",
             "no_items_url",
+            "screen_out_code",
+            "screen_out_url",
+            "return_code",
+            "return_url",
+            "screen_out_after_wrong_checks",
             "turned_away",
             "created",
             "scored_items",
@@ -96,6 +105,9 @@ class StudyCreateInputSerializer(serializers.Serializer):
     redirect_url = serializers.URLField(default="", allow_blank=True, max_length=200)  # the column's
     session_minutes = whole_number(default=60, low=1, high=10080)
     no_items_url = serializers.URLField(default="", allow_blank=True, max_length=200)  # the column's
+    screen_out_after_wrong_checks = whole_number(
+        default=0, high=100, help_text="Attention checks answered wrong that end a session screened out; 0: never."
+    )
     open_book = serializers.BooleanField(
         default=False,
         help_text="Run the study even if items drawn are already public (a published release holds them), labelled "
@@ -236,6 +248,11 @@ class ParticipantItemSerializer(serializers.Serializer):
     )
     no_items = serializers.BooleanField(required=False, help_text="No scored item could be served: not finished.")
     no_items_code = serializers.CharField(required=False, help_text="The study's code for arrivals with no item.")
+    screened_out = serializers.BooleanField(required=False, help_text="The session ended screened out.")
+    screen_out_code = serializers.CharField(required=False, help_text="The study's screen-out code: only then.")
+    returned = serializers.BooleanField(required=False, help_text="The participant returned the study.")
+    return_code = serializers.CharField(required=False, help_text="The study's return code: only then.")
+    redirect = serializers.CharField(required=False, help_text="Where to send the participant with that code.")
 
 
 class ParticipantAnswerInputSerializer(serializers.Serializer):
@@ -256,6 +273,19 @@ def _refuse_a_large_body(request) -> None:
         raise BodyTooLarge(f"The request body is {length} bytes; this endpoint takes at most {limit}.")
 
 
+def _ended(participant: Participant) -> dict:
+    """A session that ended unfinished: its code (screen-out or return) and Prolific's redirect with it."""
+    study = participant.study
+    if participant.stage == "screened out":
+        return {
+            "done": True,
+            "screened_out": True,
+            "screen_out_code": study.screen_out_code,
+            "redirect": study.screen_out_url,
+        }
+    return {"done": True, "returned": True, "return_code": study.return_code, "redirect": study.return_url}
+
+
 def _participant(token: str) -> Participant:
     return get_object_or_404(Participant.objects.select_related("study"), token=token)
 
@@ -273,9 +303,13 @@ def participant_item(request, token):
         raise Conflict("Agree to the study and finish the practice on its pages first.")
     if participant.stage == "turned away":
         return Response({"done": True, "no_items": True, "no_items_code": participant.study.no_items_code})
+    if participant.stage in ("screened out", "returned"):
+        return Response(_ended(participant))
     assignment = participation.participant_next_item(participant=participant)
     if assignment is None:
-        participant.refresh_from_db(fields=["finished_at", "turned_away_at"])
+        participant.refresh_from_db(fields=["finished_at", "turned_away_at", "ended_at", "ending"])
+        if participant.stage in ("screened out", "returned"):
+            return Response(_ended(participant))
         if participant.stage == "turned away":
             return Response({"done": True, "no_items": True, "no_items_code": participant.study.no_items_code})
         if participant.finished_at is None:

@@ -103,10 +103,27 @@ def supervise(services: list[Supervised], poll_seconds: float = 0.5) -> int:
             service.wait_stopped()
 
 
-def app_services(port: str) -> list[Supervised]:
+DEFAULT_HOST = "127.0.0.1"  # the demo logins share one password: other machines reach the app only when HOST says so
+EVERY_INTERFACE = ("0.0.0.0", "::")
+
+
+def listen_host() -> str:
+    """The interface the web server listens on: HOST, else 127.0.0.1."""
+    return os.getenv("HOST", "").strip() or DEFAULT_HOST
+
+
+def listen_address(host: str, port: str) -> str:
+    """runserver's address argument: an IPv6 address goes in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def app_services(port: str, host: str = DEFAULT_HOST) -> list[Supervised]:
     celery = f"{os.path.dirname(sys.executable)}/celery"
+    web = [sys.executable, "manage.py", "runserver", "--noreload", listen_address(host, port)]
+    if ":" in host:
+        web.insert(3, "--ipv6")
     return [
-        Supervised("web server", [sys.executable, "manage.py", "runserver", "--noreload", f"0.0.0.0:{port}"]),
+        Supervised("web server", web),
         Supervised(
             "worker",
             [celery, "-A", "subtlebench", "worker", "-Q", "default,similarity", "--concurrency", "2", "-l", "INFO"],
@@ -118,25 +135,43 @@ def app_services(port: str) -> list[Supervised]:
     ]
 
 
-def serve_on(port: str) -> str:
-    """The address links name (SITE_URL): as set, else this port on localhost. Set for the processes started here
-    and recorded for commands run from another shell (manage.py reads it: create_study's invite links)."""
-    site_url = os.environ.setdefault("SITE_URL", f"http://localhost:{port}")
+def serve_on(port: str, host: str = DEFAULT_HOST) -> str:
+    """The address links name (SITE_URL): as set, else this port on localhost (on HOST where that names one
+    address of another interface). Set for the processes started here and recorded for commands run from another
+    shell (manage.py reads it: create_study's invite links)."""
+    named = host not in (*EVERY_INTERFACE, "127.0.0.1", "::1", "localhost")
+    default = f"http://{listen_address(host, port) if named else f'localhost:{port}'}"
+    site_url = os.environ.setdefault("SITE_URL", default)
     site_url_record(site_url)
     return site_url
+
+
+def start_line(host: str, port: str, site_url: str) -> str:
+    """The first line `make run` prints: where it listens, and who can reach it."""
+    if host in EVERY_INTERFACE:
+        reach = "on every interface: other machines can reach it and its demo logins"
+    elif host in ("127.0.0.1", "::1", "localhost"):
+        reach = "on this machine only (HOST=0.0.0.0 serves other machines)"
+    else:
+        reach = f"on {host} only"
+    return (
+        f"SubtleBench Studio is starting at http://{listen_address(host, port)}/, listening {reach} "
+        f"(links name {site_url})"
+    )
 
 
 def main() -> int:
     started = ensure_started()
     port = os.getenv("PORT", "8000")
-    site_url = serve_on(port)
+    host = listen_host()
+    site_url = serve_on(port, host)
     try:
         manage("migrate", "--no-input")
         manage("seed_demo")
-        print(f"\n  SubtleBench Studio is starting at http://localhost:{port}/ (links name {site_url})", flush=True)
+        print(f"\n  {start_line(host, port, site_url)}", flush=True)
         print(f"  Demo logins (password 'demo'): {', '.join(DEMO_LOGINS)}", flush=True)
         print("  Ctrl-C stops the web server, the worker, beat and the embedded services.\n", flush=True)
-        return supervise(app_services(port))
+        return supervise(app_services(port, host))
     except KeyboardInterrupt:
         return 0
     finally:

@@ -72,6 +72,7 @@ urlpatterns = [
     # Participants
     path("p/open/<str:open_token>/", p.open_link, name="participant-open"),
     path("p/open/<str:open_token>/consent/", p.open_consent, name="participant-open-consent"),
+    path("p/open/<str:open_token>/screen-out/", p.open_screen_out, name="participant-open-screen-out"),
     path("p/<str:token>/", p.start, name="participant-start"),
     path("p/<str:token>/consent/", p.consent, name="participant-consent"),
     path("p/<str:token>/practice/", p.practice, name="participant-practice"),
@@ -79,5 +80,7 @@ urlpatterns = [
     path("p/<str:token>/items/", p.item, name="participant-item"),
     path("p/<str:token>/items/<str:item_token>/", p.answer, name="participant-answer"),
     path("p/<str:token>/done/", p.done, name="participant-done"),
+    path("p/<str:token>/screen-out/", p.screen_out, name="participant-screen-out"),
+    path("p/<str:token>/return/", p.return_study, name="participant-return"),
     path("p/<str:token>/image/<str:signed>/", p.image, name="participant-image"),
 ]

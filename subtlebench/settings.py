@@ -295,6 +295,8 @@ JOB_BROKER_CHECK_SECONDS = envfloat("JOB_BROKER_CHECK_SECONDS", "30")
 # claims, then failed with the reason. A unit the broker accepted but no worker started within JOB_LOST_SECONDS is
 # sent again. A unit that meets an outage of the storage, the broker or the database pauses: it is queued again every
 # JOB_PAUSE_SECONDS, and fails with the reason once paused for JOB_PAUSE_MAX_SECONDS without progress.
+# A bulk action of the data manager can be undone this long after it ran (annotator/datamanager/undo.py).
+BULK_UNDO_HOURS = envfloat("BULK_UNDO_HOURS", "24")
 JOB_HEARTBEAT_SECONDS = envfloat("JOB_HEARTBEAT_SECONDS", "20")
 JOB_STALE_SECONDS = envfloat("JOB_STALE_SECONDS", "300")
 JOB_SWEEP_SECONDS = envfloat("JOB_SWEEP_SECONDS", "60")

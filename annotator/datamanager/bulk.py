@@ -9,6 +9,7 @@ died skips what was done, and the unique (job, item) constraint keeps two runs f
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
 
 from annotator.datamanager.tables import TABLES
+from annotator.datamanager.undo import bulk_action_for, record_changes, snapshot
 from annotator.jobs.services import job_create_once, job_task_add, job_task_claim
 from annotator.models import (
     CaptionBatch,
@@ -51,7 +53,9 @@ ERRORS_KEPT = 500  # per-item refusals copied into job.errors; every one stays i
 class Action:
     name: str
     label: str  # "accept", in a job title: "Bulk accept: 12 pairs"
-    run: Callable  # (item, *, by, reason, target) -> None; raises Invalid/Conflict/Forbidden/NotFound to refuse
+    # (item, *, by, reason, target) -> the rows it created ({"reviews": [ids]}) or None; raises Invalid, Conflict,
+    # Forbidden or NotFound to refuse
+    run: Callable
     needs_reason: bool = False
     target: str = ""  # "batch": a caption batch id; "user": a username ("" clears, for assign)
 
@@ -64,15 +68,19 @@ def message_of(error: Exception) -> str:
 
 
 def pair_accept(pair: Pair, *, by, reason, target):
-    picking.pair_review(pair=pair, reviewer=by, decision=Review.Decision.ACCEPT, version=pair.version)
+    review = picking.pair_review(pair=pair, reviewer=by, decision=Review.Decision.ACCEPT, version=pair.version)
+    return {"reviews": [review.pk]}
 
 
 def pair_reject(pair: Pair, *, by, reason, target):
-    picking.pair_review(pair=pair, reviewer=by, decision=Review.Decision.REJECT, version=pair.version, reason=reason)
+    review = picking.pair_review(
+        pair=pair, reviewer=by, decision=Review.Decision.REJECT, version=pair.version, reason=reason
+    )
+    return {"reviews": [review.pk]}
 
 
 def pair_reopen(pair: Pair, *, by, reason, target):
-    picking.pair_reopen(pair=pair, by=by, reason=reason)
+    return {"reviews": [picking.pair_reopen(pair=pair, by=by, reason=reason).pk]}
 
 
 def pair_to_batch(pair: Pair, *, by, reason, target: CaptionBatch):
@@ -80,9 +88,10 @@ def pair_to_batch(pair: Pair, *, by, reason, target: CaptionBatch):
         raise Conflict(f"Pair {pair.pk} is {pair.status}: only accepted pairs get captions.")
     if CaptionTask.objects.filter(batch=target, pair=pair).exists():
         raise Conflict(f"Pair {pair.pk} is in caption batch {target.pk} already.")
-    CaptionTask.objects.bulk_create(
+    tasks = CaptionTask.objects.bulk_create(
         CaptionTask(batch=target, pair=pair, slot=slot) for slot in range(1, target.captions_per_item + 1)
     )
+    return {"caption_tasks": [task.pk for task in tasks]}
 
 
 def pair_exclude(pair: Pair, *, by, reason, target):
@@ -204,10 +213,19 @@ def selection_ids(*, table: str, ids, filter) -> list[int]:
     return chosen
 
 
-def bulk_start(
-    *, table: str, action: str, by, ids=None, filter=None, reason: str = "", target=None, key: str = ""
-) -> Job:
-    """Check the request and queue a bulk job over the selection; raises Invalid (what and where) or Forbidden."""
+@dataclass(frozen=True)
+class Request:
+    """A checked bulk request: the action, its batch or user, the reason and the ids it covers now."""
+
+    table: str
+    spec: Action
+    target: object
+    reason: str
+    chosen: list[int]
+
+
+def bulk_request(*, table: str, action: str, by, ids=None, filter=None, reason: str = "", target=None) -> Request:
+    """Check a bulk request as preview and start both do; raises Invalid (what and where) or Forbidden."""
     if not has_role(by, COORDINATOR):
         raise Forbidden("Only a coordinator can run a bulk action.")
     if table not in ACTIONS:
@@ -225,6 +243,53 @@ def bulk_start(
         raise Invalid({"reason": [f"Say why the {table} are {action}ed: the authors read it."]})
     resolved = resolve_target(spec, target)
     chosen = selection_ids(table=table, ids=ids, filter=filter)
+    return Request(table=table, spec=spec, target=resolved, reason=reason, chosen=chosen)
+
+
+def selection_digest(chosen: list[int]) -> str:
+    """A short fingerprint of the exact ids a selection covers: the preview shows it, the start compares it."""
+    return hashlib.sha256(",".join(map(str, chosen)).encode()).hexdigest()[:16]
+
+
+class SelectionChanged(Conflict):
+    """The selection covers other rows than the preview showed: nothing was run."""
+
+
+def selection_unchanged(request: Request, expect: dict) -> None:
+    """Refuse to start when the selection is not the one previewed (rows came, went or changed their values)."""
+    count, digest = expect.get("count"), expect.get("digest")
+    now = len(request.chosen)
+    one, many = NOUNS[request.table]
+    if count is not None and (count != now or (digest and digest != selection_digest(request.chosen))):
+        then = f"{count} {one if count == 1 else many}"
+        if count == now:
+            what = f"it still covers {then}, but not the same ones"
+        else:
+            what = f"the preview covered {then}, it covers {now} now"
+        raise SelectionChanged(
+            f"The selection changed since the preview: {what}. Nothing was run; look at the new preview and confirm "
+            "again."
+        )
+
+
+def bulk_start(
+    *,
+    table: str,
+    action: str,
+    by,
+    ids=None,
+    filter=None,
+    reason: str = "",
+    target=None,
+    key: str = "",
+    expect: dict | None = None,
+) -> Job:
+    """Check the request and queue a bulk job over the selection; raises Invalid (what and where) or Forbidden, and
+    Conflict when `expect` ({"count", "digest"} of the preview) no longer matches what the selection covers."""
+    request = bulk_request(table=table, action=action, by=by, ids=ids, filter=filter, reason=reason, target=target)
+    if expect:
+        selection_unchanged(request, expect)
+    spec, resolved, chosen, reason = request.spec, request.target, request.chosen, request.reason
     one, many = NOUNS[table]
 
     def create() -> Job:
@@ -251,6 +316,7 @@ def bulk_start(
                     "target": None if resolved is None else str(target).strip(),
                 },
             )
+            bulk_action_for(job)
             for start in range(0, len(chosen), BULK_UNIT_SIZE):
                 unit = chosen[start : start + BULK_UNIT_SIZE]
                 job_task_add(job=job, name=BULK_TASK, kwargs={"job_id": job.pk, "ids": unit})
@@ -283,9 +349,11 @@ def _run_chunk(job: Job, spec: Action, model, ids: list[int], *, by, reason, tar
         todo = [i for i in ids if i not in done]
         if not todo:
             return []
+        table = job.result["table"]
+        before = snapshot(table, todo, lock=True)  # what undo restores; locked until this chunk commits
         found = model.objects.in_bulk(todo)
-        items, errors = [], []
-        noun = NOUNS[job.result["table"]][0]
+        items, errors, done = [], [], {}
+        noun = NOUNS[table][0]
         for item_id in todo:
             row = found.get(item_id)
             if row is None:
@@ -293,7 +361,7 @@ def _run_chunk(job: Job, spec: Action, model, ids: list[int], *, by, reason, tar
             else:
                 try:
                     with transaction.atomic():
-                        spec.run(row, by=by, reason=reason, target=target)
+                        done[item_id] = spec.run(row, by=by, reason=reason, target=target) or {}
                     ok, message = True, ""
                 except (Invalid, Conflict, Forbidden, NotFound) as error:
                     ok, message = False, message_of(error)
@@ -305,6 +373,7 @@ def _run_chunk(job: Job, spec: Action, model, ids: list[int], *, by, reason, tar
             if not ok:
                 errors.append(message)
         JobItem.objects.bulk_create(items)
+        record_changes(job, table, before, done)
         _count(job, len(items), errors)
     return to_embed
 

@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.files.storage import default_storage
 from django.http import Http404, QueryDict
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django_htmx.http import HttpResponseClientRedirect
 
-from annotator.datamanager.bulk import ACTIONS, bulk_start
+from annotator.datamanager.bulk import ACTIONS, SelectionChanged, bulk_start
+from annotator.datamanager.preview import bulk_preview
 from annotator.datamanager.tables import SEARCH_MAX, TABLES, query_string, raw_value
-from annotator.models import CaptionBatch
+from annotator.datamanager.undo import bulk_undo
+from annotator.models import BulkAction, CaptionBatch, Job
 from subtlebench.errors import Invalid, ServiceError, page_detail
 from subtlebench.pages import post_only
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_required
@@ -136,43 +140,104 @@ def table_page(request, table_name: str):
     context, status = table_context(request, table, request.GET)
     if request.htmx and request.htmx.target == "dm-table":
         return render(request, f"{TEMPLATES[table.name]}#dm-table", context, status=status)
-    context.update(filter_options(table))
+    context.update(filter_options(table), recent_bulk=recent_bulk(request.user, table.name), today=timezone.now())
     return render(request, TEMPLATES[table.name], context, status=status)
+
+
+def recent_bulk(user, table_name: str) -> BulkAction | None:
+    """The user's latest bulk action on this table that can still be undone (the banner above the table): one query."""
+    if not has_role(user, COORDINATOR) or table_name not in ACTIONS:
+        return None
+    undoable = BulkAction.objects.filter(
+        table=table_name, job__created_by=user, undone_at__isnull=True, undo_until__gt=timezone.now()
+    )
+    return undoable.select_related("job").order_by("-created", "-pk").first()
+
+
+def _selection(post) -> dict:
+    """The rows a bulk form covers: {"filter": the table's query} for "all matching", else {"ids": the ticked}."""
+    if post.get("scope") == "matching":
+        filter_query = post.get("filter", "")[:4000]
+        return {"filter": {k: v for k, v in QueryDict(filter_query).items() if k not in ("page", "sort")}}
+    try:
+        return {"ids": [int(i) for i in post.getlist("ids")[:10_000]]}
+    except ValueError:
+        raise Invalid({"ids": ["The selected rows must be ids (whole numbers)."]}) from None
+
+
+def _expected(post) -> dict | None:
+    """The preview's count and digest that a confirm carries (None without: nothing to compare)."""
+    count = post.get("expect_count", "")
+    if not count:
+        return None
+    return {"count": int(count) if count.isdigit() and len(count) < 10 else -1, "digest": post.get("expect_digest", "")}
 
 
 @role_required(COORDINATOR)
 @post_only("data-table")
 def bulk_action(request, table_name: str):
-    """Start a bulk action on the ticked rows, or on every row the filter (the table's query string) matches."""
+    """The bulk form: first a preview of what the action would change (count and sample) with a confirm button;
+    the confirm starts it as a job, unless the selection changed since the preview (then a new preview says so)."""
     table = _table(table_name)
     if table.name not in ACTIONS:
         raise Http404(f"The {table.name} table has no bulk actions.")
     post = request.POST
     filter_query = post.get("filter", "")[:4000]
     back = bulk_back(table, filter_query, post)
+    choices = {
+        "table": table.name,
+        "action": post.get("action", ""),
+        "by": request.user,
+        "reason": post.get("reason", ""),
+        "target": post.get("target", ""),
+    }
+    changed = ""
     try:
-        if post.get("scope") == "matching":
-            selection = {"filter": {k: v for k, v in QueryDict(filter_query).items() if k not in ("page", "sort")}}
-        else:
-            try:
-                ids = [int(i) for i in post.getlist("ids")[:10_000]]
-            except ValueError:
-                raise Invalid({"ids": ["The selected rows must be ids (whole numbers)."]}) from None
-            selection = {"ids": ids}
-        job = bulk_start(
-            table=table.name,
-            action=post.get("action", ""),
-            by=request.user,
-            reason=post.get("reason", ""),
-            target=post.get("target", ""),
-            key=post.get("idempotency_key", "")[:100],
-            **selection,
-        )
+        selection = _selection(post)
+        if post.get("confirm") == "yes":
+            job = bulk_start(**choices, key=post.get("idempotency_key", "")[:100], expect=_expected(post), **selection)
+            if request.htmx:
+                return HttpResponseClientRedirect(f"/jobs/{job.pk}/")
+            return redirect(f"/jobs/{job.pk}/")
+    except SelectionChanged as error:  # the selection changed since the preview: preview it again, saying so
+        changed = page_detail(error)
     except ServiceError as error:
         messages.error(request, page_detail(error))
         if request.htmx:
             return HttpResponseClientRedirect(back)
         return redirect(back)
-    if request.htmx:
-        return HttpResponseClientRedirect(f"/jobs/{job.pk}/")
+    try:
+        preview = bulk_preview(**choices, **selection)
+    except ServiceError as error:
+        messages.error(request, page_detail(error))
+        return redirect(back)
+    context = {
+        "table": table,
+        "preview": preview,
+        "changed": changed,
+        "scope": post.get("scope", "selected"),
+        "ids": selection.get("ids", []),
+        "filter_query": filter_query,
+        "idempotency_key": post.get("idempotency_key", "")[:100] or uuid.uuid4().hex,
+        "back": back,
+        "undo_hours": settings.BULK_UNDO_HOURS,
+    }
+    return render(request, "datamanager/preview.html", context, status=409 if changed else 200)
+
+
+@role_required(COORDINATOR)
+@post_only("job-detail")
+def bulk_undo_view(request, job_id: int):
+    """Undo a bulk action: the job's page (or the table's banner) says what was restored and what was kept."""
+    job = get_object_or_404(Job, pk=job_id, kind=Job.Kind.BULK)
+    try:
+        report = bulk_undo(job=job, by=request.user)
+    except ServiceError as error:
+        messages.error(request, page_detail(error))
+    else:
+        kept = report["kept_count"]
+        text = f"Undone: {report['restored']} restored as they were before the action."
+        if kept:
+            text += f" {kept} kept as they are now, because they changed since (listed on this page)."
+        messages.success(request, text)
     return redirect(f"/jobs/{job.pk}/")

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET
 
 from annotator.jobs.services import job_cancel, job_retry, job_units_with_problems, jobs_waiting
 from annotator.jobs.summary import is_waiting, job_paused, job_summary, job_waiting
-from annotator.models import EmbeddingModel, Job, JobTask
+from annotator.models import BulkAction, EmbeddingModel, Job, JobTask
 from annotator.models.similarity import NO_ACTIVE_MODEL
 from subtlebench.errors import Conflict
 from subtlebench.pages import error_response, post_only
@@ -17,6 +17,16 @@ from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_r
 from subtlebench.security import job_without_server_paths
 
 JOBS_PER_PAGE = 50
+
+
+def bulk_undo_state(job: Job):
+    """A bulk job's undo (templates/datamanager/_undo.html): its BulkAction and how many items it changed."""
+    if job.kind != Job.Kind.BULK:
+        return None
+    action = BulkAction.objects.filter(job=job).select_related("undone_by").first()
+    if action is not None:
+        action.changed = action.changes.count()
+    return action
 
 
 @role_required(ANNOTATOR, REVIEWER, COORDINATOR)
@@ -60,6 +70,7 @@ def job_detail(request, job_id):
         "waiting_for": job_paused(job) or job_waiting(job),
         "units": job_units_with_problems(job),
         "can_manage": has_role(request.user, COORDINATOR),
+        "bulk": bulk_undo_state(job),
     }
     if request.htmx:
         return render(request, "jobs/detail.html#job-status", context)

@@ -1,5 +1,6 @@
 """Every model of the annotator app, one module per workflow, re-exported here: `from annotator.models import Pair`."""
 
+from annotator.models.bulk import BulkAction, BulkChange
 from annotator.models.captions import (
     Caption,
     CaptionBatch,
@@ -34,6 +35,8 @@ from annotator.models.taxonomy import CATEGORY_ABBREVIATIONS, Category, Domain
 from annotator.models.videos import Frame, Image, Video
 
 __all__ = [
+    "BulkAction",
+    "BulkChange",
     "CATEGORY_ABBREVIATIONS",
     "Caption",
     "CaptionBatch",

@@ -9,6 +9,7 @@ import secrets
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
@@ -135,6 +136,21 @@ class Study(models.Model):
         max_length=40, default=new_completion_code, help_text="Given to arrivals no item can be served to."
     )
     no_items_url = models.URLField(blank=True, help_text="Where arrivals no item can be served to are sent back.")
+    # Prolific's other two ends of a session: screened out (a window below the minimum, or too many attention checks
+    # answered wrong) and returned (the participant chose to stop). Each code is shown only to a session that ended
+    # that way; the redirect to each is the completion redirect with its code in place of the completion code.
+    screen_out_code = models.CharField(
+        max_length=40,
+        default=new_completion_code,
+        help_text="Given to a participant screened out: a window too small, or attention checks failed.",
+    )
+    return_code = models.CharField(
+        max_length=40, default=new_completion_code, help_text="Given to a participant who chooses to return the study."
+    )
+    screen_out_after_wrong_checks = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="Attention checks answered wrong that end a session with the screen-out code; 0: none does.",
+    )
     turned_away = models.PositiveIntegerField(
         default=0,
         help_text="Open-link arrivals who agreed but found no item left for them (once per browser session); "
@@ -177,6 +193,27 @@ class Study(models.Model):
         if self.release_id is None:
             return "Humans on the accepted pairs (before releases)"
         return f"Humans on release {self.release.name} ({self.split})"
+
+    def redirect_with(self, code: str) -> str:
+        """The completion redirect (redirect_url) with `code` in place of its completion code: Prolific's
+        `.../submissions/complete?cc=CODE`. "" when there is no redirect, or it carries no `cc` to replace (then
+        the page shows the code alone)."""
+        if not self.redirect_url:
+            return ""
+        parts = urlsplit(self.redirect_url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        if not any(name == "cc" for name, _ in query):
+            return ""
+        query = [(name, code if name == "cc" else value) for name, value in query]
+        return urlunsplit(parts._replace(query=urlencode(query)))
+
+    @property
+    def screen_out_url(self) -> str:
+        return self.redirect_with(self.screen_out_code)
+
+    @property
+    def return_url(self) -> str:
+        return self.redirect_with(self.return_code)
 
     def viewport_problem(self, width: int, height: int) -> str:
         """Why a browser window of width × height CSS px is too small for this study ("" when it is not)."""
@@ -334,7 +371,7 @@ class ParticipantQuerySet(models.QuerySet):
     def holding_place(self, now=None):
         """Sessions that hold a place: consented, not turned away, and finished or still within their time limit."""
         now = now or timezone.now()
-        return self.filter(consented_at__isnull=False, turned_away_at__isnull=True).filter(
+        return self.filter(consented_at__isnull=False, turned_away_at__isnull=True, ended_at__isnull=True).filter(
             models.Q(finished_at__isnull=False) | models.Q(expires_at__gt=now)
         )
 
@@ -372,6 +409,11 @@ class Participant(models.Model):
         TABLET = "tablet"
         DESKTOP = "desktop"
 
+    class Ending(models.TextChoices):
+        SCREEN = "screen", "screened out: window too small"
+        ATTENTION = "attention", "screened out: attention checks"
+        RETURNED = "returned", "returned the study"
+
     study = models.ForeignKey(Study, models.CASCADE, related_name="participants")
     token = models.CharField(max_length=64, unique=True, default=new_token)
     via_open_link = models.BooleanField(default=False)
@@ -404,6 +446,9 @@ class Participant(models.Model):
     join_device = models.CharField(
         max_length=32, blank=True, help_text="device_key() of the device cookie an open-link session joined with."
     )
+    # A session that ended without finishing, and how (the code the participant was given follows from it).
+    ended_at = models.DateTimeField(null=True, blank=True, help_text="When the session was screened out or returned.")
+    ending = models.CharField(max_length=20, choices=Ending.choices, blank=True)
     # Drawn at finish, so no page or API can show it before: the code that says this session, not just this study.
     completion_code = models.CharField(max_length=40, blank=True, editable=False)
     too_fast = models.BooleanField(
@@ -445,6 +490,8 @@ class Participant(models.Model):
     def stage(self) -> str:
         if self.finished_at:
             return "finished"
+        if self.ended_at:
+            return "returned" if self.ending == self.Ending.RETURNED else "screened out"
         if self.turned_away_at:
             return "turned away"
         if self.is_expired():
@@ -469,7 +516,8 @@ class Participant(models.Model):
 
     def is_expired(self, now=None) -> bool:
         """An unfinished session past its time limit: it holds no place and takes no more answers."""
-        return bool(not self.finished_at and self.expires_at and self.expires_at <= (now or timezone.now()))
+        ended = self.finished_at or self.ended_at
+        return bool(not ended and self.expires_at and self.expires_at <= (now or timezone.now()))
 
     def consent(self, now=None) -> None:
         """Agree to take part: the session starts and holds its place until the study's time limit."""
@@ -486,11 +534,22 @@ class Participant(models.Model):
             self.turned_away_at = now or timezone.now()
             self.save(update_fields=["turned_away_at"])
 
+    def end(self, ending: str, now=None) -> bool:
+        """The session ends unfinished: screened out or returned (`Ending`). Its place goes back, and the items it
+        leased go to the others; its answers so far are kept. False when it had ended (or finished) already."""
+        if self.finished_at or self.ended_at:
+            return False
+        now = now or timezone.now()
+        self.ended_at, self.ending = now, ending
+        self.save(update_fields=["ended_at", "ending"])
+        self.assignments.filter(answered_at__isnull=True, lease_expires__gt=now).update(lease_expires=now)
+        return True
+
     def release_place(self, now=None) -> bool:
         """Give an abandoned session's place back: it expires now (its page then says the time ran out), and the
         items it leased go back to the others. False when it held no place to give."""
         now = now or timezone.now()
-        if self.finished_at or not self.consented_at or self.is_expired(now) or self.turned_away_at:
+        if self.finished_at or not self.consented_at or self.is_expired(now) or self.turned_away_at or self.ended_at:
             return False
         self.expires_at = now
         self.save(update_fields=["expires_at"])

@@ -61,6 +61,8 @@ def stage_url(participant: Participant) -> str:
         "finished": "participant-done",
         "turned away": "participant-done",
         "expired": "participant-done",
+        "screened out": "participant-done",
+        "returned": "participant-done",
     }[participant.stage]
     return reverse(name, args=[participant.token])
 
@@ -144,12 +146,16 @@ def _no_items_page(request, study: Study):
     return render(request, "evaluation/participant/no_items.html", {"study": study}, status=200)
 
 
-def _start_page(request, study: Study, action: str, params, error: str = "", status: int = 200):
+def _start_page(
+    request, study: Study, action: str, params, error: str = "", status: int = 200, screen_out: str = "", back=""
+):
     context = {
         "study": study,
         "action": action,
         "prolific": participation.prolific_parameters(params),
         "error": error,
+        "screen_out_action": screen_out,
+        "return_url": back,
     }
     return render(request, "evaluation/participant/start.html", context, status=status)
 
@@ -201,7 +207,13 @@ def open_link(request, open_token):
         return _no_items_page(request, study)
     except Forbidden as error:  # full, no open link, a Prolific id or a browser that already took part
         return _closed_page(request, error)
-    response = _start_page(request, study, reverse("participant-open-consent", args=[open_token]), request.GET)
+    response = _start_page(
+        request,
+        study,
+        reverse("participant-open-consent", args=[open_token]),
+        request.GET,
+        screen_out=reverse("participant-open-screen-out", args=[open_token]),
+    )
     _mark_device(response, request, device)
     return response
 
@@ -213,8 +225,11 @@ def open_consent(request, open_token):
         return throttled
     study = get_object_or_404(Study, open_token=open_token)
     action = reverse("participant-open-consent", args=[open_token])
+    screen_out_action = reverse("participant-open-screen-out", args=[open_token])
     if request.POST.get("agree") != "yes":
-        return _start_page(request, study, action, request.POST, error=AGREE_FIRST, status=400)
+        return _start_page(
+            request, study, action, request.POST, error=AGREE_FIRST, status=400, screen_out=screen_out_action
+        )
     device = _device_or_new(request)
     try:
         screen = _measured_screen(request, study)
@@ -237,7 +252,15 @@ def open_consent(request, open_token):
     except Forbidden as error:
         return _closed_page(request, error)
     except ServiceError as error:  # a window below the study's minimum, or none measured
-        return _start_page(request, study, action, request.POST, error=page_detail(error), status=error.status)
+        return _start_page(
+            request,
+            study,
+            action,
+            request.POST,
+            error=page_detail(error),
+            status=error.status,
+            screen_out=screen_out_action,
+        )
     request.session[_session_key(study)] = participant.token
     response = redirect(stage_url(participant))
     _mark_joined(response, study, participant)
@@ -258,7 +281,7 @@ def _count_turned_away_once(request, study: Study) -> None:
 def start(request, token):
     """An invite's consent page: like the open link's, it takes nothing on a GET."""
     participant = load_participant(token)
-    if participant.consented_at or participant.finished_at:
+    if participant.consented_at or participant.finished_at or participant.ended_at:
         return redirect(stage_url(participant))
     study = participant.study
     pid = participation.prolific_parameters(request.GET).get("PROLIFIC_PID")
@@ -267,25 +290,36 @@ def start(request, token):
     if not study.has_items_for(participant):
         participant.turn_away()
         return _no_items_page(request, study)
-    return _start_page(request, study, reverse("participant-consent", args=[token]), request.GET)
+    return _start_page(
+        request,
+        study,
+        reverse("participant-consent", args=[token]),
+        request.GET,
+        screen_out=reverse("participant-screen-out", args=[token]),
+        back=reverse("participant-return", args=[token]),
+    )
 
 
 @post_only("participant-start")
 def consent(request, token):
     participant = load_participant(token)
-    if participant.consented_at:  # a second tab's form: the screen and time of the first consent stand
+    if participant.consented_at or participant.ended_at:  # a second tab's form: the first consent (or end) stands
         return redirect(stage_url(participant))
     study = participant.study
     action = reverse("participant-consent", args=[token])
+    ends = {
+        "screen_out": reverse("participant-screen-out", args=[token]),
+        "back": reverse("participant-return", args=[token]),
+    }
     if request.POST.get("agree") != "yes":
-        return _start_page(request, study, action, request.POST, error=AGREE_FIRST, status=400)
+        return _start_page(request, study, action, request.POST, error=AGREE_FIRST, status=400, **ends)
     try:
         screen = _measured_screen(request, study)
         participant = participation.participant_consent(participant=participant, params=request.POST, screen=screen)
     except participation.AlreadyTakenPart as error:
         return _closed_page(request, error)
     except ServiceError as error:  # a window below the study's minimum, or none measured
-        return _start_page(request, study, action, request.POST, error=page_detail(error), status=error.status)
+        return _start_page(request, study, action, request.POST, error=page_detail(error), status=error.status, **ends)
     request.session[_session_key(study)] = participant.token
     return redirect(stage_url(participant))
 
@@ -412,10 +446,99 @@ def done(request, token):
         return _no_items_page(request, study)
     if participant.stage == "expired":
         return render(request, "evaluation/participant/expired.html", {"participant": participant, "study": study})
+    if participant.stage in ("screened out", "returned"):
+        return _ended_page(request, participant)
     if participant.stage != "finished":
         return redirect(stage_url(participant))
     context = {"participant": participant, "study": study, "redirect_seconds": settings.STUDY_REDIRECT_SECONDS}
     return render(request, "evaluation/participant/done.html", context)
+
+
+def _ended_page(request, participant: Participant):
+    """The page of a session that ended unfinished: its code (screen-out or return) and Prolific's redirect with it.
+    Only here, and only for such a session: no earlier page holds either code."""
+    study = participant.study
+    screened = participant.stage == "screened out"
+    context = {
+        "participant": participant,
+        "study": study,
+        "screened": screened,
+        "code": study.screen_out_code if screened else study.return_code,
+        "redirect": study.screen_out_url if screened else study.return_url,
+        "redirect_seconds": settings.STUDY_REDIRECT_SECONDS,
+    }
+    return render(request, "evaluation/participant/ended.html", context)
+
+
+def _screen_out_refused(request, study: Study, participant: Participant | None, error, open_token: str = ""):
+    """A screen-out asked for with a window that fits (or none measured): the consent page again, saying why."""
+    if participant is None:
+        action = reverse("participant-open-consent", args=[open_token])
+        ends = {"screen_out": reverse("participant-open-screen-out", args=[open_token])}
+    else:
+        action = reverse("participant-consent", args=[participant.token])
+        ends = {
+            "screen_out": reverse("participant-screen-out", args=[participant.token]),
+            "back": reverse("participant-return", args=[participant.token]),
+        }
+    return _start_page(request, study, action, request.POST, error=page_detail(error), status=error.status, **ends)
+
+
+@post_only("participant-start")
+def screen_out(request, token):
+    """An invite's "my window cannot be made larger": screened out, when the window measured is below the minimum."""
+    participant = load_participant(token)
+    try:
+        screen = screens.screen_from_form(request.POST, user_agent=request.headers.get("User-Agent", ""))
+        participant = participation.participant_screen_out(participant=participant, params=request.POST, screen=screen)
+    except ServiceError as error:
+        return _screen_out_refused(request, participant.study, participant, error)
+    return redirect(stage_url(participant))
+
+
+@post_only("participant-open")
+def open_screen_out(request, open_token):
+    """The open link's "my window cannot be made larger": a session that ends screened out at once."""
+    throttled = _too_many_arrivals(request)
+    if throttled is not None:
+        return throttled
+    study = get_object_or_404(Study, open_token=open_token)
+    device = _device_or_new(request)
+    try:
+        screen = screens.screen_from_form(request.POST, user_agent=request.headers.get("User-Agent", ""))
+        participant = participation.participant_screen_out_open(
+            study=study,
+            params=request.POST,
+            screen=screen,
+            resumable=request.session.get(_session_key(study), ""),
+            joined=_joined(request, study),
+            device=device,
+            address=client_ip(request),
+        )
+    except Forbidden as error:  # a Prolific id or a browser that already took part
+        return _closed_page(request, error)
+    except ServiceError as error:
+        return _screen_out_refused(request, study, None, error, open_token=open_token)
+    request.session[_session_key(study)] = participant.token
+    response = redirect(stage_url(participant))
+    _mark_joined(response, study, participant)
+    _mark_device(response, request, device)
+    return response
+
+
+@require_http_methods(["GET", "POST"])
+def return_study(request, token):
+    """ "Stop and return the study": a page that asks (GET), then the session ends as returned (POST) and the done
+    page gives the return code. A session that finished or ended already goes to its own page."""
+    participant = load_participant(token)
+    if participant.stage in ("finished", "screened out", "returned", "turned away", "expired"):
+        return redirect(stage_url(participant))
+    if request.method == "POST":
+        participant = participation.participant_return(participant=participant)
+        return redirect(stage_url(participant))
+    return render(
+        request, "evaluation/participant/return.html", {"participant": participant, "back": stage_url(participant)}
+    )
 
 
 def _images_later(request, participant: Participant):

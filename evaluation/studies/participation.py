@@ -254,8 +254,86 @@ def _new_assignment(participant: Participant, item: StudyItem, sequence: int, no
 
 
 def _refuse_if_expired(participant: Participant, now) -> None:
+    if participant.ended_at:
+        raise SessionExpired("This session has ended, so it takes no more answers.")
     if participant.is_expired(now):
         raise SessionExpired("Your time for this study ran out, so it takes no more answers.")
+
+
+# --- Sessions that end unfinished: screened out, or returned (Prolific's other two codes) -----------------------
+
+
+def _window_too_small(study: Study, screen) -> None:
+    """Refuse a screen-out by the window when the window measured fits the study: the code is earned, not asked."""
+    if screen is None or not study.viewport_problem(screen.width, screen.height):
+        size = f" ({screen.width} × {screen.height} px)" if screen is not None else ""
+        raise StudyError(
+            {"viewport_width": [f"Your browser window{size} is large enough for this study: you can take part."]}
+        )
+
+
+@transaction.atomic
+def participant_screen_out(*, participant: Participant, params, screen, now=None) -> Participant:
+    """An invite whose window is below the study's minimum, and cannot be made larger: screened out (no consent,
+    no place). Refused (StudyError) when the window fits; an invite that consented or ended is left as it is."""
+    participant = Participant.objects.select_for_update(of=("self",)).select_related("study").get(pk=participant.pk)
+    if participant.consented_at or participant.ended_at or participant.finished_at:
+        return participant
+    _window_too_small(participant.study, screen)
+    participant.record_url_parameters(params)
+    participant.record_screen(screen)
+    participant.end(Participant.Ending.SCREEN, now)
+    return participant
+
+
+@transaction.atomic
+def participant_screen_out_open(
+    *,
+    study: Study,
+    params,
+    screen,
+    resumable: str = "",
+    joined: str = "",
+    device: str = "",
+    address: str = "",
+    now=None,
+) -> Participant:
+    """An open-link arrival whose window is too small: a session row that ends screened out at once (it takes no
+    place; its Prolific id is kept, so the id cannot join again). A browser that has a session gets that back."""
+    now = now or timezone.now()
+    existing = participant_returning(study=study, params=params, resumable=resumable, joined=joined, device=device)
+    if existing is not None:
+        return existing
+    _window_too_small(study, screen)
+    participant = Participant(
+        study=study, via_open_link=True, join_address=address_key(address), join_device=device_key(device), created=now
+    )
+    for name, field in zip(PROLIFIC_PARAMETERS, PARTICIPANT_FIELDS, strict=True):
+        setattr(participant, field, _param(params, name))
+    participant.save()
+    participant.record_screen(screen)
+    participant.end(Participant.Ending.SCREEN, now)
+    return participant
+
+
+@transaction.atomic
+def participant_return(*, participant: Participant, now=None) -> Participant:
+    """The participant chooses to stop: the session ends as returned (its answers so far are kept, its place and
+    leased items go back). A finished or ended session is left as it is."""
+    participant = Participant.objects.select_for_update(of=("self",)).select_related("study").get(pk=participant.pk)
+    participant.end(Participant.Ending.RETURNED, now)
+    return participant
+
+
+def _screen_out_on_wrong_checks(assignment: Assignment, now) -> None:
+    """After a wrong attention-check answer: the session ends screened out once the study's limit is reached."""
+    participant = assignment.participant
+    limit = participant.study.screen_out_after_wrong_checks
+    if not limit or assignment.item.kind != StudyItem.Kind.ATTENTION or assignment.correct:
+        return
+    wrong = participant.assignments.filter(item__kind=StudyItem.Kind.ATTENTION, correct=False).count()
+    if wrong >= limit:
+        participant.end(Participant.Ending.ATTENTION, now)
 
 
 @transaction.atomic
@@ -300,7 +378,7 @@ def participant_next_item(*, participant: Participant, now=None) -> Assignment |
     now = now or timezone.now()
     # Locking the participant serialises two tabs of one participant; other participants run in parallel.
     participant = Participant.objects.select_for_update(of=("self",)).select_related("study").get(pk=participant.pk)
-    if participant.finished_at or participant.turned_away_at:
+    if participant.finished_at or participant.turned_away_at or participant.ended_at:
         return None
     _refuse_if_expired(participant, now)
     study = participant.study
@@ -437,6 +515,7 @@ def assignment_answer(
         assignment.delete()
         raise LeaseLost("Your time on this item ran out and it was given to someone else.")
     assignment.record_answer(position=position, active_ms=active_ms, client_key=client_key, now=now)
+    _screen_out_on_wrong_checks(assignment, now)
     return AnswerOutcome(assignment, recorded=True)
 
 

@@ -158,6 +158,8 @@ def study_results(study: Study, now=None) -> dict:
             # counted as finished.
             "turned_away": sum(1 for p in participants if p["stage"] == "turned away") + study.turned_away,
             "expired": sum(1 for p in participants if p["stage"] == "expired"),
+            "screened_out": sum(1 for p in participants if p["stage"] == "screened out"),
+            "returned": sum(1 for p in participants if p["stage"] == "returned"),
             "too_fast_sessions": sum(1 for p in participants if p["session_too_fast"]),
             "responses": len(scored),
             "responses_needed": needed,

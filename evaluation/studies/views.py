@@ -87,6 +87,18 @@ class StudyForm(forms.Form):
     no_items_url = forms.URLField(
         required=False, max_length=200, assume_scheme="https", label="Return URL when no items are left"
     )
+    screen_out_after_wrong_checks = forms.IntegerField(
+        initial=0,
+        min_value=0,
+        max_value=100,
+        required=False,
+        label="Screen out after wrong checks (0: never)",
+        help_text="Attention checks answered wrong that end a session with the screen-out code.",
+    )
+
+    def clean_screen_out_after_wrong_checks(self):
+        return self.cleaned_data["screen_out_after_wrong_checks"] or 0
+
     open_book = forms.BooleanField(
         required=False,
         label="Open book: run it even if items are already public",
@@ -99,7 +111,7 @@ class StudyForm(forms.Form):
         ("name", "release", "split"),
         ("fraction", "seed", "raters_per_item"),
         ("practice_count", "items_per_participant", "invites"),
-        ("open_cap", "session_minutes"),
+        ("open_cap", "session_minutes", "screen_out_after_wrong_checks"),
         ("redirect_url", "no_items_url"),
         ("open_book",),
     )
@@ -302,7 +314,14 @@ def _link_state(participant, can_serve: bool) -> dict:
         return {"usable": False, "state": "no items left"}
     if stage in ("practice", "scored"):
         return {"usable": True, "state": "in progress"}
-    return {"usable": False, "state": {"finished": "used", "expired": "expired", "turned away": "no items left"}[stage]}
+    states = {
+        "finished": "used",
+        "expired": "expired",
+        "turned away": "no items left",
+        "screened out": "screened out",
+        "returned": "returned",
+    }
+    return {"usable": False, "state": states[stage]}
 
 
 @role_required(COORDINATOR)

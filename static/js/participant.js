@@ -178,10 +178,14 @@
       size.textContent = `Your browser window is ${width} × ${height} px; this study needs a window ${short.join(" and ")}.`;
       // Turning the device helps only when the window, turned, would fit (an 844 px phone never fits 1024 px).
       check.querySelector("[data-sideways]").hidden = !(height >= minWidth && width >= minHeight);
-      form.elements.viewport_width.value = width;
-      form.elements.viewport_height.value = height;
-      form.elements.pointer.value = pointer();
-      form.elements.touch_points.value = navigator.maxTouchPoints || 0;
+      // The consent form, and the screen-out form ("I cannot make the window larger"), send what was measured.
+      [form, document.getElementById("screen-out-form")].forEach((sent) => {
+        if (!sent) return;
+        sent.elements.viewport_width.value = width;
+        sent.elements.viewport_height.value = height;
+        sent.elements.pointer.value = pointer();
+        sent.elements.touch_points.value = navigator.maxTouchPoints || 0;
+      });
     }
     measure();
     window.addEventListener("resize", measure);

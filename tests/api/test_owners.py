@@ -77,7 +77,13 @@ def build_world() -> dict:
     candidate = make_candidate()
     authoring.candidate_heartbeat(candidate=candidate, user=annotator)
     candidate_skip = CandidateSkip.objects.create(candidate=make_candidate(), user=annotator, reason="no_difference")
+    # A bulk action of the data manager, done: only a coordinator may undo it.
+    from annotator.datamanager.bulk import bulk_run_unit, bulk_start
+
+    bulk_job = bulk_start(table="pairs", action="exclude", by=coordinator, ids=[ritas_pair.pk])
+    bulk_run_unit(job_id=bulk_job.pk, ids=[ritas_pair.pk])
     return {
+        "bulk_job": bulk_job,
         "candidate": candidate,
         "candidate_skip": candidate_skip,
         "endpoint": endpoint,
@@ -208,6 +214,17 @@ CASES = {
         ("alice", "/api/pairs/bulk/", {"filter": {}, "action": "accept"}, 403),
         ("rita", "/api/pairs/bulk/", {"filter": {}, "action": "accept"}, 403),  # reviewers read the tables
     ],
+    ("POST", "/api/pairs/bulk/preview/"): [
+        ("alice", "/api/pairs/bulk/preview/", {"filter": {}, "action": "accept"}, 403),
+        ("rita", "/api/pairs/bulk/preview/", {"filter": {}, "action": "accept"}, 403),
+    ],
+    ("POST", "/api/videos/bulk/preview/"): [
+        ("rita", "/api/videos/bulk/preview/", {"filter": {}, "action": "release"}, 403),
+    ],
+    ("POST", "/api/bulk/{job_id}/undo/"): [
+        ("alice", "/api/bulk/{bulk_job}/undo/", None, 403),
+        ("rita", "/api/bulk/{bulk_job}/undo/", None, 403),
+    ],
     ("POST", "/api/videos/bulk/"): [
         ("alice", "/api/videos/bulk/", {"filter": {}, "action": "assign", "target": "alice"}, 403),
         ("rita", "/api/videos/bulk/", {"filter": {}, "action": "release"}, 403),
@@ -310,6 +327,7 @@ def database_state() -> dict:
 
 def url_of(template: str, w) -> str:
     return template.format(
+        bulk_job=w["bulk_job"].pk,
         caption=w["caption"].pk,
         task=w["task"].pk,
         pair=w["pair"].pk,

@@ -416,14 +416,21 @@ def test_the_bulk_form_runs_on_every_matching_row_and_shows_the_job(client_for, 
     chosen = [make_pair(status=Pair.Status.SUBMITTED, author=annotator, category=Category.STATE) for _ in range(3)]
     make_pair(status=Pair.Status.SUBMITTED, author=annotator)
     client = client_for(coordinator)
-    body = {"scope": "matching", "filter": "category=state&status=submitted&page=2", "action": "accept"}
+    body = {
+        "scope": "matching",
+        "filter": "category=state&status=submitted&page=2",
+        "action": "accept",
+        "confirm": "yes",
+    }
     response = client.post("/tables/pairs/bulk/", body)
     job = Job.objects.get(kind=Job.Kind.BULK)
     assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
     assert job.result["filter"] == {"category": "state", "status": "submitted"} and job.total == 3
     assert sorted(job.tasks.get().kwargs["ids"]) == pk(*chosen)
     ticked = client.post(
-        "/tables/pairs/bulk/", {"scope": "selected", "ids": [chosen[0].pk], "action": "exclude"}, HTTP_HX_REQUEST="true"
+        "/tables/pairs/bulk/",
+        {"scope": "selected", "ids": [chosen[0].pk], "action": "exclude", "confirm": "yes"},
+        HTTP_HX_REQUEST="true",
     )
     assert ticked.status_code == 200 and ticked["HX-Redirect"].startswith("/jobs/")
     bad = client.post("/tables/pairs/bulk/", {"scope": "selected", "action": "accept"})

@@ -1,5 +1,6 @@
 """The data manager in a real Chromium with a real Celery worker: filter the pairs table, select every matching pair,
-bulk accept them, and watch the job's progress reach done, with the pair below the similarity bar refused."""
+preview and confirm a bulk accept, watch the job's progress reach done, with the pair below the similarity bar
+refused, and undo the whole action."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import pytest
 from playwright.sync_api import expect
 
-from annotator.models import Caption, Category, Job, Pair
+from annotator.models import Caption, Category, Job, Pair, Review
 from annotator.picking import services as picking
 from tests.conftest import browser_login
 from tests.factories import make_pair
@@ -54,11 +55,17 @@ def test_a_coordinator_filters_selects_all_matching_and_bulk_accepts(
 
     page.check("input.dm-matching")
     page.select_option("select[name=action]", "accept")
-    page.click("button.dm-run")
+    page.click("button.dm-run")  # first the preview: the count and a sample, nothing run yet
+    expect(page.locator("#preview-counts")).to_contain_text("6 will change, 1 will stay as they are")
+    expect(page.locator("#preview-sample tbody tr")).to_have_count(7)
+    assert not Job.objects.exists()
+    shot(page, "bulk-preview-1440.png")
+    page.click("#confirm-run")
     page.wait_for_url("**/jobs/*/")
     expect(page.locator("#job-status .badge")).to_have_text("succeeded", timeout=60_000)
     expect(page.locator("#job-status")).to_contain_text("100%")
     expect(page.locator("#job-status")).to_contain_text(f"Pair {low.pk}: Similarity 0.520 is below the threshold")
+    expect(page.locator("#bulk-undo")).to_contain_text("6 pairs changed")
     shot(page, "bulk-job-1440.png")
 
     job = Job.objects.get(kind=Job.Kind.BULK)
@@ -68,6 +75,16 @@ def test_a_coordinator_filters_selects_all_matching_and_bulk_accepts(
     assert accepted == {p.pk for p in matching} | {decided.pk}
     assert Pair.objects.get(pk=low.pk).status == Pair.Status.SUBMITTED
     assert all(p.status == Pair.Status.SUBMITTED for p in Pair.objects.filter(pk__in=[o.pk for o in others]))
+
+    page.goto("/tables/pairs/")
+    expect(page.locator("#bulk-recent")).to_contain_text("Bulk accept: 7 pairs")
+    shot(page, "bulk-undo-banner-1440.png")
+    page.click("#recent-undo")  # the whole action taken back: the six pairs are submitted again
+    page.wait_for_url("**/jobs/*/")
+    expect(page.locator("#bulk-undo")).to_contain_text("6 restored as they were before the action")
+    shot(page, "bulk-undone-1440.png")
+    assert set(Pair.objects.filter(status=Pair.Status.ACCEPTED).values_list("pk", flat=True)) == {decided.pk}
+    assert not Review.objects.filter(reviewer=coordinator).exists()
 
     page.goto("/tables/videos/?sort=-holder")
     expect(page.locator(".dm-total")).to_have_text("11")
@@ -141,5 +158,6 @@ def test_a_refused_bulk_action_comes_back_with_its_choices(page, coordinator):
     shot(page, "bulk-refused-1440.png")
     page.fill("input[name=reason]", "Not subtle")
     page.click("button.dm-run")
+    page.click("#confirm-run")
     page.wait_for_url("**/jobs/*/")
     assert Job.objects.get(kind=Job.Kind.BULK).title == "Bulk reject: 2 pairs"

@@ -117,9 +117,26 @@ def test_a_process_that_exits_at_every_start_stops_the_run_with_a_message(tmp_pa
 def test_make_run_supervises_the_web_server_the_worker_and_beat():
     services = devserver.app_services("8123")
     assert [service.name for service in services] == ["web server", "worker", "beat"]
-    assert "0.0.0.0:8123" in services[0].command
+    assert services[0].command[-1] == "127.0.0.1:8123"
     assert services[1].command[1:4] == ["-A", "subtlebench", "worker"]
     assert services[2].command[1:4] == ["-A", "subtlebench", "beat"]
+
+
+def test_make_run_listens_on_127_0_0_1_unless_host_says_otherwise():
+    assert devserver.DEFAULT_HOST == "127.0.0.1"
+    assert devserver.app_services("8123", "0.0.0.0")[0].command[-1] == "0.0.0.0:8123"
+    v6 = devserver.app_services("8123", "::")[0].command
+    assert "--ipv6" in v6 and v6[-1] == "[::]:8123"
+    line = devserver.start_line("127.0.0.1", "8123", "http://localhost:8123")
+    assert line.startswith("SubtleBench Studio is starting at http://127.0.0.1:8123/, listening on this machine only")
+    assert "other machines can reach it" in devserver.start_line("0.0.0.0", "8123", "http://localhost:8123")
+
+
+def test_make_run_reads_host_from_the_environment(monkeypatch):
+    monkeypatch.delenv("HOST", raising=False)
+    assert devserver.listen_host() == "127.0.0.1"
+    monkeypatch.setenv("HOST", "0.0.0.0")
+    assert devserver.listen_host() == "0.0.0.0"
 
 
 # --- SITE_URL: the address make run serves on, for the links other commands print --------------------------------
