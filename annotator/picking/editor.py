@@ -21,6 +21,7 @@ from annotator.authoring.drafts import work_draft_delete, work_draft_of
 from annotator.authoring.work import WorkKind, client_key_clean, work_claim, work_submitted
 from annotator.models import Category, Image, Pair, Review
 from annotator.picking.drafted import model_draft_record, pair_answer_frame, workbench_drafting
+from annotator.picking.guidelines import guideline_in_force
 from annotator.picking.questions import (
     CATEGORY_KEYS,
     FIRST,
@@ -370,6 +371,8 @@ def editor_submit(
             if active_ms is not None:
                 pair.active_ms = (pair.active_ms or 0) + min(max(int(active_ms), 0), MAX_ACTIVE_MS)
             model_draft_record(pair=pair, user=user, draft_id=model_draft, on=source.target)
+            # The guideline of its category and domain in force now, kept with this version of the pair.
+            pair.guideline_version = guideline_in_force(category=category, domain=pair.domain)
             pair.save()
             double_review_draw(pair=pair)
             if pair.similarity is None:
