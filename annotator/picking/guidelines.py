@@ -189,7 +189,10 @@ def _thumb(image) -> str:
 
 def example_rows(guideline: Guideline) -> list[dict]:
     """The guideline's examples, good first, each with its pair and the two images' thumbnails."""
-    examples = guideline.examples.select_related("pair", "pair__image_1", "pair__image_2").order_by("kind", "pk")
+    examples = sorted(
+        guideline.examples.select_related("pair", "pair__image_1", "pair__image_2").order_by("pk"),
+        key=lambda example: example.kind != GuidelineExample.Kind.GOOD,
+    )
     return [
         {
             "pk": example.pk,

@@ -18,7 +18,7 @@ from django.http import FileResponse, Http404, HttpResponse, JsonResponse, Strea
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from annotator.authoring.drafts import work_draft_save
 from annotator.models import (
@@ -410,7 +410,7 @@ def video_frame_at(request, video_id: int):
 
 
 @role_required(ANNOTATOR)
-@require_POST
+@post_only("picking-workbench")
 def video_frame_pick(request, video_id: int):
     """Take the frame on screen at the posted time (`t`, seconds) as a frame of the video, for A or B: JSON of the
     frame as the strip lists it, with `created`."""

@@ -176,7 +176,8 @@
     const pick = document.createElement("button");
     pick.type = "button";
     pick.className = "link";
-    pick.textContent = `#${s.index_1} ↔ #${s.index_2}`;
+    const short = (index) => { const frame = frameAt(index); return frame && frame.picked ? `@${seconds(frame.t)}` : `#${index}`; };
+    pick.textContent = `${short(s.index_1)} ↔ ${short(s.index_2)}`;
     const facts = document.createElement("span");
     facts.className = "muted";
     facts.textContent = ` · Δ ${Number(s.gap).toFixed(1)} s`;

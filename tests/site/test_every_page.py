@@ -31,6 +31,7 @@ from annotator.models import (
     VideoSkip,
 )
 from annotator.picking import services as picking
+from annotator.picking.guidelines import guideline_save
 from annotator.similarity.services import embedding_job_create, embeddings_compute
 from annotator.videos.services import videos_import
 from evaluation.studies import participation
@@ -244,7 +245,13 @@ def build_world(tmp_path, master_video):
     candidate_skip = CandidateSkip.objects.create(
         candidate=make_candidate(), user=users["annotator"], reason="bad_images"
     )
+    # A guideline of two versions (its pages, and the panel beside the editor).
+    guideline_save(category="action", domain="", body="# Actions\n- one **visible** action", user=users["coordinator"])
+    guideline = guideline_save(category="action", domain="", body="- one action", user=users["coordinator"]).guideline
     return users, {
+        "category": ["action", "no-such-category"],
+        "domain": ["all", "natural", "no-such-domain"],
+        "version_id": [guideline.current.pk],
         "candidate_id": [candidate.pk],
         "double_review_id": [double_review.pk],
         "token_id": [token.pk],
