@@ -55,7 +55,8 @@ def test_the_endpoint_answers_the_frame_as_a_jpeg_and_decodes_a_time_once(client
 
 
 @pytest.mark.parametrize(
-    ("t", "says"), [("soon", "Send the time as a number of seconds"), ("12.5", "lasts 12.000 s"), ("-1", "0 s or later")]
+    ("t", "says"),
+    [("soon", "Send the time as a number of seconds"), ("12.5", "lasts 12.000 s"), ("-1", "0 s or later")],
 )
 def test_a_bad_time_is_refused_saying_what_is_wrong(client_for, annotator, video, t, says):
     response = client_for(annotator).get(f"/work/videos/{video.pk}/frame-at/", {"t": t})
