@@ -80,6 +80,11 @@ def test_the_endpoint_reads_a_video_in_s3_by_range_requests(client_for, annotato
     request = urllib.request.Request(source["Location"], headers={"Range": "bytes=0-15"})
     with urllib.request.urlopen(request, timeout=10) as reply:  # noqa: S310 - the moto server on loopback
         assert reply.status == 206 and reply.read() == h264_video.read_bytes()[:16]
+    # Taken as A or B, it is stored as any picked frame, decoded from the bucket.
+    picking.video_heartbeat(video=video, user=annotator)
+    taken = client.post(f"/work/videos/{video.pk}/pick-frame/", {"t": "7.41"})
+    assert taken.status_code == 201 and taken.json()["pts"] == 185 * 512
+    assert frame_number(Frame.objects.get(video=video).image.file.read()) == 185
 
 
 def test_a_local_source_is_served_by_range_requests(client_for, reviewer, video, h264_video):
