@@ -14,6 +14,7 @@ from annotator.releases import views as views_releases
 from annotator.similarity import views as views_similarity
 from annotator.stats import views as views_stats
 from annotator.synthetic import views as views_synthetic
+from annotator.videos import source_views as views_video_source
 from annotator.videos import views as views_videos
 
 urlpatterns = [
@@ -48,9 +49,9 @@ urlpatterns = [
     path("work/", views_picking.work, name="picking-work"),
     path("work/videos/<int:video_id>/", views_picking.workbench, name="picking-workbench"),
     path("work/videos/<int:video_id>/draft/", views_picking.draft_beacon, name="picking-draft-beacon"),
-    path("work/videos/<int:video_id>/source/", views_picking.video_source, name="picking-video-source"),
-    path("work/videos/<int:video_id>/frame-at/", views_picking.video_frame_at, name="picking-frame-at"),
-    path("work/videos/<int:video_id>/pick-frame/", views_picking.video_frame_pick, name="picking-frame-pick"),
+    path("work/videos/<int:video_id>/source/", views_video_source.video_source, name="picking-video-source"),
+    path("work/videos/<int:video_id>/frame-at/", views_video_source.video_frame_at, name="picking-frame-at"),
+    path("work/videos/<int:video_id>/pick-frame/", views_video_source.video_frame_pick, name="picking-frame-pick"),
     path("work/skips/<int:skip_id>/undo/", views_picking.skip_undo, name="picking-skip-undo"),
     path("work/pairs/<int:pair_id>/withdraw/", views_picking.pair_withdraw, name="picking-pair-withdraw"),
     path("review/", views_picking.review_queue, name="picking-review-queue"),

@@ -372,7 +372,8 @@ class PairReviewInputSerializer(serializers.Serializer):
     corrections = PairCorrectionsSerializer(
         required=False, default=dict, help_text="category, question, answer, distractors, regions"
     )
-    guideline_version = serializers.IntegerField(
+    guideline_version = whole_number(
+        low=1,
         required=False,
         allow_null=True,
         default=None,
