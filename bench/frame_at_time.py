@@ -35,10 +35,10 @@ django.setup()
 import av  # noqa: E402
 from django.core.cache import cache  # noqa: E402
 from django.test import override_settings  # noqa: E402
+from sample_frames import FPS, KEYFRAME_EVERY, bench_video  # noqa: E402
 
 from annotator.models import Video  # noqa: E402
 from annotator.videos import frame_at, sampling  # noqa: E402
-from sample_frames import FPS, KEYFRAME_EVERY, bench_video  # noqa: E402
 
 LOCAL_CACHE = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "frame-at-bench"}}
 
