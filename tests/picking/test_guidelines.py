@@ -149,3 +149,21 @@ def test_the_guideline_pages_need_the_right_role(client, client_for, annotator, 
     client.logout()
     assert client.get("/guidelines/panel/").status_code == 302
     assert GuidelineVersion.objects.count() == 1
+
+
+def test_a_study_that_uses_them_shows_participants_the_items_guideline_text(client, coordinator):
+    from evaluation.studies import participation
+    from evaluation.studies import services as studies
+
+    guideline_save(category="temporal", domain="", body="Look for **one** change in time.", user=coordinator)
+    for _ in range(3):
+        make_pair(category="temporal", status=Pair.Status.ACCEPTED)
+    pages = []
+    for shows in (True, False):
+        study = studies.study_create(name=f"S{shows}", fraction=1, practice_count=0, show_guidelines=shows)
+        participant = studies.participant_create(study=study)
+        participant.consent()
+        assert participation.participant_next_practice(participant=participant) is None
+        pages.append(client.get(f"/p/{participant.token}/items/").content.decode())
+    assert '<summary>Guideline</summary><div class="guideline-body"><p>Look for <strong>one</strong>' in pages[0]
+    assert "Look for" not in pages[1]
