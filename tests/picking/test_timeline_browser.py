@@ -1,7 +1,7 @@
 """The whole video on the workbench in a real Chromium: at 1440x900 the images, the strip and the editor with Submit
 are on the first screen; the source video's timeline steps frame by frame to a time between two sampled frames, takes
 it as B (decoded on the server at its exact pts), shows its similarity once it is embedded, and the submitted pair's
-export names that pts in its provenance."""
+export names that pts in its provenance; a file the browser cannot play falls back to frames rendered on the server."""
 
 from __future__ import annotations
 
@@ -70,6 +70,18 @@ def test_a_frame_between_two_samples_is_taken_as_b_scored_submitted_and_exported
     pair = wait_until(lambda: Pair.objects.filter(status="submitted").first(), 15, "the submitted pair")
     expect(page.locator("#pairs")).to_contain_text("submitted")
     assert picked.image_id in (pair.image_1_id, pair.image_2_id) and pair.similarity is not None
+
+    # A file the browser cannot play: the timeline shows frames the server renders at the chosen time, and takes them.
+    page.route("**/source/", lambda route: route.fulfill(status=200, body=b"no video" * 64, content_type="video/mp4"))
+    page.reload()
+    expect(page.locator("#tl-status")).to_contain_text("frames are rendered on the server")
+    page.keyboard.press("Home")  # the strip's first frame: the timeline goes to its time, 0 s
+    page.keyboard.press(".")
+    expect(page.locator("#tl-still")).to_have_attribute("src", re.compile(r"/frame-at/\?t=0\.040000$"))
+    wait_until(lambda: page.evaluate("document.getElementById('tl-still').naturalWidth") == 320, 15, "the frame")
+    page.keyboard.press("[")
+    expect(page.locator("#where-a")).to_contain_text("picked · 0.040 s")
+    assert Frame.objects.filter(video=video, picked=True, pts=FRAME_PTS).exists()
     assert script_errors == []
 
     picking.pair_review(pair=pair, reviewer=reviewer, decision="accept", version=pair.version)
