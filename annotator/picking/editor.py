@@ -170,6 +170,15 @@ def last_rejection():
     )
 
 
+def last_rejection_guideline():
+    """The guideline version the pair's last rejection cites (its id), as a subquery; null when it cites none."""
+    return Subquery(
+        Review.objects.filter(pair=OuterRef("pk"), decision=Review.Decision.REJECT)
+        .order_by("-created", "-pk")
+        .values("guideline_version_id")[:1]
+    )
+
+
 def pair_rows(source: EditorSource, frames: list[dict], user) -> list[dict]:
     """The pairs made of the item, newest first, as the page's list shows them and an edit reopens them: on the
     annotator's frames A and B (undoing the app's ordering), with their regions there."""
@@ -179,7 +188,7 @@ def pair_rows(source: EditorSource, frames: list[dict], user) -> list[dict]:
         source.made_pairs()
         .exclude(status=Pair.Status.DRAFT)
         .select_related("author")
-        .annotate(rejection=last_rejection())
+        .annotate(rejection=last_rejection(), rejection_guideline=last_rejection_guideline())
         .order_by("-created", "-pk")
     )
     for pair in pairs:
@@ -203,6 +212,7 @@ def pair_rows(source: EditorSource, frames: list[dict], user) -> list[dict]:
                 "answer_frame": pair_answer_frame(pair),
                 "regions": regions_as_frames(pair.regions, swapped=pair.swapped),
                 "rejection": pair.rejection or "",
+                "rejection_guideline": pair.rejection_guideline,  # the cited guideline version's id, or None
                 "editable": mine and pair.status in (Pair.Status.SUBMITTED, Pair.Status.REJECTED),
                 "withdrawable": mine and pair.status == Pair.Status.SUBMITTED,
                 "drafted_by": pair.drafted_by_id,

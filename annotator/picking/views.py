@@ -30,7 +30,7 @@ from annotator.models import (
 )
 from annotator.picking import services as picking
 from annotator.picking.drafted import change_rows
-from annotator.picking.editor import editor_config, last_rejection
+from annotator.picking.editor import editor_config, last_rejection, last_rejection_guideline
 from annotator.picking.guidelines import guideline_panel
 from annotator.picking.questions import template_table
 from annotator.regions import regions_as_frames
@@ -68,7 +68,9 @@ def work(request):
     returned = (
         Pair.objects.filter(author=request.user, status=Pair.Status.REJECTED)
         .select_related("video")
-        .annotate(rejection=last_rejection(), candidate_id=_candidate_of())
+        .annotate(
+            rejection=last_rejection(), rejection_guideline=last_rejection_guideline(), candidate_id=_candidate_of()
+        )
         .order_by("-decided_at", "-pk")[:50]
     )
     drafts = (

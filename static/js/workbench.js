@@ -58,6 +58,8 @@
   const seconds = (t) => `${t.toFixed(3)} s`;
   // A frame by its index and time; a candidate pair's image by its file name (it has no time); a frame picked from the
   // source video by its time alone (its index says nothing to a person).
+  // A frame in a list (suggestions, pairs): a sampled one by its index, a picked one by its time.
+  const shortName = (index) => { const frame = frameAt(index); return frame && frame.picked ? `@${seconds(frame.t)}` : `#${index}`; };
   const frameName = (frame) => (frame.name ? frame.name : frame.picked ? `picked · ${seconds(frame.t)}` : `#${frame.i} · ${seconds(frame.t)}`);
 
   /* --- Filmstrip: one strip of light buttons, images lazy-loaded by the browser as they scroll in. --- */
@@ -176,8 +178,7 @@
     const pick = document.createElement("button");
     pick.type = "button";
     pick.className = "link";
-    const short = (index) => { const frame = frameAt(index); return frame && frame.picked ? `@${seconds(frame.t)}` : `#${index}`; };
-    pick.textContent = `${short(s.index_1)} ↔ ${short(s.index_2)}`;
+    pick.textContent = `${shortName(s.index_1)} ↔ ${shortName(s.index_2)}`;
     const facts = document.createElement("span");
     facts.className = "muted";
     facts.textContent = ` · Δ ${Number(s.gap).toFixed(1)} s`;
@@ -600,7 +601,7 @@
       li.append(
         el("span", { class: `badge badge-${p.status}` }, p.status), " ",
         el("span", {}, p.category), " ",
-        el("span", { class: "mono muted", title: "frames of image 1 and image 2" }, `#${p.index_1} → #${p.index_2}`), " ",
+        el("span", { class: "mono muted", title: "frames of image 1 and image 2" }, `${shortName(p.index_1)} → ${shortName(p.index_2)}`), " ",
         el("span", { class: "muted" }, p.mine ? "you" : String(p.author || "")),
       );
       if (p.drafted_by) li.append(" ", el("span", { class: "badge", title: "started from a model's draft" }, "model-drafted"));
@@ -608,6 +609,9 @@
         const reason = document.createElement("div");
         reason.className = "reason";
         reason.textContent = `Returned: ${p.rejection}`;
+        if (p.rejection_guideline) {
+          reason.append(" ", el("a", { href: `/guidelines/versions/${p.rejection_guideline}/`, target: "_blank", rel: "noopener" }, "(the guideline it cites)"));
+        }
         li.appendChild(reason);
       }
       if (p.editable) {

@@ -105,6 +105,13 @@ def test_review_shows_the_pairs_version_and_a_rejection_cites_one(client_for, an
     assert Review.objects.get(pair=pair).guideline_version == old
     history = client.get(f"/review/pairs/{pair.pk}/").content.decode()
     assert f'cites <a href="/guidelines/versions/{old.pk}/">temporal · every domain v1</a>' in history
+    # The author reads the rule beside the reason: on the work page and in the workbench's list of pairs.
+    author = client_for(annotator)
+    work = author.get("/work/").content.decode()
+    assert f'A cut between them. <a href="/guidelines/versions/{old.pk}/">(the guideline it cites)</a>' in work
+    workbench = author.get(f"/work/videos/{pair.video_id}/")
+    [row] = workbench.context["config"]["pairs"]
+    assert (row["rejection"], row["rejection_guideline"]) == ("A cut between them.", old.pk)
 
 
 def test_coordinators_write_versions_and_add_accepted_pairs_as_examples(client_for, coordinator):
