@@ -9,11 +9,13 @@ from annotator.export import training_views
 from annotator.export import views as views_exports
 from annotator.jobs import views as views_jobs
 from annotator.mining import views as views_mining
+from annotator.picking import guideline_views as views_guidelines
 from annotator.picking import views as views_picking
 from annotator.releases import views as views_releases
 from annotator.similarity import views as views_similarity
 from annotator.stats import views as views_stats
 from annotator.synthetic import views as views_synthetic
+from annotator.videos import source_views as views_video_source
 from annotator.videos import views as views_videos
 
 urlpatterns = [
@@ -48,6 +50,9 @@ urlpatterns = [
     path("work/", views_picking.work, name="picking-work"),
     path("work/videos/<int:video_id>/", views_picking.workbench, name="picking-workbench"),
     path("work/videos/<int:video_id>/draft/", views_picking.draft_beacon, name="picking-draft-beacon"),
+    path("work/videos/<int:video_id>/source/", views_video_source.video_source, name="picking-video-source"),
+    path("work/videos/<int:video_id>/frame-at/", views_video_source.video_frame_at, name="picking-frame-at"),
+    path("work/videos/<int:video_id>/pick-frame/", views_video_source.video_frame_pick, name="picking-frame-pick"),
     path("work/skips/<int:skip_id>/undo/", views_picking.skip_undo, name="picking-skip-undo"),
     path("work/pairs/<int:pair_id>/withdraw/", views_picking.pair_withdraw, name="picking-pair-withdraw"),
     path("review/", views_picking.review_queue, name="picking-review-queue"),
@@ -55,6 +60,11 @@ urlpatterns = [
     path("review/pairs/<int:pair_id>/reopen/", views_picking.pair_reopen, name="picking-pair-reopen"),
     path("review/pairs/<int:pair_id>/override/", views_similarity.pair_override, name="pair-similarity-override"),
     path("overview/", views_picking.overview, name="picking-overview"),
+    # Guidelines per category and domain
+    path("guidelines/", views_guidelines.guideline_list, name="guideline-list"),
+    path("guidelines/panel/", views_guidelines.guideline_panel, name="guideline-panel"),
+    path("guidelines/versions/<int:version_id>/", views_guidelines.guideline_version, name="guideline-version"),
+    path("guidelines/<str:category>/<str:domain>/", views_guidelines.guideline_edit, name="guideline-edit"),
     path("overview/assign/", views_picking.overview_assign, name="picking-overview-assign"),
     path("review/second/", views_stats.second_review_next, name="second-review-next"),
     path("review/second/<int:double_review_id>/", views_stats.second_review, name="second-review"),

@@ -113,6 +113,11 @@ class StudyCreateInputSerializer(serializers.Serializer):
         help_text="Run the study even if items drawn are already public (a published release holds them), labelled "
         "open book; without it such a sample is refused (400, field open_book).",
     )
+    show_guidelines = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Participants see each item's category guideline (its text, not its examples) under the question.",
+    )
 
 
 class InviteOutputSerializer(serializers.Serializer):

@@ -372,6 +372,13 @@ class PairReviewInputSerializer(serializers.Serializer):
     corrections = PairCorrectionsSerializer(
         required=False, default=dict, help_text="category, question, answer, distractors, regions"
     )
+    guideline_version = whole_number(
+        low=1,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="A rejection's cited guideline: the id of a version of the pair's category's guideline.",
+    )
 
 
 class PairReviewOutputSerializer(serializers.Serializer):

@@ -30,6 +30,7 @@ run "$PYTHON" bench/caption_flags.py 200
 run "$PYTHON" bench/collection_import.py --scenes 3
 run "$PYTHON" bench/data_manager.py --clients 1 --seconds 1 --pairs 100 --videos 5 --captions 20 --workers 1 --database sb_dmbench_smoke
 run "$PYTHON" bench/export.py --items 10 --frames 20 --large 20 --rounds 1
+run "$PYTHON" bench/frame_at_time.py --seconds 8 --repeat 1
 BENCH_ONLY=model_server_killed_and_restarted,model_server_answers_500,model_server_trickles,wrong_database_port,unit_left_on_a_dead_worker,s3_import_onto_a_full_scratch_disk \
     run "$PYTHON" bench/faults.py
 BENCH_TINY=1 BENCH_VIDEOS=1 BENCH_FRAMES=8 BENCH_BATCH=8 run bash bench/gpu_worker.sh

@@ -410,6 +410,8 @@ CONTENT_SECURITY_POLICY = {
         "style-src-attr": ["'unsafe-inline'"],
         # Media in S3 are presigned URLs on the bucket's host: the endpoint's origin, or AWS's.
         "img-src": ["'self'", "data:", "blob:", *_s3_image_sources, *envlist("CSP_IMG_SOURCES", "")],
+        # The workbench plays the source video: served here (local media) or a presigned URL on the bucket's host.
+        "media-src": ["'self'", "blob:", *_s3_image_sources],
         "connect-src": ["'self'"],
         "object-src": ["'none'"],
         "base-uri": ["'self'"],

@@ -317,6 +317,8 @@ PROVENANCE_FIELDS = (
     "image_2__original_name",
     "image_1__frame__timestamp",
     "image_2__frame__timestamp",
+    "image_1__frame__pts",
+    "image_2__frame__pts",
     "regions",
 )
 
@@ -670,6 +672,8 @@ def provenance_of(row: dict, *, identifier: str, split: str, swapped: bool, inpu
         origin = {
             "video": row["video__yt8m_id"],
             "timestamps": [row["image_1__frame__timestamp"], row["image_2__frame__timestamp"]],
+            # The exact presentation timestamps (stream time-base units) the frames were decoded at, sampled or picked.
+            "pts": [row["image_1__frame__pts"], row["image_2__frame__pts"]],
         }
     else:
         origin = {"source": row["source"], "files": [row["image_1__original_name"], row["image_2__original_name"]]}
@@ -693,7 +697,7 @@ def provenance_of(row: dict, *, identifier: str, split: str, swapped: bool, inpu
 def swapped_row(row: dict) -> dict:
     """The row with its two images traded and its answer flipped: "first image" becomes "second image"."""
     row = dict(row)
-    for suffix in ("_id", "__file", "__sha256", "__original_name", "__frame__timestamp"):
+    for suffix in ("_id", "__file", "__sha256", "__original_name", "__frame__timestamp", "__frame__pts"):
         row[f"image_1{suffix}"], row[f"image_2{suffix}"] = row[f"image_2{suffix}"], row[f"image_1{suffix}"]
     row["answer"], row["distractors"] = swap_binary_answer(row["answer"], row["distractors"])
     if "regions" in row:  # the provenance pass reads them

@@ -13,6 +13,7 @@ from annotator.models.captions import (
 )
 from annotator.models.collections import CandidateSkip, Collection, PairCandidate, PairCandidateQuerySet
 from annotator.models.drafting import ModelDraft
+from annotator.models.guidelines import Guideline, GuidelineExample, GuidelineVersion
 from annotator.models.jobs import Job, JobCancelled, JobItem, JobTask
 from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.llm import ModelEndpoint
@@ -53,6 +54,9 @@ __all__ = [
     "DoubleReview",
     "EmbeddingModel",
     "Frame",
+    "Guideline",
+    "GuidelineExample",
+    "GuidelineVersion",
     "Image",
     "ImageEmbedding",
     "Job",

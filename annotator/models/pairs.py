@@ -238,6 +238,10 @@ class Pair(models.Model):
     # Where the two images differ: boxes on image 1 and/or 2 (benchmark/regions.py); exported in the provenance
     # sidecar only, never in the official records.
     regions = models.JSONField(default=list, blank=True, validators=[regions_validator])
+    # The guideline of its category and domain in force when it was submitted (annotator/picking/guidelines.py).
+    guideline_version = models.ForeignKey(
+        "annotator.GuidelineVersion", models.PROTECT, null=True, blank=True, related_name="pairs"
+    )
     similarity = models.FloatField(null=True, blank=True)
     similarity_model = models.CharField(max_length=200, blank=True, help_text="Fingerprint of the model.")
     similarity_override_reason = models.TextField(blank=True, max_length=NOTE_MAX, validators=text_validators(NOTE_MAX))
@@ -351,6 +355,10 @@ class Review(models.Model):
     decision = models.CharField(max_length=20, choices=Decision.choices)
     reason = models.TextField(blank=True, max_length=NOTE_MAX, validators=text_validators(NOTE_MAX))
     changes = models.JSONField(default=dict, blank=True, help_text="Fields the reviewer corrected: old and new.")
+    # The guideline (version) a rejection cites: the author reads the rule beside the reason.
+    guideline_version = models.ForeignKey(
+        "annotator.GuidelineVersion", models.PROTECT, null=True, blank=True, related_name="reviews"
+    )
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -142,12 +142,21 @@ class Image(models.Model):
         return self.original_name or self.file.name
 
 
+# A picked frame's index starts here: far above any sampled frame's position, so that sampling never meets one.
+PICKED_INDEX_BASE = 1_000_000
+
+
 class Frame(models.Model):
     video = models.ForeignKey(Video, models.CASCADE, related_name="frames")
-    index = models.PositiveIntegerField(help_text="Position among the video's sampled frames.")
+    index = models.PositiveIntegerField(
+        help_text="Position among the video's sampled frames; a picked frame's is PICKED_INDEX_BASE and up."
+    )
     timestamp = models.FloatField(help_text="Seconds, from the stream's presentation timestamp.")
     pts = models.BigIntegerField(help_text="Presentation timestamp in stream time-base units.")
     image = models.OneToOneField(Image, models.CASCADE, related_name="frame")
+    # Taken by an annotator at its exact time from the source video on the workbench (annotator/videos/frame_at.py),
+    # not by sampling: it is not counted in the video's frame_count and re-sampling leaves nothing to reproduce.
+    picked = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["video", "index"]

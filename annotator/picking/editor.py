@@ -21,6 +21,7 @@ from annotator.authoring.drafts import work_draft_delete, work_draft_of
 from annotator.authoring.work import WorkKind, client_key_clean, work_claim, work_submitted
 from annotator.models import Category, Image, Pair, Review
 from annotator.picking.drafted import model_draft_record, pair_answer_frame, workbench_drafting
+from annotator.picking.guidelines import guideline_in_force
 from annotator.picking.questions import (
     CATEGORY_KEYS,
     FIRST,
@@ -169,6 +170,15 @@ def last_rejection():
     )
 
 
+def last_rejection_guideline():
+    """The guideline version the pair's last rejection cites (its id), as a subquery; null when it cites none."""
+    return Subquery(
+        Review.objects.filter(pair=OuterRef("pk"), decision=Review.Decision.REJECT)
+        .order_by("-created", "-pk")
+        .values("guideline_version_id")[:1]
+    )
+
+
 def pair_rows(source: EditorSource, frames: list[dict], user) -> list[dict]:
     """The pairs made of the item, newest first, as the page's list shows them and an edit reopens them: on the
     annotator's frames A and B (undoing the app's ordering), with their regions there."""
@@ -178,7 +188,7 @@ def pair_rows(source: EditorSource, frames: list[dict], user) -> list[dict]:
         source.made_pairs()
         .exclude(status=Pair.Status.DRAFT)
         .select_related("author")
-        .annotate(rejection=last_rejection())
+        .annotate(rejection=last_rejection(), rejection_guideline=last_rejection_guideline())
         .order_by("-created", "-pk")
     )
     for pair in pairs:
@@ -202,6 +212,7 @@ def pair_rows(source: EditorSource, frames: list[dict], user) -> list[dict]:
                 "answer_frame": pair_answer_frame(pair),
                 "regions": regions_as_frames(pair.regions, swapped=pair.swapped),
                 "rejection": pair.rejection or "",
+                "rejection_guideline": pair.rejection_guideline,  # the cited guideline version's id, or None
                 "editable": mine and pair.status in (Pair.Status.SUBMITTED, Pair.Status.REJECTED),
                 "withdrawable": mine and pair.status == Pair.Status.SUBMITTED,
                 "drafted_by": pair.drafted_by_id,
@@ -370,6 +381,8 @@ def editor_submit(
             if active_ms is not None:
                 pair.active_ms = (pair.active_ms or 0) + min(max(int(active_ms), 0), MAX_ACTIVE_MS)
             model_draft_record(pair=pair, user=user, draft_id=model_draft, on=source.target)
+            # The guideline of its category and domain in force now, kept with this version of the pair.
+            pair.guideline_version = guideline_in_force(category=category, domain=pair.domain)
             pair.save()
             double_review_draw(pair=pair)
             if pair.similarity is None:

@@ -5,6 +5,8 @@ The HTML views, the API and the demo data all call these functions.
 
 from __future__ import annotations
 
+import mimetypes
+
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import transaction
@@ -24,7 +26,9 @@ from annotator.authoring.work import (
     work_take_next,
 )
 from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, Review, Video, VideoSkip
+from annotator.models.videos import PICKED_INDEX_BASE
 from annotator.picking.editor import EditorSource, Side, editor_submit
+from annotator.picking.guidelines import guideline_citable
 from annotator.picking.questions import FIRST, SECOND, question_validate
 from annotator.regions import regions_check, regions_required_check
 from subtlebench.errors import Conflict, Forbidden, Invalid
@@ -189,13 +193,19 @@ class VideoSource(EditorSource):
         }
 
     def frames(self) -> list[dict]:
-        # One query whatever the number of frames.
-        return [
-            {"i": index, "t": round(timestamp, 3), "im": image_id, "src": _url(file), "th": _url(thumb or file)}
-            for index, timestamp, image_id, file, thumb in Frame.objects.filter(video=self.item)
-            .order_by("index")
-            .values_list("index", "timestamp", "image_id", "image__file", "image__thumbnail")
-        ]
+        # One query whatever the number of frames; picked frames (taken at any time from the source) in time order
+        # among the sampled ones.
+        rows = []
+        for index, timestamp, pts, picked, image_id, file, thumb in (
+            Frame.objects.filter(video=self.item)
+            .order_by("timestamp", "index")
+            .values_list("index", "timestamp", "pts", "picked", "image_id", "image__file", "image__thumbnail")
+        ):
+            row = {"i": index, "t": round(timestamp, 3), "im": image_id, "src": _url(file), "th": _url(thumb or file)}
+            if picked:
+                row["picked"], row["pts"] = True, pts
+            rows.append(row)
+        return rows
 
     def urls(self) -> dict:
         base = f"/api/videos/{self.item.pk}"
@@ -212,7 +222,19 @@ class VideoSource(EditorSource):
         }
 
     def options(self) -> dict:
-        return {**super().options(), "submit": {"video": self.item.pk}}
+        video = self.item
+        # The timeline of the whole source video (static/js/timeline.js): play, scrub, take any frame as A or B.
+        timeline = None
+        if video.source and video.duration:
+            timeline = {
+                "duration": video.duration,
+                "fps": video.fps or 25.0,
+                "type": mimetypes.guess_type(video.source)[0] or "video/mp4",
+                "source": reverse("picking-video-source", args=[video.pk]),
+                "frame_at": reverse("picking-frame-at", args=[video.pk]),
+                "pick": reverse("picking-frame-pick", args=[video.pk]),
+            }
+        return {**super().options(), "submit": {"video": video.pk}, "timeline": timeline}
 
     def made_pairs(self):
         return Pair.objects.filter(video=self.item)
@@ -222,7 +244,7 @@ class VideoSource(EditorSource):
         return tuple(Side(frame.index, frame.timestamp, frame.image) for frame in frames)
 
     def describe(self, side_a: Side, side_b: Side) -> str:
-        return f"frames #{side_a.index} and #{side_b.index}"
+        return f"frames {_frame_name(side_a)} and {_frame_name(side_b)}"
 
     def check_pair(self, pair: Pair, item) -> None:
         if pair.video_id != self.item.pk:
@@ -238,6 +260,11 @@ class VideoSource(EditorSource):
 
 def _url(name: str) -> str:
     return default_storage.url(name) if name else ""
+
+
+def _frame_name(side: Side) -> str:
+    """A sampled frame by its index, a picked one by its time (its index says nothing to a person)."""
+    return f"at {side.timestamp:.3f} s" if side.index >= PICKED_INDEX_BASE else f"#{side.index}"
 
 
 def pair_submit(*, user, video: Video, **fields) -> tuple[Pair, bool]:
@@ -256,8 +283,10 @@ def pair_review(
     version,
     reason: str = "",
     corrections: dict | None = None,
+    guideline_version: int | None = None,
 ) -> Review:
-    """Accept, reject (with a reason: the pair goes back to its author) or correct-and-accept a submitted pair."""
+    """Accept, reject (with a reason: the pair goes back to its author) or correct-and-accept a submitted pair. A
+    rejection may cite a guideline (`guideline_version`, the id of one of the pair's category's versions)."""
     if decision not in Review.Decision.values or decision == Review.Decision.REOPEN:
         raise Invalid({"decision": [f"Unknown decision {decision!r}: accept, reject or correct."]})
     reason = (reason or "").strip()
@@ -285,9 +314,11 @@ def pair_review(
                 f"you saw version {version}). Reload to review the current version."
             )
         changes: dict = {}
+        cited = None
         if decision == Review.Decision.REJECT:
             if not reason:
                 raise Invalid({"reason": ["Say why the pair is rejected: the author reads it."]})
+            cited = guideline_citable(pair=locked, version_id=guideline_version)
             locked.status = Pair.Status.REJECTED
         else:
             if decision == Review.Decision.CORRECT:
@@ -301,7 +332,13 @@ def pair_review(
         locked.decided_at = timezone.now()
         locked.save()
         return Review.objects.create(
-            pair=locked, reviewer=reviewer, decision=decision, reason=reason, changes=changes, created=timezone.now()
+            pair=locked,
+            reviewer=reviewer,
+            decision=decision,
+            reason=reason,
+            changes=changes,
+            guideline_version=cited,
+            created=timezone.now(),
         )
 
 

@@ -17,10 +17,21 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotator.authoring.drafts import work_draft_save
-from annotator.models import Category, DoubleReview, Pair, PairCandidate, PairDraft, Review, Video, VideoSkip
+from annotator.models import (
+    Category,
+    DoubleReview,
+    GuidelineVersion,
+    Pair,
+    PairCandidate,
+    PairDraft,
+    Review,
+    Video,
+    VideoSkip,
+)
 from annotator.picking import services as picking
 from annotator.picking.drafted import change_rows
-from annotator.picking.editor import editor_config, last_rejection
+from annotator.picking.editor import editor_config, last_rejection, last_rejection_guideline
+from annotator.picking.guidelines import guideline_panel
 from annotator.picking.questions import template_table
 from annotator.regions import regions_as_frames
 from benchmark import jsonlimits
@@ -57,7 +68,9 @@ def work(request):
     returned = (
         Pair.objects.filter(author=request.user, status=Pair.Status.REJECTED)
         .select_related("video")
-        .annotate(rejection=last_rejection(), candidate_id=_candidate_of())
+        .annotate(
+            rejection=last_rejection(), rejection_guideline=last_rejection_guideline(), candidate_id=_candidate_of()
+        )
         .order_by("-decided_at", "-pk")[:50]
     )
     drafts = (
@@ -191,7 +204,14 @@ def review_pair(request, pair_id: int):
     """One pair, both images with flicker and zoom, the question and options, similarity; y / n / e."""
     pair = get_object_or_404(
         Pair.objects.select_related(
-            "author", "video", "image_1", "image_2", "image_1__frame", "image_2__frame", "drafted_by"
+            "author",
+            "video",
+            "image_1",
+            "image_2",
+            "image_1__frame",
+            "image_2__frame",
+            "drafted_by",
+            "guideline_version__guideline",
         ).with_model_score(),
         pk=pair_id,
     )
@@ -200,7 +220,7 @@ def review_pair(request, pair_id: int):
     # A pair drawn for a blind second review that this user may give: its status and history would tell them the
     # first decision, so the page shows neither and points to the second review (annotator/stats).
     blind = DoubleReview.objects.waiting_for(request.user).filter(pair=pair).first()
-    reviews = [] if blind else list(pair.reviews.select_related("reviewer"))
+    reviews = [] if blind else list(pair.reviews.select_related("reviewer", "guideline_version__guideline"))
     waiting = Pair.objects.reviewable_by(request.user).count()
     config = {
         "pair": {
@@ -247,6 +267,13 @@ def review_pair(request, pair_id: int):
             "image_2_url": _url(pair.image_2.file.name),
             "categories": Category.choices,
             "draft_rows": change_rows(pair.draft_changes),  # models that draft: templates/drafting/_pair_record.html
+            # The guideline the pair was submitted under (else the one in force), and what a rejection may cite.
+            "guideline": guideline_panel(category=pair.category, domain=pair.domain, version=pair.guideline_version),
+            "citable": GuidelineVersion.objects.filter(
+                guideline__category=pair.category, guideline__domain__in=(pair.domain, "")
+            )
+            .select_related("guideline")
+            .order_by("guideline__domain", "-number", "pk"),
         },
     )
 

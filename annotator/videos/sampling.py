@@ -244,3 +244,83 @@ def decode_all(path: Path) -> int:
         return sum(1 for _ in container.decode(stream))
     finally:
         container.close()
+
+
+@dataclass
+class FrameAtTimeStats:
+    """What decoding one frame at a time cost: the keyframe seeked to and the frames decoded from it."""
+
+    keyframe_pts: int | None = None
+    decoded: int = 0
+
+
+def frame_at_time(
+    location: str | Path,
+    seconds: float,
+    *,
+    max_side: int = 1280,
+    thumbnail_side: int = 240,
+    quality: int = 92,
+    stats: FrameAtTimeStats | None = None,
+) -> SampledFrame:
+    """The frame on screen at `seconds` (the last one whose presentation time is at or before it, within a
+    millisecond) of a video file or an http(s) address (a signed S3 URL: the demuxer reads it by range requests), at
+    its exact presentation timestamp. Seeks to the keyframe before the time and decodes forward, as `sample` does:
+    the cost is one group of pictures, whatever the video's length. `index` is 0 (a picked frame has none).
+    """
+    stats = stats if stats is not None else FrameAtTimeStats()
+    remote = str(location).startswith(("http://", "https://"))
+    if remote:
+        try:
+            container = av.open(str(location), metadata_errors="ignore", timeout=30)
+        except av.error.FFmpegError as error:
+            raise SamplingError(f"cannot be read ({error.strerror or error})") from error
+        if not container.streams.video:
+            container.close()
+            raise SamplingError("has no video stream (not a video file)")
+        stream = container.streams.video[0]
+    else:
+        container, stream, _ = _open(Path(location))
+    try:
+        stream.thread_type = "AUTO"
+        time_base: Fraction = stream.time_base
+        start = stream.start_time or 0
+        duration = float(stream.duration * time_base) if stream.duration else None
+        if duration is None and container.duration:
+            duration = container.duration / av.time_base
+        if seconds < 0 or (duration is not None and seconds > duration):
+            limit = f"0 to {duration:.3f} s" if duration is not None else "0 s or later"
+            raise SamplingError(f"has no frame at {seconds:.3f} s (its frames run from {limit})")
+        target = start + round(Fraction(seconds).limit_denominator(10**6) / time_base)
+        tolerance = max(1, round(Fraction(1, 1000) / time_base))
+        container.seek(target, stream=stream, backward=True, any_frame=False)
+        found = None
+        for frame in container.decode(stream):
+            if frame.pts is None:
+                continue
+            stats.decoded += 1
+            if stats.keyframe_pts is None:
+                stats.keyframe_pts = frame.pts
+            if frame.pts > target + tolerance:
+                break
+            found = frame
+            if frame.pts >= target - tolerance:
+                break  # the frame starts at the time itself: the next one cannot be on screen then
+        if found is None:
+            raise SamplingError(f"has no frame at or before {seconds:.3f} s: it is corrupt")
+        picture = found.to_image()
+        jpeg, width, height = _encode(picture, max_side, quality)
+        thumbnail, _, _ = _encode(picture, thumbnail_side, quality)
+        return SampledFrame(
+            index=0,
+            pts=found.pts,
+            timestamp=float((found.pts - start) * time_base),
+            width=width,
+            height=height,
+            jpeg=jpeg,
+            thumbnail=thumbnail,
+        )
+    except av.error.FFmpegError as error:
+        raise SamplingError(f"is corrupt: decoding failed near {seconds:.2f} s ({error.strerror or error})") from error
+    finally:
+        container.close()

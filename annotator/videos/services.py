@@ -672,7 +672,11 @@ def video_restore_frames(*, video: Video, job_id: int, run: JobRun | None = None
     or releases use the frames, nothing is changed: the video stays `missing` with the frames that differ named.
     """
     started = time.monotonic()
-    stored = {frame.index: frame for frame in video.frames.select_related("image").order_by("index", "pk")}
+    # Picked frames come from no sampling run: there is nothing to reproduce them by (see frame_at.py).
+    stored = {
+        frame.index: frame
+        for frame in video.frames.filter(picked=False).select_related("image").order_by("index", "pk")
+    }
     missing = set(video.missing_files())
     try:
         # Under SCRATCH_ROOT, in the clean-up's ledger: a killed worker's reproduced frames do not stay behind.

@@ -105,6 +105,10 @@ class Study(models.Model):
     open_book = models.BooleanField(
         default=False, help_text="Drawn on items already public, knowingly: its answers may have been looked up."
     )
+    # Participants see the guideline of each item's category (its text, not its example pairs) under the question.
+    show_guidelines = models.BooleanField(
+        default=False, help_text="Participants see each item's category guideline (text only) under the question."
+    )
     seed = models.IntegerField(default=0)
     raters_per_item = models.PositiveSmallIntegerField(default=1)
     categories = ArrayField(models.CharField(max_length=20, choices=Category.choices), default=list, blank=True)

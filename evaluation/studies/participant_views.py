@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotator.images import ImageLimitError
+from annotator.picking.guidelines import guideline_in_force, markdown_html
 from evaluation.models import Assignment, Participant, Study, StudyItem
 from evaluation.studies import participation, screens, served_images
 from evaluation.studies import services as studies
@@ -50,7 +51,16 @@ def item_context(assignment: Assignment) -> dict:
         "image_2": image_url(assignment, 2),
         "planned": studies.planned_items(study),
         "client_key": participation.new_client_key(),
+        "guideline": _guideline_html(study, assignment.item),
     }
+
+
+def _guideline_html(study: Study, item) -> str:
+    """The text of the guideline in force for the item's category and domain, where the study shows them ("")."""
+    if not study.show_guidelines:
+        return ""
+    version = guideline_in_force(category=item.category, domain=item.domain)
+    return markdown_html(version.body) if version is not None else ""
 
 
 def stage_url(participant: Participant) -> str:

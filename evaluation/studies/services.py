@@ -122,6 +122,7 @@ def study_create(
     consent_text: str = "",
     withdrawal_text: str = "",
     open_book: bool = False,
+    show_guidelines: bool = False,
 ) -> Study:
     """Create a study and draw its frozen sample and practice items from a release's split (test unless `split`
     says val), stratified and seeded (`sampling.draw`); participants are shown each item as released.
@@ -194,6 +195,7 @@ def study_create(
         name=name.strip(),
         release=release,
         open_book=open_book,
+        show_guidelines=show_guidelines,
         fraction=fraction,
         seed=seed,
         raters_per_item=raters_per_item,

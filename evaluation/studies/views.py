@@ -106,6 +106,12 @@ class StudyForm(forms.Form):
         "unless chosen here, and is then labelled open book wherever its results are shown.",
     )
 
+    show_guidelines = forms.BooleanField(
+        required=False,
+        label="Show the guidelines: each item's category guideline (its text) under the question",
+        help_text="The guidelines coordinators write for annotators (/guidelines/); they may name the category.",
+    )
+
     # Each field once, in the row it belongs to: the page renders these rows and nothing else.
     ROWS = (
         ("name", "release", "split"),
@@ -113,7 +119,7 @@ class StudyForm(forms.Form):
         ("practice_count", "items_per_participant", "invites"),
         ("open_cap", "session_minutes", "screen_out_after_wrong_checks"),
         ("redirect_url", "no_items_url"),
-        ("open_book",),
+        ("open_book", "show_guidelines"),
     )
 
     def rows(self):

@@ -151,7 +151,10 @@
     $("correct").addEventListener("click", () => open(correctForm));
     $("cancel-reject").addEventListener("click", close);
     $("cancel-correct").addEventListener("click", close);
-    onlyByButton(rejectForm, $("send-reject"), () => decide("reject", { reason: $("reject-reason").value }));
+    onlyByButton(rejectForm, $("send-reject"), () => decide("reject", {
+      reason: $("reject-reason").value,
+      guideline_version: $("reject-guideline") && $("reject-guideline").value ? Number($("reject-guideline").value) : null,
+    }));
     onlyByButton(correctForm, $("save-correction"), () => decide("correct", { corrections: corrections() }));
     $("c-category").addEventListener("change", renderCorrection);
     $("c-add-distractor").addEventListener("click", () => {

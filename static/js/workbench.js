@@ -16,6 +16,7 @@
     element.append(...children);
     return element;
   };
+  // In time order; a frame taken from the source video (timeline.js) is put in its place (addFrame).
   const frames = config.frames;
   const position = new Map(frames.map((frame, i) => [frame.i, i]));
   const HEARTBEAT_MS = 60000;
@@ -55,30 +56,35 @@
   const frameAt = (index) => (index === null || index === undefined ? null : frames[position.get(index)]);
   const template = () => config.templates[state.category] || null;
   const seconds = (t) => `${t.toFixed(3)} s`;
-  // A frame by its index and time; a candidate pair's image by its file name (it has no time).
-  const frameName = (frame) => (frame.name ? frame.name : `#${frame.i} · ${seconds(frame.t)}`);
+  // A frame by its index and time; a candidate pair's image by its file name (it has no time); a frame picked from the
+  // source video by its time alone (its index says nothing to a person).
+  // A frame in a list (suggestions, pairs): a sampled one by its index, a picked one by its time.
+  const shortName = (index) => { const frame = frameAt(index); return frame && frame.picked ? `@${seconds(frame.t)}` : `#${index}`; };
+  const frameName = (frame) => (frame.name ? frame.name : frame.picked ? `picked · ${seconds(frame.t)}` : `#${frame.i} · ${seconds(frame.t)}`);
 
   /* --- Filmstrip: one strip of light buttons, images lazy-loaded by the browser as they scroll in. --- */
   const strip = $("filmstrip");
   const thumbs = [];
-  (() => {
+  function buildStrip() {
     const fragment = document.createDocumentFragment();
+    thumbs.length = 0;
     frames.forEach((frame, i) => {
       const thumb = document.createElement("button");
       thumb.type = "button";
-      thumb.className = "thumb";
+      thumb.className = frame.picked ? "thumb picked" : "thumb";
       thumb.dataset.pos = i;
       thumb.title = frameName(frame);
-      thumb.append(el("img", { loading: "lazy", decoding: "async", alt: "", src: frame.th }), el("span", {}, String(frame.i)));
+      thumb.append(el("img", { loading: "lazy", decoding: "async", alt: "", src: frame.th }), el("span", {}, frame.picked ? seconds(frame.t) : String(frame.i)));
       fragment.appendChild(thumb);
       thumbs.push(thumb);
     });
-    strip.appendChild(fragment);
-    strip.addEventListener("click", (event) => {
-      const thumb = event.target.closest(".thumb");
-      if (thumb) moveTo(Number(thumb.dataset.pos));
-    });
-  })();
+    strip.replaceChildren(fragment);
+  }
+  buildStrip();
+  strip.addEventListener("click", (event) => {
+    const thumb = event.target.closest(".thumb");
+    if (thumb) moveTo(Number(thumb.dataset.pos));
+  });
 
   let marked = [];
   function renderStrip() {
@@ -135,6 +141,7 @@
 
   /* --- Similarity of A and B, and the suggestions (both from the similarity API; pending until it exists). --- */
   let similarityFor = "";
+  const similarityTries = {};
   async function renderSimilarity() {
     const element = $("similarity");
     const a = frameAt(state.a);
@@ -158,6 +165,9 @@
       element.title = data.model ? `DINOv3 similarity · ${data.model}` : "DINOv3 similarity";
     } else {
       show("similarity pending", "pending");
+      // A frame taken a moment ago is embedded on the worker: ask again, less often as time goes by.
+      const wait = Math.min(10000, 1000 * 2 ** (similarityTries[key] = (similarityTries[key] || 0) + 1) / 2);
+      setTimeout(() => { if (similarityFor === key) { similarityFor = ""; renderSimilarity(); } }, wait);
     }
   }
 
@@ -168,7 +178,7 @@
     const pick = document.createElement("button");
     pick.type = "button";
     pick.className = "link";
-    pick.textContent = `#${s.index_1} ↔ #${s.index_2}`;
+    pick.textContent = `${shortName(s.index_1)} ↔ ${shortName(s.index_2)}`;
     const facts = document.createElement("span");
     facts.className = "muted";
     facts.textContent = ` · Δ ${Number(s.gap).toFixed(1)} s`;
@@ -457,7 +467,16 @@
     }
   });
 
+  /* The guideline of the chosen category beside the editor (htmx loads templates/picking/_guideline_panel.html into
+     #guidelines-body when its hidden category field changes). */
+  function renderGuideline() {
+    const field = $("guideline-category");
+    if (!field || field.value === (state.category || "")) return;
+    field.value = state.category || "";
+    document.body.dispatchEvent(new Event("guideline-category"));
+  }
   function changed(rerenderEditor = true) {
+    renderGuideline();
     renderStrip();
     renderViewers();
     renderSimilarity();
@@ -469,7 +488,27 @@
 
   /* --- For the page's other modules (drafting.js): the state, the frames, and filling the editor. --- */
   window.sbWorkbench = {
-    state, frameAt, template,
+    state, frameAt, template, frames,
+    /* A frame taken from the source video (timeline.js): put in the strip in time order (once), then set as A or B. */
+    addFrame(frame) {
+      if (!position.has(frame.i)) {
+        const cursorIndex = frames[state.cursor] ? frames[state.cursor].i : null;
+        let at = frames.findIndex((other) => other.t > frame.t);
+        if (at < 0) at = frames.length;
+        frames.splice(at, 0, frame);
+        position.clear();
+        frames.forEach((other, i) => position.set(other.i, i));
+        marked = [];
+        buildStrip();
+        if (cursorIndex !== null) state.cursor = position.get(cursorIndex);
+      }
+    },
+    setSlotTo(slot, index) {
+      if (!position.has(index)) return;
+      state[slot] = index;
+      state.cursor = position.get(index);
+      changed(template() && template().derived);
+    },
     fill(fields) {
       Object.assign(state, fields);
       if (!Array.isArray(state.distractors) || !state.distractors.length) state.distractors = [""];
@@ -562,7 +601,7 @@
       li.append(
         el("span", { class: `badge badge-${p.status}` }, p.status), " ",
         el("span", {}, p.category), " ",
-        el("span", { class: "mono muted", title: "frames of image 1 and image 2" }, `#${p.index_1} → #${p.index_2}`), " ",
+        el("span", { class: "mono muted", title: "frames of image 1 and image 2" }, `${shortName(p.index_1)} → ${shortName(p.index_2)}`), " ",
         el("span", { class: "muted" }, p.mine ? "you" : String(p.author || "")),
       );
       if (p.drafted_by) li.append(" ", el("span", { class: "badge", title: "started from a model's draft" }, "model-drafted"));
@@ -570,6 +609,9 @@
         const reason = document.createElement("div");
         reason.className = "reason";
         reason.textContent = `Returned: ${p.rejection}`;
+        if (p.rejection_guideline) {
+          reason.append(" ", el("a", { href: `/guidelines/versions/${p.rejection_guideline}/`, target: "_blank", rel: "noopener" }, "(the guideline it cites)"));
+        }
         li.appendChild(reason);
       }
       if (p.editable) {
@@ -658,6 +700,13 @@
     if (skipDialog.returnValue === "skip" && reason) release(reason.value, $("skip-note").value);
   });
   $("show-keys").addEventListener("click", () => $("keys-dialog").showModal());
+  /* Large viewers (l): the editor's side panel moves below them, for zoom and the difference view at full size. */
+  function toggleLarge() {
+    const large = $("wb-grid").classList.toggle("wb-large");
+    $("wb-large").setAttribute("aria-pressed", String(large));
+    window.dispatchEvent(new Event("resize"));
+  }
+  $("wb-large").addEventListener("click", toggleLarge);
 
   let flashTimer = null;
   function flash(text, cls = "muted") {
@@ -670,6 +719,8 @@
   function moveTo(pos) {
     state.cursor = Math.min(frames.length - 1, Math.max(0, pos));
     changed(false);
+    // The timeline (timeline.js) shows the source video at the cursor's time.
+    if (frames[state.cursor]) document.dispatchEvent(new CustomEvent("workbench:cursor", { detail: frames[state.cursor] }));
   }
   function setSlot(slot) {
     const frame = frames[state.cursor];
@@ -711,6 +762,7 @@
     else if (key === "s") useSuggestion();
     else if (key === "q") { $("question").focus(); $("question").select(); }
     else if (key === "Enter") { $("question").focus(); } // as on the caption page: Enter goes to the text
+    else if (key === "l") toggleLarge();
     else if (key === "x") openSkip(); // deliberate: Esc only ever leaves a field or closes a dialog
     else handled = false;
     if (handled) event.preventDefault();
@@ -735,6 +787,7 @@
     regionsView.set(state.regions);
   }
   renderEditor();
+  renderGuideline();
   renderStrip();
   renderViewers();
   renderSimilarity();

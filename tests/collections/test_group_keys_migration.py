@@ -17,9 +17,11 @@ AFTER = [("annotator", "0036_collection_group_keys")]
 
 
 def keys() -> dict[str, str]:
+    # Only the columns read here: at the older schema the models' later fields have no column yet.
+    fields = ("source", "source_id", "group_key")
     return {
-        **{f"candidate {c.source}/{c.source_id}": c.group_key for c in PairCandidate.objects.all()},
-        **{f"pair {p.source}/{p.source_id}": p.group_key for p in Pair.objects.all()},
+        **{f"candidate {a}/{b}": key for a, b, key in PairCandidate.objects.values_list(*fields)},
+        **{f"pair {a}/{b}": key for a, b, key in Pair.objects.values_list(*fields)},
     }
 
 

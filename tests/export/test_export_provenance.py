@@ -64,10 +64,12 @@ def test_the_sidecar_matches_the_database(tmp_path, mixed_pairs, annotator, revi
         assert line["input_size"] == 224
         assert line["annotator"] == opaque_user_id(pair.author_id) and line["annotator"] != "alice"
         if pair.video:
-            frames = [Frame.objects.get(image=image).timestamp for image in (pair.image_1, pair.image_2)]
+            frames = [Frame.objects.get(image=image) for image in (pair.image_1, pair.image_2)]
+            frames = frames[::-1] if line["swapped"] else frames
             assert line["origin"] == {
                 "video": pair.video.yt8m_id,
-                "timestamps": frames[::-1] if line["swapped"] else frames,
+                "timestamps": [frame.timestamp for frame in frames],
+                "pts": [frame.pts for frame in frames],
             }
             assert line["group"] == f"yt8m:{pair.video.yt8m_id}"
             assert line["reviewer"] == opaque_user_id(reviewer.pk)

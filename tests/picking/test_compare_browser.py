@@ -241,7 +241,14 @@ def test_the_workbench_viewers_are_wide_and_the_layout_does_not_move_when_a_or_b
         open_workbench(page, annotator, video, size, login=size == (1440, 900))
         before = [box(page, s) for s in ("#viewer-a", "#viewer-b", "#filmstrip", "#editor")]
         if size == (1440, 900):
-            assert before[0]["width"] >= 620 and before[1]["width"] >= 620
+            # Beside the editor's side panel each viewer has a third of the screen; Large (l) gives them the width.
+            assert before[0]["width"] >= 460 and before[1]["width"] >= 460
+            page.keyboard.press("l")
+            expect(page.locator("#wb-large")).to_have_attribute("aria-pressed", "true")
+            assert box(page, "#viewer-a")["width"] >= 620 and box(page, "#viewer-b")["width"] >= 620
+            page.keyboard.press("l")
+            expect(page.locator("#wb-large")).to_have_attribute("aria-pressed", "false")
+            assert box(page, "#viewer-a") == before[0]
         shot(page, f"workbench-{size[0]}-unset")
         set_a_and_b(page)
         expect(page.locator("#similarity")).to_contain_text("similarity")

@@ -33,6 +33,7 @@ from annotator.models import (
     VideoSkip,
 )
 from annotator.picking import services as picking
+from annotator.picking.guidelines import guideline_save
 from annotator.similarity.services import embedding_job_create, embeddings_compute
 from annotator.videos.services import videos_import
 from evaluation.models import OtherBenchmark, OtherBenchmarkScore
@@ -250,7 +251,13 @@ def build_world(tmp_path, master_video):
     training = training_set_create(release=Release.objects.get(number=1, experiment=False))
     other_benchmark = OtherBenchmark.objects.create(name="MMBench", description="Scores of the models there")
     OtherBenchmarkScore.objects.create(benchmark=other_benchmark, model="gpt-test", score=61.5)
+    # A guideline of two versions (its pages, and the panel beside the editor).
+    guideline_save(category="action", domain="", body="# Actions\n- one **visible** action", user=users["coordinator"])
+    guideline = guideline_save(category="action", domain="", body="- one action", user=users["coordinator"]).guideline
     return users, {
+        "category": ["action", "no-such-category"],
+        "domain": ["all", "natural", "no-such-domain"],
+        "version_id": [guideline.current.pk],
         "candidate_id": [candidate.pk],
         "double_review_id": [double_review.pk],
         "token_id": [token.pk],
