@@ -12,6 +12,7 @@ from annotator.models.captions import (
 )
 from annotator.models.collections import CandidateSkip, Collection, PairCandidate, PairCandidateQuerySet
 from annotator.models.drafting import ModelDraft
+from annotator.models.editing import EditKind, EditTemplate, ImageEdit
 from annotator.models.jobs import Job, JobCancelled, JobItem, JobTask
 from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.llm import ModelEndpoint
@@ -45,10 +46,13 @@ __all__ = [
     "Category",
     "Collection",
     "Domain",
+    "EditKind",
+    "EditTemplate",
     "DoubleReview",
     "EmbeddingModel",
     "Frame",
     "Image",
+    "ImageEdit",
     "ImageEmbedding",
     "Job",
     "JobCancelled",

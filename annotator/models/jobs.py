@@ -48,6 +48,7 @@ class Job(models.Model):
         ZIP = "zip", "export zip"
         MINE = "mine", "pair mining"
         SWEEP = "sweep", "synthetic sweep"
+        EDIT = "edit", "model edits"
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -67,6 +68,7 @@ class Job(models.Model):
         Kind.ZIP: (COORDINATOR,),
         Kind.MINE: (COORDINATOR,),
         Kind.SWEEP: (COORDINATOR,),
+        Kind.EDIT: (COORDINATOR,),
     }
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
