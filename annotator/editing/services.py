@@ -59,6 +59,60 @@ NAMER_PROMPT = (
 
 # --- Templates ------------------------------------------------------------------------------------------------
 
+# The templates of the kinds of change until a coordinator edits them: (instruction, question, answer).
+DEFAULT_TEMPLATES = {
+    "colour": (
+        "Change the colour of the {object} to {value}. Keep everything else in the image exactly as it is.",
+        "What changed about the {object}?",
+        "Its colour changed to {value}.",
+    ),
+    "state": (
+        "Make the {object} {value}. Keep everything else in the image exactly as it is.",
+        "In which image is the {object} {value}?",
+        "Second image.",
+    ),
+    "added": (
+        "Add a {object} to the scene where it fits naturally. Keep everything else in the image exactly as it is.",
+        "What was added in the second image?",
+        "A {object}.",
+    ),
+    "removed": (
+        "Remove the {object} from the image and fill its place with the background. Keep everything else exactly "
+        "as it is.",
+        "What was removed in the second image?",
+        "The {object}.",
+    ),
+    "count": (
+        "Add one more {object} next to the existing one(s). Keep everything else in the image exactly as it is.",
+        "In which image are there more {object}s?",
+        "Second image.",
+    ),
+    "position": (
+        "Move the {object} slightly to the {value}. Keep everything else in the image exactly as it is.",
+        "How did the {object} move?",
+        "To the {value}.",
+    ),
+}
+
+
+def edit_templates() -> list[EditTemplate]:
+    """Every kind's template, the default one made for a kind that has none yet."""
+    templates = {template.kind: template for template in EditTemplate.objects.all()}
+    for kind in EditKind.values:
+        if kind not in templates:
+            instruction, question, answer = DEFAULT_TEMPLATES[kind]
+            templates[kind], _ = EditTemplate.objects.get_or_create(
+                kind=kind, defaults={"instruction": instruction, "question": question, "answer": answer}
+            )
+    return [templates[kind] for kind in EditKind.values]
+
+
+def edit_template(kind: str) -> EditTemplate | None:
+    """The kind's template (its default until edited); None for a kind that is not one."""
+    if kind not in EditKind.values:
+        return None
+    return next(template for template in edit_templates() if template.kind == kind)
+
 
 def template_fields_check(**texts: str) -> dict:
     """The texts of a template, trimmed; Invalid names a text with an unknown placeholder or a stray brace."""
@@ -127,7 +181,7 @@ def edit_job_start(
     collection = Collection.objects.filter(pk=_int(collection_id)).first()
     if collection is None:
         errors["collection"] = [f"No collection with the id {str(collection_id)[:20]!r}."]
-    template = EditTemplate.objects.filter(kind=kind).first()
+    template = edit_template(kind)
     if template is None:
         errors["kind"] = [f"{str(kind)[:30]!r} is not a kind of edit: one of {', '.join(EditKind.values)}."]
     endpoint = ModelEndpoint.objects.filter(pk=_int(endpoint_id)).first()
@@ -294,7 +348,7 @@ def _edit_one(edit: ImageEdit, *, editor: ImageEditClient, naming, namer, job: J
         original = handle.read()
     if naming is not None:
         edit.object_name = _name_object(naming, namer, original, edit.get_kind_display())
-        template = EditTemplate.objects.get(kind=edit.kind)
+        template = edit_template(edit.kind)
         texts = {
             name: fill(getattr(template, name), object_name=edit.object_name, value=edit.value)
             for name in ("instruction", "question", "answer")

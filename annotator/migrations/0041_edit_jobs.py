@@ -8,54 +8,6 @@ from django.conf import settings
 from django.db import migrations, models
 
 
-# The templates an edit job starts from, one per kind of change; coordinators edit them on the edit jobs page.
-TEMPLATES = {
-    "colour": (
-        "Change the colour of the {object} to {value}. Keep everything else in the image exactly as it is.",
-        "What changed about the {object}?",
-        "Its colour changed to {value}.",
-    ),
-    "state": (
-        "Make the {object} {value}. Keep everything else in the image exactly as it is.",
-        "In which image is the {object} {value}?",
-        "Second image.",
-    ),
-    "added": (
-        "Add a {object} to the scene where it fits naturally. Keep everything else in the image exactly as it is.",
-        "What was added in the second image?",
-        "A {object}.",
-    ),
-    "removed": (
-        "Remove the {object} from the image and fill its place with the background. Keep everything else exactly "
-        "as it is.",
-        "What was removed in the second image?",
-        "The {object}.",
-    ),
-    "count": (
-        "Add one more {object} next to the existing one(s). Keep everything else in the image exactly as it is.",
-        "In which image are there more {object}s?",
-        "Second image.",
-    ),
-    "position": (
-        "Move the {object} slightly to the {value}. Keep everything else in the image exactly as it is.",
-        "How did the {object} move?",
-        "To the {value}.",
-    ),
-}
-
-
-def seed_templates(apps, schema_editor):
-    EditTemplate = apps.get_model("annotator", "EditTemplate")
-    for kind, (instruction, question, answer) in TEMPLATES.items():
-        EditTemplate.objects.get_or_create(
-            kind=kind, defaults={"instruction": instruction, "question": question, "answer": answer}
-        )
-
-
-def drop_templates(apps, schema_editor):
-    apps.get_model("annotator", "EditTemplate").objects.all().delete()
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("annotator", "0040_unit_liveness_and_pauses"),
@@ -271,5 +223,4 @@ class Migration(migrations.Migration):
                 "constraints": [models.UniqueConstraint(fields=("job", "image"), name="image_edit_once_per_job")],
             },
         ),
-        migrations.RunPython(seed_templates, drop_templates),
     ]

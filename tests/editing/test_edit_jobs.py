@@ -12,10 +12,11 @@ from annotator.editing.services import (
     edit_job_run,
     edit_job_start,
     edit_refuse,
+    edit_template,
     edit_template_update,
 )
 from annotator.jobs.services import UnitRef
-from annotator.models import EditTemplate, ImageEdit, Job, PairCandidate
+from annotator.models import ImageEdit, Job, PairCandidate
 from subtlebench.errors import Conflict, Forbidden, Invalid
 from tests.editing.edit_fixtures import SIZE, make_collection
 from tests.editing.edit_server import EDIT_BOX
@@ -137,7 +138,7 @@ def test_start_refuses_bad_choices_by_field(coordinator, annotator, editor_endpo
 
 
 def test_a_template_is_edited_and_used_by_the_next_job(coordinator, reviewer, edit_server, editor_endpoint):
-    template = EditTemplate.objects.get(kind="removed")
+    template = edit_template("removed")
     with pytest.raises(Forbidden):
         edit_template_update(user=reviewer, template=template, instruction="x", question="", answer="")
     with pytest.raises(Invalid) as refused:
