@@ -56,8 +56,11 @@ class EditJobForm(forms.Form):
             collection = collection or Collection.objects.order_by("name", "pk").first()
         self.collection = collection
         images = Image.objects.filter(collection=collection).order_by("pk") if collection else Image.objects.none()
-        self.images = list(images[:IMAGES_SHOWN])
-        self.fields["images"].choices = [(str(image.pk), image.original_name) for image in self.images]
+        self.image_list = list(images[:IMAGES_SHOWN])
+        chosen = set(self.data.getlist("images")) if self.is_bound else set()
+        for image in self.image_list:
+            image.chosen = str(image.pk) in chosen
+        self.fields["images"].choices = [(str(image.pk), image.original_name) for image in self.image_list]
         if collection is not None:
             self.initial.setdefault("collection", str(collection.pk))
         if not self.is_bound:

@@ -21,8 +21,8 @@ class EditKind(models.TextChoices):
 
     COLOUR = "colour"
     STATE = "state"
-    ADDED = "added", "existence: added"
-    REMOVED = "removed", "existence: removed"
+    ADDED = "added", "Existence: added"
+    REMOVED = "removed", "Existence: removed"
     COUNT = "count"
     POSITION = "position"
 

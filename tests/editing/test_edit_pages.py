@@ -107,3 +107,35 @@ def test_the_check_page_accepts_and_refuses(client_for, reviewer, coordinator, e
     again = client.post(f"/edits/{edit.pk}/accept/", follow=True).content.decode()
     assert "only an edit to check can be decided" in again
     assert "nothing (visible) changed" in client.get(f"/edits/{edit.pk}/").content.decode()
+
+
+def test_the_api_starts_a_job_lists_its_edits_and_decides_them(
+    client_for, coordinator, reviewer, annotator, edit_server, editor_endpoint
+):
+    collection, images = make_collection([10, 20])
+    client = client_for(coordinator)
+    body = {"collection": collection.pk, "kind": "colour", "endpoint": editor_endpoint.pk, "images": [images[0].pk]}
+    refused = client.post("/api/edit-jobs/", body, content_type="application/json")
+    assert refused.status_code == 400 and set(refused.json()["errors"]) == {"object_name", "value"}
+    body.update(object_name="ball", value="red", images=[image.pk for image in images])
+    started = client.post("/api/edit-jobs/", body, content_type="application/json", HTTP_IDEMPOTENCY_KEY="api-1")
+    assert started.status_code == 202
+    job = Job.objects.get(pk=started.json()["job_id"])
+    again = client.post("/api/edit-jobs/", body, content_type="application/json", HTTP_IDEMPOTENCY_KEY="api-1")
+    assert again.json()["job_id"] == job.pk
+    edit_job_run(job_id=job.pk, unit=UnitRef(job.tasks.get().pk, celery_id="api"))
+    assert client_for(annotator).get(f"/api/edit-jobs/{job.pk}/edits/").status_code == 403
+    checker = client_for(reviewer)
+    edits = checker.get(f"/api/edit-jobs/{job.pk}/edits/").json()
+    assert [edit["status"] for edit in edits] == ["to_check", "to_check"]
+    assert edits[0]["instruction"].startswith("Change the colour of the ball to red.")
+    accepted = checker.post(f"/api/edits/{edits[0]['id']}/accept/")
+    assert accepted.status_code == 200 and accepted.json()["status"] == "accepted"
+    assert checker.post(f"/api/edits/{edits[0]['id']}/accept/").status_code == 409
+    bad = checker.post(f"/api/edits/{edits[1]['id']}/refuse/", {"reason": "maybe"}, content_type="application/json")
+    assert bad.status_code == 400 and "reason" in bad.json()["errors"]
+    refused = checker.post(
+        f"/api/edits/{edits[1]['id']}/refuse/", {"reason": "not_asked"}, content_type="application/json"
+    )
+    assert refused.json()["refuse_reason"] == "not_asked"
+    assert PairCandidate.objects.get(pk=edits[0]["candidate"]).status == PairCandidate.Status.OPEN
