@@ -273,6 +273,8 @@ def edit_job_run(*, job_id: int, unit=None) -> Job | None:
     progress = run or job
     options = job.result["options"]
     edits = ImageEdit.objects.filter(job=job)
+    if "retry_of" in job.result and not edits.exists():
+        _retry_edits(job, original=job.result["retry_of"])
     try:
         progress.start(total=edits.count())
         Job.objects.filter(pk=job.pk).update(done=edits.exclude(status=ImageEdit.Status.PENDING).count())
@@ -321,6 +323,28 @@ def edit_job_run(*, job_id: int, unit=None) -> Job | None:
         log.exception("edit job %s stopped", job.pk)
         return _finish(job, run, error=f"the run stopped: {type(error).__name__}: {error}")
     return _finish(job, run)
+
+
+def _retry_edits(job: Job, *, original: int) -> None:
+    """A retried job's edits: the original job's images that failed or were never reached, asked again."""
+    again = ImageEdit.objects.filter(job_id=original, status__in=(ImageEdit.Status.FAILED, ImageEdit.Status.PENDING))
+    with transaction.atomic():
+        ImageEdit.objects.bulk_create(
+            (
+                ImageEdit(
+                    job=job,
+                    image_id=edit.image_id,
+                    kind=edit.kind,
+                    object_name=edit.object_name,
+                    value=edit.value,
+                    instruction=edit.instruction,
+                    question=edit.question,
+                    answer=edit.answer,
+                )
+                for edit in again.order_by("pk")
+            ),
+            ignore_conflicts=True,
+        )
 
 
 def _client(endpoint: ModelEndpoint, client_class=None):

@@ -154,3 +154,37 @@ def test_a_template_is_edited_and_used_by_the_next_job(coordinator, reviewer, ed
     assert edit_server.requests[-1]["prompt"] == "Erase the cup."
     edit = ImageEdit.objects.get(job=job)
     assert (edit.question, edit.candidate.category) == ("What vanished?", "existence")
+
+
+def test_a_vision_model_names_the_object_in_each_image(coordinator, edit_server, editor_endpoint):
+    from annotator.models import ModelEndpoint
+    from tests.model_server import ModelServer
+
+    namer_server = ModelServer().start()
+    try:
+        namer_server.reply = lambda seen: "Red mug." if len(seen.images) == 1 else None
+        namer = ModelEndpoint.objects.create(name="namer", base_url=namer_server.base_url, model_id="tiny-vlm")
+        collection, images = make_collection([10])
+        job = run(start(coordinator, collection, images, editor_endpoint, object_name="", namer_id=namer.pk))
+    finally:
+        namer_server.stop()
+    edit = ImageEdit.objects.get(job=job)
+    assert (edit.status, edit.object_name) == ("to_check", "red mug")
+    assert edit.instruction.startswith("Change the colour of the red mug to red.")
+    assert edit.question == "What changed about the red mug?"
+    assert edit_server.requests[0]["prompt"] == edit.instruction
+
+
+def test_a_retry_asks_again_for_the_images_that_failed(coordinator, edit_server, editor_endpoint):
+    from annotator.jobs.services import job_retry
+
+    collection, images = make_collection([10, 30])
+    edit_server.faults[30] = "refuse"
+    first = run(start(coordinator, collection, images, editor_endpoint))
+    assert first.result["counts"]["failed"] == 1
+    del edit_server.faults[30]
+    assert first.status == Job.Status.SUCCEEDED and first.can_retry
+    again = run(job_retry(job=first, user=coordinator))
+    (edit,) = ImageEdit.objects.filter(job=again)
+    assert (edit.image, edit.status) == (images[1], ImageEdit.Status.TO_CHECK)
+    assert edit.instruction.startswith("Change the colour of the blue ball to red.")
