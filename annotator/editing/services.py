@@ -23,7 +23,7 @@ from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 from PIL import Image as PILImage
 
-from annotator.images import IMAGE_FORMATS
+from annotator.images import IMAGE_FORMATS, open_within_limits
 from annotator.jobs.outages import outage_of
 from annotator.jobs.services import job_create_once, job_task_add, job_task_claim, job_unit
 from annotator.llm.client import RequestFailed
@@ -386,7 +386,7 @@ def _edit_one(edit: ImageEdit, *, editor: ImageEditClient, naming, namer, job: J
         prompt=edit.instruction,
         size=(image.width, image.height),
     )
-    with PILImage.open(io.BytesIO(original)) as first, PILImage.open(io.BytesIO(edited)) as second:
+    with open_within_limits(original) as first, open_within_limits(edited) as second:
         regions = regions_from_difference(first, second)
         kind = second.format
         thumbnail = _thumbnail(second)
@@ -433,7 +433,7 @@ def _edit_one(edit: ImageEdit, *, editor: ImageEditClient, naming, namer, job: J
 
 def _as_png(data: bytes) -> bytes:
     """The original as PNG, the format every editing API takes."""
-    with PILImage.open(io.BytesIO(data)) as picture:
+    with open_within_limits(data, name="the original") as picture:
         buffer = io.BytesIO()
         picture.convert("RGB").save(buffer, "PNG")
     return buffer.getvalue()
