@@ -17,6 +17,7 @@ import logging
 import string
 from pathlib import PurePath
 
+from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import InterfaceError, OperationalError, transaction
@@ -385,6 +386,7 @@ def _edit_one(edit: ImageEdit, *, editor: ImageEditClient, naming, namer, job: J
         file_name=PurePath(image.original_name or "image").stem + ".png",
         prompt=edit.instruction,
         size=(image.width, image.height),
+        retries=settings.MODEL_EVAL_RETRIES,  # no connection, 429 and 5xx: with backoff, as a model run's requests
     )
     with open_within_limits(original) as first, open_within_limits(edited) as second:
         regions = regions_from_difference(first, second)
@@ -440,8 +442,6 @@ def _as_png(data: bytes) -> bytes:
 
 
 def _thumbnail(picture: PILImage.Image) -> bytes:
-    from django.conf import settings
-
     small = picture.convert("RGB")
     small.thumbnail((settings.THUMBNAIL_MAX_SIDE, settings.THUMBNAIL_MAX_SIDE))
     buffer = io.BytesIO()
