@@ -225,7 +225,7 @@ def edit_job_start(
         with transaction.atomic():
             job = Job.objects.create(
                 kind=Job.Kind.EDIT,
-                title=f"Edit {len(ids)} image(s) of {collection.name}: {template.get_kind_display()}, {endpoint.name}",
+                title=f"Edit {len(ids)} image{'s' if len(ids) != 1 else ''} of {collection.name}: {template.get_kind_display()}, {endpoint.name}",
                 created_by=user,
                 idempotency_key=key,
                 total=len(ids),

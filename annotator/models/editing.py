@@ -81,7 +81,7 @@ class ImageEdit(models.Model):
         NOT_ASKED = "not_asked", "the change is not what was asked"
         NOT_INTACT = "not_intact", "the rest of the image changed"
         NO_CHANGE = "no_change", "nothing (visible) changed"
-        OTHER = "other"
+        OTHER = "other", "something else (say what in the note)"
 
     job = models.ForeignKey("annotator.Job", models.CASCADE, related_name="image_edits")
     image = models.ForeignKey("annotator.Image", models.PROTECT, related_name="edits")

@@ -47,6 +47,8 @@ def test_edit_accept_author_review_and_export(
     page.wait_for_url(f"**/edits/jobs/{job.pk}/")
     edit_job_run(job_id=job.pk, unit=UnitRef(job.tasks.get().pk, celery_id="browser"))  # as the worker would
     expect(page.locator("#edit-counts")).to_contain_text("1 to check", timeout=10_000)
+    if SHOTS:
+        page.screenshot(path=str(SHOTS / "job-1440.png"))
     edit = ImageEdit.objects.get(job=job)
     assert edit.image == images[1]
 
