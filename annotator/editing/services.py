@@ -221,11 +221,13 @@ def edit_job_start(
         "value": value,
     }
 
+    plural = f"{len(ids)} image" + ("" if len(ids) == 1 else "s")
+
     def create() -> Job:
         with transaction.atomic():
             job = Job.objects.create(
                 kind=Job.Kind.EDIT,
-                title=f"Edit {len(ids)} image{'s' if len(ids) != 1 else ''} of {collection.name}: {template.get_kind_display()}, {endpoint.name}",
+                title=f"Edit {plural} of {collection.name}: {template.get_kind_display()}, {endpoint.name}",
                 created_by=user,
                 idempotency_key=key,
                 total=len(ids),
