@@ -1,5 +1,6 @@
 """Difference regions in the app: checking a pair's boxes against its images, the workbench's frames A/B against
-the stored images 1/2, the categories that require a box, and drawing boxes on an image (the oracle highlight strategy).
+the stored images 1/2, the categories that require a box, drawing boxes on an image (the oracle highlight strategy),
+and boxes around where two images of one size differ (a model's edit).
 
 The contract itself (the shape of a region, its validator) is `benchmark/regions.py`.
 """
@@ -7,10 +8,10 @@ The contract itself (the shape of a region, its validator) is `benchmark/regions
 from __future__ import annotations
 
 from PIL import Image as PILImage
-from PIL import ImageDraw
+from PIL import ImageChops, ImageDraw, ImageFilter
 
 from annotator.models import TeamSettings
-from benchmark.regions import RegionError, validate_regions
+from benchmark.regions import RegionError, boxes_from_mask, validate_regions
 from subtlebench.errors import Invalid
 
 # The workbench's regions name the annotator's frames: {"frame": "a" | "b", x, y, w, h}.
@@ -108,3 +109,26 @@ def draw_regions(
         bottom = max(top, round((region["y"] + region["h"]) * scale_y) - 1)
         pen.rectangle((left, top, right, bottom), outline=color, width=thickness)
     return drawn
+
+
+# A pixel differs when a channel moved by more than this (re-encoding noise stays below it); a part smaller than
+# DIFFERENCE_MIN_SHARE of the image is noise; at most DIFFERENCE_MAX_BOXES boxes (the smallest merged).
+DIFFERENCE_THRESHOLD = 32
+DIFFERENCE_MIN_SHARE = 0.0005
+DIFFERENCE_MAX_BOXES = 4
+
+
+def regions_from_difference(first: PILImage.Image, second: PILImage.Image) -> list[dict]:
+    """Boxes around where two images of one size differ, on both images (1 and 2): the per-pixel difference of
+    their RGB, thresholded, grown by a 3×3 maximum so that a change's pieces join, as parts (benchmark.regions)."""
+    if first.size != second.size:
+        raise ValueError(f"the images differ in size: {first.size} and {second.size}")
+    difference = ImageChops.difference(first.convert("RGB"), second.convert("RGB"))
+    channels = difference.split()
+    largest = ImageChops.lighter(ImageChops.lighter(channels[0], channels[1]), channels[2])
+    mask = largest.point(lambda value: 255 if value > DIFFERENCE_THRESHOLD else 0).filter(ImageFilter.MaxFilter(3))
+    width, height = first.size
+    min_pixels = max(1, int(width * height * DIFFERENCE_MIN_SHARE))
+    boxes = boxes_from_mask(mask, image=2, min_pixels=min_pixels, max_boxes=DIFFERENCE_MAX_BOXES)
+    # A box is a pixel wider on each side than the change (the 3x3 maximum), which covers the change whole.
+    return [{**box, "image": 1} for box in boxes] + boxes

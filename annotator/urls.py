@@ -5,6 +5,7 @@ from annotator.captions import views as views_captions
 from annotator.collections import views as views_collections
 from annotator.datamanager import views as views_datamanager
 from annotator.drafting import views as views_drafting
+from annotator.editing import views as views_editing
 from annotator.export import training_views
 from annotator.export import views as views_exports
 from annotator.jobs import views as views_jobs
@@ -39,6 +40,14 @@ urlpatterns = [
         name="candidate-draft-beacon",
     ),
     path("work/candidate-skips/<int:skip_id>/undo/", views_collections.candidate_skip_undo, name="candidate-skip-undo"),
+    # Edit jobs: model-edited pairs and the check of each edit
+    path("edits/", views_editing.edit_jobs_page, name="edit-jobs"),
+    path("edits/templates/<slug:kind>/", views_editing.edit_template_save, name="edit-template-save"),
+    path("edits/jobs/<int:job_id>/", views_editing.edit_job_page, name="edit-job"),
+    path("edits/check/", views_editing.edit_check_next, name="edit-check-next"),
+    path("edits/<int:edit_id>/", views_editing.edit_check, name="edit-check"),
+    path("edits/<int:edit_id>/accept/", views_editing.edit_accept_view, name="edit-accept"),
+    path("edits/<int:edit_id>/refuse/", views_editing.edit_refuse_view, name="edit-refuse"),
     # Jobs
     path("jobs/", views_jobs.job_list, name="job-list"),
     path("jobs/<int:job_id>/", views_jobs.job_detail, name="job-detail"),

@@ -9,6 +9,7 @@ from api import (
     collections,
     datamanager,
     drafting,
+    editing,
     evaluation,
     exports,
     jobs,
@@ -119,6 +120,11 @@ urlpatterns = [
     # Image collections and the pair-authoring queue (issue 27)
     path("collections/", collections.collection_list, name="api-collection-list"),
     path("collections/import/", collections.collection_import_api, name="api-collection-import"),
+    # Edit jobs: model-edited pairs, and the check of each edit
+    path("edit-jobs/", editing.edit_job_start_api, name="api-edit-job-start"),
+    path("edit-jobs/<int:job_id>/edits/", editing.edit_job_edits, name="api-edit-job-edits"),
+    path("edits/<int:edit_id>/accept/", editing.edit_accept_api, name="api-edit-accept"),
+    path("edits/<int:edit_id>/refuse/", editing.edit_refuse_api, name="api-edit-refuse"),
     path("candidates/lease/", collections.candidate_lease_next, name="api-candidate-lease"),
     path("candidates/<int:candidate_id>/heartbeat/", collections.candidate_heartbeat, name="api-candidate-heartbeat"),
     path("candidates/<int:candidate_id>/release/", collections.candidate_release, name="api-candidate-release"),

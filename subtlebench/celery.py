@@ -30,6 +30,7 @@ TASK_PACKAGES = [
     "annotator.collections",
     "annotator.mining",
     "annotator.synthetic",
+    "annotator.editing",
 ]
 
 

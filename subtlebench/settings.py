@@ -372,6 +372,9 @@ SPECTACULAR_SETTINGS = {
         "JobStatusEnum": "api.schema_enums.JOB_STATUS",
         "FrameEnum": "api.schema_enums.FRAME",
         "ReasoningEffortEnum": "api.schema_enums.REASONING_EFFORT",
+        "EditKindEnum": "api.schema_enums.EDIT_KIND",
+        "EditRefuseReasonEnum": "api.schema_enums.EDIT_REFUSE_REASON",
+        "EditStatusEnum": "api.schema_enums.EDIT_STATUS",
     },
 }
 

@@ -24,7 +24,7 @@ from annotator.authoring.work import (
     work_skip_undo,
     work_take_next,
 )
-from annotator.models import CandidateSkip, Pair, PairCandidate, PairDraft
+from annotator.models import CandidateSkip, ImageEdit, Pair, PairCandidate, PairDraft
 from annotator.picking.editor import EditorSource, Side, editor_submit
 from annotator.regions import regions_as_frames
 from subtlebench.errors import Invalid
@@ -115,13 +115,19 @@ class CandidateSource(EditorSource):
 
     work = CANDIDATES
 
+    def _edit(self):
+        """The model's edit this candidate was made of, or None."""
+        return ImageEdit.objects.filter(candidate=self.item).first()
+
     def page(self) -> dict:
         candidate = self.item
+        edit = self._edit()
+        note = f"candidate pair · {candidate.get_origin_display()}"
         return {
             "title": candidate.title,
             "subtitle": str(candidate.collection or ""),
             "domain": candidate.domain,
-            "note": f"candidate pair · {candidate.get_origin_display()}",
+            "note": f"{note} · asked: {edit.instruction}" if edit else note,
             "noun": "pair",
             "leave": "Leave",
             "leave_title": "Give the pair back to the queue, untouched",
@@ -163,6 +169,9 @@ class CandidateSource(EditorSource):
     def options(self) -> dict:
         start = {"a": 0, "b": 1, "cursor": 1, "category": self.item.category}
         start["regions"] = regions_as_frames(self.item.regions, swapped=False)  # image 1 is A, image 2 is B
+        edit = self._edit()
+        if edit is not None:  # a model's edit: the template's question and answer are the draft to start from
+            start.update(question=edit.question, answer=edit.answer)
         return {"timed": False, "one_pair": True, "leave_reason": None, "start": start, "submit": {}}
 
     def made_pairs(self):

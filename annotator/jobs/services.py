@@ -547,8 +547,8 @@ def job_retry(*, job: Job, user) -> Job:
     locked = Job.objects.select_for_update().get(pk=job.pk)
     if not locked.can_retry:
         raise Conflict(
-            f"Job {locked.pk} is {locked.status}: only a failed or cancelled job (or a finished model run) can be "
-            "retried."
+            f"Job {locked.pk} is {locked.status}: only a failed or cancelled job (or a finished model run or edit "
+            "job) can be retried."
         )
     units = list(locked.tasks.all())
     if not units:

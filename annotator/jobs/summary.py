@@ -30,6 +30,8 @@ def job_summary(job: Job) -> SafeString:
         return _bulk_summary(result)
     if job.kind == Job.Kind.MINE:
         return _mine_summary(job, result)
+    if job.kind == Job.Kind.EDIT:
+        return _edit_summary(job, result)
     if job.kind == Job.Kind.SWEEP and result.get("sweep"):
         made = f"{plural(result['pairs'], 'pair')} made. " if "pairs" in result else ""
         return format_html('{}<a href="/synthetic/{}/">Sweep #{}</a>.', made, result["sweep"], result["sweep"])
@@ -141,6 +143,18 @@ def _mine_summary(job: Job, result: dict) -> SafeString:
         + (f"at most {options['k']} per image)." if options.get("k") else "no limit per image).")
     )
     return format_html("{} <a href='/tables/candidates/?origin=mined&amp;job={}'>The candidates</a>", text, job.pk)
+
+
+def _edit_summary(job: Job, result: dict) -> SafeString:
+    counts = result.get("counts")
+    text = ""
+    if counts:
+        text = (
+            f"{plural(result.get('candidates', 0), 'edit')} made ({counts.get('to_check', 0)} to check, "
+            f"{counts.get('accepted', 0)} accepted, {counts.get('refused', 0)} refused), "
+            f"{plural(counts.get('failed', 0), 'image')} failed. "
+        )
+    return format_html("{}<a href='/edits/jobs/{}/'>Each image's edit</a>", text, job.pk)
 
 
 def job_paused(job: Job) -> str:

@@ -292,9 +292,9 @@ class ChatClient:
             connection.close()
             self.local.connection = None
 
-    def _headers(self) -> dict:
+    def _headers(self, content_type: str = "application/json") -> dict:
         """The request's headers; KeyNotBound when the key may not go to this client's host."""
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
         if self.api_key:
             port = self.port or DEFAULT_PORTS.get(self.scheme, 0)
             if self.key_hosts is not None and not binding_allows(self.key_hosts, self.host, port):
@@ -305,10 +305,12 @@ class ChatClient:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
-    def _send(self, method: str, path: str, body: bytes | None, deadline: float) -> tuple[int, dict, str]:
+    def _send(
+        self, method: str, path: str, body: bytes | None, deadline: float, content_type: str = "application/json"
+    ) -> tuple[int, dict, str]:
         """One HTTP exchange, done by `deadline` (time.monotonic()) or DeadlinePassed; a stale kept-alive connection
         is reopened once."""
-        headers = self._headers()  # before any connection: a key not bound to this host goes nowhere
+        headers = self._headers(content_type)  # before any connection: a key not bound to this host goes nowhere
         for reuse in (True, False):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -352,7 +354,16 @@ class ChatClient:
     def _fail(self, kind: str, message: str, attempts: int, status: int = 0, reason: str = "") -> RequestFailed:
         return RequestFailed(kind, redact(message, self.api_key)[:MESSAGE_MAX], attempts, status, reason)
 
-    def _exchange(self, method: str, path: str, body: bytes | None, *, timeout: float, retries: int):
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        *,
+        timeout: float,
+        retries: int,
+        content_type: str = "application/json",
+    ):
         """(status, headers, text) of a 2xx answer, after retries; RequestFailed otherwise."""
         attempt = 0
         while True:
@@ -361,7 +372,7 @@ class ChatClient:
             if self.watchdog.cancelled.is_set():
                 raise RequestCancelled
             try:
-                status, headers, text = self._send(method, path, body, time.monotonic() + timeout)
+                status, headers, text = self._send(method, path, body, time.monotonic() + timeout, content_type)
             except HostRefused as refused:
                 raise self._fail(Failure.REFUSED, f"the endpoint's host is refused: {refused}", attempt) from None
             except KeyNotBound as refused:

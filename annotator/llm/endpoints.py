@@ -189,10 +189,13 @@ def endpoint_profile_update(*, user, endpoint: ModelEndpoint, request_preset: st
     return endpoint
 
 
-def endpoint_client(endpoint: ModelEndpoint, api_key: str, *, timeout: float | None = None) -> ChatClient:
+def endpoint_client(
+    endpoint: ModelEndpoint, api_key: str, *, timeout: float | None = None, client_class: type[ChatClient] = ChatClient
+) -> ChatClient:
     """The client of an endpoint: its URL, model, key, deadline and request profile. The key goes only to the hosts
-    the endpoint's key is bound to (`keys.key_hosts`), checked again by the client at every request."""
-    return ChatClient(
+    the endpoint's key is bound to (`keys.key_hosts`), checked again by the client at every request. `client_class`:
+    another client of the same rules (an image-editing endpoint's, annotator.llm.edits)."""
+    return client_class(
         base_url=endpoint.base_url,
         model_id=endpoint.model_id,
         api_key=api_key,

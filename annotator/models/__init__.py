@@ -13,6 +13,7 @@ from annotator.models.captions import (
 )
 from annotator.models.collections import CandidateSkip, Collection, PairCandidate, PairCandidateQuerySet
 from annotator.models.drafting import ModelDraft
+from annotator.models.editing import EditKind, EditTemplate, ImageEdit
 from annotator.models.guidelines import Guideline, GuidelineExample, GuidelineVersion
 from annotator.models.jobs import Job, JobCancelled, JobItem, JobTask
 from annotator.models.leases import Leasable, LeaseQuerySet
@@ -51,6 +52,8 @@ __all__ = [
     "Category",
     "Collection",
     "Domain",
+    "EditKind",
+    "EditTemplate",
     "DoubleReview",
     "EmbeddingModel",
     "Frame",
@@ -58,6 +61,7 @@ __all__ = [
     "GuidelineExample",
     "GuidelineVersion",
     "Image",
+    "ImageEdit",
     "ImageEmbedding",
     "Job",
     "JobCancelled",

@@ -68,11 +68,14 @@ class PairCandidate(Leasable):
     class Origin(models.TextChoices):
         GIVEN = "given", "given by the collection"
         MINED = "mined", "found by mining"
+        EDITED = "edited", "edited by a model"
 
     class Status(models.TextChoices):
         OPEN = "open"
         AUTHORED = "authored"
         DISMISSED = "dismissed"
+        # A model's edit that a person has not yet accepted (annotator.models.editing): not in the authoring queue.
+        EDIT_CHECK = "edit_check", "edit to check"
 
     image_1 = models.ForeignKey("annotator.Image", models.PROTECT, related_name="+")
     image_2 = models.ForeignKey("annotator.Image", models.PROTECT, related_name="+")

@@ -48,6 +48,7 @@ class Job(models.Model):
         ZIP = "zip", "export zip"
         MINE = "mine", "pair mining"
         SWEEP = "sweep", "synthetic sweep"
+        EDIT = "edit", "model edits"
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -67,6 +68,7 @@ class Job(models.Model):
         Kind.ZIP: (COORDINATOR,),
         Kind.MINE: (COORDINATOR,),
         Kind.SWEEP: (COORDINATOR,),
+        Kind.EDIT: (COORDINATOR,),
     }
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
@@ -141,9 +143,11 @@ class Job(models.Model):
 
     @property
     def can_retry(self) -> bool:
-        # A model run that succeeded may still hold failed items (before issue 25) or be asked again: any ended one.
+        # A model run that succeeded may still hold failed items (before issue 25) or be asked again, and an edit job
+        # that succeeded its failed images: any ended one.
         ended = (self.Status.FAILED, self.Status.CANCELLED)
-        return self.status in ended or (self.kind == self.Kind.MODEL_EVAL and self.status == self.Status.SUCCEEDED)
+        again = (self.Kind.MODEL_EVAL, self.Kind.EDIT)
+        return self.status in ended or (self.kind in again and self.status == self.Status.SUCCEEDED)
 
     def start(self, total: int | None = None) -> None:
         """Mark the job running (from queued: a compare-and-set); a finished or cancelled job raises JobCancelled."""

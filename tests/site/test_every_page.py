@@ -26,6 +26,7 @@ from annotator.models import (
     CaptionSkip,
     CaptionTask,
     DoubleReview,
+    ImageEdit,
     Job,
     Pair,
     PairCandidate,
@@ -119,6 +120,7 @@ def finished_jobs(coordinator, h264_video, tmp_path) -> list[Job]:
     (bad / "B/x.png").write_bytes(b"not an image")
     jobs.append(collection_import(source=str(bad), name="bad", domain="medical", created_by=coordinator, sync=True))
     jobs += sweep_jobs(coordinator)
+    jobs += edit_jobs(coordinator)
     outcomes = {(job.kind, job.status) for job in Job.objects.filter(pk__in=[job.pk for job in jobs])}
     assert outcomes == {(kind, status) for kind in Job.Kind.values for status in ("succeeded", "failed")}, outcomes
     return jobs
@@ -161,6 +163,41 @@ def sweep_jobs(coordinator) -> list[Job]:
     unit.refresh_from_db()
     job_task_abandon(task=unit, reason="its worker stopped beating")
     return [made.job, Job.objects.get(pk=lost.job_id)]
+
+
+def edit_jobs(coordinator) -> list[Job]:
+    """An edit job that made an edit to check and failed an image (the fake editing server refused it), and one whose
+    editing model was deleted before it ran (failed)."""
+    from annotator.editing.services import edit_job_run, edit_job_start
+    from annotator.models import ModelEndpoint
+    from tests.editing.edit_fixtures import make_collection
+    from tests.editing.edit_server import EditServer
+
+    collection, images = make_collection([10, 30], name="edited")
+    server = EditServer().start()
+    server.faults[30] = "refuse"
+    jobs = []
+    try:
+        for deleted in (False, True):
+            endpoint = ModelEndpoint.objects.create(
+                name=f"editor-{deleted}", base_url=server.base_url, model_id="edit-1", timeout_s=5
+            )
+            job = edit_job_start(
+                user=coordinator,
+                collection_id=collection.pk,
+                kind="colour",
+                endpoint_id=endpoint.pk,
+                image_ids=[image.pk for image in images],
+                object_name="ball",
+                value="red",
+            )
+            if deleted:
+                endpoint.delete()
+            edit_job_run(job_id=job.pk, unit=UnitRef(job.tasks.get().pk, celery_id=f"e{job.pk}"))
+            jobs.append(job)
+    finally:
+        server.stop()
+    return jobs
 
 
 def model_eval_jobs(coordinator) -> list[Job]:
@@ -259,6 +296,8 @@ def build_world(tmp_path, master_video):
         "domain": ["all", "natural", "no-such-domain"],
         "version_id": [guideline.current.pk],
         "candidate_id": [candidate.pk],
+        "edit_id": list(ImageEdit.objects.filter(job__status="succeeded").order_by("pk").values_list("pk", flat=True)),
+        "kind": ["colour", "weather"],  # an edit template's kind, and one that is not
         "double_review_id": [double_review.pk],
         "token_id": [token.pk],
         "path": ["no-such-endpoint/"],  # the API's catch-all: its JSON 404
