@@ -189,7 +189,7 @@ def training_leaks(training: TrainingSet) -> list[str]:
     shas = _image_keys(image for row in rows.values() for image in (row["image_1_id"], row["image_2_id"]))
     cells = sweep_cells(pair_ids)
     problems = []
-    for item in training.items.order_by("position"):
+    for item in training.items.order_by("position", "pk"):
         row = rows[item.pair_id]
         identifier = record_item_id(record_of(row, "", ""))
         groups = [item_cluster(row, identifier), *([cells[row["pk"]]] if row["pk"] in cells else [])]
@@ -283,7 +283,7 @@ def training_export(training: TrainingSet, out: Path) -> dict:
     staging = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     (staging / "images").mkdir(parents=True)
     try:
-        items = list(training.items.select_related("pair__image_1", "pair__image_2").order_by("position"))
+        items = list(training.items.select_related("pair__image_1", "pair__image_2").order_by("position", "pk"))
         digest = hashlib.sha256()
         with (
             open(staging / "train.jsonl", "w", encoding="utf-8") as messages_file,

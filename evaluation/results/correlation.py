@@ -337,7 +337,7 @@ def _read_upload(form: UploadForm) -> tuple[str, bytes] | None:
 def benchmark_detail(request, benchmark_id: int):
     benchmark = get_object_or_404(OtherBenchmark, pk=benchmark_id)
     score_form, upload_form, items_form, problems = ScoreForm(), UploadForm(), UploadForm(prefix="items"), []
-    status = 200
+    status, confirm_delete = 200, False
     if request.method == "POST":
         action = request.POST.get("action", "")
         try:
@@ -366,6 +366,8 @@ def benchmark_detail(request, benchmark_id: int):
                 deleted, _ = benchmark.scores.filter(pk=request.POST.get("score")).delete()
                 messages.success(request, "Score removed." if deleted else "That score was already gone.")
                 return redirect("other-benchmark", benchmark.pk)
+            elif action == "delete" and request.POST.get("confirmed") != "yes":
+                confirm_delete = True  # the page asks first, naming what goes with it
             elif action == "delete":
                 name = benchmark.name
                 benchmark.delete()
@@ -375,7 +377,7 @@ def benchmark_detail(request, benchmark_id: int):
             problems = error.problems[:ERRORS_SHOWN]
             if len(error.problems) > ERRORS_SHOWN:
                 problems.append(f"and {len(error.problems) - ERRORS_SHOWN} more; nothing was imported")
-        status = 400
+        status = 200 if confirm_delete else 400
     context = {
         "benchmark": benchmark,
         "scores": benchmark.scores.all(),
@@ -385,6 +387,7 @@ def benchmark_detail(request, benchmark_id: int):
         "items_form": items_form,
         "problems": problems,
         "models": model_names_with_runs(),
+        "confirm_delete": confirm_delete,
     }
     return render(request, "evaluation/other_benchmark.html", context, status=status)
 

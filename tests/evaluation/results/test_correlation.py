@@ -121,6 +121,11 @@ def test_a_bad_file_on_the_page_stores_nothing_and_says_where(client_for, coordi
     assert response.status_code == 302
     assert sorted(benchmark.items.values_list("similarity", "accuracy")) == [(0.9, 0.5), (0.95, 1.0)]
 
+    asked = client.post(f"/models/benchmarks/{benchmark.pk}/", {"action": "delete"})  # asks first
+    assert 'id="confirm-delete"' in asked.content.decode() and OtherBenchmark.objects.filter(pk=benchmark.pk).exists()
+    gone = client.post(f"/models/benchmarks/{benchmark.pk}/", {"action": "delete", "confirmed": "yes"})
+    assert gone.status_code == 302 and not OtherBenchmark.objects.filter(pk=benchmark.pk).exists()
+
 
 def _file(name: str, content: bytes):
     from django.core.files.uploadedfile import SimpleUploadedFile
