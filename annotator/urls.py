@@ -3,6 +3,7 @@ from django.urls import path
 from annotator import home
 from annotator.captions import views as views_captions
 from annotator.collections import views as views_collections
+from annotator.conversations import views as views_talk
 from annotator.datamanager import views as views_datamanager
 from annotator.drafting import views as views_drafting
 from annotator.export import views as views_exports
@@ -53,6 +54,12 @@ urlpatterns = [
     path("review/pairs/<int:pair_id>/", views_picking.review_pair, name="picking-review-pair"),
     path("review/pairs/<int:pair_id>/reopen/", views_picking.pair_reopen, name="picking-pair-reopen"),
     path("review/pairs/<int:pair_id>/override/", views_similarity.pair_override, name="pair-similarity-override"),
+    # Conversations on pairs and captions (htmx partials)
+    path("talk/unread/", views_talk.unread, name="talk-unread"),
+    path("talk/<str:kind>/<int:item_id>/", views_talk.thread, name="talk-thread"),
+    path("talk/<str:kind>/<int:item_id>/post/", views_talk.thread_post, name="talk-post"),
+    path("talk/comments/<int:comment_id>/resolve/", views_talk.comment_resolve, name="talk-resolve"),
+    path("talk/workbench/<str:source>/<int:item_id>/", views_talk.workbench_panel, name="talk-panel"),
     path("overview/", views_picking.overview, name="picking-overview"),
     path("overview/assign/", views_picking.overview_assign, name="picking-overview-assign"),
     path("review/second/", views_stats.second_review_next, name="second-review-next"),

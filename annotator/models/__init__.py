@@ -11,12 +11,13 @@ from annotator.models.captions import (
     CaptionTaskQuerySet,
 )
 from annotator.models.collections import CandidateSkip, Collection, PairCandidate, PairCandidateQuerySet
+from annotator.models.conversations import Comment, CommentNotice
 from annotator.models.drafting import ModelDraft
 from annotator.models.jobs import Job, JobCancelled, JobItem, JobTask
 from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.llm import ModelEndpoint
 from annotator.models.pairs import Pair, PairQuerySet, Review
-from annotator.models.picking import PairDraft, VideoSkip
+from annotator.models.picking import PairDraft, VideoHandover, VideoSkip
 from annotator.models.releases import (
     Release,
     ReleaseFrozen,
@@ -44,6 +45,8 @@ __all__ = [
     "CaptionTaskQuerySet",
     "Category",
     "Collection",
+    "Comment",
+    "CommentNotice",
     "Domain",
     "DoubleReview",
     "EmbeddingModel",
@@ -75,5 +78,6 @@ __all__ = [
     "SweepItem",
     "TeamSettings",
     "Video",
+    "VideoHandover",
     "VideoSkip",
 ]

@@ -23,6 +23,7 @@ from annotator.authoring.work import (
     work_skip_undo,
     work_take_next,
 )
+from annotator.conversations.services import comment_rejection
 from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, Review, Video, VideoSkip
 from annotator.picking.editor import EditorSource, Side, editor_submit
 from annotator.picking.questions import FIRST, SECOND, question_validate
@@ -289,6 +290,7 @@ def pair_review(
             if not reason:
                 raise Invalid({"reason": ["Say why the pair is rejected: the author reads it."]})
             locked.status = Pair.Status.REJECTED
+            comment_rejection(item=locked, reviewer=reviewer, reason=reason)
         else:
             if decision == Review.Decision.CORRECT:
                 changes = _corrections(locked, corrections or {})
