@@ -164,7 +164,13 @@ def video_assign_view(request, video_id):
         if user is None:
             messages.error(request, "Assign: choose an annotator from the list.")
             return redirect("video-detail", video_id=video.pk)
-    picking.video_assign(video=video, user=user, by=request.user)
+    try:
+        picking.video_assign(video=video, user=user, by=request.user, confirmed=request.POST.get("confirm") == "1")
+    except picking.ReassignUnconfirmed as error:
+        video = Video.objects.select_related("lease_holder", "assigned_to").get(pk=video.pk)
+        context = video_detail_context(video)
+        context["reassign"] = {"user": user, "question": error.detail.removeprefix("Confirm first: ")}
+        return render(request, "videos/detail.html", context, status=409)
     messages.success(request, f"Video {video.yt8m_id} is assigned to {user.username if user else 'nobody'}.")
     return redirect("video-detail", video_id=video.pk)
 
