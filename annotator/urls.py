@@ -27,6 +27,7 @@ urlpatterns = [
     # Image collections (issue 27): import, and the queue of candidate pairs to author
     path("collections/", views_collections.collection_list, name="collection-list"),
     path("collections/import/", views_collections.collection_import_view, name="collection-import"),
+    path("collections/upload/", views_collections.collection_upload_view, name="collection-upload"),
     path("collections/licenses/", views_collections.source_license_save_view, name="source-license-save"),
     path("work/candidates/", views_collections.candidate_queue, name="candidate-queue"),
     path("work/candidates/next/", views_collections.candidate_next, name="candidate-next"),

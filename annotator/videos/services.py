@@ -88,10 +88,18 @@ class ImportEntry:
 
 
 def resolve_import_path(raw: str | Path, *, base: Path | None = None) -> Path:
-    """The real path (symlinks and '..' resolved) of an existing file or folder inside settings.IMPORT_ROOTS."""
+    """The real path (symlinks and '..' resolved) of an existing file or folder inside settings.IMPORT_ROOTS.
+
+    A relative path is taken inside `base` when given (a manifest's folder); else inside the import folders, the
+    first one where it exists (then the working directory, for a command typed in a shell). Wherever it leads, it
+    must stay inside IMPORT_ROOTS: `../x` out of a root is refused."""
     path = Path(raw).expanduser()
     if not path.is_absolute():
-        path = (base or Path.cwd()) / path
+        if base is not None:
+            path = base / path
+        else:
+            tries = [Path(root) / path for root in settings.IMPORT_ROOTS] + [Path.cwd() / path]
+            path = next((place for place in tries if place.exists()), tries[0])
     try:
         resolved = path.resolve()
     except (OSError, RuntimeError, ValueError) as error:  # RuntimeError: a symlink loop; ValueError: a NUL byte
