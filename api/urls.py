@@ -137,6 +137,7 @@ urlpatterns = [
         name="api-candidate-draft-answers",
     ),
     path("candidate-skips/<int:skip_id>/undo/", collections.candidate_skip_undo, name="api-candidate-skip-undo"),
+    path("", views.api_index, name="api-index"),
     # Last: any other /api/ URL answers the JSON 404, not the HTML page.
     re_path(r"^(?P<path>.*)$", views.not_found, name="api-not-found"),
 ]

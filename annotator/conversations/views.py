@@ -44,14 +44,14 @@ def thread(request, kind: str, item_id: int):
 @role_required(*TALK_ROLES)
 @require_POST
 def thread_post(request, kind: str, item_id: int):
-    """Post a comment, or (action=fixed, the author of a rejected item) send the item back to review."""
+    """Post a comment, or (step=fixed, the author of a rejected item) send the item back to review."""
     try:
         item = _thread_item(request, kind, item_id)
     except (NotFound, Forbidden) as error:
         return error_response(request, error)
     body = request.POST.get("body", "")
     try:
-        if request.POST.get("action") == "fixed":
+        if request.POST.get("step") == "fixed":
             services.item_fixed(item=item, user=request.user, body=body)
         else:
             services.comment_post(item=item, author=request.user, body=body)

@@ -648,7 +648,7 @@ def holdings(now=None) -> list[dict]:
             person(video.lease_holder.username)["leases"].append({"what": "video", "video": video, "since": since})
         if video.assigned_to_id:
             person(video.assigned_to.username)["assigned"].append({"video": video, "since": video.assigned_at})
-    for task in CaptionTask.objects.held(now).select_related("lease_holder", "pair").order_by("pk"):
+    for task in CaptionTask.objects.held(now).select_related("lease_holder", "pair__video").order_by("pk"):
         since = task.lease_since or task.lease_heartbeat
         person(task.lease_holder.username)["leases"].append({"what": "caption", "task": task, "since": since})
     return sorted(people.values(), key=lambda p: p["username"])

@@ -968,7 +968,9 @@ def videos_upload(
         name = get_valid_filename(Path(upload.name).name) or "upload.mp4"
         stem = Path(name).stem[:YT8M_ID_MAX]
         entry = ImportEntry(label=name, yt8m_id=stem, source=name, title=name)
-        if upload.size > settings.MAX_UPLOAD_BYTES:
+        if not upload.size:
+            entry.error = f"{name}: the file is empty (0 bytes); it was not stored"
+        elif upload.size > settings.MAX_UPLOAD_BYTES:
             entry.error = (
                 f"{name}: the upload is {upload.size} bytes, over the limit of "
                 f"{settings.MAX_UPLOAD_BYTES} bytes (MAX_UPLOAD_BYTES); it was not stored"

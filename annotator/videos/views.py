@@ -34,8 +34,11 @@ class MultipleFileField(forms.FileField):
     widget = MultipleFileInput
 
     def clean(self, data, initial=None):
-        files = data if isinstance(data, list | tuple) else [data]
-        return [super(MultipleFileField, self).clean(item, initial) for item in files if item] or super().clean(None)
+        """Every file chosen, empty ones too: the upload names an empty file on its job and imports the rest."""
+        files = [item for item in (data if isinstance(data, list | tuple) else [data]) if item is not None]
+        if not files:
+            raise forms.ValidationError("Choose one or more video files.", code="required")
+        return files
 
 
 class UploadForm(forms.Form):

@@ -101,9 +101,9 @@ def test_the_thread_partial_refuses_others_anonymous_and_wrong_methods(
     assert client_for(annotator2).get(url).status_code == 403
     assert client_for(annotator).delete(url).status_code == 405
     assert client_for(annotator).get(f"/talk/pair/{pair.pk}/post/").status_code == 405
-    posted = client_for(annotator).post(f"/talk/pair/{pair.pk}/post/", {"body": "", "action": "comment"})
+    posted = client_for(annotator).post(f"/talk/pair/{pair.pk}/post/", {"body": "", "step": "comment"})
     assert posted.status_code == 400 and "Write something" in posted.content.decode()
-    fixed = client_for(annotator).post(f"/talk/pair/{pair.pk}/post/", {"body": "", "action": "fixed"})
+    fixed = client_for(annotator).post(f"/talk/pair/{pair.pk}/post/", {"body": "", "step": "fixed"})
     assert fixed.status_code == 200 and 'data-status="submitted"' in fixed.content.decode()
 
 
