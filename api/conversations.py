@@ -65,9 +65,9 @@ def _comments(kind: str):
     )
     @api_view(["GET", "POST"])
     @permission_classes([TALK])
-    def comments(request, item_id: int):
+    def comments(request, **ids):
         """The conversation on the item (GET: reading it marks your notices read), or post a comment to it."""
-        item = _thread(kind, item_id, request.user)
+        item = _thread(kind, ids[f"{kind}_id"], request.user)
         if request.method == "GET":
             return Response(_thread_body(item, request.user))
         data = CommentInputSerializer(data=request.data)
@@ -85,9 +85,9 @@ def _fixed(kind: str):
     )
     @api_view(["POST"])
     @permission_classes([TALK])
-    def fixed(request, item_id: int):
+    def fixed(request, **ids):
         """The author of a rejected item says it is fixed: it goes back to review, and the thread says so."""
-        item = _thread(kind, item_id, request.user)
+        item = _thread(kind, ids[f"{kind}_id"], request.user)
         data = FixedInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         talk.item_fixed(item=item, user=request.user, body=data.validated_data["body"])

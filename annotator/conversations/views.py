@@ -6,15 +6,19 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
 from annotator.conversations import services
 from annotator.models import Caption, CaptionTask, DoubleReview, Pair, PairCandidate
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound, error_status, page_detail
-from subtlebench.pages import error_response
+from subtlebench.pages import error_response, post_only
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, role_required
 
 TALK_ROLES = (ANNOTATOR, REVIEWER, COORDINATOR)
+
+
+def _kind_and_id(pair_id: int | None, caption_id: int | None) -> tuple[str, int]:
+    return ("pair", pair_id) if pair_id is not None else ("caption", caption_id)
 
 
 def _thread_item(request, kind: str, item_id: int):
@@ -33,20 +37,20 @@ def _thread(request, item, *, error: str = "", status: int = 200) -> HttpRespons
 
 @role_required(*TALK_ROLES)
 @require_GET
-def thread(request, kind: str, item_id: int):
+def thread(request, pair_id: int | None = None, caption_id: int | None = None):
     try:
-        item = _thread_item(request, kind, item_id)
+        item = _thread_item(request, *_kind_and_id(pair_id, caption_id))
     except (NotFound, Forbidden) as error:
         return error_response(request, error)
     return _thread(request, item)
 
 
 @role_required(*TALK_ROLES)
-@require_POST
-def thread_post(request, kind: str, item_id: int):
+@post_only("home")
+def thread_post(request, pair_id: int | None = None, caption_id: int | None = None):
     """Post a comment, or (step=fixed, the author of a rejected item) send the item back to review."""
     try:
-        item = _thread_item(request, kind, item_id)
+        item = _thread_item(request, *_kind_and_id(pair_id, caption_id))
     except (NotFound, Forbidden) as error:
         return error_response(request, error)
     body = request.POST.get("body", "")
@@ -62,7 +66,7 @@ def thread_post(request, kind: str, item_id: int):
 
 
 @role_required(*TALK_ROLES)
-@require_POST
+@post_only("home")
 def comment_resolve(request, comment_id: int):
     try:
         comment = services.comment_resolve(
@@ -75,19 +79,15 @@ def comment_resolve(request, comment_id: int):
 
 @role_required(ANNOTATOR)
 @require_GET
-def workbench_panel(request, source: str, item_id: int):
+def workbench_panel(request, video_id: int | None = None, candidate_id: int | None = None, task_id: int | None = None):
     """The workbench's panel: the threads on this user's pairs of the video or candidate (or their captions of the
-    caption task's pair), those with a comment or a rejection, newest first."""
-    if source == "video":
-        items = Pair.objects.filter(video_id=item_id)
-    elif source == "candidate":
-        candidate = get_object_or_404(PairCandidate, pk=item_id)
-        items = Pair.objects.filter(candidates=candidate)
-    elif source == "caption":
-        task = get_object_or_404(CaptionTask, pk=item_id)
-        items = Caption.objects.filter(pair_id=task.pair_id)
+    caption task's pair), those with a comment or a rejection, newest first; hidden when there is none."""
+    if video_id is not None:
+        items = Pair.objects.filter(video_id=video_id)
+    elif candidate_id is not None:
+        items = Pair.objects.filter(candidates=get_object_or_404(PairCandidate, pk=candidate_id))
     else:
-        return error_response(request, NotFound(f"No workbench of {source!r} items."))
+        items = Caption.objects.filter(pair_id=get_object_or_404(CaptionTask, pk=task_id).pair_id)
     items = items.filter(author=request.user, comments__isnull=False).distinct().order_by("-pk")[:5]
     threads = [services.thread_context(item, request.user) for item in items]
     return render(request, "conversations/_panel.html", {"threads": threads})

@@ -190,13 +190,15 @@ def video_reassign_question(video: Video, user, now=None) -> str:
     )
 
 
-def video_assign(*, video: Video, user, by, confirmed: bool = False) -> Video:
+def video_assign(*, video: Video, user, by, confirmed: bool = True) -> Video:
     """A coordinator gives a video to one annotator: only they are offered it, before anything else.
 
-    Someone else's lease on it ends, once the coordinator confirmed (ReassignUnconfirmed otherwise, naming the
-    holder and the age of their draft): the holder's next heartbeat or save answers LeaseReassigned, and their draft
-    is copied to the new assignee, who opens it (unless they have a draft of their own there). The annotator keeps
-    the video they hold now, if any: the assigned one is what they get when they next ask for work.
+    Someone else's lease on it ends, once the coordinator confirmed: a page or API call passes `confirmed` as the
+    person said it (False until they did: ReassignUnconfirmed then, naming the holder and the age of their draft);
+    a caller with a confirmation of its own (the data manager's bulk action) leaves the default. The holder's next
+    heartbeat or save answers LeaseReassigned, and their draft is copied to the new assignee, who opens it (unless
+    they have a draft of their own there). The annotator keeps the video they hold now, if any: the assigned one is
+    what they get when they next ask for work.
     """
     with transaction.atomic():
         locked = Video.objects.select_for_update().get(pk=video.pk)

@@ -289,7 +289,7 @@ def overview_assign(request):
         problem = "Choose an annotator from the list."
     else:
         try:
-            picking.video_assign(video=video, user=user, by=request.user)
+            picking.video_assign(video=video, user=user, by=request.user, confirmed=False)
         except picking.ReassignUnconfirmed as error:
             link = reverse("video-detail", args=[video.pk])
             problem = f"{error.detail} Reassign it from the video's page ({link}), which asks for that."

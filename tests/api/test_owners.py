@@ -77,7 +77,12 @@ def build_world() -> dict:
     candidate = make_candidate()
     authoring.candidate_heartbeat(candidate=candidate, user=annotator)
     candidate_skip = CandidateSkip.objects.create(candidate=make_candidate(), user=annotator, reason="no_difference")
+    # A conversation on alice's pair: rita asks; bob is no part of it.
+    from annotator.conversations.services import comment_post
+
+    comment = comment_post(item=alices_pair, author=reviewer, body="Which cup moved?")
     return {
+        "comment": comment,
         "candidate": candidate,
         "candidate_skip": candidate_skip,
         "endpoint": endpoint,
@@ -125,6 +130,15 @@ DRAFT_QUESTION = {"category": "temporal", "index_a": 0, "index_b": 1, "question"
 # (method, schema path): [(who, url, body, expected status), ...]; who is a user of the world, or "anonymous".
 # `who` never may do it: the wrong role, another user's object, or another participant's item.
 CASES = {
+    ("POST", "/api/pairs/{pair_id}/comments/"): [("bob", "/api/pairs/{pair}/comments/", {"body": "Mine now."}, 403)],
+    ("POST", "/api/pairs/{pair_id}/fixed/"): [("bob", "/api/pairs/{pair}/fixed/", None, 403)],
+    ("POST", "/api/captions/{caption_id}/comments/"): [
+        ("bob", "/api/captions/{caption}/comments/", {"body": "Mine now."}, 403)
+    ],
+    ("POST", "/api/captions/{caption_id}/fixed/"): [("bob", "/api/captions/{caption}/fixed/", None, 403)],
+    ("POST", "/api/comments/{comment_id}/resolve/"): [
+        ("bob", "/api/comments/{comment}/resolve/", {"resolved": True}, 403)
+    ],
     ("POST", "/api/captions/{caption_id}/choose/"): [("alice", "/api/captions/{caption}/choose/", None, 403)],
     ("POST", "/api/captions/{caption_id}/review/"): [
         ("alice", "/api/captions/{caption}/review/", {"decision": "accept"}, 403)
@@ -326,6 +340,7 @@ def url_of(template: str, w) -> str:
         failed_job=w["failed_job"].pk,
         double_review=w["double_review"].pk,
         candidate=w["candidate"].pk,
+        comment=w["comment"].pk,
         candidate_skip=w["candidate_skip"].pk,
         endpoint=w["endpoint"].pk,
         run=w["run"].pk,

@@ -49,7 +49,7 @@ def test_a_mention_tells_that_user_and_lets_them_read_the_thread(annotator, revi
     hugo = unread_comments_for(helper)
     assert hugo["total"] == 1 and hugo["items"][0]["mentioned"] is True
     assert unread_comments_for(lead)["total"] == 0, "a reviewer not in the thread is not told"
-    page = client_for(helper).get(f"/talk/pair/{pair.pk}/")
+    page = client_for(helper).get(f"/talk/pairs/{pair.pk}/")
     assert page.status_code == 200 and "Which cup?" in page.content.decode()
     assert unread_comments_for(helper)["total"] == 0, "reading the thread reads its notices"
 
@@ -96,24 +96,24 @@ def test_the_thread_partial_refuses_others_anonymous_and_wrong_methods(
     client, client_for, annotator, annotator2, reviewer
 ):
     pair = rejected_pair(annotator, reviewer)
-    url = f"/talk/pair/{pair.pk}/"
+    url = f"/talk/pairs/{pair.pk}/"
     assert client.get(url).status_code == 302
     assert client_for(annotator2).get(url).status_code == 403
     assert client_for(annotator).delete(url).status_code == 405
-    assert client_for(annotator).get(f"/talk/pair/{pair.pk}/post/").status_code == 405
-    posted = client_for(annotator).post(f"/talk/pair/{pair.pk}/post/", {"body": "", "step": "comment"})
+    assert client_for(annotator).get(f"/talk/pairs/{pair.pk}/post/").status_code == 302  # to the page of forms
+    posted = client_for(annotator).post(f"/talk/pairs/{pair.pk}/post/", {"body": "", "step": "comment"})
     assert posted.status_code == 400 and "Write something" in posted.content.decode()
-    fixed = client_for(annotator).post(f"/talk/pair/{pair.pk}/post/", {"body": "", "step": "fixed"})
+    fixed = client_for(annotator).post(f"/talk/pairs/{pair.pk}/post/", {"body": "", "step": "fixed"})
     assert fixed.status_code == 200 and 'data-status="submitted"' in fixed.content.decode()
 
 
 def test_the_workbench_panel_shows_the_annotators_threads_on_the_video(client_for, annotator, reviewer):
     pair = rejected_pair(annotator, reviewer, reason="Frame B is blurred.")
-    page = client_for(annotator).get(f"/talk/workbench/video/{pair.video_id}/")
+    page = client_for(annotator).get(f"/talk/workbench/videos/{pair.video_id}/")
     body = page.content.decode()
     assert page.status_code == 200 and "Frame B is blurred." in body and "Fixed, please look again" in body
     workbench = client_for(annotator).get(f"/work/videos/{pair.video_id}/")
-    assert f"/talk/workbench/video/{pair.video_id}/" in workbench.content.decode()
+    assert f"/talk/workbench/videos/{pair.video_id}/" in workbench.content.decode()
 
 
 def test_the_home_page_lists_new_comments(client_for, annotator, reviewer):

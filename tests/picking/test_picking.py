@@ -234,7 +234,7 @@ def test_assigning_a_video_ends_another_annotators_lease_and_waits_for_the_assig
     assert picking.video_lease_next(user=annotator).pk == held.pk
     assert picking.video_lease_next(user=annotator2).pk == target.pk
     with pytest.raises(picking.ReassignUnconfirmed, match="bob holds video b-target"):
-        picking.video_assign(video=target, user=annotator, by=coordinator)
+        picking.video_assign(video=target, user=annotator, by=coordinator, confirmed=False)
     picking.video_assign(video=target, user=annotator, by=coordinator, confirmed=True)
     assert Video.objects.get(pk=target.pk).lease_holder is None
     with pytest.raises(picking.LeaseReassigned, match="cora gave video b-target to alice"):

@@ -26,7 +26,7 @@ def test_reassigning_a_held_video_asks_first_naming_the_holder_and_the_draft_age
     held, annotator, annotator2, coordinator
 ):
     with pytest.raises(picking.ReassignUnconfirmed) as refused:
-        picking.video_assign(video=held, user=annotator2, by=coordinator)
+        picking.video_assign(video=held, user=annotator2, by=coordinator, confirmed=False)
     assert "alice holds video held-one" in refused.value.detail
     assert "their draft was saved less than a minute ago" in refused.value.detail
     video = Video.objects.get(pk=held.pk)
@@ -79,5 +79,5 @@ def test_the_api_refuses_an_unconfirmed_reassign_with_a_conflict(client_for, hel
 
 def test_assigning_a_free_video_asks_nothing(annotator2, coordinator):
     video = make_video(frames=2, yt8m_id="free-one")
-    picking.video_assign(video=video, user=annotator2, by=coordinator)
+    picking.video_assign(video=video, user=annotator2, by=coordinator, confirmed=False)
     assert Video.objects.get(pk=video.pk).assigned_to == annotator2

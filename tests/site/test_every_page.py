@@ -244,7 +244,12 @@ def build_world(tmp_path, master_video):
     candidate_skip = CandidateSkip.objects.create(
         candidate=make_candidate(), user=users["annotator"], reason="bad_images"
     )
+    # A conversation: the reviewer asks the author of the submitted pair.
+    from annotator.conversations.services import comment_post
+
+    comment = comment_post(item=submitted, author=users["reviewer"], body="Which cup moved, @author?")
     return users, {
+        "comment_id": [comment.pk],
         "candidate_id": [candidate.pk],
         "double_review_id": [double_review.pk],
         "token_id": [token.pk],
