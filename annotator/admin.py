@@ -11,6 +11,8 @@ from annotator.models import (
     CaptionSkip,
     CaptionTask,
     Collection,
+    Comment,
+    CommentNotice,
     DoubleReview,
     EmbeddingModel,
     Frame,
@@ -35,6 +37,7 @@ from annotator.models import (
     Target,
     TeamSettings,
     Video,
+    VideoHandover,
     VideoSkip,
 )
 from subtlebench.errors import Invalid
@@ -317,3 +320,22 @@ class SweepAdmin(admin.ModelAdmin):
 class SweepItemAdmin(admin.ModelAdmin):
     list_display = ("sweep", "cell", "index", "pair")
     raw_id_fields = ("sweep", "pair")
+
+
+@admin.register(Comment)
+class CommentAdmin(admin.ModelAdmin):
+    list_display = ("pk", "pair", "caption", "author", "kind", "created", "resolved")
+    list_filter = ("kind",)
+    raw_id_fields = ("pair", "caption", "author", "resolved_by")
+
+
+@admin.register(CommentNotice)
+class CommentNoticeAdmin(admin.ModelAdmin):
+    list_display = ("comment", "user", "mentioned", "read")
+    raw_id_fields = ("comment", "user")
+
+
+@admin.register(VideoHandover)
+class VideoHandoverAdmin(admin.ModelAdmin):
+    list_display = ("video", "from_user", "to_user", "by", "draft_saved", "created")
+    raw_id_fields = ("video",)

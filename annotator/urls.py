@@ -3,6 +3,7 @@ from django.urls import path
 from annotator import home
 from annotator.captions import views as views_captions
 from annotator.collections import views as views_collections
+from annotator.conversations import views as views_talk
 from annotator.datamanager import views as views_datamanager
 from annotator.drafting import views as views_drafting
 from annotator.editing import views as views_editing
@@ -30,6 +31,7 @@ urlpatterns = [
     # Image collections (issue 27): import, and the queue of candidate pairs to author
     path("collections/", views_collections.collection_list, name="collection-list"),
     path("collections/import/", views_collections.collection_import_view, name="collection-import"),
+    path("collections/upload/", views_collections.collection_upload_view, name="collection-upload"),
     path("collections/licenses/", views_collections.source_license_save_view, name="source-license-save"),
     path("work/candidates/", views_collections.candidate_queue, name="candidate-queue"),
     path("work/candidates/next/", views_collections.candidate_next, name="candidate-next"),
@@ -68,6 +70,16 @@ urlpatterns = [
     path("review/pairs/<int:pair_id>/", views_picking.review_pair, name="picking-review-pair"),
     path("review/pairs/<int:pair_id>/reopen/", views_picking.pair_reopen, name="picking-pair-reopen"),
     path("review/pairs/<int:pair_id>/override/", views_similarity.pair_override, name="pair-similarity-override"),
+    # Conversations on pairs and captions (htmx partials)
+    path("talk/unread/", views_talk.unread, name="talk-unread"),
+    path("talk/pairs/<int:pair_id>/", views_talk.thread, name="talk-pair"),
+    path("talk/pairs/<int:pair_id>/post/", views_talk.thread_post, name="talk-pair-post"),
+    path("talk/captions/<int:caption_id>/", views_talk.thread, name="talk-caption"),
+    path("talk/captions/<int:caption_id>/post/", views_talk.thread_post, name="talk-caption-post"),
+    path("talk/comments/<int:comment_id>/resolve/", views_talk.comment_resolve, name="talk-resolve"),
+    path("talk/workbench/videos/<int:video_id>/", views_talk.workbench_panel, name="talk-panel-video"),
+    path("talk/workbench/candidates/<int:candidate_id>/", views_talk.workbench_panel, name="talk-panel-candidate"),
+    path("talk/workbench/caption-tasks/<int:task_id>/", views_talk.workbench_panel, name="talk-panel-caption"),
     path("overview/", views_picking.overview, name="picking-overview"),
     # Guidelines per category and domain
     path("guidelines/", views_guidelines.guideline_list, name="guideline-list"),

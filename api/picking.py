@@ -16,7 +16,7 @@ from annotator.authoring.drafts import work_draft_of, work_draft_save
 from annotator.models import Category, Pair, Review, Video, VideoSkip
 from annotator.picking import services as picking
 from api.errors import error_responses
-from api.fields import ID_MAX, free_text, whole_number
+from api.fields import ID_MAX, free_text, whole_number, yes_no
 from api.schema_enums import FRAME
 from benchmark.regions import LABEL_MAX, MAX_REGIONS
 from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, HasRole
@@ -161,6 +161,11 @@ def video_skip_undo(request, skip_id: int):
 
 class VideoAssignInputSerializer(serializers.Serializer):
     username = free_text(150, lines="single", allow_blank=True, help_text="Empty to clear the assignment.")
+    confirm = yes_no(
+        required=False,
+        default=False,
+        help_text="Needed when another annotator holds the video: their lease ends and their draft goes along.",
+    )
 
 
 class VideoAssignOutputSerializer(serializers.Serializer):
@@ -170,18 +175,19 @@ class VideoAssignOutputSerializer(serializers.Serializer):
 
 @extend_schema(
     request=VideoAssignInputSerializer,
-    responses={200: VideoAssignOutputSerializer, **error_responses(400, 403, 404)},
+    responses={200: VideoAssignOutputSerializer, **error_responses(400, 403, 404, 409)},
 )
 @api_view(["POST"])
 @permission_classes([HasRole.of(COORDINATOR)])
 def video_assign(request, video_id: int):
-    """Coordinators: give a video to one annotator (it is offered to them first, and to nobody else)."""
+    """Coordinators: give a video to one annotator (it is offered to them first, and to nobody else). 409 naming
+    the holder and the age of their draft when another annotator holds it and `confirm` is not set."""
     video = get_object_or_404(Video, pk=video_id)
     data = VideoAssignInputSerializer(data=request.data)
     data.is_valid(raise_exception=True)
     username = data.validated_data["username"]
     user = get_object_or_404(get_user_model(), username=username) if username else None
-    video = picking.video_assign(video=video, user=user, by=request.user)
+    video = picking.video_assign(video=video, user=user, by=request.user, confirmed=data.validated_data["confirm"])
     return Response(VideoAssignOutputSerializer({"video": video.pk, "assigned_to": username or None}).data)
 
 
@@ -221,6 +227,7 @@ def draft(request, video_id: int):
         return Response(PairDraftStateSerializer(work_draft_of(picking.VIDEOS, item=video, user=request.user)).data)
     data = PairDraftSerializer(data=request.data)
     data.is_valid(raise_exception=True)
+    picking.video_draft_check(video=video, user=request.user)
     saved = work_draft_save(picking.VIDEOS, item=video, user=request.user, **data.validated_data)
     return Response(PairDraftSerializer(saved).data)
 

@@ -7,6 +7,7 @@ import annotator.releases.converters  # noqa: F401 (registers <release:...>)
 from api import (
     captions,
     collections,
+    conversations,
     datamanager,
     drafting,
     editing,
@@ -73,6 +74,12 @@ urlpatterns = [
     path("second-reviews/<int:double_review_id>/", stats.second_review_submit, name="api-second-review"),
     path("pairs/<int:pair_id>/reopen/", picking.pair_reopen, name="api-pair-reopen"),
     path("pairs/<int:pair_id>/withdraw/", picking.pair_withdraw, name="api-pair-withdraw"),
+    # Conversations on pairs and captions
+    path("pairs/<int:pair_id>/comments/", conversations.pair_comments, name="api-pair-comments"),
+    path("pairs/<int:pair_id>/fixed/", conversations.pair_fixed, name="api-pair-fixed"),
+    path("captions/<int:caption_id>/comments/", conversations.caption_comments, name="api-caption-comments"),
+    path("captions/<int:caption_id>/fixed/", conversations.caption_fixed, name="api-caption-fixed"),
+    path("comments/<int:comment_id>/resolve/", conversations.comment_resolve, name="api-comment-resolve"),
     path("skips/", picking.video_skip_list, name="api-video-skip-list"),
     path("skips/<int:skip_id>/undo/", picking.video_skip_undo, name="api-video-skip-undo"),
     path("captions/batches/", captions.caption_batch_list, name="api-caption-batch-list"),
@@ -139,6 +146,7 @@ urlpatterns = [
         name="api-candidate-draft-answers",
     ),
     path("candidate-skips/<int:skip_id>/undo/", collections.candidate_skip_undo, name="api-candidate-skip-undo"),
+    path("", views.api_index, name="api-index"),
     # Last: any other /api/ URL answers the JSON 404, not the HTML page.
     re_path(r"^(?P<path>.*)$", views.not_found, name="api-not-found"),
 ]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth import authenticate
-from django.http import HttpResponsePermanentRedirect
+from django.http import HttpResponsePermanentRedirect, JsonResponse
+from django.shortcuts import render
 from django.urls import Resolver404, resolve
+from django.views.decorators.http import require_GET
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import api_view, authentication_classes, permission_classes
@@ -83,6 +85,23 @@ def token_revoke(request, token_id: int):
     """Revoke one of your tokens: it stops working at once. Another user's token is not found (404)."""
     token = api_token_revoke(user=request.user, token_id=token_id)
     return Response(ApiTokenOutputSerializer(token).data)
+
+
+API_INDEX = {
+    "detail": "The SubtleBench Studio API: the same work as the pages, for scripts. Log in or send a token "
+    "(Authorization: Token <key>); every endpoint is described in the documentation.",
+    "docs": "/api/docs/",
+    "schema": "/api/schema/",
+    "tokens": "/account/tokens/",
+}
+
+
+@require_GET
+def api_index(request):
+    """/api/ itself: what the API is and where to go, for people (a page) and for scripts (the same in JSON)."""
+    if "text/html" in request.headers.get("Accept", ""):
+        return render(request, "account/api.html", {"index": API_INDEX})
+    return JsonResponse(API_INDEX)
 
 
 @extend_schema(exclude=True)

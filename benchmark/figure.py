@@ -1,7 +1,7 @@
 """The figure of the release report: the human-model gap per category (a bar per model, its 95% interval as a
 whisker), drawn once as integer rectangles and texts, then written as SVG (by hand) and as PNG (zlib and struct: a
-raster of the same rectangles, without the texts). No timestamp, no font, no third-party library: the same report
-always gives the same bytes."""
+raster of the same rectangles, without the texts; the report's PNG, with its texts, is evaluation/results/raster.py).
+No timestamp, no font, no third-party library: the same report always gives the same bytes."""
 
 from __future__ import annotations
 

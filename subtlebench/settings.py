@@ -216,6 +216,20 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024**2
 # Folders that imports (videos, manifests, pair datasets) may read from.
 IMPORT_ROOTS = [Path(p).resolve() for p in envpaths("IMPORT_ROOTS", str(VAR_DIR / "imports"))]
 
+# Image collections uploaded from the browser (a zip or a folder): where they land, inside IMPORT_ROOTS ("" turns
+# uploads off: the page says so), and the bounds on an upload and on a zip's unpacked content. With S3_BUCKET set
+# they go to the bucket instead (every worker reads it); the setting still says whether uploads are allowed.
+COLLECTION_UPLOAD_DIR = os.getenv("COLLECTION_UPLOAD_DIR", str(IMPORT_ROOTS[0] / "uploads" if IMPORT_ROOTS else ""))
+COLLECTION_UPLOAD_MAX_BYTES = envint("COLLECTION_UPLOAD_MAX_BYTES", str(2 * 1024**3))
+COLLECTION_UPLOAD_MAX_UNPACKED_BYTES = envint("COLLECTION_UPLOAD_MAX_UNPACKED_BYTES", str(4 * 1024**3))
+COLLECTION_UPLOAD_MAX_FILES = envint("COLLECTION_UPLOAD_MAX_FILES", "10000")
+if COLLECTION_UPLOAD_DIR:
+    _upload_dir = Path(COLLECTION_UPLOAD_DIR).resolve()
+    if not any(_upload_dir == root or _upload_dir.is_relative_to(root) for root in IMPORT_ROOTS):
+        raise ImproperlyConfigured(f"COLLECTION_UPLOAD_DIR {_upload_dir} must lie inside one of IMPORT_ROOTS.")
+# A folder uploaded from the browser sends one file per image: as many as a collection upload may hold.
+DATA_UPLOAD_MAX_NUMBER_FILES = COLLECTION_UPLOAD_MAX_FILES + 10
+
 # --- Limits on what an imported or validated folder may hold (issue 25): checked before anything is decoded, so a
 # hostile file is one clear error, never a traceback or a process out of memory.
 IMPORT_MAX_IMAGE_PIXELS = envint("IMPORT_MAX_IMAGE_PIXELS", str(100_000_000))  # width x height, read from the header

@@ -251,6 +251,7 @@ def suite_settings(folder) -> dict:
         "MEDIA_ROOT": folder / "media",
         "EXPORT_ROOT": folder / "exports",
         "IMPORT_ROOTS": [folder.resolve()],
+        "COLLECTION_UPLOAD_DIR": str(folder.resolve() / "uploads"),
         # The worker settings of a developer's shell must not leak in: the worker reads the active row's folder.
         "DINOV3_MODEL_DIR": "",
         "DINOV3_DEVICE": "cpu",

@@ -26,6 +26,7 @@ from annotator.authoring.work import (
     work_submitted,
     work_take_next,
 )
+from annotator.conversations.services import comment_rejection
 from annotator.models import Caption, CaptionBatch, CaptionReview, CaptionSkip, CaptionTask, Pair
 from subtlebench.errors import Conflict, Forbidden, Invalid, NotFound
 from subtlebench.roles import COORDINATOR, has_role
@@ -349,6 +350,7 @@ def caption_review(*, caption_id: int, reviewer, decision: str, reason: str = ""
         if not review.reason:
             raise Invalid({"reason": "Say why the caption is rejected, so its author can learn from it."})
         caption.status = Caption.Status.REJECTED
+        comment_rejection(item=caption, reviewer=reviewer, reason=review.reason)
         if caption.task_id:
             CaptionTask.objects.filter(pk=caption.task_id, caption=caption).update(
                 status=CaptionTask.Status.OPEN, caption=None

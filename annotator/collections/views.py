@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.db.models import Count, Q
 from django.http import JsonResponse
@@ -19,6 +20,7 @@ from django.views.decorators.http import require_GET
 from annotator.authoring.drafts import work_draft_save
 from annotator.collections import authoring
 from annotator.collections.services import collection_import, source_license_save, source_terms_table
+from annotator.collections.uploads import UploadRefused, collection_upload, uploads_refusal
 from annotator.jobs.services import clean_idempotency_key
 from annotator.models import CandidateSkip, Collection, Domain, Job, PairCandidate
 from annotator.picking.editor import editor_config
@@ -32,7 +34,9 @@ from subtlebench.text import NAME_MAX, NOTE_MAX
 
 class ImportForm(forms.Form):
     source = forms.CharField(
-        max_length=1000, help_text="A folder or CSV/JSONL manifest inside IMPORT_ROOTS, or s3://bucket/prefix."
+        max_length=1000,
+        help_text="A folder or CSV/JSONL manifest inside IMPORT_ROOTS (absolute, or relative to an import folder), "
+        "or s3://bucket/prefix.",
     )
     name = forms.SlugField(max_length=50, help_text="The source name its pairs export under, e.g. mvtec.")
     domain = forms.ChoiceField(choices=Domain.choices)
@@ -60,6 +64,12 @@ def collection_list(request):
         "collections": collections,
         "jobs": jobs,
         "form": refused_form(request, ImportForm),
+        "upload_form": UploadForm(),
+        "upload": {
+            "refusal": uploads_refusal(),
+            "max_bytes": settings.COLLECTION_UPLOAD_MAX_BYTES,
+            "max_files": settings.COLLECTION_UPLOAD_MAX_FILES,
+        },
         "sources": source_terms_table(),
         "limits": {"license": LICENSE_MAX, "citation": NOTE_MAX, "note": NAME_MAX},
     }
@@ -79,6 +89,54 @@ def collection_import_view(request):
     except Invalid as error:
         return redirect_refused_form(request, reverse("collection-list"), form, error)
     return redirect("job-detail", job_id=job.pk)
+
+
+class UploadForm(forms.Form):
+    """The upload's fields besides its files (a zip, or a folder's files with their relative `paths`)."""
+
+    name = forms.SlugField(max_length=50, help_text="The source name its pairs export under, e.g. mvtec.")
+    domain = forms.ChoiceField(choices=Domain.choices)
+    layout = forms.ChoiceField(choices=[("auto", "recognise it"), *Collection.Layout.choices], initial="auto")
+    idempotency_key = forms.CharField(required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex)
+
+
+def _upload_refused(request, error: Invalid):
+    """The page's script asks for JSON (it shows the message beside the form); a plain form post goes back."""
+    if "application/json" in request.headers.get("Accept", ""):
+        return error_response(request, error)
+    return error_response(request, error, back_to="collection-list")
+
+
+@role_required(COORDINATOR)
+@post_only("collection-list")
+def collection_upload_view(request):
+    """A zip or a folder from the browser, imported as a collection: the job page next (its address in JSON for
+    the page's script, which shows the upload's progress)."""
+    length = request.META.get("CONTENT_LENGTH", "")
+    limit = settings.COLLECTION_UPLOAD_MAX_BYTES
+    if length.isdigit() and int(length) > limit + 1024 * 1024:  # refused before the body is read
+        size = int(length)
+        message = f"The upload is {size} bytes, over the limit of {limit} bytes (COLLECTION_UPLOAD_MAX_BYTES)."
+        return _upload_refused(request, UploadRefused(message))
+    form = UploadForm(request.POST)
+    if not form.is_valid():
+        return _upload_refused(request, Invalid({name: list(errors) for name, errors in form.errors.items()}))
+    try:
+        fields = dict(form.cleaned_data)
+        key = clean_idempotency_key(fields.pop("idempotency_key"))
+        job = collection_upload(
+            files=request.FILES.getlist("files"),
+            paths=request.POST.getlist("paths"),
+            **fields,
+            created_by=request.user,
+            idempotency_key=key,
+        )
+    except Invalid as error:
+        return _upload_refused(request, error)
+    url = reverse("job-detail", args=[job.pk])
+    if "application/json" in request.headers.get("Accept", ""):
+        return JsonResponse({"job": job.pk, "url": url})
+    return redirect(url)
 
 
 @role_required(COORDINATOR)

@@ -12,6 +12,7 @@ from annotator.models.captions import (
     CaptionTaskQuerySet,
 )
 from annotator.models.collections import CandidateSkip, Collection, PairCandidate, PairCandidateQuerySet
+from annotator.models.conversations import Comment, CommentNotice
 from annotator.models.drafting import ModelDraft
 from annotator.models.editing import EditKind, EditTemplate, ImageEdit
 from annotator.models.guidelines import Guideline, GuidelineExample, GuidelineVersion
@@ -19,7 +20,7 @@ from annotator.models.jobs import Job, JobCancelled, JobItem, JobTask
 from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.llm import ModelEndpoint
 from annotator.models.pairs import Pair, PairQuerySet, Review
-from annotator.models.picking import PairDraft, VideoSkip
+from annotator.models.picking import PairDraft, VideoHandover, VideoSkip
 from annotator.models.releases import (
     Release,
     ReleaseFrozen,
@@ -51,6 +52,8 @@ __all__ = [
     "CaptionTaskQuerySet",
     "Category",
     "Collection",
+    "Comment",
+    "CommentNotice",
     "Domain",
     "EditKind",
     "EditTemplate",
@@ -90,5 +93,6 @@ __all__ = [
     "TrainingItem",
     "TrainingSet",
     "Video",
+    "VideoHandover",
     "VideoSkip",
 ]

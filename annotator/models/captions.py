@@ -186,6 +186,14 @@ class CaptionTask(Leasable):
     def __str__(self):
         return f"caption task {self.pk} (pair {self.pair_id}, slot {self.slot})"
 
+    @property
+    def title(self) -> str:
+        """The task as pages name it, by what its pair shows rather than by ids: "caption of the temporal pair on
+        beach_walk" (select_related("pair__video") to read it without queries)."""
+        pair = self.pair
+        where = pair.video.yt8m_id if pair.video_id else (pair.source_id or f"{pair.source} item")
+        return f"caption of the {pair.category} pair on {where}"
+
 
 class CaptionSkip(models.Model):
     """An annotator passed on a caption task, with a reason; the task is not offered to them again."""

@@ -134,6 +134,19 @@ class Job(models.Model):
         return "paused" if self.pause is not None else self.status
 
     @property
+    def state_label(self) -> str:
+        """The state as the pages write it: a job that ended with errors says so, never a plain "succeeded"."""
+        if self.status == self.Status.SUCCEEDED and self.errors:
+            count = len(self.errors)
+            return f"succeeded with {count} error{'s' if count != 1 else ''}"
+        return self.state
+
+    @property
+    def badge(self) -> str:
+        """The state's colour on the pages (badge-<this>, progress <this>): a success with errors is a warning."""
+        return "warn" if self.status == self.Status.SUCCEEDED and self.errors else self.state
+
+    @property
     def paused_until(self):
         return self.pause.paused_until if self.pause else None
 

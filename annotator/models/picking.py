@@ -79,3 +79,21 @@ class PairDraft(models.Model):
     def next_version_expression():
         """`next_draft_version` of the row's own version, for an UPDATE that sets it in the database."""
         return Greatest(models.F("version") + 1, models.Value(next_draft_version(0)))
+
+
+class VideoHandover(models.Model):
+    """A coordinator gave a video someone held to another annotator: whose lease ended, and the draft that went with
+    the video to the new holder (copied: the first holder keeps theirs)."""
+
+    video = models.ForeignKey(Video, models.CASCADE, related_name="handovers")
+    from_user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
+    to_user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, null=True, blank=True, related_name="+")
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, related_name="+")
+    draft_saved = models.DateTimeField(null=True, blank=True, help_text="When the first holder last saved the draft.")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created", "-pk"]
+
+    def __str__(self):
+        return f"video {self.video_id} from {self.from_user_id} to {self.to_user_id}"

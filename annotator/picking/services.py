@@ -25,7 +25,20 @@ from annotator.authoring.work import (
     work_skip_undo,
     work_take_next,
 )
-from annotator.models import Category, DoubleReview, Frame, Pair, PairCandidate, Review, Video, VideoSkip
+from annotator.conversations.services import comment_rejection
+from annotator.models import (
+    Category,
+    DoubleReview,
+    Frame,
+    Pair,
+    PairCandidate,
+    PairDraft,
+    Review,
+    Video,
+    VideoHandover,
+    VideoSkip,
+)
+from annotator.models.picking import next_draft_version
 from annotator.models.videos import PICKED_INDEX_BASE
 from annotator.picking.editor import EditorSource, Side, editor_submit
 from annotator.picking.guidelines import guideline_citable
@@ -116,8 +129,16 @@ def video_lease_next(*, user) -> Video | None:
 
 
 def video_heartbeat(*, video: Video, user) -> Video:
-    """Extend the user's lease; take the video (back) if it is free and the user holds no other video."""
-    return work_heartbeat(VIDEOS, item=video, user=user)
+    """Extend the user's lease; take the video (back) if it is free and the user holds no other video.
+    LeaseReassigned when a coordinator gave it to someone else while this user held it."""
+    try:
+        return work_heartbeat(VIDEOS, item=video, user=user)
+    except Conflict:
+        video.refresh_from_db()
+        reason = video_reassigned_from(video, user)
+        if reason:
+            raise LeaseReassigned(reason) from None
+        raise
 
 
 def video_release(
@@ -136,20 +157,100 @@ def video_skip_undo(*, skip_id: int, user) -> Video:
     return work_skip_undo(VIDEOS, skip_id=skip_id, user=user)
 
 
-def video_assign(*, video: Video, user, by) -> Video:
+class LeaseReassigned(Conflict):
+    """A coordinator gave the video this user held to someone else: their page shows it and stops saving."""
+
+    @property
+    def errors(self) -> dict[str, list[str]]:
+        return {"lease": ["reassigned"]}
+
+
+class ReassignUnconfirmed(Conflict):
+    """The video is held by someone else: the coordinator confirms first (`confirmed=True`)."""
+
+
+def _age(moment, now) -> str:
+    minutes = max(0, int((now - moment).total_seconds() // 60))
+    if minutes < 1:
+        return "less than a minute"
+    if minutes < 90:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+def video_reassign_question(video: Video, user, now=None) -> str:
+    """What the coordinator confirms before giving a video someone holds to `user`: the holder and the age of their
+    draft. '' when nobody else holds it (nothing to ask)."""
+    now = now or timezone.now()
+    holder = video.holder_now(now)
+    if holder is None or (user is not None and holder.pk == user.pk) or user is None:
+        return ""
+    draft = PairDraft.objects.filter(video=video, author=holder).first()
+    saved = f"their draft was saved {_age(draft.updated, now)} ago" if draft else "they have no saved draft"
+    return (
+        f"{holder.username} holds video {video.yt8m_id} (for {_age(video.lease_since or now, now)}); {saved}. "
+        f"Reassigning ends their lease at once: their page says so and stops saving, and their draft goes with the "
+        f"video to {user.username}."
+    )
+
+
+def video_assign(*, video: Video, user, by, confirmed: bool = True) -> Video:
     """A coordinator gives a video to one annotator: only they are offered it, before anything else.
 
-    Someone else's lease on it ends (their workbench's next heartbeat says so). The annotator keeps the video they
-    hold now, if any: the assigned one is what they get when they next ask for work.
+    Someone else's lease on it ends, once the coordinator confirmed: a page or API call passes `confirmed` as the
+    person said it (False until they did: ReassignUnconfirmed then, naming the holder and the age of their draft);
+    a caller with a confirmation of its own (the data manager's bulk action) leaves the default. The holder's next
+    heartbeat or save answers LeaseReassigned, and their draft is copied to the new assignee, who opens it (unless
+    they have a draft of their own there). The annotator keeps the video they hold now, if any: the assigned one is
+    what they get when they next ask for work.
     """
     with transaction.atomic():
         locked = Video.objects.select_for_update().get(pk=video.pk)
+        now = timezone.now()
+        question = video_reassign_question(locked, user, now)
+        if question and not confirmed:
+            raise ReassignUnconfirmed(f"Confirm first: {question}")
+        holder = locked.holder_now(now)
         locked.assigned_to = user
-        locked.assigned_at = timezone.now() if user is not None else None
+        locked.assigned_at = now if user is not None else None
         locked.save(update_fields=["assigned_to", "assigned_at", "updated"])
         if user is not None and locked.lease_holder_id != user.pk:
+            if holder is not None:
+                _video_hand_over(locked, holder=holder, to=user, by=by, now=now)
             work_end_lease(VIDEOS, item=locked)
         return locked
+
+
+def _video_hand_over(video: Video, *, holder, to, by, now) -> VideoHandover:
+    draft = PairDraft.objects.filter(video=video, author=holder).first()
+    if draft is not None and draft.state and not PairDraft.objects.filter(video=video, author=to).exists():
+        PairDraft.objects.create(video=video, author=to, state=draft.state, version=next_draft_version(0))
+    return VideoHandover.objects.create(
+        video=video, from_user=holder, to_user=to, by=by, draft_saved=draft.updated if draft else None, created=now
+    )
+
+
+def video_reassigned_from(video: Video, user) -> str:
+    """Why this user's work on the video stopped, if a coordinator gave it to someone else while they held it and
+    it is not theirs again since; ''."""
+    if video.assigned_to_id in (None, user.pk) or video.is_held_by(user):
+        return ""
+    handover = VideoHandover.objects.filter(video=video).select_related("to_user", "by").first()
+    if handover is None or handover.from_user_id != user.pk:
+        return ""
+    by = handover.by.username if handover.by else "a coordinator"
+    to = handover.to_user.username if handover.to_user else "someone else"
+    return (
+        f"{by} gave video {video.yt8m_id} to {to} at {timezone.localtime(handover.created):%H:%M}: your lease is gone "
+        f"and this page no longer saves. Your draft went with the video to {to}."
+    )
+
+
+def video_draft_check(*, video: Video, user) -> None:
+    """A draft save of a video given away from this user is refused (the page stops saving)."""
+    reason = video_reassigned_from(video, user)
+    if reason:
+        raise LeaseReassigned(reason)
 
 
 # --- Submitting -----------------------------------------------------------------------------------------------
@@ -320,6 +421,7 @@ def pair_review(
                 raise Invalid({"reason": ["Say why the pair is rejected: the author reads it."]})
             cited = guideline_citable(pair=locked, version_id=guideline_version)
             locked.status = Pair.Status.REJECTED
+            comment_rejection(item=locked, reviewer=reviewer, reason=reason)
         else:
             if decision == Review.Decision.CORRECT:
                 changes = _corrections(locked, corrections or {})
@@ -585,7 +687,7 @@ def holdings(now=None) -> list[dict]:
             person(video.lease_holder.username)["leases"].append({"what": "video", "video": video, "since": since})
         if video.assigned_to_id:
             person(video.assigned_to.username)["assigned"].append({"video": video, "since": video.assigned_at})
-    for task in CaptionTask.objects.held(now).select_related("lease_holder", "pair").order_by("pk"):
+    for task in CaptionTask.objects.held(now).select_related("lease_holder", "pair__video").order_by("pk"):
         since = task.lease_since or task.lease_heartbeat
         person(task.lease_holder.username)["leases"].append({"what": "caption", "task": task, "since": since})
     return sorted(people.values(), key=lambda p: p["username"])

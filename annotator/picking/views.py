@@ -171,6 +171,7 @@ def draft_beacon(request, video_id: int):
             state = jsonlimits.loads(request.POST.get("state", ""))
         except ValueError:
             raise Invalid({"state": ["The draft must be a JSON object."]}) from None
+        picking.video_draft_check(video=video, user=request.user)
         saved = work_draft_save(
             picking.VIDEOS, item=video, user=request.user, state=state, version=int(version) if version else None
         )
@@ -314,7 +315,14 @@ def overview_assign(request):
     elif raw and user is None:
         problem = "Choose an annotator from the list."
     else:
-        picking.video_assign(video=video, user=user, by=request.user)
+        try:
+            picking.video_assign(video=video, user=user, by=request.user, confirmed=False)
+        except picking.ReassignUnconfirmed as error:
+            link = reverse("video-detail", args=[video.pk])
+            problem = f"{error.detail} Reassign it from the video's page ({link}), which asks for that."
+            return redirect_refused(
+                request, reverse("picking-overview"), data={"video": yt8m_id, "user": raw}, error=problem
+            )
         who = user.username if user else "nobody"
         messages.success(request, f"Video {video.yt8m_id} is assigned to {who}.")
         return redirect("picking-overview")

@@ -89,10 +89,18 @@ class ImportEntry:
 
 
 def resolve_import_path(raw: str | Path, *, base: Path | None = None) -> Path:
-    """The real path (symlinks and '..' resolved) of an existing file or folder inside settings.IMPORT_ROOTS."""
+    """The real path (symlinks and '..' resolved) of an existing file or folder inside settings.IMPORT_ROOTS.
+
+    A relative path is taken inside `base` when given (a manifest's folder); else inside the import folders, the
+    first one where it exists (then the working directory, for a command typed in a shell). Wherever it leads, it
+    must stay inside IMPORT_ROOTS: `../x` out of a root is refused."""
     path = Path(raw).expanduser()
     if not path.is_absolute():
-        path = (base or Path.cwd()) / path
+        if base is not None:
+            path = base / path
+        else:
+            tries = [Path(root) / path for root in settings.IMPORT_ROOTS] + [Path.cwd() / path]
+            path = next((place for place in tries if place.exists()), tries[0])
     try:
         resolved = path.resolve()
     except (OSError, RuntimeError, ValueError) as error:  # RuntimeError: a symlink loop; ValueError: a NUL byte
@@ -971,7 +979,9 @@ def videos_upload(
         name = get_valid_filename(Path(upload.name).name) or "upload.mp4"
         stem = Path(name).stem[:YT8M_ID_MAX]
         entry = ImportEntry(label=name, yt8m_id=stem, source=name, title=name)
-        if upload.size > settings.MAX_UPLOAD_BYTES:
+        if not upload.size:
+            entry.error = f"{name}: the file is empty (0 bytes); it was not stored"
+        elif upload.size > settings.MAX_UPLOAD_BYTES:
             entry.error = (
                 f"{name}: the upload is {upload.size} bytes, over the limit of "
                 f"{settings.MAX_UPLOAD_BYTES} bytes (MAX_UPLOAD_BYTES); it was not stored"

@@ -34,8 +34,11 @@ class MultipleFileField(forms.FileField):
     widget = MultipleFileInput
 
     def clean(self, data, initial=None):
-        files = data if isinstance(data, list | tuple) else [data]
-        return [super(MultipleFileField, self).clean(item, initial) for item in files if item] or super().clean(None)
+        """Every file chosen, empty ones too: the upload names an empty file on its job and imports the rest."""
+        files = [item for item in (data if isinstance(data, list | tuple) else [data]) if item is not None]
+        if not files:
+            raise forms.ValidationError("Choose one or more video files.", code="required")
+        return files
 
 
 class UploadForm(forms.Form):
@@ -164,7 +167,13 @@ def video_assign_view(request, video_id):
         if user is None:
             messages.error(request, "Assign: choose an annotator from the list.")
             return redirect("video-detail", video_id=video.pk)
-    picking.video_assign(video=video, user=user, by=request.user)
+    try:
+        picking.video_assign(video=video, user=user, by=request.user, confirmed=request.POST.get("confirm") == "1")
+    except picking.ReassignUnconfirmed as error:
+        video = Video.objects.select_related("lease_holder", "assigned_to").get(pk=video.pk)
+        context = video_detail_context(video)
+        context["reassign"] = {"user": user, "question": error.detail.removeprefix("Confirm first: ")}
+        return render(request, "videos/detail.html", context, status=409)
     messages.success(request, f"Video {video.yt8m_id} is assigned to {user.username if user else 'nobody'}.")
     return redirect("video-detail", video_id=video.pk)
 

@@ -8,7 +8,9 @@ import io
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
+
+from evaluation.results.raster import font, png_text
 
 CELL_W, CELL_H = 96, 54
 LEFT, TOP, GAP = 120, 58, 36
@@ -142,14 +144,14 @@ def heatmap_png(results: dict, axes: list[dict]) -> bytes:
     width, height, items = heatmap_drawing(results, axes)
     image = Image.new("RGB", (width, height), (255, 255, 255))
     draw = ImageDraw.Draw(image)
-    fonts: dict[int, ImageFont.ImageFont] = {}
     for item in items:
         if isinstance(item, Box):
             draw.rectangle((item.x, item.y, item.x + item.w - 1, item.y + item.h - 1), fill=item.fill)
             continue
-        font = fonts.setdefault(item.size, ImageFont.load_default(size=item.size))
         anchor = "ms" if item.anchor == "middle" else "ls"
-        draw.text((item.x, item.y), item.text, fill=item.colour, font=font, anchor=anchor)
+        draw.text(
+            (item.x, item.y), png_text(item.text, item.size), fill=item.colour, font=font(item.size), anchor=anchor
+        )
     out = io.BytesIO()
     image.save(out, format="PNG")
     return out.getvalue()

@@ -121,11 +121,11 @@ def judge_check_page(request, run_id: int):
     """One sampled description at a time with the item's caption, the judge's verdict hidden; Post/Redirect/Get."""
     evaluation = description_run(run_id)
     if request.method == "POST":
-        verdict = request.POST.get("matches")
+        verdict = request.POST.get("verdict")
         result = request.POST.get("result", "")
         try:
             if verdict not in ("yes", "no") or not result.isdigit() or len(result) > 12:
-                raise Invalid({"matches": ["Say whether the description matches the caption: yes or no."]})
+                raise Invalid({"verdict": ["Say whether the description matches the caption: yes or no."]})
             judge_verdict_record(
                 evaluation=evaluation, user=request.user, result_id=int(result), matches=verdict == "yes"
             )

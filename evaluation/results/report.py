@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from annotator.models import Release
-from benchmark.figure import gap_png, gap_svg
+from benchmark.figure import gap_svg
 from benchmark.records import SPLITS
 from benchmark.report import HUMANS, Report, compute_report, report_csv, report_json, report_latex, report_markdown
 from benchmark.strategy_table import (
@@ -17,6 +17,7 @@ from benchmark.strategy_table import (
     strategy_table_latex,
     strategy_table_markdown,
 )
+from evaluation.results.raster import gap_png
 
 # Each file of the report: its name after the release and split, how it is written, its content type.
 REPORT_FILES = (

@@ -279,6 +279,7 @@ def invite_list(request, pk):
         "can_serve": can_serve,
         "full": study.is_full(),
         "usable": sum(1 for row in rows if row["usable"]),
+        "admits": study_admits(study),
         "open_url": open_url,
         "prolific_url": open_url + PROLIFIC_URL_PARAMETERS if open_url else "",
         "prolific_parameters": PROLIFIC_URL_PARAMETERS,
@@ -293,9 +294,29 @@ def invite_list(request, pk):
 PROLIFIC_URL_PARAMETERS = "?" + "&".join(f"{name}={{{{%{name}%}}}}" for name in PROLIFIC_PARAMETERS)
 
 
+def study_admits(study: Study) -> int:
+    """How many participants the study's items admit (each item its raters, each participant their items)."""
+    return studies.participants_admitted(
+        items=study.items.scored().count(),
+        raters_per_item=study.raters_per_item,
+        items_per_participant=study.items_per_participant,
+    )
+
+
 def _invite_rows(study: Study, can_serve: bool) -> list[dict]:
-    participants = study.participants.order_by("created", "pk")
-    return [{"p": p, "url": studies.invite_url(p), **_link_state(p, can_serve)} for p in participants]
+    """Each link with its state. Unused links are usable only while places are left: the study admits so many
+    participants (study_admits), less those who started; the links past that, oldest first, find nothing left."""
+    participants = list(study.participants.order_by("created", "pk"))
+    rows = [{"p": p, "url": studies.invite_url(p), **_link_state(p, can_serve)} for p in participants]
+    started = sum(1 for p in participants if p.consented_at and p.stage in ("practice", "scored", "finished"))
+    places = max(0, study_admits(study) - started)
+    for row in rows:
+        if row["state"] == "unused":
+            if places > 0:
+                places -= 1
+            else:
+                row.update(usable=False, state="no place left")
+    return rows
 
 
 @role_required(COORDINATOR)

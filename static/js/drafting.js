@@ -48,6 +48,12 @@
     const state = wb.state;
     if (!state.category) return status("Pick a category first (Shift+1–9, 0).", "error");
     if (state.a === null || state.b === null) return status("Set frame A and frame B first (keys a and b).", "error");
+    // A question the person typed (not the model's last draft as it came) is theirs: replace it only when they say so.
+    const typed = (state.question || "").trim();
+    const drafted = state.model_draft_from && same(state.model_draft_from.question, typed);
+    if (typed && !drafted && !window.confirm(`Replace your question “${typed.length > 80 ? typed.slice(0, 80) + "…" : typed}” with a model's draft? (Discard draft brings it back.)`)) {
+      return status("Kept your question: nothing was asked of the model.");
+    }
     const chooser = $("draft-endpoint");
     const endpoint = chooser ? Number(chooser.value) : drafting.drafters[0].id;
     const name = (drafting.drafters.find((d) => d.id === endpoint) || drafting.drafters[0]).name;

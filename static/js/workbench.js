@@ -354,6 +354,7 @@
   let saveTimer = null;
   let dirty = false;
   let draftVersion = Number(config.draft_version) || 0;
+  let leaseGone = false; // a coordinator gave the item to someone else: nothing more is saved from this page
   let conflict = null; // the newer draft another tab saved ({state, version}) while the annotator decides
   let stashed = null; // this tab's state, kept after "Load the newer draft" until it is saved over or dropped
   const saveStatus = (text, cls = "muted") => { const el = $("save-status"); el.textContent = text; el.className = `save-status ${cls}`; };
@@ -379,7 +380,7 @@
   async function save() {
     clearTimeout(saveTimer);
     while (saving) await saving;
-    if (!dirty || conflict) return;
+    if (!dirty || conflict || leaseGone) return;
     saving = saveNow();
     try { await saving; } finally { saving = null; }
   }
@@ -394,6 +395,8 @@
       draftVersion = result.data.version;
       if (dirty) remember(); else forget();
       saveStatus(dirty ? "Saving…" : "Draft saved", "saved");
+    } else if (isLeaseGone(result)) {
+      showLeaseGone(result);
     } else if (result.status === 409) {
       dirty = true;
       await showConflict();
@@ -455,7 +458,7 @@
   // so it is a form post with the CSRF token in its body (the workbench's draft address, not the JSON API);
   // the version makes it a compare-and-set like every save, and the browser's own copy covers a lost beacon.
   window.addEventListener("pagehide", () => {
-    if (!dirty || conflict) return;
+    if (!dirty || conflict || leaseGone) return;
     const body = new URLSearchParams({ state: JSON.stringify(state), csrfmiddlewaretoken: csrf });
     if (draftVersion !== null && draftVersion !== undefined) body.set("version", String(draftVersion));
     if (!(navigator.sendBeacon && navigator.sendBeacon(urls.beacon, body))) {
@@ -657,10 +660,31 @@
   }
 
   /* --- Lease: heartbeat while the page is open; release when done or skipped. --- */
+  // The heartbeat's (or a save's) 409 with errors.lease = ["reassigned"]: a coordinator gave the item away.
+  const isLeaseGone = (result) => result.status === 409 && !!(result.data && result.data.errors && result.data.errors.lease);
+  let heartbeatTimer = null;
+  function showLeaseGone(result) {
+    leaseGone = true;
+    clearTimeout(saveTimer);
+    clearInterval(heartbeatTimer);
+    saveStatus("Not saving", "unsaved");
+    const el = $("lease-status");
+    el.textContent = "lease: gone"; el.className = "error";
+    let banner = $("lease-gone");
+    if (!banner) {
+      banner = document.createElement("div");
+      banner.id = "lease-gone"; banner.className = "banner banner-warning"; banner.setAttribute("role", "alert");
+      document.querySelector("main").prepend(banner);
+    }
+    banner.textContent = result.data.detail;
+    document.querySelectorAll("#submit, #submit-pair, button[data-action='submit']").forEach((b) => { b.disabled = true; });
+  }
   async function heartbeat() {
+    if (leaseGone) return;
     const result = await api("POST", urls.heartbeat);
     const el = $("lease-status");
-    if (result.ok) { el.textContent = "lease: yours"; el.className = "muted"; }
+    if (isLeaseGone(result)) showLeaseGone(result);
+    else if (result.ok) { el.textContent = "lease: yours"; el.className = "muted"; }
     else if (result.status === 409) { el.textContent = result.data && result.data.detail ? window.sbRefusalMessages(result.data, 409).join(" ") : "lease lost"; el.className = "error"; }
     else if (result.status === 0) { el.textContent = "offline"; el.className = "error"; }
   }
@@ -797,5 +821,5 @@
   if (newerHere) scheduleSave();
   // A video someone else holds, or this one while the annotator holds another: no heartbeat, it would take nothing;
   // nor an item out of the queue (an authored candidate pair, open to fix its pair).
-  if (!config.leased_to && !config.held_elsewhere && config.heartbeat !== false) { heartbeat(); setInterval(heartbeat, HEARTBEAT_MS); }
+  if (!config.leased_to && !config.held_elsewhere && config.heartbeat !== false) { heartbeat(); heartbeatTimer = setInterval(heartbeat, HEARTBEAT_MS); }
 })();

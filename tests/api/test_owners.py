@@ -82,8 +82,14 @@ def build_world() -> dict:
 
     bulk_job = bulk_start(table="pairs", action="exclude", by=coordinator, ids=[ritas_pair.pk])
     bulk_run_unit(job_id=bulk_job.pk, ids=[ritas_pair.pk])
+
+    # A conversation on alice's pair: rita asks; bob is no part of it.
+    from annotator.conversations.services import comment_post
+
+    comment = comment_post(item=alices_pair, author=reviewer, body="Which cup moved?")
     return {
         "bulk_job": bulk_job,
+        "comment": comment,
         "candidate": candidate,
         "candidate_skip": candidate_skip,
         "endpoint": endpoint,
@@ -131,6 +137,15 @@ DRAFT_QUESTION = {"category": "temporal", "index_a": 0, "index_b": 1, "question"
 # (method, schema path): [(who, url, body, expected status), ...]; who is a user of the world, or "anonymous".
 # `who` never may do it: the wrong role, another user's object, or another participant's item.
 CASES = {
+    ("POST", "/api/pairs/{pair_id}/comments/"): [("bob", "/api/pairs/{pair}/comments/", {"body": "Mine now."}, 403)],
+    ("POST", "/api/pairs/{pair_id}/fixed/"): [("bob", "/api/pairs/{pair}/fixed/", None, 403)],
+    ("POST", "/api/captions/{caption_id}/comments/"): [
+        ("bob", "/api/captions/{caption}/comments/", {"body": "Mine now."}, 403)
+    ],
+    ("POST", "/api/captions/{caption_id}/fixed/"): [("bob", "/api/captions/{caption}/fixed/", None, 403)],
+    ("POST", "/api/comments/{comment_id}/resolve/"): [
+        ("bob", "/api/comments/{comment}/resolve/", {"resolved": True}, 403)
+    ],
     ("POST", "/api/captions/{caption_id}/choose/"): [("alice", "/api/captions/{caption}/choose/", None, 403)],
     ("POST", "/api/captions/{caption_id}/review/"): [
         ("alice", "/api/captions/{caption}/review/", {"decision": "accept"}, 403)
@@ -344,6 +359,7 @@ def url_of(template: str, w) -> str:
         failed_job=w["failed_job"].pk,
         double_review=w["double_review"].pk,
         candidate=w["candidate"].pk,
+        comment=w["comment"].pk,
         candidate_skip=w["candidate_skip"].pk,
         endpoint=w["endpoint"].pk,
         run=w["run"].pk,

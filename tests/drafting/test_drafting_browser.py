@@ -140,6 +140,20 @@ def test_discarding_a_draft_puts_the_texts_from_before_back(page, annotator, coo
     page.keyboard.press("Shift+6")  # existence
     page.locator("#question").fill("What was added in the second image?")
     page.locator("#question").press("Escape")
+    asked = []  # g (or the button) asks before replacing a typed question: the first time the answer is no
+
+    def answer(dialog):
+        asked.append(dialog.message)
+        dialog.dismiss() if len(asked) == 1 else dialog.accept()
+
+    page.on("dialog", answer)
+    page.click("#draft-model")
+    expect(page.locator("#draft-status")).to_contain_text("Kept your question: nothing was asked of the model.")
+    assert asked == [
+        "Replace your question “What was added in the second image?” with a model's draft? "
+        "(Discard draft brings it back.)"
+    ]
+    assert ModelDraft.objects.count() == 0
     page.click("#draft-model")
     expect(page.locator("#draft-status")).to_contain_text("holds no JSON object: 'no JSON here'", timeout=15000)
     expect(page.locator("#question")).to_have_value("What was added in the second image?")

@@ -50,6 +50,16 @@ def test_the_overview_counts_what_it_lists_and_assigns_from_the_picker(page, coo
     expect(page.locator("#holdings")).to_contain_text("for less than a minute")
     expect(page.locator("#holdings")).not_to_contain_text("0 minutes")
     shot(page, "overview-1440.png")
+    # Every table stays inside its card: the per-category table used to run past the card's right edge.
+    spilled = page.evaluate(
+        """() => [...document.querySelectorAll('.overview-grid > .card table')].filter(table => {
+            const card = table.closest('.card').getBoundingClientRect();
+            return table.getBoundingClientRect().right > card.right - 1 || table.scrollWidth > table.clientWidth + 1;
+        }).map(table => table.id || table.closest('.card').querySelector('h2').textContent)"""
+    )
+    assert spilled == []
+    # The caption task a person holds is named by its pair, not by ids.
+    expect(page.locator("#holdings")).to_contain_text("caption of the temporal pair on")
 
     # The picker: the id field offers the assignable videos (a datalist: type a part, pick one).
     options = page.locator("#assignable-videos option")

@@ -233,9 +233,11 @@ def test_assigning_a_video_ends_another_annotators_lease_and_waits_for_the_assig
     target = bulk_video(2, yt8m_id="b-target")
     assert picking.video_lease_next(user=annotator).pk == held.pk
     assert picking.video_lease_next(user=annotator2).pk == target.pk
-    picking.video_assign(video=target, user=annotator, by=coordinator)
+    with pytest.raises(picking.ReassignUnconfirmed, match="bob holds video b-target"):
+        picking.video_assign(video=target, user=annotator, by=coordinator, confirmed=False)
+    picking.video_assign(video=target, user=annotator, by=coordinator, confirmed=True)
     assert Video.objects.get(pk=target.pk).lease_holder is None
-    with pytest.raises(picking.Conflict, match="assigned to another annotator"):
+    with pytest.raises(picking.LeaseReassigned, match="cora gave video b-target to alice"):
         picking.video_heartbeat(video=target, user=annotator2)
     # The assignee keeps the video they hold; the work page says what comes next.
     page = client_for(annotator).get("/work/")

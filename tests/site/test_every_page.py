@@ -291,10 +291,15 @@ def build_world(tmp_path, master_video):
     # A guideline of two versions (its pages, and the panel beside the editor).
     guideline_save(category="action", domain="", body="# Actions\n- one **visible** action", user=users["coordinator"])
     guideline = guideline_save(category="action", domain="", body="- one action", user=users["coordinator"]).guideline
+    # A conversation: the reviewer asks the author of the submitted pair.
+    from annotator.conversations.services import comment_post
+
+    comment = comment_post(item=submitted, author=users["reviewer"], body="Which cup moved, @author?")
     return users, {
         "category": ["action", "no-such-category"],
         "domain": ["all", "natural", "no-such-domain"],
         "version_id": [guideline.current.pk],
+        "comment_id": [comment.pk],
         "candidate_id": [candidate.pk],
         "edit_id": list(ImageEdit.objects.filter(job__status="succeeded").order_by("pk").values_list("pk", flat=True)),
         "kind": ["colour", "weather"],  # an edit template's kind, and one that is not

@@ -131,6 +131,17 @@ def test_it_shows_the_form_errors_when_the_upload_is_empty(client_for, coordinat
     refused = client.post("/videos/upload/", {"every": "1", "frames": "3"})
     assert refused.status_code == 302 and refused["Location"] == "/videos/"
     response = client.get(refused["Location"])
-    assert "This field is required." in response.content.decode()
+    assert "Choose one or more video files." in response.content.decode()
     assert "not both" in response.content.decode()
     assert not Job.objects.exists()
+
+
+def test_one_empty_file_of_eight_is_named_on_the_job_and_the_rest_are_stored(client_for, coordinator, h264_video):
+    data = h264_video.read_bytes()
+    files = [SimpleUploadedFile(f"clip_{i}.mp4", data, "video/mp4") for i in range(7)]
+    files.insert(3, SimpleUploadedFile("blank.mp4", b"", "video/mp4"))
+    response = client_for(coordinator).post("/videos/upload/", {"files": files, "frames": 2, "domain": "natural"})
+    job = Job.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
+    assert job.errors == ["blank.mp4: the file is empty (0 bytes); it was not stored"]
+    assert Video.objects.filter(yt8m_id__startswith="clip_").count() == 7

@@ -422,13 +422,13 @@ def test_people_judge_the_sample_blind_and_the_report_shows_the_judges_kappa(
         assert page.context["caption"] == TABLE[next(n for n, p in pairs.items() if p.pk == result.pair_id)][1]
         # Blind: neither the judge's reply nor its verdict is on the page.
         assert result.judge_text not in html and "Verdict" not in html
-        answer = client.post(url, {"result": result.pk, "matches": person[result.pair_id]})
+        answer = client.post(url, {"result": result.pk, "verdict": person[result.pair_id]})
         assert answer.status_code == 302
     page = client.get(url)
     assert page.context["result"] is None and 'id="judge-check-done"' in page.content.decode()
     # A second verdict on one description is refused, and nothing changes.
     first = evaluation.results.filter(is_correct__isnull=False).first()
-    client.post(url, {"result": first.pk, "matches": "yes"}, follow=True)
+    client.post(url, {"result": first.pk, "verdict": "yes"}, follow=True)
     assert JudgeVerdict.objects.count() == 3
     # Judge (yes, no, yes) against the person (yes, no, no): po = 2/3; judge yes 2/3, person yes 1/3;
     # pe = 2/3 * 1/3 + 1/3 * 2/3 = 4/9; kappa = (2/3 - 4/9) / (1 - 4/9) = (2/9) / (5/9) = 0.4;
@@ -496,7 +496,7 @@ def test_the_judge_check_page_refuses_anonymous_wrong_roles_wrong_methods_and_ot
     )
     assert coordinator_client.get(f"/models/runs/{plain.pk}/judge-check/").status_code == 404
     # A result outside the run's sample is refused with a message, nothing stored.
-    page = coordinator_client.post(url, {"result": "999999", "matches": "yes"}, follow=True)
+    page = coordinator_client.post(url, {"result": "999999", "verdict": "yes"}, follow=True)
     assert "not in the sample" in page.content.decode() and not JudgeVerdict.objects.exists()
 
 

@@ -360,7 +360,9 @@ def test_a_session_that_consented_before_the_study_filled_is_turned_away_not_fin
 
 def test_the_invites_page_shows_which_links_can_still_be_used(client_for, coordinator):
     make_pool(6)
-    study = studies.study_create(name="S", fraction=0.5, raters_per_item=2, practice_count=0, invites=4)
+    # Three raters an item, each session all three items: three places, for done, going and unused (expired gave
+    # its place back).
+    study = studies.study_create(name="S", fraction=0.5, raters_per_item=3, practice_count=0, invites=4)
     done, going, expired, unused = study.participants.all()
     participation.participant_answer_all(participant=done)
     going.consent()

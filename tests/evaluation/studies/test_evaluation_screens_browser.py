@@ -192,6 +192,7 @@ def test_on_a_desktop_the_pair_is_side_by_side_enlarges_and_closes_with_escape_a
     shot(page, "desktop-1-practice")
     first, second = box(page, ".p-images figure", 0), box(page, ".p-images figure", 1)
     assert abs(first["y"] - second["y"]) < 1 and second["x"] > first["x"] + first["width"] - 1
+    assert box(page, ".p-images img", 0)["width"] >= 640, "on a laptop the images take the window's width"
     assert_options_reachable(page, 900)
     assert page.locator(".p-hint .p-keys").is_visible()
 

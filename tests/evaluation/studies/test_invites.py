@@ -22,7 +22,8 @@ pytestmark = pytest.mark.django_db
 def study_with_links(open_cap: int = 0):
     for _ in range(3):
         make_pair(status=Pair.Status.ACCEPTED)
-    study = studies.study_create(name="Daily", fraction=1, practice_count=0, open_cap=open_cap)
+    # Three raters an item, every item a session: room for the three links (links past the room are not usable).
+    study = studies.study_create(name="Daily", fraction=1, practice_count=0, open_cap=open_cap, raters_per_item=3)
     links = studies.study_invite(study=study, count=3)
     return study, links
 
