@@ -43,7 +43,8 @@ class CandidateWork(WorkKind):
         return f"candidate pair {item.title}"
 
     def in_queue(self, user):
-        return PairCandidate.objects.open()
+        """Open candidates, none of an archived collection (mined ones have no collection)."""
+        return PairCandidate.objects.open().exclude(collection__archived_at__isnull=False)
 
     def queues(self, items, user):
         return [items.order_by("created", "pk")]
@@ -51,6 +52,8 @@ class CandidateWork(WorkKind):
     def refusal(self, item, user) -> str:
         if item.status != PairCandidate.Status.OPEN:
             return f"Candidate pair {item.title} is {item.status}: it is out of the queue."
+        if item.collection_id is not None and item.collection.archived_at is not None:
+            return f"Collection {item.collection.name} is archived: its candidate pairs are out of the queue."
         return ""
 
 
