@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -54,6 +54,9 @@ def home_waiting(user) -> dict:
         counted["pairs_to_review"] = Pair.objects.reviewable_by(user)
         counted["captions_to_review"] = Caption.objects.reviewable_by(user)
         counted["second_reviews"] = DoubleReview.objects.waiting_for(user)
+        # What came back to this reviewer: pairs they rejected, fixed and submitted again (in their queue now).
+        rejected_by_user = Review.objects.filter(pair=OuterRef("pk"), reviewer=user, decision=Review.Decision.REJECT)
+        counted["came_back"] = Pair.objects.reviewable_by(user).filter(Exists(rejected_by_user))
     counts = counts_in_one_query(**counted)
     waiting = {"counts": counts, "annotator": annotator, "reviewer": reviewer}
     if annotator:
