@@ -24,6 +24,7 @@ from annotator.models import (
     CaptionBatch,
     CaptionSkip,
     CaptionTask,
+    Collection,
     DoubleReview,
     Job,
     Pair,
@@ -246,6 +247,8 @@ def build_world(tmp_path, master_video):
     )
     return users, {
         "candidate_id": [candidate.pk],
+        "collection_id": list(Collection.objects.order_by("pk").values_list("pk", flat=True)),
+        "action": ["rename", "archive", "unarchive", "delete"],  # the everyday actions' confirmation pages
         "double_review_id": [double_review.pk],
         "token_id": [token.pk],
         "path": ["no-such-endpoint/"],  # the API's catch-all: its JSON 404
