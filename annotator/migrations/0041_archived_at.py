@@ -13,21 +13,21 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='collection',
             name='archived_at',
-            field=models.DateTimeField(blank=True, help_text='Archived: its candidates are offered to nobody; its images and pairs are kept.', null=True),
+            field=models.DateTimeField(blank=True, editable=False, help_text='Archived: its candidates are offered to nobody; its images and pairs are kept.', null=True),
         ),
         migrations.AddField(
             model_name='modelendpoint',
             name='archived_at',
-            field=models.DateTimeField(blank=True, help_text='Archived: offered for no new run or draft; its runs are kept.', null=True),
+            field=models.DateTimeField(blank=True, editable=False, help_text='Archived: offered for no new run or draft; its runs are kept.', null=True),
         ),
         migrations.AddField(
             model_name='sweep',
             name='archived_at',
-            field=models.DateTimeField(blank=True, help_text='Archived: not published again; its pairs and releases are kept.', null=True),
+            field=models.DateTimeField(blank=True, editable=False, help_text='Archived: not published again; its pairs and releases are kept.', null=True),
         ),
         migrations.AddField(
             model_name='video',
             name='archived_at',
-            field=models.DateTimeField(blank=True, help_text='Archived: never leased or assigned again; its frames and pairs are kept.', null=True),
+            field=models.DateTimeField(blank=True, editable=False, help_text='Archived: never leased or assigned again; its frames and pairs are kept.', null=True),
         ),
     ]

@@ -47,6 +47,7 @@ class Collection(models.Model):
     archived_at = models.DateTimeField(
         null=True,
         blank=True,
+        editable=False,
         help_text="Archived: its candidates are offered to nobody; its images and pairs are kept.",
     )
 

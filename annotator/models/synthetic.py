@@ -39,7 +39,10 @@ class Sweep(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
     created = models.DateTimeField(default=timezone.now)
     archived_at = models.DateTimeField(
-        null=True, blank=True, help_text="Archived: not published again; its pairs and releases are kept."
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Archived: not published again; its pairs and releases are kept.",
     )
 
     class Meta:

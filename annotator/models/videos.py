@@ -46,7 +46,10 @@ class Video(Leasable):
     )
     assigned_at = models.DateTimeField(null=True, blank=True, help_text="When a coordinator last assigned it.")
     archived_at = models.DateTimeField(
-        null=True, blank=True, help_text="Archived: never leased or assigned again; its frames and pairs are kept."
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Archived: never leased or assigned again; its frames and pairs are kept.",
     )
 
     class Meta(Leasable.Meta):

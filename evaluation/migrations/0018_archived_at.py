@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='study',
             name='archived_at',
-            field=models.DateTimeField(blank=True, help_text='Archived: admits no new participant; its answers and results are kept.', null=True),
+            field=models.DateTimeField(blank=True, editable=False, help_text='Archived: admits no new participant; its answers and results are kept.', null=True),
         ),
     ]
