@@ -52,8 +52,6 @@ class CandidateWork(WorkKind):
     def refusal(self, item, user) -> str:
         if item.status != PairCandidate.Status.OPEN:
             return f"Candidate pair {item.title} is {item.status}: it is out of the queue."
-        if item.collection_id is not None and item.collection.archived_at is not None:
-            return f"Collection {item.collection.name} is archived: its candidate pairs are out of the queue."
         return ""
 
 

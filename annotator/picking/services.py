@@ -61,7 +61,8 @@ class VideoWork(WorkKind):
         return f"video {item.yt8m_id}"
 
     def in_queue(self, user):
-        """Sampled videos, not archived, not assigned to someone else."""
+        """Sampled videos, not archived, not assigned to someone else. An archived video's holder may finish it (their
+        lease stands); nobody takes it anew."""
         sampled = Video.objects.filter(status=Video.Status.SAMPLED, archived_at__isnull=True)
         return sampled.filter(Q(assigned_to__isnull=True) | Q(assigned_to=user))
 
@@ -76,8 +77,6 @@ class VideoWork(WorkKind):
         ]
 
     def refusal(self, item, user) -> str:
-        if item.archived_at is not None:
-            return f"Video {item.yt8m_id} is archived: it is out of the queue. Your draft is saved."
         if item.status != Video.Status.SAMPLED:
             return f"Video {item.yt8m_id} is {item.status}, not sampled: it has no frames to pick from."
         if item.assigned_to_id not in (None, user.pk):

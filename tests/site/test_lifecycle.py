@@ -256,3 +256,12 @@ def test_the_api_renames_archives_and_deletes_or_says_what_depends(client_for, c
     collection = make_candidate().collection
     assert client.post(f"/api/collections/{collection.pk}/rename/", {"name": ""}).status_code == 400
     assert client_for(annotator).post(f"/api/videos/{kept.pk}/archive/").status_code == 403
+
+
+def test_whoever_holds_an_archived_video_may_finish_it_but_nobody_takes_it_anew(annotator, annotator2):
+    video = make_video(frames=2)
+    assert picking.video_lease_next(user=annotator) == video
+    Video.objects.filter(pk=video.pk).update(archived_at="2026-01-01T00:00Z")
+    assert picking.video_heartbeat(video=video, user=annotator).lease_holder == annotator
+    picking.video_release(video=video, user=annotator, reason=None)  # back in the queue, were it not archived
+    assert picking.video_lease_next(user=annotator2) is None
