@@ -1,8 +1,9 @@
-"""Values every page needs: the user's roles and site-wide banners."""
+"""Values every page needs: the user's roles, the top bar's menus and site-wide banners."""
 
 from __future__ import annotations
 
 from annotator.similarity.services import DEMO_BANNER, NO_ACTIVE_MODEL, embedding_model_active
+from subtlebench.navigation import nav_menus
 from subtlebench.roles import COORDINATOR, ROLES, roles_of
 from subtlebench.text import text_limits
 
@@ -10,7 +11,12 @@ from subtlebench.text import text_limits
 def site(request):
     roles = roles_of(request.user)
     # `limits`: the editors' maxlength, the same numbers the models and serializers enforce.
-    return {"roles": roles, "site_banners": site_banners(roles), "limits": text_limits()}
+    return {
+        "roles": roles,
+        "site_banners": site_banners(roles),
+        "limits": text_limits(),
+        "nav_menus": nav_menus(request.user, request.path),
+    }
 
 
 def site_banners(roles=()) -> list[dict]:

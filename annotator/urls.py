@@ -1,6 +1,6 @@
-from django.urls import path
+from django.urls import path, re_path
 
-from annotator import home
+from annotator import home, lifecycle
 from annotator.captions import views as views_captions
 from annotator.collections import views as views_collections
 from annotator.conversations import views as views_talk
@@ -19,19 +19,26 @@ from annotator.stats import views as views_stats
 from annotator.synthetic import views as views_synthetic
 from annotator.videos import source_views as views_video_source
 from annotator.videos import views as views_videos
+from subtlebench.lifecycle import manage_view
+
+ACTION = r"(?P<pk>[0-9]+)/(?P<action>rename|archive|unarchive|delete)/$"
 
 urlpatterns = [
     path("", home.home, name="home"),
+    path("home/dashboard/", home.home_dashboard, name="home-dashboard"),
     # Videos and import
     path("videos/", views_videos.video_list, name="video-list"),
     path("videos/upload/", views_videos.video_upload, name="video-upload"),
     path("videos/<int:video_id>/", views_videos.video_detail, name="video-detail"),
     path("videos/<int:video_id>/assign/", views_videos.video_assign_view, name="video-assign"),
     path("videos/<int:video_id>/resample/", views_videos.video_resample_view, name="video-resample"),
+    re_path(r"^videos/" + ACTION, manage_view(lifecycle.VIDEOS), name="video-manage"),
     # Image collections (issue 27): import, and the queue of candidate pairs to author
     path("collections/", views_collections.collection_list, name="collection-list"),
     path("collections/import/", views_collections.collection_import_view, name="collection-import"),
     path("collections/upload/", views_collections.collection_upload_view, name="collection-upload"),
+    path("collections/<int:collection_id>/", views_collections.collection_detail, name="collection-detail"),
+    re_path(r"^collections/" + ACTION, manage_view(lifecycle.COLLECTIONS), name="collection-manage"),
     path("collections/licenses/", views_collections.source_license_save_view, name="source-license-save"),
     path("work/candidates/", views_collections.candidate_queue, name="candidate-queue"),
     path("work/candidates/next/", views_collections.candidate_next, name="candidate-next"),
@@ -129,5 +136,7 @@ urlpatterns = [
     # Synthetic sweeps: the paper's controlled experiments, and their heatmaps
     path("synthetic/", views_synthetic.sweep_list, name="sweep-list"),
     path("synthetic/<int:sweep_id>/publish/", views_synthetic.sweep_publish_view, name="sweep-publish"),
+    re_path(r"^synthetic/" + ACTION, manage_view(lifecycle.SWEEPS), name="sweep-manage"),
+    re_path(r"^models/endpoints/" + ACTION, manage_view(lifecycle.ENDPOINTS), name="endpoint-manage"),
     path("models/drafting/", views_drafting.drafting_settings, name="drafting-settings"),
 ]

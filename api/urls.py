@@ -14,6 +14,7 @@ from api import (
     evaluation,
     exports,
     jobs,
+    lifecycle,
     models_eval,
     picking,
     similarity,
@@ -147,6 +148,17 @@ urlpatterns = [
     ),
     path("candidate-skips/<int:skip_id>/undo/", collections.candidate_skip_undo, name="api-candidate-skip-undo"),
     path("", views.api_index, name="api-index"),
+    # Rename, archive, take out of the archive, delete (coordinators)
+    *[
+        path(f"{prefix}/<int:{key}>/{action}/", view, name=f"api-{name}-{action}")
+        for prefix, key, name, views in (
+            ("videos", "video_id", "video", lifecycle.VIDEO_VIEWS),
+            ("collections", "collection_id", "collection", lifecycle.COLLECTION_VIEWS),
+            ("models", "endpoint_id", "model", lifecycle.ENDPOINT_VIEWS),
+            ("studies", "pk", "study", lifecycle.STUDY_VIEWS),
+        )
+        for action, view in views.items()
+    ],
     # Last: any other /api/ URL answers the JSON 404, not the HTML page.
     re_path(r"^(?P<path>.*)$", views.not_found, name="api-not-found"),
 ]

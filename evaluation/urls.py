@@ -4,16 +4,20 @@ sweep's heatmap)."""
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 
 import annotator.releases.converters  # noqa: F401 (registers <release:...>)
-from evaluation.results import correlation, judge_check, release_report, sweeps
+from evaluation.results import correlation, dashboard, judge_check, release_report, sweeps
 from evaluation.results import views as results
 from evaluation.runs import views as runs
 from evaluation.studies import participant_views as p
 from evaluation.studies import views
+from evaluation.studies.lifecycle import STUDIES
+from subtlebench.lifecycle import manage_view
 
 urlpatterns = [
+    # The coordinator's home page: its measuring part (annotator/home.py loads it)
+    path("home/measure/", dashboard.home_measure, name="home-measure"),
     # Model runs
     path("models/", runs.model_list, name="model-list"),
     path("models/endpoints/new/", runs.model_endpoint_new, name="model-endpoint-new"),
@@ -30,6 +34,11 @@ urlpatterns = [
     path("studies/create/", views.study_create, name="study-create"),
     path("studies/plan/", views.study_plan, name="study-plan"),
     path("studies/<int:pk>/", results.study_detail, name="study-detail"),
+    re_path(
+        r"^studies/(?P<pk>[0-9]+)/(?P<action>rename|archive|unarchive|delete)/$",
+        manage_view(STUDIES),
+        name="study-manage",
+    ),
     path("studies/<int:pk>/invites/", views.invite_list, name="study-invites"),
     path("studies/<int:pk>/invites/create/", views.invite_create, name="study-invite-create"),
     path("studies/<int:pk>/invites.csv", views.invite_csv, name="study-invites-csv"),

@@ -43,7 +43,8 @@ class CandidateWork(WorkKind):
         return f"candidate pair {item.title}"
 
     def in_queue(self, user):
-        return PairCandidate.objects.open()
+        """Open candidates, none of an archived collection (mined ones have no collection)."""
+        return PairCandidate.objects.open().exclude(collection__archived_at__isnull=False)
 
     def queues(self, items, user):
         return [items.order_by("created", "pk")]

@@ -22,7 +22,8 @@ from annotator.collections import authoring
 from annotator.collections.services import collection_import, source_license_save, source_terms_table
 from annotator.collections.uploads import UploadRefused, collection_upload, uploads_refusal
 from annotator.jobs.services import clean_idempotency_key
-from annotator.models import CandidateSkip, Collection, Domain, Job, PairCandidate
+from annotator.lifecycle import collection_pairs
+from annotator.models import CandidateSkip, Collection, Domain, Image, Job, PairCandidate, SourceLicense
 from annotator.picking.editor import editor_config
 from benchmark import jsonlimits
 from benchmark.licenses import LICENSE_MAX
@@ -152,6 +153,37 @@ def source_license_save_view(request):
         return error_response(request, error, back_to="collection-list")
     messages.success(request, f"The terms of {row.source} are recorded: its items go out under {row.license}.")
     return redirect("collection-list")
+
+
+IMAGES_SHOWN = 48
+ROWS_SHOWN = 25
+
+
+@role_required(COORDINATOR)
+@require_GET
+def collection_detail(request, collection_id: int):
+    """One collection: its images, the pairs made of them, its candidate pairs, the terms its items go out under,
+    its import history, and its everyday actions (rename, archive, delete: annotator/lifecycle.py)."""
+    collection = get_object_or_404(Collection.objects.select_related("created_by"), pk=collection_id)
+    images = Image.objects.filter(collection=collection)
+    pairs = collection_pairs(collection)
+    candidates = collection.candidates.all()
+    context = {
+        "collection": collection,
+        "image_count": images.count(),
+        "images": images.order_by("pk")[:IMAGES_SHOWN],
+        "labels": list(images.exclude(label="").order_by().values("label").annotate(n=Count("pk")).order_by("label")),
+        "pair_counts": dict(pairs.order_by().values_list("status").annotate(n=Count("pk"))),
+        "pairs": pairs.select_related("author").order_by("-created", "-pk")[:ROWS_SHOWN],
+        "candidate_counts": dict(candidates.order_by().values_list("status").annotate(n=Count("pk"))),
+        "candidates": candidates.select_related("pair").order_by("-created", "-pk")[:ROWS_SHOWN],
+        "terms": SourceLicense.objects.terms_of([collection.name])[collection.name],
+        "recorded": SourceLicense.objects.filter(source=collection.name).first(),
+        "jobs": Job.objects.filter(kind=Job.Kind.IMPORT, result__collection=collection.name)
+        .select_related("created_by")
+        .order_by("-created", "-pk")[:ROWS_SHOWN],
+    }
+    return render(request, "collections/detail.html", context)
 
 
 # --- The authoring queue ----------------------------------------------------------------------------------------

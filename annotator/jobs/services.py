@@ -581,6 +581,29 @@ def job_units_with_problems(job: Job):
     return job.tasks.exclude(error="").order_by("pk")
 
 
+ATTENTION_DAYS = 7  # failed jobs older than this have been seen to (or will not be)
+ATTENTION_SHOWN = 6
+
+
+def jobs_needing_attention(*, user, now=None) -> list[dict]:
+    """The jobs this user may see that need someone (the home page): failed in the last ATTENTION_DAYS, paused on an
+    outage (Job.pause), or with a unit on a worker that looks dead (`jobs_on_dead_workers`). Newest first; each
+    {"job", "why"}."""
+    now = now or timezone.now()
+    visible = Job.objects.visible_to(user)
+    stuck = {unit.job_id for unit in jobs_on_dead_workers(answered=None, now=now)}
+    found: dict[int, dict] = {}
+    for job in visible.filter(status__in=ACTIVE).with_pauses().order_by("-created", "-pk")[:50]:
+        if job.pk in stuck:
+            found[job.pk] = {"job": job, "why": "stuck"}
+        elif job.pause is not None:
+            found[job.pk] = {"job": job, "why": "paused"}
+    failed = visible.filter(status=Job.Status.FAILED, finished__gte=now - timedelta(days=ATTENTION_DAYS))
+    for job in failed.order_by("-finished", "-pk")[:ATTENTION_SHOWN]:
+        found[job.pk] = {"job": job, "why": "failed"}
+    return sorted(found.values(), key=lambda entry: -entry["job"].pk)[:ATTENTION_SHOWN]
+
+
 # --- What waits for the sweeper (the jobs page, /healthz?deep=1) ------------------------------------------------
 
 

@@ -54,6 +54,8 @@ def mining_options(
     if scope != VIDEOS:
         if not scope.isdigit() or len(scope) > 18 or not Collection.objects.filter(pk=int(scope)).exists():
             errors["scope"] = [f"{scope[:50]!r} is neither {VIDEOS!r} nor the id of a collection."]
+        elif Collection.objects.filter(pk=int(scope), archived_at__isnull=False).exists():
+            errors["scope"] = ["That collection is archived: mining leaves it out. Take it out of the archive first."]
     threshold = settings.SIMILARITY_THRESHOLD if threshold in (None, "") else threshold
     ceiling = settings.NEAR_DUPLICATE_CEILING if ceiling in (None, "") else ceiling
     values = {}

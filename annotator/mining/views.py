@@ -35,7 +35,9 @@ class MiningForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        collections = Collection.objects.order_by("name", "pk").values_list("pk", "name")
+        collections = (
+            Collection.objects.filter(archived_at__isnull=True).order_by("name", "pk").values_list("pk", "name")
+        )
         self.fields["scope"].choices = [(VIDEOS, "All videos")] + [
             (str(pk), f"Collection {name}") for pk, name in collections
         ]

@@ -44,6 +44,12 @@ class Collection(models.Model):
     location = models.CharField(max_length=1000, help_text="The folder, manifest file or s3:// prefix it came from.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
     created = models.DateTimeField(default=timezone.now)
+    archived_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Archived: its candidates are offered to nobody; its images and pairs are kept.",
+    )
 
     class Meta:
         ordering = ["name", "pk"]

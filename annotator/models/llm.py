@@ -90,6 +90,9 @@ class ModelEndpoint(models.Model):
     )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
     created = models.DateTimeField(default=timezone.now)
+    archived_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="Archived: offered for no new run or draft; its runs are kept."
+    )
     # Models that draft (annotator/drafting): off unless a coordinator turns them on, per endpoint.
     drafts_questions = models.BooleanField(default=False, help_text="May draft questions on the workbench.")
     default_drafter = models.BooleanField(default=False, help_text="The team's drafter: 'Draft with a model' asks it.")

@@ -38,6 +38,12 @@ class Sweep(models.Model):
     job = models.ForeignKey(Job, models.SET_NULL, null=True, blank=True, related_name="sweeps")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
     created = models.DateTimeField(default=timezone.now)
+    archived_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Archived: not published again; its pairs and releases are kept.",
+    )
 
     class Meta:
         ordering = ["-created", "-pk"]

@@ -45,6 +45,12 @@ class Video(Leasable):
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="assigned_videos"
     )
     assigned_at = models.DateTimeField(null=True, blank=True, help_text="When a coordinator last assigned it.")
+    archived_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Archived: never leased or assigned again; its frames and pairs are kept.",
+    )
 
     class Meta(Leasable.Meta):
         ordering = ["yt8m_id"]

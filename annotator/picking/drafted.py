@@ -16,11 +16,13 @@ FIELDS = ("question", "answer", "distractors")
 
 def drafters():
     """The endpoints that may draft, the team's default first."""
-    return ModelEndpoint.objects.filter(drafts_questions=True).order_by("-default_drafter", "name", "pk")
+    return ModelEndpoint.objects.filter(drafts_questions=True, archived_at__isnull=True).order_by(
+        "-default_drafter", "name", "pk"
+    )
 
 
 def background_answerers():
-    return ModelEndpoint.objects.filter(answers_drafts=True).order_by("name", "pk")
+    return ModelEndpoint.objects.filter(answers_drafts=True, archived_at__isnull=True).order_by("name", "pk")
 
 
 def model_draft_record(*, pair: Pair, user, draft_id: int | None, on: dict) -> None:

@@ -78,8 +78,9 @@ class VideoWork(WorkKind):
         return f"video {item.yt8m_id}"
 
     def in_queue(self, user):
-        """Sampled videos, not assigned to someone else."""
-        sampled = Video.objects.filter(status=Video.Status.SAMPLED)
+        """Sampled videos, not archived, not assigned to someone else. An archived video's holder may finish it (their
+        lease stands); nobody takes it anew."""
+        sampled = Video.objects.filter(status=Video.Status.SAMPLED, archived_at__isnull=True)
         return sampled.filter(Q(assigned_to__isnull=True) | Q(assigned_to=user))
 
     def queues(self, items, user):
@@ -701,7 +702,7 @@ def assignable_videos():
     """The videos the overview's picker offers to assign: sampled ones not flagged bad for everyone, by id."""
     flagged = VideoSkip.objects.filter(video=OuterRef("pk"), reason__in=VideoSkip.FOR_EVERYONE)
     return (
-        Video.objects.filter(status=Video.Status.SAMPLED)
+        Video.objects.filter(status=Video.Status.SAMPLED, archived_at__isnull=True)
         .exclude(Exists(flagged))
         .select_related("assigned_to")
         .order_by("yt8m_id", "pk")[:ASSIGN_PICKER_LIMIT]

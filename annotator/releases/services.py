@@ -566,6 +566,22 @@ def release_diff(*, release: Release) -> dict | None:
     }
 
 
+def release_latest() -> Release | None:
+    """The benchmark's newest release (experiments' releases apart)."""
+    return Release.objects.filter(experiment=False).order_by("-number", "-pk").first()
+
+
+def release_changes_since(release: Release) -> dict:
+    """What changed in the benchmark since the release was made: pairs in it now that the release lacks (accepted
+    since, or back in), and the release's pairs no longer in it (reopened, rejected, below the similarity bar)."""
+    released = release.items.values("pair")
+    now = Pair.objects.in_benchmark()
+    return {
+        "added": now.exclude(pk__in=released).count(),
+        "left": release.items.exclude(pair__in=now.values("pk")).count(),
+    }
+
+
 # --- What the pages show ------------------------------------------------------------------------------------------
 
 

@@ -365,3 +365,49 @@ def chart_per_day(day_list: list[date], first: dict[date, int], second: dict[dat
         "label_y": height - 6,
         "stacked": second is not None,
     }
+
+
+def _per_cell(pairs) -> dict[tuple[str, str], int]:
+    return {(c, d): n for c, d, n in pairs.order_by().values_list("category", "domain").annotate(n=Count("pk"))}
+
+
+def benchmark_state() -> dict:
+    """Where the benchmark stands, category x domain (the home's grid): the pairs in it against the cell's target
+    (`target_progress`), the benchmark's pairs in review and its drafts. Cells with neither a target nor a pair are
+    left out; columns are the domains that have one."""
+    targets = {(row["category"], row["domain"]): row for row in target_progress()}
+    work = Pair.objects.outside_experiments()
+    in_benchmark = _per_cell(Pair.objects.in_benchmark())
+    in_review = _per_cell(work.awaiting_review())
+    drafts = _per_cell(work.filter(status=Pair.Status.DRAFT))
+    keys = set(targets) | set(in_benchmark) | set(in_review) | set(drafts)
+    domains = [d for d in Domain.values if any(key[1] == d for key in keys)]
+    rows = []
+    for category in Category.values:
+        if not any(key[0] == category for key in keys):
+            continue
+        cells = []
+        for domain in domains:
+            key = (category, domain)
+            target = targets.get(key)
+            cells.append(
+                {
+                    "domain": domain,
+                    "in_benchmark": in_benchmark.get(key, 0),
+                    "in_review": in_review.get(key, 0),
+                    "drafts": drafts.get(key, 0),
+                    "target": target["target"] if target else None,
+                    "percent": target["percent"] if target else None,
+                    "empty": key not in keys,
+                }
+            )
+        rows.append({"category": category, "cells": cells})
+    return {
+        "domains": domains,
+        "rows": rows,
+        "in_benchmark": sum(in_benchmark.values()),
+        "in_review": sum(in_review.values()),
+        "drafts": sum(drafts.values()),
+        "target": sum(row["target"] for row in targets.values()),
+        "to_go": sum(row["to_go"] for row in targets.values()),
+    }

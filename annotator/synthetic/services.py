@@ -337,6 +337,8 @@ def sweep_publish(*, sweep: Sweep, user, key: str = "") -> Job:
     from annotator.export.services import ExportOptions, export_folder_for_web, export_start
 
     _check_coordinator(user)
+    if sweep.archived_at is not None:
+        raise Conflict(f"Sweep {sweep.pk} is archived: take it out of the archive to publish it.")
     if sweep.job is None or sweep.job.status != Job.Status.SUCCEEDED:
         raise Conflict(f"Sweep {sweep.pk} is not generated yet: publish it once its job has succeeded.")
     if not Pair.objects.exportable().filter(sweep_item__sweep=sweep).exists():

@@ -183,6 +183,12 @@ class Study(models.Model):
     )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+")
     created = models.DateTimeField(default=timezone.now)
+    archived_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Archived: admits no new participant; its answers and results are kept.",
+    )
 
     class Meta:
         ordering = ["-created", "-pk"]

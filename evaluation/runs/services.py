@@ -185,6 +185,11 @@ def evaluation_start(
     description run (`task`, with its `judge`) asks a release split's captioned items; `circular` asks each item
     once per rotation of its options (evaluation.runs.description)."""
     check_coordinator(user)
+    archived = [e.name for e in (endpoint, extraction_endpoint, judge) if e is not None and e.archived_at is not None]
+    if archived:
+        raise Invalid(
+            f"Model endpoint {archived[0]} is archived: no new run may use it. Take it out of the archive first."
+        )
     run_settings = clean_run_settings(
         strategy=strategy,
         prompt=prompt,

@@ -343,7 +343,9 @@ SPLITS = [("test", "test"), ("val", "val")]
 
 
 class RunForm(forms.Form):
-    endpoint = forms.ModelChoiceField(queryset=ModelEndpoint.objects.all(), label="Model", empty_label=None)
+    endpoint = forms.ModelChoiceField(
+        queryset=ModelEndpoint.objects.filter(archived_at__isnull=True), label="Model", empty_label=None
+    )
     release = forms.ModelChoiceField(queryset=Release.objects.all(), required=False)
     split = forms.ChoiceField(choices=SPLITS, initial="test")
     seed = forms.IntegerField(initial=0, min_value=-(2**31) + 1, max_value=2**31 - 1)
@@ -395,7 +397,7 @@ class RunForm(forms.Form):
     )
     judge_effort = forms.ChoiceField(choices=EFFORT_CHOICES, required=False, label="Judge effort")
     extraction_endpoint = forms.ModelChoiceField(
-        queryset=ModelEndpoint.objects.all(),
+        queryset=ModelEndpoint.objects.filter(archived_at__isnull=True),
         required=False,
         label="LLM extraction",
         empty_label="none",
@@ -409,7 +411,9 @@ class RunForm(forms.Form):
         required=False,  # a form from before the task: multiple choice
         widget=forms.RadioSelect,
     )
-    judge = forms.ModelChoiceField(queryset=ModelEndpoint.objects.all(), required=False, label="Judge")
+    judge = forms.ModelChoiceField(
+        queryset=ModelEndpoint.objects.filter(archived_at__isnull=True), required=False, label="Judge"
+    )
     judge_system = forms.CharField(
         required=False, max_length=20000, widget=forms.Textarea(attrs={"rows": 6}), label="Judge instructions"
     )

@@ -140,8 +140,14 @@ def _device_joins_left_check(*, study: Study, key: str, tokens: list[str]) -> No
         raise DeviceJoinsUsed(SAME_BROWSER.format(times="" if joins == 1 else f" {joins} times"))
 
 
+# An archived study (evaluation/studies/lifecycle.py) admits nobody new; sessions already under way go on.
+STUDY_CLOSED = "This study is closed: it admits no new participant."
+
+
 def open_link_arrival_check(*, study: Study, now=None) -> None:
     """Why a newcomer on the open link cannot start, raised before the consent page is shown; None when it can."""
+    if study.archived_at is not None:
+        raise Forbidden(STUDY_CLOSED)
     if not study.open_cap:
         raise Forbidden("This study has no open link.")
     if study.open_slots_left <= 0:
@@ -227,6 +233,8 @@ def participant_consent(*, participant: Participant, params, screen=None, now=No
     if participant.consented_at:
         return participant
     study = participant.study
+    if study.archived_at is not None:
+        raise Forbidden(STUDY_CLOSED)
     pid = _param(params, "PROLIFIC_PID")
     if pid and study.participants.with_pid(pid).exclude(pk=participant.pk).exists():
         raise AlreadyTakenPart(ALREADY_TOOK_PART)

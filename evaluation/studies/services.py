@@ -388,6 +388,8 @@ INVITES_MAX = 1000
 def study_invite(*, study: Study, count: int) -> list[Participant]:
     if not 1 <= count <= INVITES_MAX:
         raise StudyError({"count": [f"ask for 1 to {INVITES_MAX} invite links at a time, got {count}."]})
+    if study.archived_at is not None:
+        raise StudyError("This study is archived: it admits no new participant. Take it out of the archive first.")
     if study.is_full():
         raise StudyFullForInvites(
             "This study is full: every item already has its raters, so a new invite could only be turned away."

@@ -490,7 +490,7 @@ def test_home_tells_a_reviewer_and_a_coordinator_what_waits(
 ):
     counts = client_for(reviewer).get("/").context["waiting"]["counts"]
     # Three submitted pairs: two of bob's, one of rita's own (never hers to review); alice's was rejected.
-    assert counts == {"pairs_to_review": 2, "captions_to_review": 0, "second_reviews": 0}
+    assert counts == {"pairs_to_review": 2, "captions_to_review": 0, "second_reviews": 0, "came_back": 0}
     superuser = make_user("root", "annotator", "reviewer", "coordinator")
     client = client_for(superuser)
     client.get("/")

@@ -132,6 +132,7 @@ def test_back_after_a_saved_draft_shows_the_newest_draft_and_no_false_conflict(p
         page.keyboard.press(key)
     page.fill("#question", "What changed about the kettle?")
     expect(page.locator("#save-status")).to_have_text("Draft saved")
+    page.locator("#nav-make summary").click()
     page.get_by_role("link", name="Pick pairs").click()
     page.wait_for_load_state()
     page.go_back()

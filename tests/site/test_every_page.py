@@ -25,6 +25,7 @@ from annotator.models import (
     CaptionBatch,
     CaptionSkip,
     CaptionTask,
+    Collection,
     DoubleReview,
     ImageEdit,
     Job,
@@ -303,6 +304,8 @@ def build_world(tmp_path, master_video):
         "candidate_id": [candidate.pk],
         "edit_id": list(ImageEdit.objects.filter(job__status="succeeded").order_by("pk").values_list("pk", flat=True)),
         "kind": ["colour", "weather"],  # an edit template's kind, and one that is not
+        "collection_id": list(Collection.objects.order_by("pk").values_list("pk", flat=True)),
+        "action": ["rename", "archive", "unarchive", "delete"],  # the everyday actions' confirmation pages
         "double_review_id": [double_review.pk],
         "token_id": [token.pk],
         "path": ["no-such-endpoint/"],  # the API's catch-all: its JSON 404
