@@ -4,6 +4,8 @@ from django.contrib import admin, messages
 from annotator.llm.endpoints import check_base_url
 from annotator.llm.keys import key_problem
 from annotator.models import (
+    BulkAction,
+    BulkChange,
     CandidateSkip,
     Caption,
     CaptionBatch,
@@ -14,9 +16,14 @@ from annotator.models import (
     Comment,
     CommentNotice,
     DoubleReview,
+    EditTemplate,
     EmbeddingModel,
     Frame,
+    Guideline,
+    GuidelineExample,
+    GuidelineVersion,
     Image,
+    ImageEdit,
     ImageEmbedding,
     Job,
     JobItem,
@@ -36,6 +43,8 @@ from annotator.models import (
     SweepItem,
     Target,
     TeamSettings,
+    TrainingItem,
+    TrainingSet,
     Video,
     VideoHandover,
     VideoSkip,
@@ -339,3 +348,54 @@ class CommentNoticeAdmin(admin.ModelAdmin):
 class VideoHandoverAdmin(admin.ModelAdmin):
     list_display = ("video", "from_user", "to_user", "by", "draft_saved", "created")
     raw_id_fields = ("video",)
+
+
+# Records made by their own pages and services (bulk actions and their undo, model edits, guidelines, training splits):
+# shown here to read, changed only where their rules are kept.
+@admin.register(BulkAction)
+class BulkActionAdmin(FrozenAdmin):
+    list_display = ("job", "table", "action", "created", "undo_until", "undone_at")
+    raw_id_fields = ("job",)
+
+
+@admin.register(BulkChange)
+class BulkChangeAdmin(FrozenAdmin):
+    list_display = ("bulk_action", "item_id")
+    raw_id_fields = ("bulk_action",)
+
+
+@admin.register(EditTemplate)
+class EditTemplateAdmin(FrozenAdmin):
+    list_display = ("kind", "question", "updated")
+
+
+@admin.register(ImageEdit)
+class ImageEditAdmin(FrozenAdmin):
+    list_display = ("__str__",)
+
+
+@admin.register(Guideline)
+class GuidelineAdmin(FrozenAdmin):
+    list_display = ("category", "domain", "created")
+
+
+@admin.register(GuidelineVersion)
+class GuidelineVersionAdmin(FrozenAdmin):
+    list_display = ("guideline", "number", "author", "created")
+
+
+@admin.register(GuidelineExample)
+class GuidelineExampleAdmin(FrozenAdmin):
+    list_display = ("guideline", "pair", "kind", "created")
+    raw_id_fields = ("pair",)
+
+
+@admin.register(TrainingSet)
+class TrainingSetAdmin(FrozenAdmin):
+    list_display = ("release", "item_count", "seed", "limit", "created")
+
+
+@admin.register(TrainingItem)
+class TrainingItemAdmin(FrozenAdmin):
+    list_display = ("training_set", "position", "pair")
+    raw_id_fields = ("pair",)

@@ -1,6 +1,17 @@
 from django.contrib import admin
 
-from evaluation.models import Assignment, JudgeVerdict, ModelEvaluation, ModelItemResult, Participant, Study, StudyItem
+from evaluation.models import (
+    Assignment,
+    JudgeVerdict,
+    ModelEvaluation,
+    ModelItemResult,
+    OtherBenchmark,
+    OtherBenchmarkItem,
+    OtherBenchmarkScore,
+    Participant,
+    Study,
+    StudyItem,
+)
 
 
 @admin.register(Study)
@@ -73,3 +84,21 @@ class ModelItemResultAdmin(admin.ModelAdmin):
     list_filter = ("failure", "category")
     search_fields = ("question_id",)
     raw_id_fields = ("evaluation", "pair", "release_item")
+
+
+@admin.register(OtherBenchmark)
+class OtherBenchmarkAdmin(admin.ModelAdmin):
+    list_display = ("name", "higher_is_better", "created")
+    search_fields = ("name",)
+
+
+@admin.register(OtherBenchmarkScore)
+class OtherBenchmarkScoreAdmin(admin.ModelAdmin):
+    list_display = ("benchmark", "model", "score")
+    list_filter = ("benchmark",)
+
+
+@admin.register(OtherBenchmarkItem)
+class OtherBenchmarkItemAdmin(admin.ModelAdmin):
+    list_display = ("benchmark", "item_id", "similarity", "accuracy")
+    list_filter = ("benchmark",)

@@ -32,6 +32,7 @@ JSON_ALLOWED = {
     "evaluation/runs/description.py": 2,  # release items' stored lines
     "evaluation/runs/results_files.py": 1,  # release items' stored lines
     "evaluation/runs/strategies.py": 1,  # the prompt files shipped in the app's own folder
+    "evaluation/results/correlation.py": 1,  # release items' stored provenance lines
 }
 # Where a Pillow image may be opened from a file or bytes: the bounded opener only.
 IMAGE_OPEN_ALLOWED = {"annotator/images.py": 1}

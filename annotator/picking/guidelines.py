@@ -9,7 +9,6 @@ import re
 from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils.html import escape
-from django.utils.safestring import SafeString, mark_safe
 
 from annotator.models import Category, Domain, Guideline, GuidelineExample, GuidelineVersion, Pair
 from annotator.models.guidelines import EXAMPLE_NOTE_MAX, GUIDELINE_BODY_MAX
@@ -38,9 +37,10 @@ def _inline(text: str) -> str:
     return "".join(out)
 
 
-def markdown_html(text: str) -> SafeString:
+def markdown_html(text: str) -> str:
     """The guideline's Markdown as HTML. The whole text is escaped before any markup is added, and links take only
-    http(s) or site-relative addresses, so nothing a writer types can run or inject HTML."""
+    http(s) or site-relative addresses, so nothing a writer types can run or inject HTML. The templates that show it
+    mark it safe (reviewed in tests/site/test_names_are_text.py)."""
     html: list[str] = []
     paragraph: list[str] = []
     list_tag = None
@@ -99,7 +99,7 @@ def markdown_html(text: str) -> SafeString:
         html.append(f"<pre><code>{chr(10).join(code)}</code></pre>")
     close_paragraph()
     close_list()
-    return mark_safe("\n".join(html))  # noqa: S308 - built from escaped text only
+    return "\n".join(html)
 
 
 # --- Services --------------------------------------------------------------------------------------------------------

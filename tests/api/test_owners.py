@@ -11,7 +11,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 from annotator.captions import services as captions
 from annotator.collections import authoring
-from annotator.models import CandidateSkip, CaptionSkip, Category, DoubleReview, Job, Pair, VideoSkip
+from annotator.models import CandidateSkip, CaptionSkip, Category, Collection, DoubleReview, Job, Pair, VideoSkip
 from annotator.picking import services as picking
 from evaluation.studies import participation
 from evaluation.studies import services as studies
@@ -87,7 +87,9 @@ def build_world() -> dict:
     from annotator.conversations.services import comment_post
 
     comment = comment_post(item=alices_pair, author=reviewer, body="Which cup moved?")
+    collection = Collection.objects.create(name="owners", domain="aerial", layout="images", location="/x")
     return {
+        "collection": collection,
         "bulk_job": bulk_job,
         "comment": comment,
         "candidate": candidate,
@@ -137,6 +139,24 @@ DRAFT_QUESTION = {"category": "temporal", "index_a": 0, "index_b": 1, "question"
 # (method, schema path): [(who, url, body, expected status), ...]; who is a user of the world, or "anonymous".
 # `who` never may do it: the wrong role, another user's object, or another participant's item.
 CASES = {
+    # Rename, archive, take out of the archive, delete: coordinators only (a reviewer, an annotator are refused).
+    **{
+        ("POST", f"/api/{prefix}/{{{key}}}/{action}/"): [
+            ("rita", f"/api/{prefix}/{{{obj}}}/{action}/", {"name": "theirs"} if action == "rename" else None, 403),
+            ("alice", f"/api/{prefix}/{{{obj}}}/{action}/", {"name": "theirs"} if action == "rename" else None, 403),
+        ]
+        for prefix, key, obj in (
+            ("videos", "video_id", "video"),
+            ("collections", "collection_id", "collection"),
+            ("models", "endpoint_id", "endpoint"),
+            ("studies", "id", "study"),
+        )
+        for action in ("rename", "archive", "unarchive", "delete")
+    },
+    # Model edits: a coordinator starts a job; reviewers and coordinators check an edit (an annotator may not).
+    ("POST", "/api/edit-jobs/"): [("rita", "/api/edit-jobs/", {"collection": 1, "kind": "colour"}, 403)],
+    ("POST", "/api/edits/{edit_id}/accept/"): [("alice", "/api/edits/{edit}/accept/", None, 403)],
+    ("POST", "/api/edits/{edit_id}/refuse/"): [("alice", "/api/edits/{edit}/refuse/", {"reason": "other"}, 403)],
     ("POST", "/api/pairs/{pair_id}/comments/"): [("bob", "/api/pairs/{pair}/comments/", {"body": "Mine now."}, 403)],
     ("POST", "/api/pairs/{pair_id}/fixed/"): [("bob", "/api/pairs/{pair}/fixed/", None, 403)],
     ("POST", "/api/captions/{caption_id}/comments/"): [
@@ -363,6 +383,8 @@ def url_of(template: str, w) -> str:
         candidate_skip=w["candidate_skip"].pk,
         endpoint=w["endpoint"].pk,
         run=w["run"].pk,
+        collection=w["collection"].pk,
+        edit=999_999,  # refused for the role before the edit is looked up
     )
 
 

@@ -52,7 +52,8 @@ def test_a_coordinator_mines_a_collection_and_dismisses_candidates(page, celery_
     shot(page, "mining-candidates.png")
     page.locator("input[name=ids]").first.check()
     page.select_option("select.dm-action", "dismiss")
-    page.click("button.dm-run")
+    page.click("button.dm-run")  # the preview of what will change, then its confirm
+    page.click("#confirm-run")
     expect(page).to_have_url(re.compile(r"/jobs/\d+/$"))
     expect(page.locator(".badge-succeeded").first).to_be_visible(timeout=60_000)
     assert PairCandidate.objects.filter(job=job, status=PairCandidate.Status.DISMISSED).count() == 1

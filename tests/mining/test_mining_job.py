@@ -302,9 +302,10 @@ def test_bulk_dismiss_from_the_page_goes_to_its_job(client_for, coordinator, rev
     job = run_unit(mining_start(user=coordinator, scope=str(collection.pk), k=0))
     ids = list(PairCandidate.objects.filter(job=job).values_list("pk", flat=True)[:2])
     assert client_for(reviewer).post("/tables/candidates/bulk/", {"ids": ids, "action": "dismiss"}).status_code == 403
-    response = client_for(coordinator).post(
-        "/tables/candidates/bulk/", {"ids": [str(i) for i in ids], "action": "dismiss", "scope": "selected"}
-    )
+    form = {"ids": [str(i) for i in ids], "action": "dismiss", "scope": "selected"}
+    preview = client_for(coordinator).post("/tables/candidates/bulk/", form)  # a preview first: nothing runs
+    assert preview.status_code == 200 and not Job.objects.filter(kind=Job.Kind.BULK).exists()
+    response = client_for(coordinator).post("/tables/candidates/bulk/", {**form, "confirm": "yes"})
     bulk = Job.objects.get(kind=Job.Kind.BULK)
     assert response.status_code == 302 and response["Location"] == f"/jobs/{bulk.pk}/"
     assert bulk.result["table"] == "candidates" and bulk.total == 2

@@ -28,10 +28,10 @@ def menu_links(user, path="/") -> dict[str, list[str]]:
 
 def test_each_role_sees_only_its_own_menus(annotator, reviewer, coordinator, stranger):
     assert menu_links(annotator) == {"Make": ["Pick pairs", "Write captions"], "Operate": ["Jobs", "API", "API tokens"]}
-    assert menu_links(reviewer) == {"Make": ["Review", "Data"], "Operate": ["Jobs", "API", "API tokens"]}
+    assert menu_links(reviewer) == {"Make": ["Review", "Data", "Check edits"], "Operate": ["Jobs", "API", "API tokens"]}
     coordinating = menu_links(coordinator)
     assert list(coordinating) == ["Make", "Sources", "Measure", "Operate"]
-    assert coordinating["Sources"] == ["Videos", "Collections", "Mining", "Synthetic"]
+    assert coordinating["Sources"] == ["Videos", "Collections", "Mining", "Synthetic", "Edits"]
     assert coordinating["Measure"] == ["Overview", "Team analytics", "Releases", "Studies", "Models"]
     assert menu_links(stranger) == {"Operate": ["API", "API tokens"]}
 

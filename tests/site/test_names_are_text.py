@@ -23,6 +23,13 @@ REVIEWED_SAFE = {
     ("templates/synthetic/detail.html", "{{ svg|safe }}"),
     # The report's figure: SVG drawn by benchmark/figure.py, every text escaped there.
     ("templates/evaluation/release_report.html", "{{ figure|safe }}"),
+    # The correlation section's figures: SVG drawn by benchmark/correlation_figure.py, every text escaped there.
+    ("templates/evaluation/_correlation.html", "{{ c.svg|safe }}"),
+    ("templates/evaluation/_correlation.html", "{{ bins_svg|safe }}"),
+    # A guideline's Markdown: annotator/picking/guidelines.markdown_html escapes the whole text before any markup.
+    ("templates/picking/_guideline_panel.html", "{{ panel.html|safe }}"),
+    ("templates/picking/guideline_edit.html", "{{ html|safe }}"),
+    ("templates/evaluation/participant/item.html", "{{ guideline|safe }}"),
 }
 SAFE_IN_TEMPLATE = re.compile(r"\{\{[^}]*\|\s*safe(seq)?\b[^}]*\}\}|\{%\s*autoescape\s+off\s*%\}")
 # An empty SafeString("") is nothing to escape; any other is markup made by hand.

@@ -24,7 +24,8 @@ SCREENSHOTS = os.getenv("SCREENSHOT_DIR", "")
 def test_links_are_copied_one_by_one_and_all_together_and_downloaded_as_csv(browser_pages, coordinator):
     for _ in range(3):
         make_pair(status=Pair.Status.ACCEPTED)
-    study = studies.study_create(name="Daily", fraction=1, practice_count=0, open_cap=5)
+    # Three raters per item: room for the three invited people (links beyond a study's places are not usable).
+    study = studies.study_create(name="Daily", fraction=1, practice_count=0, open_cap=5, raters_per_item=3)
     links = [studies.invite_url(p) for p in studies.study_invite(study=study, count=3)]
     page = browser_pages.new_page(permissions=["clipboard-read", "clipboard-write"])
     script_errors = []
