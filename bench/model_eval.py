@@ -138,9 +138,16 @@ def main() -> None:
         evaluation = evaluation_start(
             endpoint=endpoint, user=None, release=release, split="test", send=False, strategy=args.strategy
         )
+        from django.db import connection
+
+        with connection.cursor() as cursor:  # the run's database work is this connection's (the main thread's)
+            cursor.execute("select pg_backend_pid()")
+            (backend,) = cursor.fetchone()
         started, cpu_started = time.perf_counter(), time.process_time()
+        database_started = process_cpu_seconds(backend)
         evaluation = evaluation_run(evaluation_id=evaluation.pk)
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        database_cpu = process_cpu_seconds(backend) - database_started
         server_cpu = process_cpu_seconds(server.pid)
     finally:
         server.terminate()
@@ -158,6 +165,10 @@ def main() -> None:
     print(
         f"CPU: {1000 * cpu / stored:.2f} ms per item in this process, {1000 * server_cpu / stored:.2f} ms in the "
         f"server's; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
+    print(
+        f"CPU of the run's database connection (PostgreSQL backend): {1000 * database_cpu / stored:.2f} ms per item; "
+        f"run + database {1000 * (cpu + database_cpu) / stored:.2f} ms per item"
     )
 
 

@@ -452,6 +452,19 @@ TOTALS = (
 )
 
 
+COUNTED = (
+    "question_id",
+    "is_correct",
+    "parse_outcome",
+    "extraction",
+    "extracted_letter",
+    "correct_letter",
+    "prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+)
+
+
 def _counted(row: ModelItemResult) -> dict:
     """What one result adds to its run's totals (the same rules as `evaluation_totals`'s counts)."""
     unparsable = row.parse_outcome == ModelItemResult.Parse.UNPARSABLE
@@ -481,10 +494,11 @@ def _store(evaluation: ModelEvaluation, results: list[ModelItemResult]) -> None:
             ModelEvaluation.objects.select_for_update().filter(pk=evaluation.pk).values(*TOTALS, "paused_since").get()
         )
         ids = [row.question_id for row in results]
-        mine = ModelItemResult.objects.filter(evaluation=evaluation, question_id__in=ids)
-        replaced = list(mine.filter(is_correct__isnull=True))
-        kept = set(mine.filter(is_correct__isnull=False).values_list("question_id", flat=True))
-        ModelItemResult.objects.filter(pk__in=[row.pk for row in replaced]).delete()
+        there = list(ModelItemResult.objects.filter(evaluation=evaluation, question_id__in=ids).only(*COUNTED))
+        replaced = [row for row in there if row.is_correct is None]
+        kept = {row.question_id for row in there if row.is_correct is not None}
+        if replaced:
+            ModelItemResult.objects.filter(pk__in=[row.pk for row in replaced]).delete()
         new = {}
         for row in results:
             if row.question_id not in kept:
