@@ -4,6 +4,8 @@ and with the same shown options as the whole list shuffled at once."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -13,6 +15,7 @@ from annotator.llm.endpoints import endpoint_create
 from annotator.models import Job
 from benchmark.protocol import shuffle_options
 from evaluation.runs import services
+from evaluation.runs.results_files import results_file, results_file_text
 from evaluation.runs.services import evaluation_items, evaluation_run, evaluation_start, release_items
 from evaluation.runs.summaries import evaluation_totals
 from tests.modeleval_fixtures import *  # noqa: F403 (fixtures: plan_release, server)
@@ -82,6 +85,10 @@ def test_each_batch_moves_the_totals_by_what_it_changed_without_recounting_the_r
     assert evaluation.results.get(is_correct__isnull=True).asks == 3
     job = Job.objects.get(pk=evaluation.job_id)
     assert job.done == len(records) and job.status == Job.Status.FAILED
+    # The streamed results file is the whole file's text, piece by piece (a failed entry and an unparsable one).
+    pieces = list(results_file_text(evaluation))
+    assert len(pieces) == len(records) + 2
+    assert "".join(pieces) == json.dumps(results_file(evaluation), indent=2, ensure_ascii=False)
 
 
 def test_a_resumed_run_recounts_what_a_lost_batch_left_behind(db, coordinator, endpoint, plan_release):
