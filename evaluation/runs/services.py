@@ -10,7 +10,6 @@ before releases are imported runs too (evaluation migration 0015): their answers
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import sys
@@ -119,7 +118,11 @@ def _released_rows(release: Release, split: str) -> Iterator[ReleaseItem]:
     any size holds one page, whatever the database's cursors."""
     if split not in SPLITS:
         raise Invalid({"split": [f"The split is test or val, not {split!r}."]})
-    rows = release_rows(release, split).select_related("image_1", "image_2")
+    rows = (
+        release_rows(release, split)
+        .select_related("image_1", "image_2")
+        .only("item_id", "line", "category", "domain", "position", "pair_id", "image_1__file", "image_2__file")
+    )
     after = None
     while True:
         page = list((rows if after is None else rows.filter(position__gt=after))[:ITEM_CHUNK])
@@ -553,7 +556,7 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
     if progress is not None:
         progress.start(count)
         progress.advance(totals["answered"] + totals["failed"])
-    if _next_todo(evaluation) is not None:
+    if _left_to_ask(evaluation):
         client = endpoint_client(endpoint, api_key)
         try:
             try:
@@ -571,8 +574,9 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
             everything = (item for _, item in run_items(evaluation))
             regions = item_regions(evaluation, everything)
             note_items_without_regions(evaluation, everything, regions)
-            while (todo := _next_todo(evaluation)) is not None:
-                _ask(evaluation, run, client, todo, prompt, parameters, progress, regions)
+            while _left_to_ask(evaluation):
+                if not _ask(evaluation, run, client, _todo(evaluation), prompt, parameters, progress, regions):
+                    break  # nothing of the run's own items was left to ask
         finally:
             client.close()
         _recount(evaluation)
@@ -600,21 +604,27 @@ def _todo(evaluation: ModelEvaluation) -> Iterator[tuple[Item, int, int]]:
             yield item, asks, row_pk
 
 
-def _next_todo(evaluation: ModelEvaluation) -> Iterator[tuple[Item, int, int]] | None:
-    """`_todo`, or None when nothing is left to ask."""
-    todo = _todo(evaluation)
-    first = next(todo, None)
-    return None if first is None else itertools.chain([first], todo)
+def _left_to_ask(evaluation: ModelEvaluation) -> bool:
+    """Whether some item is left to ask (`_todo` would yield one), counted in SQL: the run's results are of its items
+    only, so the items without an answer or a last failed ask are the run's items less those results."""
+    finished = ModelItemResult.objects.filter(evaluation=evaluation).filter(
+        models.Q(is_correct__isnull=False) | models.Q(asks__gte=settings.MODEL_EVAL_ITEM_TRIES)
+    )
+    return finished.count() < evaluation.items
 
 
-def _ask(evaluation, run, client: ChatClient, todo, prompt, parameters, progress, regions=None) -> None:
-    """One pass over `todo`, `endpoint.concurrency` requests at once; results stored as they come. Stops sending
-    (and raises RunPaused) after MODEL_EVAL_PAUSE_AFTER_FAILURES requests in a row failed for the endpoint's sake."""
+def _ask(evaluation, run, client: ChatClient, todo, prompt, parameters, progress, regions=None) -> int:
+    """One pass over `todo`, `endpoint.concurrency` requests at once; results stored as they come; the number of
+    items sent. Stops sending (and raises RunPaused) after MODEL_EVAL_PAUSE_AFTER_FAILURES requests in a row failed
+    for the endpoint's sake."""
     endpoint = evaluation.endpoint
     asks, released = {}, {}  # of the items in flight only
+    sent = 0
 
     def queued():
+        nonlocal sent
         for item, count, row_pk in todo:
+            sent += 1
             asks[item.question_id], released[item.question_id] = count, row_pk
             yield item
 
@@ -701,6 +711,7 @@ def _ask(evaluation, run, client: ChatClient, todo, prompt, parameters, progress
             sys.setswitchinterval(switch_interval)
     if down:
         raise RunPaused(down)
+    return sent
 
 
 def _verdict(evaluation: ModelEvaluation) -> None:
