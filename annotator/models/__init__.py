@@ -19,6 +19,7 @@ from annotator.models.pairs import Pair, PairQuerySet, Review
 from annotator.models.picking import PairDraft, VideoSkip
 from annotator.models.releases import (
     Release,
+    ReleaseDiff,
     ReleaseFrozen,
     ReleaseItem,
     ReleasePublication,
@@ -64,6 +65,7 @@ __all__ = [
     "PairDraft",
     "PairQuerySet",
     "Release",
+    "ReleaseDiff",
     "ReleaseFrozen",
     "ReleaseItem",
     "ReleasePublication",
