@@ -101,6 +101,49 @@ def write_release(items: int, size: tuple[int, int] = (160, 120)):
     return make_release([(pair, "test", False) for pair in pairs], number=number)
 
 
+def measure_pages(evaluation) -> None:
+    """CPU of the run page's poll (as while the run is active) and of the full page; peak Python memory of the
+    results file's download, read as a client reads it."""
+    import tracemalloc
+
+    from django.contrib.auth.models import Group, User
+    from django.test import Client
+
+    from annotator.models import Job
+
+    user = User.objects.create_user("bench-coordinator", password="x")
+    user.groups.add(Group.objects.get_or_create(name="coordinator")[0])
+    client = Client()
+    client.force_login(user)
+    url = f"/models/runs/{evaluation.pk}/"
+
+    def cpu_of(**headers) -> float:
+        spent = []
+        for _ in range(5):
+            started = time.process_time()
+            response = client.get(url, headers=headers)
+            assert response.status_code == 200, response.status_code
+            spent.append(time.process_time() - started)
+        return sorted(spent)[2]
+
+    status = Job.objects.get(pk=evaluation.job_id).status
+    Job.objects.filter(pk=evaluation.job_id).update(status=Job.Status.RUNNING)
+    poll = cpu_of(**{"HX-Request": "true"})
+    Job.objects.filter(pk=evaluation.job_id).update(status=status)
+    page = cpu_of()
+    tracemalloc.start()
+    started = time.process_time()
+    response = client.get(url + "results/")
+    size = sum(len(chunk) for chunk in (response.streaming_content if response.streaming else [response.content]))
+    spent = time.process_time() - started
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    print(
+        f"run page: the poll of an active run {1000 * poll:.1f} ms CPU (median of 5), the whole page {1000 * page:.1f} "
+        f"ms; results download {size / 1e6:.1f} MB in {spent:.2f} CPU-s, peak Python memory {peak / 1e6:.1f} MB"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=2000)
@@ -108,6 +151,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--strategy", default="standard", help="standard, concatenated, overlapped, substract, ...")
     parser.add_argument("--size", default="160x120", help="the images' width x height")
+    parser.add_argument("--pages", action="store_true", help="then measure the run page's poll and the download")
     args = parser.parse_args()
 
     url = bench_database_url()
@@ -138,9 +182,16 @@ def main() -> None:
         evaluation = evaluation_start(
             endpoint=endpoint, user=None, release=release, split="test", send=False, strategy=args.strategy
         )
+        from django.db import connection
+
+        with connection.cursor() as cursor:  # the run's database work is this connection's (the main thread's)
+            cursor.execute("select pg_backend_pid()")
+            (backend,) = cursor.fetchone()
         started, cpu_started = time.perf_counter(), time.process_time()
+        database_started = process_cpu_seconds(backend)
         evaluation = evaluation_run(evaluation_id=evaluation.pk)
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        database_cpu = process_cpu_seconds(backend) - database_started
         server_cpu = process_cpu_seconds(server.pid)
     finally:
         server.terminate()
@@ -158,6 +209,12 @@ def main() -> None:
     print(
         f"CPU: {1000 * cpu / stored:.2f} ms per item in this process, {1000 * server_cpu / stored:.2f} ms in the "
         f"server's; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
+    if args.pages:
+        measure_pages(evaluation)
+    print(
+        f"CPU of the run's database connection (PostgreSQL backend): {1000 * database_cpu / stored:.2f} ms per item; "
+        f"run + database {1000 * (cpu + database_cpu) / stored:.2f} ms per item"
     )
 
 

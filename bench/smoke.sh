@@ -41,6 +41,7 @@ run "$PYTHON" bench/mining.py --sizes 300 --methods numpy chosen --planted 10
 run "$PYTHON" bench/model_eval.py --items 10 --concurrency 2 --latency 0.001
 run "$PYTHON" bench/psychometric_coverage.py --sweeps 5
 run "$PYTHON" bench/reply_limit.py --limit-mib 0.1 --factor 2
-run "$PYTHON" bench/sample_frames.py --seconds 8 --every 2
+run "$PYTHON" bench/report_figures.py --items 500
+run "$PYTHON" bench/sample_frames.py --seconds 8 --steps 2
 run "$PYTHON" bench/similarity.py --frames 4 --pairs 4 --batch 2
 run "$PYTHON" bench/synthetic.py --pairs 2

@@ -104,34 +104,81 @@ def cluster_robust_variance(contributions: Iterable[tuple[Hashable, Fraction]]) 
     return Fraction(count, count - 1) * sum((total * total for total in sums.values()), Fraction(0))
 
 
+def _common_denominator(scores: list[Scored]) -> int:
+    return math.lcm(*{Fraction(score.value).denominator for score in scores})
+
+
+def _as_integers(scores: list[Scored], denominator: int) -> list[int]:
+    """Each score times `denominator`: an integer (the scores' common denominator)."""
+    out = []
+    for score in scores:
+        value = Fraction(score.value)
+        out.append(value.numerator * (denominator // value.denominator))
+    return out
+
+
 def micro_mean(scores: Iterable[Scored]) -> Mean | None:
-    """The mean over items, every item weighing the same; None for no item."""
+    """The mean over items, every item weighing the same; None for no item. With n items of scores V_i / D (D their
+    common denominator), S the sum of the V_i and, per cluster c, S_c and n_c its sum and count, the CR1 variance is
+    G/(G-1) sum_c ((S_c/D - n_c S/(nD)) / n)^2 = G sum_c (n S_c - n_c S)^2 / ((G-1) n^4 D^2): integer sums per
+    cluster and one Fraction at the end, the same value as summing each item's Fraction."""
     scores = list(scores)
     if not scores:
         return None
     n = len(scores)
-    estimate = sum((score.value for score in scores), Fraction(0)) / n
-    variance = cluster_robust_variance((score.cluster, (score.value - estimate) / n) for score in scores)
-    return Mean(estimate, variance, n, len({score.cluster for score in scores}))
+    denominator = _common_denominator(scores)
+    values = _as_integers(scores, denominator)
+    total = sum(values)
+    sums: dict[Hashable, list[int]] = {}
+    for score, value in zip(scores, values, strict=True):
+        cluster = sums.setdefault(score.cluster, [0, 0])
+        cluster[0] += value
+        cluster[1] += 1
+    count = len(sums)
+    variance = None
+    if count >= 2:
+        squares = sum((n * s - k * total) ** 2 for s, k in sums.values())
+        variance = Fraction(count * squares, (count - 1) * n**4 * denominator**2)
+    return Mean(Fraction(total, n * denominator), variance, n, count)
 
 
 def macro_mean(scores: Iterable[Scored]) -> Mean | None:
     """The mean of the strata's means (the paper's average over categories), every stratum weighing the same;
     its variance by the same sandwich, each item's residual taken from its own stratum's mean (the delta method for
-    a sum of means), summed per cluster across strata: a video with pairs in two categories is still one cluster."""
+    a sum of means), summed per cluster across strata: a video with pairs in two categories is still one cluster.
+
+    In integers (as `micro_mean`): with K strata, stratum k's sum S_k and count n_k, and per cluster c its sum
+    S_ck and count n_ck in stratum k, a cluster's summed residual is sum_k (n_k S_ck - n_ck S_k) / (K n_k^2 D);
+    each is put over P = lcm(n_k^2), summed per cluster as an integer T_c, and the variance is
+    G sum_c T_c^2 / ((G-1) K^2 P^2 D^2)."""
     scores = list(scores)
     if not scores:
         return None
-    strata: dict[Hashable, list[Scored]] = {}
-    for score in scores:
-        strata.setdefault(score.stratum, []).append(score)
-    means = {key: sum((s.value for s in group), Fraction(0)) / len(group) for key, group in strata.items()}
+    denominator = _common_denominator(scores)
+    values = _as_integers(scores, denominator)
+    strata: dict[Hashable, list[int]] = {}  # stratum: [sum, count]
+    cells: dict[tuple[Hashable, Hashable], list[int]] = {}  # (cluster, stratum): [sum, count]
+    for score, value in zip(scores, values, strict=True):
+        stratum = strata.setdefault(score.stratum, [0, 0])
+        stratum[0] += value
+        stratum[1] += 1
+        cell = cells.setdefault((score.cluster, score.stratum), [0, 0])
+        cell[0] += value
+        cell[1] += 1
     count = len(strata)
-    estimate = sum(means.values(), Fraction(0)) / count
-    variance = cluster_robust_variance(
-        (s.cluster, (s.value - means[s.stratum]) / (count * len(strata[s.stratum]))) for s in scores
-    )
-    return Mean(estimate, variance, len(scores), len({score.cluster for score in scores}))
+    common = math.lcm(*(n for _, n in strata.values()))
+    estimate = Fraction(sum(s * (common // n) for s, n in strata.values()), count * common * denominator)
+    squared = math.lcm(*(n * n for _, n in strata.values()))
+    residuals: dict[Hashable, int] = {}
+    for (cluster, key), (s_ck, n_ck) in cells.items():
+        s_k, n_k = strata[key]
+        residuals[cluster] = residuals.get(cluster, 0) + (n_k * s_ck - n_ck * s_k) * (squared // (n_k * n_k))
+    clusters = len(residuals)
+    variance = None
+    if clusters >= 2:
+        squares = sum(t * t for t in residuals.values())
+        variance = Fraction(clusters * squares, (clusters - 1) * count**2 * squared**2 * denominator**2)
+    return Mean(estimate, variance, len(scores), clusters)
 
 
 def wilson(p, n, z: float = Z95) -> tuple[float, float]:

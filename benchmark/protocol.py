@@ -19,6 +19,7 @@ import base64
 import random
 import re
 import string
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -126,6 +127,13 @@ class Item:
 
 def shuffle_options(items: list[Item], seed: int) -> None:
     """Give each item its shown options and correct index, as the official evaluator's seeded run does."""
+    for _ in shuffled(items, seed):
+        pass
+
+
+def shuffled(items: Iterable[Item], seed: int) -> Iterator[Item]:
+    """`shuffle_options` one item at a time, for a caller that streams its items: each item is yielded with its shown
+    options as soon as it has them (one seeded generator over all items, in their order)."""
     rng = random.Random(seed)
     for item in items:
         options = [item.answer, *item.distractors]
@@ -134,6 +142,7 @@ def shuffle_options(items: list[Item], seed: int) -> None:
         item.correct_index = options.index(item.answer)
         if not item.missing:
             rng.shuffle([item.answer, *item.distractors])  # the adapter's second pass over the item
+        yield item
 
 
 def lettered(options: list[str]) -> str:

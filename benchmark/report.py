@@ -214,16 +214,16 @@ def _row(label: str, kind: str, scores: Mapping, items: Mapping[str, _Item]) -> 
     # Sorted by item id: nothing below depends on the order the answers came in.
     scored = sorted((item_id, *value) for item_id, value in scores.items())
     options = {"gap": kind == "gap", "raters": kind != "model"}
+    by_category: dict[str, list] = {}
+    by_domain: dict[str, list] = {}
+    for entry in scored:  # grouped once, each group in the items' order
+        by_category.setdefault(items[entry[0]].category, []).append(entry)
+        by_domain.setdefault(items[entry[0]].domain, []).append(entry)
     return Row(
         label=label,
         kind=kind,
-        categories={
-            category: _cell([s for s in scored if items[s[0]].category == category], items, **options)
-            for category in CATEGORIES
-        },
-        domains={
-            domain: _cell([s for s in scored if items[s[0]].domain == domain], items, **options) for domain in DOMAINS
-        },
+        categories={category: _cell(by_category.get(category, []), items, **options) for category in CATEGORIES},
+        domains={domain: _cell(by_domain.get(domain, []), items, **options) for domain in DOMAINS},
         micro=_cell(scored, items, **options),
         macro=_cell(scored, items, macro=True, **options),
     )

@@ -48,6 +48,21 @@ def question_entry(
     return entry
 
 
+@dataclass
+class QuestionCounts:
+    """The counts of a results file's entries: an entry with `error` is no answer."""
+
+    evaluated: int = 0
+    answered: int = 0
+    correct: int = 0
+
+    def add(self, entry: dict) -> None:
+        self.evaluated += 1
+        if "error" not in entry:
+            self.answered += 1
+            self.correct += bool(entry["is_correct"])
+
+
 def results_document(
     *,
     model: str,
@@ -61,27 +76,31 @@ def results_document(
     prompt_tokens: int,
     completion_tokens: int,
     not_asked: int = 0,
+    counts: QuestionCounts | None = None,
 ) -> dict:
     """The whole file: the run's settings and counts, then `questions` (see `question_entry`). `accuracy` is over
     the answered questions: an entry with `error` (a failed request) is no answer, counted in `failed_count`, and
-    `not_asked_count` items of the run have no entry yet."""
-    answered = [entry for entry in questions if "error" not in entry]
-    correct = sum(bool(entry["is_correct"]) for entry in answered)
+    `not_asked_count` items of the run have no entry yet. `counts`: the questions' counts when `questions` stands
+    in for entries written elsewhere (a streamed file)."""
+    if counts is None:
+        counts = QuestionCounts()
+        for entry in questions:
+            counts.add(entry)
     return {
         "model": model,
         "temperature": temperature,
         "repetition_penalty": 0.0,
         "total_questions_loaded": loaded,
-        "total_questions_evaluated": len(questions),
+        "total_questions_evaluated": counts.evaluated,
         "evaluation_time": evaluation_time,
         "questions": questions,
         "max_workers": max_workers,
         "skipped_items": [{"item_id": qid, "reason": "missing_image"} for qid in skipped],
-        "correct_count": correct,
-        "answered_count": len(answered),
-        "failed_count": len(questions) - len(answered),
+        "correct_count": counts.correct,
+        "answered_count": counts.answered,
+        "failed_count": counts.evaluated - counts.answered,
         "not_asked_count": not_asked,
-        "accuracy": correct / len(answered) if answered else 0,
+        "accuracy": counts.correct / counts.answered if counts.answered else 0,
         "total_cost_usd": 0.0,
         "cost_per_question": 0.0,
         "random_seed": seed,

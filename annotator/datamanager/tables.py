@@ -13,6 +13,7 @@ from datetime import date, datetime, time
 
 from django.contrib.auth import get_user_model
 from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.core.exceptions import FieldDoesNotExist
 from django.core.paginator import Paginator
 from django.db import models
 from django.db.models import Count, Exists, ExpressionWrapper, F, Func, OuterRef, Q, Subquery
@@ -179,6 +180,18 @@ class Column:
     numeric: bool = False
 
 
+def nullable(model, name: str) -> bool:
+    """Whether the column a table sorts on may hold a null: a field of the model (by name or attname, `pk`) says so;
+    an annotation may (its nulls sort last)."""
+    if name == "pk":
+        return False
+    try:
+        return model._meta.get_field(name).null
+    except FieldDoesNotExist:
+        attnames = {field.attname: field for field in model._meta.concrete_fields}
+        return attnames[name].null if name in attnames else True
+
+
 @dataclass
 class TableState:
     """A parsed, validated query: filter values by name, the search text, the sort, the page number."""
@@ -256,7 +269,12 @@ class Table:
             return qs
         column = next(c for c in self.columns if c.name == state.sort)
         expression = F(column.order)
-        expression = expression.desc(nulls_last=True) if state.descending else expression.asc(nulls_last=True)
+        # NULLS LAST only where a null can be: on a NOT NULL column it would keep PostgreSQL off the column's index
+        # (the landing page's `id DESC` would sort every row instead of reading the primary key backwards).
+        nulls_last = True if nullable(qs.model, column.order) else None
+        expression = (
+            expression.desc(nulls_last=nulls_last) if state.descending else expression.asc(nulls_last=nulls_last)
+        )
         return qs.order_by(expression, *self.extra_order)
 
     def page(self, state: TableState):

@@ -23,7 +23,7 @@ from annotator.datamanager.undo import bulk_undo
 from annotator.models import BulkAction, CaptionBatch, Job
 from subtlebench.errors import Invalid, ServiceError, page_detail
 from subtlebench.pages import post_only
-from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_required
+from subtlebench.roles import ANNOTATOR, COORDINATOR, REVIEWER, has_role, role_names, role_required, with_roles
 from subtlebench.text import NOTE_MAX
 
 TEMPLATES = {
@@ -126,9 +126,9 @@ def filter_options(table) -> dict:
     if table.name == "pairs":
         options["batches"] = list(CaptionBatch.objects.order_by("-pk").values_list("pk", "title")[:100])
     if table.name == "videos":
-        annotators = [
-            u for u in get_user_model().objects.filter(is_active=True).order_by("username") if has_role(u, ANNOTATOR)
-        ]
+        # Each user's roles read with it (one query, not one per user).
+        people = get_user_model().objects.filter(is_active=True).order_by("username").annotate(role_names=role_names())
+        annotators = [u for u in people if has_role(with_roles(u, u.role_names), ANNOTATOR)]
         options["annotators"] = [u.username for u in annotators[:500]]
     return options
 

@@ -23,6 +23,7 @@ from annotator.models.pairs import Pair, PairQuerySet, Review
 from annotator.models.picking import PairDraft, VideoHandover, VideoSkip
 from annotator.models.releases import (
     Release,
+    ReleaseDiff,
     ReleaseFrozen,
     ReleaseItem,
     ReleasePublication,
@@ -80,6 +81,7 @@ __all__ = [
     "PairDraft",
     "PairQuerySet",
     "Release",
+    "ReleaseDiff",
     "ReleaseFrozen",
     "ReleaseItem",
     "ReleasePublication",

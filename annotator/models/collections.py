@@ -111,6 +111,12 @@ class PairCandidate(Leasable):
             models.UniqueConstraint(fields=["image_1", "image_2"], name="pair_candidate_unique_images"),
             models.CheckConstraint(condition=~models.Q(image_1=models.F("image_2")), name="pair_candidate_two_images"),
         ]
+        # The candidates table's default sort (the most similar first: `similarity DESC NULLS LAST, id DESC`).
+        indexes = [
+            models.Index(
+                models.F("similarity").desc(nulls_last=True), models.F("id").desc(), name="pair_candidate_similar"
+            )
+        ]
 
     def __str__(self):
         return f"candidate {self.image_1_id}/{self.image_2_id} ({self.origin})"

@@ -284,8 +284,12 @@ class Pair(models.Model):
                 name="pair_unique_item_id",
             )
         ]
-        # Full-text search of the data manager (annotator/datamanager/tables.py uses the same expression).
-        indexes = [GinIndex(SearchVector("question", config="english"), name="pair_question_search")]
+        indexes = [
+            # Full-text search of the data manager (annotator/datamanager/tables.py uses the same expression).
+            GinIndex(SearchVector("question", config="english"), name="pair_question_search"),
+            # The pairs table sorted newest first (`created DESC, id DESC`, read backwards).
+            models.Index(fields=["created", "id"], name="pair_created_id"),
+        ]
 
     def __str__(self):
         return f"{self.category} {self.source}/{self.source_id or self.pk}"

@@ -178,6 +178,23 @@ class ReleasePublication(models.Model):
         return f"{self.release.name} {self.get_how_display()} {self.when:%Y-%m-%d %H:%M}"
 
 
+class ReleaseDiff(models.Model):
+    """What changed since the release before (`annotator.releases.services.release_diff`), computed once: when the
+    release is made, or for a release made before diffs were kept, the first time its page asks. Its reasons are as
+    they stood then (a removed pair's status at that time)."""
+
+    release = models.OneToOneField(Release, models.PROTECT, primary_key=True, related_name="stored_diff")
+    previous = models.ForeignKey(Release, models.PROTECT, null=True, blank=True, related_name="+")
+    added = models.JSONField(default=list)
+    removed = models.JSONField(default=list)
+    changed = models.JSONField(default=list)
+    unchanged = models.PositiveIntegerField(default=0)
+    computed = models.DateTimeField(default=timezone.now)
+
+    def __str__(self):
+        return f"diff of {self.release_id}"
+
+
 class ReleaseItem(models.Model):
     """One item of a release, as written: the JSON line of its split's file and the line of metadata/items.jsonl."""
 

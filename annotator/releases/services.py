@@ -33,7 +33,17 @@ from django.utils import timezone
 
 from annotator.hub_view import hub_view_write
 from annotator.jobs.scratch import scratch_register
-from annotator.models import Category, Domain, Job, Pair, Release, ReleaseItem, ReleasePublication, ReleaseReservation
+from annotator.models import (
+    Category,
+    Domain,
+    Job,
+    Pair,
+    Release,
+    ReleaseDiff,
+    ReleaseItem,
+    ReleasePublication,
+    ReleaseReservation,
+)
 from annotator.models.jobs import ACTIVE
 from annotator.models.releases import release_name
 from benchmark.card import split_totals
@@ -317,6 +327,7 @@ def release_publish(
                 ReleaseItem.objects.bulk_create(batch)
                 batch = []
         ReleaseItem.objects.bulk_create(batch)
+        release_diff_store(release)  # once, now: the release page and its downloads read it
         if published_how is not None:
             release_publication_record(release=release, how=published_how, who=user, where=published_where)
         held.release, held.staging = release, staging
@@ -579,6 +590,33 @@ def release_changes_since(release: Release) -> dict:
     return {
         "added": now.exclude(pk__in=released).count(),
         "left": release.items.exclude(pair__in=now.values("pk")).count(),
+    }
+
+
+def release_diff_store(release: Release) -> ReleaseDiff:
+    """Compute the release's diff and keep it (a second call keeps the first)."""
+    diff = release_diff(release=release)
+    fields = {"previous": None}
+    if diff is not None:
+        fields = {key: diff[key] for key in ("previous", "added", "removed", "changed", "unchanged")}
+    stored, _ = ReleaseDiff.objects.get_or_create(release=release, defaults=fields)
+    return stored
+
+
+def release_diff_stored(*, release: Release) -> dict | None:
+    """`release_diff` as kept with the release: computed at its making, or the first time it is asked for (a release
+    made before diffs were kept), then read."""
+    stored = ReleaseDiff.objects.select_related("previous").filter(release=release).first()
+    if stored is None:
+        stored = release_diff_store(release)
+    if stored.previous is None:
+        return None
+    return {
+        "previous": stored.previous,
+        "added": stored.added,
+        "removed": stored.removed,
+        "changed": stored.changed,
+        "unchanged": stored.unchanged,
     }
 
 

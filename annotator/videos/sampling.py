@@ -147,10 +147,10 @@ def sample(
 ) -> tuple[VideoInfo, Iterator[SampledFrame]]:
     """Probe the file and return its facts and an iterator over the sampled frames, in time order.
 
-    For each target time the frame taken is the first one at or after it. When the step between targets is
-    longer than the keyframe interval, each target seeks to the keyframe before it (unless that keyframe lies
-    behind the last decoded frame) and decodes forward from there; otherwise frames are decoded sequentially
-    from the start and picked as they pass, since seeking would decode the same frames again.
+    For each target time the frame taken is the first one at or after it. Decided per target: when the keyframe
+    before the target lies after the last decoded frame, the sampler seeks to it (the frames in between need not be
+    decoded); otherwise it decodes on from where it is (a seek would go back to that keyframe and decode the same
+    frames again). So it decodes about what the keyframes require (`required_decodes`), whatever the step.
     """
     path = Path(path)
     stats = stats if stats is not None else SamplingStats()
@@ -172,8 +172,6 @@ def sample(
         for t in sample_times(info.duration, every=every, count=count)
     ]
     keys = keys or [start]
-    step = every if every is not None else info.duration / count
-    seeking = info.keyframe_interval is not None and step > info.keyframe_interval
 
     def frames() -> Iterator[SampledFrame]:
         decoder = None
@@ -185,7 +183,7 @@ def sample(
                 if emitted_pts is not None and emitted_pts >= target:
                     continue  # the frame already taken is also the first one at or after this target
                 key = keys[max(0, bisect.bisect_right(keys, target) - 1)]
-                if decoder is None or (seeking and (last_pts is None or key > last_pts)):
+                if decoder is None or last_pts is None or key > last_pts:
                     container.seek(key, stream=stream, backward=True, any_frame=False)
                     decoder = container.decode(stream)
                     stats.seeks += 1
@@ -324,3 +322,27 @@ def frame_at_time(
         raise SamplingError(f"is corrupt: decoding failed near {seconds:.2f} s ({error.strerror or error})") from error
     finally:
         container.close()
+
+
+def required_decodes(path: Path, *, every: float | None = None, count: int | None = None) -> int:
+    """The fewest frames a sampler decodes to take the frames `sample` takes: for each target, the frames from the
+    keyframe before it to the first frame at or after it, each frame counted once however many targets need it.
+    Read from the packets (nothing is decoded): the figure bench/sample_frames.py measures the sampler against."""
+    container, stream, _ = _open(Path(path))
+    try:
+        packets = [(p.pts, p.is_keyframe) for p in container.demux(stream) if p.pts is not None]
+        duration = _facts(container, stream, 0, sorted(pts for pts, key in packets if key)).duration
+        start, time_base = stream.start_time or 0, stream.time_base
+    finally:
+        container.close()
+    frames = sorted(pts for pts, _ in packets)
+    keys = sorted(pts for pts, key in packets if key) or frames[:1]
+    needed: set[int] = set()
+    for seconds in sample_times(duration, every=every, count=count):
+        target = start + round(Fraction(seconds).limit_denominator(10**6) / time_base)
+        first = bisect.bisect_left(frames, target)
+        if first == len(frames):
+            break
+        key = keys[max(0, bisect.bisect_right(keys, target) - 1)]
+        needed.update(range(bisect.bisect_left(frames, key), first + 1))
+    return len(needed)

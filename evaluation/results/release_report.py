@@ -26,9 +26,9 @@ from benchmark.taxonomy import ABBREVIATIONS, CATEGORIES, DOMAINS
 from evaluation.models import ModelEvaluation
 from evaluation.results.judge_check import release_judge_agreement
 from evaluation.results.report import (
-    release_report,
     release_report_file,
     release_report_file_names,
+    release_report_kept,
     release_strategy_table,
     strategy_file_names,
     strategy_table_file,
@@ -83,10 +83,11 @@ def release_report_choice(release: Release, *, split: str = "test", run_ids: lis
         run.run_name = names[run.pk]
         run.chosen = run_ids is None or run.pk in run_ids
     shown = [run for run in runs if run.chosen]
-    report = release_report(
+    report = release_report_kept(
         release,
-        human_answers=human_answers_on_release(release),
-        model_answers=model_answers_on_release(release, shown),
+        runs=shown,
+        human_answers=lambda: human_answers_on_release(release),
+        model_answers=lambda: model_answers_on_release(release, shown),
         split=split,
         humans_label=humans_label(release_public_answers(release, split)),
     )

@@ -4,7 +4,11 @@ the live pairs, so a correction made after the release changes nothing here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import hashlib
+from collections.abc import Callable, Iterable, Mapping
+
+from django.core.cache import cache
+from django.db.models import Count, Max
 
 from annotator.models import Release
 from benchmark.figure import gap_svg
@@ -17,7 +21,9 @@ from benchmark.strategy_table import (
     strategy_table_latex,
     strategy_table_markdown,
 )
+from evaluation.models import Assignment, ModelItemResult, StudyItem
 from evaluation.results.raster import gap_png
+from evaluation.runs.naming import run_names
 
 # Each file of the report: its name after the release and split, how it is written, its content type.
 REPORT_FILES = (
@@ -60,6 +66,60 @@ def release_report(
         models={label: on_split(answers) for label, answers in model_answers.items()},
         humans_label=humans_label,
     )
+
+
+REPORT_CACHE_SECONDS = 7 * 24 * 3600  # a key names what the figures stand on: a stale one is never read, only aged out
+
+
+def answers_stamp(release: Release, runs) -> tuple:
+    """What a release's report stands on, besides the release (frozen) and the runs: the latest human answer on it
+    and the latest result of each run (the highest id, the number and the last time), in two queries. Any answer
+    given, replaced or taken back moves it."""
+    humans = Assignment.objects.filter(
+        item__study__release=release,
+        item__kind=StudyItem.Kind.SCORED,
+        item__release_item__release=release,
+        answered_at__isnull=False,
+    ).aggregate(last=Max("pk"), n=Count("pk"), at=Max("answered_at"))
+    models = (
+        ModelItemResult.objects.filter(evaluation__in=[run.pk for run in runs])
+        .order_by()
+        .values("evaluation_id")
+        .annotate(last=Max("pk"), n=Count("pk"))
+        .values_list("evaluation_id", "last", "n")
+    )
+    return (humans["last"], humans["n"], str(humans["at"]), tuple(sorted(models)))
+
+
+def release_report_kept(
+    release: Release,
+    *,
+    runs,
+    human_answers: Callable[[], Iterable],
+    model_answers: Callable[[], Mapping[str, Iterable]],
+    split: str = "test",
+    humans_label: str = HUMANS,
+) -> Report:
+    """`release_report` of the humans and `runs` (their answers read by the two callables, on a miss only), kept in
+    the cache under the release, the runs, their names and `answers_stamp`: the page and every download of the same
+    report read one computation, and a new answer (human or model) makes a new key. The figures are
+    `release_report`'s, the same function."""
+    names = run_names(runs)  # as model_answers_on_release labels them
+    shown = tuple((run.pk, names[run.pk]) for run in runs)
+    stamp = (release.pk, str(release.created), release.content_sha256, split, humans_label, shown)
+    stamp += answers_stamp(release, runs)
+    key = "release-report:" + hashlib.sha256(repr(stamp).encode()).hexdigest()
+    report = cache.get(key)
+    if report is None:
+        report = release_report(
+            release,
+            human_answers=human_answers(),
+            model_answers=model_answers(),
+            split=split,
+            humans_label=humans_label,
+        )
+        cache.set(key, report, REPORT_CACHE_SECONDS)
+    return report
 
 
 def _split_items(release: Release, split: str):

@@ -19,7 +19,7 @@ from annotator.models import CATEGORY_ABBREVIATIONS, Category, Domain, Pair, Rel
 from annotator.releases.services import (
     DIFF_SHOWN,
     release_count_table,
-    release_diff,
+    release_diff_stored,
     release_get,
     release_publication_record,
 )
@@ -53,7 +53,7 @@ class PublishedElsewhereForm(forms.Form):
 @require_GET
 def release_detail(request, release_name: str):
     release = release_get(release_name)
-    diff = release_diff(release=release)
+    diff = release_diff_stored(release=release)
     context = {
         "release": release,
         "publications": release.publications.select_related("who"),

@@ -133,22 +133,6 @@ class CaptionedItem(Item):
     caption: str = ""
 
 
-def captioned_items(release: Release, split: str, items: list[Item]) -> list[CaptionedItem]:
-    """Of a release split's items (in order), those whose released record has a caption, with it."""
-    captions = {}
-    for item_id, line in (
-        ReleaseItem.objects.filter(release=release, split=split).order_by("pk").values_list("item_id", "line")
-    ):
-        caption = captioned(json.loads(line))
-        if caption:
-            captions[item_id] = caption
-    return [
-        CaptionedItem(**{**vars(item), "caption": captions[item.question_id]})
-        for item in items
-        if item.question_id in captions
-    ]
-
-
 # --- Asking --------------------------------------------------------------------------------------------------
 
 

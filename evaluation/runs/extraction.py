@@ -8,6 +8,7 @@ down leaves its rows "request failed": counted wrong in the second figure, and s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from annotator.llm.client import ChatClient, RequestCancelled, RequestFailed, redact
@@ -51,7 +52,7 @@ def _extract(
     return row
 
 
-def extraction_pass(evaluation: ModelEvaluation, items: list[Item]) -> int:
+def extraction_pass(evaluation: ModelEvaluation, items: Iterable[Item]) -> int:
     """Read the run's unparsable replies not read yet (or whose reading failed) with its extraction endpoint; the
     number of rows read."""
     endpoint = evaluation.extraction_endpoint
@@ -62,7 +63,8 @@ def extraction_pass(evaluation: ModelEvaluation, items: list[Item]) -> int:
     )
     if not rows or endpoint is None:
         return 0
-    by_id = {item.question_id: item for item in items}
+    wanted = {row.question_id for row in rows}
+    by_id = {item.question_id: item for item in items if item.question_id in wanted}
     prompt = evaluation.parameters.get("extraction_prompt") or extraction_prompt()
     request = evaluation.parameters.get("extraction_request", EXTRACTION_PARAMETERS)
     try:

@@ -4,8 +4,9 @@ an official results file imported onto a release: matched by the release's own i
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from annotator.llm.endpoints import (
@@ -18,7 +19,14 @@ from annotator.models import (
 )
 from benchmark.circular import rotation_entries
 from benchmark.protocol import LETTERS
-from benchmark.results import ResultsFileError, load_results, outcome_of, question_entry, results_document
+from benchmark.results import (
+    QuestionCounts,
+    ResultsFileError,
+    load_results,
+    outcome_of,
+    question_entry,
+    results_document,
+)
 from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.runs import description
 from evaluation.runs.summaries import evaluation_summary, evaluation_totals
@@ -34,9 +42,13 @@ def results_file(evaluation: ModelEvaluation) -> dict:
     official free-form layout with the judge's verdicts (evaluation.runs.description)."""
     if evaluation.task == description.DESCRIPTION:
         return description.description_results_file(evaluation)
+    return _document(evaluation, list(_entries(evaluation)))
+
+
+def _entries(evaluation: ModelEvaluation):
     texts = _question_texts(evaluation)
-    questions = [
-        question_entry(
+    for row in ModelItemResult.objects.filter(evaluation=evaluation).order_by("pk").iterator(chunk_size=2000):
+        yield question_entry(
             question_id=row.question_id,
             question_text=texts.get(row.question_id, ""),
             options=row.options,
@@ -47,10 +59,10 @@ def results_file(evaluation: ModelEvaluation) -> dict:
             domain=row.domain,
             error=f"{row.failure}: {row.failure_message}" if row.failure else None,
             response=row.response_text,
-        )
-        | result_entry_extras(row)
-        for row in ModelItemResult.objects.filter(evaluation=evaluation).order_by("pk").iterator(chunk_size=2000)
-    ]
+        ) | result_entry_extras(row)
+
+
+def _document(evaluation: ModelEvaluation, questions: list, counts: QuestionCounts | None = None) -> dict:
     job = evaluation.job
     summary = job.result or {}
     skipped = summary.get("skipped", [])
@@ -67,7 +79,40 @@ def results_file(evaluation: ModelEvaluation) -> dict:
         prompt_tokens=evaluation.prompt_tokens,
         completion_tokens=evaluation.completion_tokens,
         not_asked=evaluation.not_asked,
+        counts=counts,
     ) | results_file_settings(evaluation)
+
+
+PLACEHOLDER = "\x00questions\x00"
+
+
+def results_file_text(evaluation: ModelEvaluation) -> Iterator[str]:
+    """The results file as `json.dumps(results_file(evaluation), indent=2, ensure_ascii=False)` writes it, the same
+    text, in pieces: one entry at a time, so a download of any size holds one entry (and the item texts). Read in one
+    snapshot of the database (repeatable read), so the count written first is the entries' that follow."""
+    snapshot = not connection.in_atomic_block  # inside a caller's transaction, its snapshot is the one
+    with transaction.atomic():
+        if snapshot:
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        rows = ModelItemResult.objects.filter(evaluation=evaluation)
+        evaluation.job.refresh_from_db(fields=["finished", "result"])
+        if evaluation.task == description.DESCRIPTION or not rows.exists():
+            yield json.dumps(results_file(evaluation), indent=2, ensure_ascii=False)
+            return
+        # The text around the entries: the document with a placeholder entry, its counts as they will be.
+        evaluation_time = evaluation.job.finished or timezone.now()
+        evaluation.job.finished = evaluation_time  # one time in the head and the tail
+        counts = QuestionCounts(evaluated=rows.count())
+        head = json.dumps(_document(evaluation, [PLACEHOLDER], counts), indent=2, ensure_ascii=False)
+        yield head[: head.index(json.dumps(PLACEHOLDER))]
+        counts = QuestionCounts()
+        for entry in _entries(evaluation):
+            text = json.dumps(entry, indent=2, ensure_ascii=False).replace("\n", "\n    ")
+            yield text if not counts.evaluated else ",\n    " + text
+            counts.add(entry)
+        tail = json.dumps(_document(evaluation, [PLACEHOLDER], counts), indent=2, ensure_ascii=False)
+        yield tail[tail.index(json.dumps(PLACEHOLDER)) + len(json.dumps(PLACEHOLDER)) :]
 
 
 def result_entry_extras(row: ModelItemResult) -> dict:

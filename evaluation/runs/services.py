@@ -10,10 +10,12 @@ before releases are imported runs too (evaluation migration 0015): their answers
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from datetime import timedelta
 from functools import partial
@@ -53,7 +55,8 @@ from annotator.models import (
     ReleaseItem,
 )
 from annotator.models.jobs import ACTIVE
-from benchmark.protocol import Item, shuffle_options
+from benchmark.description import captioned
+from benchmark.protocol import Item, shuffled
 from benchmark.records import SPLITS
 from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.runs import description
@@ -88,44 +91,95 @@ class RunFailed(Exception):
 # --- Items ----------------------------------------------------------------------------------------------------
 
 
+ITEM_CHUNK = 1000  # release rows read per query while a run streams its items
+
+
 def release_rows(release: Release, split: str):
     return ReleaseItem.objects.filter(release=release, split=split).order_by("position", "pk")
+
+
+def _released_item(row: ReleaseItem) -> Item:
+    record = row.record
+    return Item(
+        question_id=row.item_id,
+        question=record["question"],
+        answer=record["answer"],
+        distractors=list(record["distractors"]),
+        category=row.category,
+        domain=row.domain,
+        image_1=row.image_1.file.name,
+        image_2=row.image_2.file.name,
+        pair_id=row.pair_id,
+    )
+
+
+def _released_rows(release: Release, split: str) -> Iterator[ReleaseItem]:
+    """The split's rows in their file's order, ITEM_CHUNK at a time (keyset pages on the unique position): a run of
+    any size holds one page, whatever the database's cursors."""
+    if split not in SPLITS:
+        raise Invalid({"split": [f"The split is test or val, not {split!r}."]})
+    rows = (
+        release_rows(release, split)
+        .select_related("image_1", "image_2")
+        .only("item_id", "line", "category", "domain", "position", "pair_id", "image_1__file", "image_2__file")
+    )
+    after = None
+    while True:
+        page = list((rows if after is None else rows.filter(position__gt=after))[:ITEM_CHUNK])
+        yield from page
+        if len(page) < ITEM_CHUNK:
+            return
+        after = page[-1].position
 
 
 def release_items(release: Release, split: str) -> list[Item]:
     """The items of a release's split in its file's order, each exactly as released: the record's question,
     answer and distractors (flipped with the images for a swapped item) and its images in the released order."""
-    if split not in SPLITS:
-        raise Invalid({"split": [f"The split is test or val, not {split!r}."]})
-    items = []
-    for row in release_rows(release, split).select_related("image_1", "image_2"):
-        record = row.record
-        items.append(
-            Item(
-                question_id=row.item_id,
-                question=record["question"],
-                answer=record["answer"],
-                distractors=list(record["distractors"]),
-                category=row.category,
-                domain=row.domain,
-                image_1=row.image_1.file.name,
-                image_2=row.image_2.file.name,
-                pair_id=row.pair_id,
-            )
-        )
-    return items
+    return [_released_item(row) for row in _released_rows(release, split)]
+
+
+def run_items(evaluation: ModelEvaluation) -> Iterator[tuple[int, Item]]:
+    """(release item pk, item) of each of the run's items with its shown options (the seed's shuffle), the same on
+    every call, streamed: a run never holds all its items. Only a run on a release has items to ask: an imported
+    run holds its answers and nothing else."""
+    if evaluation.source != ModelEvaluation.Source.RELEASE or evaluation.release_id is None:
+        raise Invalid({"source": [not_runnable(evaluation)]})
+    rows = _released_rows(evaluation.release, evaluation.split)
+    pairs = ((row, _released_item(row)) for row in rows)
+    keys = {}
+
+    def items():
+        for row, item in pairs:
+            keys[item.question_id] = row
+            yield item
+
+    describe = evaluation.task == description.DESCRIPTION
+    for item in shuffled(items(), evaluation.seed):
+        row = keys.pop(item.question_id)
+        if describe:
+            caption = captioned(row.record)
+            if not caption:
+                continue
+            item = description.CaptionedItem(**{**vars(item), "caption": caption})
+        yield row.pk, item
 
 
 def evaluation_items(evaluation: ModelEvaluation) -> list[Item]:
-    """The run's items with their shown options (the seed's shuffle), the same on every call. Only a run on a
-    release has items to ask: an imported run holds its answers and nothing else."""
-    if evaluation.source != ModelEvaluation.Source.RELEASE or evaluation.release_id is None:
-        raise Invalid({"source": [not_runnable(evaluation)]})
-    items = release_items(evaluation.release, evaluation.split)
-    shuffle_options(items, evaluation.seed)
-    if evaluation.task == description.DESCRIPTION:
-        items = description.captioned_items(evaluation.release, evaluation.split, items)
-    return items
+    """The run's items (`run_items`) as a list."""
+    return [item for _, item in run_items(evaluation)]
+
+
+def run_item_count(release: Release, split: str, task: str) -> int:
+    """How many items a run of `task` on the split asks, counted without making them: a multiple-choice run asks
+    every row (one SQL count), a description run the rows whose record has a caption (read one line at a time)."""
+    if split not in SPLITS:
+        raise Invalid({"split": [f"The split is test or val, not {split!r}."]})
+    rows = ReleaseItem.objects.filter(release=release, split=split).order_by()
+    if task != description.DESCRIPTION:
+        return rows.count()
+    return sum(
+        1 for line in rows.values_list("line", flat=True).iterator(chunk_size=ITEM_CHUNK) if captioned(json.loads(line))
+    )
 
 
 def not_runnable(evaluation: ModelEvaluation) -> str:
@@ -221,9 +275,8 @@ def evaluation_start(
     if source == ModelEvaluation.Source.RELEASE:
         if release is None:
             raise Invalid({"release": ["Name the release to evaluate."]})
-        count = len(release_items(release, split))
+        count = run_item_count(release, split, task_fields["task"])
         if task_fields["task"] == description.DESCRIPTION:
-            count = len(description.captioned_items(release, split, release_items(release, split)))
             if not count:
                 raise Invalid({"task": [f"No item of release {release.name} ({split}) has a caption to describe."]})
         label = f"release {release.name} ({split})"
@@ -395,16 +448,78 @@ def _answer(
     return answer_item(client, result, item, evaluation.strategy, prompt, parameters, regions or [], read, slots)
 
 
+TOTALS = (
+    "answered",
+    "correct",
+    "failed",
+    "unparsable",
+    "extracted_correct",
+    "prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+)
+
+
+COUNTED = (
+    "question_id",
+    "is_correct",
+    "parse_outcome",
+    "extraction",
+    "extracted_letter",
+    "correct_letter",
+    "prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+)
+
+
+def _counted(row: ModelItemResult) -> dict:
+    """What one result adds to its run's totals (the same rules as `evaluation_totals`'s counts)."""
+    unparsable = row.parse_outcome == ModelItemResult.Parse.UNPARSABLE
+    return {
+        "answered": int(row.is_correct is not None),
+        "correct": int(row.is_correct is True),
+        "failed": int(row.is_correct is None),
+        "unparsable": int(unparsable),
+        "extracted_correct": int(
+            unparsable
+            and row.extraction == ModelItemResult.Extraction.LETTER
+            and row.extracted_letter == row.correct_letter
+        ),
+        "prompt_tokens": row.prompt_tokens or 0,
+        "completion_tokens": row.completion_tokens or 0,
+        "reasoning_tokens": row.reasoning_tokens or 0,
+    }
+
+
 def _store(evaluation: ModelEvaluation, results: list[ModelItemResult]) -> None:
-    """Write a batch of results and recount the run from its rows. A result replaces the item's failed one (an item
-    asked again); an item's answer is never replaced (a second write of it is a no-op)."""
+    """Write a batch of results and move the run's totals by what the batch changed, in the same transaction (the
+    run's row locked, so two writers never lose a count): O(batch), never a recount of the run's rows (that is done on
+    resume and at the end). A result replaces the item's failed one (an item asked again); an item's answer is never
+    replaced (a second write of it is a no-op)."""
     with transaction.atomic():
-        ModelItemResult.objects.filter(
-            evaluation=evaluation, question_id__in=[row.question_id for row in results], is_correct__isnull=True
-        ).delete()
-        ModelItemResult.objects.bulk_create(results, ignore_conflicts=True)
-        totals = evaluation_totals(evaluation)
-        if any(row.is_correct is not None for row in results):
+        current = (
+            ModelEvaluation.objects.select_for_update().filter(pk=evaluation.pk).values(*TOTALS, "paused_since").get()
+        )
+        ids = [row.question_id for row in results]
+        there = list(ModelItemResult.objects.filter(evaluation=evaluation, question_id__in=ids).only(*COUNTED))
+        replaced = [row for row in there if row.is_correct is None]
+        kept = {row.question_id for row in there if row.is_correct is not None}
+        if replaced:
+            ModelItemResult.objects.filter(pk__in=[row.pk for row in replaced]).delete()
+        new = {}
+        for row in results:
+            if row.question_id not in kept:
+                new.setdefault(row.question_id, row)  # as the insert keeps the first of two writes of one item
+        ModelItemResult.objects.bulk_create(new.values(), ignore_conflicts=True)
+        totals = dict(current)
+        for row in replaced:
+            for name, value in _counted(row).items():
+                totals[name] -= value
+        for row in new.values():
+            for name, value in _counted(row).items():
+                totals[name] += value
+        if any(row.is_correct is not None for row in new.values()):
             totals["paused_since"] = None  # an answer: the endpoint is back, a later outage counts from zero
         ModelEvaluation.objects.filter(pk=evaluation.pk).update(**totals)
         changed = Job.objects.filter(pk=evaluation.job_id, status__in=("queued", "running")).update(
@@ -412,6 +527,13 @@ def _store(evaluation: ModelEvaluation, results: list[ModelItemResult]) -> None:
         )
     if not changed:
         raise JobCancelled(f"job {evaluation.job_id} is no longer active")
+
+
+def _recount(evaluation: ModelEvaluation) -> dict:
+    """The run's totals counted afresh from its rows and stored (on resume and at the end)."""
+    totals = evaluation_totals(evaluation)
+    ModelEvaluation.objects.filter(pk=evaluation.pk).update(**totals)
+    return totals
 
 
 def _check_active(job_id: int) -> None:
@@ -430,18 +552,16 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
         api_key = endpoint_api_key(endpoint)
     except EndpointUnusable as unusable:
         raise RunFailed(str(unusable)) from None
-    items = evaluation_items(evaluation)
-    released = dict(release_rows(evaluation.release, evaluation.split).values_list("item_id", "pk"))
-    skipped = [item.question_id for item in items if item.missing]
-    asked = [item for item in items if not item.missing]
-    ModelEvaluation.objects.filter(pk=evaluation.pk).update(items=len(asked))
-    evaluation.items = len(asked)
-    run.start(len(asked))
-    Job.objects.filter(pk=evaluation.job_id).update(result={**run.job.result, "skipped": skipped[:200]})
+    count = run_item_count(evaluation.release, evaluation.split, evaluation.task)
+    ModelEvaluation.objects.filter(pk=evaluation.pk).update(items=count)
+    evaluation.items = count
+    run.start(count)
+    Job.objects.filter(pk=evaluation.job_id).update(result={**run.job.result, "skipped": []})
+    totals = _recount(evaluation)  # on resume: a crashed worker's last batch is counted from the rows
     if progress is not None:
-        progress.start(len(asked))
-        progress.advance(ModelItemResult.objects.filter(evaluation=evaluation).count())
-    if _todo(evaluation, asked):
+        progress.start(count)
+        progress.advance(totals["answered"] + totals["failed"])
+    if _left_to_ask(evaluation):
         client = endpoint_client(endpoint, api_key)
         try:
             try:
@@ -456,39 +576,64 @@ def _evaluate(evaluation: ModelEvaluation, run, progress) -> None:
             prompt = evaluation.prompt or configured_prompt().as_dict()
             stored = evaluation.parameters
             parameters = stored["request"] if "request" in stored else request_parameters()
-            regions = item_regions(evaluation, asked)
-            note_items_without_regions(evaluation, asked, regions)
-            while todo := _todo(evaluation, asked):
-                _ask(evaluation, run, client, todo, released, prompt, parameters, progress, regions)
+            everything = (item for _, item in run_items(evaluation))
+            regions = item_regions(evaluation, everything)
+            note_items_without_regions(evaluation, everything, regions)
+            while _left_to_ask(evaluation):
+                if not _ask(evaluation, run, client, _todo(evaluation), prompt, parameters, progress, regions):
+                    break  # nothing of the run's own items was left to ask
         finally:
             client.close()
+        _recount(evaluation)
     if evaluation.extraction_endpoint_id:
-        extraction_pass(evaluation, asked)
-        ModelEvaluation.objects.filter(pk=evaluation.pk).update(**evaluation_totals(evaluation))
+        extraction_pass(evaluation, (item for _, item in run_items(evaluation)))
+        _recount(evaluation)
     _verdict(evaluation)
 
 
-def _todo(evaluation: ModelEvaluation, items: list[Item]) -> list[tuple[Item, int]]:
-    """(item, asks so far) of the items to ask: without a result, or failed and asked fewer than the tries."""
+def _todo(evaluation: ModelEvaluation) -> Iterator[tuple[Item, int, int]]:
+    """(item, asks so far, release item pk) of the items to ask, streamed: without a result, or failed and asked
+    fewer than the tries."""
+    tries = settings.MODEL_EVAL_ITEM_TRIES
     stored = dict(
         ModelItemResult.objects.filter(evaluation=evaluation)
         .order_by()
         .values_list("question_id", models.Case(models.When(is_correct__isnull=True, then="asks"), default=None))
     )
-    tries = settings.MODEL_EVAL_ITEM_TRIES
-    return [
-        (item, stored.get(item.question_id) or 0)
-        for item in items
-        if item.question_id not in stored or (stored[item.question_id] is not None and stored[item.question_id] < tries)
-    ]
+    for row_pk, item in run_items(evaluation):
+        if item.missing:
+            continue
+        if item.question_id not in stored:
+            yield item, 0, row_pk
+        elif (asks := stored[item.question_id]) is not None and asks < tries:
+            yield item, asks, row_pk
 
 
-def _ask(evaluation, run, client: ChatClient, todo, released: dict, prompt, parameters, progress, regions=None) -> None:
-    """One pass over `todo`, `endpoint.concurrency` requests at once; results stored as they come. Stops sending
-    (and raises RunPaused) after MODEL_EVAL_PAUSE_AFTER_FAILURES requests in a row failed for the endpoint's sake."""
+def _left_to_ask(evaluation: ModelEvaluation) -> bool:
+    """Whether some item is left to ask (`_todo` would yield one), counted in SQL: the run's results are of its items
+    only, so the items without an answer or a last failed ask are the run's items less those results."""
+    finished = ModelItemResult.objects.filter(evaluation=evaluation).filter(
+        models.Q(is_correct__isnull=False) | models.Q(asks__gte=settings.MODEL_EVAL_ITEM_TRIES)
+    )
+    return finished.count() < evaluation.items
+
+
+def _ask(evaluation, run, client: ChatClient, todo, prompt, parameters, progress, regions=None) -> int:
+    """One pass over `todo`, `endpoint.concurrency` requests at once; results stored as they come; the number of
+    items sent. Stops sending (and raises RunPaused) after MODEL_EVAL_PAUSE_AFTER_FAILURES requests in a row failed
+    for the endpoint's sake."""
     endpoint = evaluation.endpoint
-    asks = {item.question_id: count for item, count in todo}
-    queue = iter(item for item, _ in todo)
+    asks, released = {}, {}  # of the items in flight only
+    sent = 0
+
+    def queued():
+        nonlocal sent
+        for item, count, row_pk in todo:
+            sent += 1
+            asks[item.question_id], released[item.question_id] = count, row_pk
+            yield item
+
+    queue = queued()
     pending: list[ModelItemResult] = []
     streak, down = 0, ""
     refusals, refused = 0, ""  # requests refused in a row (HTTP 4xx) for the same reason, and that reason
@@ -535,8 +680,8 @@ def _ask(evaluation, run, client: ChatClient, todo, released: dict, prompt, para
                         continue
                     if result is None:
                         continue  # cut off by a cancel
-                    result.release_item_id = released.get(result.question_id)
-                    result.asks = asks[result.question_id] + 1
+                    result.release_item_id = released.pop(result.question_id, None)
+                    result.asks = asks.pop(result.question_id) + 1
                     pending.append(result)
                     streak = streak + 1 if result.failure in OUTAGE else 0
                     if streak >= settings.MODEL_EVAL_PAUSE_AFTER_FAILURES and not down:
@@ -571,6 +716,7 @@ def _ask(evaluation, run, client: ChatClient, todo, released: dict, prompt, para
             sys.setswitchinterval(switch_interval)
     if down:
         raise RunPaused(down)
+    return sent
 
 
 def _verdict(evaluation: ModelEvaluation) -> None:

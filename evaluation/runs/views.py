@@ -4,14 +4,13 @@ official results file onto a release, and the runs compared on a release's items
 
 from __future__ import annotations
 
-import json
 import uuid
 
 from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.db.models import Count
-from django.http import HttpResponse
+from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
@@ -25,7 +24,7 @@ from benchmark.description import JUDGE_SYSTEM, JUDGE_USER
 from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.runs.description import accuracy_rows, accuracy_table
 from evaluation.runs.naming import run_name, run_names
-from evaluation.runs.results_files import model_results_import, results_file
+from evaluation.runs.results_files import model_results_import, results_file_text
 from evaluation.runs.services import evaluation_start, run_label_set
 from evaluation.runs.strategies import CHOICES as STRATEGY_CHOICES
 from evaluation.runs.strategies import DEFAULT_STRATEGY, PROMPT_MAX, STRATEGIES
@@ -233,7 +232,9 @@ def model_endpoint_profile(request, endpoint_id: int):
     return redirect("model-list")
 
 
-def _detail_context(evaluation: ModelEvaluation, shown: str = "unparsable") -> dict:
+def _detail_context(evaluation: ModelEvaluation, shown: str = "unparsable", *, intervals: bool = True) -> dict:
+    """The run page's context; `intervals` False (a poll of an active run) leaves out the intervals, which read
+    every result and change with each answer: they are shown once the run ends."""
     job = evaluation.job
     # A finished run's stored summary, when it is of the current shape (accuracy over answered items, "not_asked").
     summary = job.result if not job.is_active and "not_asked" in job.result else None
@@ -257,7 +258,7 @@ def _detail_context(evaluation: ModelEvaluation, shown: str = "unparsable") -> d
         # Issue 28: the replies the official parser could not read, raw, with what the extraction pass read.
         "items_shown": shown,
         "item_rows": _item_rows(evaluation, shown),
-        "intervals": accuracy_rows(accuracy_table(evaluation)),
+        "intervals": accuracy_rows(accuracy_table(evaluation)) if intervals else None,
         "request_settings": request_settings(evaluation),
     }
 
@@ -280,11 +281,13 @@ def model_run_detail(request, run_id: int):
         ModelEvaluation.objects.select_related("endpoint", "job", "release", "extraction_endpoint", "judge"), pk=run_id
     )
     template = "modeleval/run_detail.html"
-    if request.headers.get("HX-Request"):
+    polled = bool(request.headers.get("HX-Request"))
+    if polled:
         template += "#run-status"
     shown = request.GET.get("items")
     shown = shown if shown in ITEM_FILTERS else ITEM_FILTERS[0]
-    context = _detail_context(evaluation, shown)
+    # The poll of an active run renders its status only; the poll that sees it end renders the intervals once.
+    context = _detail_context(evaluation, shown, intervals=not (polled and evaluation.job.is_active))
     if template.endswith(".html"):
         context["label_form"] = refused_form(request, RunLabelForm, initial={"label": evaluation.label})
     return render(request, template, context)
@@ -331,8 +334,8 @@ def model_run_results(request, run_id: int):
     evaluation = get_object_or_404(
         ModelEvaluation.objects.select_related("endpoint", "job", "release", "extraction_endpoint"), pk=run_id
     )
-    body = json.dumps(results_file(evaluation), indent=2, ensure_ascii=False)
-    response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    # Streamed, one entry at a time: the file of a large run is never held whole in the web process.
+    response = StreamingHttpResponse(results_file_text(evaluation), content_type="application/json; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="mc_evaluation_results_{evaluation.pk}.json"'
     return response
 

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from annotator.models import Pair, Release
+from annotator.models import Pair, Release, ReleaseDiff
 from annotator.picking.services import pair_reopen, pair_review
-from annotator.releases.services import release_diff, release_get
+from annotator.releases.services import release_diff, release_diff_stored, release_get
 from annotator.videos.services import ResampleRefused, _check_no_pairs, video_resample_problems
 from tests.export_fixtures import make_pair, make_video, tree_bytes
 
@@ -80,6 +82,18 @@ def test_a_correction_after_publishing_changes_nothing_in_the_release_and_shows_
         (rejected.pk, "back in (last in v1)")
     ]
     assert release_diff(release=v1) is None
+
+    # Each diff was kept when its release was made; the page reads it, the same as computed.
+    assert ReleaseDiff.objects.filter(release__in=[v1, v2, v3]).count() == 3
+    assert release_diff_stored(release=v1) is None
+    assert release_diff_stored(release=v2) == diff
+    # A release made before diffs were kept: computed the first time it is asked for, then read, never again.
+    ReleaseDiff.objects.filter(release=v3).delete()
+    first = release_diff_stored(release=v3)
+    assert first == release_diff(release=v3) and ReleaseDiff.objects.filter(release=v3).exists()
+    with CaptureQueriesContext(connection) as queries:
+        assert release_diff_stored(release=v3) == first
+    assert len(queries) == 1 and "annotator_releaseitem" not in queries[0]["sql"]
 
 
 def test_a_video_whose_frames_a_release_holds_is_never_resampled(tmp_path):

@@ -19,7 +19,7 @@ from subtlebench.storage import s3_client
 from tests.cut_proxy import CutProxy
 from tests.factories import make_pair
 from tests.video_fixtures import *  # noqa: F403 (fixtures)
-from tests.video_fixtures import frame_picture, read_frame_number, run_queued
+from tests.video_fixtures import frame_picture, read_frame_number, run_queued, write_h264
 
 pytestmark = pytest.mark.django_db
 
@@ -70,12 +70,24 @@ def test_it_seeks_to_keyframes_when_the_step_is_longer_than_the_keyframe_interva
     assert (stats.seeks, stats.decoded) == (4, 4)
 
 
-def test_it_decodes_sequentially_when_the_step_is_shorter_than_the_keyframe_interval(h264_video):
+def test_it_decodes_on_within_a_keyframe_interval_and_seeks_past_the_next_keyframe(h264_video):
     stats = sampling.SamplingStats()
     _, frames = sampling.sample(h264_video, every=0.5, stats=stats)
     assert len(list(frames)) == 24
-    assert stats.seeks == 1
-    assert stats.decoded == 289  # frames 0..288, each once: 288 (11.52 s) is the first at or after 11.5 s
+    # Each whole second is a keyframe after the last decoded frame: a seek there, then frames 1..13 of the second
+    # (13 = 0.52 s, the first at or after 0.5 s) decoded on; never the 11 frames after them.
+    assert stats.seeks == 12
+    assert stats.decoded == 12 * 14 == sampling.required_decodes(h264_video, every=0.5)
+
+
+def test_sampling_every_4_s_with_a_keyframe_every_4_s_decodes_about_the_minimum(tmp_path):
+    path = write_h264(tmp_path / "gop4s.mp4", seconds=16, gop=100, size=(160, 120))
+    stats = sampling.SamplingStats()
+    _, frames = sampling.sample(path, every=4.0, stats=stats)
+    assert [round(f.timestamp, 2) for f in frames] == [0.0, 4.0, 8.0, 12.0]
+    minimum = sampling.required_decodes(path, every=4.0)
+    assert minimum == 4  # every target is a keyframe
+    assert stats.decoded <= 1.5 * minimum
 
 
 def test_it_finds_the_exact_frames_in_a_video_with_b_frames_and_a_2_s_keyframe_interval(tmp_path):

@@ -16,6 +16,7 @@ import pytest
 
 from annotator.models import Job
 from benchmark.report import score_cell
+from evaluation.models import ModelItemResult
 from evaluation.results.beside import models_overview
 from evaluation.results.compare import human_release_side, paired_compare, run_side
 from evaluation.results.release_report import release_report_of
@@ -153,3 +154,34 @@ def test_every_page_download_and_api_answer_gives_the_same_humans_and_gaps(world
         assert name in page and name in markdown
     for excluded in ("overlapped", "substract"):
         assert excluded not in markdown
+
+
+def test_the_report_is_computed_once_per_latest_answer_and_the_kept_figures_are_the_computed_ones(world, monkeypatch):
+    from evaluation.results import report as reports
+    from evaluation.runs.selectors import model_answers_on_release, report_runs
+    from evaluation.studies.release_answers import human_answers_on_release
+
+    release, runs = world["release"], world["runs"]
+    computed = []
+    compute = reports.release_report
+    monkeypatch.setattr(reports, "release_report", lambda *a, **k: computed.append(1) or compute(*a, **k))
+    first = release_report_of(release, split="test")
+    again = release_report_of(release, split="test")  # the page, then a download: one computation
+    assert computed == [1] and again == first
+    shown = report_runs(release, "test")
+    uncached = compute(
+        release,
+        human_answers=human_answers_on_release(release),
+        model_answers=model_answers_on_release(release, shown),
+        split="test",
+    )
+    assert again == uncached  # every Fraction, interval and count the same
+    # A model's answer replaced: a new key, the figures computed again and changed.
+    row = runs["standard"].results.order_by("pk").first()
+    ModelItemResult.objects.filter(pk=row.pk).delete()
+    ModelItemResult.objects.create(
+        **{f.attname: getattr(row, f.attname) for f in row._meta.concrete_fields if f.attname != "id"}
+        | {"is_correct": not row.is_correct}
+    )
+    changed = release_report_of(release, split="test")
+    assert computed == [1, 1] and changed != first

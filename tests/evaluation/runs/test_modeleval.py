@@ -322,7 +322,8 @@ def test_a_run_from_before_releases_keeps_its_answers_and_is_never_asked_again(
     client = client_for(coordinator)
     page = client.get(f"/models/runs/{evaluation.pk}/").content.decode()
     assert '<span class="muted">before releases:</span> an export&#x27;s split' in page
-    assert len(client.get(f"/models/runs/{evaluation.pk}/results/").json()["questions"]) == len(records)
+    download = b"".join(client.get(f"/models/runs/{evaluation.pk}/results/").streaming_content)
+    assert len(json.loads(download)["questions"]) == len(records)
     Job.objects.filter(pk=evaluation.job_id).update(status=Job.Status.FAILED)
     with pytest.raises(Conflict, match="an imported run now"):
         job_retry(job=evaluation.job, user=coordinator)

@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from annotator.llm.endpoints import endpoint_create
 from annotator.models import Job, ModelEndpoint
 from evaluation.models import ModelEvaluation
+from evaluation.runs.results_files import results_file
 from evaluation.runs.services import evaluation_run
 from tests.factories import make_pair
 from tests.model_server import ModelServer
@@ -84,14 +85,20 @@ def test_a_run_started_from_the_page_shows_its_progress_and_downloads_the_result
     assert response.status_code == 302 and response["Location"] == f"/models/runs/{evaluation.pk}/"
     assert (evaluation.release, evaluation.split, evaluation.items) == (release, "test", len(pairs))
     assert "queued" in client.get(response["Location"]).content.decode()
+    # The poll of an active run renders its status only: no intervals (they read every result).
+    polled = client.get(f"/models/runs/{evaluation.pk}/", HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="run-intervals-later"' in polled and 'id="run-intervals"' not in polled
     evaluation_run(evaluation_id=evaluation.pk)
     page = client.get(f"/models/runs/{evaluation.pk}/").content.decode()
     assert "succeeded" in page and "Download results file" in page and "temporal" in page
     partial = client.get(f"/models/runs/{evaluation.pk}/", HTTP_HX_REQUEST="true").content.decode()
-    assert partial.lstrip().startswith('<section id="run-status"')
+    assert partial.lstrip().startswith('<section id="run-status"') and 'id="run-intervals"' in partial
     download = client.get(f"/models/runs/{evaluation.pk}/results/")
-    assert "attachment" in download["Content-Disposition"]
-    assert json.loads(download.content)["total_questions_evaluated"] == 3
+    assert "attachment" in download["Content-Disposition"] and download.streaming
+    streamed = b"".join(download.streaming_content).decode()
+    assert json.loads(streamed)["total_questions_evaluated"] == 3
+    evaluation.refresh_from_db()
+    assert streamed == json.dumps(results_file(evaluation), indent=2, ensure_ascii=False)
 
 
 def test_the_list_page_runs_a_fixed_number_of_queries(client_for, coordinator, server):
