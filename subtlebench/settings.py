@@ -413,7 +413,9 @@ X_FRAME_OPTIONS = "DENY"
 # Content-Security-Policy (django-csp): scripts only from our own static files, no inline script, no framing.
 # htmx's own indicator <style> is switched off in base.html (htmx-config meta): no inline style element.
 _s3_image_sources = []
-if S3_BUCKET:
+# Media in a bucket, or source videos imported from one (s3://... on S3_ENDPOINT_URL) with media on a disk: either way
+# the browser loads presigned URLs from the endpoint's host.
+if S3_BUCKET or S3_ENDPOINT_URL:
     _endpoint = urlparse(S3_ENDPOINT_URL)
     _s3_image_sources = (
         [f"{_endpoint.scheme}://{_endpoint.netloc}"] if _endpoint.netloc else ["https://*.amazonaws.com"]

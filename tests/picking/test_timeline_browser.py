@@ -5,8 +5,10 @@ export names that pts in its provenance; a file the browser cannot play falls ba
 
 from __future__ import annotations
 
+import copy
 import json
 import re
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import expect
@@ -89,3 +91,55 @@ def test_a_frame_between_two_samples_is_taken_as_b_scored_submitted_and_exported
     [line] = [json.loads(text) for text in (tmp_path / "out/metadata/items.jsonl").read_text().splitlines()]
     assert sorted(line["origin"]["pts"]) == [0, 13 * FRAME_PTS]
     assert sorted(line["origin"]["timestamps"]) == [0.0, 0.52]
+
+
+def test_the_same_with_the_video_and_the_media_in_s3(
+    page, annotator, reviewer, h264_video, dinov3, settings, tmp_path, s3_storage
+):
+    """The source video in a bucket (the browser plays it from a signed URL, the server decodes the frame from it by
+    range requests) and the frames stored in the bucket too: the walk and the export are the same."""
+    from subtlebench.storage import s3_client
+
+    settings.SIMILARITY_THRESHOLD = 0.0
+    # The policy a deployment on this S3 endpoint starts with (settings.py reads S3_ENDPOINT_URL at start): its
+    # presigned URLs' host may serve images and media.
+    endpoint = urlsplit(settings.S3_ENDPOINT_URL)
+    policy = copy.deepcopy(settings.CONTENT_SECURITY_POLICY)
+    for directive in ("img-src", "media-src"):
+        policy["DIRECTIVES"][directive].append(f"{endpoint.scheme}://{endpoint.netloc}")
+    settings.CONTENT_SECURITY_POLICY = policy
+    s3_client().upload_file(str(h264_video), s3_storage, "yt8m/clip.mp4")
+    manifest = tmp_path / "manifest.csv"
+    manifest.write_text(f"yt8m_id,path,labels\nclip,s3://{s3_storage}/yt8m/clip.mp4,Walk\n")
+    videos_import(source=str(manifest), every=1.0, sync=True)
+    video = Video.objects.get()
+    assert video.source.startswith("s3://")
+    embeddings_run(job_id=embedding_job_create(title="sampled frames").pk, video_id=video.pk)
+    browser_login(page, "alice")
+    page.goto("/work/")
+    page.click("#ask-for-work")
+    page.wait_for_url(f"**/work/videos/{video.pk}/")
+    expect(page.locator("#tl-time")).to_contain_text("0.000 s")
+    expect(page.locator("#tl-status")).not_to_contain_text("rendered on the server")  # the browser plays it
+
+    page.keyboard.press("a")
+    for _ in range(13):
+        page.keyboard.press(".")
+    expect(page.locator("#tl-time")).to_contain_text("0.520 s · frame 13")
+    page.keyboard.press("]")
+    expect(page.locator("#where-b")).to_contain_text("picked · 0.520 s")
+    picked = Frame.objects.get(video=video, picked=True)
+    assert picked.pts == 13 * FRAME_PTS
+    unit = wait_until(
+        lambda: JobTask.objects.filter(name="annotator.tasks.embed_images").first(), 15, "the embedding unit"
+    )
+    embeddings_run(job_id=unit.job_id, image_ids=unit.kwargs["image_ids"])
+    expect(page.locator("#similarity")).to_contain_text(re.compile(r"similarity \d\.\d{3}"), timeout=20000)
+    page.keyboard.press("Shift+4")
+    page.keyboard.press("Control+Enter")
+    pair = wait_until(lambda: Pair.objects.filter(status="submitted").first(), 15, "the submitted pair")
+
+    picking.pair_review(pair=pair, reviewer=reviewer, decision="accept", version=pair.version)
+    benchmark_export(options=ExportOptions(out=str(tmp_path / "out"), reproducible=True, val_fraction=0))
+    [line] = [json.loads(text) for text in (tmp_path / "out/metadata/items.jsonl").read_text().splitlines()]
+    assert sorted(line["origin"]["pts"]) == [0, 13 * FRAME_PTS]
