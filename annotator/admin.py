@@ -34,6 +34,7 @@ from annotator.models import (
     PairCandidate,
     PairDraft,
     Release,
+    ReleaseDiff,
     ReleaseItem,
     ReleasePublication,
     ReleaseReservation,
@@ -399,3 +400,9 @@ class TrainingSetAdmin(FrozenAdmin):
 class TrainingItemAdmin(FrozenAdmin):
     list_display = ("training_set", "position", "pair")
     raw_id_fields = ("pair",)
+
+
+@admin.register(ReleaseDiff)
+class ReleaseDiffAdmin(FrozenAdmin):
+    list_display = ("release", "previous")
+    raw_id_fields = ("release", "previous")
