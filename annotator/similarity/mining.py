@@ -22,12 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from annotator.similarity.exact import cosines, integer_vectors
+from annotator.similarity.exact import integer_vectors
 
 MARGIN = 0.01
 ROW_BLOCK = 4096  # rows per block: a tile of ROW_BLOCK x COLUMN_BLOCK scores is 64 MiB in bfloat16
 COLUMN_BLOCK = 8192
 NO_GROUP = -1
+GATHER = 8192  # pairs scored per gather of their integer rows
 
 
 @dataclass(frozen=True)
@@ -138,12 +139,31 @@ def candidate_pairs(
     return np.concatenate(firsts).astype(np.int64), np.concatenate(seconds).astype(np.int64)
 
 
-def exact_similarities(halves: np.ndarray, first: np.ndarray, second: np.ndarray, chunk: int = 8192) -> np.ndarray:
-    """The exact cosine of each pair (rows first[k], second[k]) from the float16 values as integers."""
+def exact_similarities(
+    halves: np.ndarray, first: np.ndarray, second: np.ndarray, chunk: int = 65536, most_rows: int = 16384
+) -> np.ndarray:
+    """The exact cosine of each pair (rows first[k], second[k]) from the float16 values as integers. Each chunk of
+    pairs converts the rows it names once (survivors share images: a frame is in many pairs of its video), at most
+    `most_rows` rows at a time (16,384 x 1024 int64 is 128 MiB); a chunk that names more is halved."""
     out = np.empty(len(first), dtype=np.float64)
-    for at in range(0, len(first), chunk):
-        one, two = first[at : at + chunk], second[at : at + chunk]
-        out[at : at + chunk] = cosines(integer_vectors(halves[one]), integer_vectors(halves[two]))
+    pending = [(at, min(at + chunk, len(first))) for at in range(0, len(first), chunk)]
+    while pending:
+        start, end = pending.pop()
+        one, two = first[start:end], second[start:end]
+        rows, where = np.unique(np.concatenate([one, two]), return_inverse=True)
+        if len(rows) > most_rows and end - start > 1:
+            middle = (start + end) // 2
+            pending += [(start, middle), (middle, end)]
+            continue
+        wide = integer_vectors(halves[rows])
+        squares = np.einsum("ij,ij->i", wide, wide)
+        left, right = where[: end - start], where[end - start :]
+        for at in range(0, end - start, GATHER):  # (GATHER, D) int64 gathers: 64 MiB each
+            a, b = left[at : at + GATHER], right[at : at + GATHER]
+            dots = np.einsum("ij,ij->i", wide[a], wide[b])
+            # The formula of `cosines`, with each row's squared norm computed once: the same bits.
+            scaled = squares[a].astype(np.float64) * squares[b]
+            out[start + at : start + at + len(a)] = np.clip(dots / np.sqrt(np.maximum(scaled, 1.0)), -1.0, 1.0)
     return out
 
 
