@@ -84,10 +84,12 @@ def candidate_pairs(
     *,
     low: float,
     high: float,
+    rows_end: int | None = None,
     device: str = "cpu",
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Every pair (i < j) whose similarity can lie in [low, high]: blocked products of the upper triangle, on CPU in
+    """Every pair (i < j) whose similarity can lie in [low, high] (with `rows_end`: every pair of a row before it and
+    a row from it on, one block against another): blocked products of the upper triangle, on CPU in
     int8 with int32 sums (VNNI: about twice bfloat16's speed here), on CUDA in bfloat16. The int8 bound is exact
     arithmetic: with e the largest distance from a unit row to its int8 copy, a product is off by at most
     2e + e**2, and the sums are exact integers. `progress(done, total)` is called after each row block (it may
@@ -95,8 +97,9 @@ def candidate_pairs(
     import torch
 
     count = len(halves)
-    blocks = (count + ROW_BLOCK - 1) // ROW_BLOCK
-    if count < 2:
+    row_limit = count if rows_end is None else rows_end
+    blocks = (row_limit + ROW_BLOCK - 1) // ROW_BLOCK
+    if count < 2 or (rows_end is not None and rows_end in (0, count)):
         return np.empty(0, np.int64), np.empty(0, np.int64)
     if str(device).startswith("cuda"):
         matrix = torch.from_numpy(unit_rows(halves)).to(device=device, dtype=torch.bfloat16)
@@ -120,8 +123,8 @@ def candidate_pairs(
     firsts, seconds = [], []
     for block in range(blocks):
         top = block * ROW_BLOCK
-        rows = matrix[top : top + ROW_BLOCK]
-        for left in range(top, count, COLUMN_BLOCK):
+        rows = matrix[top : min(top + ROW_BLOCK, row_limit)]
+        for left in range(top if rows_end is None else rows_end, count, COLUMN_BLOCK):
             scores = product(rows, left)
             # A row maximum is a fast reduction; nonzero over a whole tile is not (a second of a 4096 x 8192
             # tile here): only the rows that reach the floor are searched.
@@ -218,6 +221,57 @@ def passes(filters: MiningFilters, groups: dict, first: np.ndarray, second: np.n
     return keep
 
 
+def in_range_pairs(
+    halves: np.ndarray,
+    *,
+    threshold: float,
+    ceiling: float,
+    filters: MiningFilters,
+    groups: dict,
+    rows_end: int | None = None,
+    device: str = "cpu",
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The pairs (positions, first < second; with `rows_end`, first before it and second from it on) whose exact
+    similarity lies in [threshold, ceiling) and that the filters allow, their exact similarities, and how many pairs
+    were scored exactly. What one worker computes over a corpus, or a job unit over one block pair."""
+    first, second = candidate_pairs(
+        halves, low=threshold - MARGIN, high=ceiling + MARGIN, rows_end=rows_end, device=device, progress=progress
+    )
+    checked = len(first)
+    allowed = passes(filters, groups, first, second)
+    first, second = first[allowed], second[allowed]
+    similarity = exact_similarities(halves, first, second)
+    inside = (similarity >= threshold) & (similarity < ceiling)
+    return first[inside], second[inside], similarity[inside], checked
+
+
+def choose(
+    first_ids: np.ndarray,
+    second_ids: np.ndarray,
+    similarity: np.ndarray,
+    *,
+    k: int = 0,
+    skip: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+) -> np.ndarray:
+    """Of in-range pairs of image ids (first < second), the positions of the candidates in rank order: not refused by
+    `skip`, ranked, at most `k` per image. The order is total, so pairs gathered in any order (one worker's, or the
+    units' of a job spread over workers) give the same candidates."""
+    index = np.arange(len(first_ids))
+    if skip is not None and len(index):
+        index = index[~skip(first_ids, second_ids)]
+    order = index[rank(similarity[index], first_ids[index], second_ids[index])]
+    return order[keep_diverse(first_ids[order], second_ids[order], k)]
+
+
+def with_default_groups(groups: dict | None, count: int) -> dict:
+    groups = dict(groups or {})
+    for name in ("sources", "labels", "videos"):
+        groups.setdefault(name, np.full(count, NO_GROUP, dtype=np.int64))
+    groups.setdefault("times", np.zeros(count, dtype=np.float64))
+    return groups
+
+
 def mine(
     halves: np.ndarray,
     ids: np.ndarray,
@@ -236,31 +290,18 @@ def mine(
     `skip(first_ids, second_ids) -> mask of pairs to leave out` (pairs already candidates or pairs), ranked, and at
     most `k` per image (0: no limit), greedily in rank order."""
     ids = np.asarray(ids, dtype=np.int64)
-    count = len(ids)
-    groups = groups or {}
-    for name in ("sources", "labels", "videos"):
-        groups.setdefault(name, np.full(count, NO_GROUP, dtype=np.int64))
-    groups.setdefault("times", np.zeros(count, dtype=np.float64))
-    first, second = candidate_pairs(
-        halves, low=threshold - MARGIN, high=ceiling + MARGIN, device=device, progress=progress
+    groups = with_default_groups(groups, len(ids))
+    first, second, similarity, checked = in_range_pairs(
+        halves,
+        threshold=threshold,
+        ceiling=ceiling,
+        filters=filters,
+        groups=groups,
+        device=device,
+        progress=progress,
     )
-    checked = len(first)
-    allowed = passes(filters, groups, first, second)
-    first, second = first[allowed], second[allowed]
-    similarity = exact_similarities(halves, first, second)
-    inside = (similarity >= threshold) & (similarity < ceiling)
-    first, second, similarity = first[inside], second[inside], similarity[inside]
-    in_range = len(first)
     # Image ids in ascending order within a pair: (a, b) and (b, a) are one candidate.
-    first_ids, second_ids = ids[first], ids[second]
-    swap = first_ids > second_ids
-    first[swap], second[swap] = second[swap], first[swap].copy()
-    first_ids, second_ids = ids[first], ids[second]
-    if skip is not None and len(first):
-        keep = ~skip(first_ids, second_ids)
-        first, second, similarity = first[keep], second[keep], similarity[keep]
-        first_ids, second_ids = first_ids[keep], second_ids[keep]
-    order = rank(similarity, first_ids, second_ids)
-    first, second, similarity = first[order], second[order], similarity[order]
-    kept = keep_diverse(first, second, k)
-    return Mined(first[kept], second[kept], similarity[kept], in_range=in_range, checked=checked)
+    swap = ids[first] > ids[second]
+    first, second = np.where(swap, second, first), np.where(swap, first, second)
+    picked = choose(ids[first], ids[second], similarity, k=k, skip=skip)
+    return Mined(first[picked], second[picked], similarity[picked], in_range=len(first), checked=checked)

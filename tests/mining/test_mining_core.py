@@ -176,3 +176,30 @@ def test_exact_scores_convert_each_row_once_and_give_the_bits_of_the_pairwise_fo
     assert exact_similarities(halves, first, second).tobytes() == expected.tobytes()
     # A chunk naming more rows than allowed is halved until it does not: the same bits.
     assert exact_similarities(halves, first, second, chunk=4096, most_rows=40).tobytes() == expected.tobytes()
+
+
+def test_block_pairs_together_find_the_pairs_of_the_whole_corpus():
+    """Cut into blocks, each block's upper triangle and each pair of blocks give exactly the corpus's in-range pairs
+    with the same bits (a job spread over workers mines block pairs)."""
+    from annotator.similarity.mining import in_range_pairs, with_default_groups
+    from annotator.similarity.synthetic_vectors import clustered_vectors
+
+    halves, _ = clustered_vectors(400, dim=64, seed=5)
+    groups = with_default_groups(None, 400)
+    first, second, values, _ = in_range_pairs(
+        halves, threshold=THRESHOLD, ceiling=CEILING, filters=MiningFilters(), groups=groups
+    )
+    whole = {(int(a), int(b)): float(v) for a, b, v in zip(first, second, values, strict=True)}
+    assert len(whole) > 300
+    found = {}
+    edges = [0, 90, 200, 333, 400]
+    for i in range(4):
+        for j in range(i, 4):
+            rows = np.r_[edges[i] : edges[i + 1]] if i == j else np.r_[edges[i] : edges[i + 1], edges[j] : edges[j + 1]]
+            part = with_default_groups(None, len(rows))
+            end = None if i == j else edges[i + 1] - edges[i]
+            a, b, v, _ = in_range_pairs(
+                halves[rows], threshold=THRESHOLD, ceiling=CEILING, filters=MiningFilters(), groups=part, rows_end=end
+            )
+            found.update({(int(rows[x]), int(rows[y])): float(z) for x, y, z in zip(a, b, v, strict=True)})
+    assert found == whole
