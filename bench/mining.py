@@ -16,6 +16,12 @@ recall of the exact pair set (plain numpy's, whose survivors are scored exactly 
     python bench/mining.py                    # 10,000 and 100,000 images, then the plan of 1,000,000
     python bench/mining.py --sizes 10000 --methods chosen numpy
     python bench/mining.py --device cuda      # the chosen method on a GPU
+    python bench/mining.py --sizes 10000 --plan-images 0 --job 200000 --job-workers 2   # under localservices
+
+`--job N` also runs the mining job itself through the database (a database of its own, N clustered images): on one
+worker process (CPU, peak RSS, and RSS before and after the job), then the same job cut into block pairs of
+`--job-block` rows and taken by `--job-workers` worker processes (each calls the task's service on the units it
+claims, as a Celery worker would), and says whether the candidates are the same to the last bit.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from annotator.similarity.synthetic_vectors import clustered_vectors, planted_ve
 
 THRESHOLD, CEILING = 0.8, 0.995
 NUMPY_BLOCK = 4096
+JOB_FINGERPRINT = "bench-mining"
 PAIR_BYTES = 24  # a survivor stored by a unit: two int64 image ids and a float64 similarity
 
 
@@ -186,6 +193,169 @@ def plan(images: int, block: int, dim: int, cost: dict, workers: int) -> None:
     )
 
 
+# --- The job itself, through the database: one worker, then the same job spread over worker processes ----------
+
+
+def job_setup() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "subtlebench.settings")
+    import django
+
+    django.setup()
+
+
+def job_seed(images: int) -> None:
+    """A collection of `images` clustered vectors (bulk rows, no files) under an active model."""
+    job_setup()
+    from annotator.models import Collection, Domain, EmbeddingModel, Image, ImageEmbedding
+
+    EmbeddingModel.objects.create(
+        fingerprint=JOB_FINGERPRINT, dim=1024, layers=1, dtype="fp32", image_size=224, folder="/bench", active=True
+    )
+    collection = Collection.objects.create(name="bench", domain=Domain.NATURAL, layout="plain", location="/bench")
+    halves, _ = clustered_vectors(images, seed=images)
+    for at in range(0, images, 10_000):
+        rows = Image.objects.bulk_create(
+            Image(file=f"bench/{n}.jpg", width=64, height=64, source="bench", collection=collection)
+            for n in range(at, min(at + 10_000, images))
+        )
+        ImageEmbedding.objects.bulk_create(
+            ImageEmbedding(image=row, fingerprint=JOB_FINGERPRINT, vector=halves[at + n].tobytes(), dim=1024)
+            for n, row in enumerate(rows)
+        )
+    print(json.dumps({"collection": collection.pk}))
+
+
+def job_single(collection: int, out: str) -> None:
+    """The job on one worker (this process, warm): CPU, peak RSS, RSS before and after; its candidates saved to
+    `out` and removed (the spread job would leave them out as candidates already)."""
+    job_setup()
+    from annotator.jobs.services import UnitRef
+    from annotator.mining.services import mining_run, mining_start
+    from annotator.models import PairCandidate
+
+    candidate_pairs(np.eye(2, 8, dtype=np.float16), low=THRESHOLD, high=CEILING)  # torch warm, as in a worker
+    release_memory()
+    before = rss_mb()
+    job = mining_start(user=None, scope=str(collection), k=2)
+    started, wall = cpu_seconds(), time.perf_counter()
+    mining_run(job_id=job.pk, unit=UnitRef(job.tasks.get().pk, celery_id="single"))
+    cpu, wall = cpu_seconds() - started, time.perf_counter() - wall
+    job.refresh_from_db()
+    rows = PairCandidate.objects.filter(job=job).values_list("image_1_id", "image_2_id", "similarity")
+    np.save(out, np.array(sorted(rows), dtype=np.float64).reshape(-1, 3))
+    PairCandidate.objects.filter(job=job).delete()
+    figures = {"cpu": cpu, "seconds": wall, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    print(json.dumps({**figures, "before_mb": before, "after_mb": rss_mb(), "status": job.status, **job.result}))
+
+
+def job_start(collection: int) -> None:
+    job_setup()
+    from annotator.mining.services import mining_start
+
+    print(json.dumps({"job": mining_start(user=None, scope=str(collection), k=2).pk}))
+
+
+def job_worker(job_id: int) -> None:
+    """A worker process: take waiting units of the job (a claim another worker won is passed over) until it ends;
+    the CPU of each unit and this process's peak RSS."""
+    job_setup()
+    from annotator.jobs.services import UnitRef
+    from annotator.mining.services import mining_run
+    from annotator.models import Job, JobTask
+
+    candidate_pairs(np.eye(2, 8, dtype=np.float16), low=THRESHOLD, high=CEILING)
+    release_memory()
+    before, units = rss_mb(), []
+    waiting = (JobTask.Status.PENDING, JobTask.Status.QUEUED)
+    while Job.objects.filter(pk=job_id, status__in=(Job.Status.QUEUED, Job.Status.RUNNING)).exists():
+        unit = JobTask.objects.filter(job_id=job_id, status__in=waiting).order_by("?").first()
+        if unit is None:
+            time.sleep(0.2)  # the others' last units, or the merge, still run
+            continue
+        part = {name: unit.kwargs[name] for name in ("block", "merge") if name in unit.kwargs}
+        started = cpu_seconds()
+        if mining_run(job_id=job_id, unit=UnitRef(unit.pk, celery_id=f"{os.getpid()}-{unit.pk}"), **part) is None:
+            continue  # another worker claimed it first
+        kind = (
+            "merge"
+            if "merge" in part
+            else "plan"
+            if not part
+            else "block"
+            if part["block"][0] == part["block"][1]
+            else "pair"
+        )
+        units.append((kind, cpu_seconds() - started))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    release_memory()
+    print(json.dumps({"units": units, "peak_mb": peak, "before_mb": before, "after_mb": rss_mb()}))
+
+
+def job_compare(job_id: int, single: str) -> None:
+    job_setup()
+    from annotator.models import Job, PairCandidate
+
+    job = Job.objects.get(pk=job_id)
+    rows = PairCandidate.objects.filter(job=job).values_list("image_1_id", "image_2_id", "similarity")
+    spread = np.array(sorted(rows), dtype=np.float64).reshape(-1, 3)
+    same = spread.tobytes() == np.load(single).tobytes()
+    print(json.dumps({"status": job.status, "identical": same, "candidates": len(spread), **job.result}))
+
+
+def job_bench(args) -> None:
+    """Seed a database of its own, run the job on one worker, then spread over `--job-workers` processes."""
+    from bench.lease_load import bench_database_url, recreate_database
+
+    url = bench_database_url(args.job_database)
+    env = {**os.environ, "DATABASE_URL": url, "LOG_LEVEL": "WARNING", "DJANGO_SETTINGS_MODULE": "subtlebench.settings"}
+    recreate_database(url)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+
+    def step(*words, rows: int | None = None, background: bool = False):
+        command = [sys.executable, __file__, "--job-child", *map(str, words)]
+        extra = {"MINING_BLOCK_ROWS": str(rows)} if rows else {}
+        process = subprocess.Popen(command, env={**env, **extra}, stdout=subprocess.PIPE, text=True)
+        return process if background else answer(process)
+
+    def answer(process) -> dict:
+        out, _ = process.communicate()
+        if process.returncode != 0:
+            raise SystemExit(f"a step of the job bench failed ({process.args[3:]})")
+        return json.loads(out.strip().splitlines()[-1])
+
+    images = args.job
+    collection = step("seed", images)["collection"]
+    with tempfile.TemporaryDirectory() as folder:
+        single = step("single", collection, f"{folder}/single.npy", rows=images + 1)
+        print(
+            f"\nthe mining job through the database, {images:,} clustered images, k 2 (load {os.getloadavg()[0]:.1f})"
+        )
+        print(
+            f"one worker:  {single['cpu']:.1f} CPU-s, {single['seconds']:.1f} s, peak {single['peak_mb']:.0f} MB, "
+            f"RSS {single['before_mb']:.0f} MB before and {single['after_mb']:.0f} MB after the job; "
+            f"{single['in_range']:,} pairs in range, {single['candidates']:,} candidates"
+        )
+        job = step("start", collection)["job"]
+        started = time.perf_counter()
+        workers = [step("worker", job, rows=args.job_block, background=True) for _ in range(args.job_workers)]
+        reports = [answer(worker) for worker in workers]
+        wall = time.perf_counter() - started
+        compared = step("compare", job, f"{folder}/single.npy")
+        print(
+            f"{args.job_workers} workers, blocks of {args.job_block:,}: {compared['units']} block-pair units and a "
+            f"merge in {wall:.1f} s; the same candidates as one worker: {compared['identical']}"
+        )
+        for at, report in enumerate(reports):
+            kinds: dict = {}
+            for kind, cpu in report["units"]:
+                kinds.setdefault(kind, []).append(cpu)
+            spent = ", ".join(f"{len(v)} {k} ({sum(v):.1f} CPU-s, {max(v):.1f} at most)" for k, v in kinds.items())
+            print(
+                f"  worker {at + 1}: {spent}; peak {report['peak_mb']:.0f} MB, RSS {report['before_mb']:.0f} MB "
+                f"before, {report['after_mb']:.0f} MB after"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
@@ -196,8 +366,19 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=50_000, help="rows per block of the plan (MINING_BLOCK_ROWS)")
     parser.add_argument("--plan-images", type=int, default=1_000_000, help="0: no plan")
     parser.add_argument("--plan-workers", type=int, default=8)
+    parser.add_argument("--job", type=int, default=0, help="also run the job through the database on this many images")
+    parser.add_argument("--job-block", type=int, default=50_000, help="MINING_BLOCK_ROWS of the spread job")
+    parser.add_argument("--job-workers", type=int, default=2)
+    parser.add_argument("--job-database", default="sb_mining_bench")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--job-child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.job_child:
+        name, *words = args.job_child
+        steps = {"seed": job_seed, "single": job_single, "start": job_start, "worker": job_worker}
+        steps["compare"] = job_compare
+        steps[name](*[int(word) if word.isdigit() else word for word in words])
+        return
     if args.child:
         method, path, out, block = args.child
         child(method, path, out, args.device, int(block))
@@ -253,6 +434,8 @@ def main() -> None:
                 print(f"plan: the unit's measurement failed: {cost}")
             else:
                 plan(args.plan_images, block, 1024, cost, args.plan_workers)
+    if args.job:
+        job_bench(args)
 
 
 if __name__ == "__main__":
