@@ -27,10 +27,10 @@ import numpy as np
 from annotator.similarity.exact import integer_vectors
 
 MARGIN = 0.01
-ROW_BLOCK = 4096  # rows per block: a tile of ROW_BLOCK x COLUMN_BLOCK scores is 64 MiB in bfloat16
-COLUMN_BLOCK = 8192
+ROW_BLOCK = 2048  # rows per block: a tile of ROW_BLOCK x COLUMN_BLOCK scores is 32 MiB in int32
+COLUMN_BLOCK = 4096
 NO_GROUP = -1
-GATHER = 8192  # pairs scored per gather of their integer rows
+GATHER = 4096  # pairs scored per gather of their integer rows (4,096 x 1024 int64: 32 MiB)
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def unit_rows(halves: np.ndarray) -> np.ndarray:
     return wide / np.maximum(np.linalg.norm(wide, axis=1, keepdims=True), 1e-12)
 
 
-def int8_rows(halves: np.ndarray, chunk: int = 8192) -> tuple[np.ndarray, float, float]:
+def int8_rows(halves: np.ndarray, chunk: int = 4096) -> tuple[np.ndarray, float, float]:
     """The rows as unit vectors in int8 under one scale (the largest value maps to 127), that scale, and the largest
     distance from a unit row to its int8 copy (divided by the scale): the error bound of the products comes from it.
     In chunks of rows, so no float copy of the whole matrix is ever made (100,000 x 1024 float32 is 400 MB)."""
@@ -112,13 +112,13 @@ def candidate_pairs(
         quantised, scale, worst = int8_rows(halves)
         margin = 2 * worst + worst**2 + 1e-6
         matrix = torch.from_numpy(quantised)
-        columns = matrix.T.contiguous()
         # The integer sums are compared with the bounds in the same units: similarity times scale**2.
         # (Python ints: a float bound would make torch compare a float copy of every tile.)
         floor, top_bound = math.floor((low - margin) * scale**2), math.ceil((high + margin) * scale**2)
 
         def product(rows, left):
-            return torch._int_mm(rows, columns[:, left : left + COLUMN_BLOCK].contiguous())
+            # The column block transposed on its own: a transposed copy of the whole matrix is 100 MB at 100,000.
+            return torch._int_mm(rows, matrix[left : left + COLUMN_BLOCK].T.contiguous())
 
     firsts, seconds = [], []
     for block in range(blocks):
@@ -131,8 +131,9 @@ def candidate_pairs(
             hit_rows = torch.nonzero(scores.amax(dim=1) >= floor).flatten()
             if not len(hit_rows):
                 continue
-            sub = scores[hit_rows]
-            at = torch.nonzero((sub >= floor) & (sub <= top_bound))
+            sub = scores if len(hit_rows) == len(scores) else scores[hit_rows]  # no copy when every row hits
+            at = torch.nonzero(sub >= floor)  # one boolean tile, then the few hits checked against the top
+            at = at[sub[at[:, 0], at[:, 1]] <= top_bound]
             i, j = hit_rows[at[:, 0]] + top, at[:, 1] + left
             upper = j > i  # a tile that crosses the diagonal: i < j only
             firsts.append(i[upper].cpu().numpy())
@@ -141,15 +142,15 @@ def candidate_pairs(
             progress(block + 1, blocks)
     if not firsts:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    return np.concatenate(firsts).astype(np.int64), np.concatenate(seconds).astype(np.int64)
+    return np.concatenate(firsts).astype(np.int64, copy=False), np.concatenate(seconds).astype(np.int64, copy=False)
 
 
 def exact_similarities(
-    halves: np.ndarray, first: np.ndarray, second: np.ndarray, chunk: int = 65536, most_rows: int = 16384
+    halves: np.ndarray, first: np.ndarray, second: np.ndarray, chunk: int = 65536, most_rows: int = 4096
 ) -> np.ndarray:
     """The exact cosine of each pair (rows first[k], second[k]) from the float16 values as integers. Each chunk of
     pairs converts the rows it names once (survivors share images: a frame is in many pairs of its video), at most
-    `most_rows` rows at a time (16,384 x 1024 int64 is 128 MiB); a chunk that names more is halved."""
+    `most_rows` rows at a time (4,096 x 1024 int64 is 32 MiB); a chunk that names more is halved."""
     out = np.empty(len(first), dtype=np.float64)
     pending = [(at, min(at + chunk, len(first))) for at in range(0, len(first), chunk)]
     while pending:
@@ -163,7 +164,7 @@ def exact_similarities(
         wide = integer_vectors(halves[rows])
         squares = np.einsum("ij,ij->i", wide, wide)
         left, right = where[: end - start], where[end - start :]
-        for at in range(0, end - start, GATHER):  # (GATHER, D) int64 gathers: 64 MiB each
+        for at in range(0, end - start, GATHER):
             a, b = left[at : at + GATHER], right[at : at + GATHER]
             dots = np.einsum("ij,ij->i", wide[a], wide[b])
             # The formula of `cosines`, with each row's squared norm computed once: the same bits.
@@ -172,15 +173,33 @@ def exact_similarities(
     return out
 
 
+def _libc():
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: its defaults are what there is
+        return None
+
+
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+
+
+def map_large_arrays() -> None:
+    """Ask glibc to give every allocation of 1 MiB or more a mapping of its own, returned to the system when freed.
+    By default its threshold rises (up to 32 MiB) once such a block is freed, and from then on the tiles and copies
+    of a run come from the heap, which keeps them: about 90 MB more at the peak of 100,000 images, and kept after the
+    job. Process-wide, once; the similarity worker's process is the one that mines."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "mallopt"):
+        libc.mallopt(M_MMAP_THRESHOLD, 1 << 20)
+
+
 def release_memory() -> None:
     """Give the memory of a finished run back to the system: collect the cycles that hold arrays, then ask glibc to
-    return its free heap (arrays under its mmap threshold, which grows once large arrays were freed, stay in the
-    heap otherwise: a worker kept about 460 MB after a job)."""
+    return its free heap."""
     gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to ask
-        pass
+    libc = _libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
 
 
 def rank(similarity: np.ndarray, first_ids: np.ndarray, second_ids: np.ndarray) -> np.ndarray:
@@ -235,6 +254,7 @@ def in_range_pairs(
     """The pairs (positions, first < second; with `rows_end`, first before it and second from it on) whose exact
     similarity lies in [threshold, ceiling) and that the filters allow, their exact similarities, and how many pairs
     were scored exactly. What one worker computes over a corpus, or a job unit over one block pair."""
+    map_large_arrays()
     first, second = candidate_pairs(
         halves, low=threshold - MARGIN, high=ceiling + MARGIN, rows_end=rows_end, device=device, progress=progress
     )
