@@ -214,6 +214,19 @@ def taken_pairs(scope: str, job: Job) -> set[tuple[int, int]]:
     return taken
 
 
+def _skipper(taken: set[tuple[int, int]]):
+    """The `skip` of `mine`/`choose`: the mask of pairs in `taken`. Nothing taken: no Python object per pair (two
+    lists of a million ints each are what a worker's heap would keep after the job)."""
+
+    def skip(first_ids: np.ndarray, second_ids: np.ndarray) -> np.ndarray:
+        if not taken:
+            return np.zeros(len(first_ids), dtype=bool)
+        pairs = zip(first_ids.tolist(), second_ids.tolist(), strict=True)
+        return np.array([pair in taken for pair in pairs], dtype=bool)
+
+    return skip
+
+
 def mining_run(
     *, job_id: int, unit=None, device: str | None = None, progress=None, block: list | None = None, merge: bool = False
 ) -> Job | None:
@@ -244,10 +257,7 @@ def mining_run(
         tracker.start(total=job.done + blocks + 1)  # a resumed run goes on from what the first one counted
         taken = taken_pairs(options["scope"], job)
 
-        def skip(first_ids: np.ndarray, second_ids: np.ndarray) -> np.ndarray:
-            return np.array(
-                [(a, b) in taken for a, b in zip(first_ids.tolist(), second_ids.tolist(), strict=True)], dtype=bool
-            )
+        skip = _skipper(taken)
 
         filters = _filters(options)
         mined = mine(
@@ -458,8 +468,7 @@ def _merge(job: Job, run) -> None:
     del blocks
     taken = taken_pairs(options["scope"], job)
 
-    def skip(first: np.ndarray, second: np.ndarray) -> np.ndarray:
-        return np.array([(a, b) in taken for a, b in zip(first.tolist(), second.tolist(), strict=True)], dtype=bool)
+    skip = _skipper(taken)
 
     picked = choose(first_ids, second_ids, similarity, k=options["k"], skip=skip)
     written = _write(job, run, job.result["model"], first_ids[picked], second_ids[picked], similarity[picked])
