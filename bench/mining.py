@@ -240,12 +240,13 @@ def job_single(collection: int, out: str) -> None:
     started, wall = cpu_seconds(), time.perf_counter()
     mining_run(job_id=job.pk, unit=UnitRef(job.tasks.get().pk, celery_id="single"))
     cpu, wall = cpu_seconds() - started, time.perf_counter() - wall
+    figures = {"cpu": cpu, "seconds": wall, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    figures.update(before_mb=before, after_mb=rss_mb())  # the job has ended: what the worker keeps
     job.refresh_from_db()
     rows = PairCandidate.objects.filter(job=job).values_list("image_1_id", "image_2_id", "similarity")
     np.save(out, np.array(sorted(rows), dtype=np.float64).reshape(-1, 3))
     PairCandidate.objects.filter(job=job).delete()
-    figures = {"cpu": cpu, "seconds": wall, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    print(json.dumps({**figures, "before_mb": before, "after_mb": rss_mb(), "status": job.status, **job.result}))
+    print(json.dumps({**figures, "status": job.status, **job.result}))
 
 
 def job_start(collection: int) -> None:
@@ -308,6 +309,8 @@ def job_bench(args) -> None:
 
     url = bench_database_url(args.job_database)
     env = {**os.environ, "DATABASE_URL": url, "LOG_LEVEL": "WARNING", "DJANGO_SETTINGS_MODULE": "subtlebench.settings"}
+    # As in production: with DEBUG on, Django keeps the text of every query (a unit's pairs, rendered) in memory.
+    env.update(DEBUG="False", SECRET_KEY="bench-mining-not-a-secret", ALLOWED_HOSTS="127.0.0.1")
     recreate_database(url)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
 
