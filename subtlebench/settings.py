@@ -250,6 +250,9 @@ DINOV3_IMAGE_SIZE = envint("DINOV3_IMAGE_SIZE", "224")  # the default input size
 DINOV3_BATCH_SIZE = envint("DINOV3_BATCH_SIZE", "64")
 SIMILARITY_THRESHOLD = envfloat("SIMILARITY_THRESHOLD", "0.8")
 NEAR_DUPLICATE_CEILING = envfloat("NEAR_DUPLICATE_CEILING", "0.995")
+# A mining job over more images than this is cut into blocks of this many, one unit per block pair (any similarity
+# worker takes one); each unit holds two blocks of vectors (50,000 x 1024 float16: 100 MB a block).
+MINING_BLOCK_ROWS = envint("MINING_BLOCK_ROWS", "50000")
 SUGGESTION_MAX_GAP_SECONDS = envfloat("SUGGESTION_MAX_GAP_SECONDS", "10")
 
 # Work queues: how long a video or caption task stays leased after the last heartbeat or autosave. An expired

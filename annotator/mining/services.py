@@ -2,10 +2,16 @@
 similarity worker mines the stored vectors of the current embedding model (annotator.similarity.mining) and writes
 the candidates (PairCandidate, origin mined), which wait in the data manager's Candidates table.
 
-One unit per job. A run computes the whole ranked list again from the vectors (the same input gives the same list)
-and writes it in chunks, each in its own transaction; rows it wrote before a crash are there already (the unique
-(image_1, image_2) makes the second write a no-op), so a requeued unit goes on without a duplicate. Pairs that are a
-candidate already (in either order, from anywhere but this job) or a Pair already are left out before diversity.
+A job starts with one unit. Over at most MINING_BLOCK_ROWS images it mines them all; over more it cuts them (in id
+order) into blocks of that many and adds one unit per block pair (block i against block j, j >= i; any similarity
+worker takes one), each of which stores its exactly scored in-range pairs (MinedBlock); the unit that completes the
+last of them adds the merge unit, which ranks all of them in the same total order, thins them and writes the
+candidates: the same candidates as one worker's run, since the in-range set is exact and the order total.
+
+A run computes its ranked list again from the vectors (the same input gives the same list) and writes it in chunks,
+each in its own transaction; rows it wrote before a crash are there already (the unique (image_1, image_2) makes the
+second write a no-op), so a requeued unit goes on without a duplicate. Pairs that are a candidate already (in either
+order, from anywhere but this job) or a Pair already are left out before diversity.
 """
 
 from __future__ import annotations
@@ -16,12 +22,21 @@ from dataclasses import asdict
 import numpy as np
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
+from django.db.models import Q
 
 from annotator.jobs.outages import outage_of
-from annotator.jobs.services import job_create_once, job_task_add, job_task_claim
-from annotator.models import Collection, Image, ImageEmbedding, Job, JobCancelled, Pair, PairCandidate
+from annotator.jobs.services import OPEN, job_create_once, job_task_add, job_task_claim
+from annotator.models import Collection, Image, ImageEmbedding, Job, JobCancelled, MinedBlock, Pair, PairCandidate
 from annotator.models.similarity import NO_ACTIVE_MODEL
-from annotator.similarity.mining import ROW_BLOCK, MiningFilters, mine
+from annotator.similarity.mining import (
+    NO_GROUP,
+    ROW_BLOCK,
+    MiningFilters,
+    choose,
+    in_range_pairs,
+    mine,
+    release_memory,
+)
 from annotator.similarity.services import embedding_model_active
 from subtlebench.errors import Forbidden, Invalid
 from subtlebench.progress import ProgressTee
@@ -130,47 +145,62 @@ def scope_images(scope: str):
     return Image.objects.filter(collection_id=int(scope))
 
 
-def load_vectors(scope: str, fingerprint: str) -> dict:
-    """The scope's embedded images under the fingerprint, in id order: ids, float16 vectors and the codes the
-    filters compare (source, label, video, timestamp), and each image's domain and collection for its rows."""
-    rows = (
-        ImageEmbedding.objects.filter(fingerprint=fingerprint, vector__isnull=False, image__in=scope_images(scope))
-        .order_by("image_id")
-        .values_list(
-            "image_id",
-            "vector",
-            "image__source",
-            "image__label",
-            "image__collection_id",
-            "image__collection__domain",
-            "image__frame__video_id",
-            "image__frame__video__domain",
-            "image__frame__timestamp",
-        )
+def load_vectors(scope: str, fingerprint: str, id_ranges: list[list[int]] | None = None) -> dict:
+    """The scope's embedded images under the fingerprint, in id order (only ids in `id_ranges`, [low, high) each,
+    when given): ids, float16 vectors and the codes the filters compare (source, label, video, timestamp). The
+    vectors go straight into one array allocated for the count (100,000 x 1024 float16: 200 MB), never a list of
+    rows joined at the end."""
+    rows = ImageEmbedding.objects.filter(fingerprint=fingerprint, vector__isnull=False, image__in=scope_images(scope))
+    if id_ranges is not None:
+        within = Q(pk__in=[])
+        for low, high in id_ranges:
+            within |= Q(image_id__gte=low, image_id__lt=high)
+        rows = rows.filter(within)
+    expected = rows.count()
+    rows = rows.order_by("image_id").values_list(
+        "image_id",
+        "vector",
+        "image__source",
+        "image__label",
+        "image__frame__video_id",
+        "image__frame__timestamp",
     )
-    ids, vectors, meta = [], [], []
-    for row in rows.iterator(chunk_size=VECTOR_CHUNK):
-        ids.append(row[0])
-        vectors.append(bytes(row[1]))
-        meta.append(row[2:])
+    ids = np.empty(expected, dtype=np.int64)
+    halves = None
     codes: dict[str, dict] = {"sources": {}, "labels": {}}
+    columns = {name: np.empty(expected, dtype=np.int64) for name in ("sources", "labels", "videos")}
+    times = np.empty(expected, dtype=np.float64)
 
     def code(kind: str, value: str) -> int:
         return codes[kind].setdefault(value, len(codes[kind]))
 
-    count = len(ids)
-    halves = np.frombuffer(b"".join(vectors), dtype="<f2").reshape(count, -1) if count else np.zeros((0, 1), "<f2")
+    count = 0
+    for row in rows.iterator(chunk_size=VECTOR_CHUNK):
+        vector = np.frombuffer(bytes(row[1]), dtype="<f2")
+        if halves is None:
+            halves = np.empty((expected, len(vector)), dtype="<f2")
+        if count == len(ids):  # rows embedded since the count: grow (rare)
+            grow = max(1, count // 8)
+            ids, times = np.resize(ids, count + grow), np.resize(times, count + grow)
+            halves = np.concatenate([halves, np.empty((grow, halves.shape[1]), "<f2")])
+            columns = {name: np.resize(values, count + grow) for name, values in columns.items()}
+        ids[count] = row[0]
+        halves[count] = vector
+        columns["sources"][count] = code("sources", row[2])
+        columns["labels"][count] = code("labels", row[3]) if row[3] else NO_GROUP
+        columns["videos"][count] = row[4] if row[4] is not None else NO_GROUP
+        times[count] = row[5] if row[5] is not None else 0.0
+        count += 1
+    if halves is None:
+        halves = np.zeros((0, 1), "<f2")
     return {
-        "ids": np.array(ids, dtype=np.int64),
-        "halves": halves,
+        "ids": ids[:count],
+        "halves": halves[:count],
         "groups": {
-            "sources": np.array([code("sources", m[0]) for m in meta], dtype=np.int64),
-            "labels": np.array([code("labels", m[1]) if m[1] else -1 for m in meta], dtype=np.int64),
-            "videos": np.array([m[4] if m[4] is not None else -1 for m in meta], dtype=np.int64),
-            "times": np.array([m[6] if m[6] is not None else 0.0 for m in meta], dtype=np.float64),
-        },
-        "meta": {
-            i: {"source": m[0], "collection": m[2], "domain": m[3] or m[5]} for i, m in zip(ids, meta, strict=True)
+            "sources": columns["sources"][:count],
+            "labels": columns["labels"][:count],
+            "videos": columns["videos"][:count],
+            "times": times[:count],
         },
     }
 
@@ -186,19 +216,41 @@ def taken_pairs(scope: str, job: Job) -> set[tuple[int, int]]:
     return taken
 
 
-def mining_run(*, job_id: int, unit=None, device: str | None = None, progress=None) -> Job | None:
-    """What the task (and `mine_pairs --sync`) calls: claim the unit, mine, write the candidates, finish the job."""
+def _skipper(taken: set[tuple[int, int]]):
+    """The `skip` of `mine`/`choose`: the mask of pairs in `taken`. Nothing taken: no Python object per pair (two
+    lists of a million ints each are what a worker's heap would keep after the job)."""
+
+    def skip(first_ids: np.ndarray, second_ids: np.ndarray) -> np.ndarray:
+        if not taken:
+            return np.zeros(len(first_ids), dtype=bool)
+        pairs = zip(first_ids.tolist(), second_ids.tolist(), strict=True)
+        return np.array([pair in taken for pair in pairs], dtype=bool)
+
+    return skip
+
+
+def mining_run(
+    *, job_id: int, unit=None, device: str | None = None, progress=None, block: list | None = None, merge: bool = False
+) -> Job | None:
+    """What the task (and `mine_pairs --sync`) calls: claim the unit and do its part. The job's first unit mines
+    every image and writes the candidates, or, over more than MINING_BLOCK_ROWS images (and as a queued unit), adds
+    the block pairs' units; `block` [i, j]: one block pair; `merge`: the candidates from every block pair."""
     run = None
     if unit is not None and unit.unit_id is not None:
         run = job_task_claim(unit=unit)
         if run is None:
             return None
     job = run.job if run is not None else Job.objects.get(pk=job_id)
+    if block is not None or merge:
+        return _run_part(job, run, block=block, device=device)
     tracker = ProgressTee(run or job, progress)
     options = job.result["options"]
     model = embedding_model_active(fresh=True)
     if model is None:
         return _fail(job, run, f"{NO_ACTIVE_MODEL}: mining reads the vectors of the current model.")
+    if run is not None and _spread(job, run, model.fingerprint):
+        return job
+    data = mined = None
     try:
         data = load_vectors(options["scope"], model.fingerprint)
         count = len(data["ids"])
@@ -207,17 +259,9 @@ def mining_run(*, job_id: int, unit=None, device: str | None = None, progress=No
         tracker.start(total=job.done + blocks + 1)  # a resumed run goes on from what the first one counted
         taken = taken_pairs(options["scope"], job)
 
-        def skip(first_ids: np.ndarray, second_ids: np.ndarray) -> np.ndarray:
-            return np.array(
-                [(a, b) in taken for a, b in zip(first_ids.tolist(), second_ids.tolist(), strict=True)], dtype=bool
-            )
+        skip = _skipper(taken)
 
-        filters = MiningFilters(
-            same_source=options["same_source"],
-            same_label=options["same_label"],
-            across_videos_only=options["across_videos_only"],
-            min_gap=options["min_gap"],
-        )
+        filters = _filters(options)
         mined = mine(
             data["halves"],
             data["ids"],
@@ -232,7 +276,8 @@ def mining_run(*, job_id: int, unit=None, device: str | None = None, progress=No
         )
         if count < 2:
             tracker.advance(blocks)
-        written = _write(job, run, model.fingerprint, data, mined)
+        ids = data["ids"]
+        written = _write(job, run, model.fingerprint, ids[mined.first], ids[mined.second], mined.similarity)
         tracker.advance(1)
     except JobCancelled:
         if run is not None:
@@ -245,12 +290,17 @@ def mining_run(*, job_id: int, unit=None, device: str | None = None, progress=No
             raise  # a dependency is away: the unit pauses with the reason and runs again when it is back
         log.exception("mining job %s stopped", job.pk)
         return _fail(job, run, f"the run stopped: {type(error).__name__}: {error}")
+    finally:
+        # The vectors, their int8 copy and the survivors are hundreds of MB: the worker gives them back now.
+        in_range = mined.in_range if mined is not None else 0
+        del data, mined
+        release_memory()
     result = {
         "options": options,
         "model": model.fingerprint,
         "filters": asdict(filters),
         "images": count,
-        "in_range": mined.in_range,
+        "in_range": in_range,
         "candidates": PairCandidate.objects.filter(job=job).count(),
         "written_now": written,
     }
@@ -268,29 +318,44 @@ def _fail(job: Job, run, message: str) -> Job:
     return job
 
 
-def _write(job: Job, run, fingerprint: str, data: dict, mined) -> int:
-    """The candidates in rank order, WRITE_CHUNK per transaction; a pair written already (by this job before a
-    crash, or by anyone since) is left as it is. How many rows this run added."""
-    ids, meta = data["ids"], data["meta"]
+def _image_fields(ids) -> dict[int, tuple]:
+    """(collection id, source, domain) of each image a candidate names."""
+    fields = {}
+    for at in range(0, len(ids), VECTOR_CHUNK):
+        rows = Image.objects.filter(pk__in=ids[at : at + VECTOR_CHUNK]).values_list(
+            "pk", "collection_id", "source", "collection__domain", "frame__video__domain"
+        )
+        fields.update(
+            {
+                pk: (collection, source, domain or video_domain or "")
+                for pk, collection, source, domain, video_domain in rows
+            }
+        )
+    return fields
+
+
+def _write(job: Job, run, fingerprint: str, first_ids, second_ids, similarity) -> int:
+    """The candidates (image ids, first < second) in rank order, WRITE_CHUNK per transaction; a pair written already
+    (by this job before a crash, or by anyone since) is left as it is. How many rows this run added."""
+    fields = _image_fields(sorted(set(first_ids.tolist()) | set(second_ids.tolist())))
     before = PairCandidate.objects.filter(job=job).count()
-    for at in range(0, len(mined.first), WRITE_CHUNK):
+    for at in range(0, len(first_ids), WRITE_CHUNK):
         rows = []
         for one, two, value in zip(
-            mined.first[at : at + WRITE_CHUNK].tolist(),
-            mined.second[at : at + WRITE_CHUNK].tolist(),
-            mined.similarity[at : at + WRITE_CHUNK].tolist(),
+            first_ids[at : at + WRITE_CHUNK].tolist(),
+            second_ids[at : at + WRITE_CHUNK].tolist(),
+            similarity[at : at + WRITE_CHUNK].tolist(),
             strict=True,
         ):
-            first, second = meta[int(ids[one])], meta[int(ids[two])]
-            same_collection = first["collection"] is not None and first["collection"] == second["collection"]
+            (collection, source, domain), (other_collection, other_source, _) = fields[one], fields[two]
             rows.append(
                 PairCandidate(
-                    image_1_id=int(ids[one]),
-                    image_2_id=int(ids[two]),
+                    image_1_id=one,
+                    image_2_id=two,
                     origin=PairCandidate.Origin.MINED,
-                    collection_id=first["collection"] if same_collection else None,
-                    domain=first["domain"],
-                    source=first["source"] if first["source"] == second["source"] else "mixed",
+                    collection_id=collection if collection is not None and collection == other_collection else None,
+                    domain=domain,
+                    source=source if source == other_source else "mixed",
                     similarity=value,
                     similarity_model=fingerprint,
                     job=job,
@@ -301,3 +366,127 @@ def _write(job: Job, run, fingerprint: str, data: dict, mined) -> int:
         if run is not None:
             run.beat()  # and stops here when the job was cancelled meanwhile
     return PairCandidate.objects.filter(job=job).count() - before
+
+
+# --- A job spread over workers: block pairs, then the merge -----------------------------------------------------
+
+
+def _filters(options: dict) -> MiningFilters:
+    return MiningFilters(
+        same_source=options["same_source"],
+        same_label=options["same_label"],
+        across_videos_only=options["across_videos_only"],
+        min_gap=options["min_gap"],
+    )
+
+
+def _spread(job: Job, run, fingerprint: str) -> bool:
+    """Over more than MINING_BLOCK_ROWS images: cut them into blocks (id ranges), add one unit per block pair, and
+    complete this first unit, in one transaction. False: few enough for this unit to mine them all."""
+    size = settings.MINING_BLOCK_ROWS
+    ids = list(
+        ImageEmbedding.objects.filter(
+            fingerprint=fingerprint, vector__isnull=False, image__in=scope_images(job.result["options"]["scope"])
+        )
+        .order_by("image_id")
+        .values_list("image_id", flat=True)
+    )
+    if len(ids) <= size:
+        return False
+    starts = ids[::size]
+    edges = [[low, high] for low, high in zip(starts, [*starts[1:], ids[-1] + 1], strict=True)]
+    units = [[i, j] for i in range(len(edges)) for j in range(i, len(edges))]
+    with transaction.atomic():
+        if not run.complete():
+            return True
+        job.result = {**job.result, "model": fingerprint, "images": len(ids), "blocks": edges, "units": len(units)}
+        job.save(update_fields=["result"])
+        job.start(total=len(units) + 1)
+        for pair in units:
+            job_task_add(job=job, name=MINE_TASK, kwargs={"job_id": job.pk, "block": pair})
+    return True
+
+
+def _run_part(job: Job, run, *, block: list | None, device: str | None) -> Job:
+    """One block pair's in-range pairs into a MinedBlock (and the merge queued after the last), or the merge."""
+    try:
+        if block is None:
+            _merge(job, run)
+            return job
+        options, edges = job.result["options"], job.result["blocks"]
+        i, j = block
+        data = load_vectors(options["scope"], job.result["model"], [edges[i]] if i == j else [edges[i], edges[j]])
+        first, second, similarity, checked = in_range_pairs(
+            data["halves"],
+            threshold=options["threshold"],
+            ceiling=options["ceiling"],
+            filters=_filters(options),
+            groups=data["groups"],
+            rows_end=None if i == j else int(np.searchsorted(data["ids"], edges[j][0])),
+            device=device or settings.DINOV3_DEVICE,
+        )
+        ids = data["ids"]  # in id order, so first < second holds for the ids too
+        values = {
+            "first_ids": ids[first].astype("<i8").tobytes(),
+            "second_ids": ids[second].astype("<i8").tobytes(),
+            "similarities": similarity.astype("<f8").tobytes(),
+            "checked": checked,
+        }
+        del data, first, second, similarity
+        with transaction.atomic():
+            if run is not None and not run.complete():
+                return job
+            MinedBlock.objects.update_or_create(job=job, row_block=i, column_block=j, defaults=values)
+            job.advance(1)
+            locked = Job.objects.select_for_update().get(pk=job.pk)
+            if not locked.tasks.filter(status__in=OPEN).exists():
+                job_task_add(job=job, name=MINE_TASK, kwargs={"job_id": job.pk, "merge": True})
+    except JobCancelled:
+        if run is not None:
+            run.cancel()
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception as error:
+        if outage_of(error) is not None:
+            raise
+        log.exception("mining job %s stopped", job.pk)
+        return _fail(job, run, f"the run stopped: {type(error).__name__}: {error}")
+    finally:
+        release_memory()
+    return job
+
+
+def _merge(job: Job, run) -> None:
+    """Every block pair's pairs, ranked in the one total order, thinned, written; the job finished with the counts."""
+    options = job.result["options"]
+    blocks = list(MinedBlock.objects.filter(job=job).order_by("row_block", "column_block"))
+    expected = job.result["units"]
+    if len(blocks) != expected:
+        raise RuntimeError(f"{len(blocks)} of {expected} block pairs were mined")
+    first_ids = np.concatenate([np.frombuffer(bytes(b.first_ids), "<i8") for b in blocks])
+    second_ids = np.concatenate([np.frombuffer(bytes(b.second_ids), "<i8") for b in blocks])
+    similarity = np.concatenate([np.frombuffer(bytes(b.similarities), "<f8") for b in blocks])
+    checked = sum(b.checked for b in blocks)
+    del blocks
+    taken = taken_pairs(options["scope"], job)
+
+    skip = _skipper(taken)
+
+    picked = choose(first_ids, second_ids, similarity, k=options["k"], skip=skip)
+    written = _write(job, run, job.result["model"], first_ids[picked], second_ids[picked], similarity[picked])
+    result = {
+        "options": options,
+        "model": job.result["model"],
+        "filters": asdict(_filters(options)),
+        "images": job.result["images"],
+        "units": job.result["units"],
+        "in_range": len(first_ids),
+        "checked": checked,
+        "candidates": PairCandidate.objects.filter(job=job).count(),
+        "written_now": written,
+    }
+    with transaction.atomic():
+        if run is None or run.complete():
+            job.advance(1)
+            if job.finish(result=result):
+                MinedBlock.objects.filter(job=job).delete()

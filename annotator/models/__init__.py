@@ -19,6 +19,7 @@ from annotator.models.guidelines import Guideline, GuidelineExample, GuidelineVe
 from annotator.models.jobs import Job, JobCancelled, JobItem, JobTask
 from annotator.models.leases import Leasable, LeaseQuerySet
 from annotator.models.llm import ModelEndpoint
+from annotator.models.mining import MinedBlock
 from annotator.models.pairs import Pair, PairQuerySet, Review
 from annotator.models.picking import PairDraft, VideoHandover, VideoSkip
 from annotator.models.releases import (
@@ -74,6 +75,7 @@ __all__ = [
     "LeaseQuerySet",
     "Leasable",
     "ModelDraft",
+    "MinedBlock",
     "ModelEndpoint",
     "Pair",
     "PairCandidate",

@@ -16,18 +16,21 @@ vectors is off by at most (2 * 2**-9 + 2**-18) * sum|a_i b_i| <= 0.0040, and the
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from annotator.similarity.exact import cosines, integer_vectors
+from annotator.similarity.exact import integer_vectors
 
 MARGIN = 0.01
-ROW_BLOCK = 4096  # rows per block: a tile of ROW_BLOCK x COLUMN_BLOCK scores is 64 MiB in bfloat16
-COLUMN_BLOCK = 8192
+ROW_BLOCK = 2048  # rows per block: a tile of ROW_BLOCK x COLUMN_BLOCK scores is 32 MiB in int32
+COLUMN_BLOCK = 4096
 NO_GROUP = -1
+GATHER = 4096  # pairs scored per gather of their integer rows (4,096 x 1024 int64: 32 MiB)
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ def unit_rows(halves: np.ndarray) -> np.ndarray:
     return wide / np.maximum(np.linalg.norm(wide, axis=1, keepdims=True), 1e-12)
 
 
-def int8_rows(halves: np.ndarray, chunk: int = 8192) -> tuple[np.ndarray, float, float]:
+def int8_rows(halves: np.ndarray, chunk: int = 4096) -> tuple[np.ndarray, float, float]:
     """The rows as unit vectors in int8 under one scale (the largest value maps to 127), that scale, and the largest
     distance from a unit row to its int8 copy (divided by the scale): the error bound of the products comes from it.
     In chunks of rows, so no float copy of the whole matrix is ever made (100,000 x 1024 float32 is 400 MB)."""
@@ -81,10 +84,12 @@ def candidate_pairs(
     *,
     low: float,
     high: float,
+    rows_end: int | None = None,
     device: str = "cpu",
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Every pair (i < j) whose similarity can lie in [low, high]: blocked products of the upper triangle, on CPU in
+    """Every pair (i < j) whose similarity can lie in [low, high] (with `rows_end`: every pair of a row before it and
+    a row from it on, one block against another): blocked products of the upper triangle, on CPU in
     int8 with int32 sums (VNNI: about twice bfloat16's speed here), on CUDA in bfloat16. The int8 bound is exact
     arithmetic: with e the largest distance from a unit row to its int8 copy, a product is off by at most
     2e + e**2, and the sums are exact integers. `progress(done, total)` is called after each row block (it may
@@ -92,8 +97,9 @@ def candidate_pairs(
     import torch
 
     count = len(halves)
-    blocks = (count + ROW_BLOCK - 1) // ROW_BLOCK
-    if count < 2:
+    row_limit = count if rows_end is None else rows_end
+    blocks = (row_limit + ROW_BLOCK - 1) // ROW_BLOCK
+    if count < 2 or (rows_end is not None and rows_end in (0, count)):
         return np.empty(0, np.int64), np.empty(0, np.int64)
     if str(device).startswith("cuda"):
         matrix = torch.from_numpy(unit_rows(halves)).to(device=device, dtype=torch.bfloat16)
@@ -106,27 +112,28 @@ def candidate_pairs(
         quantised, scale, worst = int8_rows(halves)
         margin = 2 * worst + worst**2 + 1e-6
         matrix = torch.from_numpy(quantised)
-        columns = matrix.T.contiguous()
         # The integer sums are compared with the bounds in the same units: similarity times scale**2.
         # (Python ints: a float bound would make torch compare a float copy of every tile.)
         floor, top_bound = math.floor((low - margin) * scale**2), math.ceil((high + margin) * scale**2)
 
         def product(rows, left):
-            return torch._int_mm(rows, columns[:, left : left + COLUMN_BLOCK].contiguous())
+            # The column block transposed on its own: a transposed copy of the whole matrix is 100 MB at 100,000.
+            return torch._int_mm(rows, matrix[left : left + COLUMN_BLOCK].T.contiguous())
 
     firsts, seconds = [], []
     for block in range(blocks):
         top = block * ROW_BLOCK
-        rows = matrix[top : top + ROW_BLOCK]
-        for left in range(top, count, COLUMN_BLOCK):
+        rows = matrix[top : min(top + ROW_BLOCK, row_limit)]
+        for left in range(top if rows_end is None else rows_end, count, COLUMN_BLOCK):
             scores = product(rows, left)
             # A row maximum is a fast reduction; nonzero over a whole tile is not (a second of a 4096 x 8192
             # tile here): only the rows that reach the floor are searched.
             hit_rows = torch.nonzero(scores.amax(dim=1) >= floor).flatten()
             if not len(hit_rows):
                 continue
-            sub = scores[hit_rows]
-            at = torch.nonzero((sub >= floor) & (sub <= top_bound))
+            sub = scores if len(hit_rows) == len(scores) else scores[hit_rows]  # no copy when every row hits
+            at = torch.nonzero(sub >= floor)  # one boolean tile, then the few hits checked against the top
+            at = at[sub[at[:, 0], at[:, 1]] <= top_bound]
             i, j = hit_rows[at[:, 0]] + top, at[:, 1] + left
             upper = j > i  # a tile that crosses the diagonal: i < j only
             firsts.append(i[upper].cpu().numpy())
@@ -135,16 +142,64 @@ def candidate_pairs(
             progress(block + 1, blocks)
     if not firsts:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    return np.concatenate(firsts).astype(np.int64), np.concatenate(seconds).astype(np.int64)
+    return np.concatenate(firsts).astype(np.int64, copy=False), np.concatenate(seconds).astype(np.int64, copy=False)
 
 
-def exact_similarities(halves: np.ndarray, first: np.ndarray, second: np.ndarray, chunk: int = 8192) -> np.ndarray:
-    """The exact cosine of each pair (rows first[k], second[k]) from the float16 values as integers."""
+def exact_similarities(
+    halves: np.ndarray, first: np.ndarray, second: np.ndarray, chunk: int = 65536, most_rows: int = 4096
+) -> np.ndarray:
+    """The exact cosine of each pair (rows first[k], second[k]) from the float16 values as integers. Each chunk of
+    pairs converts the rows it names once (survivors share images: a frame is in many pairs of its video), at most
+    `most_rows` rows at a time (4,096 x 1024 int64 is 32 MiB); a chunk that names more is halved."""
     out = np.empty(len(first), dtype=np.float64)
-    for at in range(0, len(first), chunk):
-        one, two = first[at : at + chunk], second[at : at + chunk]
-        out[at : at + chunk] = cosines(integer_vectors(halves[one]), integer_vectors(halves[two]))
+    pending = [(at, min(at + chunk, len(first))) for at in range(0, len(first), chunk)]
+    while pending:
+        start, end = pending.pop()
+        one, two = first[start:end], second[start:end]
+        rows, where = np.unique(np.concatenate([one, two]), return_inverse=True)
+        if len(rows) > most_rows and end - start > 1:
+            middle = (start + end) // 2
+            pending += [(start, middle), (middle, end)]
+            continue
+        wide = integer_vectors(halves[rows])
+        squares = np.einsum("ij,ij->i", wide, wide)
+        left, right = where[: end - start], where[end - start :]
+        for at in range(0, end - start, GATHER):
+            a, b = left[at : at + GATHER], right[at : at + GATHER]
+            dots = np.einsum("ij,ij->i", wide[a], wide[b])
+            # The formula of `cosines`, with each row's squared norm computed once: the same bits.
+            scaled = squares[a].astype(np.float64) * squares[b]
+            out[start + at : start + at + len(a)] = np.clip(dots / np.sqrt(np.maximum(scaled, 1.0)), -1.0, 1.0)
     return out
+
+
+def _libc():
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: its defaults are what there is
+        return None
+
+
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+
+
+def map_large_arrays() -> None:
+    """Ask glibc to give every allocation of 1 MiB or more a mapping of its own, returned to the system when freed.
+    By default its threshold rises (up to 32 MiB) once such a block is freed, and from then on the tiles and copies
+    of a run come from the heap, which keeps them: about 90 MB more at the peak of 100,000 images, and kept after the
+    job. Process-wide, once; the similarity worker's process is the one that mines."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "mallopt"):
+        libc.mallopt(M_MMAP_THRESHOLD, 1 << 20)
+
+
+def release_memory() -> None:
+    """Give the memory of a finished run back to the system: collect the cycles that hold arrays, then ask glibc to
+    return its free heap."""
+    gc.collect()
+    libc = _libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
 
 
 def rank(similarity: np.ndarray, first_ids: np.ndarray, second_ids: np.ndarray) -> np.ndarray:
@@ -185,6 +240,58 @@ def passes(filters: MiningFilters, groups: dict, first: np.ndarray, second: np.n
     return keep
 
 
+def in_range_pairs(
+    halves: np.ndarray,
+    *,
+    threshold: float,
+    ceiling: float,
+    filters: MiningFilters,
+    groups: dict,
+    rows_end: int | None = None,
+    device: str = "cpu",
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The pairs (positions, first < second; with `rows_end`, first before it and second from it on) whose exact
+    similarity lies in [threshold, ceiling) and that the filters allow, their exact similarities, and how many pairs
+    were scored exactly. What one worker computes over a corpus, or a job unit over one block pair."""
+    map_large_arrays()
+    first, second = candidate_pairs(
+        halves, low=threshold - MARGIN, high=ceiling + MARGIN, rows_end=rows_end, device=device, progress=progress
+    )
+    checked = len(first)
+    allowed = passes(filters, groups, first, second)
+    first, second = first[allowed], second[allowed]
+    similarity = exact_similarities(halves, first, second)
+    inside = (similarity >= threshold) & (similarity < ceiling)
+    return first[inside], second[inside], similarity[inside], checked
+
+
+def choose(
+    first_ids: np.ndarray,
+    second_ids: np.ndarray,
+    similarity: np.ndarray,
+    *,
+    k: int = 0,
+    skip: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+) -> np.ndarray:
+    """Of in-range pairs of image ids (first < second), the positions of the candidates in rank order: not refused by
+    `skip`, ranked, at most `k` per image. The order is total, so pairs gathered in any order (one worker's, or the
+    units' of a job spread over workers) give the same candidates."""
+    index = np.arange(len(first_ids))
+    if skip is not None and len(index):
+        index = index[~skip(first_ids, second_ids)]
+    order = index[rank(similarity[index], first_ids[index], second_ids[index])]
+    return order[keep_diverse(first_ids[order], second_ids[order], k)]
+
+
+def with_default_groups(groups: dict | None, count: int) -> dict:
+    groups = dict(groups or {})
+    for name in ("sources", "labels", "videos"):
+        groups.setdefault(name, np.full(count, NO_GROUP, dtype=np.int64))
+    groups.setdefault("times", np.zeros(count, dtype=np.float64))
+    return groups
+
+
 def mine(
     halves: np.ndarray,
     ids: np.ndarray,
@@ -203,31 +310,18 @@ def mine(
     `skip(first_ids, second_ids) -> mask of pairs to leave out` (pairs already candidates or pairs), ranked, and at
     most `k` per image (0: no limit), greedily in rank order."""
     ids = np.asarray(ids, dtype=np.int64)
-    count = len(ids)
-    groups = groups or {}
-    for name in ("sources", "labels", "videos"):
-        groups.setdefault(name, np.full(count, NO_GROUP, dtype=np.int64))
-    groups.setdefault("times", np.zeros(count, dtype=np.float64))
-    first, second = candidate_pairs(
-        halves, low=threshold - MARGIN, high=ceiling + MARGIN, device=device, progress=progress
+    groups = with_default_groups(groups, len(ids))
+    first, second, similarity, checked = in_range_pairs(
+        halves,
+        threshold=threshold,
+        ceiling=ceiling,
+        filters=filters,
+        groups=groups,
+        device=device,
+        progress=progress,
     )
-    checked = len(first)
-    allowed = passes(filters, groups, first, second)
-    first, second = first[allowed], second[allowed]
-    similarity = exact_similarities(halves, first, second)
-    inside = (similarity >= threshold) & (similarity < ceiling)
-    first, second, similarity = first[inside], second[inside], similarity[inside]
-    in_range = len(first)
     # Image ids in ascending order within a pair: (a, b) and (b, a) are one candidate.
-    first_ids, second_ids = ids[first], ids[second]
-    swap = first_ids > second_ids
-    first[swap], second[swap] = second[swap], first[swap].copy()
-    first_ids, second_ids = ids[first], ids[second]
-    if skip is not None and len(first):
-        keep = ~skip(first_ids, second_ids)
-        first, second, similarity = first[keep], second[keep], similarity[keep]
-        first_ids, second_ids = first_ids[keep], second_ids[keep]
-    order = rank(similarity, first_ids, second_ids)
-    first, second, similarity = first[order], second[order], similarity[order]
-    kept = keep_diverse(first, second, k)
-    return Mined(first[kept], second[kept], similarity[kept], in_range=in_range, checked=checked)
+    swap = ids[first] > ids[second]
+    first, second = np.where(swap, second, first), np.where(swap, first, second)
+    picked = choose(ids[first], ids[second], similarity, k=k, skip=skip)
+    return Mined(first[picked], second[picked], similarity[picked], in_range=len(first), checked=checked)

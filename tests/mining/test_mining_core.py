@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from annotator.similarity.exact import cosines, integer_vectors
-from annotator.similarity.mining import MiningFilters, keep_diverse, mine
+from annotator.similarity.mining import MiningFilters, exact_similarities, keep_diverse, mine
 from annotator.similarity.synthetic_vectors import planted_vectors
 
 pytestmark = pytest.mark.torch  # mine() multiplies the vectors with torch
@@ -160,3 +160,46 @@ def test_the_int8_bound_holds_when_one_dimension_dominates_some_vectors():
     mined = mine(halves, np.arange(len(halves)), threshold=THRESHOLD, ceiling=CEILING)
     assert set(zip(mined.first.tolist(), mined.second.tolist(), strict=True)) == set(reference)
     assert len(reference) > 700  # the spiky vectors are all alike: many pairs, most near the bounds' middle
+
+
+def test_exact_scores_convert_each_row_once_and_give_the_bits_of_the_pairwise_formula():
+    """Survivors share rows (a frame is in many pairs): scored from rows converted once, in chunks small enough to be
+    halved, each value equals `cosines` of the pair's two rows converted on their own."""
+    rng = np.random.default_rng(11)
+    halves = (rng.standard_normal((300, 64)) / 8).astype(np.float16)
+    halves = (halves.astype(np.float64) / np.linalg.norm(halves.astype(np.float64), axis=1, keepdims=True)).astype(
+        np.float16
+    )
+    first = rng.integers(0, 300, 5000)
+    second = rng.integers(0, 300, 5000)
+    expected = cosines(integer_vectors(halves[first]), integer_vectors(halves[second]))
+    assert exact_similarities(halves, first, second).tobytes() == expected.tobytes()
+    # A chunk naming more rows than allowed is halved until it does not: the same bits.
+    assert exact_similarities(halves, first, second, chunk=4096, most_rows=40).tobytes() == expected.tobytes()
+
+
+def test_block_pairs_together_find_the_pairs_of_the_whole_corpus():
+    """Cut into blocks, each block's upper triangle and each pair of blocks give exactly the corpus's in-range pairs
+    with the same bits (a job spread over workers mines block pairs)."""
+    from annotator.similarity.mining import in_range_pairs, with_default_groups
+    from annotator.similarity.synthetic_vectors import clustered_vectors
+
+    halves, _ = clustered_vectors(400, dim=64, seed=5)
+    groups = with_default_groups(None, 400)
+    first, second, values, _ = in_range_pairs(
+        halves, threshold=THRESHOLD, ceiling=CEILING, filters=MiningFilters(), groups=groups
+    )
+    whole = {(int(a), int(b)): float(v) for a, b, v in zip(first, second, values, strict=True)}
+    assert len(whole) > 300
+    found = {}
+    edges = [0, 90, 200, 333, 400]
+    for i in range(4):
+        for j in range(i, 4):
+            rows = np.r_[edges[i] : edges[i + 1]] if i == j else np.r_[edges[i] : edges[i + 1], edges[j] : edges[j + 1]]
+            part = with_default_groups(None, len(rows))
+            end = None if i == j else edges[i + 1] - edges[i]
+            a, b, v, _ = in_range_pairs(
+                halves[rows], threshold=THRESHOLD, ceiling=CEILING, filters=MiningFilters(), groups=part, rows_end=end
+            )
+            found.update({(int(rows[x]), int(rows[y])): float(z) for x, y, z in zip(a, b, v, strict=True)})
+    assert found == whole

@@ -328,3 +328,55 @@ def test_the_candidates_table_takes_at_most_10_queries_with_many_rows(
         response = client.get("/tables/candidates/?collection=many&sort=-created")
     assert response.status_code == 200
     assert response.content.decode().count("<tr>") > 40
+
+
+def clustered_collection(count: int = 120):
+    """A collection shaped like a corpus (clusters, near-duplicates, singletons): many pairs in range, shared images."""
+    from annotator.similarity.synthetic_vectors import clustered_vectors
+
+    collection = Collection.objects.create(name="clusters", domain=Domain.NATURAL, layout="plain", location="/c")
+    halves, _ = clustered_vectors(count, dim=64, seed=9)
+    for at, vector in enumerate(halves):
+        image = make_image(shift=at, source="plain")
+        image.collection = collection
+        image.save()
+        store_embedding(image, vector.astype(np.float32))
+    return collection
+
+
+def run_every_unit(job: Job) -> list[JobTask]:
+    """Run the job's waiting units, and the units they add, until none waits (what workers do); the units run."""
+    done = []
+    while unit := job.tasks.filter(status__in=(JobTask.Status.PENDING, JobTask.Status.QUEUED)).order_by("pk").first():
+        part = {name: unit.kwargs[name] for name in ("block", "merge") if name in unit.kwargs}
+        mining_run(job_id=job.pk, unit=UnitRef(unit.pk, celery_id=f"c{unit.pk}"), **part)
+        done.append(unit)
+    job.refresh_from_db()
+    return done
+
+
+def test_a_job_spread_over_block_pairs_writes_exactly_what_one_worker_writes(coordinator, settings):
+    collection = clustered_collection()
+    settings.MINING_BLOCK_ROWS = 1000
+    single = run_unit(mining_start(user=coordinator, scope=str(collection.pk), k=2))
+    expected = set(PairCandidate.objects.filter(job=single).values_list("image_1_id", "image_2_id", "similarity"))
+    assert single.status == Job.Status.SUCCEEDED and len(expected) > 60 and single.result["in_range"] > len(expected)
+    PairCandidate.objects.filter(job=single).delete()  # else the second job leaves them out as candidates already
+
+    settings.MINING_BLOCK_ROWS = 32  # 4 blocks: 10 block pairs
+    job = mining_start(user=coordinator, scope=str(collection.pk), k=2)
+    first = job.tasks.get()
+    mining_run(job_id=job.pk, unit=UnitRef(first.pk, celery_id="plan"))
+    blocks = job.tasks.exclude(pk=first.pk)
+    assert sorted(tuple(unit.kwargs["block"]) for unit in blocks) == [(i, j) for i in range(4) for j in range(i, 4)]
+    for unit in blocks.order_by("-pk"):  # in any order
+        mining_run(job_id=job.pk, unit=UnitRef(unit.pk, celery_id=f"c{unit.pk}"), block=unit.kwargs["block"])
+    job.refresh_from_db()
+    assert job.mined_blocks.count() == 10 and job.status == Job.Status.RUNNING
+    merge = job.tasks.get(kwargs__merge=True)  # added by the last block pair to finish
+    run_every_unit(job)
+    assert job.status == Job.Status.SUCCEEDED, job.errors
+    assert set(PairCandidate.objects.filter(job=job).values_list("image_1_id", "image_2_id", "similarity")) == expected
+    assert job.result["in_range"] == single.result["in_range"] and job.result["units"] == 10
+    assert (job.done, job.total) == (11, 11) and not job.mined_blocks.exists()
+    assert JobTask.objects.get(pk=merge.pk).status == JobTask.Status.DONE
