@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotator', '0044_edit_jobs'),
+        ('annotator', '0048_release_diffs'),
     ]
 
     operations = [
