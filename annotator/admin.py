@@ -28,6 +28,7 @@ from annotator.models import (
     Job,
     JobItem,
     JobTask,
+    MinedBlock,
     ModelDraft,
     ModelEndpoint,
     Pair,
@@ -406,3 +407,11 @@ class TrainingItemAdmin(FrozenAdmin):
 class ReleaseDiffAdmin(FrozenAdmin):
     list_display = ("release", "previous")
     raw_id_fields = ("release", "previous")
+
+
+@admin.register(MinedBlock)
+class MinedBlockAdmin(FrozenAdmin):
+    """A block pair's exactly scored pairs, kept until the mining job's merge writes its candidates."""
+
+    list_display = ("job", "row_block", "column_block")
+    raw_id_fields = ("job",)

@@ -157,7 +157,7 @@ def load_vectors(scope: str, fingerprint: str, id_ranges: list[list[int]] | None
             within |= Q(image_id__gte=low, image_id__lt=high)
         rows = rows.filter(within)
     expected = rows.count()
-    rows = rows.order_by("image_id").values_list(
+    rows = rows.order_by("image_id", "pk").values_list(
         "image_id",
         "vector",
         "image__source",
