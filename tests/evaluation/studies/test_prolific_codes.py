@@ -99,7 +99,8 @@ def test_too_many_wrong_attention_checks_end_the_session_with_the_screen_out_cod
     study = prolific_study(practice_count=0, screen_out_after_wrong_checks=1)
     sampled = set(study.items.values_list("pair_id", flat=True))
     outside = [p for p in studies.study_pool() if p.pk not in sampled]
-    studies.study_add_attention_checks(study=study, pair_ids=[outside[0].pk])
+    # Two checks: whatever the session's order, the first one met is not its last item, so "before the rest" holds.
+    studies.study_add_attention_checks(study=study, pair_ids=[outside[0].pk, outside[1].pk])
     participant = studies.participant_create(study=study)
     participant.consent()
     participant.finish_practice()
