@@ -69,11 +69,12 @@ def _collection_rename_refusal(collection: Collection, name: str) -> str:
 def _collection_renamed(collection: Collection, old: str, new: str) -> None:
     """Its images and candidates carry the collection's name as their source, and their group keys start with it."""
     Image.objects.filter(collection=collection).update(source=new)
-    for candidate in PairCandidate.objects.filter(collection=collection).only("pk", "group_key"):
-        key = candidate.group_key
-        if key.startswith(f"{old}:"):
-            key = collection.group_key(key[len(old) + 1 :])
-        PairCandidate.objects.filter(pk=candidate.pk).update(source=new, group_key=key)
+    candidates = list(PairCandidate.objects.filter(collection=collection).only("pk", "group_key"))
+    for candidate in candidates:
+        candidate.source = new
+        if candidate.group_key.startswith(f"{old}:"):
+            candidate.group_key = collection.group_key(candidate.group_key[len(old) + 1 :])
+    PairCandidate.objects.bulk_update(candidates, ["source", "group_key"], batch_size=1000)
 
 
 COLLECTIONS = Managed(

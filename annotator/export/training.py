@@ -61,7 +61,7 @@ def _image_keys(image_ids) -> dict[int, str]:
     return dict(Image.objects.filter(pk__in=list(image_ids)).exclude(sha256="").values_list("pk", "sha256"))
 
 
-class Benchmark:
+class ReleaseFootprint:
     """What a training item must not share with the release's test and val items, and where each comes from."""
 
     def __init__(self, release: Release):
@@ -84,7 +84,13 @@ class Benchmark:
                 if key:
                     self.images.setdefault(key, where)
 
-    def problems(self, *, pair_id: int, item_id: str, groups: list[str], images: list) -> list[str]:
+    def problems(self, row: dict, shas: dict[int, str], cells: dict[int, str]) -> tuple[str, list[str], list[str]]:
+        """(the item's id, its groups, every way the pair of this export row touches test or val)."""
+        pair_id = row["pk"]
+        item_id = record_item_id(record_of(row, "", ""))
+        groups = [item_cluster(row, item_id), *([cells[pair_id]] if pair_id in cells else [])]
+        images: list = [row["image_1_id"], row["image_2_id"]]
+        images += [shas[image] for image in (row["image_1_id"], row["image_2_id"]) if image in shas]
         found = []
         name = f"train item {item_id} (pair {pair_id})"
         if pair_id in self.pairs:
@@ -96,17 +102,14 @@ class Benchmark:
             if key in self.images:
                 what = f"the image {key}" if isinstance(key, int) else f"an image's bytes (sha256 {key[:12]}...)"
                 found.append(f"{name} shares {what} with {self.images[key]}")
-        return found
+        return item_id, groups, found
 
 
-def _candidate_rows():
-    return export_queryset(ExportOptions(out="")).values(*ROW_FIELDS).iterator(chunk_size=2000)
-
-
-def _item_images(row: dict, shas: dict[int, str]) -> list:
-    keys: list = [row["image_1_id"], row["image_2_id"]]
-    keys += [shas[image] for image in (row["image_1_id"], row["image_2_id"]) if image in shas]
-    return keys
+def _candidate_rows(pair_ids: list[int] | None):
+    pairs = export_queryset(ExportOptions(out=""))
+    if pair_ids is not None:
+        pairs = pairs.filter(pk__in=pair_ids)
+    return list(pairs.values(*ROW_FIELDS).iterator(chunk_size=2000))
 
 
 def _image_name(image_id: int, file_name: str, shas: dict[int, str]) -> str:
@@ -123,8 +126,8 @@ def training_set_create(
     TrainingLeak when a pair asked for by id leaks; the candidates that leak are left out and counted by reason."""
     if release.experiment:
         raise Conflict(f"{release.name} is an experiment's release: a training split goes beside the benchmark's.")
-    benchmark = Benchmark(release)
-    rows = [row for row in _candidate_rows() if pair_ids is None or row["pk"] in set(pair_ids)]
+    footprint = ReleaseFootprint(release)
+    rows = _candidate_rows(pair_ids)
     if pair_ids is not None:
         missing = sorted(set(pair_ids) - {row["pk"] for row in rows})
         if missing:
@@ -133,18 +136,13 @@ def training_set_create(
     cells = sweep_cells(row["pk"] for row in rows)
     kept, excluded, leaks = [], Counter(), []
     for row in rows:
-        if row["pk"] in benchmark.pairs and pair_ids is None:
+        if row["pk"] in footprint.pairs and pair_ids is None:
             excluded["the release holds it"] += 1
             continue
         if row_problem(row):
             excluded["its question breaks a rule"] += 1
             continue
-        record = record_of(row, "", "")
-        identifier = record_item_id(record)
-        groups = [item_cluster(row, identifier), *([cells[row["pk"]]] if row["pk"] in cells else [])]
-        problems = benchmark.problems(
-            pair_id=row["pk"], item_id=identifier, groups=groups, images=_item_images(row, shas)
-        )
+        _, groups, problems = footprint.problems(row, shas, cells)
         if problems:
             leaks += problems
             excluded["shares a video, source group, sweep cell or image with test or val"] += 1
@@ -183,19 +181,14 @@ def training_set_create(
 def training_leaks(training: TrainingSet) -> list[str]:
     """Every way a stored item of the training split touches the release's test or val items (none: []). Each item's
     groups and images are worked out again from its pair as it is now, not read from what was stored with it."""
-    benchmark = Benchmark(training.release)
+    footprint = ReleaseFootprint(training.release)
     pair_ids = list(training.items.values_list("pair_id", flat=True))
     rows = {row["pk"]: row for row in Pair.objects.filter(pk__in=pair_ids).with_caption().values(*ROW_FIELDS)}
     shas = _image_keys(image for row in rows.values() for image in (row["image_1_id"], row["image_2_id"]))
     cells = sweep_cells(pair_ids)
     problems = []
     for item in training.items.order_by("position", "pk"):
-        row = rows[item.pair_id]
-        identifier = record_item_id(record_of(row, "", ""))
-        groups = [item_cluster(row, identifier), *([cells[row["pk"]]] if row["pk"] in cells else [])]
-        problems += benchmark.problems(
-            pair_id=row["pk"], item_id=identifier, groups=groups, images=_item_images(row, shas)
-        )
+        problems += footprint.problems(rows[item.pair_id], shas, cells)[2]
     return problems
 
 

@@ -20,6 +20,7 @@ from fractions import Fraction
 from django import forms
 from django.contrib import messages
 from django.db import transaction
+from django.db.models import Count
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET
@@ -29,8 +30,10 @@ from benchmark.correlation import SIMILARITY_EDGES, Bin, Correlation, correlatio
 from benchmark.correlation_figure import bins_svg, scatter_svg
 from benchmark.report import percent
 from evaluation.models import ModelEvaluation, ModelItemResult, OtherBenchmark, OtherBenchmarkItem, OtherBenchmarkScore
+from evaluation.results.release_report import chosen_runs, load_release, release_report_choice
 from evaluation.runs.naming import run_names
 from subtlebench.roles import COORDINATOR, role_required
+from subtlebench.spreadsheet_csv import SafeCsvWriter, csv_download
 from subtlebench.text import NAME_MAX, NOTE_MAX
 
 STANDARD = "standard"
@@ -161,8 +164,9 @@ def benchmark_items_replace(*, benchmark: OtherBenchmark, items: list[tuple[str,
 
 def model_names_with_runs() -> list[str]:
     """Every model name runs give (an endpoint's name, an imported file's model): what scores are keyed by."""
-    names = {run.model_name for run in ModelEvaluation.objects.select_related("endpoint")}
-    return sorted(names)
+    endpoints = ModelEvaluation.objects.filter(endpoint__isnull=False).values_list("endpoint__name", flat=True)
+    imported = ModelEvaluation.objects.filter(endpoint__isnull=True).values_list("name", flat=True)
+    return sorted({*endpoints.distinct(), *(name or "imported model" for name in imported.distinct())})
 
 
 # --- The section ------------------------------------------------------------------------------------------------
@@ -255,14 +259,17 @@ def bin_rows(series: list[tuple[str, list[Bin]]]) -> list[dict]:
     return rows
 
 
+def _report_choice(request, release_name: str, split: str):
+    """The release and its report as the report's page draws it (`?runs=` honoured)."""
+    release = load_release(release_name, split)
+    return release, release_report_choice(release, split=split, run_ids=chosen_runs(request))
+
+
 @role_required(COORDINATOR)
 @require_GET
 def correlation_section(request, release_name: str, split: str):
     """The report's correlation section, as a fragment its page loads (honours `?runs=` as the page does)."""
-    from evaluation.results.release_report import chosen_runs, load_release, release_report_choice
-
-    release = load_release(release_name, split)
-    choice = release_report_choice(release, split=split, run_ids=chosen_runs(request))
+    release, choice = _report_choice(request, release_name, split)
     shown = [run for run in choice.runs if run.chosen]
     ours = similarity_bins(release_item_accuracies(release, split, shown))
     series = [(f"{release.name} ({split})", ours)]
@@ -313,12 +320,13 @@ def benchmark_list(request):
         benchmark.save()
         messages.success(request, f"Added {benchmark.name}: enter its scores or import them.")
         return redirect("other-benchmark", benchmark.pk)
-    rows = OtherBenchmark.objects.all()
-    counts = {b.pk: (b.scores.count(), b.items.count()) for b in rows}
+    rows = OtherBenchmark.objects.annotate(
+        score_count=Count("scores", distinct=True), item_count=Count("items", distinct=True)
+    )
     return render(
         request,
         "evaluation/other_benchmarks.html",
-        {"form": form, "benchmarks": [(b, *counts[b.pk]) for b in rows]},
+        {"form": form, "benchmarks": [(b, b.score_count, b.item_count) for b in rows]},
         status=400 if form.errors else 200,
     )
 
@@ -396,11 +404,7 @@ def benchmark_detail(request, benchmark_id: int):
 @require_GET
 def correlation_csv(request, release_name: str, split: str) -> HttpResponse:
     """The correlations as a CSV: one row per other benchmark, with the models it stands on."""
-    from evaluation.results.release_report import chosen_runs, load_release, release_report_choice
-    from subtlebench.spreadsheet_csv import SafeCsvWriter, csv_download
-
-    release = load_release(release_name, split)
-    choice = release_report_choice(release, split=split, run_ids=chosen_runs(request))
+    release, choice = _report_choice(request, release_name, split)
     out = io.StringIO()
     writer = SafeCsvWriter(out)
     writer.writerow(["benchmark", "models", "spearman", "spearman_low", "spearman_high", "kendall", "kendall_low",
