@@ -179,6 +179,8 @@ def test_the_reports_section_correlates_each_models_report_accuracy_with_the_oth
     assert f"{rho:.3f}" in section and f"{tau:.3f}" in section
     assert "No score on MMBench for: epsilon." in section
     assert "<svg" in section and 'id="similarity-bins"' in section
+    # Our items by similarity: 0.800, 0.819 and 0.838 fall in the first bin (0.80-0.84), each answered by 6 runs.
+    assert 'title="3 items"' in section
 
     download = client_for(coordinator).get(f"/releases/{release.name}/report/test/correlation.csv")
     [line] = download.content.decode().lstrip("\ufeff").splitlines()[1:]
