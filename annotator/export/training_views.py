@@ -15,7 +15,7 @@ from annotator.export.training import training_export, training_set_create
 from annotator.jobs.scratch import scratch_folder
 from annotator.models import TrainingSet
 from annotator.releases.services import release_get
-from subtlebench.errors import ServiceError
+from subtlebench.errors import ServiceError, file_error_detail
 from subtlebench.pages import post_only
 from subtlebench.roles import COORDINATOR, role_required
 
@@ -59,9 +59,12 @@ def training_zip(request, release_name: str, set_id: int):
             with zipfile.ZipFile(handle, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
                 for path in sorted(p for p in (folder / name).rglob("*") if p.is_file()):
                     archive.write(path, f"{name}/{path.relative_to(folder / name).as_posix()}")
-    except ServiceError as error:
+    except (ServiceError, OSError) as error:  # a leak, or a full or unreadable disk: said on the release's page
         handle.close()
-        messages.error(request, f"Training split #{training.pk}: {error}")
+        what = f"Training split #{training.pk}"
+        messages.error(
+            request, file_error_detail(error, what=what) if isinstance(error, OSError) else f"{what}: {error}"
+        )
         return redirect("release-detail", release_name=release.name)
     handle.seek(0)
     return FileResponse(handle, as_attachment=True, filename=f"{name}.zip", content_type="application/zip")

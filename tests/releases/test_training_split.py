@@ -131,3 +131,18 @@ def test_the_release_page_draws_a_split_and_hands_it_out_as_a_zip(world, client_
     assert sum(name.startswith(f"{prefix}images/") for name in names) == 4  # both images of each item
     assert client.post("/releases/v1/training/", {"limit": "0"}).status_code == 302  # refused with a message
     assert world["release"].training_sets.count() == 1
+
+
+def test_an_image_gone_from_storage_is_said_on_the_release_page_and_nothing_is_handed_out(
+    world, client_for, coordinator
+):
+    from django.core.files.storage import default_storage
+
+    training = training_set_create(release=world["release"])
+    lost = training.items.order_by("position", "pk").first().pair.image_1
+    default_storage.delete(lost.file.name)
+    client = client_for(coordinator)
+    response = client.get(f"/releases/v1/training/{training.pk}.zip")
+    assert response.status_code == 302 and response["Location"] == "/releases/v1/"
+    page = client.get("/releases/v1/").content.decode()
+    assert f"Training split #{training.pk} failed: " in page and lost.file.name in page
