@@ -43,8 +43,8 @@ def benchmark_reviews():
 
 def since(field: str, first_day: date) -> Q:
     """`field` (a timestamp) on `first_day` or later, a calendar day of the site's time zone: the exact condition on
-    the local date, and beside it a bound a day earlier on the timestamp itself, which an index on the field can
-    serve (never narrower than the exact one, whatever the zone's clock changes), so a window reads its own rows."""
+    the local date, and beside it a bound a day earlier on the timestamp itself (never narrower than the exact one,
+    whatever the zone's clock changes), which the planner can estimate and an index on the field could serve."""
     bound = timezone.make_aware(datetime.combine(first_day - timedelta(days=1), time.min))
     return Q(**{f"{field}__gte": bound, f"{field}__date__gte": first_day})
 
