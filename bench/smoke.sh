@@ -43,5 +43,6 @@ run "$PYTHON" bench/psychometric_coverage.py --sweeps 5
 run "$PYTHON" bench/reply_limit.py --limit-mib 0.1 --factor 2
 run "$PYTHON" bench/report_figures.py --items 500
 run "$PYTHON" bench/sample_frames.py --seconds 8 --steps 2
+run "$PYTHON" bench/stats_pages.py --pairs 200 --videos 10 --captions 20 --repeat 1 --clients 1 --seconds 1 --workers 1 --database sb_statsbench_smoke
 run "$PYTHON" bench/similarity.py --frames 4 --pairs 4 --batch 2
 run "$PYTHON" bench/synthetic.py --pairs 2

@@ -125,19 +125,28 @@ def micro_mean(scores: Iterable[Scored]) -> Mean | None:
     scores = list(scores)
     if not scores:
         return None
-    n = len(scores)
     denominator = _common_denominator(scores)
     values = _as_integers(scores, denominator)
-    total = sum(values)
     sums: dict[Hashable, list[int]] = {}
     for score, value in zip(scores, values, strict=True):
         cluster = sums.setdefault(score.cluster, [0, 0])
         cluster[0] += value
         cluster[1] += 1
-    count = len(sums)
+    return micro_mean_of_sums([(total, count) for total, count in sums.values()], denominator)
+
+
+def micro_mean_of_sums(clusters: Iterable[tuple[int, int]], denominator: int = 1) -> Mean | None:
+    """`micro_mean` from each cluster's (sum of the item scores times `denominator`, number of items), as a GROUP BY
+    gives them: the same Mean, without a row per item. None for no item."""
+    clusters = [(total, count) for total, count in clusters if count]
+    n = sum(count for _, count in clusters)
+    if not n:
+        return None
+    total = sum(value for value, _ in clusters)
+    count = len(clusters)
     variance = None
     if count >= 2:
-        squares = sum((n * s - k * total) ** 2 for s, k in sums.values())
+        squares = sum((n * s - k * total) ** 2 for s, k in clusters)
         variance = Fraction(count * squares, (count - 1) * n**4 * denominator**2)
     return Mean(Fraction(total, n * denominator), variance, n, count)
 

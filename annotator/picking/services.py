@@ -544,7 +544,11 @@ def model_success_by_category() -> dict[str, dict]:
     per pair (failed requests not counted), `correct` of `answers`, on `pairs` pairs, `unsolved` of them no model got
     right. Where models already succeed, new pairs add little to the benchmark."""
     figures = {c: {"answers": 0, "correct": 0, "pairs": 0, "unsolved": 0, "accuracy": None} for c in Category.values}
-    scored = Pair.objects.in_benchmark().with_model_score().filter(model_answered__gt=0).order_by()
+    # Only pairs with a scored answer at all (a hashed semi-join): the others have no answer to count, and the
+    # per-pair subqueries of `with_model_score` run on the answered pairs only.
+    results = Pair._meta.get_field("model_results").related_model.objects.filter(is_correct__isnull=False)
+    answered = Pair.objects.in_benchmark().filter(pk__in=results.values("pair"))
+    scored = answered.with_model_score().filter(model_answered__gt=0).order_by()
     for category, correct, answered in scored.values_list("category", "model_correct", "model_answered"):
         cell = figures[category]
         cell["answers"] += answered
@@ -567,25 +571,35 @@ def overview_figures() -> dict:
     target = settings.PAIRS_PER_CATEGORY_TARGET
     by_category = {c: {"in_benchmark": 0, "held_back": 0, "submitted": 0, "rejected": 0} for c in Category.values}
     cells: dict[tuple[str, str], int] = {}
-    for category, domain, n in (
-        Pair.objects.in_benchmark().order_by().values_list("category", "domain").annotate(n=Count("id"))
-    ):
-        by_category[category]["in_benchmark"] += n
-        cells[(category, domain)] = n
-    # The rest by status in one query, each count less its experiments' pairs (the same definition, as a subquery).
+    people: dict[int, dict] = {}
+    # Every pair figure in one GROUP BY of the pairs past the draft and not withdrawn: per category, domain, status
+    # and author, how many, how many of them are an experiment's and how many are in the benchmark (the same
+    # definitions, as subqueries). The benchmark's work is each count less its experiments' pairs.
     apart = Q(pk__in=Pair.objects.experiments().values("pk"))
+    counted = Q(status=Pair.Status.ACCEPTED, pk__in=Pair.objects.in_benchmark().values("pk"))
     experiments = 0
-    for category, status, n, in_experiments in (
+    accepted: dict[str, int] = dict.fromkeys(Category.values, 0)
+    for category, domain, status, author, username, n, in_experiments, in_benchmark in (
         Pair.objects.exclude(status__in=(Pair.Status.DRAFT, Pair.Status.WITHDRAWN))
         .order_by()
-        .values_list("category", "status")
-        .annotate(n=Count("id"), in_experiments=Count("id", filter=apart))
+        .values_list("category", "domain", "status", "author", "author__username")
+        .annotate(n=Count("id"), in_experiments=Count("id", filter=apart), in_benchmark=Count("id", filter=counted))
     ):
         experiments += in_experiments
+        if in_benchmark:
+            by_category[category]["in_benchmark"] += in_benchmark
+            cells[(category, domain)] = cells.get((category, domain), 0) + in_benchmark
         if status == Pair.Status.ACCEPTED:
-            by_category[category]["held_back"] = n - in_experiments - by_category[category]["in_benchmark"]
+            accepted[category] += n - in_experiments
         else:
-            by_category[category][status] = n - in_experiments
+            by_category[category][status] = by_category[category].get(status, 0) + n - in_experiments
+        if author is not None and n > in_experiments:
+            person = people.setdefault(
+                author, {"username": username, "pairs": 0, "accepted": 0, "rejected": 0, "hours": 0}
+            )
+            person["pairs"] += n - in_experiments
+    for category, n in accepted.items():
+        by_category[category]["held_back"] = n - by_category[category]["in_benchmark"]
     benchmark = Pair.objects.outside_experiments()
     model_success = model_success_by_category()
     categories = [
@@ -601,18 +615,9 @@ def overview_figures() -> dict:
     domains = sorted({domain for _, domain in cells})
     grid = [{"category": c, "counts": [cells.get((c, d), 0) for d in domains]} for c in Category.values]
 
-    people: dict[int, dict] = {}
-    for author, username, n in (
-        benchmark.exclude(status__in=(Pair.Status.DRAFT, Pair.Status.WITHDRAWN))
-        .filter(author__isnull=False)
-        .order_by()
-        .values_list("author", "author__username")
-        .annotate(n=Count("id"))
-    ):
-        people[author] = {"username": username, "pairs": n, "accepted": 0, "rejected": 0, "hours": 0}
     for author, decision, n in (
         Review.objects.exclude(decision=Review.Decision.REOPEN)
-        .filter(pair__in=benchmark)
+        .exclude(pair__sweep_item__sweep__experiment=True)  # the benchmark's pairs (`outside_experiments`)
         .order_by()
         .values_list("pair__author", "decision")
         .annotate(n=Count("id"))
@@ -620,18 +625,18 @@ def overview_figures() -> dict:
         if author in people:
             key = "rejected" if decision == Review.Decision.REJECT else "accepted"
             people[author][key] += n
-    # Active hours: clock hours in which the annotator submitted at least one pair.
-    for author, hours in (
+    # Active hours: clock hours in which the annotator submitted at least one pair (one row per author and hour: a
+    # hash of the pairs, no sort of them).
+    for author, _ in (
         benchmark.filter(author__isnull=False, submitted_at__isnull=False)
         .exclude(status=Pair.Status.WITHDRAWN)
         .annotate(hour=TruncHour("submitted_at"))
         .order_by()
-        .values("author")
-        .annotate(hours=Count("hour", distinct=True))
-        .values_list("author", "hours")
+        .values_list("author", "hour")
+        .distinct()
     ):
         if author in people:
-            people[author]["hours"] = hours
+            people[author]["hours"] += 1
     for person in people.values():
         decided = person["accepted"] + person["rejected"]
         person["acceptance"] = round(100 * person["accepted"] / decided) if decided else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from datetime import date, timedelta
+from datetime import date, datetime, time, timedelta
 
 from django.contrib.postgres.aggregates import ArrayAgg
 from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
@@ -36,32 +36,75 @@ def _percent(rate: float | None) -> int | None:
 
 
 def benchmark_reviews():
-    """Review decisions on the benchmark's pairs (an experiment's are its sweep's)."""
-    return Review.objects.filter(pair__in=Pair.objects.outside_experiments())
+    """Review decisions on the benchmark's pairs (an experiment's are its sweep's): `Pair.outside_experiments`'s
+    condition through the review's pair, which joins the pair once rather than testing it against every pair."""
+    return Review.objects.exclude(pair__sweep_item__sweep__experiment=True)
+
+
+def since(field: str, first_day: date) -> Q:
+    """`field` (a timestamp) on `first_day` or later, a calendar day of the site's time zone: the exact condition on
+    the local date, and beside it a bound a day earlier on the timestamp itself (never narrower than the exact one,
+    whatever the zone's clock changes), which the planner can estimate and an index on the field could serve."""
+    bound = timezone.make_aware(datetime.combine(first_day - timedelta(days=1), time.min))
+    return Q(**{f"{field}__gte": bound, f"{field}__date__gte": first_day})
+
+
+def submitted_since(first_day: date) -> list[tuple]:
+    """The benchmark's pairs submitted from `first_day` on (drafts never), in one GROUP BY: (author's username or
+    None for a pair without an author, day, category, how many, their active times in ms)."""
+    return list(
+        Pair.objects.outside_experiments()
+        .exclude(status=Pair.Status.DRAFT)
+        .filter(since("submitted_at", first_day))
+        .annotate(day=TruncDate("submitted_at"))
+        .order_by()
+        .values_list("author__username", "day", "category")
+        .annotate(n=Count("id"), times=ArrayAgg("active_ms", filter=Q(active_ms__isnull=False)))
+    )
+
+
+def decided_since(first_day: date) -> list[tuple]:
+    """Review decisions on the benchmark's pairs from `first_day` on, in one GROUP BY: (reviewer's username, the
+    pair's author's username or None, day, decision, how many). The reviewers' rows, the annotators' acceptance and
+    the decisions chart are sums of these."""
+    return list(
+        benchmark_reviews()
+        .filter(since("created", first_day))
+        .annotate(day=TruncDate("created"))
+        .order_by()
+        .values_list("reviewer__username", "pair__author__username", "day", "decision")
+        .annotate(n=Count("id"))
+    )
 
 
 def team_figures(*, days: int = DEFAULT_DAYS, today: date | None = None) -> dict:
     today = today or timezone.localdate()
     first_day = today - timedelta(days=days - 1)
     day_list = [first_day + timedelta(days=i) for i in range(days)]
+    submitted, decided = submitted_since(first_day), decided_since(first_day)
     return {
         "days": days,
         "first_day": first_day,
         "today": today,
-        "annotators": (annotators := annotator_days(first_day)),
+        "annotators": (annotators := annotator_days(first_day, submitted, decided)),
         "annotator_totals": annotator_totals(annotators),
-        "reviewers": (reviewers := reviewer_days(first_day)),
+        "reviewers": (reviewers := reviewer_days(first_day, decided)),
         "reviewer_totals": reviewer_totals(reviewers),
         "agreement": agreement(),
         "targets": target_progress(),
         "settings": TeamSettings.current(),
-        "chart_pairs": chart_per_day(day_list, _submitted_per_day(first_day)),
-        "chart_decisions": chart_per_day(day_list, *_decisions_per_day(first_day)),
+        "chart_pairs": chart_per_day(day_list, _submitted_per_day(submitted)),
+        "chart_decisions": chart_per_day(day_list, *_decisions_per_day(decided)),
     }
 
 
-def annotator_days(first_day: date) -> list[dict]:
-    """One row per annotator and day with any submitted pair, decision on their pairs or written caption."""
+def annotator_days(
+    first_day: date, submitted: list[tuple] | None = None, decided: list[tuple] | None = None
+) -> list[dict]:
+    """One row per annotator and day with any submitted pair, decision on their pairs or written caption.
+    `submitted` and `decided`: the window's rows when the caller read them already (`team_figures`)."""
+    submitted = submitted_since(first_day) if submitted is None else submitted
+    decided = decided_since(first_day) if decided is None else decided
     rows: dict[tuple[str, date], dict] = {}
 
     def row(username: str, day: date) -> dict:
@@ -80,38 +123,23 @@ def annotator_days(first_day: date) -> list[dict]:
             },
         )
 
-    submitted = (
-        Pair.objects.outside_experiments()
-        .exclude(status=Pair.Status.DRAFT)
-        .filter(author__isnull=False, submitted_at__date__gte=first_day)
-        .annotate(day=TruncDate("submitted_at"))
-        .order_by()
-        .values_list("author__username", "day")
-        .annotate(
-            n=Count("id"),
-            categories=ArrayAgg("category", distinct=True),
-            times=ArrayAgg("active_ms", filter=Q(active_ms__isnull=False)),
-        )
-    )
-    for username, day, n, categories, times in submitted:
+    categories: dict[tuple[str, date], set[str]] = defaultdict(set)
+    for username, day, category, n, times in submitted:
+        if username is None:  # imported without an author: in the chart, not in anyone's row
+            continue
         r = row(username, day)
-        r.update(submitted=n, categories=sorted(categories or []), active_ms=times or [])
-    decisions = (
-        benchmark_reviews()
-        .filter(created__date__gte=first_day, pair__author__isnull=False)
-        .annotate(day=TruncDate("created"))
-        .order_by()
-        .values_list("pair__author__username", "day")
-        .annotate(
-            rejected=Count("id", filter=Q(decision=Review.Decision.REJECT)),
-            accepted=Count("id", filter=~Q(decision=Review.Decision.REJECT)),
-        )
-    )
-    for username, day, rejected, accepted in decisions:
-        row(username, day).update(accepted=accepted, rejected=rejected)
+        r["submitted"] += n
+        r["active_ms"] += times or []
+        categories[(username, day)].add(category)
+    for key, names in categories.items():
+        rows[key]["categories"] = sorted(names)
+    # Correct-and-accept and a reopening count as accepts here: everything but a rejection.
+    for _, username, day, decision, n in decided:
+        if username is not None:
+            row(username, day)["rejected" if decision == Review.Decision.REJECT else "accepted"] += n
     captions = (
         Caption.objects.written()
-        .filter(pair__in=Pair.objects.outside_experiments(), submitted_at__date__gte=first_day)
+        .filter(since("submitted_at", first_day), pair__in=Pair.objects.outside_experiments())
         .annotate(day=TruncDate("submitted_at"))
         .order_by()
         .values_list("author__username", "day")
@@ -120,6 +148,7 @@ def annotator_days(first_day: date) -> list[dict]:
     for username, day, n, flagged in captions:
         row(username, day).update(captions=n, flagged=flagged)
     for r in rows.values():
+        r["active_ms"].sort()
         r["acceptance"] = _rate(r["accepted"], r["accepted"] + r["rejected"])
         r["median_active_s"] = statistics.median(r["active_ms"]) / 1000 if r["active_ms"] else None
         r["flag_rate"] = _rate(r["flagged"], r["captions"])
@@ -173,18 +202,16 @@ def reviewer_totals(days: list[dict]) -> list[dict]:
     return sorted(people.values(), key=lambda p: p["username"])
 
 
-def reviewer_days(first_day: date) -> list[dict]:
+def reviewer_days(first_day: date, decided: list[tuple] | None = None) -> list[dict]:
     """One row per reviewer and day: pair decisions and the share of them that were rejections."""
+    decided = decided_since(first_day) if decided is None else decided
+    counts: dict[tuple[str, date], list[int]] = {}
+    for username, _, day, decision, n in decided:
+        count = counts.setdefault((username, day), [0, 0])
+        count[0] += n
+        count[1] += n if decision == Review.Decision.REJECT else 0
     result = []
-    for username, day, n, rejected in (
-        benchmark_reviews()
-        .filter(created__date__gte=first_day)
-        .annotate(day=TruncDate("created"))
-        .order_by()
-        .values_list("reviewer__username", "day")
-        .annotate(n=Count("id"), rejected=Count("id", filter=Q(decision=Review.Decision.REJECT)))
-        .order_by("reviewer__username", "day")
-    ):
+    for (username, day), (n, rejected) in sorted(counts.items()):
         rate = _rate(rejected, n)
         result.append(
             {
@@ -293,35 +320,22 @@ def target_grid() -> list[dict]:
     ]
 
 
-def _submitted_per_day(first_day: date) -> dict[date, int]:
-    return dict(
-        Pair.objects.outside_experiments()
-        .exclude(status=Pair.Status.DRAFT)
-        .filter(submitted_at__date__gte=first_day)
-        .annotate(day=TruncDate("submitted_at"))
-        .order_by()
-        .values_list("day")
-        .annotate(n=Count("id"))
-        .values_list("day", "n")
-    )
+def _submitted_per_day(submitted: list[tuple]) -> dict[date, int]:
+    per_day: dict[date, int] = defaultdict(int)
+    for _, day, _, n, _ in submitted:
+        per_day[day] += n
+    return dict(per_day)
 
 
-def _decisions_per_day(first_day: date) -> tuple[dict[date, int], dict[date, int]]:
-    accepted, rejected = {}, {}
-    for day, a, r in (
-        benchmark_reviews()
-        .filter(created__date__gte=first_day)
-        .annotate(day=TruncDate("created"))
-        .order_by()
-        .values_list("day")
-        .annotate(
-            a=Count("id", filter=~Q(decision=Review.Decision.REJECT)),
-            r=Count("id", filter=Q(decision=Review.Decision.REJECT)),
-        )
-        .values_list("day", "a", "r")
-    ):
-        accepted[day], rejected[day] = a, r
-    return accepted, rejected
+def _decisions_per_day(decided: list[tuple]) -> tuple[dict[date, int], dict[date, int]]:
+    accepted: dict[date, int] = defaultdict(int)
+    rejected: dict[date, int] = defaultdict(int)
+    for _, _, day, decision, n in decided:
+        if decision == Review.Decision.REJECT:
+            rejected[day] += n
+        else:
+            accepted[day] += n
+    return dict(accepted), dict(rejected)
 
 
 def chart_per_day(day_list: list[date], first: dict[date, int], second: dict[date, int] | None = None) -> dict:
