@@ -11,9 +11,10 @@ a temperature other than 1; answers carry `reasoning_content` and `usage.complet
 "echo-key" (every chat answer quotes the Authorization header it got, in its content and its reasoning), "huge" (every
 chat answer is a valid completion of `huge_bytes` bytes, written in chunks: the server never holds it whole).
 `stop()` then `restart()` takes it down and brings it back on the same port; `served` is what /models lists (a
-model id not in it is refused with 404, as vLLM does). It records every request it got (`requests`, thread-safe),
-and decodes the images it got (`Seen.decoded()`: Pillow images, to check what a strategy sent). A request without
-options (a two-stage run's first request) is answered with `description`. `reply(seen)`, when set, answers any
+model id not in it is refused with 404, as vLLM does). It records every request it got (`requests`, thread-safe;
+`keep_requests = False` keeps none, for a bench's long run), and decodes the images it got (`Seen.decoded()`: Pillow
+images, to check what a strategy sent). A request without options (a two-stage run's first request) is answered with
+`description`. `reply(seen)`, when set, answers any
 request it returns a text for (a description, a judge's verdict).
 
 A drafting request (our drafting prompt, benchmark/drafting.py: its user text starts "Category: <name>") is answered
@@ -112,6 +113,7 @@ class ModelServer:
         self.faults: dict[str, str] = {}
         self.fault_counts: dict[str, int] = {}
         self.requests: list[Seen] = []
+        self.keep_requests = True
         self.lock = threading.Lock()
         self.hang_seconds = 5.0
         self.drop_chat = False
@@ -388,8 +390,9 @@ class ModelServer:
             body=body,
             draft_category=draft_category.group(1) if draft_category else "",
         )
-        with self.lock:
-            self.requests.append(seen)
+        if self.keep_requests:
+            with self.lock:
+                self.requests.append(seen)
         return seen
 
     def fault_for(self, question: str) -> str | None:

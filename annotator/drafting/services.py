@@ -17,7 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import default_storage
 from django.db import transaction
 
-from annotator.llm.client import ChatClient, RequestFailed, redact
+from annotator.llm.client import ChatClient, RequestFailed
 from annotator.llm.endpoints import EndpointUnusable, endpoint_api_key, endpoint_client, request_parameters
 from annotator.llm.protocol import configured_prompt
 from annotator.models import Category, ModelDraft, ModelEndpoint
@@ -131,12 +131,12 @@ def model_draft_request(*, user, source: EditorSource, category: str, index_a, i
     except RequestFailed as failed:
         draft.failure = f"{endpoint.name}: {failed.message}"
     else:
-        draft.response_text = redact(reply.text, client.api_key)[:20000]
+        draft.response_text = client.redact(reply.text)[:20000]
         draft.prompt_tokens, draft.completion_tokens = reply.prompt_tokens, reply.completion_tokens
         try:
             parsed = parse_draft(reply.text, category)
         except DraftReplyError as error:
-            draft.failure = f"{endpoint.name}: {redact(str(error), client.api_key)}"
+            draft.failure = f"{endpoint.name}: {client.redact(str(error))}"
         else:
             draft.question, draft.answer = parsed.question, parsed.answer
             draft.distractors, draft.answer_frame = parsed.distractors, parsed.answer_frame

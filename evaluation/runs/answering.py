@@ -17,7 +17,7 @@ from contextlib import nullcontext
 
 from PIL import UnidentifiedImageError
 
-from annotator.llm.client import ChatClient, RequestCancelled, RequestFailed, redact
+from annotator.llm.client import ChatClient, RequestCancelled, RequestFailed
 from annotator.models import Pair, ReleaseItem
 from annotator.regions import regions_swapped
 from benchmark.protocol import LETTERS, Item, option_of, parse_answer
@@ -107,7 +107,7 @@ def _ask(client, result, item, two_stage: bool, images, messages, prompt, parame
     try:
         if two_stage:
             described = client.complete(messages, parameters)
-            result.first_response = redact(described.text, client.api_key)[:RESPONSE_MAX]
+            result.first_response = client.redact(described.text)[:RESPONSE_MAX]
             result.prompt_tokens, result.completion_tokens = described.prompt_tokens, described.completion_tokens
             result.reasoning_tokens = described.reasoning_tokens
             result.reasoning_text = described.reasoning_text
@@ -119,13 +119,13 @@ def _ask(client, result, item, two_stage: bool, images, messages, prompt, parame
         result.failure, result.failure_message, result.attempts = failed.kind, failed.message, failed.attempts
         result.latency_ms = int(1000 * (time.monotonic() - started))
         return result
-    result.response_text = redact(answer.text, client.api_key)[:RESPONSE_MAX]
+    result.response_text = client.redact(answer.text)[:RESPONSE_MAX]
     result.prompt_tokens += answer.prompt_tokens
     result.completion_tokens += answer.completion_tokens
     # The reasoning is stored and counted apart; only the answer's content is parsed.
     result.reasoning_tokens += answer.reasoning_tokens
     reasoning = "\n\n".join(text for text in (result.reasoning_text, answer.reasoning_text) if text)
-    result.reasoning_text = redact(reasoning, client.api_key)[:RESPONSE_MAX]
+    result.reasoning_text = client.redact(reasoning)[:RESPONSE_MAX]
     result.latency_ms = int(1000 * (time.monotonic() - started))
     result.attempts = answer.attempts
     result.parse_outcome, result.predicted_letter = parse_reply(answer.text, item.options)

@@ -23,7 +23,7 @@ from fractions import Fraction
 
 from PIL import UnidentifiedImageError
 
-from annotator.llm.client import ChatClient, RequestCancelled, RequestFailed, redact
+from annotator.llm.client import ChatClient, RequestCancelled, RequestFailed
 from annotator.llm.endpoints import endpoint_client
 from annotator.llm.keys import KeyUnavailable, endpoint_key
 from annotator.llm.profiles import clean_request, endpoint_profile
@@ -190,8 +190,8 @@ def describe_and_judge(client: ChatClient, judge: ChatClient, evaluation, item, 
         result.latency_ms = int(1000 * (time.monotonic() - started))
         return result
     _add_usage(result, answer)
-    result.reasoning_text = redact(result.reasoning_text, client.api_key)[:20000]
-    description = redact(answer.text, client.api_key).strip()[:20000]
+    result.reasoning_text = client.redact(result.reasoning_text)[:20000]
+    description = client.redact(answer.text).strip()[:20000]
     result.response_text = description
     if not description:
         result.failure, result.failure_message = Failure.MALFORMED, "the model's reply is empty"
@@ -206,11 +206,11 @@ def describe_and_judge(client: ChatClient, judge: ChatClient, evaluation, item, 
         result.failure, result.attempts = failed.kind, failed.attempts
         result.failure_message = f"judge {evaluation.judge.name}: {failed.message}"
         return result
-    result.judge_text = redact(verdict.text, judge.api_key)[:20000]
+    result.judge_text = judge.redact(verdict.text)[:20000]
     result.latency_ms += verdict.latency_ms
     matches = parse_verdict(verdict.text)
     if matches is None:
-        shown = redact(" ".join(verdict.text.split()), judge.api_key)[:120]
+        shown = judge.redact(" ".join(verdict.text.split()))[:120]
         result.failure = Failure.MALFORMED
         result.failure_message = f"judge {evaluation.judge.name}: no verdict (yes or no) in its reply: {shown!r}"
         return result
@@ -244,7 +244,7 @@ def circular_answer(
                 answer = client.complete(describe_messages(item, images, prompt), parameters)
                 _add_usage(result, answer)
                 described = answer.text
-                result.first_response = redact(described, client.api_key)[:20000]
+                result.first_response = client.redact(described)[:20000]
             for number, (options, correct) in enumerate(rotations(item.options, item.correct_index)):
                 shown = copy.copy(item)
                 shown.options, shown.correct_index = options, correct
@@ -255,7 +255,7 @@ def circular_answer(
                     result.failure_message = f"rotation {number}: {failed.message}"
                     return result
                 _add_usage(result, answer)
-                replies.append(redact(answer.text, client.api_key))
+                replies.append(client.redact(answer.text))
                 outcome, predicted = parse_reply(answer.text, options)
                 if number == 0:
                     first_letter = predicted  # as a plain run keeps it, even a letter past the options
@@ -268,7 +268,7 @@ def circular_answer(
             result.failure, result.attempts = failed.kind, failed.attempts
             result.failure_message = f"description: {failed.message}"
             return result
-    result.reasoning_text = redact(result.reasoning_text, client.api_key)[:20000]
+    result.reasoning_text = client.redact(result.reasoning_text)[:20000]
     result.rotations = letters
     result.predicted_letter = first_letter
     result.parse_outcome = Parse.UNPARSABLE if unparsable else Parse.PARSED

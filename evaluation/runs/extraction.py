@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from annotator.llm.client import ChatClient, RequestCancelled, RequestFailed, redact
+from annotator.llm.client import ChatClient, RequestCancelled, RequestFailed
 from annotator.llm.endpoints import endpoint_client
 from annotator.llm.keys import KeyUnavailable, endpoint_key
 from benchmark.protocol import Item, option_of, parse_answer
@@ -48,7 +48,7 @@ def _extract(
         row.extraction, row.extracted_letter, row.extraction_text = Extraction.FAILED, "", failed.message[:TEXT_MAX]
         return row
     row.extraction, row.extracted_letter = read_letter(answer.text, row.options)
-    row.extraction_text = redact(answer.text, client.api_key)[:TEXT_MAX]
+    row.extraction_text = client.redact(answer.text)[:TEXT_MAX]
     return row
 
 

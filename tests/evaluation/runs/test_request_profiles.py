@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from annotator.llm.client import REDACTED, endpoint_reason, redact
+from annotator.llm.client import REDACTED, ChatClient, endpoint_reason, redact
 from annotator.llm.endpoints import EndpointUnusable, endpoint_create, endpoint_profile_update, endpoint_test
 from annotator.llm.profiles import RequestProfile
 from annotator.models import Job, ModelEndpoint
@@ -217,6 +217,19 @@ def test_redact_removes_keys_their_json_escapes_and_configured_secrets(settings,
     body = '{"error": {"message": "bad\\nkey sk-a/b-1234 \\u0007 here"}}'
     assert endpoint_reason(body, "sk-a/b-1234") == f"bad key {REDACTED} here"
     assert endpoint_reason("<html>internal page</html>") == ""
+
+
+def test_a_client_redacts_its_key_and_the_configured_secrets_as_redact_does(settings, monkeypatch):
+    """A client works its redaction out once (not per reply): the same text comes out as `redact`'s."""
+    monkeypatch.setenv(settings.MODEL_API_KEY_ENV_PREFIX + "OTHER", "sk-other-secret-value")
+    client = ChatClient(base_url="http://127.0.0.1:9/v1", model_id="tiny-vlm", api_key="sk-a/b-1234")
+    text = f"key sk-a/b-1234 escaped {'sk-a/b-1234'.replace('/', chr(92) + '/')} other sk-other-secret-value"
+    text += f" app {settings.SECRET_KEY}"
+    shown = client.redact(text)
+    assert shown == redact(text, "sk-a/b-1234")
+    assert "sk-a" not in shown and "sk-other" not in shown and settings.SECRET_KEY not in shown
+    assert shown.count(REDACTED) == 4
+    assert client.redact("") == ""
 
 
 def test_an_endpoint_that_echoes_its_key_shows_it_nowhere(
