@@ -29,13 +29,13 @@ from evaluation.results.report import (
     release_report_file,
     release_report_file_names,
     release_report_kept,
-    release_strategy_table,
+    release_strategy_table_kept,
     strategy_file_names,
     strategy_table_file,
 )
 from evaluation.runs.description import accuracy_table
 from evaluation.runs.naming import run_names
-from evaluation.runs.selectors import model_answers_on_release, report_runs
+from evaluation.runs.selectors import report_runs
 from evaluation.runs.strategies import STRATEGIES
 from evaluation.studies.release_answers import human_answers_on_release, release_public_answers
 from subtlebench.roles import COORDINATOR, role_required
@@ -87,7 +87,6 @@ def release_report_choice(release: Release, *, split: str = "test", run_ids: lis
         release,
         runs=shown,
         human_answers=lambda: human_answers_on_release(release),
-        model_answers=lambda: model_answers_on_release(release, shown),
         split=split,
         humans_label=humans_label(release_public_answers(release, split)),
     )
@@ -204,13 +203,12 @@ def strategy_table_of(release: Release, split: str, runs, endpoint_id: int) -> S
     if not chosen:
         return None
     names = run_names(chosen.values())
-    answers = model_answers_on_release(release, list(chosen.values()))
-    return release_strategy_table(
+    return release_strategy_table_kept(
         release,
         model=next(iter(chosen.values())).endpoint.name,
-        human_answers=human_answers_on_release(release),
+        human_answers=lambda: human_answers_on_release(release),
         humans_label=humans_label(release_public_answers(release, split)),
-        strategies={strategy: (names[run.pk], answers[names[run.pk]]) for strategy, run in chosen.items()},
+        strategies={strategy: (names[run.pk], run) for strategy, run in chosen.items()},
         split=split,
     )
 
