@@ -124,8 +124,10 @@ def _kept(stamp: tuple, compute: Callable):
 
 # The sums of a model's row (benchmark.intervals.Sums over (category, domain) and the counts per scope), in one
 # query: per (cluster, category, domain) the run's right answers and answers; then the products of every two cells
-# of a cluster added up per pair of strata, and the sums, counts and clusters per stratum, category, domain and
-# overall. A model's answer is 0 or 1: the denominator is 1 and each item is one answer.
+# of a cluster added up per pair of strata (each cluster's cells as arrays, unnested twice: the work is the sum of
+# the squared number of cells per cluster, whatever plan a join of the cells with themselves would get; such a join
+# was planned as a nested loop: minutes at 50,000 items), and the sums, counts and clusters per stratum, category,
+# domain and overall. A model's answer is 0 or 1: the denominator is 1 and each item is one answer.
 MODEL_ROW_SQL = """
 WITH cells AS MATERIALIZED (
     SELECT item.cluster, item.category, item.domain,
@@ -134,9 +136,15 @@ WITH cells AS MATERIALIZED (
     WHERE result.evaluation_id = %(run)s AND item.release_id = %(release)s AND item.split = %(split)s
       AND result.is_correct IS NOT NULL
     GROUP BY item.cluster, item.category, item.domain
+), clusters AS (
+    SELECT array_agg(category) AS categories, array_agg(domain) AS domains, array_agg(s) AS s, array_agg(n) AS n
+    FROM cells
+    GROUP BY cluster
 )
 SELECT 'product', a.category, a.domain, b.category, b.domain, SUM(a.s * b.s), SUM(a.s * b.n), SUM(a.n * b.n)
-FROM cells a JOIN cells b ON a.cluster = b.cluster
+FROM clusters,
+     unnest(clusters.categories, clusters.domains, clusters.s, clusters.n) AS a(category, domain, s, n),
+     unnest(clusters.categories, clusters.domains, clusters.s, clusters.n) AS b(category, domain, s, n)
 GROUP BY a.category, a.domain, b.category, b.domain
 UNION ALL
 SELECT 'sum', category, domain, GROUPING(category)::text, GROUPING(domain)::text, SUM(s), SUM(n),

@@ -43,7 +43,12 @@ def release_public_answers(release: Release, split: str) -> dict:
         public_since=public_since_of(OuterRef("pair_id"))
     )
     since_of = dict(items.values_list("pk", "public_since"))
-    answers = list(answered.values_list("item__release_item", "answered_at", "correct"))
+    public = [pk for pk, since in since_of.items() if since is not None]  # only their answers count
+    answers = (
+        list(answered.filter(item__release_item__in=public).values_list("item__release_item", "answered_at", "correct"))
+        if public
+        else []
+    )
     open_book = Study.objects.filter(pk__in=answered.values("item__study"), open_book=True).exists()
     return public_answers(since_of, answers, of=len(since_of), open_book=open_book)
 
