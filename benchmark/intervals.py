@@ -58,7 +58,7 @@ bits.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -108,86 +108,159 @@ def _common_denominator(scores: list[Scored]) -> int:
     return math.lcm(*{Fraction(score.value).denominator for score in scores})
 
 
-def _as_integers(scores: list[Scored], denominator: int) -> list[int]:
-    """Each score times `denominator`: an integer (the scores' common denominator)."""
-    out = []
-    for score in scores:
-        value = Fraction(score.value)
-        out.append(value.numerator * (denominator // value.denominator))
-    return out
+@dataclass(frozen=True)
+class Sums:
+    """Scores in integer sums: all that a mean and its CR1 variance need, whoever summed them (Python item by item,
+    `sums_of`, or the database in one query per run, evaluation.results.report). Every score is an integer over
+    `denominator` D; per stratum k (only strata with items) its sum S_k and count n_k; per ordered pair of strata
+    (k, j) found together in a cluster, the sums over the clusters c of S_ck S_cj, S_ck n_cj and n_ck n_cj (S_ck and
+    n_ck: cluster c's sum and count in stratum k); and G, the number of clusters. Any common denominator gives the
+    same figures (each is one Fraction at the end)."""
+
+    denominator: int
+    strata: dict[Hashable, tuple[int, int]]
+    products: dict[tuple[Hashable, Hashable], tuple[int, int, int]]
+    clusters: int
+
+    def part(self, keep, *, clusters: int) -> Sums | None:
+        """The sums of the strata for which keep(stratum) is true, of `clusters` clusters (a count the sums cannot
+        give); None when no stratum is kept."""
+        strata = {key: value for key, value in self.strata.items() if keep(key)}
+        if not strata:
+            return None
+        products = {pair: value for pair, value in self.products.items() if pair[0] in strata and pair[1] in strata}
+        return Sums(self.denominator, strata, products, clusters)
+
+    def merged(self, key) -> Sums:
+        """The strata renamed by key(stratum) and summed (the products are sums over clusters of products of
+        per-cluster sums: they add up the same way)."""
+        strata: dict[Hashable, list[int]] = {}
+        for stratum, (total, count) in self.strata.items():
+            merged = strata.setdefault(key(stratum), [0, 0])
+            merged[0] += total
+            merged[1] += count
+        products: dict[tuple[Hashable, Hashable], list[int]] = {}
+        for (k, j), values in self.products.items():
+            merged = products.setdefault((key(k), key(j)), [0, 0, 0])
+            for place, value in enumerate(values):
+                merged[place] += value
+        return Sums(
+            self.denominator,
+            {stratum: tuple(value) for stratum, value in strata.items()},
+            {pair: tuple(value) for pair, value in products.items()},
+            self.clusters,
+        )
 
 
-def micro_mean(scores: Iterable[Scored]) -> Mean | None:
-    """The mean over items, every item weighing the same; None for no item. With n items of scores V_i / D (D their
-    common denominator), S the sum of the V_i and, per cluster c, S_c and n_c its sum and count, the CR1 variance is
-    G/(G-1) sum_c ((S_c/D - n_c S/(nD)) / n)^2 = G sum_c (n S_c - n_c S)^2 / ((G-1) n^4 D^2): integer sums per
-    cluster and one Fraction at the end, the same value as summing each item's Fraction."""
+def sums_of(scores: Iterable[Scored]) -> Sums | None:
+    """The integer sums of the scores (see `Sums`): per cluster its sum and count in each stratum, then the products
+    of every two of its strata added up over the clusters. None for no score."""
     scores = list(scores)
     if not scores:
         return None
     denominator = _common_denominator(scores)
-    values = _as_integers(scores, denominator)
-    sums: dict[Hashable, list[int]] = {}
-    for score, value in zip(scores, values, strict=True):
-        cluster = sums.setdefault(score.cluster, [0, 0])
-        cluster[0] += value
-        cluster[1] += 1
-    return micro_mean_of_sums([(total, count) for total, count in sums.values()], denominator)
+    cells: dict[Hashable, dict[Hashable, list[int]]] = {}  # cluster: {stratum: [sum, count]}
+    for score in scores:
+        value = Fraction(score.value)
+        cell = cells.setdefault(score.cluster, {}).setdefault(score.stratum, [0, 0])
+        cell[0] += value.numerator * (denominator // value.denominator)
+        cell[1] += 1
+    return sums_of_cells(denominator, cells)
+
+
+def sums_of_cells(denominator: int, cells: Mapping[Hashable, Mapping[Hashable, list[int]]]) -> Sums:
+    """`Sums` from per-cluster sums: {cluster: {stratum: (sum, count)}}, sums over `denominator`."""
+    strata: dict[Hashable, list[int]] = {}
+    products: dict[tuple[Hashable, Hashable], list[int]] = {}
+    for per_stratum in cells.values():
+        present = list(per_stratum.items())
+        for k, (s_k, n_k) in present:
+            stratum = strata.setdefault(k, [0, 0])
+            stratum[0] += s_k
+            stratum[1] += n_k
+            for j, (s_j, n_j) in present:
+                product = products.setdefault((k, j), [0, 0, 0])
+                product[0] += s_k * s_j
+                product[1] += s_k * n_j
+                product[2] += n_k * n_j
+    return Sums(
+        denominator,
+        {key: tuple(value) for key, value in strata.items()},
+        {pair: tuple(value) for pair, value in products.items()},
+        len(cells),
+    )
 
 
 def micro_mean_of_sums(clusters: Iterable[tuple[int, int]], denominator: int = 1) -> Mean | None:
     """`micro_mean` from each cluster's (sum of the item scores times `denominator`, number of items), as a GROUP BY
-    gives them: the same Mean, without a row per item. None for no item."""
-    clusters = [(total, count) for total, count in clusters if count]
-    n = sum(count for _, count in clusters)
-    if not n:
+    gives them: the same Mean through the same `Sums` (one stratum), without a row per item. None for no item."""
+    cells = {place: {None: [total, count]} for place, (total, count) in enumerate(clusters) if count}
+    return micro_of(sums_of_cells(denominator, cells)) if cells else None
+
+
+def micro_of(sums: Sums | None) -> Mean | None:
+    """The mean over items, every item weighing the same; None for no item. With n items of scores V_i / D, S the
+    sum of the V_i and, per cluster c, S_c and n_c its sum and count, the CR1 variance is
+    G/(G-1) sum_c ((S_c/D - n_c S/(nD)) / n)^2 = G sum_c (n S_c - n_c S)^2 / ((G-1) n^4 D^2), and
+    sum_c (n S_c - n_c S)^2 = n^2 sum_c S_c^2 - 2 n S sum_c S_c n_c + S^2 sum_c n_c^2: the products of `Sums` added
+    over every pair of strata. Integers, and one Fraction at the end: the same value as summing each item's
+    Fraction."""
+    if sums is None:
         return None
-    total = sum(value for value, _ in clusters)
-    count = len(clusters)
+    n = sum(count for _, count in sums.strata.values())
+    total = sum(value for value, _ in sums.strata.values())
+    ss = sum(product[0] for product in sums.products.values())
+    sn = sum(product[1] for product in sums.products.values())
+    nn = sum(product[2] for product in sums.products.values())
+    count = sums.clusters
     variance = None
     if count >= 2:
-        squares = sum((n * s - k * total) ** 2 for s, k in clusters)
-        variance = Fraction(count * squares, (count - 1) * n**4 * denominator**2)
-    return Mean(Fraction(total, n * denominator), variance, n, count)
+        squares = n * n * ss - 2 * n * total * sn + total * total * nn
+        variance = Fraction(count * squares, (count - 1) * n**4 * sums.denominator**2)
+    return Mean(Fraction(total, n * sums.denominator), variance, n, count)
 
 
-def macro_mean(scores: Iterable[Scored]) -> Mean | None:
+def macro_of(sums: Sums | None) -> Mean | None:
     """The mean of the strata's means (the paper's average over categories), every stratum weighing the same;
     its variance by the same sandwich, each item's residual taken from its own stratum's mean (the delta method for
     a sum of means), summed per cluster across strata: a video with pairs in two categories is still one cluster.
 
-    In integers (as `micro_mean`): with K strata, stratum k's sum S_k and count n_k, and per cluster c its sum
-    S_ck and count n_ck in stratum k, a cluster's summed residual is sum_k (n_k S_ck - n_ck S_k) / (K n_k^2 D);
-    each is put over P = lcm(n_k^2), summed per cluster as an integer T_c, and the variance is
-    G sum_c T_c^2 / ((G-1) K^2 P^2 D^2)."""
-    scores = list(scores)
-    if not scores:
+    In integers: with K strata, stratum k's sum S_k and count n_k, and per cluster c its sum S_ck and count n_ck in
+    stratum k, a cluster's summed residual is sum_k (n_k S_ck - n_ck S_k) / (K n_k^2 D); with P = lcm(n_k^2) and
+    a_k = P / n_k^2 it is T_c / (K P D), T_c = sum_k a_k (n_k S_ck - n_ck S_k), and
+    sum_c T_c^2 = sum_{k,j} a_k a_j (n_k n_j sum_c S_ck S_cj - n_k S_j sum_c S_ck n_cj - n_j S_k sum_c S_cj n_ck
+    + S_k S_l sum_c n_ck n_cj), the products of `Sums`. The variance is G sum_c T_c^2 / ((G-1) K^2 P^2 D^2)."""
+    if sums is None:
         return None
-    denominator = _common_denominator(scores)
-    values = _as_integers(scores, denominator)
-    strata: dict[Hashable, list[int]] = {}  # stratum: [sum, count]
-    cells: dict[tuple[Hashable, Hashable], list[int]] = {}  # (cluster, stratum): [sum, count]
-    for score, value in zip(scores, values, strict=True):
-        stratum = strata.setdefault(score.stratum, [0, 0])
-        stratum[0] += value
-        stratum[1] += 1
-        cell = cells.setdefault((score.cluster, score.stratum), [0, 0])
-        cell[0] += value
-        cell[1] += 1
+    strata = sums.strata
     count = len(strata)
     common = math.lcm(*(n for _, n in strata.values()))
-    estimate = Fraction(sum(s * (common // n) for s, n in strata.values()), count * common * denominator)
-    squared = math.lcm(*(n * n for _, n in strata.values()))
-    residuals: dict[Hashable, int] = {}
-    for (cluster, key), (s_ck, n_ck) in cells.items():
-        s_k, n_k = strata[key]
-        residuals[cluster] = residuals.get(cluster, 0) + (n_k * s_ck - n_ck * s_k) * (squared // (n_k * n_k))
-    clusters = len(residuals)
+    estimate = Fraction(sum(s * (common // n) for s, n in strata.values()), count * common * sums.denominator)
+    items = sum(n for _, n in strata.values())
+    clusters = sums.clusters
     variance = None
     if clusters >= 2:
-        squares = sum(t * t for t in residuals.values())
-        variance = Fraction(clusters * squares, (clusters - 1) * count**2 * squared**2 * denominator**2)
-    return Mean(estimate, variance, len(scores), clusters)
+        squared = math.lcm(*(n * n for _, n in strata.values()))
+        weight = {key: squared // (n * n) for key, (_, n) in strata.items()}
+        squares = 0
+        for (k, j), (ss, sn, nn) in sums.products.items():
+            s_k, n_k = strata[k]
+            s_j, n_j = strata[j]
+            ns = sums.products[(j, k)][1]  # sum_c S_cj n_ck
+            squares += weight[k] * weight[j] * (n_k * n_j * ss - n_k * s_j * sn - n_j * s_k * ns + s_k * s_j * nn)
+        variance = Fraction(clusters * squares, (clusters - 1) * count**2 * squared**2 * sums.denominator**2)
+    return Mean(estimate, variance, items, clusters)
+
+
+def micro_mean(scores: Iterable[Scored]) -> Mean | None:
+    """The mean over items, every item weighing the same, with its CR1 variance (`micro_of` of `sums_of`); None for
+    no item."""
+    return micro_of(sums_of(scores))
+
+
+def macro_mean(scores: Iterable[Scored]) -> Mean | None:
+    """The mean of the strata's means with its CR1 variance (`macro_of` of `sums_of`); None for no item."""
+    return macro_of(sums_of(scores))
 
 
 def wilson(p, n, z: float = Z95) -> tuple[float, float]:

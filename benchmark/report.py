@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -27,11 +28,15 @@ from fractions import Fraction
 from benchmark.apportion import exact, round_half_up
 from benchmark.intervals import (
     METHOD,
+    Mean,
     Scored,
+    Sums,
     accuracy_interval,
     difference_interval,
-    macro_mean,
-    micro_mean,
+    macro_of,
+    micro_of,
+    sums_of,
+    sums_of_cells,
 )
 from benchmark.taxonomy import ABBREVIATIONS, CATEGORIES, DOMAINS
 
@@ -100,14 +105,14 @@ class Report:
 
 
 @dataclass(frozen=True)
-class _Item:
+class Item:
     category: str
     domain: str
     cluster: str
 
 
-def _checked_items(items: Iterable) -> dict[str, _Item]:
-    found: dict[str, _Item] = {}
+def checked_items(items: Iterable) -> dict[str, Item]:
+    found: dict[str, Item] = {}
     for place, entry in enumerate(items, 1):
         try:
             item_id, category, domain, cluster = entry
@@ -126,7 +131,7 @@ def _checked_items(items: Iterable) -> dict[str, _Item]:
             raise ReportInputError(f"{where}: unknown domain {domain!r} (one of {', '.join(DOMAINS)})")
         if not isinstance(cluster, str) or not cluster:
             raise ReportInputError(f"{where}: the cluster must be a non-empty text, got {cluster!r}")
-        found[item_id] = _Item(category, domain, cluster)
+        found[item_id] = Item(category, domain, cluster)
     return found
 
 
@@ -136,7 +141,7 @@ def _outcome(value, where: str) -> bool:
     raise ReportInputError(f"{where}: is_correct must be true or false, got {value!r}")
 
 
-def _human_scores(humans: Iterable, items: Mapping[str, _Item], where_release: str):
+def scores_of_humans(humans: Iterable, items: Mapping[str, Item], where_release: str):
     """{item_id: (score, answers, raters)} from the answers, each item scoring the mean of its raters."""
     by_item: dict[str, dict[str, bool]] = {}
     for place, entry in enumerate(humans, 1):
@@ -167,7 +172,7 @@ def human_item_score(marks: Iterable[bool]) -> Fraction:
     return Fraction(sum(marks), len(marks))
 
 
-def _model_scores(label, answers: Iterable, items: Mapping[str, _Item], where_release: str):
+def scores_of_model(label, answers: Iterable, items: Mapping[str, Item], where_release: str):
     if not isinstance(label, str) or not label:
         raise ReportInputError(f"models: a model's label must be a non-empty text, got {label!r}")
     scores: dict[str, tuple[Fraction, int, frozenset]] = {}
@@ -185,47 +190,129 @@ def _model_scores(label, answers: Iterable, items: Mapping[str, _Item], where_re
     return scores
 
 
-def _cell(scored: list[tuple[str, Fraction, int, frozenset]], items, *, gap: bool, raters: bool, macro: bool = False):
-    """The cell of the items scored: (item_id, score, answers, raters)."""
-    if not scored:
+def scores_paired(humans: Mapping, model: Mapping) -> dict[str, tuple[Fraction, int, frozenset]]:
+    """The gap's item scores: on the items both the humans and the model answered, d_i = human score - model score,
+    with the humans' answers and one more, and the humans' raters."""
+    return {
+        item_id: (humans[item_id][0] - score, humans[item_id][1] + 1, humans[item_id][2])
+        for item_id, (score, _, _) in model.items()
+        if item_id in humans
+    }
+
+
+OVERALL = ("overall", "")
+
+
+@dataclass(frozen=True)
+class RowSums:
+    """What one row of the report stands on, in integer sums (benchmark.intervals.Sums over the strata (category,
+    domain)), and per scope, ("category", c), ("domain", d) or OVERALL, the counts the sums cannot give: clusters,
+    answers and, for humans and gaps, raters (None for a model). A scope without an item is absent."""
+
+    sums: Sums | None
+    clusters: dict[tuple[str, str], int]
+    answers: dict[tuple[str, str], int]
+    raters: dict[tuple[str, str], int] | None
+
+
+def _scopes(category: str, domain: str) -> tuple[tuple[str, str], ...]:
+    return (("category", category), ("domain", domain), OVERALL)
+
+
+def row_sums(scores: Mapping, items: Mapping[str, Item], *, raters: bool) -> RowSums:
+    """The sums of a row's item scores {item_id: (score, answers, raters)}, item by item: the report's rows from
+    plain data (the database sums a model's row itself, evaluation.results.report, to the same RowSums)."""
+    denominator = math.lcm(*{score.denominator for score, _, _ in scores.values()})
+    cells: dict[str, dict[tuple[str, str], list[int]]] = {}  # cluster: {(category, domain): [sum, count]}
+    answers: dict[tuple[str, str], int] = {}
+    who: dict[tuple[str, str], set] = {}
+    for item_id, (score, count, keys) in scores.items():
+        item = items[item_id]
+        cell = cells.setdefault(item.cluster, {}).setdefault((item.category, item.domain), [0, 0])
+        cell[0] += score.numerator * (denominator // score.denominator)
+        cell[1] += 1
+        for scope in _scopes(item.category, item.domain):
+            answers[scope] = answers.get(scope, 0) + count
+            if raters:
+                who.setdefault(scope, set()).update(keys)
+    clusters: dict[tuple[str, str], int] = {}
+    for per_stratum in cells.values():
+        for scope in {scope for category, domain in per_stratum for scope in _scopes(category, domain)}:
+            clusters[scope] = clusters.get(scope, 0) + 1
+    return RowSums(
+        sums_of_cells(denominator, cells) if cells else None,
+        clusters,
+        answers,
+        {scope: len(keys) for scope, keys in who.items()} if raters else None,
+    )
+
+
+def _cell(mean: Mean | None, *, answers: int, raters: int | None, gap: bool) -> Cell | None:
+    """A figure from its mean: an accuracy (Wilson at the effective size) or, for a gap, a difference."""
+    if mean is None:
         return None
-    values = [Scored(score, items[item_id].cluster, items[item_id].category) for item_id, score, _, _ in scored]
-    mean = macro_mean(values) if macro else micro_mean(values)
-    answers = sum(count for _, _, count, _ in scored)
     bounds = difference_interval(mean) if gap else accuracy_interval(mean, answers=answers)
     low, high = bounds if bounds is not None else (None, None)
-    who = len(frozenset().union(*(keys for _, _, _, keys in scored))) if raters else None
-    return Cell(mean.estimate, low, high, mean.items, mean.clusters, answers, who)
+    return Cell(mean.estimate, low, high, mean.items, mean.clusters, answers, raters)
+
+
+def row_of(label: str, kind: str, row: RowSums) -> Row:
+    """A row of the report from its sums: a cell per category and domain (the micro mean of its items), the micro
+    and the macro mean (over categories). The one definition of every figure of the report, whoever summed."""
+
+    def cell(scope: tuple[str, str], keep=None, *, macro: bool = False) -> Cell | None:
+        if row.sums is None or scope not in row.clusters:
+            return None
+        sums = row.sums if keep is None else row.sums.part(keep, clusters=row.clusters[scope])
+        mean = macro_of(sums.merged(lambda stratum: stratum[0])) if macro else micro_of(sums)
+        who = None if row.raters is None else row.raters[scope]
+        return _cell(mean, answers=row.answers[scope], raters=who, gap=kind == "gap")
+
+    return Row(
+        label=label,
+        kind=kind,
+        categories={c: cell(("category", c), lambda stratum, c=c: stratum[0] == c) for c in CATEGORIES},
+        domains={d: cell(("domain", d), lambda stratum, d=d: stratum[1] == d) for d in DOMAINS},
+        micro=cell(OVERALL),
+        macro=cell(OVERALL, macro=True),
+    )
 
 
 def score_cell(entries: Iterable, *, gap: bool = False, macro: bool = False, raters: bool = False) -> Cell | None:
     """One figure of item scores given directly, computed as the report computes its cells: entries are
     (item_key, score, answers, rater_keys, category, cluster); an accuracy (Wilson at the effective size) or, with
     `gap`, a difference (scores in [-1, 1]); `macro`: the mean of the categories' means. None for no entry."""
-    entries = sorted(entries, key=lambda entry: str(entry[0]))
-    items = {str(key): _Item(category, "", str(cluster)) for key, _, _, _, category, cluster in entries}
-    if len(items) != len(entries):
+    entries = list(entries)
+    if len({str(entry[0]) for entry in entries}) != len(entries):
         raise ReportInputError("score_cell: an item appears twice")
-    scored = [(str(key), Fraction(score), answers, frozenset(keys)) for key, score, answers, keys, _, _ in entries]
-    return _cell(scored, items, gap=gap, raters=raters, macro=macro)
+    sums = sums_of(Scored(Fraction(score), str(cluster), category) for _, score, _, _, category, cluster in entries)
+    mean = macro_of(sums) if macro else micro_of(sums)
+    who = len(frozenset().union(*(frozenset(keys) for _, _, _, keys, _, _ in entries))) if raters else None
+    return _cell(mean, answers=sum(entry[2] for entry in entries), raters=who, gap=gap)
 
 
-def _row(label: str, kind: str, scores: Mapping, items: Mapping[str, _Item]) -> Row:
-    # Sorted by item id: nothing below depends on the order the answers came in.
-    scored = sorted((item_id, *value) for item_id, value in scores.items())
-    options = {"gap": kind == "gap", "raters": kind != "model"}
-    by_category: dict[str, list] = {}
-    by_domain: dict[str, list] = {}
-    for entry in scored:  # grouped once, each group in the items' order
-        by_category.setdefault(items[entry[0]].category, []).append(entry)
-        by_domain.setdefault(items[entry[0]].domain, []).append(entry)
-    return Row(
-        label=label,
-        kind=kind,
-        categories={category: _cell(by_category.get(category, []), items, **options) for category in CATEGORIES},
-        domains={domain: _cell(by_domain.get(domain, []), items, **options) for domain in DOMAINS},
-        micro=_cell(scored, items, **options),
-        macro=_cell(scored, items, macro=True, **options),
+def report_of_rows(
+    *,
+    release: str,
+    release_hash: str,
+    split: str,
+    items: int,
+    humans: RowSums,
+    models: Mapping[str, tuple[RowSums, RowSums]],
+    humans_label: str = HUMANS,
+) -> Report:
+    """The report from its rows' sums: the humans' and, per model label, the model's and its gap's (humans minus
+    the model, on the items both answered). `compute_report` ends here, and so does the report the database sums
+    (evaluation.results.report): one definition of the figures."""
+    labels = sorted(models)
+    return Report(
+        release=release,
+        release_hash=release_hash,
+        split=split,
+        items=items,
+        humans=row_of(humans_label, "humans", humans),
+        models=tuple(row_of(label, "model", models[label][0]) for label in labels),
+        gaps=tuple(row_of(f"{HUMANS} - {label}", "gap", models[label][1]) for label in labels),
     )
 
 
@@ -247,27 +334,26 @@ def compute_report(
     Every answer must name an item of `items`: an unknown id, a rater answering an item twice or a model answering
     it twice raises ReportInputError saying which answer. A gap counts only the items both humans and the model
     answered (d_i = human score - model score), so the two sides are compared on the same items."""
-    checked = _checked_items(items)
+    checked = checked_items(items)
     where_release = f"release {release} ({split})"
-    human_scores = _human_scores(humans, checked, where_release)
-    model_scores = {label: _model_scores(label, answers, checked, where_release) for label, answers in models.items()}
-    labels = sorted(model_scores)
-    gaps = []
-    for label in labels:
-        paired = {
-            item_id: (human_scores[item_id][0] - score, human_scores[item_id][1] + 1, human_scores[item_id][2])
-            for item_id, (score, _, _) in model_scores[label].items()
-            if item_id in human_scores
-        }
-        gaps.append(_row(f"{HUMANS} - {label}", "gap", paired, checked))
-    return Report(
+    humans_scored = scores_of_humans(humans, checked, where_release)
+    models_scored = {
+        label: scores_of_model(label, answers, checked, where_release) for label, answers in models.items()
+    }
+    return report_of_rows(
         release=release,
         release_hash=release_hash,
         split=split,
         items=len(checked),
-        humans=_row(humans_label, "humans", human_scores, checked),
-        models=tuple(_row(label, "model", model_scores[label], checked) for label in labels),
-        gaps=tuple(gaps),
+        humans=row_sums(humans_scored, checked, raters=True),
+        models={
+            label: (
+                row_sums(scored, checked, raters=False),
+                row_sums(scores_paired(humans_scored, scored), checked, raters=True),
+            )
+            for label, scored in models_scored.items()
+        },
+        humans_label=humans_label,
     )
 
 

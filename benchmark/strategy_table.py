@@ -66,14 +66,37 @@ def compute_strategy_table(
         models={strategy: answers for strategy, (_, answers) in strategies.items()},
     )
     by_label = {row.label: row for row in report.models}
-    return StrategyTable(
+    return strategy_table_of_rows(
         release=release,
         release_hash=release_hash,
         split=split,
         model=model,
         items=report.items,
         humans=report.humans,
-        strategies=tuple(StrategyRow(strategy, run, by_label[strategy]) for strategy, (run, _) in strategies.items()),
+        strategies={strategy: (run, by_label[strategy]) for strategy, (run, _) in strategies.items()},
+    )
+
+
+def strategy_table_of_rows(
+    *,
+    release: str,
+    release_hash: str,
+    split: str,
+    model: str,
+    items: int,
+    humans: Row,
+    strategies: Mapping[str, tuple[str, Row]],
+) -> StrategyTable:
+    """The table from the report's rows: the humans' and, per strategy, (run name, the run's model row labelled by
+    the strategy, benchmark.report.row_of), rows kept in this order."""
+    return StrategyTable(
+        release=release,
+        release_hash=release_hash,
+        split=split,
+        model=model,
+        items=items,
+        humans=humans,
+        strategies=tuple(StrategyRow(strategy, run, row) for strategy, (run, row) in strategies.items()),
     )
 
 

@@ -411,6 +411,11 @@ class ParticipantQuerySet(models.QuerySet):
         )
 
 
+def rater_key_of(order_seed: str) -> str:
+    """A participant's rater key from its secret seed (Participant.rater_key), for readers that fetch the seed alone."""
+    return hashlib.sha256(f"rater:{order_seed}".encode()).hexdigest()[:16]
+
+
 class Participant(models.Model):
     """Someone taking a study through an invite link (or the open link); no account."""
 
@@ -486,7 +491,7 @@ class Participant(models.Model):
     def rater_key(self) -> str:
         """An opaque, stable name of this rater for reports: a hash of its secret seed (never shown, so it cannot
         be traced back to a token or a Prolific id); the same after a dump and restore into another database."""
-        return hashlib.sha256(f"rater:{self.order_seed}".encode()).hexdigest()[:16]
+        return rater_key_of(self.order_seed)
 
     def record_screen(self, screen) -> None:
         """Keep the viewport and device class measured at consent (a `screens.Screen`)."""

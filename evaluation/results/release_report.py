@@ -29,13 +29,13 @@ from evaluation.results.report import (
     release_report_file,
     release_report_file_names,
     release_report_kept,
-    release_strategy_table,
+    release_strategy_table_kept,
     strategy_file_names,
     strategy_table_file,
 )
 from evaluation.runs.description import accuracy_table
 from evaluation.runs.naming import run_names
-from evaluation.runs.selectors import model_answers_on_release, report_runs
+from evaluation.runs.selectors import report_runs
 from evaluation.runs.strategies import STRATEGIES
 from evaluation.studies.release_answers import human_answers_on_release, release_public_answers
 from subtlebench.roles import COORDINATOR, role_required
@@ -53,6 +53,7 @@ class ReportChoice:
     runs: list  # the finished multiple-choice runs of the split, each with `name` and `chosen` set
     chosen: list[int] | None  # the runs asked for (None: the default)
     figure_note: str
+    public: dict  # what is public of the human baseline (release_public_answers), read once for the page
 
 
 def chosen_runs(request) -> list[int] | None:
@@ -83,13 +84,13 @@ def release_report_choice(release: Release, *, split: str = "test", run_ids: lis
         run.run_name = names[run.pk]
         run.chosen = run_ids is None or run.pk in run_ids
     shown = [run for run in runs if run.chosen]
+    public = release_public_answers(release, split)
     report = release_report_kept(
         release,
         runs=shown,
         human_answers=lambda: human_answers_on_release(release),
-        model_answers=lambda: model_answers_on_release(release, shown),
         split=split,
-        humans_label=humans_label(release_public_answers(release, split)),
+        humans_label=humans_label(public),
     )
     figure, note = report, ""
     if run_ids is None and len(report.models) > FIGURE_RUNS:
@@ -107,7 +108,7 @@ def release_report_choice(release: Release, *, split: str = "test", run_ids: lis
             f"The figure draws the humans and the {FIGURE_RUNS} best of the {len(report.models)} runs by macro "
             "accuracy; choose the runs below to draw others."
         )
-    return ReportChoice(report, figure, runs, run_ids, note)
+    return ReportChoice(report, figure, runs, run_ids, note, public)
 
 
 def release_report_of(release: Release, *, split: str = "test") -> Report:
@@ -199,18 +200,18 @@ def strategy_runs(runs, endpoint_id: int) -> dict[str, ModelEvaluation]:
     return {strategy: latest[strategy] for strategy in [*STRATEGIES, *sorted(latest)] if strategy in latest}
 
 
-def strategy_table_of(release: Release, split: str, runs, endpoint_id: int) -> StrategyTable | None:
+def strategy_table_of(release: Release, split: str, runs, endpoint_id: int, public: dict) -> StrategyTable | None:
+    """`public`: release_public_answers of the release's split, which names the humans' row."""
     chosen = strategy_runs(runs, endpoint_id)
     if not chosen:
         return None
     names = run_names(chosen.values())
-    answers = model_answers_on_release(release, list(chosen.values()))
-    return release_strategy_table(
+    return release_strategy_table_kept(
         release,
         model=next(iter(chosen.values())).endpoint.name,
-        human_answers=human_answers_on_release(release),
-        humans_label=humans_label(release_public_answers(release, split)),
-        strategies={strategy: (names[run.pk], answers[names[run.pk]]) for strategy, run in chosen.items()},
+        human_answers=lambda: human_answers_on_release(release),
+        humans_label=humans_label(public),
+        strategies={strategy: (names[run.pk], run) for strategy, run in chosen.items()},
         split=split,
     )
 
@@ -240,7 +241,7 @@ def release_report_page(request, release_name: str, split: str = "test"):
     report = choice.report
     models = strategy_models(choice.runs)
     model = _chosen_model(request, models)
-    table = strategy_table_of(release, split, choice.runs, model) if model is not None else None
+    table = strategy_table_of(release, split, choice.runs, model, choice.public) if model is not None else None
     query = urlencode({"runs": ",".join(map(str, choice.chosen))}) if choice.chosen is not None else ""
     context = {
         "release": release,
@@ -258,7 +259,7 @@ def release_report_page(request, release_name: str, split: str = "test"):
         "query": query,
         "files": release_report_file_names(report),
         "overall": (MICRO, MACRO),
-        "public_humans": public_humans_note(release_public_answers(release, split)),
+        "public_humans": public_humans_note(choice.public),
         "description_runs": description_runs_section(release, split),
         "strategy_models": models,
         "strategy_model": model,
@@ -280,7 +281,9 @@ def release_report_download(request, release_name: str, split: str, file_name: s
     strategies = STRATEGY_FILE.match(file_name)
     if strategies and strategies["prefix"] == f"{release.name}-{split}":
         runs = report_runs(release, split)
-        table = strategy_table_of(release, split, runs, int(strategies["endpoint"]))
+        table = strategy_table_of(
+            release, split, runs, int(strategies["endpoint"]), release_public_answers(release, split)
+        )
         if table is None:
             raise Http404(f"no finished run of model {strategies['endpoint']} on this split")
         written = strategy_table_file(table, strategies["ext"])

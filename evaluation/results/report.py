@@ -6,20 +6,41 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 from django.core.cache import cache
+from django.db import connection
 from django.db.models import Count, Max
 
-from annotator.models import Release
+from annotator.models import Release, ReleaseItem
 from benchmark.figure import gap_svg
+from benchmark.intervals import Sums
 from benchmark.records import SPLITS
-from benchmark.report import HUMANS, Report, compute_report, report_csv, report_json, report_latex, report_markdown
+from benchmark.report import (
+    HUMANS,
+    OVERALL,
+    Report,
+    RowSums,
+    checked_items,
+    compute_report,
+    report_csv,
+    report_json,
+    report_latex,
+    report_markdown,
+    report_of_rows,
+    row_of,
+    row_sums,
+    scores_of_humans,
+    scores_of_model,
+    scores_paired,
+)
 from benchmark.strategy_table import (
     StrategyTable,
     compute_strategy_table,
     strategy_table_csv,
     strategy_table_latex,
     strategy_table_markdown,
+    strategy_table_of_rows,
 )
 from evaluation.models import Assignment, ModelItemResult, StudyItem
 from evaluation.results.raster import gap_png
@@ -71,10 +92,10 @@ def release_report(
 REPORT_CACHE_SECONDS = 7 * 24 * 3600  # a key names what the figures stand on: a stale one is never read, only aged out
 
 
-def answers_stamp(release: Release, runs) -> tuple:
+def answers_stamp(release: Release, runs) -> tuple[tuple, dict[int, tuple]]:
     """What a release's report stands on, besides the release (frozen) and the runs: the latest human answer on it
-    and the latest result of each run (the highest id, the number and the last time), in two queries. Any answer
-    given, replaced or taken back moves it."""
+    (the highest id, the number and the last time) and, per run, its latest result (the highest id and the number),
+    in two queries. Any answer given, replaced or taken back moves it."""
     humans = Assignment.objects.filter(
         item__study__release=release,
         item__kind=StudyItem.Kind.SCORED,
@@ -88,7 +109,137 @@ def answers_stamp(release: Release, runs) -> tuple:
         .annotate(last=Max("pk"), n=Count("pk"))
         .values_list("evaluation_id", "last", "n")
     )
-    return (humans["last"], humans["n"], str(humans["at"]), tuple(sorted(models)))
+    return (humans["last"], humans["n"], str(humans["at"])), {run: (last, n) for run, last, n in models}
+
+
+def _kept(stamp: tuple, compute: Callable):
+    """compute(), kept in the cache under `stamp` (what it stands on)."""
+    key = "release-report:" + hashlib.sha256(repr(stamp).encode()).hexdigest()
+    value = cache.get(key)
+    if value is None:
+        value = compute()
+        cache.set(key, value, REPORT_CACHE_SECONDS)
+    return value
+
+
+# The sums of a model's row (benchmark.intervals.Sums over (category, domain) and the counts per scope), in one
+# query: per (cluster, category, domain) the run's right answers and answers; then the products of every two cells
+# of a cluster added up per pair of strata (each cluster's cells as arrays, unnested twice: the work is the sum of
+# the squared number of cells per cluster, whatever plan a join of the cells with themselves would get; such a join
+# was planned as a nested loop: minutes at 50,000 items), and the sums, counts and clusters per stratum, category,
+# domain and overall. A model's answer is 0 or 1: the denominator is 1 and each item is one answer.
+MODEL_ROW_SQL = """
+WITH cells AS MATERIALIZED (
+    SELECT item.cluster, item.category, item.domain,
+           SUM(CASE WHEN result.is_correct THEN 1 ELSE 0 END) AS s, COUNT(*) AS n
+    FROM {results} result JOIN {items} item ON item.id = result.release_item_id
+    WHERE result.evaluation_id = %(run)s AND item.release_id = %(release)s AND item.split = %(split)s
+      AND result.is_correct IS NOT NULL
+    GROUP BY item.cluster, item.category, item.domain
+), clusters AS (
+    SELECT array_agg(category) AS categories, array_agg(domain) AS domains, array_agg(s) AS s, array_agg(n) AS n
+    FROM cells
+    GROUP BY cluster
+)
+SELECT 'product', a.category, a.domain, b.category, b.domain, SUM(a.s * b.s), SUM(a.s * b.n), SUM(a.n * b.n)
+FROM clusters,
+     unnest(clusters.categories, clusters.domains, clusters.s, clusters.n) AS a(category, domain, s, n),
+     unnest(clusters.categories, clusters.domains, clusters.s, clusters.n) AS b(category, domain, s, n)
+GROUP BY a.category, a.domain, b.category, b.domain
+UNION ALL
+SELECT 'sum', category, domain, GROUPING(category)::text, GROUPING(domain)::text, SUM(s), SUM(n),
+       COUNT(DISTINCT cluster)
+FROM cells
+GROUP BY GROUPING SETS ((category, domain), (category), (domain), ())
+"""
+
+
+def model_row_sums(release: Release, split: str, run) -> RowSums:
+    """The sums of `run`'s row of the report on `release`'s `split`, summed by the database (MODEL_ROW_SQL): the same
+    RowSums as benchmark.report.row_sums of the run's answers (a failed request is no answer), without reading
+    them one by one."""
+    sql = MODEL_ROW_SQL.format(results=ModelItemResult._meta.db_table, items=ReleaseItem._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"run": run.pk, "release": release.pk, "split": split})
+        rows = cursor.fetchall()
+    strata, products, clusters, answers = {}, {}, {}, {}
+    for kind, category, domain, third, fourth, first, second, third_sum in rows:
+        if kind == "product":
+            products[(category, domain), (third, fourth)] = (int(first), int(second), int(third_sum))
+        elif (third, fourth) == ("0", "0"):
+            strata[(category, domain)] = (int(first), int(second))
+        else:
+            scope = {("0", "1"): ("category", category), ("1", "0"): ("domain", domain), ("1", "1"): OVERALL}
+            clusters[scope[third, fourth]] = int(third_sum)
+            answers[scope[third, fourth]] = int(second)
+    if not strata:
+        return RowSums(None, {}, {}, None)
+    return RowSums(Sums(1, strata, products, clusters[OVERALL]), clusters, answers, None)
+
+
+@dataclass(frozen=True)
+class ReleaseRows:
+    """The sums of a release report's rows on one split: the items, the humans' row, and per run its model row and
+    its gap row (humans minus the run), keyed by the run's id."""
+
+    items: int
+    humans: RowSums
+    runs: dict[int, tuple[RowSums, RowSums]]
+
+
+def _human_side(release: Release, split: str, human_answers: Iterable) -> tuple[int, RowSums, dict, dict]:
+    """The split's number of items, the humans' row sums, their item scores and the items they answered (read from
+    the release by the ids answered only): what every gap row needs."""
+    answers = list(human_answers)
+    ids = {item_id for item_id in map(_item_of, answers) if isinstance(item_id, str)}
+    rows = release.items.filter(item_id__in=ids).values_list("item_id", "split", "category", "domain", "cluster")
+    split_of = {}
+    answered = []
+    for item_id, item_split, category, domain, cluster in rows:
+        split_of[item_id] = item_split
+        if item_split == split:
+            answered.append((item_id, category, domain, cluster))
+    # An id the release does not hold stays in, for benchmark.report to refuse by name.
+    on_split = [entry for entry in answers if split_of.get(_item_of(entry), split) == split]
+    items = checked_items(answered)
+    scores = scores_of_humans(on_split, items, f"release {release.name} ({split})")
+    return release.items.filter(split=split).count(), row_sums(scores, items, raters=True), scores, items
+
+
+def release_rows(release: Release, *, runs, human_answers: Callable[[], Iterable], split: str = "test") -> ReleaseRows:
+    """The row sums of the humans and `runs` on `release`'s `split`, each kept in the cache under what it stands on
+    (the release, the split, the latest human answer and, for a run, its latest result): the page, every download
+    and the strategy table read them, and a new answer recomputes only the rows it moves. The humans' answers are
+    read by `human_answers` on a miss only; a run's model row is summed by the database (`model_row_sums`), its gap
+    row from its answers on the items the humans answered."""
+    humans_stamp, run_stamps = answers_stamp(release, runs)
+    base = (release.pk, str(release.created), release.content_sha256, split, humans_stamp)
+    side = None
+
+    def human_side():
+        nonlocal side
+        if side is None:
+            side = _human_side(release, split, human_answers())
+        return side
+
+    count, humans = _kept(("humans", *base), lambda: human_side()[:2])
+    kept = {}
+    for run in runs:
+        stamp = ("run", *base, run.pk, run_stamps.get(run.pk))
+        kept[run.pk] = _kept(stamp, lambda run=run: _run_rows(release, split, run, *human_side()[2:]))
+    return ReleaseRows(count, humans, kept)
+
+
+def _run_rows(release: Release, split: str, run, human_scores: dict, items: dict) -> tuple[RowSums, RowSums]:
+    answers = ModelItemResult.objects.filter(
+        evaluation=run,
+        release_item__release=release,
+        release_item__split=split,
+        release_item__item_id__in=list(items),
+        is_correct__isnull=False,
+    ).values_list("release_item__item_id", "is_correct")
+    scored = scores_of_model(f"run {run.pk}", answers, items, f"release {release.name} ({split})")
+    return model_row_sums(release, split, run), row_sums(scores_paired(human_scores, scored), items, raters=True)
 
 
 def release_report_kept(
@@ -96,30 +247,23 @@ def release_report_kept(
     *,
     runs,
     human_answers: Callable[[], Iterable],
-    model_answers: Callable[[], Mapping[str, Iterable]],
     split: str = "test",
     humans_label: str = HUMANS,
 ) -> Report:
-    """`release_report` of the humans and `runs` (their answers read by the two callables, on a miss only), kept in
-    the cache under the release, the runs, their names and `answers_stamp`: the page and every download of the same
-    report read one computation, and a new answer (human or model) makes a new key. The figures are
-    `release_report`'s, the same function."""
-    names = run_names(runs)  # as model_answers_on_release labels them
-    shown = tuple((run.pk, names[run.pk]) for run in runs)
-    stamp = (release.pk, str(release.created), release.content_sha256, split, humans_label, shown)
-    stamp += answers_stamp(release, runs)
-    key = "release-report:" + hashlib.sha256(repr(stamp).encode()).hexdigest()
-    report = cache.get(key)
-    if report is None:
-        report = release_report(
-            release,
-            human_answers=human_answers(),
-            model_answers=model_answers(),
-            split=split,
-            humans_label=humans_label,
-        )
-        cache.set(key, report, REPORT_CACHE_SECONDS)
-    return report
+    """The report of the humans and `runs` on `release`'s `split` from their rows' sums (`release_rows`, kept in
+    the cache), each run named as model_answers_on_release names it. Its figures are benchmark.report's
+    (`report_of_rows`, as `release_report` of the same answers: tests/evaluation/results/test_report_sums.py)."""
+    rows = release_rows(release, runs=runs, human_answers=human_answers, split=split)
+    names = run_names(runs)
+    return report_of_rows(
+        release=release.name,
+        release_hash=release.content_sha256,
+        split=split,
+        items=rows.items,
+        humans=rows.humans,
+        models={names[run.pk]: rows.runs[run.pk] for run in runs},
+        humans_label=humans_label,
+    )
 
 
 def _split_items(release: Release, split: str):
@@ -166,6 +310,33 @@ def release_strategy_table(
         humans=on_split(human_answers),
         strategies={strategy: (run, on_split(answers)) for strategy, (run, answers) in strategies.items()},
         humans_label=humans_label,
+    )
+
+
+def release_strategy_table_kept(
+    release: Release,
+    *,
+    model: str,
+    human_answers: Callable[[], Iterable],
+    strategies: Mapping[str, tuple[str, object]],
+    split: str = "test",
+    humans_label: str = HUMANS,
+) -> StrategyTable:
+    """`release_strategy_table` from the rows' sums the report keeps (`release_rows`): strategies is {strategy: (run
+    name, run)}; each strategy's row is the run's model row, labelled by the strategy."""
+    runs = [run for _, run in strategies.values()]
+    rows = release_rows(release, runs=runs, human_answers=human_answers, split=split)
+    return strategy_table_of_rows(
+        release=release.name,
+        release_hash=release.content_sha256,
+        split=split,
+        model=model,
+        items=rows.items,
+        humans=row_of(humans_label, "humans", rows.humans),
+        strategies={
+            strategy: (name, row_of(strategy, "model", rows.runs[run.pk][0]))
+            for strategy, (name, run) in strategies.items()
+        },
     )
 
 

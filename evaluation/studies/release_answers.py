@@ -8,6 +8,7 @@ from django.db.models import OuterRef
 from annotator.models import Release
 from annotator.models.pairs import public_since_of
 from evaluation.models import Assignment, Study, StudyItem
+from evaluation.models.studies import rater_key_of
 from evaluation.studies.reports import public_answers
 
 
@@ -23,9 +24,8 @@ def human_answers_on_release(release: Release) -> list[tuple[str, str, bool]]:
         item__kind=StudyItem.Kind.SCORED,
         item__release_item__release=release,
         answered_at__isnull=False,
-    ).select_related("participant", "item__release_item")
-    rows = [(a.item.release_item.item_id, a.participant.rater_key, bool(a.correct)) for a in answered.iterator()]
-    return sorted(rows)
+    ).values_list("item__release_item__item_id", "participant__order_seed", "correct")
+    return sorted((item_id, rater_key_of(seed), bool(correct)) for item_id, seed, correct in answered)
 
 
 def release_public_answers(release: Release, split: str) -> dict:
@@ -43,7 +43,12 @@ def release_public_answers(release: Release, split: str) -> dict:
         public_since=public_since_of(OuterRef("pair_id"))
     )
     since_of = dict(items.values_list("pk", "public_since"))
-    answers = list(answered.values_list("item__release_item", "answered_at", "correct"))
+    public = [pk for pk, since in since_of.items() if since is not None]  # only their answers count
+    answers = (
+        list(answered.filter(item__release_item__in=public).values_list("item__release_item", "answered_at", "correct"))
+        if public
+        else []
+    )
     open_book = Study.objects.filter(pk__in=answered.values("item__study"), open_book=True).exists()
     return public_answers(since_of, answers, of=len(since_of), open_book=open_book)
 

@@ -156,20 +156,21 @@ def test_every_page_download_and_api_answer_gives_the_same_humans_and_gaps(world
         assert excluded not in markdown
 
 
-def test_the_report_is_computed_once_per_latest_answer_and_the_kept_figures_are_the_computed_ones(world, monkeypatch):
+def test_the_report_rows_are_summed_once_per_latest_answer_and_kept_figures_are_the_computed_ones(world, monkeypatch):
     from evaluation.results import report as reports
     from evaluation.runs.selectors import model_answers_on_release, report_runs
     from evaluation.studies.release_answers import human_answers_on_release
 
     release, runs = world["release"], world["runs"]
     computed = []
-    compute = reports.release_report
-    monkeypatch.setattr(reports, "release_report", lambda *a, **k: computed.append(1) or compute(*a, **k))
+    humans, model = reports._human_side, reports.model_row_sums
+    monkeypatch.setattr(reports, "_human_side", lambda *a: computed.append("humans") or humans(*a))
+    monkeypatch.setattr(reports, "model_row_sums", lambda r, s, run: computed.append(run.pk) or model(r, s, run))
     first = release_report_of(release, split="test")
-    again = release_report_of(release, split="test")  # the page, then a download: one computation
-    assert computed == [1] and again == first
+    again = release_report_of(release, split="test")  # the page, then a download: each row summed once
     shown = report_runs(release, "test")
-    uncached = compute(
+    assert sorted(computed, key=str) == sorted(["humans", *(run.pk for run in shown)], key=str) and again == first
+    uncached = reports.release_report(
         release,
         human_answers=human_answers_on_release(release),
         model_answers=model_answers_on_release(release, shown),
@@ -183,5 +184,12 @@ def test_the_report_is_computed_once_per_latest_answer_and_the_kept_figures_are_
         **{f.attname: getattr(row, f.attname) for f in row._meta.concrete_fields if f.attname != "id"}
         | {"is_correct": not row.is_correct}
     )
+    computed.clear()
     changed = release_report_of(release, split="test")
-    assert computed == [1, 1] and changed != first
+    assert computed == ["humans", runs["standard"].pk] and changed != first  # the other run's rows kept
+    assert changed == reports.release_report(
+        release,
+        human_answers=human_answers_on_release(release),
+        model_answers=model_answers_on_release(release, shown),
+        split="test",
+    )
