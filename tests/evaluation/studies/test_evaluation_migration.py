@@ -30,8 +30,13 @@ def test_a_study_built_on_the_previous_schema_is_kept_and_shown_before_releases(
             first, second = (Image.objects.create(file=f"images/{n}{side}.jpg", width=8, height=8) for side in "ab")
             pairs.append(
                 Pair.objects.create(
-                    image_1=first, image_2=second, category="state", domain="natural", question=QUESTION,
-                    answer="first image", status="accepted",
+                    image_1=first,
+                    image_2=second,
+                    category="state",
+                    domain="natural",
+                    question=QUESTION,
+                    answer="first image",
+                    status="accepted",
                 )  # fmt: skip
             )
         study = OldStudy.objects.create(name="Old study", fraction=1, split="", pool_size=3)
