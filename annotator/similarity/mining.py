@@ -7,7 +7,8 @@ every pair that can be in range, with a margin that bounds their rounding (on CP
 about 1.5x bfloat16's speed with VNNI; on CUDA in bfloat16 with float32 accumulation); the survivors are then scored
 exactly from the float16 values as integers (the same `cosines` every similarity of the app comes from), and only
 the exact values decide and rank. So the mined set is the exact pair set (recall 1.0, proven by the margin, not
-estimated), and the order never turns on a BLAS kernel. faiss HNSW was measured too and lost (bench/README.md).
+estimated), and the order never turns on a BLAS kernel. bench/mining.py measures it beside faiss's Flat range
+search, IVF-Flat and HNSW on the same vectors (bench/README.md).
 
 The bfloat16 margin: each rounding moves a value by at most 2**-9 of it, so the product of two rounded unit
 vectors is off by at most (2 * 2**-9 + 2**-18) * sum|a_i b_i| <= 0.0040, and the bfloat16 result itself by at most
