@@ -1,7 +1,9 @@
 """Corpus-wide pair mining on real-shaped synthetic vectors: the method the app uses (int8 blocked products on CPU,
 bfloat16 on CUDA, then exact integer scores) against plain exact numpy (float32 blocked products) on the same
-vectors, and faiss HNSW when faiss can be imported (it is not a requirement), at 10,000 and 100,000 images of
-1024-d float16. Then the plan of a job spread over workers in block pairs, from the measured cost of one unit.
+vectors, and faiss's own anchors on the same vectors (faiss-cpu, a dev requirement; its rows are left out where it
+cannot be imported): Flat range search (exact), IVF-Flat (nprobe 16) and HNSW (at 10,000 images only: its build
+grows faster than linearly), at 10,000 and 100,000 images of 1024-d float16. Then the plan of a job spread over
+workers in block pairs, from the measured cost of one unit.
 
 The data (`--data clustered`, the default; annotator/similarity/synthetic_vectors.py): clusters of frames of one
 video and images of one class, planted near-duplicates and singletons, about ten pairs per image in
@@ -11,10 +13,12 @@ nothing is in range (it flatters every method).
 Each method runs in a child process of its own, so its figures are its own: CPU seconds of the mining call (user and
 system, all threads), peak memory (the child's maximum RSS, Python and the 200 MB of vectors included), the RSS
 before the call and after it once the run's memory is given back, the pairs found in [threshold, ceiling), and the
-recall of the exact pair set (plain numpy's, whose survivors are scored exactly as the app scores every pair).
+recall of the exact pair set (plain numpy's, whose survivors are scored exactly as the app scores every pair). Every
+method's float32 (or int8) scores only nominate pairs; each nominated pair is then scored exactly, as the app does,
+so a method's recall says which in-range pairs its index missed, and none is counted that is not in range.
 
     python bench/mining.py                    # 10,000 and 100,000 images, then the plan of 1,000,000
-    python bench/mining.py --sizes 10000 --methods chosen numpy
+    python bench/mining.py --sizes 10000 --methods chosen numpy flat ivf hnsw
     python bench/mining.py --device cuda      # the chosen method on a GPU
     python bench/mining.py --sizes 10000 --plan-images 0 --job 200000 --job-workers 2   # under localservices
 
@@ -55,6 +59,10 @@ from annotator.similarity.synthetic_vectors import clustered_vectors, planted_ve
 
 THRESHOLD, CEILING = 0.8, 0.995
 NUMPY_BLOCK = 4096
+FLOAT_SLACK = 1e-3  # float32 scores are off by about 1e-6: pairs this close to the range are nominated, then scored
+FAISS_METHODS = ("flat", "ivf", "hnsw")
+IVF_PROBES = 16
+HNSW_NEIGHBOURS, HNSW_SEARCH = 32, 128
 JOB_FINGERPRINT = "bench-mining"
 PAIR_BYTES = 24  # a survivor stored by a unit: two int64 image ids and a float64 similarity
 
@@ -69,23 +77,33 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def in_range(halves: np.ndarray, first: np.ndarray, second: np.ndarray) -> set[tuple[int, int]]:
+    """Of nominated pairs (rows, either order, repeats allowed, no pair of a row with itself), those whose exact
+    similarity (the app's, from the float16 values as integers, in chunks) lies in [threshold, ceiling)."""
+    count = len(halves)
+    keys = np.unique(np.minimum(first, second) * count + np.maximum(first, second))
+    first, second = keys // count, keys % count
+    del keys
+    exact = exact_similarities(halves, first, second)
+    inside = (exact >= THRESHOLD) & (exact < CEILING)
+    return set(zip(first[inside].tolist(), second[inside].tolist(), strict=True))
+
+
 def plain_numpy(halves: np.ndarray) -> set[tuple[int, int]]:
     """The baseline: float32 unit rows, the upper triangle in row blocks of float32 matrix products (numpy's BLAS),
-    hits within 1e-3 of the range scored exactly (float32 products are off by about 1e-6)."""
+    hits within FLOAT_SLACK of the range scored exactly."""
     matrix = unit_rows(halves)
     count = len(matrix)
     firsts, seconds = [], []
     for top in range(0, count, NUMPY_BLOCK):
         scores = matrix[top : top + NUMPY_BLOCK] @ matrix[top:].T
-        i, j = np.nonzero((scores >= THRESHOLD - 1e-3) & (scores < CEILING + 1e-3))
+        i, j = np.nonzero((scores >= THRESHOLD - FLOAT_SLACK) & (scores < CEILING + FLOAT_SLACK))
         i, j = i + top, j + top
         upper = j > i
         firsts.append(i[upper])
         seconds.append(j[upper])
-    first, second = np.concatenate(firsts), np.concatenate(seconds)
-    exact = exact_similarities(halves, first, second)
-    inside = (exact >= THRESHOLD) & (exact < CEILING)
-    return set(zip(first[inside].tolist(), second[inside].tolist(), strict=True))
+    del matrix, scores
+    return in_range(halves, np.concatenate(firsts), np.concatenate(seconds))
 
 
 def chosen(halves: np.ndarray, device: str) -> set[tuple[int, int]]:
@@ -93,24 +111,75 @@ def chosen(halves: np.ndarray, device: str) -> set[tuple[int, int]]:
     return set(zip(mined.first.tolist(), mined.second.tolist(), strict=True))
 
 
-def faiss_hnsw(halves: np.ndarray) -> set[tuple[int, int]]:
-    """faiss HNSW (M=32, efSearch=128), inner product: each image's 32 nearest, kept when exactly in range (scored
-    in chunks, as the app scores survivors)."""
+def faiss_filled(index, halves: np.ndarray):
+    """`index` with every row added as a float32 unit vector, NUMPY_BLOCK rows at a time (no float32 copy of the whole
+    matrix beside the index's own)."""
+    for at in range(0, len(halves), NUMPY_BLOCK):
+        index.add(unit_rows(halves[at : at + NUMPY_BLOCK]))
+    return index
+
+
+def faiss_ranged(index, halves: np.ndarray) -> set[tuple[int, int]]:
+    """faiss range search of every row against the index (queries NUMPY_BLOCK rows at a time): the pairs it scores
+    above threshold - FLOAT_SLACK and below ceiling + FLOAT_SLACK, both directions, then scored exactly. faiss's range
+    search has no upper triangle: each pair is scored from both ends."""
+    firsts, seconds = [], []
+    for at in range(0, len(halves), NUMPY_BLOCK):
+        limits, scores, labels = index.range_search(unit_rows(halves[at : at + NUMPY_BLOCK]), THRESHOLD - FLOAT_SLACK)
+        rows = np.repeat(np.arange(at, at + len(limits) - 1), np.diff(limits.astype(np.int64)))
+        keep = (scores < CEILING + FLOAT_SLACK) & (labels != rows) & (labels >= 0)
+        firsts.append(rows[keep])
+        seconds.append(labels[keep].astype(np.int64))
+    return in_range(halves, np.concatenate(firsts), np.concatenate(seconds))
+
+
+def faiss_flat(halves: np.ndarray) -> set[tuple[int, int]]:
+    """faiss IndexFlatIP's range search: exact float32 inner products, every pair, as faiss offers it."""
     import faiss
 
-    matrix = unit_rows(halves)
-    index = faiss.IndexHNSWFlat(matrix.shape[1], 32, faiss.METRIC_INNER_PRODUCT)
-    index.hnsw.efSearch = 128
-    index.add(matrix)
-    _, neighbours = index.search(matrix, 32)
-    first = np.repeat(np.arange(len(matrix)), 32)
-    second = neighbours.reshape(-1)
-    keep = (second >= 0) & (second != first)
-    first, second = np.minimum(first[keep], second[keep]), np.maximum(first[keep], second[keep])
-    pairs = np.unique(np.stack([first, second], axis=1), axis=0)
-    exact = exact_similarities(halves, pairs[:, 0], pairs[:, 1])
-    inside = (exact >= THRESHOLD) & (exact < CEILING)
-    return set(map(tuple, pairs[inside].tolist()))
+    return faiss_ranged(faiss_filled(faiss.IndexFlatIP(halves.shape[1]), halves), halves)
+
+
+def ivf_lists(count: int) -> int:
+    """IVF's number of lists: 4 sqrt(N), the low end of faiss's guidance (1,265 at 100,000 images)."""
+    return max(1, round(4 * count**0.5))
+
+
+def faiss_ivf(halves: np.ndarray) -> set[tuple[int, int]]:
+    """faiss IVF-Flat, inner product: ivf_lists(N) k-means lists trained on every row (faiss's defaults: 25
+    iterations, at most 256 points a list), IVF_PROBES lists searched per query, range search. Not exact: a pair
+    whose second image lies in a list the query does not probe is missed (the recall column)."""
+    import faiss
+
+    dim = halves.shape[1]
+    index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, ivf_lists(len(halves)), faiss.METRIC_INNER_PRODUCT)
+    training = unit_rows(halves)
+    index.train(training)
+    del training
+    index.nprobe = IVF_PROBES
+    return faiss_ranged(faiss_filled(index, halves), halves)
+
+
+def faiss_hnsw(halves: np.ndarray) -> set[tuple[int, int]]:
+    """faiss HNSW (M 32, efSearch 128), inner product: each image's 32 nearest (NUMPY_BLOCK queries at a time),
+    nominated when within FLOAT_SLACK of the range, then scored exactly. Its build grows faster than linearly."""
+    import faiss
+
+    dim = halves.shape[1]
+    index = faiss.IndexHNSWFlat(dim, HNSW_NEIGHBOURS, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efSearch = HNSW_SEARCH
+    faiss_filled(index, halves)
+    firsts, seconds = [], []
+    for at in range(0, len(halves), NUMPY_BLOCK):
+        scores, neighbours = index.search(unit_rows(halves[at : at + NUMPY_BLOCK]), HNSW_NEIGHBOURS)
+        rows = np.repeat(np.arange(at, at + len(neighbours)), HNSW_NEIGHBOURS)
+        scores, neighbours = scores.reshape(-1), neighbours.reshape(-1)
+        keep = (neighbours >= 0) & (neighbours != rows)
+        keep &= (scores >= THRESHOLD - FLOAT_SLACK) & (scores < CEILING + FLOAT_SLACK)
+        firsts.append(rows[keep])
+        seconds.append(neighbours[keep].astype(np.int64))
+    del index
+    return in_range(halves, np.concatenate(firsts), np.concatenate(seconds))
 
 
 def block_units(halves: np.ndarray, block: int, device: str) -> dict:
@@ -143,12 +212,10 @@ def child(method: str, path: str, out: str, device: str, block: int) -> None:
     release_memory()
     before = rss_mb()
     started, wall = cpu_seconds(), time.perf_counter()
-    if method == "numpy":
-        found = plain_numpy(halves)
-    elif method == "chosen":
+    if method == "chosen":
         found = chosen(halves, device)
     else:
-        found = faiss_hnsw(halves)
+        found = {"numpy": plain_numpy, "flat": faiss_flat, "ivf": faiss_ivf, "hnsw": faiss_hnsw}[method](halves)
     cpu, wall = cpu_seconds() - started, time.perf_counter() - wall
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     np.save(out, np.array(sorted(found), dtype=np.int64).reshape(-1, 2))
@@ -362,7 +429,8 @@ def job_bench(args) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--methods", nargs="+", default=["numpy", "chosen", "faiss"])
+    parser.add_argument("--methods", nargs="+", default=["numpy", "chosen", *FAISS_METHODS])
+    parser.add_argument("--hnsw-up-to", type=int, default=10_000, help="hnsw at sizes up to this many images only")
     parser.add_argument("--data", choices=["clustered", "planted"], default="clustered")
     parser.add_argument("--planted", type=int, default=1000, help="--data planted: planted pairs (targets 0.7 to 1.0)")
     parser.add_argument("--device", default="cpu", help="the chosen method's device (cpu, cuda)")
@@ -387,13 +455,16 @@ def main() -> None:
         child(method, path, out, args.device, int(block))
         return
     try:
-        import faiss  # noqa: F401
+        import faiss
+
+        version = f"faiss {faiss.__version__}"
     except ImportError:
-        if "faiss" in args.methods:
-            print("faiss is not installed: its rows are left out")
-        args.methods = [m for m in args.methods if m != "faiss"]
+        version = "faiss not installed"
+        if set(args.methods) & set(FAISS_METHODS):
+            print("faiss is not installed (`make install` installs requirements-dev.txt): its rows are left out")
+        args.methods = [m for m in args.methods if m not in FAISS_METHODS]
     print(f"range [{THRESHOLD}, {CEILING}), 1024-d float16, {args.data} data; device {args.device}")
-    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start")
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; {version}")
     with tempfile.TemporaryDirectory() as folder:
         for size in args.sizes:
             if args.data == "clustered":
@@ -415,6 +486,9 @@ def main() -> None:
             )
             truth = None
             for method in args.methods:
+                if method == "hnsw" and size > args.hnsw_up_to:
+                    print(f"{'hnsw':<8} left out above {args.hnsw_up_to:,} images (--hnsw-up-to): its build is costly")
+                    continue
                 out = f"{folder}/{method}_{size}.npy"
                 figures = run_child(args, method, path, out)
                 if isinstance(figures, str):

@@ -7,7 +7,8 @@ every pair that can be in range, with a margin that bounds their rounding (on CP
 about 1.5x bfloat16's speed with VNNI; on CUDA in bfloat16 with float32 accumulation); the survivors are then scored
 exactly from the float16 values as integers (the same `cosines` every similarity of the app comes from), and only
 the exact values decide and rank. So the mined set is the exact pair set (recall 1.0, proven by the margin, not
-estimated), and the order never turns on a BLAS kernel. faiss HNSW was measured too and lost (bench/README.md).
+estimated), and the order never turns on a BLAS kernel. bench/mining.py measures it beside faiss's Flat range
+search, IVF-Flat and HNSW on the same vectors (bench/README.md).
 
 The bfloat16 margin: each rounding moves a value by at most 2**-9 of it, so the product of two rounded unit
 vectors is off by at most (2 * 2**-9 + 2**-18) * sum|a_i b_i| <= 0.0040, and the bfloat16 result itself by at most
@@ -30,7 +31,8 @@ MARGIN = 0.01
 ROW_BLOCK = 2048  # rows per block: a tile of ROW_BLOCK x COLUMN_BLOCK scores is 32 MiB in int32
 COLUMN_BLOCK = 4096
 NO_GROUP = -1
-GATHER = 4096  # pairs scored per gather of their integer rows (4,096 x 1024 int64: 32 MiB)
+GATHER = 2048  # pairs scored per gather of their integer rows (2,048 x 1024 int64: 16 MiB, two at a time)
+DIVERSE_CHUNK = 65536  # pairs per list of Python ints in keep_diverse
 
 
 @dataclass(frozen=True)
@@ -131,18 +133,27 @@ def candidate_pairs(
             hit_rows = torch.nonzero(scores.amax(dim=1) >= floor).flatten()
             if not len(hit_rows):
                 continue
-            sub = scores if len(hit_rows) == len(scores) else scores[hit_rows]  # no copy when every row hits
-            at = torch.nonzero(sub >= floor)  # one boolean tile, then the few hits checked against the top
-            at = at[sub[at[:, 0], at[:, 1]] <= top_bound]
+            # One boolean tile (a quarter of the scores' bytes), its hit rows taken, then the few hits checked
+            # against the top: no int32 copy of the hit rows (32 MiB when most rows hit).
+            above = scores >= floor
+            if len(hit_rows) < len(scores):
+                above = above[hit_rows]
+            at = torch.nonzero(above)
+            del above
+            i = hit_rows[at[:, 0]]
+            at = at[scores[i, at[:, 1]] <= top_bound]
             i, j = hit_rows[at[:, 0]] + top, at[:, 1] + left
             upper = j > i  # a tile that crosses the diagonal: i < j only
-            firsts.append(i[upper].cpu().numpy())
-            seconds.append(j[upper].cpu().numpy())
+            # Kept as int32 until the end (positions below 2**31): half the bytes of the survivors held meanwhile.
+            firsts.append(i[upper].to(torch.int32).cpu().numpy())
+            seconds.append(j[upper].to(torch.int32).cpu().numpy())
         if progress is not None:
             progress(block + 1, blocks)
     if not firsts:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    return np.concatenate(firsts).astype(np.int64, copy=False), np.concatenate(seconds).astype(np.int64, copy=False)
+    first = np.concatenate(firsts).astype(np.int64)
+    del firsts
+    return first, np.concatenate(seconds).astype(np.int64)
 
 
 def exact_similarities(
@@ -214,11 +225,14 @@ def keep_diverse(first: np.ndarray, second: np.ndarray, k: int) -> np.ndarray:
         return np.ones(len(first), dtype=bool)
     used: dict[int, int] = {}
     kept = np.zeros(len(first), dtype=bool)
-    for at, (one, two) in enumerate(zip(first.tolist(), second.tolist(), strict=True)):
-        if used.get(one, 0) < k and used.get(two, 0) < k:
-            kept[at] = True
-            used[one] = used.get(one, 0) + 1
-            used[two] = used.get(two, 0) + 1
+    # In chunks: two Python lists of a million ints each are about 80 MB at the job's peak.
+    for start in range(0, len(first), DIVERSE_CHUNK):
+        end = start + DIVERSE_CHUNK
+        for at, (one, two) in enumerate(zip(first[start:end].tolist(), second[start:end].tolist(), strict=True)):
+            if used.get(one, 0) < k and used.get(two, 0) < k:
+                kept[start + at] = True
+                used[one] = used.get(one, 0) + 1
+                used[two] = used.get(two, 0) + 1
     return kept
 
 
