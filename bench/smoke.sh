@@ -37,7 +37,7 @@ BENCH_TINY=1 BENCH_VIDEOS=1 BENCH_FRAMES=8 BENCH_BATCH=8 run bash bench/gpu_work
 run "$PYTHON" bench/hostile_masks.py --side 200
 run "$PYTHON" bench/import_memory.py --width 300 --height 200
 run "$PYTHON" bench/lease_load.py --clients 2 --seconds 1 --videos 5 --frames-per-video 3 --workers 1 --database sb_picking_smoke
-run "$PYTHON" bench/mining.py --sizes 600 --methods numpy chosen --plan-images 5000 --block 200 --job 600 --job-block 200
+run "$PYTHON" bench/mining.py --sizes 600 --methods numpy chosen flat ivf hnsw --plan-images 5000 --block 200 --job 600 --job-block 200
 run "$PYTHON" bench/model_eval.py --items 10,30 --concurrency 2 --latency 0.001 --warmup 5 --profile 30
 run "$PYTHON" bench/psychometric_coverage.py --sweeps 5
 run "$PYTHON" bench/reply_limit.py --limit-mib 0.1 --factor 2
