@@ -11,59 +11,20 @@ from __future__ import annotations
 
 import pytest
 from django.core.cache import cache
-from django.utils import timezone
 
-from annotator.models import Pair, Release, ReleaseItem
+from annotator.models import Release, ReleaseItem
 from benchmark.report import report_json, scores_of_humans
-from evaluation.models import Assignment, ModelItemResult, Participant, Study, StudyItem
+from evaluation.models import Assignment, ModelItemResult, StudyItem
 from evaluation.results.report import release_report, release_report_kept, release_strategy_table_kept
 from evaluation.runs.naming import run_names
 from evaluation.runs.selectors import model_answers_on_release
 from evaluation.studies.release_answers import human_answers_on_release
 from tests.benchmark.test_integer_sums import fixed_world, item_by_item_report
 from tests.evaluation.results.test_run_names import make_release_run
-from tests.factories import make_pair
+from tests.factories import make_pair, make_release_study
 from tests.model_fixtures import make_endpoint
 
 pytestmark = pytest.mark.django_db
-
-
-def store_study(release: Release, name: str, humans, *, kind=StudyItem.Kind.SCORED, answered=True, batch_size=None):
-    """A study on `release` with the answers `humans` [(item_id, rater key, is_correct)], each rater key one
-    participant and each item one study item (with a pair of its own: a study holds a pair once)."""
-    now = timezone.now()
-    row_of = dict(release.items.values_list("item_id", "pk"))
-    pair = release.items.order_by("pk").first().pair
-    study = Study.objects.create(name=name, release=release, raters_per_item=3, practice_count=0)
-    ids = sorted({item_id for item_id, _, _ in humans})
-    fields = {f.attname: getattr(pair, f.attname) for f in Pair._meta.concrete_fields if f.attname != "id"}
-    pairs = Pair.objects.bulk_create(
-        (Pair(**fields | {"source_id": f"{pair.source_id}-{name}-{n}"}) for n in range(len(ids))),
-        batch_size=batch_size,
-    )
-    study_items = StudyItem.objects.bulk_create(
-        (
-            StudyItem(study=study, pair=study_pair, release_item_id=row_of[item_id], category="state",
-                      domain="natural", position=n, kind=kind)
-            for n, (item_id, study_pair) in enumerate(zip(ids, pairs, strict=True), 1)
-        ),
-        batch_size=batch_size,
-    )  # fmt: skip
-    study_item = dict(zip(ids, study_items, strict=True))
-    raters = sorted({rater for _, rater, _ in humans})
-    participants = dict(
-        zip(raters, Participant.objects.bulk_create(Participant(study=study) for _ in raters), strict=True)
-    )
-    Assignment.objects.bulk_create(
-        (
-            Assignment(participant=participants[rater], item=study_item[item_id], sequence=n, permutation=[0, 1],
-                       served_at=now, lease_expires=now, answered_at=now if answered else None, chosen=0,
-                       correct=correct)
-            for n, (item_id, rater, correct) in enumerate(humans, 1)
-        ),
-        batch_size=batch_size,
-    )  # fmt: skip
-    return study
 
 
 @pytest.fixture
@@ -98,12 +59,14 @@ def world():
     first = [entry for entry in humans if int(entry[1][1:].split("-")[0]) % 2]
     second = [entry for entry in humans if entry not in first]
     on_val = [("val0", "r1-0", True), ("val0", "r2-0", False), ("val1", "r3-0", True)]
-    store_study(release, "First", first + on_val)
-    store_study(release, "Second", second)
-    store_study(
+    make_release_study(release, "First", first + on_val)
+    make_release_study(release, "Second", second)
+    make_release_study(
         release, "Not given", [(item_id, "late", True) for item_id, *_ in arguments["items"][:5]], answered=False
     )
-    store_study(release, "Attention", [("i1", "r1-0", False), ("i2", "r1-0", True)], kind=StudyItem.Kind.ATTENTION)
+    make_release_study(
+        release, "Attention", [("i1", "r1-0", False), ("i2", "r1-0", True)], kind=StudyItem.Kind.ATTENTION
+    )
     model = make_endpoint("gpt-x")
     runs = []
     for strategy, label in (("standard", "m"), ("grid", "other")):
