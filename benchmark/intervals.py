@@ -122,28 +122,40 @@ class Sums:
     products: dict[tuple[Hashable, Hashable], tuple[int, int, int]]
     clusters: int
 
-    def part(self, keep, *, clusters: int) -> Sums | None:
-        """The sums of the strata for which keep(stratum) is true, of `clusters` clusters (a count the sums cannot
-        give); None when no stratum is kept."""
-        strata = {key: value for key, value in self.strata.items() if keep(key)}
-        if not strata:
-            return None
-        products = {pair: value for pair, value in self.products.items() if pair[0] in strata and pair[1] in strata}
-        return Sums(self.denominator, strata, products, clusters)
+    def parts(self, key, clusters: Mapping[Hashable, int]) -> dict[Hashable, Sums]:
+        """The sums split by key(stratum): per value of the key, the sums of its strata (the products of two of
+        them), of clusters[value] clusters (a count the sums cannot give). One pass over the products."""
+        of = {stratum: key(stratum) for stratum in self.strata}
+        strata: dict[Hashable, dict] = {}
+        for stratum, value in self.strata.items():
+            strata.setdefault(of[stratum], {})[stratum] = value
+        products: dict[Hashable, dict] = {part: {} for part in strata}
+        for (k, j), value in self.products.items():
+            if of[k] == of[j]:
+                products[of[k]][k, j] = value
+        return {part: Sums(self.denominator, strata[part], products[part], clusters[part]) for part in strata}
 
     def merged(self, key) -> Sums:
         """The strata renamed by key(stratum) and summed (the products are sums over clusters of products of
         per-cluster sums: they add up the same way)."""
+        of = {stratum: key(stratum) for stratum in self.strata}
         strata: dict[Hashable, list[int]] = {}
         for stratum, (total, count) in self.strata.items():
-            merged = strata.setdefault(key(stratum), [0, 0])
-            merged[0] += total
-            merged[1] += count
+            merged = strata.get(of[stratum])
+            if merged is None:
+                strata[of[stratum]] = [total, count]
+            else:
+                merged[0] += total
+                merged[1] += count
         products: dict[tuple[Hashable, Hashable], list[int]] = {}
-        for (k, j), values in self.products.items():
-            merged = products.setdefault((key(k), key(j)), [0, 0, 0])
-            for place, value in enumerate(values):
-                merged[place] += value
+        for (k, j), (ss, sn, nn) in self.products.items():
+            merged = products.get((of[k], of[j]))
+            if merged is None:
+                products[of[k], of[j]] = [ss, sn, nn]
+            else:
+                merged[0] += ss
+                merged[1] += sn
+                merged[2] += nn
         return Sums(
             self.denominator,
             {stratum: tuple(value) for stratum, value in strata.items()},
@@ -209,9 +221,11 @@ def micro_of(sums: Sums | None) -> Mean | None:
         return None
     n = sum(count for _, count in sums.strata.values())
     total = sum(value for value, _ in sums.strata.values())
-    ss = sum(product[0] for product in sums.products.values())
-    sn = sum(product[1] for product in sums.products.values())
-    nn = sum(product[2] for product in sums.products.values())
+    ss = sn = nn = 0
+    for product in sums.products.values():
+        ss += product[0]
+        sn += product[1]
+        nn += product[2]
     count = sums.clusters
     variance = None
     if count >= 2:

@@ -260,21 +260,24 @@ def row_of(label: str, kind: str, row: RowSums) -> Row:
     """A row of the report from its sums: a cell per category and domain (the micro mean of its items), the micro
     and the macro mean (over categories). The one definition of every figure of the report, whoever summed."""
 
-    def cell(scope: tuple[str, str], keep=None, *, macro: bool = False) -> Cell | None:
-        if row.sums is None or scope not in row.clusters:
+    def cell(scope: tuple[str, str], sums: Sums | None, *, macro: bool = False) -> Cell | None:
+        if sums is None:
             return None
-        sums = row.sums if keep is None else row.sums.part(keep, clusters=row.clusters[scope])
         mean = macro_of(sums.merged(lambda stratum: stratum[0])) if macro else micro_of(sums)
         who = None if row.raters is None else row.raters[scope]
         return _cell(mean, answers=row.answers[scope], raters=who, gap=kind == "gap")
 
+    parts = {}
+    if row.sums is not None:  # the sums of each category's and each domain's strata
+        parts = row.sums.parts(lambda stratum: ("category", stratum[0]), row.clusters)
+        parts.update(row.sums.parts(lambda stratum: ("domain", stratum[1]), row.clusters))
     return Row(
         label=label,
         kind=kind,
-        categories={c: cell(("category", c), lambda stratum, c=c: stratum[0] == c) for c in CATEGORIES},
-        domains={d: cell(("domain", d), lambda stratum, d=d: stratum[1] == d) for d in DOMAINS},
-        micro=cell(OVERALL),
-        macro=cell(OVERALL, macro=True),
+        categories={c: cell(("category", c), parts.get(("category", c))) for c in CATEGORIES},
+        domains={d: cell(("domain", d), parts.get(("domain", d))) for d in DOMAINS},
+        micro=cell(OVERALL, row.sums),
+        macro=cell(OVERALL, row.sums, macro=True),
     )
 
 

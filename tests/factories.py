@@ -167,3 +167,44 @@ def unit_of_a_dead_run(job: Job, steps: int) -> JobTask:
     first.advance(steps)
     JobTask.objects.filter(pk=unit.pk).update(heartbeat=timezone.now() - timedelta(hours=1))
     return unit
+
+
+def make_release_study(release, name: str, humans, *, kind="scored", answered=True, batch_size=None):
+    """A study on `release` with the answers `humans` [(item_id, rater key, is_correct)], each rater key one
+    participant and each item one study item (with a pair of its own: a study holds a pair once); `kind`: the study
+    items' kind, `answered`: whether the answers are given."""
+    from evaluation.models import Assignment, Participant, Study, StudyItem
+
+    now = timezone.now()
+    row_of = dict(release.items.values_list("item_id", "pk"))
+    pair = release.items.order_by("pk").first().pair
+    study = Study.objects.create(name=name, release=release, raters_per_item=3, practice_count=0)
+    ids = sorted({item_id for item_id, _, _ in humans})
+    fields = {f.attname: getattr(pair, f.attname) for f in Pair._meta.concrete_fields if f.attname != "id"}
+    pairs = Pair.objects.bulk_create(
+        (Pair(**fields | {"source_id": f"{pair.source_id}-{name}-{n}"}) for n in range(len(ids))),
+        batch_size=batch_size,
+    )
+    study_items = StudyItem.objects.bulk_create(
+        (
+            StudyItem(study=study, pair=study_pair, release_item_id=row_of[item_id], category="state",
+                      domain="natural", position=n, kind=kind)
+            for n, (item_id, study_pair) in enumerate(zip(ids, pairs, strict=True), 1)
+        ),
+        batch_size=batch_size,
+    )  # fmt: skip
+    study_item = dict(zip(ids, study_items, strict=True))
+    raters = sorted({rater for _, rater, _ in humans})
+    participants = dict(
+        zip(raters, Participant.objects.bulk_create(Participant(study=study) for _ in raters), strict=True)
+    )
+    Assignment.objects.bulk_create(
+        (
+            Assignment(participant=participants[rater], item=study_item[item_id], sequence=n, permutation=[0, 1],
+                       served_at=now, lease_expires=now, answered_at=now if answered else None, chosen=0,
+                       correct=correct)
+            for n, (item_id, rater, correct) in enumerate(humans, 1)
+        ),
+        batch_size=batch_size,
+    )  # fmt: skip
+    return study

@@ -37,7 +37,7 @@ from evaluation.runs.description import accuracy_table
 from evaluation.runs.naming import run_names
 from evaluation.runs.selectors import report_runs
 from evaluation.runs.strategies import STRATEGIES
-from evaluation.studies.release_answers import human_answers_on_release, release_public_answers
+from evaluation.studies.release_answers import release_public_answers
 from subtlebench.roles import COORDINATOR, role_required
 from subtlebench.spreadsheet_csv import csv_download
 
@@ -88,7 +88,6 @@ def release_report_choice(release: Release, *, split: str = "test", run_ids: lis
     report = release_report_kept(
         release,
         runs=shown,
-        human_answers=lambda: human_answers_on_release(release),
         split=split,
         humans_label=humans_label(public),
     )
@@ -209,7 +208,6 @@ def strategy_table_of(release: Release, split: str, runs, endpoint_id: int, publ
     return release_strategy_table_kept(
         release,
         model=next(iter(chosen.values())).endpoint.name,
-        human_answers=lambda: human_answers_on_release(release),
         humans_label=humans_label(public),
         strategies={strategy: (names[run.pk], run) for strategy, run in chosen.items()},
         split=split,

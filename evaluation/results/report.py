@@ -20,8 +20,8 @@ from benchmark.report import (
     HUMANS,
     OVERALL,
     Report,
+    ReportInputError,
     RowSums,
-    checked_items,
     compute_report,
     report_csv,
     report_json,
@@ -29,10 +29,6 @@ from benchmark.report import (
     report_markdown,
     report_of_rows,
     row_of,
-    row_sums,
-    scores_of_humans,
-    scores_of_model,
-    scores_paired,
 )
 from benchmark.strategy_table import (
     StrategyTable,
@@ -42,7 +38,7 @@ from benchmark.strategy_table import (
     strategy_table_markdown,
     strategy_table_of_rows,
 )
-from evaluation.models import Assignment, ModelItemResult, StudyItem
+from evaluation.models import Assignment, ModelItemResult, Participant, Study, StudyItem
 from evaluation.results.raster import gap_png
 from evaluation.runs.naming import run_names
 
@@ -122,59 +118,186 @@ def _kept(stamp: tuple, compute: Callable):
     return value
 
 
-# The sums of a model's row (benchmark.intervals.Sums over (category, domain) and the counts per scope), in one
-# query: per (cluster, category, domain) the run's right answers and answers; then the products of every two cells
-# of a cluster added up per pair of strata (each cluster's cells as arrays, unnested twice: the work is the sum of
-# the squared number of cells per cluster, whatever plan a join of the cells with themselves would get; such a join
-# was planned as a nested loop: minutes at 50,000 items), and the sums, counts and clusters per stratum, category,
-# domain and overall. A model's answer is 0 or 1: the denominator is 1 and each item is one answer.
-MODEL_ROW_SQL = """
-WITH cells AS MATERIALIZED (
-    SELECT item.cluster, item.category, item.domain,
-           SUM(CASE WHEN result.is_correct THEN 1 ELSE 0 END) AS s, COUNT(*) AS n
-    FROM {results} result JOIN {items} item ON item.id = result.release_item_id
-    WHERE result.evaluation_id = %(run)s AND item.release_id = %(release)s AND item.split = %(split)s
-      AND result.is_correct IS NOT NULL
-    GROUP BY item.cluster, item.category, item.domain
+# The sums of a row of the report (benchmark.intervals.Sums over (category, domain) and the counts per scope), in one
+# query. `scored` gives each item of the row: its score as s / r (integers, r > 0), its answers and whether a rater
+# answered it twice; the scores are brought to one denominator D (the least common multiple of the r, found by a
+# recursive query); per (cluster, category, domain) their sum over D, items and answers; then the products of every
+# two cells of a cluster added up per pair of strata (each cluster's cells as arrays, unnested twice: the work is the
+# sum of the squared number of cells per cluster, whatever plan a join of the cells with themselves would get; such a
+# join was planned as a nested loop: minutes at 50,000 items), the sums, counts, clusters and answers per stratum,
+# category, domain and overall, and the distinct raters per category, domain and overall from `raters`.
+ROW_SQL = """
+WITH RECURSIVE scored AS MATERIALIZED (
+{scored}
+), found AS (
+    SELECT r, ROW_NUMBER() OVER (ORDER BY r) AS place FROM (SELECT DISTINCT r FROM scored) AS denominators
+), common (place, d) AS (
+    SELECT 0::bigint, 1::numeric
+    UNION ALL
+    SELECT found.place, lcm(common.d, found.r::numeric) FROM common JOIN found ON found.place = common.place + 1
+), denominator AS (
+    SELECT d FROM common ORDER BY place DESC LIMIT 1
+), cells AS MATERIALIZED (
+    SELECT scored.cluster, scored.category, scored.domain, SUM(div(scored.s * denominator.d, scored.r)) AS s,
+           COUNT(*) AS n, SUM(scored.answers) AS answers
+    FROM scored CROSS JOIN denominator
+    GROUP BY scored.cluster, scored.category, scored.domain
 ), clusters AS (
     SELECT array_agg(category) AS categories, array_agg(domain) AS domains, array_agg(s) AS s, array_agg(n) AS n
     FROM cells
     GROUP BY cluster
 )
-SELECT 'product', a.category, a.domain, b.category, b.domain, SUM(a.s * b.s), SUM(a.s * b.n), SUM(a.n * b.n)
+SELECT 'product', a.category, a.domain, b.category, b.domain, SUM(a.s * b.s), SUM(a.s * b.n), SUM(a.n * b.n), NULL
 FROM clusters,
      unnest(clusters.categories, clusters.domains, clusters.s, clusters.n) AS a(category, domain, s, n),
      unnest(clusters.categories, clusters.domains, clusters.s, clusters.n) AS b(category, domain, s, n)
 GROUP BY a.category, a.domain, b.category, b.domain
 UNION ALL
 SELECT 'sum', category, domain, GROUPING(category)::text, GROUPING(domain)::text, SUM(s), SUM(n),
-       COUNT(DISTINCT cluster)
+       COUNT(DISTINCT cluster), SUM(answers)
 FROM cells
 GROUP BY GROUPING SETS ((category, domain), (category), (domain), ())
+UNION ALL
+SELECT 'raters', category, domain, GROUPING(category)::text, GROUPING(domain)::text, COUNT(DISTINCT rater), NULL,
+       NULL, NULL
+FROM ({raters}) AS answered
+GROUP BY GROUPING SETS ((category), (domain), ())
+UNION ALL
+SELECT 'denominator', NULL, NULL, NULL, NULL, d, (SELECT COUNT(*) FROM scored WHERE twice), NULL, NULL
+FROM denominator
 """
 
+# A model's answers on the split: 0 or 1 (a failed request is no answer), one answer each.
+MODEL_ITEMS_SQL = """
+    SELECT item.id, item.cluster, item.category, item.domain, CASE WHEN result.is_correct THEN 1 ELSE 0 END AS s,
+           1 AS r, 1 AS answers, false AS twice
+    FROM {results} result JOIN {items} item ON item.id = result.release_item_id
+    WHERE result.evaluation_id = %(run)s AND item.release_id = %(release)s AND item.split = %(split)s
+      AND result.is_correct IS NOT NULL
+"""
 
-def model_row_sums(release: Release, split: str, run) -> RowSums:
-    """The sums of `run`'s row of the report on `release`'s `split`, summed by the database (MODEL_ROW_SQL): the same
-    RowSums as benchmark.report.row_sums of the run's answers (a failed request is no answer), without reading
-    them one by one."""
-    sql = MODEL_ROW_SQL.format(results=ModelItemResult._meta.db_table, items=ReleaseItem._meta.db_table)
+# The humans' answers on the split (as evaluation.studies.release_answers.human_answers_on_release reads them: every
+# study on the release, scored items only, answered), one row per answer.
+HUMAN_ANSWERS_SQL = """
+    FROM {assignments} answer
+    JOIN {study_items} study_item ON study_item.id = answer.item_id
+    JOIN {studies} study ON study.id = study_item.study_id
+    JOIN {items} item ON item.id = study_item.release_item_id
+    JOIN {participants} participant ON participant.id = answer.participant_id
+    WHERE study.release_id = %(release)s AND study_item.kind = %(kind)s AND item.release_id = %(release)s
+      AND item.split = %(split)s AND answer.answered_at IS NOT NULL
+"""
+
+# The humans' score of an item is the share of its raters who answered it right (benchmark.report.human_item_score):
+# s right answers of r raters (a rater is its order seed, as its rater key is; `twice` flags a rater who answered
+# the item twice, which benchmark.report refuses).
+HUMAN_ITEMS_SQL = """
+    SELECT item.id, item.cluster, item.category, item.domain, SUM(CASE WHEN answer.correct THEN 1 ELSE 0 END) AS s,
+           COUNT(DISTINCT participant.order_seed) AS r, COUNT(*) AS answers,
+           COUNT(*) <> COUNT(DISTINCT participant.order_seed) AS twice
+    {answers}
+    GROUP BY item.id
+"""
+
+HUMAN_RATERS_SQL = "SELECT item.category, item.domain, participant.order_seed AS rater {answers}"
+
+# The run's answers on the split, for its gap row: the items it answered (a failed request is no answer).
+RUN_ANSWERED_SQL = "SELECT release_item_id FROM {results} WHERE evaluation_id = %(run)s AND is_correct IS NOT NULL"
+
+# A gap's item score, the humans' minus the model's, on the items both answered: (s - m r) / r, with the humans'
+# answers and one more.
+GAP_ITEMS_SQL = """
+    SELECT humans.id, humans.cluster, humans.category, humans.domain,
+           humans.s - CASE WHEN result.is_correct THEN humans.r ELSE 0 END AS s, humans.r,
+           humans.answers + 1 AS answers, humans.twice
+    FROM ({humans}) AS humans JOIN {results} result ON result.release_item_id = humans.id
+    WHERE result.evaluation_id = %(run)s AND result.is_correct IS NOT NULL
+"""
+
+NO_RATERS_SQL = "SELECT NULL::text AS category, NULL::text AS domain, NULL::text AS rater WHERE false"
+
+
+def _tables() -> dict[str, str]:
+    return {
+        "results": ModelItemResult._meta.db_table,
+        "items": ReleaseItem._meta.db_table,
+        "assignments": Assignment._meta.db_table,
+        "study_items": StudyItem._meta.db_table,
+        "studies": Study._meta.db_table,
+        "participants": Participant._meta.db_table,
+    }
+
+
+def _row_sums(scored: str, raters: str | None, parameters: dict, where: str) -> RowSums:
+    """The RowSums that ROW_SQL gives for the items of `scored` (and the raters of `raters`; None: a model's row,
+    which counts none)."""
+    sql = ROW_SQL.format(scored=scored, raters=raters or NO_RATERS_SQL)
     with connection.cursor() as cursor:
-        cursor.execute(sql, {"run": run.pk, "release": release.pk, "split": split})
+        cursor.execute(sql, parameters)
         rows = cursor.fetchall()
-    strata, products, clusters, answers = {}, {}, {}, {}
-    for kind, category, domain, third, fourth, first, second, third_sum in rows:
+    strata, products, clusters, answers, who = {}, {}, {}, {}, {}
+    denominator, twice = 1, 0
+    for kind, category, domain, third, fourth, first, second, third_sum, fourth_sum in rows:
         if kind == "product":
             products[(category, domain), (third, fourth)] = (int(first), int(second), int(third_sum))
+        elif kind == "denominator":
+            denominator, twice = int(first), int(second)
         elif (third, fourth) == ("0", "0"):
             strata[(category, domain)] = (int(first), int(second))
         else:
-            scope = {("0", "1"): ("category", category), ("1", "0"): ("domain", domain), ("1", "1"): OVERALL}
-            clusters[scope[third, fourth]] = int(third_sum)
-            answers[scope[third, fourth]] = int(second)
+            scope = {("0", "1"): ("category", category), ("1", "0"): ("domain", domain), ("1", "1"): OVERALL}[
+                third, fourth
+            ]
+            if kind == "raters":
+                who[scope] = int(first)
+            elif second is not None:  # no item: the overall sums of nothing
+                clusters[scope] = int(third_sum)
+                answers[scope] = int(fourth_sum)
+    if twice:
+        raise ReportInputError(f"{where}: a rater answered an item twice ({twice} items)")
     if not strata:
-        return RowSums(None, {}, {}, None)
-    return RowSums(Sums(1, strata, products, clusters[OVERALL]), clusters, answers, None)
+        return RowSums(None, {}, {}, None if raters is None else {})
+    raters_of = None if raters is None else {scope: who[scope] for scope in clusters}
+    return RowSums(Sums(denominator, strata, products, clusters[OVERALL]), clusters, answers, raters_of)
+
+
+def _human_answers(release: Release, split: str) -> tuple[str, dict]:
+    tables = _tables()
+    answers = HUMAN_ANSWERS_SQL.format(**tables)
+    return answers, {"release": release.pk, "split": split, "kind": StudyItem.Kind.SCORED.value}
+
+
+def human_row_sums(release: Release, split: str) -> RowSums:
+    """The sums of the humans' row of the report on `release`'s `split`, summed by the database (ROW_SQL): the same
+    RowSums as benchmark.report.row_sums of human_answers_on_release's answers, each item scoring the mean of its
+    raters (benchmark.report.human_item_score), without reading them one by one."""
+    answers, parameters = _human_answers(release, split)
+    scored = HUMAN_ITEMS_SQL.format(answers=answers)
+    raters = HUMAN_RATERS_SQL.format(answers=answers)
+    return _row_sums(scored, raters, parameters, f"humans on release {release.name} ({split})")
+
+
+def model_row_sums(release: Release, split: str, run) -> RowSums:
+    """The sums of `run`'s row of the report on `release`'s `split`, summed by the database (ROW_SQL): the same
+    RowSums as benchmark.report.row_sums of the run's answers (a failed request is no answer), without reading
+    them one by one."""
+    scored = MODEL_ITEMS_SQL.format(**_tables())
+    parameters = {"run": run.pk, "release": release.pk, "split": split}
+    return _row_sums(scored, None, parameters, f"run {run.pk} on release {release.name} ({split})")
+
+
+def gap_row_sums(release: Release, split: str, run) -> RowSums:
+    """The sums of the gap row of `run` (humans minus the run, on the items both answered: benchmark.report.
+    scores_paired) on `release`'s `split`, summed by the database (ROW_SQL) from a join of the run's answers with
+    the humans' items."""
+    tables = _tables()
+    answers, parameters = _human_answers(release, split)
+    humans = HUMAN_ITEMS_SQL.format(answers=answers)
+    scored = GAP_ITEMS_SQL.format(humans=humans, **tables)
+    answered = RUN_ANSWERED_SQL.format(**tables)
+    raters = HUMAN_RATERS_SQL.format(answers=f"{answers} AND item.id IN ({answered})")
+    where = f"humans - run {run.pk} on release {release.name} ({split})"
+    return _row_sums(scored, raters, parameters | {"run": run.pk}, where)
 
 
 @dataclass(frozen=True)
@@ -187,73 +310,38 @@ class ReleaseRows:
     runs: dict[int, tuple[RowSums, RowSums]]
 
 
-def _human_side(release: Release, split: str, human_answers: Iterable) -> tuple[int, RowSums, dict, dict]:
-    """The split's number of items, the humans' row sums, their item scores and the items they answered (read from
-    the release by the ids answered only): what every gap row needs."""
-    answers = list(human_answers)
-    ids = {item_id for item_id in map(_item_of, answers) if isinstance(item_id, str)}
-    rows = release.items.filter(item_id__in=ids).values_list("item_id", "split", "category", "domain", "cluster")
-    split_of = {}
-    answered = []
-    for item_id, item_split, category, domain, cluster in rows:
-        split_of[item_id] = item_split
-        if item_split == split:
-            answered.append((item_id, category, domain, cluster))
-    # An id the release does not hold stays in, for benchmark.report to refuse by name.
-    on_split = [entry for entry in answers if split_of.get(_item_of(entry), split) == split]
-    items = checked_items(answered)
-    scores = scores_of_humans(on_split, items, f"release {release.name} ({split})")
-    return release.items.filter(split=split).count(), row_sums(scores, items, raters=True), scores, items
-
-
-def release_rows(release: Release, *, runs, human_answers: Callable[[], Iterable], split: str = "test") -> ReleaseRows:
-    """The row sums of the humans and `runs` on `release`'s `split`, each kept in the cache under what it stands on
-    (the release, the split, the latest human answer and, for a run, its latest result): the page, every download
-    and the strategy table read them, and a new answer recomputes only the rows it moves. The humans' answers are
-    read by `human_answers` on a miss only; a run's model row is summed by the database (`model_row_sums`), its gap
-    row from its answers on the items the humans answered."""
+def release_rows(release: Release, *, runs, split: str = "test") -> ReleaseRows:
+    """The row sums of the humans and `runs` on `release`'s `split`, each summed by the database (ROW_SQL) and kept
+    in the cache under what it stands on (the release, the split, and the latest human answer for the humans' row,
+    the run's latest result for its model row, both for its gap row): the page, every download and the strategy
+    table read them, and a new answer recomputes only the rows it moves."""
     humans_stamp, run_stamps = answers_stamp(release, runs)
-    base = (release.pk, str(release.created), release.content_sha256, split, humans_stamp)
-    side = None
+    base = (release.pk, str(release.created), release.content_sha256, split)
 
-    def human_side():
-        nonlocal side
-        if side is None:
-            side = _human_side(release, split, human_answers())
-        return side
+    def humans():
+        return release.items.filter(split=split).count(), human_row_sums(release, split)
 
-    count, humans = _kept(("humans", *base), lambda: human_side()[:2])
+    count, human_row = _kept(("humans", *base, humans_stamp), humans)
     kept = {}
     for run in runs:
-        stamp = ("run", *base, run.pk, run_stamps.get(run.pk))
-        kept[run.pk] = _kept(stamp, lambda run=run: _run_rows(release, split, run, *human_side()[2:]))
-    return ReleaseRows(count, humans, kept)
-
-
-def _run_rows(release: Release, split: str, run, human_scores: dict, items: dict) -> tuple[RowSums, RowSums]:
-    answers = ModelItemResult.objects.filter(
-        evaluation=run,
-        release_item__release=release,
-        release_item__split=split,
-        release_item__item_id__in=list(items),
-        is_correct__isnull=False,
-    ).values_list("release_item__item_id", "is_correct")
-    scored = scores_of_model(f"run {run.pk}", answers, items, f"release {release.name} ({split})")
-    return model_row_sums(release, split, run), row_sums(scores_paired(human_scores, scored), items, raters=True)
+        stamp = (run.pk, run_stamps.get(run.pk))
+        model = _kept(("model", *base, *stamp), lambda run=run: model_row_sums(release, split, run))
+        gap = _kept(("gap", *base, humans_stamp, *stamp), lambda run=run: gap_row_sums(release, split, run))
+        kept[run.pk] = (model, gap)
+    return ReleaseRows(count, human_row, kept)
 
 
 def release_report_kept(
     release: Release,
     *,
     runs,
-    human_answers: Callable[[], Iterable],
     split: str = "test",
     humans_label: str = HUMANS,
 ) -> Report:
     """The report of the humans and `runs` on `release`'s `split` from their rows' sums (`release_rows`, kept in
     the cache), each run named as model_answers_on_release names it. Its figures are benchmark.report's
     (`report_of_rows`, as `release_report` of the same answers: tests/evaluation/results/test_report_sums.py)."""
-    rows = release_rows(release, runs=runs, human_answers=human_answers, split=split)
+    rows = release_rows(release, runs=runs, split=split)
     names = run_names(runs)
     return report_of_rows(
         release=release.name,
@@ -317,7 +405,6 @@ def release_strategy_table_kept(
     release: Release,
     *,
     model: str,
-    human_answers: Callable[[], Iterable],
     strategies: Mapping[str, tuple[str, object]],
     split: str = "test",
     humans_label: str = HUMANS,
@@ -325,7 +412,7 @@ def release_strategy_table_kept(
     """`release_strategy_table` from the rows' sums the report keeps (`release_rows`): strategies is {strategy: (run
     name, run)}; each strategy's row is the run's model row, labelled by the strategy."""
     runs = [run for _, run in strategies.values()]
-    rows = release_rows(release, runs=runs, human_answers=human_answers, split=split)
+    rows = release_rows(release, runs=runs, split=split)
     return strategy_table_of_rows(
         release=release.name,
         release_hash=release.content_sha256,

@@ -163,13 +163,15 @@ def test_the_report_rows_are_summed_once_per_latest_answer_and_kept_figures_are_
 
     release, runs = world["release"], world["runs"]
     computed = []
-    humans, model = reports._human_side, reports.model_row_sums
-    monkeypatch.setattr(reports, "_human_side", lambda *a: computed.append("humans") or humans(*a))
+    humans, model, gap = reports.human_row_sums, reports.model_row_sums, reports.gap_row_sums
+    monkeypatch.setattr(reports, "human_row_sums", lambda *a: computed.append("humans") or humans(*a))
     monkeypatch.setattr(reports, "model_row_sums", lambda r, s, run: computed.append(run.pk) or model(r, s, run))
+    monkeypatch.setattr(reports, "gap_row_sums", lambda r, s, run: computed.append(-run.pk) or gap(r, s, run))
     first = release_report_of(release, split="test")
     again = release_report_of(release, split="test")  # the page, then a download: each row summed once
     shown = report_runs(release, "test")
-    assert sorted(computed, key=str) == sorted(["humans", *(run.pk for run in shown)], key=str) and again == first
+    every = ["humans", *(run.pk for run in shown), *(-run.pk for run in shown)]
+    assert sorted(computed, key=str) == sorted(every, key=str) and again == first
     uncached = reports.release_report(
         release,
         human_answers=human_answers_on_release(release),
@@ -186,7 +188,8 @@ def test_the_report_rows_are_summed_once_per_latest_answer_and_kept_figures_are_
     )
     computed.clear()
     changed = release_report_of(release, split="test")
-    assert computed == ["humans", runs["standard"].pk] and changed != first  # the other run's rows kept
+    # Its model row and its gap row summed again; the humans' row and the other run's rows kept.
+    assert computed == [runs["standard"].pk, -runs["standard"].pk] and changed != first
     assert changed == reports.release_report(
         release,
         human_answers=human_answers_on_release(release),

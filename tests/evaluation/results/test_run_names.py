@@ -13,13 +13,12 @@ import pytest
 from annotator.models import Job, Release, ReleaseItem
 from benchmark.taxonomy import CATEGORIES
 from evaluation.models import ModelEvaluation, ModelItemResult
-from evaluation.results import release_report as release_report_module
 from evaluation.results.beside import models_overview
 from evaluation.results.release_report import FIGURE_RUNS, release_report_choice
 from evaluation.runs.naming import prompt_hash, run_name, run_names
 from evaluation.runs.strategies import STRATEGIES
 from evaluation.runs.summaries import evaluation_totals
-from tests.factories import make_pair
+from tests.factories import make_pair, make_release_study
 from tests.model_fixtures import make_endpoint
 
 PROMPT = {"system": "Look closely.", "user": "{question}\n{options}"}
@@ -61,9 +60,9 @@ def release(db):
 
 
 @pytest.fixture
-def humans(monkeypatch):
-    """The study's answers on the release, as evaluation.studies.release_answers gives them."""
-    monkeypatch.setattr(release_report_module, "human_answers_on_release", lambda release: list(HUMAN_ANSWERS))
+def humans(release):
+    """The answers of a study on the release."""
+    make_release_study(release, "Humans", HUMAN_ANSWERS)
     return HUMAN_ANSWERS
 
 
