@@ -3,6 +3,7 @@ an official results file imported onto a release: matched by the release's own i
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 
@@ -45,21 +46,29 @@ def results_file(evaluation: ModelEvaluation) -> dict:
     return _document(evaluation, list(_entries(evaluation)))
 
 
+ENTRIES_CHUNK = 2000  # results read, and their questions looked up, at a time
+
+
 def _entries(evaluation: ModelEvaluation):
-    texts = _question_texts(evaluation)
-    for row in ModelItemResult.objects.filter(evaluation=evaluation).order_by("pk").iterator(chunk_size=2000):
-        yield question_entry(
-            question_id=row.question_id,
-            question_text=texts.get(row.question_id, ""),
-            options=row.options,
-            correct_letter=row.correct_letter,
-            predicted_letter=row.predicted_letter,
-            is_correct=bool(row.is_correct),
-            category=row.category,
-            domain=row.domain,
-            error=f"{row.failure}: {row.failure_message}" if row.failure else None,
-            response=row.response_text,
-        ) | result_entry_extras(row)
+    """The results file's entries in the results' order, ENTRIES_CHUNK at a time with the questions of just those
+    items: a download holds one chunk whatever the run's size (every question of a 45,000-item release read at once
+    was most of a download's peak memory)."""
+    rows = ModelItemResult.objects.filter(evaluation=evaluation).order_by("pk").iterator(chunk_size=ENTRIES_CHUNK)
+    while chunk := list(itertools.islice(rows, ENTRIES_CHUNK)):
+        texts = _question_texts(evaluation, [row.question_id for row in chunk])
+        for row in chunk:
+            yield question_entry(
+                question_id=row.question_id,
+                question_text=texts.get(row.question_id, ""),
+                options=row.options,
+                correct_letter=row.correct_letter,
+                predicted_letter=row.predicted_letter,
+                is_correct=bool(row.is_correct),
+                category=row.category,
+                domain=row.domain,
+                error=f"{row.failure}: {row.failure_message}" if row.failure else None,
+                response=row.response_text,
+            ) | result_entry_extras(row)
 
 
 def _document(evaluation: ModelEvaluation, questions: list, counts: QuestionCounts | None = None) -> dict:
@@ -158,12 +167,13 @@ def results_file_settings(evaluation: ModelEvaluation) -> dict:
     return settings_
 
 
-def _question_texts(evaluation: ModelEvaluation) -> dict[str, str]:
+def _question_texts(evaluation: ModelEvaluation, question_ids: list[str]) -> dict[str, str]:
+    """The question of each of these items: its release's record, or for a run from before releases the question of
+    the pair each answer is linked to, where the pair is still here."""
     if evaluation.release_id:
-        rows = ReleaseItem.objects.filter(release_id=evaluation.release_id).order_by("pk")
+        rows = ReleaseItem.objects.filter(release_id=evaluation.release_id, item_id__in=question_ids)
         return {item_id: json.loads(line)["question"] for item_id, line in rows.values_list("item_id", "line")}
-    # A run from before releases: the question of the pair each answer is linked to, where the pair is still here.
-    rows = evaluation.results.filter(pair__isnull=False).order_by("pk")
+    rows = evaluation.results.filter(pair__isnull=False, question_id__in=question_ids)
     return dict(rows.values_list("question_id", "pair__question"))
 
 

@@ -14,7 +14,7 @@ from annotator.jobs.services import UnitRef, job_retry
 from annotator.llm.endpoints import endpoint_create
 from annotator.models import Job
 from benchmark.protocol import shuffle_options
-from evaluation.runs import services
+from evaluation.runs import results_files, services
 from evaluation.runs.results_files import results_file, results_file_text
 from evaluation.runs.services import evaluation_items, evaluation_run, evaluation_start, release_items
 from evaluation.runs.summaries import evaluation_totals
@@ -85,10 +85,15 @@ def test_each_batch_moves_the_totals_by_what_it_changed_without_recounting_the_r
     assert evaluation.results.get(is_correct__isnull=True).asks == 3
     job = Job.objects.get(pk=evaluation.job_id)
     assert job.done == len(records) and job.status == Job.Status.FAILED
-    # The streamed results file is the whole file's text, piece by piece (a failed entry and an unparsable one).
-    pieces = list(results_file_text(evaluation))
+    # The streamed results file is the whole file's text, piece by piece (a failed entry and an unparsable one),
+    # its entries read a chunk at a time with the questions of just that chunk's items.
+    monkeypatch.setattr(results_files, "ENTRIES_CHUNK", 3)
+    with CaptureQueriesContext(connection) as queries:
+        pieces = list(results_file_text(evaluation))
     assert len(pieces) == len(records) + 2
     assert "".join(pieces) == json.dumps(results_file(evaluation), indent=2, ensure_ascii=False)
+    questions = [q["sql"] for q in queries if 'FROM "annotator_releaseitem"' in q["sql"]]
+    assert len(questions) == -(-len(records) // 3)  # one lookup per chunk of 3 entries, never the whole release's
 
 
 def test_a_resumed_run_recounts_what_a_lost_batch_left_behind(db, coordinator, endpoint, plan_release):
