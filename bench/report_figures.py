@@ -12,7 +12,11 @@
    is compared with the anchor's. With --profile, the first view's cProfile in CPU seconds (the 15 costliest
    functions by their own time, the project's 25 by cumulative time).
 
-Run: python bench/report_figures.py [--items 50000] [--no-database] [--profile]
+Statistics: by default the whole database is ANALYZEd after the load (as autovacuum keeps a live database); with
+--no-analyze, only what the app's paths ANALYZE after their bulk writes (a release's items, a run's results:
+subtlebench.planner), as right after a run ends; with --no-app-analyze as well, nothing (the planner blind: before).
+
+Run: python bench/report_figures.py [--items 50000] [--no-database] [--profile] [--no-analyze] [--no-app-analyze]
 """
 
 from __future__ import annotations
@@ -73,13 +77,15 @@ def recreate_database(url: str) -> None:
         connection.execute(f'create database "{parts.path[1:]}"')
 
 
-def store(items, humans, models):
+def store(items, humans, models, *, app_analyze: bool = True):
     """The world as a release (all items in its test split), a study with its participants' answers, two finished
-    runs of one model under two strategies; returns the release and the runs."""
+    runs of one model under two strategies; returns the release and the runs. With `app_analyze`, the release's
+    items and each run's results ANALYZEd once written, as the app's paths do (subtlebench.planner)."""
     from django.utils import timezone
 
     from annotator.models import Job, Pair, Release, ReleaseItem
     from evaluation.models import Assignment, ModelEvaluation, ModelItemResult, Participant, Study, StudyItem
+    from subtlebench.planner import analyze_on_commit
     from tests.factories import make_pair
     from tests.model_fixtures import make_endpoint
 
@@ -94,6 +100,8 @@ def store(items, humans, models):
         ),
         batch_size=5000,
     )  # fmt: skip
+    if app_analyze:
+        analyze_on_commit(ReleaseItem)  # as a release's making does
     row_of = dict(release.items.values_list("item_id", "pk"))
     study = Study.objects.create(name="Humans", release=release, raters_per_item=3, practice_count=0)
     answered = sorted({item_id for item_id, _, _ in humans})
@@ -135,11 +143,13 @@ def store(items, humans, models):
             ),
             batch_size=5000,
         )  # fmt: skip
+        if app_analyze:
+            analyze_on_commit(ModelItemResult)  # as a run's end does
         runs.append(run)
     return release, runs
 
 
-def views(n: int, *, profile: bool = False) -> None:
+def views(n: int, *, profile: bool = False, analyze: bool = True, app_analyze: bool = True) -> None:
     """The report page at n items: the first view after an answer was given, a repeat view, a download; the anchor."""
     url = bench_database_url()
     recreate_database(url)
@@ -164,12 +174,13 @@ def views(n: int, *, profile: bool = False) -> None:
     call_command("migrate", verbosity=0)
     items, humans, models = world(n)
     started = time.perf_counter()
-    release, runs = store(items, humans, models)
+    release, runs = store(items, humans, models, app_analyze=app_analyze)
     print(f"stored {n} items, {len(humans)} human answers, 2 runs in {time.perf_counter() - started:.0f} s")
     # Statistics, as autovacuum keeps them on a live database: right after the bulk load the tables have none, and
     # the planner joins 50,000 results as if they were a handful (the first view took 75 s of database time here).
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
+    if analyze:
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
     user = User.objects.create_user("coordinator")
     user.groups.add(Group.objects.get_or_create(name=COORDINATOR)[0])
     client = Client()
@@ -195,7 +206,11 @@ def views(n: int, *, profile: bool = False) -> None:
             spent.append(view())
         return min(spent)
 
-    view()  # the first request of the process (imports, templates): not a figure
+    very_first, very_first_wall = view()  # the first request of the process (imports, templates), every row summed
+    print(f"statistics: {'the whole database ANALYZEd' if analyze else 'no ANALYZE of the whole database'}, "
+          f"{'the app ANALYZEs its bulk writes' if app_analyze else 'none of the app either'}; the very first view "
+          f"(every row summed right after the load; the process's imports too) {very_first:.3f} CPU-s "
+          f"({very_first_wall:.2f} s wall)")  # fmt: skip
     first, first_wall = least(answer_again)
     cold, cold_wall = least(cache.clear)
     repeat, repeat_wall = least(lambda: None)
@@ -238,6 +253,16 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=50000)
     parser.add_argument("--no-database", action="store_true", help="the figures without Django only")
     parser.add_argument("--profile", action="store_true", help="print the first view's cProfile")
+    parser.add_argument(
+        "--no-analyze",
+        action="store_true",
+        help="no ANALYZE of the whole database after the load: the planner has only what the app's paths ANALYZE",
+    )
+    parser.add_argument(
+        "--no-app-analyze",
+        action="store_true",
+        help="nor the ANALYZE the app's paths run after their bulk writes (release items, run results)",
+    )
     args = parser.parse_args()
     n = args.items
     items, humans, models = world(n)
@@ -253,7 +278,7 @@ def main() -> None:
     print(f"the report of {n} items from plain data (humans on {len(humans)} answers, 2 models): item by item "
           f"{old:.2f} CPU-s, integer sums {new:.2f} CPU-s; identical figures: {integer == fraction}")  # fmt: skip
     if not args.no_database and os.environ.get("DATABASE_URL"):
-        views(n, profile=args.profile)
+        views(n, profile=args.profile, analyze=not args.no_analyze, app_analyze=not args.no_app_analyze)
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 

@@ -49,6 +49,7 @@ from annotator.models.releases import release_name
 from benchmark.card import split_totals
 from benchmark.records import CARD, FIELDS, ITEMS_METADATA, MANIFEST, SPLITS, split_path
 from subtlebench.errors import Conflict, Invalid, NotFound, file_error_detail
+from subtlebench.planner import analyze_on_commit
 
 log = logging.getLogger(__name__)
 
@@ -327,6 +328,7 @@ def release_publish(
                 ReleaseItem.objects.bulk_create(batch)
                 batch = []
         ReleaseItem.objects.bulk_create(batch)
+        analyze_on_commit(ReleaseItem)
         release_diff_store(release)  # once, now: the release page and its downloads read it
         if published_how is not None:
             release_publication_record(release=release, how=published_how, who=user, where=published_where)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Count, Max
+from django.db.models import Count, F, Max
 
 from annotator.models import Release, ReleaseItem
 from benchmark.figure import gap_svg
@@ -38,9 +38,10 @@ from benchmark.strategy_table import (
     strategy_table_markdown,
     strategy_table_of_rows,
 )
-from evaluation.models import Assignment, ModelItemResult, Participant, Study, StudyItem
+from evaluation.models import ModelItemResult
 from evaluation.results.raster import gap_png
 from evaluation.runs.naming import run_names
+from evaluation.studies.release_answers import release_answers
 
 # Each file of the report: its name after the release and split, how it is written, its content type.
 REPORT_FILES = (
@@ -92,12 +93,7 @@ def answers_stamp(release: Release, runs) -> tuple[tuple, dict[int, tuple]]:
     """What a release's report stands on, besides the release (frozen) and the runs: the latest human answer on it
     (the highest id, the number and the last time) and, per run, its latest result (the highest id and the number),
     in two queries. Any answer given, replaced or taken back moves it."""
-    humans = Assignment.objects.filter(
-        item__study__release=release,
-        item__kind=StudyItem.Kind.SCORED,
-        item__release_item__release=release,
-        answered_at__isnull=False,
-    ).aggregate(last=Max("pk"), n=Count("pk"), at=Max("answered_at"))
+    humans = release_answers(release).aggregate(last=Max("pk"), n=Count("pk"), at=Max("answered_at"))
     models = (
         ModelItemResult.objects.filter(evaluation__in=[run.pk for run in runs])
         .order_by()
@@ -167,73 +163,62 @@ SELECT 'denominator', NULL, NULL, NULL, NULL, d, (SELECT COUNT(*) FROM scored WH
 FROM denominator
 """
 
-# A model's answers on the split: 0 or 1 (a failed request is no answer), one answer each.
+# A model's answers on the split: 0 or 1 (a failed request is no answer), one answer each. Parameters: the run, the
+# release, the split.
 MODEL_ITEMS_SQL = """
     SELECT item.id, item.cluster, item.category, item.domain, CASE WHEN result.is_correct THEN 1 ELSE 0 END AS s,
            1 AS r, 1 AS answers, false AS twice
     FROM {results} result JOIN {items} item ON item.id = result.release_item_id
-    WHERE result.evaluation_id = %(run)s AND item.release_id = %(release)s AND item.split = %(split)s
-      AND result.is_correct IS NOT NULL
-"""
-
-# The humans' answers on the split (as evaluation.studies.release_answers.human_answers_on_release reads them: every
-# study on the release, scored items only, answered), one row per answer.
-HUMAN_ANSWERS_SQL = """
-    FROM {assignments} answer
-    JOIN {study_items} study_item ON study_item.id = answer.item_id
-    JOIN {studies} study ON study.id = study_item.study_id
-    JOIN {items} item ON item.id = study_item.release_item_id
-    JOIN {participants} participant ON participant.id = answer.participant_id
-    WHERE study.release_id = %(release)s AND study_item.kind = %(kind)s AND item.release_id = %(release)s
-      AND item.split = %(split)s AND answer.answered_at IS NOT NULL
+    WHERE result.evaluation_id = %s AND item.release_id = %s AND item.split = %s AND result.is_correct IS NOT NULL
 """
 
 # The humans' score of an item is the share of its raters who answered it right (benchmark.report.human_item_score):
 # s right answers of r raters (a rater is its order seed, as its rater key is; `twice` flags a rater who answered
-# the item twice, which benchmark.report refuses).
+# the item twice, which benchmark.report refuses). {answers} is `_human_answers`'s query, one row per answer.
 HUMAN_ITEMS_SQL = """
-    SELECT item.id, item.cluster, item.category, item.domain, SUM(CASE WHEN answer.correct THEN 1 ELSE 0 END) AS s,
-           COUNT(DISTINCT participant.order_seed) AS r, COUNT(*) AS answers,
-           COUNT(*) <> COUNT(DISTINCT participant.order_seed) AS twice
-    {answers}
-    GROUP BY item.id
+    SELECT answer.release_item AS id, answer.cluster, answer.category, answer.domain,
+           SUM(CASE WHEN answer.correct THEN 1 ELSE 0 END) AS s, COUNT(DISTINCT answer.rater) AS r,
+           COUNT(*) AS answers, COUNT(*) <> COUNT(DISTINCT answer.rater) AS twice
+    FROM ({answers}) AS answer
+    GROUP BY answer.release_item, answer.cluster, answer.category, answer.domain
 """
 
-HUMAN_RATERS_SQL = "SELECT item.category, item.domain, participant.order_seed AS rater {answers}"
+HUMAN_RATERS_SQL = "SELECT answer.category, answer.domain, answer.rater FROM ({answers}) AS answer"
 
-# The run's answers on the split, for its gap row: the items it answered (a failed request is no answer).
-RUN_ANSWERED_SQL = "SELECT release_item_id FROM {results} WHERE evaluation_id = %(run)s AND is_correct IS NOT NULL"
+# The humans' raters on the items the run answered, for its gap row (a failed request is no answer). Parameter: the
+# run, after the answers' own.
+GAP_RATERS_SQL = """
+    SELECT answer.category, answer.domain, answer.rater FROM ({answers}) AS answer
+    WHERE answer.release_item IN (
+        SELECT release_item_id FROM {results} WHERE evaluation_id = %s AND is_correct IS NOT NULL
+    )
+"""
 
 # A gap's item score, the humans' minus the model's, on the items both answered: (s - m r) / r, with the humans'
-# answers and one more.
+# answers and one more. Parameter: the run, after the humans' own.
 GAP_ITEMS_SQL = """
     SELECT humans.id, humans.cluster, humans.category, humans.domain,
            humans.s - CASE WHEN result.is_correct THEN humans.r ELSE 0 END AS s, humans.r,
            humans.answers + 1 AS answers, humans.twice
     FROM ({humans}) AS humans JOIN {results} result ON result.release_item_id = humans.id
-    WHERE result.evaluation_id = %(run)s AND result.is_correct IS NOT NULL
+    WHERE result.evaluation_id = %s AND result.is_correct IS NOT NULL
 """
 
 NO_RATERS_SQL = "SELECT NULL::text AS category, NULL::text AS domain, NULL::text AS rater WHERE false"
 
 
 def _tables() -> dict[str, str]:
-    return {
-        "results": ModelItemResult._meta.db_table,
-        "items": ReleaseItem._meta.db_table,
-        "assignments": Assignment._meta.db_table,
-        "study_items": StudyItem._meta.db_table,
-        "studies": Study._meta.db_table,
-        "participants": Participant._meta.db_table,
-    }
+    return {"results": ModelItemResult._meta.db_table, "items": ReleaseItem._meta.db_table}
 
 
-def _row_sums(scored: str, raters: str | None, parameters: dict, where: str) -> RowSums:
+def _row_sums(scored: tuple[str, list], raters: tuple[str, list] | None, where: str) -> RowSums:
     """The RowSums that ROW_SQL gives for the items of `scored` (and the raters of `raters`; None: a model's row,
-    which counts none)."""
-    sql = ROW_SQL.format(scored=scored, raters=raters or NO_RATERS_SQL)
+    which counts none), each an SQL query and its parameters (positional, in the order of the text)."""
+    scored_sql, scored_parameters = scored
+    raters_sql, raters_parameters = raters or (NO_RATERS_SQL, [])
+    sql = ROW_SQL.format(scored=scored_sql, raters=raters_sql)
     with connection.cursor() as cursor:
-        cursor.execute(sql, parameters)
+        cursor.execute(sql, [*scored_parameters, *raters_parameters])
         rows = cursor.fetchall()
     strata, products, clusters, answers, who = {}, {}, {}, {}, {}
     denominator, twice = 1, 0
@@ -261,10 +246,25 @@ def _row_sums(scored: str, raters: str | None, parameters: dict, where: str) -> 
     return RowSums(Sums(denominator, strata, products, clusters[OVERALL]), clusters, answers, raters_of)
 
 
-def _human_answers(release: Release, split: str) -> tuple[str, dict]:
-    tables = _tables()
-    answers = HUMAN_ANSWERS_SQL.format(**tables)
-    return answers, {"release": release.pk, "split": split, "kind": StudyItem.Kind.SCORED.value}
+def _human_answers(release: Release, split: str) -> tuple[str, list]:
+    """The SQL of the human answers that count on `release`'s `split` (evaluation.studies.release_answers.
+    release_answers, compiled by Django: the rule is written once) and its parameters, one row per answer: the
+    release item's id, cluster, category and domain, whether it is right, and the rater (its order seed, as its
+    rater key is)."""
+    answers = (
+        release_answers(release, split)
+        .order_by()
+        .values(
+            "correct",
+            release_item=F("item__release_item_id"),
+            cluster=F("item__release_item__cluster"),
+            category=F("item__release_item__category"),
+            domain=F("item__release_item__domain"),
+            rater=F("participant__order_seed"),
+        )
+    )
+    sql, parameters = answers.query.get_compiler(using=answers.db).as_sql()
+    return sql, list(parameters)
 
 
 def human_row_sums(release: Release, split: str) -> RowSums:
@@ -272,18 +272,17 @@ def human_row_sums(release: Release, split: str) -> RowSums:
     RowSums as benchmark.report.row_sums of human_answers_on_release's answers, each item scoring the mean of its
     raters (benchmark.report.human_item_score), without reading them one by one."""
     answers, parameters = _human_answers(release, split)
-    scored = HUMAN_ITEMS_SQL.format(answers=answers)
-    raters = HUMAN_RATERS_SQL.format(answers=answers)
-    return _row_sums(scored, raters, parameters, f"humans on release {release.name} ({split})")
+    scored = (HUMAN_ITEMS_SQL.format(answers=answers), parameters)
+    raters = (HUMAN_RATERS_SQL.format(answers=answers), parameters)
+    return _row_sums(scored, raters, f"humans on release {release.name} ({split})")
 
 
 def model_row_sums(release: Release, split: str, run) -> RowSums:
     """The sums of `run`'s row of the report on `release`'s `split`, summed by the database (ROW_SQL): the same
     RowSums as benchmark.report.row_sums of the run's answers (a failed request is no answer), without reading
     them one by one."""
-    scored = MODEL_ITEMS_SQL.format(**_tables())
-    parameters = {"run": run.pk, "release": release.pk, "split": split}
-    return _row_sums(scored, None, parameters, f"run {run.pk} on release {release.name} ({split})")
+    scored = (MODEL_ITEMS_SQL.format(**_tables()), [run.pk, release.pk, split])
+    return _row_sums(scored, None, f"run {run.pk} on release {release.name} ({split})")
 
 
 def gap_row_sums(release: Release, split: str, run) -> RowSums:
@@ -293,11 +292,9 @@ def gap_row_sums(release: Release, split: str, run) -> RowSums:
     tables = _tables()
     answers, parameters = _human_answers(release, split)
     humans = HUMAN_ITEMS_SQL.format(answers=answers)
-    scored = GAP_ITEMS_SQL.format(humans=humans, **tables)
-    answered = RUN_ANSWERED_SQL.format(**tables)
-    raters = HUMAN_RATERS_SQL.format(answers=f"{answers} AND item.id IN ({answered})")
-    where = f"humans - run {run.pk} on release {release.name} ({split})"
-    return _row_sums(scored, raters, parameters | {"run": run.pk}, where)
+    scored = (GAP_ITEMS_SQL.format(humans=humans, **tables), [*parameters, run.pk])
+    raters = (GAP_RATERS_SQL.format(answers=answers, **tables), [*parameters, run.pk])
+    return _row_sums(scored, raters, f"humans - run {run.pk} on release {release.name} ({split})")
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.runs import description
 from evaluation.runs.summaries import evaluation_summary, evaluation_totals
 from subtlebench.errors import Invalid
+from subtlebench.planner import analyze_on_commit
 
 # --- Summaries and the results file --------------------------------------------------------------------------
 
@@ -259,6 +260,7 @@ def model_results_import(
     ModelItemResult.objects.bulk_create(
         _imported_result(evaluation, row, outcome, entry) for row, outcome, entry in matched.values()
     )
+    analyze_on_commit(ModelItemResult)
     ModelEvaluation.objects.filter(pk=evaluation.pk).update(**evaluation_totals(evaluation))
     evaluation.refresh_from_db()
     job.result = evaluation_summary(evaluation) | {"unknown": len(unknown), "unknown_ids": unknown[:UNKNOWN_IDS_SHOWN]}

@@ -65,6 +65,7 @@ from evaluation.runs.extraction import extraction_pass
 from evaluation.runs.runsettings import clean_run_settings
 from evaluation.runs.summaries import evaluation_summary, evaluation_totals
 from subtlebench.errors import Invalid
+from subtlebench.planner import analyze_on_commit
 
 log = logging.getLogger(__name__)
 
@@ -381,6 +382,7 @@ def _end(evaluation: ModelEvaluation, run, job: Job, ended: str, error: str | No
                 ended=ended, paused_since=None, paused_until=None, pause_reason=""
             )
             job.finish(result=evaluation_summary(evaluation), error=error)
+    analyze_on_commit(ModelItemResult)  # the run's results, a bulk write: the report's first view plans on them
 
 
 def _pause(evaluation: ModelEvaluation, run, reason: str) -> None:

@@ -3,7 +3,7 @@ only, answered, each named by the release's own item id and an opaque rater key.
 
 from __future__ import annotations
 
-from django.db.models import OuterRef
+from django.db.models import OuterRef, QuerySet
 
 from annotator.models import Release
 from annotator.models.pairs import public_since_of
@@ -12,19 +12,30 @@ from evaluation.models.studies import rater_key_of
 from evaluation.studies.reports import public_answers
 
 
-def human_answers_on_release(release: Release) -> list[tuple[str, str, bool]]:
-    """(item id, rater key, is correct) for every answered scored item of the studies on `release`, sorted.
+def release_answers(release: Release, split: str | None = None) -> QuerySet[Assignment]:
+    """The human answers that count on `release` (on its `split` when one is given): the one definition, which the
+    item-by-item answers below, the report's sums in the database (evaluation.results.report, from this queryset's
+    SQL), its cache stamp and the public baseline all read.
 
-    As the study report counts them: practice items and attention checks left out, too-fast answers kept (the
-    report shows their number beside the accuracy, it does not drop them). Scored against the released record
-    (an Assignment's `correct` is its choice of the record's answer), so correcting a pair later changes nothing.
-    """
-    answered = Assignment.objects.filter(
+    As the study report counts them: every study drawn from the release, scored items only (practice items and
+    attention checks left out), on the release's own items, answered; too-fast answers kept (the report shows their
+    number beside the accuracy, it does not drop them)."""
+    answers = Assignment.objects.filter(
         item__study__release=release,
         item__kind=StudyItem.Kind.SCORED,
         item__release_item__release=release,
         answered_at__isnull=False,
-    ).values_list("item__release_item__item_id", "participant__order_seed", "correct")
+    )
+    return answers if split is None else answers.filter(item__release_item__split=split)
+
+
+def human_answers_on_release(release: Release) -> list[tuple[str, str, bool]]:
+    """(item id, rater key, is correct) for every answer of `release_answers(release)`, sorted.
+
+    Scored against the released record (an Assignment's `correct` is its choice of the record's answer), so
+    correcting a pair later changes nothing.
+    """
+    answered = release_answers(release).values_list("item__release_item__item_id", "participant__order_seed", "correct")
     return sorted((item_id, rater_key_of(seed), bool(correct)) for item_id, seed, correct in answered)
 
 
@@ -32,13 +43,7 @@ def release_public_answers(release: Release, split: str) -> dict:
     """What is public of the human baseline on `release`'s `split` (evaluation.studies.reports.public_answers): the
     items people answered that a published release holds, since when, the answers given before and after each became
     public, and "open book" when a study that answered was drawn knowingly on public items."""
-    answered = Assignment.objects.filter(
-        item__study__release=release,
-        item__kind=StudyItem.Kind.SCORED,
-        item__release_item__release=release,
-        item__release_item__split=split,
-        answered_at__isnull=False,
-    )
+    answered = release_answers(release, split)
     items = release.items.filter(pk__in=answered.values("item__release_item")).annotate(
         public_since=public_since_of(OuterRef("pair_id"))
     )
