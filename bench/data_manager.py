@@ -14,7 +14,6 @@ SQL queries of one table page (target: at most 10), then starts `celery worker` 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import subprocess
 import sys
@@ -32,6 +31,7 @@ sys.path.insert(0, str(BASE_DIR))
 
 from bench.lease_load import (  # noqa: E402
     bench_database_url,
+    bench_environment,
     percentile,
     recreate_database,
     start_gunicorn,
@@ -353,21 +353,7 @@ def main() -> int:
     args = parser.parse_args()
 
     url = bench_database_url(args.database)
-    env = {
-        **os.environ,
-        "DATABASE_URL": url,
-        "DEBUG": "False",
-        "SECRET_KEY": "bench-" + uuid.uuid4().hex,
-        "ALLOWED_HOSTS": "127.0.0.1",
-        "SECURE_COOKIES": "False",
-        "LOG_LEVEL": "WARNING",
-        "MEDIA_ROOT": tempfile.mkdtemp(prefix="dm-bench-media-"),
-        # DEBUG off serves hashed static files (the pages' CSS and JS): collected into a folder of the bench's own.
-        "STATIC_ROOT": tempfile.mkdtemp(prefix="dm-bench-static-"),
-    }
-    names = ("DATABASE_URL", "DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "MEDIA_ROOT", "STATIC_ROOT")
-    os.environ.update({k: env[k] for k in names})
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "subtlebench.settings")
+    env = bench_environment(url, "dm-bench", static=True)
 
     subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=BASE_DIR, env=env, check=True

@@ -35,6 +35,27 @@ def bench_database_url(name: str) -> str:
     return urlunparse(parsed._replace(path=f"/{name}"))
 
 
+def bench_environment(url: str, prefix: str, *, allowed_hosts: str = "127.0.0.1", static: bool = False) -> dict:
+    """The settings a bench's gunicorn and its own process run with, set in this process's variables too: the
+    database `url`, DEBUG off, a secret of its own, and a media folder (with `static`, a static folder to collect
+    into: DEBUG off serves the hashed files) in temporary folders named after `prefix`. Returns the environment for
+    the subprocesses."""
+    values = {
+        "DATABASE_URL": url,
+        "DEBUG": "False",
+        "SECRET_KEY": "bench-" + uuid.uuid4().hex,
+        "ALLOWED_HOSTS": allowed_hosts,
+        "SECURE_COOKIES": "False",
+        "LOG_LEVEL": "WARNING",
+        "MEDIA_ROOT": tempfile.mkdtemp(prefix=f"{prefix}-media-"),
+    }
+    if static:
+        values["STATIC_ROOT"] = tempfile.mkdtemp(prefix=f"{prefix}-static-")
+    os.environ.update(values)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "subtlebench.settings")
+    return dict(os.environ)
+
+
 def recreate_database(url: str) -> None:
     import psycopg
 
@@ -229,19 +250,8 @@ def main() -> int:
     args = parser.parse_args()
 
     url = bench_database_url(args.database)
-    env = {
-        **os.environ,
-        "DATABASE_URL": url,
-        "DEBUG": "False",
-        "SECRET_KEY": "bench-" + uuid.uuid4().hex,
-        "ALLOWED_HOSTS": "127.0.0.1",
-        "SECURE_COOKIES": "False",
-        "LOG_LEVEL": "WARNING",
-        # Leasing checks that a video's frame files are there: the seed writes empty ones in a folder of its own.
-        "MEDIA_ROOT": tempfile.mkdtemp(prefix="lease-load-media-"),
-    }
-    os.environ.update({k: env[k] for k in ("DATABASE_URL", "DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "MEDIA_ROOT")})
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "subtlebench.settings")
+    # Leasing checks that a video's frame files are there: the seed writes empty ones in the bench's media folder.
+    env = bench_environment(url, "lease-load")
     sys.path.insert(0, str(BASE_DIR))
 
     started = time.monotonic()

@@ -23,10 +23,8 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import requests
@@ -37,6 +35,7 @@ sys.path.insert(0, str(BASE_DIR))
 from bench.data_manager import login, seed  # noqa: E402
 from bench.lease_load import (  # noqa: E402
     bench_database_url,
+    bench_environment,
     percentile,
     recreate_database,
     start_gunicorn,
@@ -215,20 +214,7 @@ def main() -> int:
     args = parser.parse_args()
 
     url = bench_database_url(args.database)
-    env = {
-        **os.environ,
-        "DATABASE_URL": url,
-        "DEBUG": "False",
-        "SECRET_KEY": "bench-" + uuid.uuid4().hex,
-        "ALLOWED_HOSTS": "127.0.0.1,testserver",
-        "SECURE_COOKIES": "False",
-        "LOG_LEVEL": "WARNING",
-        "MEDIA_ROOT": tempfile.mkdtemp(prefix="stats-bench-media-"),
-        "STATIC_ROOT": tempfile.mkdtemp(prefix="stats-bench-static-"),
-    }
-    names = ("DATABASE_URL", "DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "MEDIA_ROOT", "STATIC_ROOT", "LOG_LEVEL")
-    os.environ.update({k: env[k] for k in names})
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "subtlebench.settings")
+    env = bench_environment(url, "stats-bench", allowed_hosts="127.0.0.1,testserver", static=True)
     subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=BASE_DIR, env=env, check=True
     )
