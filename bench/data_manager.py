@@ -210,10 +210,10 @@ def login(base: str) -> requests.Session:
     return session
 
 
-def client(base: str, session, name: str, deadline: float, times: dict, errors: list, lock) -> None:
+def client(base: str, session, name: str, label: str, page, deadline: float, times: dict, errors: list, lock) -> None:
     rng = random.Random(name)
     while time.monotonic() < deadline:
-        for op, path in (("pairs table", table_url(rng)), ("healthz", "/healthz")):
+        for op, path in ((label, page(rng)), ("healthz", "/healthz")):
             start = time.perf_counter()
             try:
                 response = session.get(base + path, timeout=30)
@@ -226,6 +226,36 @@ def client(base: str, session, name: str, deadline: float, times: dict, errors: 
                 times.setdefault(op, []).append(elapsed)
                 if response.status_code != 200:
                     errors.append(f"{op}: {response.status_code} {path}")
+
+
+def beside_healthz(base: str, sessions: list, *, label: str, page, seconds: float, workers: int) -> None:
+    """Each session a client that alternates `label` (the path page(rng) gives) with `/healthz` for `seconds`; prints
+    the p50 and p99 of both and the ratio of the p99s (target: at most 3)."""
+    times: dict[str, list[float]] = {}
+    errors: list[str] = []
+    lock = threading.Lock()
+    deadline = time.monotonic() + seconds
+    threads = [
+        threading.Thread(
+            target=client, args=(base, session, f"c{i}", label, page, deadline, times, errors, lock), daemon=True
+        )
+        for i, session in enumerate(sessions)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(seconds + 60)
+    print(f"{len(sessions)} clients, {seconds:.0f} s, gunicorn -w {workers}:")
+    for op in (label, "healthz"):
+        values = times.get(op, [])
+        print(
+            f"  {op:12s} n={len(values):5d}  p50={percentile(values, 0.5) * 1000:7.1f} ms  "
+            f"p99={percentile(values, 0.99) * 1000:7.1f} ms"
+        )
+    print(f"  errors: {len(errors)} {errors[:3]}")
+    if times.get(label) and times.get("healthz"):
+        ratio = percentile(times[label], 0.99) / percentile(times["healthz"], 0.99)
+        print(f"  p99 ratio {label} / healthz: {ratio:.2f} (target <= 3)")
 
 
 def queries_per_page() -> tuple[int, int]:
@@ -382,30 +412,8 @@ def main() -> int:
         if base is None:
             print("gunicorn did not start", file=sys.stderr)
             return 1
-        times: dict[str, list[float]] = {}
-        errors: list[str] = []
-        lock = threading.Lock()
         sessions = [login(base) for _ in range(args.clients)]  # before the clock starts
-        deadline = time.monotonic() + args.seconds
-        threads = [
-            threading.Thread(target=client, args=(base, session, f"c{i}", deadline, times, errors, lock), daemon=True)
-            for i, session in enumerate(sessions)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(args.seconds + 60)
-        print(f"{args.clients} clients, {args.seconds:.0f} s, gunicorn -w {args.workers}:")
-        for op in ("pairs table", "healthz"):
-            values = times.get(op, [])
-            print(
-                f"  {op:12s} n={len(values):5d}  p50={percentile(values, 0.5) * 1000:7.1f} ms  "
-                f"p99={percentile(values, 0.99) * 1000:7.1f} ms"
-            )
-        print(f"  errors: {len(errors)} {errors[:3]}")
-        if times.get("pairs table") and times.get("healthz"):
-            ratio = percentile(times["pairs table"], 0.99) / percentile(times["healthz"], 0.99)
-            print(f"  p99 ratio pairs table / healthz: {ratio:.2f} (target <= 3)")
+        beside_healthz(base, sessions, label="pairs table", page=table_url, seconds=args.seconds, workers=args.workers)
         run_bulk(base, env)
     finally:
         stop_gunicorn(gunicorn)

@@ -23,20 +23,16 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-
-import requests
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.data_manager import login, seed  # noqa: E402
+from bench.data_manager import beside_healthz, login, seed  # noqa: E402
 from bench.lease_load import (  # noqa: E402
     bench_database_url,
     bench_environment,
-    percentile,
     recreate_database,
     start_gunicorn,
     stop_gunicorn,
@@ -147,55 +143,18 @@ def pages(repeat: int) -> None:
         )
 
 
-def client(base: str, session, deadline: float, times: dict, errors: list, lock) -> None:
-    while time.monotonic() < deadline:
-        for op, path in (("landing page", "/tables/pairs/"), ("healthz", "/healthz")):
-            start = time.perf_counter()
-            try:
-                response = session.get(base + path, timeout=30)
-            except requests.RequestException as error:
-                with lock:
-                    errors.append(f"{op}: {error}")
-                continue
-            elapsed = time.perf_counter() - start
-            with lock:
-                times.setdefault(op, []).append(elapsed)
-                if response.status_code != 200:
-                    errors.append(f"{op}: {response.status_code}")
-
-
 def under_load(env: dict, *, workers: int, clients: int, seconds: float) -> None:
     gunicorn, base = start_gunicorn(env, workers)
     try:
         if base is None:
             print("gunicorn did not start", file=sys.stderr)
             return
-        times: dict[str, list[float]] = {}
-        errors: list[str] = []
-        lock = threading.Lock()
         sessions = [login(base) for _ in range(clients)]
         for session in sessions:  # warm every worker's connection and templates before the clock starts
             session.get(base + "/tables/pairs/", timeout=30)
-        deadline = time.monotonic() + seconds
-        threads = [
-            threading.Thread(target=client, args=(base, session, deadline, times, errors, lock), daemon=True)
-            for session in sessions
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(seconds + 60)
-        print(f"{clients} clients, {seconds:.0f} s, gunicorn -w {workers}:")
-        for op in ("landing page", "healthz"):
-            values = times.get(op, [])
-            print(
-                f"  {op:12s} n={len(values):5d}  p50={percentile(values, 0.5) * 1000:7.1f} ms  "
-                f"p99={percentile(values, 0.99) * 1000:7.1f} ms"
-            )
-        print(f"  errors: {len(errors)} {errors[:3]}")
-        if times.get("landing page") and times.get("healthz"):
-            ratio = percentile(times["landing page"], 0.99) / percentile(times["healthz"], 0.99)
-            print(f"  p99 ratio landing page / healthz: {ratio:.2f} (target <= 3)")
+        beside_healthz(
+            base, sessions, label="landing page", page=lambda rng: "/tables/pairs/", seconds=seconds, workers=workers
+        )
     finally:
         stop_gunicorn(gunicorn)
 
