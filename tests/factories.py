@@ -169,6 +169,28 @@ def unit_of_a_dead_run(job: Job, steps: int) -> JobTask:
     return unit
 
 
+def release_item(release, pair, *, item_id: str, split: str, position: int, category: str, domain: str, cluster: str):
+    """An unsaved item of `release` showing `pair`'s images, with an empty record: what a report reads of it."""
+    from annotator.models import ReleaseItem
+
+    return ReleaseItem(
+        release=release,
+        item_id=item_id,
+        split=split,
+        position=position,
+        line="{}",
+        provenance="{}",
+        category=category,
+        domain=domain,
+        cluster=cluster,
+        image_1=pair.image_1,
+        image_2=pair.image_2,
+        image_1_sha256="a" * 64,
+        image_2_sha256="b" * 64,
+        pair=pair,
+    )
+
+
 def make_release_study(release, name: str, humans, *, kind="scored", answered=True, batch_size=None):
     """A study on `release` with the answers `humans` [(item_id, rater key, is_correct)], each rater key one
     participant and each item one study item (with a pair of its own: a study holds a pair once); `kind`: the study

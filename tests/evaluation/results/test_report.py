@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from annotator.models import Pair, Release, ReleaseItem
+from annotator.models import Pair, Release
 from benchmark.report import ReportInputError, report_markdown
 from evaluation.results.report import release_report, release_report_files
-from tests.factories import make_pair
+from tests.factories import make_pair, release_item
 
 # (item_id, split, category, domain, cluster): six test items in three videos, one val item.
 ITEMS = [
@@ -40,22 +40,10 @@ def make_release() -> Release:
     positions = {"test": 0, "val": 0}
     for item_id, split, category, domain, cluster in ITEMS:
         positions[split] += 1
-        ReleaseItem.objects.create(
-            release=release,
-            item_id=item_id,
-            split=split,
-            position=positions[split],
-            line="{}",
-            provenance="{}",
-            category=category,
-            domain=domain,
+        release_item(
+            release, pair, item_id=item_id, split=split, position=positions[split], category=category, domain=domain,
             cluster=cluster,
-            image_1=pair.image_1,
-            image_2=pair.image_2,
-            image_1_sha256="a" * 64,
-            image_2_sha256="b" * 64,
-            pair=pair,
-        )
+        ).save()  # fmt: skip
     return release
 
 

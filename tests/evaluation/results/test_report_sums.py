@@ -21,7 +21,7 @@ from evaluation.runs.selectors import model_answers_on_release
 from evaluation.studies.release_answers import human_answers_on_release
 from tests.benchmark.test_integer_sums import fixed_world, item_by_item_report
 from tests.evaluation.results.test_run_names import make_release_run
-from tests.factories import make_pair, make_release_study
+from tests.factories import make_pair, make_release_study, release_item
 from tests.model_fixtures import make_endpoint
 
 pytestmark = pytest.mark.django_db
@@ -35,22 +35,16 @@ def world():
     val = [(f"val{n}", "state", "natural", f"video{n}") for n in range(4)]
     placed = [("test", entry) for entry in arguments["items"]] + [("val", entry) for entry in val]
     ReleaseItem.objects.bulk_create(
-        ReleaseItem(
-            release=release,
+        release_item(
+            release,
+            pair,
             item_id=item_id,
             split=split,
             position=position,
-            line="{}",
-            provenance="{}",
             category=category,
             domain=domain,
             cluster=cluster,
-            image_1=pair.image_1,
-            image_2=pair.image_2,
-            image_1_sha256="a" * 64,
-            image_2_sha256="b" * 64,
-            pair=pair,
-        )
+        )  # fmt: skip
         for position, (split, (item_id, category, domain, cluster)) in enumerate(placed, 1)
     )
     # The humans' answers in two studies (an item rated in both: its raters are those of both), answers on the

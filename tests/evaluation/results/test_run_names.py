@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import pytest
 
-from annotator.models import Job, Release, ReleaseItem
+from annotator.models import Job, Release
 from benchmark.taxonomy import CATEGORIES
 from evaluation.models import ModelEvaluation, ModelItemResult
 from evaluation.results.beside import models_overview
@@ -18,7 +18,7 @@ from evaluation.results.release_report import FIGURE_RUNS, release_report_choice
 from evaluation.runs.naming import prompt_hash, run_name, run_names
 from evaluation.runs.strategies import STRATEGIES
 from evaluation.runs.summaries import evaluation_totals
-from tests.factories import make_pair, make_release_study
+from tests.factories import make_pair, make_release_study, release_item
 from tests.model_fixtures import make_endpoint
 
 PROMPT = {"system": "Look closely.", "user": "{question}\n{options}"}
@@ -40,22 +40,10 @@ def release(db):
         for position, item_id in enumerate(ids, 1):
             category = item_id.split("_")[0]
             pair = make_pair(category=category)
-            ReleaseItem.objects.create(
-                release=release,
-                item_id=item_id,
-                split=split,
-                position=position,
-                line="{}",
-                provenance="{}",
-                category=category,
-                domain="natural",
+            release_item(
+                release, pair, item_id=item_id, split=split, position=position, category=category, domain="natural",
                 cluster=f"yt8m:{item_id}",
-                image_1=pair.image_1,
-                image_2=pair.image_2,
-                image_1_sha256="a" * 64,
-                image_2_sha256="b" * 64,
-                pair=pair,
-            )
+            ).save()  # fmt: skip
     return release
 
 
