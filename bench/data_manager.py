@@ -369,6 +369,27 @@ def landing_query_times(repeat: int = 5) -> None:
             print(f"pairs table, sort {sort}, {label}: {sorted(spent)[repeat // 2]:.1f} ms (query, median of {repeat})")
 
 
+def seeded_world(url: str, env: dict, *, reuse: bool, pairs: int, videos: int, captions: int) -> None:
+    """The static files collected for gunicorn, then the database at `url` made afresh (migrated, `seed`) or, with
+    `reuse`, the one a previous run seeded; Django set up in this process either way."""
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=BASE_DIR, env=env, check=True
+    )
+    if reuse:
+        import django
+
+        django.setup()
+        return
+    started = time.monotonic()
+    recreate_database(url)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=BASE_DIR, env=env, check=True)
+    seed(pairs=pairs, videos=videos, captions=captions)
+    print(
+        f"seeded {pairs} pairs, {videos} videos, {captions} captions in {time.monotonic() - started:.1f} s "
+        "(with the migrations)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=8)
@@ -385,22 +406,7 @@ def main() -> int:
     url = bench_database_url(args.database)
     env = bench_environment(url, "dm-bench", static=True)
 
-    subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=BASE_DIR, env=env, check=True
-    )
-    if args.reuse:
-        import django
-
-        django.setup()
-    else:
-        started = time.monotonic()
-        recreate_database(url)
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=BASE_DIR, env=env, check=True)
-        seed(pairs=args.pairs, videos=args.videos, captions=args.captions)
-        print(
-            f"seeded {args.pairs} pairs, {args.videos} videos, {args.captions} captions in "
-            f"{time.monotonic() - started:.1f} s (with the migrations)"
-        )
+    seeded_world(url, env, reuse=args.reuse, pairs=args.pairs, videos=args.videos, captions=args.captions)
     landing_query_times()
     if args.landing_only:
         return 0

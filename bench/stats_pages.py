@@ -29,11 +29,10 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.data_manager import beside_healthz, login, seed  # noqa: E402
+from bench.data_manager import beside_healthz, login, seeded_world  # noqa: E402
 from bench.lease_load import (  # noqa: E402
     bench_database_url,
     bench_environment,
-    recreate_database,
     start_gunicorn,
     stop_gunicorn,
 )
@@ -174,19 +173,7 @@ def main() -> int:
 
     url = bench_database_url(args.database)
     env = bench_environment(url, "stats-bench", allowed_hosts="127.0.0.1,testserver", static=True)
-    subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=BASE_DIR, env=env, check=True
-    )
-    if args.reuse:
-        import django
-
-        django.setup()
-    else:
-        started = time.monotonic()
-        recreate_database(url)
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=BASE_DIR, env=env, check=True)
-        seed(pairs=args.pairs, videos=args.videos, captions=args.captions)
-        print(f"seeded {args.pairs} pairs in {time.monotonic() - started:.1f} s (with the migrations)")
+    seeded_world(url, env, reuse=args.reuse, pairs=args.pairs, videos=args.videos, captions=args.captions)
     from django.db import connection
 
     with connection.cursor() as cursor:
