@@ -2,7 +2,7 @@
 category and AVG (the macro mean over categories), with the humans' row beside; written as CSV, Markdown and LaTeX
 whose bytes depend on the input only.
 
-Every figure is benchmark.report's: each strategy is a model row of `compute_report` and the humans' row is the
+Every figure is benchmark.report's: each strategy is a model row of the report and the humans' row is the
 report's (an item scores the mean of its raters), so the table and the release report never disagree.
 """
 
@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from benchmark.report import (
-    HUMANS,
     Row,
     _markdown_text,
-    compute_report,
     decimal,
     latex_escape,
     percent,
@@ -41,40 +39,6 @@ class StrategyTable:
     items: int
     humans: Row
     strategies: tuple[StrategyRow, ...]  # in the order given
-
-
-def compute_strategy_table(
-    *,
-    release: str,
-    release_hash: str,
-    split: str,
-    model: str,
-    items: Iterable,
-    humans: Iterable,
-    strategies: Mapping[str, tuple[str, Iterable]],
-    humans_label: str = HUMANS,
-) -> StrategyTable:
-    """items, humans and humans_label as for benchmark.report.compute_report; strategies: {strategy: (run name,
-    [(item_id, is_correct)])}, one run per strategy, rows kept in this order."""
-    report = compute_report(
-        humans_label=humans_label,
-        release=release,
-        release_hash=release_hash,
-        split=split,
-        items=items,
-        humans=humans,
-        models={strategy: answers for strategy, (_, answers) in strategies.items()},
-    )
-    by_label = {row.label: row for row in report.models}
-    return strategy_table_of_rows(
-        release=release,
-        release_hash=release_hash,
-        split=split,
-        model=model,
-        items=report.items,
-        humans=report.humans,
-        strategies={strategy: (run, by_label[strategy]) for strategy, (run, _) in strategies.items()},
-    )
 
 
 def strategy_table_of_rows(

@@ -32,7 +32,6 @@ from benchmark.report import (
 )
 from benchmark.strategy_table import (
     StrategyTable,
-    compute_strategy_table,
     strategy_table_csv,
     strategy_table_latex,
     strategy_table_markdown,
@@ -374,30 +373,6 @@ def _split_items(release: Release, split: str):
     return items, on_split
 
 
-def release_strategy_table(
-    release: Release,
-    *,
-    model: str,
-    human_answers: Iterable,
-    strategies: Mapping[str, tuple[str, Iterable]],
-    split: str = "test",
-    humans_label: str = HUMANS,
-) -> StrategyTable:
-    """One model's strategies on `release`'s `split` beside the humans (benchmark.strategy_table): strategies is
-    {strategy: (run name, [(item_id, is_correct)])}."""
-    items, on_split = _split_items(release, split)
-    return compute_strategy_table(
-        release=release.name,
-        release_hash=release.content_sha256,
-        split=split,
-        model=model,
-        items=items,
-        humans=on_split(human_answers),
-        strategies={strategy: (run, on_split(answers)) for strategy, (run, answers) in strategies.items()},
-        humans_label=humans_label,
-    )
-
-
 def release_strategy_table_kept(
     release: Release,
     *,
@@ -406,8 +381,9 @@ def release_strategy_table_kept(
     split: str = "test",
     humans_label: str = HUMANS,
 ) -> StrategyTable:
-    """`release_strategy_table` from the rows' sums the report keeps (`release_rows`): strategies is {strategy: (run
-    name, run)}; each strategy's row is the run's model row, labelled by the strategy."""
+    """One model's strategies on `release`'s `split` beside the humans (benchmark.strategy_table), from the rows' sums
+    the report keeps (`release_rows`): strategies is {strategy: (run name, run)}; each strategy's row is the run's
+    model row, labelled by the strategy."""
     runs = [run for _, run in strategies.values()]
     rows = release_rows(release, runs=runs, split=split)
     return strategy_table_of_rows(
