@@ -46,3 +46,5 @@ run "$PYTHON" bench/sample_frames.py --seconds 8 --steps 2
 run "$PYTHON" bench/stats_pages.py --pairs 200 --videos 10 --captions 20 --repeat 1 --clients 1 --seconds 1 --workers 1 --database sb_statsbench_smoke
 run "$PYTHON" bench/similarity.py --frames 4 --pairs 4 --batch 2
 run "$PYTHON" bench/synthetic.py --pairs 2
+PYTHONPATH=bench TEST_COSTS=var/bench-smoke/test-costs run "$PYTHON" -m pytest -q -p no:cacheprovider -p test_costs tests/benchmark/test_apportion.py
+run "$PYTHON" bench/test_costs.py var/bench-smoke/test-costs --top 3
