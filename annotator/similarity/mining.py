@@ -7,7 +7,10 @@ every pair that can be in range, with a margin that bounds their rounding (on CP
 about 1.5x bfloat16's speed with VNNI; on CUDA in bfloat16 with float32 accumulation); the survivors are then scored
 exactly from the float16 values as integers (the same `cosines` every similarity of the app comes from), and only
 the exact values decide and rank. So the mined set is the exact pair set (recall 1.0, proven by the margin, not
-estimated), and the order never turns on a BLAS kernel. bench/mining.py measures it beside faiss's Flat range
+estimated), and the order never turns on a BLAS kernel. On CPU, from PRUNE_FROM rows on, the rows are grouped by
+their nearest of about N/24 centres, and only the products of rows with the groups that angle bounds (the triangle
+inequality on the sphere, with a group's radius) cannot rule out are computed (`grouped_pairs`): the survivors are
+those of every tile, at about a third of the CPU on clustered vectors. bench/mining.py measures it beside faiss's Flat range
 search, IVF-Flat and HNSW on the same vectors (bench/README.md).
 
 The bfloat16 margin: each rounding moves a value by at most 2**-9 of it, so the product of two rounded unit
