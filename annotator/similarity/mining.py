@@ -10,8 +10,8 @@ the exact values decide and rank. So the mined set is the exact pair set (recall
 estimated), and the order never turns on a BLAS kernel. On CPU, from PRUNE_FROM rows on, the rows are grouped by
 their nearest of about N/24 centres, and only the products of rows with the groups that angle bounds (the triangle
 inequality on the sphere, with a group's radius) cannot rule out are computed (`grouped_pairs`): the survivors are
-those of every tile, at about a third of the CPU on clustered vectors. bench/mining.py measures it beside faiss's Flat range
-search, IVF-Flat and HNSW on the same vectors (bench/README.md).
+those of every tile, at about a third of the CPU on clustered vectors. bench/mining.py measures it beside faiss's
+Flat range search, IVF-Flat and HNSW on the same vectors (bench/README.md).
 
 The bfloat16 margin: each rounding moves a value by at most 2**-9 of it, so the product of two rounded unit
 vectors is off by at most (2 * 2**-9 + 2**-18) * sum|a_i b_i| <= 0.0040, and the bfloat16 result itself by at most
@@ -39,7 +39,7 @@ DIVERSE_CHUNK = 65536  # pairs per list of Python ints in keep_diverse
 PRUNE_FROM = 16_384  # rows from which tiles go by coarse groups' bounds (below, computing the bounds costs more)
 GROUP_ROWS = 24  # rows per coarse group, on average
 CENTRE_SAMPLE = 2  # every second row moves the centres
-GROUP_CHUNK = 2048  # rows per product with the centres (2,048 x 4,166 int32 at 100,000 rows: 33 MiB)
+GROUP_CHUNK = 1024  # rows per product with the centres (1,024 x 4,166 int32 at 100,000 rows: 16 MiB)
 LOOSE_ANGLE = math.radians(40)  # a row farther from its nearest centre is loose: bounded on its own, not by a group
 LOOSE_SHARE = 0.8  # loose rows above this share of the rows: plain tiles among them, not groups again
 LOOSE = -1
@@ -152,20 +152,31 @@ def candidate_pairs(
 
 
 def tile_pairs(
-    matrix, *, floor, top, rows_end: int | None = None, progress: Callable[[int, int], None] | None = None
+    matrix,
+    *,
+    floor,
+    top,
+    rows_end: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    positions: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Every tile of the upper triangle of `matrix` (int8 rows with int32 sums, or bfloat16 rows): the pairs (i < j;
-    with `rows_end`, i before it and j from it on) whose score lies in [floor, top]."""
+    """Every tile of the upper triangle of `matrix` (int8 rows with int32 sums, or bfloat16 rows), or of its rows at
+    `positions` (int8 only; gathered a block at a time, no copy of them all): the pairs (i < j, indices into those
+    rows; with `rows_end`, i before it and j from it on) whose score lies in [floor, top]."""
     import torch
 
-    count = len(matrix)
+    count = len(matrix) if positions is None else len(positions)
     row_limit = count if rows_end is None else rows_end
     blocks = (row_limit + ROW_BLOCK - 1) // ROW_BLOCK
+
+    def block_of(start, end):
+        return matrix[start:end] if positions is None else matrix[torch.from_numpy(positions[start:end])]
+
     if matrix.dtype == torch.int8:
 
         def product(rows, left):
             # The column block transposed on its own: a transposed copy of the whole matrix is 100 MB at 100,000.
-            return torch._int_mm(rows, matrix[left : left + COLUMN_BLOCK].T.contiguous())
+            return torch._int_mm(rows, block_of(left, left + COLUMN_BLOCK).T.contiguous())
     else:
         columns = matrix.T
 
@@ -175,7 +186,7 @@ def tile_pairs(
     firsts, seconds = [], []
     for block in range(blocks):
         start = block * ROW_BLOCK
-        rows = matrix[start : min(start + ROW_BLOCK, row_limit)]
+        rows = block_of(start, min(start + ROW_BLOCK, row_limit))
         for left in range(start if rows_end is None else rows_end, count, COLUMN_BLOCK):
             scores = product(rows, left)
             # A row maximum is a fast reduction; nonzero over a whole tile is not (a second of a 4096 x 8192
@@ -272,8 +283,6 @@ def pruned_pairs(
     positions, with only the products that bounds cannot rule out: the rows by coarse groups (`grouped_pairs`), then
     the rows it left loose the same way, until they are few or hardly fewer, then those by plain tiles. `reach`: the
     largest angle between two unit vectors whose sum can reach the floor."""
-    import torch
-
     rows = np.arange(len(matrix))
     while len(rows) >= PRUNE_FROM:
         loose = grouped_pairs(
@@ -297,7 +306,7 @@ def pruned_pairs(
         return
     end = None if rows_end is None else int(np.searchsorted(rows, rows_end))
     if end is None or 0 < end < len(rows):
-        first, second = tile_pairs(matrix[torch.from_numpy(rows)], floor=floor, top=top, rows_end=end)
+        first, second = tile_pairs(matrix, floor=floor, top=top, rows_end=end, positions=rows)
         found.append((rows[first].astype(np.int32), rows[second].astype(np.int32)))
 
 
