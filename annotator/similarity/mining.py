@@ -237,9 +237,15 @@ def int8_centres(centres: np.ndarray):
     distance from a centre to its int8 copy."""
     import torch
 
-    scale = 127.0 / max(float(np.abs(centres).max()), 1e-12)
-    quantised = np.clip(np.rint(centres * scale), -127, 127).astype(np.int8)
-    worst = float(np.linalg.norm(centres - quantised.astype(np.float32) / scale, axis=1).max())
+    scale = 127.0 / max(float(max(centres.max(), -centres.min())), 1e-12)
+    # In place on one float copy (the centres are 17 MB at 100,000 rows, and this runs beside the vectors).
+    rounded = centres * np.float32(scale)
+    np.rint(rounded, out=rounded)
+    np.clip(rounded, -127, 127, out=rounded)
+    quantised = rounded.astype(np.int8)
+    rounded /= np.float32(scale)
+    rounded -= centres
+    worst = float(np.sqrt(np.einsum("ij,ij->i", rounded, rounded).max()))
     return torch.from_numpy(quantised).T.contiguous(), scale, worst
 
 
@@ -263,8 +269,10 @@ def coarse_centres(halves: np.ndarray, matrix, rows: np.ndarray) -> np.ndarray:
         named, starts = np.unique(nearest[order], return_index=True)
         sums[named] += np.add.reduceat(unit_rows(halves[part[order]]), starts, axis=0)
     norms = np.linalg.norm(sums, axis=1, keepdims=True)
-    moved = sums / np.maximum(norms, 1e-12)
-    return np.where(norms > 0, moved, centres).astype(np.float32)
+    sums /= np.maximum(norms, 1e-12)  # in place: the centres moved
+    empty = norms[:, 0] == 0  # no row of the sample was nearest: the centre stays
+    sums[empty] = centres[empty]
+    return sums
 
 
 def pruned_pairs(
