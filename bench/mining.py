@@ -1,9 +1,10 @@
 """Corpus-wide pair mining on real-shaped synthetic vectors: the method the app uses (int8 blocked products on CPU,
-bfloat16 on CUDA, then exact integer scores) against plain exact numpy (float32 blocked products) on the same
-vectors, and faiss's own anchors on the same vectors (faiss-cpu, a dev requirement; its rows are left out where it
-cannot be imported): Flat range search (exact), IVF-Flat (nprobe 16) and HNSW (at 10,000 images only: its build
-grows faster than linearly), at 10,000 and 100,000 images of 1024-d float16. Then the plan of a job spread over
-workers in block pairs, from the measured cost of one unit.
+skipping the tiles that coarse groups' angle bounds rule out, bfloat16 on CUDA, then exact integer scores) against
+plain exact numpy (float32 blocked products) on the same vectors, and faiss's own anchors on the same vectors
+(faiss-cpu, a dev requirement; its rows are left out where it cannot be imported): Flat range search (exact),
+IVF-Flat (nprobe 16) and HNSW (at 10,000 images only: its build grows faster than linearly), at 10,000 and 100,000
+images of 1024-d float16. Then the plan of a job spread over workers in block pairs, from the measured cost of one
+unit.
 
 The data (`--data clustered`, the default; annotator/similarity/synthetic_vectors.py): clusters of frames of one
 video and images of one class, planted near-duplicates and singletons, about ten pairs per image in

@@ -178,9 +178,12 @@ def test_exact_scores_convert_each_row_once_and_give_the_bits_of_the_pairwise_fo
     assert exact_similarities(halves, first, second, chunk=4096, most_rows=40).tobytes() == expected.tobytes()
 
 
-def test_block_pairs_together_find_the_pairs_of_the_whole_corpus():
+@pytest.mark.parametrize("bounds_from", [None, 60])
+def test_block_pairs_together_find_the_pairs_of_the_whole_corpus(monkeypatch, bounds_from):
     """Cut into blocks, each block's upper triangle and each pair of blocks give exactly the corpus's in-range pairs
-    with the same bits (a job spread over workers mines block pairs)."""
+    with the same bits (a job spread over workers mines block pairs), whether the blocks multiply every tile or
+    (bounds_from) skip the tiles that coarse groups' bounds rule out."""
+    from annotator.similarity import mining
     from annotator.similarity.mining import in_range_pairs, with_default_groups
     from annotator.similarity.synthetic_vectors import clustered_vectors
 
@@ -191,6 +194,8 @@ def test_block_pairs_together_find_the_pairs_of_the_whole_corpus():
     )
     whole = {(int(a), int(b)): float(v) for a, b, v in zip(first, second, values, strict=True)}
     assert len(whole) > 300
+    if bounds_from is not None:
+        monkeypatch.setattr(mining, "PRUNE_FROM", bounds_from)
     found = {}
     edges = [0, 90, 200, 333, 400]
     for i in range(4):

@@ -12,6 +12,7 @@ from annotator.datamanager.bulk import bulk_run_unit, bulk_start
 from annotator.jobs.services import UnitRef, job_cancel
 from annotator.mining.services import VIDEOS, mining_run, mining_start
 from annotator.models import Collection, Domain, EmbeddingModel, Job, JobTask, Pair, PairCandidate
+from annotator.similarity import mining
 from annotator.similarity.services import current_fingerprint, embedding_model_forget_cached
 from subtlebench.errors import Forbidden, Invalid
 from tests.factories import make_image, make_video
@@ -355,7 +356,12 @@ def run_every_unit(job: Job) -> list[JobTask]:
     return done
 
 
-def test_a_job_spread_over_block_pairs_writes_exactly_what_one_worker_writes(coordinator, settings):
+@pytest.mark.parametrize("bounds_from", [None, 20])
+def test_a_job_spread_over_block_pairs_writes_exactly_what_one_worker_writes(
+    coordinator, settings, monkeypatch, bounds_from
+):
+    """The single worker multiplies every tile; the block pairs too, or (bounds_from) skip the tiles that coarse
+    groups' bounds rule out: the same candidates either way."""
     collection = clustered_collection()
     settings.MINING_BLOCK_ROWS = 1000
     single = run_unit(mining_start(user=coordinator, scope=str(collection.pk), k=2))
@@ -364,6 +370,8 @@ def test_a_job_spread_over_block_pairs_writes_exactly_what_one_worker_writes(coo
     PairCandidate.objects.filter(job=single).delete()  # else the second job leaves them out as candidates already
 
     settings.MINING_BLOCK_ROWS = 32  # 4 blocks: 10 block pairs
+    if bounds_from is not None:
+        monkeypatch.setattr(mining, "PRUNE_FROM", bounds_from)
     job = mining_start(user=coordinator, scope=str(collection.pk), k=2)
     first = job.tasks.get()
     mining_run(job_id=job.pk, unit=UnitRef(first.pk, celery_id="plan"))
