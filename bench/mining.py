@@ -354,7 +354,7 @@ def job_worker(job_id: int) -> None:
             if part["block"][0] == part["block"][1]
             else "pair"
         )
-        units.append((kind, cpu_seconds() - started))
+        units.append((kind, cpu_seconds() - started, rss_mb()))  # the RSS once the unit has given its memory back
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     release_memory()
     print(json.dumps({"units": units, "peak_mb": peak, "before_mb": before, "after_mb": rss_mb()}))
@@ -418,13 +418,14 @@ def job_bench(args) -> None:
         )
         for at, report in enumerate(reports):
             kinds: dict = {}
-            for kind, cpu in report["units"]:
+            for kind, cpu, _ in report["units"]:
                 kinds.setdefault(kind, []).append(cpu)
             spent = ", ".join(f"{len(v)} {k} ({sum(v):.1f} CPU-s, {max(v):.1f} at most)" for k, v in kinds.items())
             print(
                 f"  worker {at + 1}: {spent}; peak {report['peak_mb']:.0f} MB, RSS {report['before_mb']:.0f} MB "
-                f"before, {report['after_mb']:.0f} MB after"
+                f"idle, {report['after_mb']:.0f} MB after the job"
             )
+            print("    RSS after each unit: " + ", ".join(f"{kind} {rss:.0f}" for kind, _, rss in report["units"]))
 
 
 def main() -> None:

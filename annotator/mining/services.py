@@ -21,7 +21,7 @@ from dataclasses import asdict
 
 import numpy as np
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Q
 
 from annotator.jobs.outages import outage_of
@@ -294,7 +294,7 @@ def mining_run(
         # The vectors, their int8 copy and the survivors are hundreds of MB: the worker gives them back now.
         in_range = mined.in_range if mined is not None else 0
         del data, mined
-        release_memory()
+        _give_memory_back()
     result = {
         "options": options,
         "model": model.fingerprint,
@@ -310,6 +310,16 @@ def mining_run(
     return job
 
 
+def _give_memory_back() -> None:
+    """The end of a unit: its arrays given back (`release_memory`), and the database connection closed (Django opens
+    another on the next query) outside a transaction: libpq keeps its buffers as large as the largest message it
+    sent or read, and a block pair's arrays travel as one row (tens of MB in hex), which kept a worker 30 MB above
+    idle after a block pair or the merge."""
+    if not connection.in_atomic_block:
+        connection.close()
+    release_memory()
+
+
 def _fail(job: Job, run, message: str) -> Job:
     log.error("mining job %s (%s): %s", job.pk, job.title, message)
     with transaction.atomic():
@@ -318,51 +328,85 @@ def _fail(job: Job, run, message: str) -> Job:
     return job
 
 
-def _image_fields(ids) -> dict[int, tuple]:
-    """(collection id, source, domain) of each image a candidate names."""
-    fields = {}
+def _image_fields(ids: np.ndarray) -> dict:
+    """(collection id, source, domain) of each image in `ids` (ascending, unique), as arrays in that order: the
+    collection (NO_GROUP for none) and codes into the lists of distinct sources and domains. A chunk's rows become
+    arrays before the next is read, so no Python object per image outlives it: a dict of tuples per image is what
+    kept tens of MB of a worker's heap after the job (its arenas pinned by the few objects that lived on)."""
+    collections = np.full(len(ids), NO_GROUP, dtype=np.int64)
+    sources = np.zeros(len(ids), dtype=np.int64)
+    domains = np.zeros(len(ids), dtype=np.int64)
+    found = np.zeros(len(ids), dtype=bool)
+    names: dict[str, dict[str, int]] = {"sources": {}, "domains": {}}
     for at in range(0, len(ids), VECTOR_CHUNK):
-        rows = Image.objects.filter(pk__in=ids[at : at + VECTOR_CHUNK]).values_list(
+        rows = Image.objects.filter(pk__in=ids[at : at + VECTOR_CHUNK].tolist()).values_list(
             "pk", "collection_id", "source", "collection__domain", "frame__video__domain"
         )
-        fields.update(
-            {
-                pk: (collection, source, domain or video_domain or "")
-                for pk, collection, source, domain, video_domain in rows
-            }
-        )
-    return fields
+        pks, chunk_collections, chunk_sources, chunk_domains = [], [], [], []
+        for pk, collection, source, domain, video_domain in rows:
+            pks.append(pk)
+            chunk_collections.append(NO_GROUP if collection is None else collection)
+            chunk_sources.append(names["sources"].setdefault(source, len(names["sources"])))
+            domain = domain or video_domain or ""
+            chunk_domains.append(names["domains"].setdefault(domain, len(names["domains"])))
+        where = np.searchsorted(ids, np.array(pks, dtype=np.int64))
+        collections[where] = chunk_collections
+        sources[where] = chunk_sources
+        domains[where] = chunk_domains
+        found[where] = True
+        del rows, pks, chunk_collections, chunk_sources, chunk_domains
+    if not found.all():
+        raise LookupError(f"image {int(ids[~found][0])} is gone")
+    return {
+        "ids": ids,
+        "collections": collections,
+        "sources": sources,
+        "domains": domains,
+        "source_names": list(names["sources"]),
+        "domain_names": list(names["domains"]),
+    }
 
 
 def _write(job: Job, run, fingerprint: str, first_ids, second_ids, similarity) -> int:
     """The candidates (image ids, first < second) in rank order, WRITE_CHUNK per transaction; a pair written already
-    (by this job before a crash, or by anyone since) is left as it is. How many rows this run added."""
-    fields = _image_fields(sorted(set(first_ids.tolist()) | set(second_ids.tolist())))
+    (by this job before a crash, or by anyone since) is left as it is. How many rows this run added. The image
+    fields are arrays, and each chunk's rows are built from them and dropped with the chunk."""
+    fields = _image_fields(np.unique(np.concatenate([first_ids, second_ids])))
+    source_names = [*fields["source_names"], "mixed"]  # code -1: the two images' sources differ
+    domain_names = fields["domain_names"]
     before = PairCandidate.objects.filter(job=job).count()
     for at in range(0, len(first_ids), WRITE_CHUNK):
-        rows = []
-        for one, two, value in zip(
-            first_ids[at : at + WRITE_CHUNK].tolist(),
-            second_ids[at : at + WRITE_CHUNK].tolist(),
-            similarity[at : at + WRITE_CHUNK].tolist(),
-            strict=True,
-        ):
-            (collection, source, domain), (other_collection, other_source, _) = fields[one], fields[two]
-            rows.append(
-                PairCandidate(
-                    image_1_id=one,
-                    image_2_id=two,
-                    origin=PairCandidate.Origin.MINED,
-                    collection_id=collection if collection is not None and collection == other_collection else None,
-                    domain=domain,
-                    source=source if source == other_source else "mixed",
-                    similarity=value,
-                    similarity_model=fingerprint,
-                    job=job,
-                )
+        one = np.searchsorted(fields["ids"], first_ids[at : at + WRITE_CHUNK])
+        two = np.searchsorted(fields["ids"], second_ids[at : at + WRITE_CHUNK])
+        collection = fields["collections"][one]
+        collection = np.where(collection == fields["collections"][two], collection, NO_GROUP)
+        source = fields["sources"][one]
+        source = np.where(source == fields["sources"][two], source, -1)
+        rows = [
+            PairCandidate(
+                image_1_id=image_1,
+                image_2_id=image_2,
+                origin=PairCandidate.Origin.MINED,
+                collection_id=None if in_collection == NO_GROUP else in_collection,
+                domain=domain_names[domain],
+                source=source_names[source_code],
+                similarity=value,
+                similarity_model=fingerprint,
+                job=job,
             )
+            for image_1, image_2, in_collection, domain, source_code, value in zip(
+                first_ids[at : at + WRITE_CHUNK].tolist(),
+                second_ids[at : at + WRITE_CHUNK].tolist(),
+                collection.tolist(),
+                fields["domains"][one].tolist(),
+                source.tolist(),
+                similarity[at : at + WRITE_CHUNK].tolist(),
+                strict=True,
+            )
+        ]
         with transaction.atomic():
             PairCandidate.objects.bulk_create(rows, ignore_conflicts=True, batch_size=WRITE_CHUNK)
+        del rows
         if run is not None:
             run.beat()  # and stops here when the job was cancelled meanwhile
     return PairCandidate.objects.filter(job=job).count() - before
@@ -452,22 +496,29 @@ def _run_part(job: Job, run, *, block: list | None, device: str | None) -> Job:
         log.exception("mining job %s stopped", job.pk)
         return _fail(job, run, f"the run stopped: {type(error).__name__}: {error}")
     finally:
-        release_memory()
+        _give_memory_back()
     return job
 
 
 def _merge(job: Job, run) -> None:
     """Every block pair's pairs, ranked in the one total order, thinned, written; the job finished with the counts."""
     options = job.result["options"]
-    blocks = list(MinedBlock.objects.filter(job=job).order_by("row_block", "column_block"))
     expected = job.result["units"]
-    if len(blocks) != expected:
-        raise RuntimeError(f"{len(blocks)} of {expected} block pairs were mined")
-    first_ids = np.concatenate([np.frombuffer(bytes(b.first_ids), "<i8") for b in blocks])
-    second_ids = np.concatenate([np.frombuffer(bytes(b.second_ids), "<i8") for b in blocks])
-    similarity = np.concatenate([np.frombuffer(bytes(b.similarities), "<f8") for b in blocks])
-    checked = sum(b.checked for b in blocks)
-    del blocks
+    # One block pair's row at a time, straight into arrays (no model instance, no bytes kept beside the arrays).
+    keys = list(MinedBlock.objects.filter(job=job).order_by("row_block", "column_block").values_list("pk", flat=True))
+    if len(keys) != expected:
+        raise RuntimeError(f"{len(keys)} of {expected} block pairs were mined")
+    parts: dict[str, list] = {"first_ids": [], "second_ids": [], "similarities": []}
+    checked = 0
+    for key in keys:
+        row = MinedBlock.objects.filter(pk=key).values("first_ids", "second_ids", "similarities", "checked").get()
+        parts["first_ids"].append(np.frombuffer(row["first_ids"], "<i8").astype(np.int64))
+        parts["second_ids"].append(np.frombuffer(row["second_ids"], "<i8").astype(np.int64))
+        parts["similarities"].append(np.frombuffer(row["similarities"], "<f8").astype(np.float64))
+        checked += row["checked"]
+        del row
+    first_ids, second_ids, similarity = (np.concatenate(parts[name]) for name in parts)
+    del parts
     taken = taken_pairs(options["scope"], job)
 
     skip = _skipper(taken)

@@ -488,16 +488,21 @@ def keep_diverse(first: np.ndarray, second: np.ndarray, k: int) -> np.ndarray:
     """Greedy in the given order: a pair is kept when neither image is in k kept pairs yet. The mask of kept pairs."""
     if k <= 0:
         return np.ones(len(first), dtype=bool)
-    used: dict[int, int] = {}
+    # Each image's count in one list of small ints, indexed by its position among the distinct images: a dict keyed
+    # by the images' ids kept an int object per image, scattered over the chunks' arenas.
+    _, positions = np.unique(np.concatenate([first, second]), return_inverse=True)
+    used = [0] * (int(positions.max()) + 1 if len(positions) else 0)
     kept = np.zeros(len(first), dtype=bool)
     # In chunks: two Python lists of a million ints each are about 80 MB at the job's peak.
     for start in range(0, len(first), DIVERSE_CHUNK):
-        end = start + DIVERSE_CHUNK
-        for at, (one, two) in enumerate(zip(first[start:end].tolist(), second[start:end].tolist(), strict=True)):
-            if used.get(one, 0) < k and used.get(two, 0) < k:
+        end = min(start + DIVERSE_CHUNK, len(first))
+        ones = positions[start:end].tolist()
+        twos = positions[len(first) + start : len(first) + end].tolist()
+        for at, (one, two) in enumerate(zip(ones, twos, strict=True)):
+            if used[one] < k and used[two] < k:
                 kept[start + at] = True
-                used[one] = used.get(one, 0) + 1
-                used[two] = used.get(two, 0) + 1
+                used[one] += 1
+                used[two] += 1
     return kept
 
 

@@ -388,3 +388,64 @@ def test_a_job_spread_over_block_pairs_writes_exactly_what_one_worker_writes(
     assert job.result["in_range"] == single.result["in_range"] and job.result["units"] == 10
     assert (job.done, job.total) == (11, 11) and not job.mined_blocks.exists()
     assert JobTask.objects.get(pk=merge.pk).status == JobTask.Status.DONE
+
+
+def test_the_merge_holds_no_python_object_per_image_while_it_writes(coordinator, settings, monkeypatch):
+    """What the merge's worker kept after the job (tens of MB) were the Python objects it made per image and per pair,
+    whose memory arenas a few surviving objects pinned: while it writes, the writing code holds one chunk's rows and
+    arrays, not an object per image (Python objects only, as tracemalloc counts them: numpy's buffers are apart)."""
+    import tracemalloc
+
+    from annotator.mining import services
+
+    collection = clustered_collection()
+    settings.MINING_BLOCK_ROWS = 32
+    job = mining_start(user=coordinator, scope=str(collection.pk), k=2)
+    first = job.tasks.get()
+    mining_run(job_id=job.pk, unit=UnitRef(first.pk, celery_id="plan"))
+    for unit in job.tasks.exclude(pk=first.pk).order_by("pk"):
+        mining_run(job_id=job.pk, unit=UnitRef(unit.pk, celery_id=f"c{unit.pk}"), block=unit.kwargs["block"])
+    merge = job.tasks.get(kwargs__merge=True)
+    monkeypatch.setattr(services, "WRITE_CHUNK", 1)
+    held = []
+    bulk_create = PairCandidate.objects.bulk_create
+
+    def measured(rows, **options):
+        snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.DomainFilter(True, 0)])
+        snapshot = snapshot.filter_traces([tracemalloc.Filter(True, services.__file__)])
+        held.append(sum(stat.size for stat in snapshot.statistics("filename")))
+        return bulk_create(rows, **options)
+
+    monkeypatch.setattr(PairCandidate.objects, "bulk_create", measured)
+    tracemalloc.start(1)
+    try:
+        mining_run(job_id=job.pk, unit=UnitRef(merge.pk, celery_id="merge"), merge=True)
+    finally:
+        tracemalloc.stop()
+    job.refresh_from_db()
+    assert job.status == Job.Status.SUCCEEDED, job.errors
+    assert len(held) == job.result["candidates"] > 60
+    # A fixed few KB (3.2 here); a dict of (collection, source, domain) per image named took 130 bytes an image (11 KB).
+    assert max(held) < 6000, held
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_unit_closes_its_database_connection_when_it_ends(coordinator, settings):
+    """libpq keeps its buffers as large as the largest message: a block pair's arrays travel as one row, which kept
+    the worker 30 MB above idle after a block pair or the merge until the connection was closed."""
+    from django.db import connection
+
+    collection = clustered_collection(40)
+    settings.MINING_BLOCK_ROWS = 32
+    job = mining_start(user=coordinator, scope=str(collection.pk), k=2)
+    first = job.tasks.get()
+    mining_run(job_id=job.pk, unit=UnitRef(first.pk, celery_id="plan"))
+    for unit in job.tasks.exclude(pk=first.pk).order_by("pk"):
+        assert Job.objects.filter(pk=job.pk).exists() and connection.connection is not None
+        mining_run(job_id=job.pk, unit=UnitRef(unit.pk, celery_id=f"c{unit.pk}"), block=unit.kwargs["block"])
+        assert connection.connection is None  # closed at the unit's end; the next query opens another
+    merge = job.tasks.get(kwargs__merge=True)
+    mining_run(job_id=job.pk, unit=UnitRef(merge.pk, celery_id="merge"), merge=True)
+    assert connection.connection is None
+    job.refresh_from_db()
+    assert job.status == Job.Status.SUCCEEDED, job.errors
