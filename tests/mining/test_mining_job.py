@@ -77,6 +77,24 @@ def test_it_writes_the_pairs_in_range_as_mined_candidates_with_their_provenance(
     assert job.result["candidates"] == len(found) and job.result["images"] == 8
 
 
+def test_a_candidate_of_two_sources_is_mixed_and_frames_have_no_collection_and_their_videos_domain(coordinator):
+    collection, images = collection_world()
+    images[1].source = "visa"
+    images[1].save()
+    job = run_unit(mining_start(user=coordinator, scope=str(collection.pk), k=0))
+    mixed = PairCandidate.objects.get(job=job, image_1=images[0], image_2=images[1])
+    same = PairCandidate.objects.get(job=job, image_1=images[0], image_2=images[2])
+    assert (mixed.collection, mixed.domain, mixed.source) == (collection, Domain.INDUSTRIAL, "mixed")
+    assert (same.collection, same.domain, same.source) == (collection, Domain.INDUSTRIAL, "mvtec")
+    video = make_video(frames=2, domain=Domain.MEDICAL)
+    frames = [frame.image for frame in video.frames.order_by("index")]
+    base = np.random.default_rng(3).normal(size=64)
+    store_embedding(frames[0], base)
+    store_embedding(frames[1], vector_with_similarity(base, 0.9, seed=5))
+    framed = PairCandidate.objects.get(job=run_unit(mining_start(user=coordinator, scope=VIDEOS, k=0)))
+    assert (framed.collection, framed.domain) == (None, Domain.MEDICAL)
+
+
 def test_diversity_and_the_class_filter_reach_the_candidates(coordinator):
     collection, images = collection_world()
     job = run_unit(mining_start(user=coordinator, scope=str(collection.pk), k=1, same_label=True))
