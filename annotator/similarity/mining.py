@@ -25,6 +25,7 @@ import gc
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -130,19 +131,10 @@ def candidate_pairs(
     # A pair whose similarity is below this has an int8 sum below `floor` (it is off by at most the margin, and
     # 1/scale**2 is one unit of the sums): ruling it out keeps exactly the pairs the tiles keep.
     reach = math.acos(max(-1.0, low - 2 * margin - 1 / scale**2))
+    search = BoundedSearch(halves, matrix, scale, worst, floor, top, reach, rows_end)
     ticks = Ticks(progress, blocks)
     found: list[tuple[np.ndarray, np.ndarray]] = []
-    pruned_pairs(
-        halves,
-        matrix,
-        int8=(scale, worst),
-        floor=floor,
-        top=top,
-        reach=reach,
-        rows_end=rows_end,
-        found=found,
-        ticks=ticks,
-    )
+    pruned_pairs(search, found, ticks)
     ticks.finish()
     if not found:
         return np.empty(0, np.int64), np.empty(0, np.int64)
@@ -275,36 +267,30 @@ def coarse_centres(halves: np.ndarray, matrix, rows: np.ndarray) -> np.ndarray:
     return sums
 
 
-def pruned_pairs(
-    halves: np.ndarray,
-    matrix,
-    *,
-    int8: tuple[float, float],
-    floor: int,
-    top: int,
-    reach: float,
-    rows_end: int | None,
-    found: list,
-    ticks: Ticks | None = None,
-) -> None:
+@dataclass(frozen=True)
+class BoundedSearch:
+    """What every step of a search with bounds reads: the float16 rows and their int8 copy (its scale, and the
+    largest distance from a unit row to its int8 copy), the int8 sums kept ([floor, top]), `reach` (the largest
+    angle between two unit vectors whose sum can reach the floor) and `rows_end` (as `candidate_pairs` takes it)."""
+
+    halves: np.ndarray
+    matrix: Any  # torch int8 rows
+    scale: float
+    worst: float
+    floor: int
+    top: int
+    reach: float
+    rows_end: int | None
+
+
+def pruned_pairs(search: BoundedSearch, found: list, ticks: Ticks | None = None) -> None:
     """The pairs whose int8 sum lies in [floor, top] (as `tile_pairs` finds them), appended to `found` as int32
     positions, with only the products that bounds cannot rule out: the rows by coarse groups (`grouped_pairs`), then
-    the rows it left loose the same way, until they are few or hardly fewer, then those by plain tiles. `reach`: the
-    largest angle between two unit vectors whose sum can reach the floor."""
+    the rows it left loose the same way, until they are few or hardly fewer, then those by plain tiles."""
+    matrix, rows_end = search.matrix, search.rows_end
     rows = np.arange(len(matrix))
     while len(rows) >= PRUNE_FROM:
-        loose = grouped_pairs(
-            halves,
-            matrix,
-            rows,
-            int8=int8,
-            floor=floor,
-            top=top,
-            reach=reach,
-            rows_end=rows_end,
-            found=found,
-            ticks=ticks,
-        )
+        loose = grouped_pairs(search, rows, found, ticks)
         ticks = None
         fewer = len(loose) <= LOOSE_SHARE * len(rows)
         rows = loose
@@ -314,23 +300,11 @@ def pruned_pairs(
         return
     end = None if rows_end is None else int(np.searchsorted(rows, rows_end))
     if end is None or 0 < end < len(rows):
-        first, second = tile_pairs(matrix, floor=floor, top=top, rows_end=end, positions=rows)
+        first, second = tile_pairs(matrix, floor=search.floor, top=search.top, rows_end=end, positions=rows)
         found.append((rows[first].astype(np.int32), rows[second].astype(np.int32)))
 
 
-def grouped_pairs(
-    halves: np.ndarray,
-    matrix,
-    rows: np.ndarray,
-    *,
-    int8: tuple[float, float],
-    floor: int,
-    top: int,
-    reach: float,
-    rows_end: int | None,
-    found: list,
-    ticks: Ticks | None = None,
-) -> np.ndarray:
+def grouped_pairs(search: BoundedSearch, rows: np.ndarray, found: list, ticks: Ticks | None = None) -> np.ndarray:
     """Of `rows` (ascending positions), the pairs with a row of a coarse group whose int8 sum lies in [floor, top],
     appended to `found`; returns the rows left loose (their pairs among themselves are not searched here).
 
@@ -344,8 +318,9 @@ def grouped_pairs(
     row and a centre by the two int8 errors (e_row + e_centre + e_row * e_centre)."""
     import torch
 
+    halves, matrix, scale, worst = search.halves, search.matrix, search.scale, search.worst
+    floor, top, reach, rows_end = search.floor, search.top, search.reach, search.rows_end
     count = len(rows)
-    scale, worst = int8
     centres = coarse_centres(halves, matrix, rows)
     columns, centre_scale, centre_worst = int8_centres(centres)
     slack = worst + centre_worst + worst * centre_worst + 1e-5  # an int8 row-centre product, as a cosine
@@ -490,8 +465,8 @@ def keep_diverse(first: np.ndarray, second: np.ndarray, k: int) -> np.ndarray:
         return np.ones(len(first), dtype=bool)
     # Each image's count in one list of small ints, indexed by its position among the distinct images: a dict keyed
     # by the images' ids kept an int object per image, scattered over the chunks' arenas.
-    _, positions = np.unique(np.concatenate([first, second]), return_inverse=True)
-    used = [0] * (int(positions.max()) + 1 if len(positions) else 0)
+    distinct, positions = np.unique(np.concatenate([first, second]), return_inverse=True)
+    used = [0] * len(distinct)
     kept = np.zeros(len(first), dtype=bool)
     # In chunks: two Python lists of a million ints each are about 80 MB at the job's peak.
     for start in range(0, len(first), DIVERSE_CHUNK):
